@@ -1,0 +1,26 @@
+"""The `progressive-sync` command line: assembles the subcommands and sets up logging.
+
+Each subcommand lives in its own module under `orchestrator/commands/` and parses its flags into
+a typed settings object; nothing here holds state. Exit codes: 0 ok, 1 a failed rollout or invalid
+input, 2 bad usage (click's own code for usage errors).
+"""
+
+from __future__ import annotations
+
+import click
+
+from orchestrator import __version__
+from orchestrator.commands import devcluster_cmd
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, "--version", prog_name="progressive-sync")
+def main() -> None:
+    """Roll a change out across a fleet of Kubernetes clusters with Argo CD, in stages."""
+
+
+main.add_command(devcluster_cmd.dev_cluster)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The `progressive-sync` subcommands, one module each; `orchestrator.cli` assembles them."""

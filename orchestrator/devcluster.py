@@ -1,0 +1,516 @@
+"""A real local Kubernetes control plane: etcd + kube-apiserver on loopback, no kubelet.
+
+Used by the pytest fixtures, `progressive-sync dev-cluster up`, the demo and the benchmarks. It
+starts the real binaries (built by `make tools`, found through `KUBEBUILDER_ASSETS`) on free
+loopback ports with generated certificates, RBAC authorization, an audit log of every write (so
+tests can count writes made by any process), an admin kubeconfig, and client certificates minted
+on demand for restricted users. `stop()` ends both process groups and removes the temp dir.
+
+There is no scheduler, controller-manager or kubelet: Pods never run, garbage collection never
+happens and namespaces are never finalized. Callers clean up by deleting what they created.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import datetime as dt
+import ipaddress
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+log = logging.getLogger(__name__)
+
+REQUIRED_TOOLS = ("etcd", "kube-apiserver", "kubectl")
+SERVICE_CIDR = "10.0.0.0/24"
+
+# Every write (and watch-free read) by anyone, at Metadata level: enough to count writes per
+# object and per user without logging request bodies (which could hold secrets).
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        {"level": "Metadata", "verbs": ["create", "update", "patch", "delete", "deletecollection"]},
+        {"level": "None"},
+    ],
+}
+
+
+class ControlPlaneError(RuntimeError):
+    """The control plane could not be started, or its tools could not be found."""
+
+
+# --- tools -----------------------------------------------------------------------------------
+
+
+def find_tools_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """The folder holding etcd, kube-apiserver and kubectl: explicit, KUBEBUILDER_ASSETS, or PATH."""
+    candidates: list[Path] = []
+    if explicit:
+        candidates.append(Path(explicit))
+    if os.environ.get("KUBEBUILDER_ASSETS"):
+        candidates.append(Path(os.environ["KUBEBUILDER_ASSETS"]))
+    on_path = shutil.which("kube-apiserver")
+    if on_path:
+        candidates.append(Path(on_path).parent)
+    for folder in candidates:
+        if all((folder / tool).is_file() and os.access(folder / tool, os.X_OK) for tool in REQUIRED_TOOLS):
+            return folder
+    looked = ", ".join(str(c) for c in candidates) or "nowhere (KUBEBUILDER_ASSETS is unset)"
+    raise ControlPlaneError(
+        f"etcd, kube-apiserver and kubectl not found (looked in {looked}). "
+        "Run `make tools` (it builds them and prints their folder) and set KUBEBUILDER_ASSETS to that folder."
+    )
+
+
+# --- certificates ----------------------------------------------------------------------------
+
+
+@dataclass
+class _KeyPair:
+    cert: x509.Certificate
+    key: ec.EllipticCurvePrivateKey
+
+    def cert_pem(self) -> bytes:
+        return self.cert.public_bytes(serialization.Encoding.PEM)
+
+    def key_pem(self) -> bytes:
+        return self.key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+
+
+def _new_ca(common_name: str, now: dt.datetime) -> _KeyPair:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(hours=1))
+        .not_valid_after(now + dt.timedelta(days=30))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
+                key_encipherment=False, data_encipherment=False, key_agreement=False,
+                encipher_only=False, decipher_only=False,
+            ),
+            critical=True,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    return _KeyPair(cert, key)
+
+
+def _issue(
+    ca: _KeyPair,
+    now: dt.datetime,
+    *,
+    common_name: str,
+    organizations: Sequence[str] = (),
+    server_sans: Sequence[str] = (),
+) -> _KeyPair:
+    key = ec.generate_private_key(ec.SECP256R1())
+    attributes = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
+    attributes += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, org) for org in organizations]
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name(attributes))
+        .issuer_name(ca.cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(hours=1))
+        .not_valid_after(now + dt.timedelta(days=30))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+    )
+    if server_sans:
+        sans: list[x509.GeneralName] = []
+        for san in server_sans:
+            try:
+                sans.append(x509.IPAddress(ipaddress.ip_address(san)))
+            except ValueError:
+                sans.append(x509.DNSName(san))
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        usage = ExtendedKeyUsageOID.SERVER_AUTH
+    else:
+        usage = ExtendedKeyUsageOID.CLIENT_AUTH
+    builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+    return _KeyPair(builder.sign(ca.key, hashes.SHA256()), key)
+
+
+# --- processes -------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def host_address() -> str:
+    """This host's own non-loopback IPv4 address, for kube-apiserver's --advertise-address.
+
+    kube-apiserver refuses a loopback advertise address for the `kubernetes` Service endpoints and,
+    left alone, derives one from the default route. It only records the address in an Endpoints
+    object; nothing is ever sent to it. With no such address at all we fall back to a documentation
+    address (TEST-NET-1), which is never routed.
+    """
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            # connect() on UDP sends nothing; it only asks the kernel which source address it would use.
+            sock.connect(("192.0.2.1", 9))
+            address = str(sock.getsockname()[0])
+            if not ipaddress.ip_address(address).is_loopback:
+                return address
+    except OSError:
+        pass
+    return "192.0.2.10"
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: a new session, and SIGKILL when the parent dies (no orphans)."""
+    os.setsid()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _stop_process_group(process: subprocess.Popen[bytes], grace_seconds: float = 10.0) -> None:
+    if process.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=grace_seconds)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=grace_seconds)
+
+
+# --- the control plane -----------------------------------------------------------------------
+
+
+@dataclass
+class AuditEvent:
+    """One write the API server answered, from its audit log."""
+
+    verb: str
+    user: str
+    resource: str
+    namespace: str
+    name: str
+    subresource: str
+    code: int
+
+    @classmethod
+    def from_json(cls, line: dict[str, Any]) -> AuditEvent:
+        """Parse one audit.k8s.io/v1 Event (ResponseComplete stage)."""
+        ref = line.get("objectRef") or {}
+        return cls(
+            verb=str(line.get("verb", "")),
+            user=str((line.get("user") or {}).get("username", "")),
+            resource=str(ref.get("resource", "")),
+            namespace=str(ref.get("namespace", "")),
+            name=str(ref.get("name", "")),
+            subresource=str(ref.get("subresource", "")),
+            code=int((line.get("responseStatus") or {}).get("code", 0)),
+        )
+
+
+@dataclass
+class DevCluster:
+    """A running etcd + kube-apiserver. Create with `DevCluster.start()`; always `stop()` it."""
+
+    workdir: Path
+    tools_dir: Path
+    api_url: str
+    etcd_url: str
+    kubeconfig: Path
+    _processes: list[subprocess.Popen[bytes]] = field(default_factory=list, repr=False)
+    _ca: _KeyPair | None = field(default=None, repr=False)
+    _owns_workdir: bool = True
+
+    @classmethod
+    def start(
+        cls,
+        tools_dir: str | os.PathLike[str] | None = None,
+        *,
+        workdir: str | os.PathLike[str] | None = None,
+        extra_apiserver_args: Sequence[str] = (),
+        ready_timeout: float = 90.0,
+    ) -> DevCluster:
+        """Start etcd and kube-apiserver and wait until they serve; stops everything on failure."""
+        tools = find_tools_dir(tools_dir)
+        owns_workdir = workdir is None
+        root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="progressive-sync-devcluster-"))
+        root.mkdir(parents=True, exist_ok=True)
+        now = dt.datetime.now(dt.UTC)
+        ca = _new_ca("progressive-sync dev-cluster CA", now)
+        api_port = free_port()
+        cluster = cls(
+            workdir=root,
+            tools_dir=tools,
+            api_url=f"https://127.0.0.1:{api_port}",
+            etcd_url="",
+            kubeconfig=root / "admin.kubeconfig",
+            _ca=ca,
+            _owns_workdir=owns_workdir,
+        )
+        try:
+            cluster._start_etcd()
+            cluster._start_apiserver(api_port, ca, now, extra_apiserver_args)
+            cluster.kubeconfig = cluster.mint_user("admin", ["system:masters"], filename="admin.kubeconfig")
+            cluster._wait_ready(ready_timeout)
+        except BaseException:
+            cluster.stop()
+            raise
+        return cluster
+
+    # -- start-up -------------------------------------------------------------------------
+
+    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+        log_file = (self.workdir / f"{name}.log").open("wb")
+        process = subprocess.Popen(  # noqa: S603 - argv is built from our own paths and flags
+            argv, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent, close_fds=True,  # noqa: PLW1509
+        )
+        log_file.close()
+        self._processes.append(process)
+        return process
+
+    def _start_etcd(self) -> None:
+        client_port, peer_port = free_port(), free_port()
+        self.etcd_url = f"http://127.0.0.1:{client_port}"
+        self._spawn(
+            "etcd",
+            [
+                str(self.tools_dir / "etcd"),
+                "--name=devcluster",
+                f"--data-dir={self.workdir / 'etcd'}",
+                f"--listen-client-urls={self.etcd_url}",
+                f"--advertise-client-urls={self.etcd_url}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-cluster=devcluster=http://127.0.0.1:{peer_port}",
+                "--unsafe-no-fsync=true",
+                "--log-level=warn",
+            ],
+        )
+        self._wait_http(f"{self.etcd_url}/health", "etcd", timeout=30.0, context=None)
+
+    def _start_apiserver(self, port: int, ca: _KeyPair, now: dt.datetime, extra: Sequence[str]) -> None:
+        certs = self.workdir / "certs"
+        certs.mkdir()
+        serving = _issue(ca, now, common_name="kube-apiserver", server_sans=["localhost", "127.0.0.1"])
+        sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        files = {
+            "ca.crt": ca.cert_pem(),
+            "apiserver.crt": serving.cert_pem(),
+            "apiserver.key": serving.key_pem(),
+            "sa.key": sa_key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            ),
+            "sa.pub": sa_key.public_key().public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+            ),
+        }
+        for filename, content in files.items():
+            (certs / filename).write_bytes(content)
+            (certs / filename).chmod(0o600)
+        (self.workdir / "audit-policy.yaml").write_text(yaml.safe_dump(AUDIT_POLICY))
+        self._spawn(
+            "kube-apiserver",
+            [
+                str(self.tools_dir / "kube-apiserver"),
+                f"--etcd-servers={self.etcd_url}",
+                f"--cert-dir={certs}",
+                f"--tls-cert-file={certs / 'apiserver.crt'}",
+                f"--tls-private-key-file={certs / 'apiserver.key'}",
+                f"--client-ca-file={certs / 'ca.crt'}",
+                f"--secure-port={port}",
+                "--bind-address=127.0.0.1",
+                f"--advertise-address={host_address()}",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={certs / 'sa.pub'}",
+                f"--service-account-signing-key-file={certs / 'sa.key'}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--authorization-mode=RBAC",
+                "--disable-admission-plugins=ServiceAccount",
+                "--allow-privileged=true",
+                f"--audit-policy-file={self.workdir / 'audit-policy.yaml'}",
+                f"--audit-log-path={self.audit_log_path}",
+                "--audit-log-format=json",
+                "--audit-log-mode=blocking",
+                "--profiling=false",
+                *extra,
+            ],
+        )
+
+    def _ssl_context(self, user: str = "admin") -> ssl.SSLContext:
+        certs = self.workdir / "certs"
+        context = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+        context.load_cert_chain(str(self.workdir / "users" / f"{user}.crt"), str(self.workdir / "users" / f"{user}.key"))
+        return context
+
+    def _wait_http(self, url: str, what: str, *, timeout: float, context: ssl.SSLContext | None) -> None:
+        deadline = time.monotonic() + timeout
+        last_error = "no answer yet"
+        while time.monotonic() < deadline:
+            for process in self._processes:
+                if process.poll() is not None:
+                    raise ControlPlaneError(
+                        f"{what} exited with code {process.returncode} while starting; "
+                        f"its log is in {self.workdir}:\n{self._log_tail()}"
+                    )
+            try:
+                with urllib.request.urlopen(url, timeout=2.0, context=context) as response:  # noqa: S310
+                    if response.status == 200:
+                        return
+                    last_error = f"HTTP {response.status}"
+            except OSError as exc:
+                last_error = str(exc)
+            time.sleep(0.1)
+        raise ControlPlaneError(f"{what} not ready at {url} after {timeout:.0f}s ({last_error}):\n{self._log_tail()}")
+
+    def _wait_ready(self, timeout: float) -> None:
+        context = self._ssl_context()
+        self._wait_http(f"{self.api_url}/healthz", "kube-apiserver", timeout=timeout, context=context)
+        self._wait_http(f"{self.api_url}/readyz", "kube-apiserver", timeout=timeout, context=context)
+        self._wait_http(
+            f"{self.api_url}/api/v1/namespaces/default", "the default namespace", timeout=timeout, context=context
+        )
+
+    def _log_tail(self, lines: int = 30) -> str:
+        tails = []
+        for name in ("etcd", "kube-apiserver"):
+            path = self.workdir / f"{name}.log"
+            if path.exists():
+                text = path.read_text(errors="replace").splitlines()[-lines:]
+                tails.append(f"--- {name}.log ---\n" + "\n".join(text))
+        return "\n".join(tails)
+
+    # -- users ----------------------------------------------------------------------------
+
+    def mint_user(self, user: str, groups: Sequence[str] = (), *, filename: str | None = None) -> Path:
+        """A kubeconfig for `user` in `groups`, by a client certificate the API server trusts."""
+        if self._ca is None:
+            raise ControlPlaneError("this DevCluster has no CA to sign users with")
+        users = self.workdir / "users"
+        users.mkdir(exist_ok=True)
+        pair = _issue(self._ca, dt.datetime.now(dt.UTC), common_name=user, organizations=groups)
+        (users / f"{user}.crt").write_bytes(pair.cert_pem())
+        (users / f"{user}.key").write_bytes(pair.key_pem())
+        (users / f"{user}.key").chmod(0o600)
+        path = self.workdir / (filename or f"{user}.kubeconfig")
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "devcluster",
+                    "cluster": {"server": self.api_url, "certificate-authority": str(self.workdir / "certs" / "ca.crt")},
+                }
+            ],
+            "users": [
+                {
+                    "name": user,
+                    "user": {
+                        "client-certificate": str(users / f"{user}.crt"),
+                        "client-key": str(users / f"{user}.key"),
+                    },
+                }
+            ],
+            "contexts": [{"name": user, "context": {"cluster": "devcluster", "user": user}}],
+            "current-context": user,
+        }
+        path.write_text(yaml.safe_dump(config))
+        path.chmod(0o600)
+        return path
+
+    # -- audit ----------------------------------------------------------------------------
+
+    @property
+    def audit_log_path(self) -> Path:
+        """Where kube-apiserver writes one JSON line per answered write."""
+        return self.workdir / "audit.log"
+
+    def audit_events(self) -> list[AuditEvent]:
+        """Every write answered so far (blocking audit mode: a returned call is already logged)."""
+        if not self.audit_log_path.exists():
+            return []
+        events = []
+        with self.audit_log_path.open() as handle:
+            for line in handle:
+                if line.strip():
+                    events.append(AuditEvent.from_json(json.loads(line)))
+        return events
+
+    def audit_mark(self) -> int:
+        """A position in the audit log; pass it to `audit_events_since` to see only later writes."""
+        return self.audit_log_path.stat().st_size if self.audit_log_path.exists() else 0
+
+    def audit_events_since(self, mark: int) -> list[AuditEvent]:
+        """The writes answered after `mark` (from `audit_mark`)."""
+        if not self.audit_log_path.exists():
+            return []
+        with self.audit_log_path.open() as handle:
+            handle.seek(mark)
+            return [AuditEvent.from_json(json.loads(line)) for line in handle if line.strip()]
+
+    # -- teardown -------------------------------------------------------------------------
+
+    @property
+    def pids(self) -> list[int]:
+        """The process ids of etcd and kube-apiserver (each the leader of its own group)."""
+        return [process.pid for process in self._processes]
+
+    def stop(self) -> None:
+        """Stop kube-apiserver then etcd (whole process groups) and remove the work dir."""
+        for process in reversed(self._processes):
+            _stop_process_group(process)
+        self._processes.clear()
+        if self._owns_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> DevCluster:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+@contextlib.contextmanager
+def running(tools_dir: str | os.PathLike[str] | None = None, **kwargs: Any) -> Iterator[DevCluster]:
+    """`with running() as cluster:` start a control plane and always stop it."""
+    cluster = DevCluster.start(tools_dir, **kwargs)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

@@ -1,0 +1,469 @@
+"""The one Kubernetes adapter: every API call of progressive-sync goes through `Kube`.
+
+It owns the raw client, the request timeouts, the mapping of HTTP status codes to the error types
+below, the bounded retry loop for temporary errors, and the reading of Argo CD cluster Secrets
+(whose credentials it never decodes). Objects go in and come out as plain JSON dicts, read raw
+(`_preload_content=False`): the generated models are slow and drop fields they do not know.
+
+Callers: the steps, the watcher, the local executor, the simulator, the CLI and the test fixtures.
+Nothing else imports the `kubernetes` package.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+import urllib3
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# --- errors ----------------------------------------------------------------------------------
+
+
+class KubeError(Exception):
+    """An API call failed; `status` is the HTTP status (0 when no answer came)."""
+
+    def __init__(self, message: str, *, status: int = 0, reason: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+
+
+class NotFound(KubeError):
+    """404: the object (or its kind) does not exist."""
+
+
+class Conflict(KubeError):
+    """409 on update: the resourceVersion we sent is stale; re-read and decide again."""
+
+
+class AlreadyExists(KubeError):
+    """409 on create: an object of that name exists."""
+
+
+class Gone(KubeError):
+    """410: the resourceVersion a watch or list asked for was compacted; re-list."""
+
+
+class Forbidden(KubeError):
+    """403: RBAC denied the call. Permanent until someone changes the RBAC."""
+
+
+class Invalid(KubeError):
+    """422 (or 400): the object does not pass validation. Permanent."""
+
+
+class Retryable(KubeError):
+    """A temporary failure: timeouts, dropped connections, 429, 5xx. Safe to try again."""
+
+
+def _error_from_api_exception(exc: ApiException, what: str) -> KubeError:
+    status = int(exc.status or 0)
+    reason = ""
+    message = str(exc.reason or "")
+    try:
+        body = json.loads(exc.body or b"{}")
+        reason = str(body.get("reason", ""))
+        message = str(body.get("message", message))
+    except (ValueError, TypeError):
+        pass
+    text = f"{what}: {message}" if message else what
+    if status == 404:
+        return NotFound(text, status=status, reason=reason)
+    if status == 409:
+        cls = AlreadyExists if reason == "AlreadyExists" else Conflict
+        return cls(text, status=status, reason=reason)
+    if status == 410:
+        return Gone(text, status=status, reason=reason)
+    if status == 403:
+        return Forbidden(text, status=status, reason=reason)
+    if status in (400, 422):
+        return Invalid(text, status=status, reason=reason)
+    if status == 429 or status >= 500:
+        return Retryable(text, status=status, reason=reason)
+    return KubeError(text, status=status, reason=reason)
+
+
+# --- resources -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A namespaced API resource: where its objects live in the REST API."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+
+    @property
+    def api_version(self) -> str:
+        """`group/version`, or just `version` for the core group."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None, name: str | None = None, subresource: str | None = None) -> str:
+        """The REST path of the collection, or of one object and its subresource."""
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if namespace is not None:
+            base += f"/namespaces/{quote(namespace, safe='')}"
+        base += f"/{self.plural}"
+        if name is not None:
+            base += f"/{quote(name, safe='')}"
+        if subresource:
+            base += f"/{subresource}"
+        return base
+
+
+PROGRESSIVE_SYNCS = Resource("progressivesync.io", "v1alpha1", "progressivesyncs", "ProgressiveSync")
+APPLICATIONS = Resource("argoproj.io", "v1alpha1", "applications", "Application")
+APPLICATION_SETS = Resource("argoproj.io", "v1alpha1", "applicationsets", "ApplicationSet")
+WORKFLOWS = Resource("argoproj.io", "v1alpha1", "workflows", "Workflow")
+WORKFLOW_TEMPLATES = Resource("argoproj.io", "v1alpha1", "workflowtemplates", "WorkflowTemplate")
+SECRETS = Resource("", "v1", "secrets", "Secret")
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace")
+EVENTS = Resource("", "v1", "events", "Event")
+CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition")
+
+CLUSTER_SECRET_LABEL = "argocd.argoproj.io/secret-type=cluster"
+
+
+# --- settings --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KubeSettings:
+    """Timeouts and retry backoffs of every call; built once by the caller's settings."""
+
+    connect_timeout: float = 5.0
+    read_timeout: float = 30.0
+    # One sleep per retry, in seconds; the number of entries bounds the attempts (len + 1).
+    retry_backoffs: tuple[float, ...] = (0.2, 0.5, 1.0, 2.0, 4.0)
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    """One event of a watch stream: ADDED, MODIFIED, DELETED, BOOKMARK or ERROR."""
+
+    type: str
+    object: dict[str, Any]
+
+    @property
+    def resource_version(self) -> str:
+        """The object's resourceVersion (for a BOOKMARK, the point to resume from)."""
+        return str(self.object.get("metadata", {}).get("resourceVersion", ""))
+
+
+@dataclass(frozen=True)
+class ClusterSecret:
+    """What we read of an Argo CD cluster Secret: never its credentials (`data.config`)."""
+
+    secret_name: str
+    name: str
+    server: str
+    labels: Mapping[str, str]
+
+
+# --- the adapter -----------------------------------------------------------------------------
+
+
+class Kube:
+    """Every Kubernetes API call, with timeouts and typed errors. Thread-safe like the raw client."""
+
+    def __init__(self, api_client: k8s_client.ApiClient, settings: KubeSettings | None = None) -> None:
+        self._api = api_client
+        self.settings = settings or KubeSettings()
+
+    @classmethod
+    def from_kubeconfig(
+        cls, kubeconfig: str | None = None, context: str | None = None, settings: KubeSettings | None = None
+    ) -> Kube:
+        """Load the kubeconfig (or, without one, the in-cluster service account)."""
+        configuration = k8s_client.Configuration()
+        try:
+            k8s_config.load_kube_config(
+                config_file=kubeconfig, context=context, client_configuration=configuration
+            )
+        except (k8s_config.ConfigException, FileNotFoundError, TypeError) as exc:
+            if kubeconfig:
+                raise KubeError(f"cannot load kubeconfig {kubeconfig}: {exc}") from exc
+            try:
+                k8s_config.load_incluster_config(client_configuration=configuration)
+            except k8s_config.ConfigException as exc2:
+                raise KubeError(
+                    f"no usable kubeconfig ({exc}) and not in a cluster ({exc2}); "
+                    "set KUBECONFIG or pass --kubeconfig"
+                ) from exc2
+        # Several threads (watch loops, workers) share one client: give urllib3 room for them.
+        configuration.connection_pool_maxsize = 32
+        return cls(k8s_client.ApiClient(configuration), settings)
+
+    @property
+    def host(self) -> str:
+        """The API server URL this adapter talks to."""
+        return str(self._api.configuration.host)
+
+    def close(self) -> None:
+        """Release the connection pool."""
+        self._api.close()
+
+    # -- low level ------------------------------------------------------------------------
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float | None = None,
+        stream: bool = False,
+    ) -> Any:
+        what = f"{method} {path}"
+        query_params = [(k, v) for k, v in (query or {}).items() if v is not None]
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        read_timeout = timeout if timeout is not None else self.settings.read_timeout
+        try:
+            response = self._api.call_api(
+                path,
+                method,
+                query_params=query_params,
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _return_http_data_only=True,
+                _request_timeout=(self.settings.connect_timeout, read_timeout),
+            )
+        except ApiException as exc:
+            raise _error_from_api_exception(exc, what) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise Retryable(f"{what}: {exc}") from exc
+        if stream:
+            return response
+        try:
+            data = response.data
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise Retryable(f"{what}: {exc}") from exc
+        return json.loads(data) if data else {}
+
+    def retrying(self, what: str, call: Callable[[], T]) -> T:
+        """Run `call`, retrying Retryable errors with the configured backoffs; re-raise the rest."""
+        backoffs = self.settings.retry_backoffs
+        attempts = len(backoffs) + 1
+        for attempt in range(1, attempts + 1):
+            try:
+                return call()
+            except Retryable as exc:
+                if attempt == attempts:
+                    raise
+                delay = backoffs[attempt - 1]
+                log.warning("%s: attempt %d/%d failed: %s; retrying in %.1fs", what, attempt, attempts, exc, delay)
+                time.sleep(delay)
+        raise AssertionError("unreachable")
+
+    # -- objects --------------------------------------------------------------------------
+
+    def get(self, resource: Resource, namespace: str | None, name: str) -> dict[str, Any]:
+        """Read one object; NotFound when it does not exist."""
+        return self.retrying(
+            f"get {resource.plural}/{name}", lambda: self._call("GET", resource.path(namespace, name))
+        )
+
+    def list(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        resource_version: str | None = None,
+        limit: int = 500,
+    ) -> tuple[list[dict[str, Any]], str]:
+        """List all objects (following `continue` pages); returns the items and the list's resourceVersion."""
+        items: list[dict[str, Any]] = []
+        continue_token: str | None = None
+        list_rv = ""
+        while True:
+            query = {
+                "labelSelector": label_selector,
+                "fieldSelector": field_selector,
+                "limit": limit,
+                "continue": continue_token,
+                "resourceVersion": resource_version if continue_token is None else None,
+            }
+            page = self.retrying(
+                f"list {resource.plural}",
+                lambda q=query: self._call("GET", resource.path(namespace), query=q),  # type: ignore[misc]
+            )
+            kind = resource.kind
+            for item in page.get("items") or []:
+                # Lists omit apiVersion/kind on items; put them back so items look like gets.
+                item.setdefault("apiVersion", resource.api_version)
+                item.setdefault("kind", kind)
+                items.append(item)
+            meta = page.get("metadata") or {}
+            list_rv = str(meta.get("resourceVersion", list_rv))
+            continue_token = meta.get("continue") or None
+            if not continue_token:
+                return items, list_rv
+
+    def create(self, resource: Resource, namespace: str | None, body: dict[str, Any]) -> dict[str, Any]:
+        """Create an object; AlreadyExists when the name is taken.
+
+        Not retried: a create whose answer was lost may have happened, so the caller decides
+        (deterministic names make that safe: the second attempt gets AlreadyExists).
+        """
+        return self._call("POST", resource.path(namespace), body=body)
+
+    def replace(
+        self, resource: Resource, namespace: str | None, body: dict[str, Any], *, subresource: str | None = None
+    ) -> dict[str, Any]:
+        """PUT the object; the body's resourceVersion makes it conditional (Conflict when stale)."""
+        name = body["metadata"]["name"]
+        return self.retrying(
+            f"replace {resource.plural}/{name}",
+            lambda: self._call("PUT", resource.path(namespace, name, subresource), body=body),
+        )
+
+    def patch(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        patch: Any,
+        *,
+        patch_type: str = "merge",
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
+        """PATCH the object. patch_type: merge (RFC 7386) or json (RFC 6902, with `test` ops)."""
+        content_type = {
+            "merge": "application/merge-patch+json",
+            "json": "application/json-patch+json",
+        }[patch_type]
+        return self.retrying(
+            f"patch {resource.plural}/{name}",
+            lambda: self._call(
+                "PATCH", resource.path(namespace, name, subresource), body=patch, content_type=content_type
+            ),
+        )
+
+    def delete(
+        self, resource: Resource, namespace: str | None, name: str, *, uid: str | None = None
+    ) -> None:
+        """Delete the object (only the one with `uid` when given); NotFound when already gone."""
+        body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        self.retrying(
+            f"delete {resource.plural}/{name}",
+            lambda: self._call("DELETE", resource.path(namespace, name), body=body),
+        )
+
+    def watch(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        *,
+        resource_version: str,
+        timeout_seconds: int = 300,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> Iterator[WatchEvent]:
+        """Stream events after `resource_version` until the server ends the stream.
+
+        Bookmarks are requested. An ERROR event with code 410 raises Gone (the caller re-lists);
+        other ERROR events raise KubeError. The caller owns the list-then-watch loop.
+        """
+        query = {
+            "watch": "true",
+            "allowWatchBookmarks": "true",
+            "resourceVersion": resource_version,
+            "timeoutSeconds": timeout_seconds,
+            "labelSelector": label_selector,
+            "fieldSelector": field_selector,
+        }
+        # The read timeout bounds silence on the stream: the server sends bookmarks about once a
+        # minute and closes at timeoutSeconds, so a longer silence means a dead connection.
+        response = self._call(
+            "GET", resource.path(namespace), query=query, timeout=timeout_seconds + 30, stream=True
+        )
+        try:
+            for line in _iter_lines(response):
+                event = json.loads(line)
+                event_type = event.get("type", "")
+                obj = event.get("object") or {}
+                if event_type == "ERROR":
+                    code = int(obj.get("code", 0))
+                    message = f"watch {resource.plural}: {obj.get('message', obj)}"
+                    if code == 410:
+                        raise Gone(message, status=410, reason=str(obj.get("reason", "")))
+                    raise KubeError(message, status=code, reason=str(obj.get("reason", "")))
+                yield WatchEvent(event_type, obj)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise Retryable(f"watch {resource.plural}: {exc}") from exc
+        finally:
+            response.release_conn()
+
+    def discovery(self, group: str, version: str) -> dict[str, Any]:
+        """The APIResourceList of one group/version (NotFound until the API server serves it)."""
+        path = f"/apis/{group}/{version}" if group else f"/api/{version}"
+        return self.retrying(f"discover {group}/{version}", lambda: self._call("GET", path))
+
+    # -- Argo CD cluster Secrets ----------------------------------------------------------
+
+    def list_cluster_secrets(self, namespace: str) -> list[ClusterSecret]:
+        """The Argo CD clusters in `namespace`: labels, `name` and `server` only.
+
+        `data.config` holds the cluster's credentials: it is dropped here, before anything else
+        sees the object, and never decoded.
+        """
+        items, _ = self.list(SECRETS, namespace, label_selector=CLUSTER_SECRET_LABEL)
+        return [cluster_secret_from_object(item) for item in items]
+
+
+def cluster_secret_from_object(secret: Mapping[str, Any]) -> ClusterSecret:
+    """Read an Argo CD cluster Secret's metadata and its `name`/`server` keys; never `config`."""
+    metadata = secret.get("metadata") or {}
+    data = secret.get("data") or {}
+    string_data = secret.get("stringData") or {}
+
+    def read_key(key: str) -> str:
+        if key in string_data:
+            return str(string_data[key])
+        raw = data.get(key)
+        if not raw:
+            return ""
+        return base64.b64decode(raw).decode("utf-8", errors="replace")
+
+    return ClusterSecret(
+        secret_name=str(metadata.get("name", "")),
+        name=read_key("name"),
+        server=read_key("server"),
+        labels=dict(metadata.get("labels") or {}),
+    )
+
+
+def _iter_lines(response: Any) -> Iterator[bytes]:
+    """Split a chunked HTTP body into lines without waiting for more than one line."""
+    pending = b""
+    for chunk in response.stream(amt=None, decode_content=True):
+        pending += chunk
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            if line.strip():
+                yield line
+    if pending.strip():
+        yield pending

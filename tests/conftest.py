@@ -1,0 +1,73 @@
+"""Shared fixtures for the whole suite.
+
+What is real: the control plane (etcd + kube-apiserver built from the Kubernetes sources by
+`make tools`), our CRD and the peers' CRDs, schema/CEL validation, RBAC, watches, resourceVersion
+conflicts, and `kubectl`. What is not: there is no kubelet, scheduler or controller-manager (Pods
+never run, garbage collection and namespace finalization never happen), no Argo CD (the fleet
+simulator plays its application controller) and no Argo Workflows controller (the local executor
+runs our Workflows). Nothing fakes the Kubernetes API.
+
+One control plane serves the whole session; each test that needs objects gets a fresh namespace.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from orchestrator import devcluster
+from orchestrator.crds import all_crd_documents, apply_crds
+from orchestrator.kube import NAMESPACES, Kube, NotFound
+from tests.support.kubectl import Kubectl
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[devcluster.DevCluster]:
+    """A real etcd + kube-apiserver with every CRD installed, for the whole test session."""
+    try:
+        tools = devcluster.find_tools_dir()
+    except devcluster.ControlPlaneError as exc:
+        pytest.fail(f"{exc}\n(`make test` builds the tools and sets KUBEBUILDER_ASSETS for you.)")
+    cluster = devcluster.DevCluster.start(tools)
+    try:
+        kube = Kube.from_kubeconfig(str(cluster.kubeconfig))
+        apply_crds(kube, all_crd_documents())
+        kube.close()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def kube(control_plane: devcluster.DevCluster) -> Iterator[Kube]:
+    """The adapter, as cluster admin."""
+    client = Kube.from_kubeconfig(str(control_plane.kubeconfig))
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def kubectl(control_plane: devcluster.DevCluster) -> Kubectl:
+    """The real kubectl, as cluster admin."""
+    return Kubectl(control_plane.tools_dir / "kubectl", control_plane.kubeconfig)
+
+
+@pytest.fixture
+def namespace(kube: Kube, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace for one test (deleted after; without a controller-manager it stays Terminating)."""
+    slug = "".join(ch if ch.isalnum() else "-" for ch in request.node.name.lower())[:40].strip("-")
+    name = f"t-{slug}-{uuid.uuid4().hex[:6]}"
+    kube.create(NAMESPACES, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    yield name
+    try:
+        kube.delete(NAMESPACES, None, name)
+    except NotFound:
+        pass
+
+
+def pytest_report_header() -> list[str]:
+    """Say which tools the integration tests use."""
+    return [f"KUBEBUILDER_ASSETS: {os.environ.get('KUBEBUILDER_ASSETS', '(unset)')}"]

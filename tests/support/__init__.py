@@ -1,0 +1,1 @@
+"""Helpers shared by the tests: builders, waiting on conditions, running real kubectl."""
