@@ -1,0 +1,86 @@
+"""The adapter maps API answers to the error types callers decide on."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from orchestrator import kube
+from orchestrator.kube import ClusterSecret, cluster_secret_from_object
+
+
+def api_exception(status: int, reason: str = "", message: str = "boom") -> ApiException:
+    exc = ApiException(status=status, reason="HTTP reason")
+    exc.body = json.dumps({"kind": "Status", "reason": reason, "message": message}).encode()
+    return exc
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "expected"),
+    [
+        pytest.param(404, "NotFound", kube.NotFound, id="404-not-found"),
+        pytest.param(409, "Conflict", kube.Conflict, id="409-stale-resource-version-is-conflict"),
+        pytest.param(409, "AlreadyExists", kube.AlreadyExists, id="409-on-create-is-already-exists"),
+        pytest.param(410, "Expired", kube.Gone, id="410-gone"),
+        pytest.param(403, "Forbidden", kube.Forbidden, id="403-forbidden"),
+        pytest.param(422, "Invalid", kube.Invalid, id="422-invalid"),
+        pytest.param(400, "BadRequest", kube.Invalid, id="400-bad-request-is-permanent"),
+        pytest.param(429, "TooManyRequests", kube.Retryable, id="429-is-temporary"),
+        pytest.param(500, "InternalError", kube.Retryable, id="500-is-temporary"),
+        pytest.param(503, "ServiceUnavailable", kube.Retryable, id="503-is-temporary"),
+        pytest.param(401, "Unauthorized", kube.KubeError, id="401-is-a-plain-error"),
+    ],
+)
+def test_status_codes_map_to_error_types(status: int, reason: str, expected: type[kube.KubeError]) -> None:
+    error = kube._error_from_api_exception(api_exception(status, reason, "the message"), "GET /x")
+    assert type(error) is expected
+    assert error.status == status
+    assert "GET /x: the message" in str(error)
+
+
+def test_retrying_gives_up_after_the_configured_attempts(monkeypatch: pytest.MonkeyPatch) -> None:
+    sleeps: list[float] = []
+    monkeypatch.setattr(kube.time, "sleep", sleeps.append)
+    adapter = kube.Kube.__new__(kube.Kube)
+    adapter.settings = kube.KubeSettings(retry_backoffs=(0.1, 0.2))
+    calls = []
+
+    def always_fails() -> None:
+        calls.append(1)
+        raise kube.Retryable("down")
+
+    with pytest.raises(kube.Retryable):
+        adapter.retrying("probe", always_fails)
+    assert len(calls) == 3
+    assert sleeps == [0.1, 0.2]
+
+
+def test_retrying_does_not_retry_permanent_errors() -> None:
+    adapter = kube.Kube.__new__(kube.Kube)
+    adapter.settings = kube.KubeSettings(retry_backoffs=(0.0, 0.0))
+    calls = []
+
+    def forbidden() -> None:
+        calls.append(1)
+        raise kube.Forbidden("no")
+
+    with pytest.raises(kube.Forbidden):
+        adapter.retrying("probe", forbidden)
+    assert calls == [1]
+
+
+def test_cluster_secret_reads_name_and_server_never_config() -> None:
+    secret = {
+        "metadata": {"name": "cluster-eu-1", "labels": {"region": "eu"}},
+        "data": {
+            "name": "ZXUtMQ==",  # eu-1
+            "server": "aHR0cHM6Ly9ldS0xLmV4YW1wbGU=",  # https://eu-1.example
+            "config": "bm90LWJhc2U2NCEh",  # would decode to garbage; must never be touched
+        },
+    }
+    assert cluster_secret_from_object(secret) == ClusterSecret(
+        secret_name="cluster-eu-1", name="eu-1", server="https://eu-1.example", labels={"region": "eu"}
+    )
+    assert not hasattr(cluster_secret_from_object(secret), "config")
