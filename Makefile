@@ -41,6 +41,10 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy orchestrator steps workflow_templates
 
+# The chart's CRD is generated from orchestrator/models.py; a golden test fails when they differ.
+crds: $(STAMP)
+	$(BIN)/python -m orchestrator.crdgen
+
 fmt: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
