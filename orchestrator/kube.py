@@ -381,11 +381,14 @@ class Kube:
         timeout_seconds: int = 300,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        on_open: Callable[[Callable[[], None]], None] | None = None,
     ) -> Iterator[WatchEvent]:
         """Stream events after `resource_version` until the server ends the stream.
 
         Bookmarks are requested. An ERROR event with code 410 raises Gone (the caller re-lists);
         other ERROR events raise KubeError. The caller owns the list-then-watch loop.
+        `on_open`, when given, receives a function that ends the stream from another thread (a
+        clean stop must not wait for the next event or for `timeout_seconds`).
         """
         query = {
             "watch": "true",
@@ -400,6 +403,8 @@ class Kube:
         response = self._call(
             "GET", resource.path(namespace), query=query, timeout=timeout_seconds + 30, stream=True
         )
+        if on_open is not None:
+            on_open(lambda: _shutdown_stream(response))
         try:
             for line in _iter_lines(response):
                 event = json.loads(line)
@@ -454,6 +459,14 @@ def cluster_secret_from_object(secret: Mapping[str, Any]) -> ClusterSecret:
         server=read_key("server"),
         labels=dict(metadata.get("labels") or {}),
     )
+
+
+def _shutdown_stream(response: Any) -> None:
+    """Unblock a read in progress on `response` (urllib3 2.3+); a stream already ended is fine."""
+    try:
+        response.shutdown()
+    except (ValueError, RuntimeError, OSError, AttributeError):
+        pass
 
 
 def _iter_lines(response: Any) -> Iterator[bytes]:
