@@ -10,7 +10,7 @@ from __future__ import annotations
 import click
 
 from orchestrator import __version__
-from orchestrator.commands import devcluster_cmd, plan_cmd
+from orchestrator.commands import devcluster_cmd, plan_cmd, validate_cmd
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -21,6 +21,7 @@ def main() -> None:
 
 main.add_command(devcluster_cmd.dev_cluster)
 main.add_command(plan_cmd.plan)
+main.add_command(validate_cmd.validate)
 
 
 if __name__ == "__main__":

@@ -201,7 +201,7 @@ def _map_with_key_rules(node: dict[str, Any], defs: dict[str, Any], path: str) -
     limit = f" of at most {max_length} characters" if max_length is not None else ""
     rule = models.cel(
         f"self.all(k, {' && '.join(checks)})",
-        f"every key must be a valid key{limit}: {hint}",
+        f"every key must be a valid key{limit} ({hint})",
     )
     node["x-kubernetes-validations"] = [*node.get("x-kubernetes-validations", []), rule]
     node["additionalProperties"] = value_schema

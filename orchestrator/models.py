@@ -38,6 +38,7 @@ from pydantic import (
     ValidationInfo,
     WithJsonSchema,
     field_validator,
+    model_validator,
 )
 from pydantic.alias_generators import to_camel
 
@@ -120,6 +121,13 @@ def _validations(*rules: dict[str, str]) -> dict[str, Any]:
     return {"x-kubernetes-validations": list(rules)}
 
 
+def _integral_float_to_int(value: Any) -> Any:
+    # JSON has one number type: the API server takes 600.0 as the integer 600 (and rejects 1.5).
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 class _Model(BaseModel):
     """Base for API models: camelCase on the wire, unknown fields rejected like strict kubectl."""
 
@@ -131,6 +139,15 @@ class _Model(BaseModel):
         use_attribute_docstrings=True,
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _read_like_the_api_server(cls, data: Any) -> Any:
+        # The API server prunes `field: null` and then applies the default (`maxTargets: null` is
+        # "100%", `appSetRef: null` is missing), and takes 600.0 for the integer 600.
+        if isinstance(data, dict):
+            return {key: _integral_float_to_int(value) for key, value in data.items() if value is not None}
+        return data
+
     def to_api(self) -> dict[str, Any]:
         """Serialize the way the API server stores it: camelCase, unset optionals omitted."""
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")
@@ -138,12 +155,15 @@ class _Model(BaseModel):
 
 # --- sizes -----------------------------------------------------------------------------------
 
-INT_OR_PERCENT_HINT = 'use a whole number >= 1 without quotes (5) or a percentage from "1%" to "100%" ("5%")'
+INT_OR_PERCENT_HINT = (
+    'use a whole number >= 1 without quotes, like 5, or a percentage from "1%" to "100%", like "5%"'
+)
 
 
 def _parse_int_or_percent(value: Any) -> int | str:
     # One validator for both forms, so an error names the field once, without union branch noise.
     # bool is an int in Python but `true` is not a size; the API server rejects it too.
+    value = _integral_float_to_int(value)
     if isinstance(value, int) and not isinstance(value, bool):
         if value < 1:
             raise ValueError(f"{value} is below 1 ({INT_OR_PERCENT_HINT})")
@@ -153,8 +173,8 @@ def _parse_int_or_percent(value: Any) -> int | str:
             return value
         if value.strip().isdigit():
             raise ValueError(
-                f'"{value}" is a number in quotes: write {value.strip()} for a count '
-                f'or "{value.strip()}%" for a percentage'
+                f'"{value}" is a number in quotes (write {value.strip()} without quotes for a count, '
+                f'or "{value.strip()}%" for a percentage)'
             )
         raise ValueError(f'"{value}" is not a size ({INT_OR_PERCENT_HINT})')
     raise ValueError(f"{type(value).__name__} {value!r} is not a size ({INT_OR_PERCENT_HINT})")
@@ -173,7 +193,7 @@ IntOrPercent = Annotated[
                 cel(
                     "type(self) == int ? self >= 1 : "
                     f"(type(self) == string && self.matches(r'{PERCENT_PATTERN}'))",
-                    f"must be a whole number >= 1 or a percentage: {INT_OR_PERCENT_HINT}",
+                    f"must be a whole number >= 1 or a percentage ({INT_OR_PERCENT_HINT})",
                 )
             ),
         }
@@ -224,14 +244,14 @@ class LabelSelectorRequirement(_Model):
         json_schema_extra=_validations(
             cel(
                 "!(self.operator in ['In', 'NotIn']) || (has(self.values) && size(self.values) > 0)",
-                "operators In and NotIn need a non-empty values list: add values, or use Exists",
+                "operators In and NotIn need a non-empty values list (add values, or use Exists)",
                 field_path=".values",
                 reason="FieldValueRequired",
             ),
             cel(
                 "!(self.operator in ['Exists', 'DoesNotExist'])"
                 " || !has(self.values) || size(self.values) == 0",
-                "operators Exists and DoesNotExist take no values: remove values, or use In/NotIn",
+                "operators Exists and DoesNotExist take no values (remove values, or use In/NotIn)",
                 field_path=".values",
                 reason="FieldValueForbidden",
             ),
@@ -255,10 +275,10 @@ class LabelSelectorRequirement(_Model):
             return values
         if operator in _OPERATORS_WITH_VALUES and not values:
             raise ValueError(
-                f"operator {operator.value} needs a non-empty values list: add values, or use Exists"
+                f"operator {operator.value} needs a non-empty values list (add values, or use Exists)"
             )
         if operator not in _OPERATORS_WITH_VALUES and values:
-            raise ValueError(f"operator {operator.value} takes no values: remove values, or use In/NotIn")
+            raise ValueError(f"operator {operator.value} takes no values (remove values, or use In/NotIn)")
         return values
 
     def matches(self, labels: dict[str, str]) -> bool:
@@ -331,12 +351,15 @@ class Stage(_Model):
         json_schema_extra=_validations(
             cel(
                 "!has(self.maxTargets) || !has(self.maxParallel) || type(self.maxTargets) != int"
-                " || type(self.maxParallel) != int || self.maxParallel <= self.maxTargets",
-                "maxParallel is above maxTargets: lower maxParallel to at most maxTargets",
+                " || type(self.maxParallel) != int"
+                # A maxTargets below 1 has its own error; comparing against it would only add noise.
+                " || self.maxTargets < 1 || self.maxParallel <= self.maxTargets",
+                "maxParallel is above maxTargets"
+                " (lower maxParallel to at most maxTargets, or raise maxTargets)",
                 message_expression=(
-                    "'maxParallel (' + string(self.maxParallel) + ') is above maxTargets ('"
-                    " + string(self.maxTargets) + '): lower maxParallel to at most '"
-                    " + string(self.maxTargets)"
+                    "'maxParallel ' + string(self.maxParallel) + ' is above maxTargets '"
+                    " + string(self.maxTargets) + ' (lower maxParallel to at most '"
+                    " + string(self.maxTargets) + ', or raise maxTargets)'"
                 ),
                 field_path=".maxParallel",
                 reason="FieldValueInvalid",
@@ -365,8 +388,8 @@ class Stage(_Model):
         max_targets = info.data.get("max_targets")
         if isinstance(max_targets, int) and isinstance(max_parallel, int) and max_parallel > max_targets:
             raise ValueError(
-                f"maxParallel ({max_parallel}) is above maxTargets ({max_targets}): "
-                f"lower maxParallel to at most {max_targets}"
+                f"maxParallel {max_parallel} is above maxTargets {max_targets} "
+                f"(lower maxParallel to at most {max_targets}, or raise maxTargets)"
             )
         return max_parallel
 
@@ -393,7 +416,7 @@ def _stage_names_unique(stages: list[Stage]) -> list[Stage]:
         if stage.name in first_index:
             raise ValueError(
                 f"stage name {stage.name!r} is used by stages[{first_index[stage.name]}] and "
-                f"stages[{index}]: give every stage its own name"
+                f"stages[{index}] (give every stage its own name)"
             )
         first_index[stage.name] = index
     return stages
@@ -412,8 +435,8 @@ class ProgressiveSyncSpec(_Model):
             json_schema_extra=_validations(
                 cel(
                     "self.all(s, self.exists_one(t, t.name == s.name))",
-                    "stage names must be unique: give every stage its own name",
-                    reason="FieldValueDuplicate",
+                    # No reason: the API server prints FieldValueDuplicate without the message.
+                    "stage names must be unique (give every stage its own name)",
                 )
             ),
         ),
@@ -547,7 +570,7 @@ def _condition_types_unique(conditions: list[Condition] | None) -> list[Conditio
     seen: set[str] = set()
     for condition in conditions or []:
         if condition.type in seen:
-            raise ValueError(f"condition type {condition.type!r} appears twice: keep one per type")
+            raise ValueError(f"condition type {condition.type!r} appears twice (keep one condition per type)")
         seen.add(condition.type)
     return conditions
 
