@@ -67,7 +67,7 @@ def validate(filenames: Sequence[str], output: str) -> None:
 
 def _read_and_validate(filename: str) -> FileReport:
     if filename == "-":
-        return FileReport("<stdin>", validate_text(click.get_text_stream("stdin").read()))
+        return FileReport("<stdin>", validate_text(sys.stdin.read()))
     with open(filename, encoding="utf-8") as stream:
         return FileReport(filename, validate_text(stream.read()))
 
