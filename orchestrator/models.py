@@ -532,6 +532,12 @@ class RolloutStatus(_Model):
     """When the rollout started."""
     finished_at: Timestamp | None = None
     """When the rollout finished (unset while it runs)."""
+    generation: Annotated[StrictInt, Field(ge=0)] | None = None
+    """The spec generation the release id was made from (set by the watcher)."""
+    spec_hash: Annotated[str, Field(max_length=64)] | None = None
+    """Hash of the spec without `paused`: a pause is not a new spec (set by the watcher)."""
+    retry_token: Annotated[str, Field(max_length=253)] | None = None
+    """The `progressivesync.io/retry` token already acted on when this attempt began (set by the watcher)."""
 
 
 class ClusterFailure(_Model):
