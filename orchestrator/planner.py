@@ -32,7 +32,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
-from orchestrator.fleet import AppSetView, AppView, Cluster, HealthStatus, SyncStatus
+from orchestrator.fleet import AppSetView, AppView, Cluster, HealthStatus, SyncStatus, normalize_server
 from orchestrator.models import ProgressiveSyncSpec, ProgressiveSyncStatus, StagePhase, resolve_int_or_percent
 
 RELEASE_ID_LENGTH = 10
@@ -438,12 +438,13 @@ def _index_clusters(
     by_server: dict[str, Cluster] = {}
     sharing: dict[str, list[str]] = defaultdict(list)
     for cluster in by_name.values():  # in Secret-name order: the first Secret owns the server
-        if not cluster.server:
+        server = normalize_server(cluster.server)
+        if not server:
             continue
-        if cluster.server in by_server:
-            sharing[cluster.server].append(cluster.name)
+        if server in by_server:
+            sharing[server].append(cluster.name)
             continue
-        by_server[cluster.server] = cluster
+        by_server[server] = cluster
     for server, others in sharing.items():
         winner = by_server[server].name
         issues.warn(
@@ -480,7 +481,8 @@ def _assign_apps(
     homeless: list[AppView] = []
     conflicts: list[str] = []
     for app in owned:
-        via_server = by_server.get(app.destination_server) if app.destination_server else None
+        server = normalize_server(app.destination_server)
+        via_server = by_server.get(server) if server else None
         via_name = by_name.get(app.destination_name) if app.destination_name else None
         if via_server and via_name and via_server is not via_name:
             conflicts.append(app.name)

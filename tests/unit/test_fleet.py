@@ -1,0 +1,195 @@
+"""Reading Argo CD objects and fleet files into the planner's views (`orchestrator.fleet`)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+import yaml
+
+from orchestrator.fleet import (
+    AppView,
+    FleetError,
+    HealthStatus,
+    OperationPhase,
+    SyncStatus,
+    app_view_from_object,
+    cluster_from_secret,
+    load_fleet,
+)
+from orchestrator.kube import ClusterSecret
+from tests.support.fleet_builders import APP_SET, APP_SET_UID, b64, cluster_secret_object, make_app_object
+
+
+@pytest.mark.parametrize(
+    ("obj", "expected"),
+    [
+        pytest.param(
+            make_app_object(cluster="eu-1"),
+            {
+                "name": "myservice-eu-1",
+                "destination_server": "https://eu-1.k8s.example.internal:6443",
+                "destination_name": "",
+                "sync_status": SyncStatus.OUT_OF_SYNC,
+                "health_status": HealthStatus.HEALTHY,
+                "automated_sync": False,
+                "operation_in_progress": False,
+            },
+            id="out-of-sync-app-by-server",
+        ),
+        pytest.param(
+            make_app_object(cluster="eu-1", by="name"),
+            {"destination_server": "", "destination_name": "eu-1"},
+            id="destination-by-name",
+        ),
+        pytest.param(
+            make_app_object(server="https://api.example:6443/"),
+            {"destination_server": "https://api.example:6443"},
+            id="trailing-slash-of-server-is-dropped",
+        ),
+        pytest.param(make_app_object(automated={}), {"automated_sync": True}, id="automated-empty-is-on"),
+        pytest.param(
+            make_app_object(automated={"prune": True, "selfHeal": True}),
+            {"automated_sync": True},
+            id="automated-with-options-is-on",
+        ),
+        pytest.param(
+            make_app_object(automated={"enabled": False}),
+            {"automated_sync": False},
+            id="automated-enabled-false-is-off",
+        ),
+        pytest.param(make_app_object(operation=True), {"operation_in_progress": True}, id="operation-set"),
+        pytest.param(
+            make_app_object(sync="Weird", health="Strange"),
+            {"sync_status": SyncStatus.UNKNOWN, "health_status": HealthStatus.UNKNOWN},
+            id="unknown-statuses-read-as-unknown",
+        ),
+        pytest.param(
+            make_app_object(
+                revisions=["aaa", "bbb"], operation_phase="Succeeded", operation_revision="aaa,bbb"
+            ),
+            {
+                "multi_source": True,
+                "sync_revisions": ("aaa", "bbb"),
+                "sync_revision": "aaa,bbb",
+                "operation_revisions": ("aaa", "bbb"),
+            },
+            id="multi-source-revisions-in-source-order",
+        ),
+        pytest.param(
+            make_app_object(
+                operation_phase="Succeeded",
+                operation_revision="old",
+                finished_at="2026-11-29T10:05:00Z",
+                reconciled_at="2026-11-29T10:04:00Z",
+            ),
+            {
+                "operation_phase": OperationPhase.SUCCEEDED,
+                "operation_revision": "old",
+                "operation_finished_at": datetime(2026, 11, 29, 10, 5, tzinfo=UTC),
+                "reconciled_at": datetime(2026, 11, 29, 10, 4, tzinfo=UTC),
+                "health_is_stale": True,
+            },
+            id="health-reconciled-before-the-sync-finished-is-stale",
+        ),
+        pytest.param(
+            make_app_object(
+                annotations={"progressivesync.io/rollout-id": "7f3c2a1", "progressivesync.io/stage": "canary"}
+            ),
+            {"rollout_id": "7f3c2a1", "rollout_stage": "canary"},
+            id="our-annotations",
+        ),
+    ],
+)
+def test_app_view_reads_application_fields(obj: dict[str, Any], expected: dict[str, Any]) -> None:
+    view = app_view_from_object(obj)
+    for attribute, value in expected.items():
+        assert getattr(view, attribute) == value, attribute
+
+
+def test_app_without_status_reads_as_unknown() -> None:
+    view = app_view_from_object({"kind": "Application", "metadata": {"name": "bare"}})
+    assert view == AppView(name="bare")
+
+
+def test_app_without_name_is_an_error() -> None:
+    with pytest.raises(FleetError, match=r"metadata\.name"):
+        app_view_from_object({"kind": "Application", "metadata": {}})
+
+
+@pytest.mark.parametrize(
+    ("owner_kwargs", "app_set_uid", "owned"),
+    [
+        pytest.param({}, APP_SET_UID, True, id="kind-name-and-uid-match"),
+        pytest.param({"owner_uid": None}, APP_SET_UID, True, id="ref-without-uid-matches-by-name"),
+        pytest.param({}, "", True, id="uid-unknown-matches-by-name"),
+        pytest.param({"owner_uid": "other-uid"}, APP_SET_UID, False, id="uid-of-a-recreated-appset-differs"),
+        pytest.param({"owner": "other"}, APP_SET_UID, False, id="other-appset-name"),
+        pytest.param({"owner_kind": "Deployment"}, APP_SET_UID, False, id="owner-of-another-kind"),
+        pytest.param({"owner": None}, APP_SET_UID, False, id="no-owner-references"),
+    ],
+)
+def test_ownership(owner_kwargs: dict[str, Any], app_set_uid: str, owned: bool) -> None:
+    view = app_view_from_object(make_app_object(**owner_kwargs))
+    assert view.is_owned_by(APP_SET, app_set_uid) is owned
+
+
+def test_cluster_from_secret_without_name_uses_the_secret_name() -> None:
+    cluster = cluster_from_secret(ClusterSecret("cluster-x", "", "https://x:6443/", {"region": "eu"}))
+    assert (cluster.name, cluster.server, dict(cluster.labels)) == (
+        "cluster-x",
+        "https://x:6443",
+        {"region": "eu"},
+    )
+
+
+def test_load_fleet_reads_lists_and_single_documents() -> None:
+    secrets = {
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [
+            cluster_secret_object("eu-1", labels={"region": "eu"}),
+            cluster_secret_object("us-1", labels={"region": "us"}),
+            {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "repo"}, "data": {"url": b64("x")}},
+        ],
+    }
+    apps = {"apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationList", "items": [make_app_object()]}
+    app_set = {"kind": "ApplicationSet", "metadata": {"name": APP_SET, "uid": APP_SET_UID}}
+    text = yaml.safe_dump_all([secrets, apps, app_set, {"kind": "ConfigMap", "metadata": {"name": "x"}}])
+    fleet = load_fleet(text)
+    assert [c.name for c in fleet.clusters] == ["eu-1", "us-1"]
+    assert [a.name for a in fleet.apps] == ["myservice-c1"]
+    assert fleet.app_set(APP_SET) is not None
+    assert fleet.app_set(APP_SET).uid == APP_SET_UID  # type: ignore[union-attr]
+    assert fleet.ignored == 2  # the repository Secret and the ConfigMap
+
+
+def test_load_fleet_reads_the_example_file() -> None:
+    with open("examples/fleet.yaml") as handle:
+        fleet = load_fleet(handle.read())
+    regions = {c.labels["region"] for c in fleet.clusters}
+    assert len(fleet.clusters) == 12
+    assert regions == {"eu-west-1", "us-east-1", "ap-southeast-1"}
+    assert sum(a.is_owned_by(APP_SET) for a in fleet.apps) == 12
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param("a: [", "not valid YAML", id="broken-yaml"),
+        pytest.param("- just\n- a list\n", "not a Kubernetes object", id="document-is-not-an-object"),
+    ],
+)
+def test_load_fleet_rejects_what_it_cannot_read(text: str, message: str) -> None:
+    with pytest.raises(FleetError, match=message):
+        load_fleet(text)
+
+
+def test_malformed_cluster_secret_names_the_secret_but_not_its_data() -> None:
+    secret = cluster_secret_object("eu-1")
+    secret["data"]["server"] = "%%%not-base64-SECRETMARK%%%"
+    with pytest.raises(FleetError) as raised:
+        load_fleet(yaml.safe_dump(secret))
+    assert "cluster-eu-1" in str(raised.value)
+    assert "SECRETMARK" not in str(raised.value)
