@@ -1,0 +1,134 @@
+"""The pure status mutations of `orchestrator.rollout_status`: end results, safe to re-apply."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from orchestrator import rollout_status as rs
+from orchestrator.models import (
+    ConditionStatus,
+    ProgressiveSyncStatus,
+    RolloutPhase,
+    RolloutStatus,
+    StagePhase,
+)
+from tests.support.sync_builders import T0, at, make_stage
+
+Mutation = Callable[[ProgressiveSyncStatus], ProgressiveSyncStatus]
+
+
+def status_with(*stages, rollout_id: str = "r1", progress: str | None = None) -> ProgressiveSyncStatus:
+    return ProgressiveSyncStatus(
+        phase=RolloutPhase.PROGRESSING,
+        rollout=RolloutStatus(id=rollout_id, started_at=T0),
+        stages=list(stages),
+        progress=progress,
+    )
+
+
+MUTATIONS: list[tuple[str, Mutation]] = [
+    (
+        "start-rollout",
+        lambda s: rs.start_rollout(s, rollout_id="r1", stage_names=["canary", "rest"], now=at(1)),
+    ),
+    ("start-stage", lambda s: rs.start_stage(s, stage="canary", targets=["a", "b"], message="m", now=at(1))),
+    ("skip-stage", lambda s: rs.skip_stage(s, stage="rest", reason="nothing", now=at(1))),
+    ("syncing", lambda s: rs.mark_syncing(s, stage="canary", cluster="a")),
+    ("completed", lambda s: rs.mark_completed(s, stage="canary", cluster="a")),
+    ("failed", lambda s: rs.mark_failed(s, stage="canary", cluster="b", reason="Degraded")),
+    (
+        "close",
+        lambda s: rs.close_stage(s, stage="canary", phase=StagePhase.SUCCEEDED, message="ok", now=at(2)),
+    ),
+    ("finalize", lambda s: rs.finalize_rollout(s, phase=RolloutPhase.FAILED, reason="x", now=at(3))),
+]
+
+
+@pytest.mark.parametrize("mutation", [m for _, m in MUTATIONS], ids=[n for n, _ in MUTATIONS])
+def test_every_mutation_is_idempotent(mutation: Mutation) -> None:
+    """A conflict makes the writer apply the same mutation again: the second time changes nothing."""
+    once = mutation(status_with(make_stage(targets=("a", "b"), syncing=("a", "b"))))
+    twice = mutation(once.model_copy(deep=True))
+    assert twice.to_api() == once.to_api()
+
+
+def test_start_rollout_replaces_another_rollout_and_lists_stages() -> None:
+    old = status_with(make_stage(phase=StagePhase.SUCCEEDED, completed=("a",)), rollout_id="r0")
+    new = rs.start_rollout(old, rollout_id="r1", stage_names=["canary", "rest"], now=at(5), revision="abc")
+    assert new.rollout == RolloutStatus(id="r1", revision="abc", started_at=at(5))
+    assert [(s.name, s.phase) for s in new.stages or []] == [
+        ("canary", StagePhase.PENDING),
+        ("rest", StagePhase.PENDING),
+    ]
+    conditions = {c.type: c.status for c in new.conditions or []}
+    assert conditions == {"Ready": ConditionStatus.FALSE, "Progressing": ConditionStatus.TRUE}
+
+
+def test_syncing_then_completed_then_syncing_again_keeps_it_completed() -> None:
+    status = status_with(make_stage(targets=("a",)), progress="0/3")
+    status = rs.mark_syncing(status, stage="canary", cluster="a")
+    assert rs.find_stage(status, "canary").syncing == ["a"]  # type: ignore[union-attr]
+    status = rs.mark_completed(status, stage="canary", cluster="a")
+    status = rs.mark_syncing(status, stage="canary", cluster="a")  # a late, repeated sync step
+    stage = rs.find_stage(status, "canary")
+    assert stage is not None
+    assert (stage.syncing, stage.completed, status.progress) == ([], ["a"], "1/3")
+
+
+def test_first_failure_reason_wins() -> None:
+    status = status_with(make_stage(targets=("a",), syncing=("a",)))
+    status = rs.mark_failed(status, stage="canary", cluster="a", reason="first")
+    status = rs.mark_failed(status, stage="canary", cluster="a", reason="second")
+    stage = rs.find_stage(status, "canary")
+    assert stage is not None
+    assert [(f.name, f.reason) for f in stage.failed] == [("a", "first")]
+    assert stage.syncing == []
+
+
+def test_close_failed_stage_fails_the_rollout() -> None:
+    status = rs.close_stage(
+        status_with(make_stage()), stage="canary", phase=StagePhase.FAILED, message="m", now=T0
+    )
+    assert (status.phase, status.message) == (RolloutPhase.FAILED, "stage 'canary' failed: m")
+
+
+@pytest.mark.parametrize(
+    ("phase", "progressing_to", "pending_to"),
+    [
+        pytest.param(RolloutPhase.CANCELLED, StagePhase.CANCELLED, StagePhase.CANCELLED, id="cancelled"),
+        pytest.param(RolloutPhase.FAILED, StagePhase.FAILED, StagePhase.CANCELLED, id="failed"),
+    ],
+)
+def test_finalize_marks_unfinished_stages(
+    phase: RolloutPhase, progressing_to: StagePhase, pending_to: StagePhase
+) -> None:
+    status = status_with(
+        make_stage("canary", phase=StagePhase.SUCCEEDED, completed=("a",), targets=("a",), finished_at=at(1)),
+        make_stage("wave", targets=("b", "c"), completed=("b",)),
+        make_stage("rest", phase=StagePhase.PENDING),
+    )
+    status = rs.finalize_rollout(status, phase=phase, reason="why", now=at(9))
+    by_name = {s.name: s for s in status.stages or []}
+    assert by_name["canary"].phase == StagePhase.SUCCEEDED
+    assert by_name["canary"].finished_at == at(1)
+    assert by_name["wave"].phase == progressing_to
+    assert "did not finish (1 of 2 clusters updated, 0 failed)" in by_name["wave"].message
+    assert by_name["rest"].phase == pending_to
+    assert by_name["rest"].message.startswith("not started")
+    assert status.rollout is not None and status.rollout.finished_at == at(9)
+    conditions = {c.type: (c.status, c.reason) for c in status.conditions or []}
+    assert conditions == {
+        "Ready": (ConditionStatus.FALSE, f"Rollout{phase.value}"),
+        "Progressing": (ConditionStatus.FALSE, f"Rollout{phase.value}"),
+    }
+
+
+def test_condition_transition_time_moves_only_on_change() -> None:
+    status = ProgressiveSyncStatus()
+    rs.set_condition(status, "Ready", value=ConditionStatus.FALSE, reason="A", message="", now=at(1))
+    rs.set_condition(status, "Ready", value=ConditionStatus.FALSE, reason="B", message="", now=at(2))
+    assert status.conditions is not None and status.conditions[0].last_transition_time == at(1)
+    rs.set_condition(status, "Ready", value=ConditionStatus.TRUE, reason="C", message="", now=at(3))
+    assert status.conditions[0].last_transition_time == at(3)
