@@ -1,0 +1,648 @@
+"""The watcher's pure decision (`reconcile.decide`) and its status patch, table by table.
+
+No API server: every input is built here with small keyword builders; time is a fixed `NOW`.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from orchestrator.fleet import AppSetView
+from orchestrator.models import (
+    ConditionStatus,
+    ProgressiveSyncSpec,
+    ProgressiveSyncStatus,
+    RolloutPhase,
+    RolloutStatus,
+    StagePhase,
+    StageStatus,
+)
+from orchestrator.planner import IssueCode, PlanIssue, RolloutPlan, StagePlan, StageState, release_id
+from orchestrator.reconcile import (
+    CreateWorkflow,
+    Decision,
+    Observed,
+    ReconcilePolicy,
+    RecordEvent,
+    RequeueAfter,
+    StopWorkflow,
+    apply_patch,
+    decide,
+    spec_hash,
+)
+from orchestrator.workflow_view import WorkflowView
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+PS = "web"
+REVISION = "4f1c2e9"
+POLICY = ReconcilePolicy(finalize_grace_seconds=30, deletion_grace_seconds=30)
+
+
+def make_spec(
+    *, paused: bool = False, stages: tuple[str, ...] = ("canary", "rest"), max_parallel: int = 1
+) -> ProgressiveSyncSpec:
+    return ProgressiveSyncSpec.model_validate(
+        {
+            "appSetRef": {"name": "myservice"},
+            "paused": paused,
+            "stages": [
+                {"name": name, "targets": {"clusters": {"selector": {}}}, "maxParallel": max_parallel}
+                for name in stages
+            ],
+        }
+    )
+
+
+SPEC = make_spec()
+HASH = spec_hash(SPEC)
+RELEASE = release_id(1, [REVISION])
+WF_NAME = f"{PS}-{RELEASE}"
+
+
+def make_plan(*, revisions: tuple[str, ...] = (REVISION,), errors: tuple[str, ...] = ()) -> RolloutPlan:
+    return RolloutPlan(
+        ps_name=PS,
+        app_set="myservice",
+        stages=(
+            StagePlan(name="canary", state=StageState.PLANNED, reason="", targets=("c1",)),
+            StagePlan(name="rest", state=StageState.PLANNED, reason="", targets=("c2", "c3")),
+        ),
+        clusters={},
+        revisions=revisions,
+        errors=tuple(PlanIssue(IssueCode.UNCOVERED_CLUSTERS, message) for message in errors),
+    )
+
+
+def make_rollout(
+    *,
+    rollout_id: str = RELEASE,
+    attempt: int = 1,
+    generation: int = 1,
+    spec_hash_: str = HASH,
+    retry_token: str | None = None,
+    workflow: str | None = None,
+) -> RolloutStatus:
+    return RolloutStatus(
+        id=rollout_id,
+        revision=REVISION,
+        workflow=workflow if workflow is not None else f"{PS}-{rollout_id}",
+        attempt=attempt,
+        started_at=NOW - timedelta(minutes=10),
+        generation=generation,
+        spec_hash=spec_hash_,
+        retry_token=retry_token,
+    )
+
+
+def make_status(
+    phase: RolloutPhase | None = None, rollout: RolloutStatus | None = None
+) -> ProgressiveSyncStatus:
+    return ProgressiveSyncStatus(phase=phase, rollout=rollout, observed_generation=1)
+
+
+def make_wf(
+    *,
+    rollout_id: str = RELEASE,
+    phase: str = "Running",
+    suspended: bool = False,
+    by_us: bool = False,
+    shutdown: str = "",
+    spec_hash_: str = HASH,
+    stage: str = "",
+    waiting: str = "",
+    finished_at: str = "",
+    generation: int = 1,
+    attempt: int = 1,
+    started_at: str = "2026-11-30T11:50:00Z",
+) -> WorkflowView:
+    return WorkflowView(
+        name=f"{PS}-{rollout_id}",
+        namespace="argocd",
+        ps_label=PS,
+        rollout_id=rollout_id,
+        release_id=rollout_id.split("-", maxsplit=1)[0],
+        attempt=attempt,
+        generation=generation,
+        spec_hash=spec_hash_,
+        revision=REVISION,
+        phase=phase,
+        suspended=suspended,
+        suspended_by_us=by_us,
+        shutdown=shutdown,
+        current_stage=stage,
+        waiting=waiting,
+        started_at=started_at,
+        finished_at=finished_at,
+    )
+
+
+def observed(**overrides: Any) -> Observed:
+    base: dict[str, Any] = {
+        "namespace": "argocd",
+        "name": PS,
+        "generation": 1,
+        "spec": SPEC,
+        "status": make_status(),
+        "now": NOW,
+        "appset": AppSetView(name="myservice", namespace="argocd", uid="u1"),
+        "appset_namespace": "argocd",
+        "plan": make_plan(),
+    }
+    base.update(overrides)
+    return Observed(**base)
+
+
+def kinds(decision: Decision) -> list[str]:
+    return [type(action).__name__ for action in decision.actions]
+
+
+FINISHED = "2026-11-30T11:59:50Z"  # 10 s before NOW
+LONG_AGO = "2026-11-30T11:00:00Z"
+
+
+@pytest.mark.parametrize(
+    ("obs", "step", "actions"),
+    [
+        # -- deletion ------------------------------------------------------------------------
+        pytest.param(
+            observed(deleting=True, deletion_started=NOW - timedelta(seconds=5), workflows=(make_wf(),)),
+            "deleting-await-stop",
+            ["StopWorkflow", "RequeueAfter"],
+            id="delete-with-a-live-workflow-stops-it-and-waits",
+        ),
+        pytest.param(
+            observed(
+                deleting=True,
+                deletion_started=NOW - timedelta(seconds=5),
+                workflows=(make_wf(shutdown="Stop"),),
+            ),
+            "deleting-await-stop",
+            ["RequeueAfter"],
+            id="delete-does-not-stop-twice",
+        ),
+        pytest.param(
+            observed(
+                deleting=True,
+                deletion_started=NOW - timedelta(minutes=5),
+                workflows=(make_wf(shutdown="Stop"),),
+            ),
+            "deleting-release",
+            ["RemoveFinalizer"],
+            id="delete-lets-go-after-the-grace-period",
+        ),
+        pytest.param(
+            observed(deleting=True, workflows=(make_wf(phase="Failed"),)),
+            "deleting-release",
+            ["RemoveFinalizer"],
+            id="delete-with-the-workflow-finished-lets-go",
+        ),
+        pytest.param(
+            observed(deleting=True, workflows=()),
+            "deleting-release",
+            ["RemoveFinalizer"],
+            id="delete-with-the-workflow-gone-lets-go",
+        ),
+        pytest.param(
+            observed(deleting=True, has_finalizer=False),
+            "deleted",
+            [],
+            id="delete-without-our-finalizer-does-nothing",
+        ),
+        # -- validity ------------------------------------------------------------------------
+        pytest.param(
+            observed(spec=None, spec_error="stages: at least 1 item"),
+            "invalid-spec",
+            ["UpdateStatus"],
+            id="invalid-spec-is-reported",
+        ),
+        pytest.param(
+            observed(appset=None),
+            "invalid-reference",
+            ["UpdateStatus"],
+            id="missing-applicationset-is-reported-nothing-created",
+        ),
+        pytest.param(
+            observed(claimed_by="argocd/older"),
+            "invalid-reference",
+            ["UpdateStatus"],
+            id="applicationset-claimed-by-another-is-reported",
+        ),
+        pytest.param(
+            observed(plan=make_plan(errors=("3 clusters are not covered by any stage",))),
+            "invalid-plan",
+            ["UpdateStatus"],
+            id="plan-with-errors-is-not-run",
+        ),
+        # -- starting ------------------------------------------------------------------------
+        pytest.param(
+            observed(has_finalizer=False),
+            "create",
+            ["AddFinalizer", "CreateWorkflow", "UpdateStatus", "RecordEvent"],
+            id="first-sight-adds-the-finalizer-then-creates",
+        ),
+        pytest.param(
+            observed(), "create", ["CreateWorkflow", "UpdateStatus", "RecordEvent"], id="new-release-creates"
+        ),
+        pytest.param(
+            observed(plan=make_plan(revisions=())),
+            "up-to-date",
+            ["UpdateStatus"],
+            id="nothing-out-of-date-waits",
+        ),
+        pytest.param(
+            observed(spec=make_spec(paused=True)),
+            "due-but-paused",
+            ["UpdateStatus"],
+            id="paused-spec-does-not-start-a-due-release",
+        ),
+        # -- no loops ------------------------------------------------------------------------
+        pytest.param(
+            observed(
+                status=make_status(RolloutPhase.SUCCEEDED, make_rollout()),
+                workflows=(make_wf(phase="Succeeded", finished_at=LONG_AGO),),
+            ),
+            "already-rolled-out",
+            ["UpdateStatus"],
+            id="succeeded-release-is-not-rolled-out-again",
+        ),
+        pytest.param(
+            observed(
+                status=make_status(RolloutPhase.FAILED, make_rollout()),
+                workflows=(make_wf(phase="Failed", finished_at=LONG_AGO),),
+            ),
+            "already-rolled-out",
+            ["UpdateStatus"],
+            id="failed-rollout-is-never-re-created",
+        ),
+        pytest.param(
+            observed(status=make_status(RolloutPhase.FAILED, make_rollout()), workflows=()),
+            "already-rolled-out",
+            ["UpdateStatus"],
+            id="failed-rollout-with-its-workflow-garbage-collected-is-not-re-created",
+        ),
+        pytest.param(
+            observed(
+                status=make_status(RolloutPhase.FAILED, make_rollout()),
+                retry_token="t1",
+                workflows=(make_wf(phase="Failed", finished_at=LONG_AGO),),
+            ),
+            "create",
+            ["CreateWorkflow", "UpdateStatus", "RecordEvent"],
+            id="retry-token-starts-a-second-attempt",
+        ),
+        pytest.param(
+            observed(
+                status=make_status(
+                    RolloutPhase.FAILED, make_rollout(rollout_id=f"{RELEASE}-2", attempt=2, retry_token="t1")
+                ),
+                retry_token="t1",
+                workflows=(
+                    make_wf(rollout_id=f"{RELEASE}-2", phase="Failed", finished_at=LONG_AGO, attempt=2),
+                ),
+            ),
+            "already-rolled-out",
+            ["UpdateStatus"],
+            id="a-handled-retry-token-is-not-handled-again",
+        ),
+        pytest.param(
+            observed(
+                generation=3,
+                spec=make_spec(paused=False),
+                status=make_status(RolloutPhase.FAILED, make_rollout(generation=1)),
+            ),
+            "already-rolled-out",
+            ["UpdateStatus"],
+            id="pause-and-unpause-bump-the-generation-but-are-not-a-new-release",
+        ),
+        pytest.param(
+            observed(
+                generation=2,
+                spec=make_spec(max_parallel=2),
+                status=make_status(RolloutPhase.FAILED, make_rollout(generation=1)),
+            ),
+            "create",
+            ["CreateWorkflow", "UpdateStatus", "RecordEvent"],
+            id="a-real-spec-change-is-a-new-release",
+        ),
+        # -- the live rollout ----------------------------------------------------------------
+        pytest.param(
+            observed(
+                status=make_status(RolloutPhase.PROGRESSING, make_rollout()),
+                workflows=(make_wf(stage="canary"),),
+                plan=None,
+            ),
+            "follow",
+            ["UpdateStatus"],
+            id="running-workflow-is-followed",
+        ),
+        pytest.param(
+            observed(
+                spec=make_spec(paused=True),
+                generation=2,
+                status=make_status(RolloutPhase.PROGRESSING, make_rollout()),
+                workflows=(make_wf(stage="canary"),),
+                plan=None,
+            ),
+            "pause",
+            ["SuspendWorkflow", "RecordEvent", "UpdateStatus"],
+            id="pause-suspends-the-workflow",
+        ),
+        pytest.param(
+            observed(
+                spec=make_spec(paused=True),
+                status=make_status(RolloutPhase.PAUSED, make_rollout()),
+                workflows=(make_wf(suspended=True, by_us=True),),
+                plan=None,
+            ),
+            "pause",
+            ["UpdateStatus"],
+            id="pause-of-a-suspended-workflow-writes-no-second-suspend",
+        ),
+        pytest.param(
+            observed(
+                status=make_status(RolloutPhase.PAUSED, make_rollout()),
+                workflows=(make_wf(suspended=True, by_us=True),),
+                plan=None,
+            ),
+            "resume",
+            ["ResumeWorkflow", "RecordEvent", "UpdateStatus"],
+            id="unpause-resumes-our-suspend",
+        ),
+        pytest.param(
+            observed(
+                status=make_status(RolloutPhase.PROGRESSING, make_rollout()),
+                workflows=(make_wf(suspended=True, by_us=False),),
+                plan=None,
+            ),
+            "suspended-by-someone",
+            ["UpdateStatus"],
+            id="argo-suspend-by-a-person-is-reported-not-undone",
+        ),
+        pytest.param(
+            observed(
+                generation=2,
+                spec=make_spec(max_parallel=2),
+                status=make_status(RolloutPhase.PROGRESSING, make_rollout()),
+                workflows=(make_wf(),),
+                plan=None,
+            ),
+            "stop-for-new-spec",
+            ["StopWorkflow", "RecordEvent", "UpdateStatus"],
+            id="new-spec-stops-the-running-rollout",
+        ),
+        pytest.param(
+            observed(
+                generation=2,
+                spec=make_spec(max_parallel=2),
+                status=make_status(RolloutPhase.PROGRESSING, make_rollout()),
+                workflows=(make_wf(shutdown="Stop"),),
+                plan=None,
+            ),
+            "stop-for-new-spec",
+            ["UpdateStatus"],
+            id="new-spec-waits-for-the-stop-without-stopping-twice",
+        ),
+        pytest.param(
+            observed(
+                generation=2,
+                spec=make_spec(max_parallel=2),
+                status=make_status(RolloutPhase.CANCELLED, make_rollout()),
+                workflows=(make_wf(shutdown="Stop", phase="Failed", finished_at=FINISHED),),
+            ),
+            "create",
+            ["CreateWorkflow", "UpdateStatus", "RecordEvent"],
+            id="new-spec-starts-once-the-old-rollout-ended",
+        ),
+        pytest.param(
+            observed(
+                status=make_status(RolloutPhase.PROGRESSING, make_rollout()),
+                workflows=(make_wf(shutdown="Stop"),),
+                plan=None,
+            ),
+            "stopping",
+            ["UpdateStatus"],
+            id="argo-stop-in-progress-is-waited-for",
+        ),
+        # -- ends ----------------------------------------------------------------------------
+        pytest.param(
+            observed(
+                status=make_status(RolloutPhase.PROGRESSING, make_rollout()),
+                workflows=(make_wf(phase="Succeeded", finished_at=FINISHED),),
+            ),
+            "await-exit-handler",
+            ["UpdateStatus", "RequeueAfter"],
+            id="finished-workflow-gives-its-exit-handler-time",
+        ),
+        pytest.param(
+            observed(
+                status=make_status(RolloutPhase.PROGRESSING, make_rollout()),
+                workflows=(make_wf(phase="Error", finished_at=LONG_AGO),),
+            ),
+            "record-end",
+            ["UpdateStatus"],
+            id="finished-workflow-without-exit-handler-record-is-recorded",
+        ),
+        pytest.param(
+            observed(status=make_status(RolloutPhase.PROGRESSING, make_rollout()), workflows=()),
+            "workflow-deleted",
+            ["UpdateStatus", "RecordEvent"],
+            id="externally-deleted-workflow-is-reported-not-re-created",
+        ),
+        pytest.param(
+            observed(status=make_status(RolloutPhase.CANCELLED, make_rollout()), workflows=()),
+            "already-rolled-out",
+            ["UpdateStatus"],
+            id="after-the-report-the-deleted-workflow-stays-deleted",
+        ),
+        # -- restarts ------------------------------------------------------------------------
+        pytest.param(
+            observed(status=make_status(), workflows=(make_wf(),), plan=None),
+            "adopt",
+            ["UpdateStatus"],
+            id="live-workflow-created-before-a-crash-is-adopted",
+        ),
+        pytest.param(
+            observed(
+                status=make_status(),
+                workflows=(make_wf(), make_wf(rollout_id="0123456789", generation=0)),
+                plan=None,
+            ),
+            "adopt",
+            ["StopWorkflow", "UpdateStatus"],
+            id="of-two-live-workflows-the-newest-is-adopted-the-other-stopped",
+        ),
+        pytest.param(
+            observed(status=make_status(), workflows=(make_wf(phase="Failed", finished_at=LONG_AGO),)),
+            "create",
+            ["CreateWorkflow", "UpdateStatus", "RecordEvent"],
+            id="finished-unrecorded-workflow-is-created-again-and-adopted-on-alreadyexists",
+        ),
+    ],
+)
+def test_decide(obs: Observed, step: str, actions: list[str]) -> None:
+    decision = decide(obs, POLICY)
+    assert (decision.step, kinds(decision)) == (step, actions), decision.reason
+
+
+def test_new_release_workflow_name_and_status_record_the_release() -> None:
+    decision = decide(observed(retry_token="old-token"), POLICY)
+    create = decision.of(CreateWorkflow)[0]
+    assert isinstance(create, CreateWorkflow)
+    assert (create.name, create.rollout_id, create.release_id, create.attempt) == (
+        WF_NAME,
+        RELEASE,
+        RELEASE,
+        1,
+    )
+    assert create.retry_token == "old-token", "a token present at a new release is consumed by it"
+    status = apply_patch(ProgressiveSyncStatus(), _patch(decision), NOW)
+    assert status.rollout is not None
+    assert (status.rollout.id, status.rollout.workflow, status.rollout.attempt) == (RELEASE, WF_NAME, 1)
+    assert (status.rollout.generation, status.rollout.spec_hash) == (1, HASH)
+    assert status.phase == RolloutPhase.PROGRESSING
+    assert status.progress == "0/3"
+    assert [stage.name for stage in status.stages or []] == ["canary", "rest"]
+    assert _condition(status, "Progressing") == (ConditionStatus.TRUE, "RolloutProgressing")
+
+
+def test_retry_attempt_gets_its_own_rollout_id_and_workflow() -> None:
+    decision = decide(
+        observed(status=make_status(RolloutPhase.FAILED, make_rollout()), retry_token="t1"), POLICY
+    )
+    create = decision.of(CreateWorkflow)[0]
+    assert isinstance(create, CreateWorkflow)
+    assert (create.rollout_id, create.name, create.attempt) == (f"{RELEASE}-2", f"{WF_NAME}-2", 2)
+    status = apply_patch(make_status(RolloutPhase.FAILED, make_rollout()), _patch(decision), NOW)
+    assert status.rollout is not None
+    assert (status.rollout.attempt, status.rollout.retry_token) == (2, "t1")
+
+
+def test_deleted_workflow_is_reported_with_condition_and_event() -> None:
+    decision = decide(
+        observed(status=make_status(RolloutPhase.PROGRESSING, make_rollout()), workflows=()), POLICY
+    )
+    status = apply_patch(make_status(RolloutPhase.PROGRESSING, make_rollout()), _patch(decision), NOW)
+    assert status.phase == RolloutPhase.CANCELLED
+    assert _condition(status, "Ready") == (ConditionStatus.FALSE, "WorkflowDeleted")
+    assert status.rollout is not None and status.rollout.finished_at == NOW
+    event = decision.of(RecordEvent)[0]
+    assert isinstance(event, RecordEvent) and event.reason == "WorkflowDeleted"
+
+
+def test_invalid_reference_names_the_reason() -> None:
+    decision = decide(observed(claimed_by="argocd/older"), POLICY)
+    status = apply_patch(ProgressiveSyncStatus(), _patch(decision), NOW)
+    assert _condition(status, "Valid") == (ConditionStatus.FALSE, "ApplicationSetClaimed")
+    assert status.phase == RolloutPhase.PENDING
+    assert "argocd/older" in (status.message or "")
+
+
+def test_following_shows_the_stage_and_the_approval_wait() -> None:
+    decision = decide(
+        observed(
+            status=make_status(RolloutPhase.PROGRESSING, make_rollout()),
+            workflows=(make_wf(stage="rest", waiting="approval"),),
+            plan=None,
+        ),
+        POLICY,
+    )
+    status = apply_patch(make_status(RolloutPhase.PROGRESSING, make_rollout()), _patch(decision), NOW)
+    assert status.current_stage == "rest"
+    assert "waiting for approval" in (status.message or "")
+
+
+def test_deletion_stop_names_the_reason() -> None:
+    decision = decide(observed(deleting=True, deletion_started=NOW, workflows=(make_wf(),)), POLICY)
+    stop = decision.of(StopWorkflow)[0]
+    requeue = decision.of(RequeueAfter)[0]
+    assert isinstance(stop, StopWorkflow) and "deleted" in stop.reason
+    assert isinstance(requeue, RequeueAfter) and 0 < requeue.seconds <= 5
+
+
+@pytest.mark.parametrize(
+    "obs",
+    [
+        pytest.param(observed(), id="creating"),
+        pytest.param(
+            observed(
+                status=make_status(RolloutPhase.PROGRESSING, make_rollout()),
+                workflows=(make_wf(stage="canary"),),
+            ),
+            id="following",
+        ),
+        pytest.param(
+            observed(
+                status=make_status(RolloutPhase.SUCCEEDED, make_rollout()), plan=make_plan(revisions=())
+            ),
+            id="converged",
+        ),
+        pytest.param(observed(appset=None), id="invalid"),
+        pytest.param(
+            observed(status=make_status(RolloutPhase.PROGRESSING, make_rollout()), workflows=()),
+            id="deleted-workflow",
+        ),
+    ],
+)
+def test_applying_a_patch_twice_changes_nothing_the_second_time(obs: Observed) -> None:
+    decision = decide(obs, POLICY)
+    once = apply_patch(obs.status.model_copy(deep=True), _patch(decision), NOW)
+    twice = apply_patch(once.model_copy(deep=True), _patch(decision), NOW + timedelta(minutes=1))
+    assert twice.to_api() == once.to_api()
+
+
+def test_the_watcher_never_overwrites_an_end_phase_the_exit_handler_recorded() -> None:
+    recorded = make_status(RolloutPhase.FAILED, make_rollout())
+    recorded.message = "stage 'canary' failed: c1 Degraded"
+    # The decision was made on a stale cache that still said Progressing; the writer applies it to
+    # the fresh status, which the exit handler already finalized.
+    decision = decide(
+        observed(
+            status=make_status(RolloutPhase.PROGRESSING, make_rollout()),
+            workflows=(make_wf(phase="Failed", finished_at=LONG_AGO),),
+        ),
+        POLICY,
+    )
+    assert decision.step == "record-end"
+    status = apply_patch(recorded.model_copy(deep=True), _patch(decision), NOW)
+    assert (status.phase, status.message) == (RolloutPhase.FAILED, "stage 'canary' failed: c1 Degraded")
+
+
+def test_start_keeps_what_select_recorded_for_the_same_rollout() -> None:
+    selected = make_status(
+        RolloutPhase.PROGRESSING, RolloutStatus(id=RELEASE, revision=REVISION, started_at=NOW)
+    )
+    selected.stages = [
+        StageStatus(name="canary", phase=StagePhase.PROGRESSING, targets=["c1"]),
+        StageStatus(name="rest"),
+    ]
+    selected.progress = "0/3"
+    status = apply_patch(selected.model_copy(deep=True), _patch(decide(observed(), POLICY)), NOW)
+    assert status.stages is not None and status.stages[0].targets == ["c1"]
+    assert status.rollout is not None and status.rollout.workflow == WF_NAME
+
+
+def test_the_end_record_uses_the_workflow_outcome() -> None:
+    status_in = make_status(RolloutPhase.PROGRESSING, make_rollout())
+    for wf, phase in [
+        (make_wf(phase="Succeeded", finished_at=LONG_AGO), RolloutPhase.SUCCEEDED),
+        (make_wf(phase="Failed", finished_at=LONG_AGO), RolloutPhase.FAILED),
+        (make_wf(phase="Failed", finished_at=LONG_AGO, shutdown="Terminate"), RolloutPhase.CANCELLED),
+    ]:
+        decision = decide(observed(status=status_in, workflows=(wf,)), POLICY)
+        assert apply_patch(status_in.model_copy(deep=True), _patch(decision), NOW).phase == phase
+
+
+def _patch(decision: Decision) -> Any:
+    patch = decision.status_patch
+    assert patch is not None, decision
+    return patch
+
+
+def _condition(status: ProgressiveSyncStatus, type_: str) -> tuple[ConditionStatus, str] | None:
+    for condition in status.conditions or []:
+        if condition.type == type_:
+            return condition.status, condition.reason
+    return None
