@@ -1,0 +1,1 @@
+"""Hera definitions of the rollout Workflow and its WorkflowTemplates, and their rendered YAML."""

@@ -1,0 +1,358 @@
+"""`build_workflow`: the Argo Workflow of one rollout of one ProgressiveSync, built with Hera.
+
+Called by the watcher when a rollout is due and by `progressive-sync render`. Pure: the same
+ProgressiveSync, rollout id, revision, plan and settings always give the same Workflow, so creating
+it twice yields AlreadyExists, never a second rollout.
+
+The shape (DESIGN.md §4), for stages A and B:
+
+    rollout (DAG)                       entry; one task per stage, each depending on the one before
+    ├── A  -> stage-A (DAG)
+    │   ├── approve -> approval         only with `approval: Manual`; resumed by `argo resume`
+    │   ├── select                      writes the output parameter `targets` (JSON list)
+    │   ├── clusters -> fanout-A (DAG)  parallelism = A's resolved maxParallel, failFast
+    │   │   └── cluster -> cluster      withParam over the targets: sync, then wait-healthy
+    │   ├── bake -> bake-600s           only with `bakeSeconds`
+    │   └── record
+    └── B  -> stage-B ...
+    onExit: finalize --workflow-status {{workflow.status}}
+
+Decisions worth knowing:
+
+- **maxParallel as a percentage** becomes an integer here, from the plan of the fleet at build
+  time (Argo's template `parallelism` is an integer, never an expression). If `select` takes more
+  clusters at run time than the plan foresaw, the bound stays the planned one.
+- **failFast and maxFailedClusters**: with `maxFailedClusters: 0` (the default) the fan-out
+  template is failFast: after the first failed cluster no new cluster starts, clusters in flight finish, the
+  stage fails, later stages never start. With a tolerance the fan-out task is `continueOn:
+  failed` and the fan-out is not failFast, so the remaining clusters run; deciding that the
+  tolerance is exceeded (and refusing new syncs after that) is then the steps' job (`record`
+  exits 1, `sync` checks the stage's failures).
+- **activeDeadlineSeconds** is derived from the spec and the plan (see
+  `active_deadline_seconds`): a budget for every step, one progress deadline per wave of
+  `maxParallel` clusters, the bake times, and `approval_window_seconds` for each manual gate (a
+  rollout waiting longer than that for a person fails, and the exit handler records it). Argo
+  counts suspended time too, so the approval window must be part of it.
+- **Display names**: Argo shows DAG task names, which allow only `[a-zA-Z0-9-]`; stage names may
+  hold spaces and dots. The task name is the sanitized stage name (unique even when two stages
+  sanitize alike); where the stage name passes Argo's display-name rule the template annotation
+  `workflows.argoproj.io/display-name` shows it exactly; the stage node always carries the exact
+  name as its `stage` input parameter.
+- **Size**: a stage of N clusters makes about 5N + 9 nodes (cluster DAG, two retry nodes and two
+  pods per cluster). Argo keeps node status in the object (compressed past ~1 MiB), so a plan
+  above `settings.max_nodes` (default 4000, about 750 clusters in one rollout) is refused with a
+  message: split the rollout into more stages or raise the limit knowingly.
+- A stage that the plan says has no target gets no bake: waiting after a stage that changed
+  nothing only delays the rollout.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from hera.workflows import Parameter, Workflow
+from hera.workflows.models import (
+    Arguments,
+    ContinueOn,
+    DAGTask,
+    DAGTemplate,
+    Inputs,
+    Mutex,
+    OwnerReference,
+    PodGC,
+    Synchronization,
+    Template,
+)
+from hera.workflows.models import Parameter as ModelParameter
+
+from orchestrator.models import API_VERSION, KIND, ApprovalMode, ProgressiveSync, Stage
+from workflow_templates import names, pieces
+from workflow_templates.settings import WorkflowSettings
+
+if TYPE_CHECKING:
+    from orchestrator.planner import RolloutPlan
+
+# Nominal node counts (see the module docstring); retries add one node per extra attempt.
+NODES_PER_CLUSTER = 5  # cluster DAG + (retry + pod) x 2
+NODES_PER_STAGE = 7  # stage DAG + select (retry + pod) + fan-out DAG + task group + record (retry + pod)
+TARGETS_INPUT = "targets"
+NODES_FIXED = 3  # root DAG + exit handler (retry + pod)
+
+
+class WorkflowBuildError(ValueError):
+    """The Workflow cannot be built as asked (a plan that does not fit the spec, too many nodes)."""
+
+
+@dataclass(frozen=True)
+class StageSize:
+    """How big a stage is when the Workflow is built: targets planned and clusters at once."""
+
+    targets: int
+    max_parallel: int
+
+
+StageSizes = Mapping[str, StageSize]
+
+
+def sizes_from_plan(ps: ProgressiveSync, plan: RolloutPlan) -> dict[str, StageSize]:
+    """Each stage's planned target count and resolved maxParallel (>= 1) from the planner's plan.
+
+    A stage the plan has nothing to size for (0) runs with its integer maxParallel, or 1.
+    """
+    sizes: dict[str, StageSize] = {}
+    for stage in ps.spec.stages:
+        try:
+            planned = plan.stage(stage.name)
+        except KeyError as exc:
+            raise WorkflowBuildError(
+                f"the plan has no stage {stage.name!r}: it was made for another spec"
+            ) from exc
+        parallel = planned.max_parallel or (stage.max_parallel if isinstance(stage.max_parallel, int) else 1)
+        sizes[stage.name] = StageSize(targets=len(planned.targets), max_parallel=max(1, parallel))
+    return sizes
+
+
+def assumed_sizes(ps: ProgressiveSync, clusters_per_stage: int) -> dict[str, StageSize]:
+    """Sizes without a fleet: every stage takes `clusters_per_stage` clusters (or its int maxTargets)."""
+    from orchestrator.models import resolve_int_or_percent  # noqa: PLC0415 - keeps the import list short
+
+    sizes: dict[str, StageSize] = {}
+    for stage in ps.spec.stages:
+        targets = min(resolve_int_or_percent(stage.max_targets, clusters_per_stage), clusters_per_stage)
+        parallel = min(resolve_int_or_percent(stage.max_parallel, targets), targets) if targets else 1
+        sizes[stage.name] = StageSize(targets=targets, max_parallel=max(1, parallel))
+    return sizes
+
+
+def estimate_nodes(ps: ProgressiveSync, sizes: StageSizes) -> int:
+    """The nominal number of status nodes the Workflow makes (no retries)."""
+    total = NODES_FIXED
+    for stage in ps.spec.stages:
+        size = sizes[stage.name]
+        total += NODES_PER_STAGE + NODES_PER_CLUSTER * size.targets
+        total += 1 if stage.approval is ApprovalMode.MANUAL else 0
+        total += 1 if stage.bake_seconds and size.targets else 0
+    return total
+
+
+def active_deadline_seconds(ps: ProgressiveSync, sizes: StageSizes, settings: WorkflowSettings) -> int:
+    """The Workflow's whole budget in seconds; see WorkflowSettings for the terms."""
+    step = settings.step_budget_seconds
+    total = step  # the exit handler
+    for stage in ps.spec.stages:
+        size = sizes[stage.name]
+        waves = max(1, math.ceil(size.targets / size.max_parallel))
+        total += 2 * step  # select, record
+        total += waves * (step + ps.spec.progress_deadline_seconds)
+        total += stage.bake_seconds or 0
+        if stage.approval is ApprovalMode.MANUAL:
+            total += settings.approval_window_seconds
+    return math.ceil(total * settings.deadline_factor)
+
+
+def _parameter(name: str, value: str) -> ModelParameter:
+    return ModelParameter(name=name, value=value)
+
+
+def _fanout_template(task_name: str, size: StageSize, *, tolerate_failures: bool) -> Template:
+    """The loop over one stage's clusters, alone in its template.
+
+    `parallelism` and `failFast` of a template govern every node directly inside it, retried
+    attempts included: Argo fails a failFast template as soon as any child failed, even an
+    attempt its retryStrategy is about to repeat. Alone in this template, the loop's items (one
+    cluster DAG each, whose steps retry inside their own template) are the only children, so a
+    temporary error of select or record never trips the stage's failFast.
+    """
+    fail_fast = not tolerate_failures
+    return Template(
+        name=names.fanout_template_name(task_name),
+        inputs=Inputs(
+            parameters=[ModelParameter(name=pieces.STAGE_INPUT), ModelParameter(name=TARGETS_INPUT)]
+        ),
+        parallelism=size.max_parallel,
+        fail_fast=fail_fast,
+        dag=DAGTemplate(
+            fail_fast=fail_fast,
+            tasks=[
+                DAGTask(
+                    name=names.CLUSTER_LOOP_TASK,
+                    template=names.CLUSTER_TEMPLATE,
+                    with_param="{{inputs.parameters." + TARGETS_INPUT + "}}",
+                    arguments=Arguments(
+                        parameters=[
+                            _parameter(
+                                pieces.STAGE_INPUT, "{{inputs.parameters." + pieces.STAGE_INPUT + "}}"
+                            ),
+                            _parameter(pieces.CLUSTER_INPUT, "{{item}}"),
+                        ]
+                    ),
+                )
+            ],
+        ),
+    )
+
+
+def _stage_template(stage: Stage, task_name: str, size: StageSize, *, tolerate_failures: bool) -> Template:
+    stage_ref = "{{inputs.parameters." + pieces.STAGE_INPUT + "}}"
+    stage_arg = Arguments(parameters=[_parameter(pieces.STAGE_INPUT, stage_ref)])
+    tasks: list[DAGTask] = []
+    previous: list[str] = []
+    if stage.approval is ApprovalMode.MANUAL:
+        tasks.append(DAGTask(name=names.APPROVE_TASK, template=names.APPROVAL_TEMPLATE, arguments=stage_arg))
+        previous = [names.APPROVE_TASK]
+    tasks.append(
+        DAGTask(
+            name=names.SELECT_TASK,
+            template=names.SELECT_TEMPLATE,
+            arguments=stage_arg,
+            dependencies=previous or None,
+        )
+    )
+    targets = "{{tasks." + names.SELECT_TASK + ".outputs.parameters." + pieces.TARGETS_OUTPUT + "}}"
+    tasks.append(
+        DAGTask(
+            name=names.CLUSTERS_TASK,
+            template=names.fanout_template_name(task_name),
+            dependencies=[names.SELECT_TASK],
+            arguments=Arguments(
+                parameters=[_parameter(pieces.STAGE_INPUT, stage_ref), _parameter(TARGETS_INPUT, targets)]
+            ),
+            continue_on=ContinueOn(failed=True) if tolerate_failures else None,
+        )
+    )
+    previous = [names.CLUSTERS_TASK]
+    if stage.bake_seconds and size.targets:
+        tasks.append(
+            DAGTask(
+                name=names.BAKE_TASK,
+                template=names.bake_template_name(stage.bake_seconds),
+                dependencies=previous,
+            )
+        )
+        previous = [names.BAKE_TASK]
+    tasks.append(
+        DAGTask(
+            name=names.RECORD_TASK, template=names.RECORD_TEMPLATE, arguments=stage_arg, dependencies=previous
+        )
+    )
+    display_name = names.display_name_for(stage.name, task_name)
+    return Template(
+        name=names.stage_template_name(task_name),
+        annotations={names.DISPLAY_NAME_ANNOTATION: display_name} if display_name else None,
+        inputs=Inputs(parameters=[ModelParameter(name=pieces.STAGE_INPUT)]),
+        dag=DAGTemplate(tasks=tasks),
+    )
+
+
+def _entry_template(stages: list[Stage], task_names: list[str]) -> Template:
+    tasks = []
+    for index, (stage, task_name) in enumerate(zip(stages, task_names, strict=True)):
+        tasks.append(
+            DAGTask(
+                name=task_name,
+                template=names.stage_template_name(task_name),
+                arguments=Arguments(parameters=[_parameter(pieces.STAGE_INPUT, stage.name)]),
+                dependencies=[task_names[index - 1]] if index else None,
+            )
+        )
+    return Template(name=names.ENTRYPOINT, dag=DAGTemplate(tasks=tasks))
+
+
+def _describe(ps: ProgressiveSync, revision: str, sizes: StageSizes) -> str:
+    parts = []
+    for stage in ps.spec.stages:
+        size = sizes[stage.name]
+        clusters = "cluster" if size.targets == 1 else "clusters"
+        text = f"{stage.name} ({size.targets} {clusters}, {size.max_parallel} at a time"
+        if stage.approval is ApprovalMode.MANUAL:
+            text += ", manual approval"
+        if stage.bake_seconds:
+            text += f", bake {stage.bake_seconds}s"
+        parts.append(text + ")")
+    return f"Rolls revision {revision} out in {len(parts)} stages: " + " -> ".join(parts)
+
+
+def build_workflow(
+    ps: ProgressiveSync,
+    *,
+    rollout_id: str,
+    revision: str,
+    plan: RolloutPlan | StageSizes,
+    settings: WorkflowSettings,
+) -> Workflow:
+    """The Workflow that runs rollout `rollout_id` of `ps` to `revision`.
+
+    `plan` is the planner's RolloutPlan of the fleet now (it resolves percentage maxParallel and
+    sizes the deadline), or ready-made StageSizes (render without a fleet, tests).
+    Raises WorkflowBuildError when the plan does not match the spec or the Workflow would be too big.
+    """
+    sizes: StageSizes = plan if isinstance(plan, Mapping) else sizes_from_plan(ps, plan)
+    missing = [stage.name for stage in ps.spec.stages if stage.name not in sizes]
+    if missing:
+        raise WorkflowBuildError(f"no size for stage(s) {', '.join(map(repr, missing))}")
+    node_count = estimate_nodes(ps, sizes)
+    if node_count > settings.max_nodes:
+        biggest = max(ps.spec.stages, key=lambda s: sizes[s.name].targets)
+        raise WorkflowBuildError(
+            f"the rollout would make about {node_count} Workflow nodes, above the limit of "
+            f"{settings.max_nodes} (stage {biggest.name!r} alone takes {sizes[biggest.name].targets} "
+            "clusters); split it into more stages or raise the limit"
+        )
+    meta = ps.metadata
+    namespace = meta.namespace
+    stages = list(ps.spec.stages)
+    task_names = names.stage_task_names(stage.name for stage in stages)
+    tolerate = ps.spec.failure_policy.max_failed_clusters > 0
+    bake_seconds = sorted(
+        {stage.bake_seconds for stage in stages if stage.bake_seconds and sizes[stage.name].targets}
+    )
+    templates: list[Any] = [_entry_template(stages, task_names)]
+    for stage, task_name in zip(stages, task_names, strict=True):
+        templates.append(_stage_template(stage, task_name, sizes[stage.name], tolerate_failures=tolerate))
+        templates.append(_fanout_template(task_name, sizes[stage.name], tolerate_failures=tolerate))
+    templates += pieces.reusable_templates(settings)
+    templates += [pieces.bake_template(seconds) for seconds in bake_seconds]
+
+    annotations = {
+        names.TITLE_ANNOTATION: f"{meta.name}: rollout {rollout_id}",
+        names.DESCRIPTION_ANNOTATION: _describe(ps, revision, sizes),
+    }
+    if names.label_value(meta.name) != meta.name:
+        annotations[names.NAME_ANNOTATION] = meta.name
+    owner_references = None
+    if meta.uid:
+        owner_references = [
+            OwnerReference(api_version=API_VERSION, kind=KIND, name=meta.name, uid=meta.uid, controller=True)
+        ]
+    return Workflow(
+        api_version="argoproj.io/v1alpha1",
+        kind="Workflow",
+        name=names.workflow_name(meta.name, rollout_id),
+        namespace=namespace,
+        labels={names.NAME_LABEL: names.label_value(meta.name), names.ROLLOUT_ID_LABEL: rollout_id},
+        annotations=annotations,
+        owner_references=owner_references,
+        entrypoint=names.ENTRYPOINT,
+        on_exit=names.FINALIZE_TEMPLATE,
+        service_account_name=settings.service_account,
+        active_deadline_seconds=active_deadline_seconds(ps, sizes, settings),
+        synchronization=Synchronization(
+            mutexes=[Mutex(name=f"progressivesync-{names.label_value(meta.name)}")]
+        ),
+        pod_gc=PodGC(strategy="OnPodSuccess"),
+        arguments=[
+            Parameter(name=names.PARAM_PROGRESSIVE_SYNC, value=meta.name),
+            Parameter(name=names.PARAM_ROLLOUT_ID, value=rollout_id),
+            Parameter(name=names.PARAM_REVISION, value=revision),
+            Parameter(name=names.PARAM_ARGOCD_NAMESPACE, value=settings.argocd_namespace or namespace or ""),
+        ],
+        templates=templates,
+    )
+
+
+def workflow_object(workflow: Workflow) -> dict[str, Any]:
+    """The Workflow as the JSON object the API server takes (what the watcher creates)."""
+    return workflow.to_dict()  # type: ignore[no-any-return]

@@ -1,0 +1,159 @@
+"""Names in and around the rollout Workflow: object names, labels, template and task names.
+
+Everything here is a pure function of its arguments, shared by the builder (`builder.py`), the
+reusable templates (`pieces.py`), the local executor and whoever looks Workflows up (the watcher,
+`progressive-sync approve`). Argo's rules these functions respect (checked against the
+argo-workflows v3.7 sources, `workflow/validate` and `workflow/controller/operator.go`):
+
+- template and DAG task names: `[a-zA-Z0-9][-a-zA-Z0-9]*`, at most 128 characters, unique within
+  their list; a task name may not start with a digit when the DAG uses dependencies;
+- a node display name set through the template annotation `workflows.argoproj.io/display-name`
+  must match `^[a-zA-Z0-9][a-zA-Z0-9-.]{0,61}[a-zA-Z0-9]$`, or Argo marks the node Error;
+- label values: at most 63 characters, `[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+
+# --- labels and annotations -------------------------------------------------------------------
+
+NAME_LABEL = "progressivesync.io/name"
+ROLLOUT_ID_LABEL = "progressivesync.io/rollout-id"
+# The full ProgressiveSync name when it is too long for the label value (see `label_value`).
+NAME_ANNOTATION = "progressivesync.io/name"
+TITLE_ANNOTATION = "workflows.argoproj.io/title"
+DESCRIPTION_ANNOTATION = "workflows.argoproj.io/description"
+DISPLAY_NAME_ANNOTATION = "workflows.argoproj.io/display-name"
+
+# --- template names (fixed; stage templates are `stage-<task name>`) ----------------------------
+
+ENTRYPOINT = "rollout"
+CLUSTER_TEMPLATE = "cluster"
+APPROVAL_TEMPLATE = "approval"
+SELECT_TEMPLATE = "select"
+SYNC_TEMPLATE = "sync"
+WAIT_HEALTHY_TEMPLATE = "wait-healthy"
+RECORD_TEMPLATE = "record"
+FINALIZE_TEMPLATE = "finalize"
+STAGE_TEMPLATE_PREFIX = "stage-"
+FANOUT_TEMPLATE_PREFIX = "fanout-"
+BAKE_TEMPLATE_PREFIX = "bake-"
+
+# Task names inside a stage DAG and inside the per-cluster DAG.
+APPROVE_TASK = "approve"
+SELECT_TASK = "select"
+CLUSTERS_TASK = "clusters"
+BAKE_TASK = "bake"
+RECORD_TASK = "record"
+CLUSTER_LOOP_TASK = "cluster"
+SYNC_TASK = "sync"
+WAIT_HEALTHY_TASK = "wait-healthy"
+
+# Workflow parameters every step reads (through its environment, see pieces.step_env).
+PARAM_PROGRESSIVE_SYNC = "progressive-sync"
+PARAM_ROLLOUT_ID = "rollout-id"
+PARAM_REVISION = "revision"
+PARAM_ARGOCD_NAMESPACE = "argocd-namespace"
+
+MAX_OBJECT_NAME = 63
+MAX_FIELD_NAME = 128
+_HASH_LENGTH = 6
+
+FIELD_NAME_RE = re.compile(r"^[a-zA-Z0-9][-a-zA-Z0-9]*$")
+DISPLAY_NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9-.]{0,61}[a-zA-Z0-9]$")
+LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def _short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:_HASH_LENGTH]
+
+
+def workflow_name(ps_name: str, rollout_id: str) -> str:
+    """`<ps>-<rollout-id>`, capped at 63 characters, the same every time for the same inputs.
+
+    Argo copies the Workflow name into label values (`workflows.argoproj.io/workflow` on pods), so
+    63 is the real limit. A longer ProgressiveSync name is cut and followed by a short hash of the
+    whole name, so two long names that share a prefix still get different Workflows.
+    """
+    name = f"{ps_name}-{rollout_id}"
+    if len(name) <= MAX_OBJECT_NAME:
+        return name
+    keep = MAX_OBJECT_NAME - len(rollout_id) - _HASH_LENGTH - 2
+    if keep < 1:
+        raise ValueError(f"rollout id {rollout_id!r} is too long for a Workflow name")
+    prefix = ps_name[:keep].rstrip("-.")
+    return f"{prefix}-{_short_hash(ps_name)}-{rollout_id}"
+
+
+def label_value(ps_name: str) -> str:
+    """The `progressivesync.io/name` label value: the name, or a cut name plus hash past 63 chars."""
+    if len(ps_name) <= MAX_OBJECT_NAME:
+        return ps_name
+    prefix = ps_name[: MAX_OBJECT_NAME - _HASH_LENGTH - 1].rstrip("-.")
+    return f"{prefix}-{_short_hash(ps_name)}"
+
+
+def sanitize_task_name(stage_name: str) -> str:
+    """A stage name as Argo accepts it for a DAG task: runs of other characters become one '-'.
+
+    A name that would start with a digit gets an `s-` prefix (Argo refuses task names starting with
+    a digit in DAGs with dependencies).
+    """
+    name = re.sub(r"[^a-zA-Z0-9]+", "-", stage_name).strip("-")
+    if not name:
+        name = "stage"
+    if name[0].isdigit():
+        name = f"s-{name}"
+    return name[:MAX_FIELD_NAME].rstrip("-")
+
+
+def stage_task_names(stage_names: Iterable[str]) -> list[str]:
+    """One unique, valid task name per stage, in order.
+
+    Two stages whose names sanitize alike ("eu west" and "eu-west") get `-2`, `-3`, ... suffixes in
+    spec order, so a stage keeps its task name as long as the stages before it do not change.
+    """
+    taken: set[str] = set()
+    result: list[str] = []
+    for stage_name in stage_names:
+        base = sanitize_task_name(stage_name)
+        candidate = base
+        counter = 2
+        while candidate.lower() in taken:
+            suffix = f"-{counter}"
+            candidate = base[: MAX_FIELD_NAME - len(suffix)] + suffix
+            counter += 1
+        taken.add(candidate.lower())
+        result.append(candidate)
+    return result
+
+
+def stage_template_name(task_name: str) -> str:
+    """The DAG template of the stage whose entry task is `task_name`."""
+    return f"{STAGE_TEMPLATE_PREFIX}{task_name}"[:MAX_FIELD_NAME]
+
+
+def fanout_template_name(task_name: str) -> str:
+    """The DAG template that fans a stage out over its selected clusters."""
+    return f"{FANOUT_TEMPLATE_PREFIX}{task_name}"[:MAX_FIELD_NAME]
+
+
+def bake_template_name(seconds: int) -> str:
+    """The suspend template that waits `seconds` (one per distinct bake duration)."""
+    return f"{BAKE_TEMPLATE_PREFIX}{seconds}s"
+
+
+def display_name_for(stage_name: str, task_name: str) -> str | None:
+    """The display-name annotation for a stage node, or None when Argo's default is as good.
+
+    Argo shows the task name. The annotation can bring back the exact stage name only when that
+    name passes Argo's display-name rule (no spaces or underscores): then "eu-west-1.canary" shows
+    as itself instead of "eu-west-1-canary". Otherwise the task name is the closest Argo allows, and
+    the stage name is on the node's `stage` input parameter.
+    """
+    if stage_name == task_name or not DISPLAY_NAME_RE.fullmatch(stage_name):
+        return None
+    return stage_name

@@ -1,0 +1,275 @@
+"""The reusable pieces of the rollout Workflow, and the WorkflowTemplates that publish them.
+
+Each step of docs/CONTRACTS.md is one container template running `python -m steps <step> ...`;
+`cluster` is the per-cluster DAG (sync, then wait-healthy); `approval` is the manual gate (a
+suspend without duration); `bake-<N>s` waits N seconds. `build_workflow` (builder.py) inlines
+exactly these values into every Workflow; `workflow_templates()` wraps the same values into the
+WorkflowTemplates committed as YAML next to this file (the chart installs them).
+
+Why inline rather than `templateRef`: Argo resolves a templateRef when each node starts, so a chart
+upgrade in the middle of a rollout would run some clusters with the old steps and some with the
+new; and the image, resources and retry policy would live in the chart while the watcher builds the
+Workflow. Inlined, a Workflow is a complete record of what ran, `render` shows all of it, `argo
+lint --offline` and the local executor need nothing from the cluster, and the cost is a few kB per
+Workflow. The WorkflowTemplates serve people: `argo submit --from workflowtemplate/
+progressive-sync-cluster -p ...` re-syncs one cluster by hand with the very same steps, and other
+Workflows can reuse the steps by templateRef.
+
+Every step container gets the rollout's identity through its environment (`PROGRESSIVE_SYNC_*`,
+read by the steps as their options), from Workflow parameters, so the templates are the same for
+every rollout and every ProgressiveSync.
+"""
+
+from __future__ import annotations
+
+from hera.workflows import (
+    DAG,
+    Container,
+    Env,
+    Parameter,
+    Resources,
+    RetryStrategy,
+    Suspend,
+    Task,
+    WorkflowTemplate,
+)
+from hera.workflows.models import (
+    Backoff,
+    Capabilities,
+    SecurityContext,
+    TemplateRef,
+    ValueFrom,
+)
+
+from workflow_templates import names
+from workflow_templates.settings import WorkflowSettings
+
+STEPS_WORKFLOW_TEMPLATE = "progressive-sync-steps"
+CLUSTER_WORKFLOW_TEMPLATE = "progressive-sync-cluster"
+
+# Retried: a temporary error (exit 75, docs/CONTRACTS.md), or a node Argo marks Error (its pod was
+# lost). `lastRetry.exitCode` is "0" when a node has none, so asInt never fails.
+RETRY_EXPRESSION = 'lastRetry.status == "Error" || asInt(lastRetry.exitCode) == 75'
+
+TARGETS_OUTPUT = "targets"
+STAGE_INPUT = "stage"
+CLUSTER_INPUT = "cluster"
+
+
+def _workflow_parameter(name: str) -> str:
+    return "{{workflow.parameters." + name + "}}"
+
+
+def _input(name: str) -> str:
+    return "{{inputs.parameters." + name + "}}"
+
+
+def step_env(settings: WorkflowSettings) -> list[Env]:
+    """The environment of every step: the CONTRACTS.md options that are the same for a whole rollout."""
+    env = [
+        Env(name="PROGRESSIVE_SYNC_NAMESPACE", value="{{workflow.namespace}}"),
+        Env(name="PROGRESSIVE_SYNC_NAME", value=_workflow_parameter(names.PARAM_PROGRESSIVE_SYNC)),
+        Env(name="PROGRESSIVE_SYNC_ROLLOUT_ID", value=_workflow_parameter(names.PARAM_ROLLOUT_ID)),
+        Env(
+            name="PROGRESSIVE_SYNC_ARGOCD_NAMESPACE", value=_workflow_parameter(names.PARAM_ARGOCD_NAMESPACE)
+        ),
+        Env(name="PROGRESSIVE_SYNC_OUTPUTS_DIR", value=settings.outputs_dir),
+    ]
+    env.extend(Env(name=key, value=value) for key, value in settings.extra_env)
+    return env
+
+
+def retry_strategy(settings: WorkflowSettings) -> RetryStrategy:
+    """Retry temporary errors only; a failed cluster (exit 1) fails at once."""
+    return RetryStrategy(
+        limit=settings.retry_limit,
+        retry_policy="Always",
+        expression=RETRY_EXPRESSION,
+        backoff=Backoff(
+            duration=settings.retry_backoff,
+            factor=settings.retry_factor,
+            max_duration=settings.retry_max_backoff,
+        ),
+    )
+
+
+def _resources(settings: WorkflowSettings) -> Resources:
+    r = settings.resources
+    return Resources(
+        cpu_request=r.cpu_request or None,
+        memory_request=r.memory_request or None,
+        cpu_limit=r.cpu_limit or None,
+        memory_limit=r.memory_limit or None,
+    )
+
+
+def _step(
+    name: str,
+    args: list[str],
+    settings: WorkflowSettings,
+    *,
+    inputs: tuple[str, ...] = (),
+    outputs: tuple[str, ...] = (),
+) -> Container:
+    return Container(
+        name=name,
+        image=settings.image,
+        image_pull_policy=settings.image_pull_policy,
+        command=list(settings.command),
+        args=[name, *args],
+        env=step_env(settings),
+        resources=_resources(settings),
+        security_context=SecurityContext(
+            allow_privilege_escalation=False, capabilities=Capabilities(drop=["ALL"])
+        ),
+        inputs=[Parameter(name=item) for item in inputs] or None,
+        outputs=[
+            Parameter(name=item, value_from=ValueFrom(path=f"{settings.outputs_dir}/{item}"))
+            for item in outputs
+        ]
+        or None,
+        retry_strategy=retry_strategy(settings),
+    )
+
+
+def step_templates(settings: WorkflowSettings) -> list[Container]:
+    """The five step containers of docs/CONTRACTS.md, in contract order."""
+    stage = ("--stage", _input(STAGE_INPUT))
+    cluster = ("--cluster", _input(CLUSTER_INPUT))
+    revision = ("--revision", _workflow_parameter(names.PARAM_REVISION))
+    return [
+        _step(names.SELECT_TEMPLATE, [*stage], settings, inputs=(STAGE_INPUT,), outputs=(TARGETS_OUTPUT,)),
+        _step(
+            names.SYNC_TEMPLATE, [*stage, *cluster, *revision], settings, inputs=(STAGE_INPUT, CLUSTER_INPUT)
+        ),
+        _step(
+            names.WAIT_HEALTHY_TEMPLATE,
+            [*stage, *cluster, *revision],
+            settings,
+            inputs=(STAGE_INPUT, CLUSTER_INPUT),
+        ),
+        _step(names.RECORD_TEMPLATE, [*stage], settings, inputs=(STAGE_INPUT,)),
+        _step(
+            names.FINALIZE_TEMPLATE,
+            ["--workflow-name", "{{workflow.name}}", "--workflow-status", "{{workflow.status}}"],
+            settings,
+        ),
+    ]
+
+
+def approval_template() -> Suspend:
+    """The manual gate: waits until resumed (`argo resume`, `progressive-sync approve`)."""
+    return Suspend(name=names.APPROVAL_TEMPLATE, inputs=[Parameter(name=STAGE_INPUT)])
+
+
+def bake_template(seconds: int) -> Suspend:
+    """Waits `seconds` after a stage before the next one (resumable early like any suspend)."""
+    return Suspend(name=names.bake_template_name(seconds), duration=seconds)
+
+
+def cluster_template(*, via_template_ref: bool = False) -> DAG:
+    """One cluster: sync, then wait-healthy.
+
+    `via_template_ref` makes the tasks call the steps in the `progressive-sync-steps`
+    WorkflowTemplate instead of templates of the same Workflow (for the cluster WorkflowTemplate).
+    """
+
+    def call(template: str) -> dict[str, object]:
+        if via_template_ref:
+            return {"template_ref": TemplateRef(name=STEPS_WORKFLOW_TEMPLATE, template=template)}
+        return {"template": template}
+
+    arguments = [
+        Parameter(name=STAGE_INPUT, value=_input(STAGE_INPUT)),
+        Parameter(name=CLUSTER_INPUT, value=_input(CLUSTER_INPUT)),
+    ]
+    return DAG(
+        name=names.CLUSTER_TEMPLATE,
+        inputs=[Parameter(name=STAGE_INPUT), Parameter(name=CLUSTER_INPUT)],
+        tasks=[
+            Task(name=names.SYNC_TASK, arguments=arguments, **call(names.SYNC_TEMPLATE)),  # type: ignore[arg-type]
+            Task(
+                name=names.WAIT_HEALTHY_TASK,
+                dependencies=[names.SYNC_TASK],
+                arguments=arguments,
+                **call(names.WAIT_HEALTHY_TEMPLATE),  # type: ignore[arg-type]
+            ),
+        ],
+    )
+
+
+def reusable_templates(settings: WorkflowSettings) -> list[Container | DAG | Suspend]:
+    """What every rollout Workflow inlines besides its entry and stage templates."""
+    return [cluster_template(), approval_template(), *step_templates(settings)]
+
+
+def _rollout_parameters(*extra: str) -> list[Parameter]:
+    declared = (
+        names.PARAM_PROGRESSIVE_SYNC,
+        names.PARAM_ROLLOUT_ID,
+        names.PARAM_REVISION,
+        names.PARAM_ARGOCD_NAMESPACE,
+        *extra,
+    )
+    return [Parameter(name=name) for name in declared]
+
+
+def steps_workflow_template(settings: WorkflowSettings) -> WorkflowTemplate:
+    """`progressive-sync-steps`: the step containers, the per-cluster DAG and the approval gate.
+
+    A library without an entrypoint; it declares the Workflow parameters the steps read.
+    """
+    return WorkflowTemplate(
+        name=STEPS_WORKFLOW_TEMPLATE,
+        labels={"app.kubernetes.io/part-of": "progressive-sync"},
+        annotations={
+            names.TITLE_ANNOTATION: "progressive-sync steps",
+            names.DESCRIPTION_ANNOTATION: (
+                "The steps of a progressive-sync rollout (select, sync, wait-healthy, record, finalize), "
+                "the per-cluster DAG and the approval gate, for templateRef."
+            ),
+        },
+        service_account_name=settings.service_account,
+        arguments=_rollout_parameters(),
+        templates=reusable_templates(settings),
+    )
+
+
+def cluster_workflow_template(settings: WorkflowSettings) -> WorkflowTemplate:
+    """`progressive-sync-cluster`: sync one cluster and wait until it is healthy, by hand.
+
+    `argo submit --from workflowtemplate/progressive-sync-cluster -p progressive-sync=NAME
+    -p rollout-id=ID -p revision=SHA -p argocd-namespace=NS -p stage=STAGE -p cluster=CLUSTER`.
+    """
+    entry = DAG(
+        name="main",
+        tasks=[
+            Task(
+                name="cluster",
+                template=names.CLUSTER_TEMPLATE,
+                arguments=[
+                    Parameter(name=STAGE_INPUT, value=_workflow_parameter(STAGE_INPUT)),
+                    Parameter(name=CLUSTER_INPUT, value=_workflow_parameter(CLUSTER_INPUT)),
+                ],
+            )
+        ],
+    )
+    return WorkflowTemplate(
+        name=CLUSTER_WORKFLOW_TEMPLATE,
+        labels={"app.kubernetes.io/part-of": "progressive-sync"},
+        annotations={
+            names.TITLE_ANNOTATION: "progressive-sync: one cluster",
+            names.DESCRIPTION_ANNOTATION: (
+                "Sync one cluster's Applications to a revision and wait until they are healthy."
+            ),
+        },
+        entrypoint="main",
+        service_account_name=settings.service_account,
+        arguments=_rollout_parameters(STAGE_INPUT, CLUSTER_INPUT),
+        templates=[entry, cluster_template(via_template_ref=True)],
+    )
+
+
+def workflow_templates(settings: WorkflowSettings) -> list[WorkflowTemplate]:
+    """Every WorkflowTemplate the chart installs, in file order."""
+    return [steps_workflow_template(settings), cluster_workflow_template(settings)]

@@ -1,0 +1,95 @@
+"""`WorkflowSettings`: everything about the rollout Workflow that is deployment, not spec.
+
+Built once by the caller (the watcher from its flags and `PROGRESSIVE_SYNC_*` environment, the
+`render` command, tests) and passed down explicitly to `build_workflow` and the WorkflowTemplate
+builders. Nothing here reads the environment by itself except `from_environment`, which the CLI
+calls with the environment it was given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from orchestrator import __version__
+
+DEFAULT_IMAGE = f"ghcr.io/progressive-sync/progressive-sync:{__version__}"
+ENV_PREFIX = "PROGRESSIVE_SYNC_WORKFLOW_"
+
+
+@dataclass(frozen=True)
+class StepResources:
+    """Requests and limits of every step container (Kubernetes quantities; empty means unset)."""
+
+    cpu_request: str = "50m"
+    memory_request: str = "64Mi"
+    cpu_limit: str = ""
+    memory_limit: str = "256Mi"
+
+
+@dataclass(frozen=True)
+class WorkflowSettings:
+    """How the rollout Workflow runs its steps, and the budgets its deadline is derived from.
+
+    Retries: a step exiting 75 (temporary error, docs/CONTRACTS.md) or a node in phase Error (the
+    pod was lost: evicted, node gone) is retried up to `retry_limit` times with exponential backoff
+    `retry_backoff` * `retry_factor`^n capped at `retry_max_backoff`. Exit 1 (a cluster or stage
+    failed) is never retried.
+
+    Deadline (`activeDeadlineSeconds`, see `builder.active_deadline_seconds`): per stage,
+    `step_budget_seconds` for each of select and record, per wave of `maxParallel` clusters
+    `step_budget_seconds` (sync) plus the spec's `progressDeadlineSeconds` (wait-healthy), plus
+    `bakeSeconds`, plus `approval_window_seconds` when the stage waits for a person; the sum,
+    plus one step budget for the exit handler, is multiplied by `deadline_factor`.
+    """
+
+    image: str = DEFAULT_IMAGE
+    image_pull_policy: str = "IfNotPresent"
+    service_account: str = "progressive-sync-steps"
+    # Where Applications and cluster Secrets live; None: the ProgressiveSync's namespace.
+    argocd_namespace: str | None = None
+    command: tuple[str, ...] = ("python", "-m", "steps")
+    outputs_dir: str = "/tmp/outputs"
+    resources: StepResources = field(default_factory=StepResources)
+    # Extra environment for every step container, e.g. (("PROGRESSIVE_SYNC_LOG_LEVEL", "debug"),).
+    extra_env: tuple[tuple[str, str], ...] = ()
+    retry_limit: int = 4
+    retry_backoff: str = "5s"
+    retry_factor: int = 2
+    retry_max_backoff: str = "1m"
+    step_budget_seconds: int = 300
+    approval_window_seconds: int = 7 * 24 * 3600
+    deadline_factor: float = 1.5
+    # Upper bound of status nodes one Workflow may create (Argo compresses, then offloads, big
+    # node maps); a plan above it is refused with a message saying how to split the stage.
+    max_nodes: int = 4000
+
+    def __post_init__(self) -> None:
+        if self.retry_limit < 0:
+            raise ValueError("retry_limit must be >= 0")
+        if self.step_budget_seconds < 1 or self.approval_window_seconds < 0:
+            raise ValueError("step_budget_seconds must be >= 1 and approval_window_seconds >= 0")
+        if self.deadline_factor < 1:
+            raise ValueError("deadline_factor must be >= 1 (it only ever adds slack)")
+        if not self.command:
+            raise ValueError("command must not be empty")
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str], **overrides: Any) -> WorkflowSettings:
+        """Settings from `PROGRESSIVE_SYNC_WORKFLOW_<FIELD>` variables (e.g. `..._IMAGE`), then overrides.
+
+        Covers the plain string and number fields; tuples and resources come from overrides.
+        """
+        values: dict[str, Any] = {}
+        for item in fields(cls):
+            raw = environ.get(ENV_PREFIX + item.name.upper())
+            if raw is None:
+                continue
+            if item.type in ("str", "str | None"):
+                values[item.name] = raw
+            elif item.type == "int":
+                values[item.name] = int(raw)
+            elif item.type == "float":
+                values[item.name] = float(raw)
+        return replace(cls(**values), **overrides)
