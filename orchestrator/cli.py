@@ -10,7 +10,7 @@ from __future__ import annotations
 import click
 
 from orchestrator import __version__
-from orchestrator.commands import devcluster_cmd, plan_cmd, validate_cmd
+from orchestrator.commands import devcluster_cmd, ops_cmd, plan_cmd, simulate_cmd, validate_cmd
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -22,6 +22,13 @@ def main() -> None:
 main.add_command(devcluster_cmd.dev_cluster)
 main.add_command(plan_cmd.plan)
 main.add_command(validate_cmd.validate)
+main.add_command(ops_cmd.status)
+main.add_command(ops_cmd.cancel)
+main.add_command(ops_cmd.pause)
+main.add_command(ops_cmd.resume)
+main.add_command(ops_cmd.approve)
+main.add_command(ops_cmd.retry)
+main.add_command(simulate_cmd.simulate)
 
 
 if __name__ == "__main__":
