@@ -3,7 +3,8 @@
 - Parity: every manifest in `tests/api/invalid/` is rejected by the API server (real `kubectl
   apply --dry-run=server`, so the CRD's schema and CEL rules decide) and by `progressive-sync
   validate`, and both messages name the field the file's `# field:` comment gives. Every
-  ProgressiveSync in `examples/` is accepted by both (created for real).
+  ProgressiveSync in `examples/` and `tests/api/valid/` is accepted by both (created for real with
+  `kubectl apply`), and the spec the API server stores equals the one the models read.
 - Defaults the API server applies equal the defaults the models apply.
 - Round trip: an object read back from the API server (spec, metadata and a status written through
   the status subresource) parses into the models and serializes back to exactly the same JSON.
@@ -36,16 +37,19 @@ CORPUS = sorted((REPO / "tests" / "api" / "invalid").glob("*.yaml"))
 FIELD_COMMENT = re.compile(r"^# field: (\S+)$", re.MULTILINE)
 
 
-def _example_documents() -> list[Any]:
+def _valid_documents() -> list[Any]:
     params = []
-    for path in sorted((REPO / "examples").glob("*.yaml")):
+    paths = sorted((REPO / "examples").glob("*.yaml")) + sorted(
+        (REPO / "tests" / "api" / "valid").glob("*.yaml")
+    )
+    for path in paths:
         for index, document in enumerate(yaml.safe_load_all(path.read_text()), start=1):
             if isinstance(document, dict) and document.get("kind") == KIND:
                 params.append(pytest.param(path, document, id=f"{path.stem}-{index}"))
     return params
 
 
-EXAMPLES = _example_documents()
+VALID = _valid_documents()
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +64,7 @@ def dry_run_namespace(kube: Kube) -> Iterator[str]:
 
 def test_corpus_is_large_enough() -> None:
     assert len(CORPUS) >= 30
-    assert len(EXAMPLES) >= 3
+    assert len(VALID) >= 4
     for path in CORPUS:
         assert FIELD_COMMENT.search(path.read_text()), f"{path.name} lacks a '# field: <path>' comment"
 
@@ -88,8 +92,8 @@ def test_invalid_manifest_is_rejected_by_both(
     assert not disagreements, f"{manifest.name}:\n" + "\n".join(disagreements)
 
 
-@pytest.mark.parametrize(("source", "document"), EXAMPLES)
-def test_example_is_accepted_by_both(
+@pytest.mark.parametrize(("source", "document"), VALID)
+def test_valid_manifest_is_accepted_by_both(
     source: Path, document: dict[str, Any], kubectl: Kubectl, kube: Kube, namespace: str
 ) -> None:
     offline = CliRunner().invoke(main, ["validate", "-f", str(source)])
@@ -102,6 +106,8 @@ def test_example_is_accepted_by_both(
 
     stored = kube.get(PROGRESSIVE_SYNCS, namespace, document["metadata"]["name"])
     assert ProgressiveSync.model_validate(stored).to_api() == stored
+    # Both read the manifest the same way: defaults, nulls and 2.0-for-2 included.
+    assert stored["spec"] == ProgressiveSync.model_validate(document).to_api()["spec"]
 
 
 def _minimal(name: str) -> dict[str, Any]:
