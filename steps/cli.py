@@ -1,0 +1,301 @@
+"""The thin entrypoint of the steps: parse options, build the adapter, call the step, map the outcome.
+
+Options come from flags or from `PROGRESSIVE_SYNC_<OPTION>` environment variables (a flag wins), as
+docs/CONTRACTS.md fixes them. Each command builds the `RolloutRef` and the `Kube` adapter once,
+calls its typed step function with a `SystemClock`, writes the output files, prints one summary
+line on stdout (logs go to stderr) and exits:
+
+- 0 success; 1 a rollout failure (the cluster or the stage failed, or the rollout was superseded);
+- 2 bad usage or configuration (the message names the option or object; RBAC refusals too);
+- 75 a temporary error (API unreachable, timeouts, conflicts that kept coming): the only code the
+  Workflow's retryStrategy retries.
+
+Caller: `python -m steps` (steps/__main__.py), i.e. the Workflow's containers and the local executor.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn, Protocol
+
+import click
+
+from orchestrator.assess import WorkflowOutcome
+from orchestrator.clock import SystemClock
+from orchestrator.kube import Forbidden, Invalid, Kube, KubeError, NotFound
+from steps.common import RolloutRef, Superseded, Tuning, UsageProblem
+from steps.finalize import finalize
+from steps.record import record_stage
+from steps.select_stage import SelectResult, select_stage
+from steps.sync import sync_cluster
+from steps.wait_healthy import wait_healthy
+
+log = logging.getLogger("steps")
+
+EXIT_OK = 0
+EXIT_ROLLOUT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_TEMPORARY = 75
+ENV_PREFIX = "PROGRESSIVE_SYNC_"
+
+
+class StepResult(Protocol):
+    """What every step function returns."""
+
+    @property
+    def failed(self) -> bool:
+        """True on a rollout failure."""
+        ...
+
+    @property
+    def summary(self) -> str:
+        """One line for people."""
+        ...
+
+
+@dataclass(frozen=True)
+class StepSettings:
+    """The options every step takes, parsed once from flags and environment."""
+
+    rollout: RolloutRef
+    kubeconfig: str | None
+    outputs_dir: Path
+    tuning: Tuning
+
+
+def _env(option: str) -> str:
+    return ENV_PREFIX + option.upper().replace("-", "_")
+
+
+def _option(name: str, **kwargs: Any) -> Callable[[Any], Any]:
+    return click.option(f"--{name}", envvar=_env(name), show_envvar=True, **kwargs)
+
+
+def common_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The options of every step (docs/CONTRACTS.md)."""
+    decorators = [
+        _option("namespace", required=True, help="Namespace of the ProgressiveSync."),
+        _option("name", required=True, help="Name of the ProgressiveSync."),
+        _option("rollout-id", required=True, help="The rollout this Workflow runs."),
+        _option(
+            "argocd-namespace",
+            default=None,
+            help="Where Applications and cluster Secrets live [default: --namespace].",
+        ),
+        _option("kubeconfig", default=None, help="Kubeconfig file; in a pod the service account is used."),
+        _option(
+            "outputs-dir",
+            default="/tmp/outputs",
+            show_default=True,
+            type=click.Path(file_okay=False, path_type=Path),
+            help="Where output parameters are written.",
+        ),
+        _option(
+            "watch-window-seconds",
+            default=Tuning.watch_window_seconds,
+            show_default=True,
+            type=click.IntRange(min=1),
+            help="Longest quiet watch before the step looks at its deadline and the cluster Secret again.",
+        ),
+    ]
+    for decorator in reversed(decorators):
+        command = decorator(command)
+    return command
+
+
+def _settings(options: Mapping[str, Any]) -> StepSettings:
+    namespace = options["namespace"]
+    for key in ("namespace", "name", "rollout_id"):
+        if not str(options[key]).strip():
+            raise click.UsageError(f"--{key.replace('_', '-')} is empty")
+    return StepSettings(
+        rollout=RolloutRef(
+            namespace=namespace,
+            name=options["name"],
+            rollout_id=options["rollout_id"],
+            argocd_namespace=options["argocd_namespace"] or namespace,
+        ),
+        kubeconfig=options["kubeconfig"],
+        outputs_dir=options["outputs_dir"],
+        tuning=Tuning(watch_window_seconds=options["watch_window_seconds"]),
+    )
+
+
+def _setup_logging() -> None:
+    level = os.environ.get(_env("log-level"), "INFO").upper()
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=getattr(logging, level, logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def run_step(
+    step: str,
+    settings: StepSettings,
+    call: Callable[[Kube], StepResult],
+    outputs: Callable[[StepResult], Mapping[str, str]] | None = None,
+) -> NoReturn:
+    """Build the adapter, run the step, write outputs, print the summary and exit with its code."""
+    _setup_logging()
+    code, line = _run(step, settings, call, outputs)
+    click.echo(line)
+    sys.exit(code)
+
+
+def _run(
+    step: str,
+    settings: StepSettings,
+    call: Callable[[Kube], StepResult],
+    outputs: Callable[[StepResult], Mapping[str, str]] | None,
+) -> tuple[int, str]:
+    try:
+        kube = Kube.from_kubeconfig(settings.kubeconfig)
+    except KubeError as exc:
+        log.error("%s", exc)
+        return EXIT_USAGE, f"{step}: cannot reach the API server: {exc} (check --kubeconfig)"
+    try:
+        result = call(kube)
+    except UsageProblem as exc:
+        log.error("%s", exc)
+        return EXIT_USAGE, f"{step}: {exc}"
+    except Superseded as exc:
+        log.error("%s", exc)
+        return EXIT_ROLLOUT_FAILED, f"{step}: {exc}"
+    except (Forbidden, Invalid, NotFound) as exc:
+        # Permanent: RBAC, a missing CRD, an object the API server refuses. A retry cannot help.
+        log.error("%s", exc)
+        return EXIT_USAGE, f"{step}: {exc}"
+    except KubeError as exc:
+        log.error("temporary error: %s", exc)
+        return EXIT_TEMPORARY, f"{step}: temporary error, try again: {exc}"
+    finally:
+        kube.close()
+    if outputs is not None:
+        settings.outputs_dir.mkdir(parents=True, exist_ok=True)
+        for filename, content in outputs(result).items():
+            (settings.outputs_dir / filename).write_text(content)
+    return (EXIT_ROLLOUT_FAILED if result.failed else EXIT_OK), result.summary
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+def main() -> None:
+    """The steps of a progressive-sync rollout Workflow (docs/CONTRACTS.md)."""
+
+
+@main.command("select")
+@common_options
+@_option("stage", required=True, help="The stage to plan.")
+def select_command(stage: str, **options: Any) -> None:
+    """Plan one stage against the live fleet; output `targets` (JSON list, rollout order)."""
+    settings = _settings(options)
+
+    def targets(result: StepResult) -> dict[str, str]:
+        assert isinstance(result, SelectResult)
+        return {"targets": json.dumps(list(result.targets))}
+
+    run_step(
+        "select",
+        settings,
+        lambda kube: select_stage(
+            kube, settings.rollout, stage=stage, clock=SystemClock(), tuning=settings.tuning
+        ),
+        targets,
+    )
+
+
+@main.command("sync")
+@common_options
+@_option("stage", required=True, help="The stage the cluster belongs to.")
+@_option("cluster", required=True, help="The cluster (Argo CD cluster name).")
+@_option(
+    "revision",
+    default="",
+    help="The release revision to pin (multi-source: one per source, comma-separated).",
+)
+def sync_command(stage: str, cluster: str, revision: str, **options: Any) -> None:
+    """Request the pinned sync of the cluster's Applications (once per rollout)."""
+    settings = _settings(options)
+    run_step(
+        "sync",
+        settings,
+        lambda kube: sync_cluster(
+            kube,
+            settings.rollout,
+            stage=stage,
+            cluster=cluster,
+            revision=revision,
+            clock=SystemClock(),
+            tuning=settings.tuning,
+        ),
+    )
+
+
+@main.command("wait-healthy")
+@common_options
+@_option("stage", required=True, help="The stage the cluster belongs to.")
+@_option("cluster", required=True, help="The cluster (Argo CD cluster name).")
+@_option("revision", default="", help="The release revision the sync pinned.")
+def wait_healthy_command(stage: str, cluster: str, revision: str, **options: Any) -> None:
+    """Follow the cluster's Applications until done or failed; record the outcome."""
+    settings = _settings(options)
+    run_step(
+        "wait-healthy",
+        settings,
+        lambda kube: wait_healthy(
+            kube,
+            settings.rollout,
+            stage=stage,
+            cluster=cluster,
+            revision=revision,
+            clock=SystemClock(),
+            tuning=settings.tuning,
+        ),
+    )
+
+
+@main.command("record")
+@common_options
+@_option("stage", required=True, help="The stage to close.")
+def record_command(stage: str, **options: Any) -> None:
+    """Close the stage Succeeded or Failed by failurePolicy.maxFailedClusters."""
+    settings = _settings(options)
+    run_step(
+        "record",
+        settings,
+        lambda kube: record_stage(
+            kube, settings.rollout, stage=stage, clock=SystemClock(), tuning=settings.tuning
+        ),
+    )
+
+
+@main.command("finalize")
+@common_options
+@_option("workflow-name", required=True, help="The Workflow whose exit handler this is.")
+@_option(
+    "workflow-status",
+    required=True,
+    type=click.Choice([outcome.value for outcome in WorkflowOutcome]),
+    help="{{workflow.status}}.",
+)
+def finalize_command(workflow_name: str, workflow_status: str, **options: Any) -> None:
+    """Exit handler: record how the rollout ended (Succeeded, Failed, Cancelled)."""
+    settings = _settings(options)
+    run_step(
+        "finalize",
+        settings,
+        lambda kube: finalize(
+            kube,
+            settings.rollout,
+            workflow_name=workflow_name,
+            workflow_status=WorkflowOutcome(workflow_status),
+            clock=SystemClock(),
+            tuning=settings.tuning,
+        ),
+    )

@@ -1,0 +1,160 @@
+"""What every step shares: the rollout it works for, its outcomes, and reading the live fleet.
+
+A step is a typed function `(kube, rollout: RolloutRef, ..., clock, tuning) -> Result`. It raises
+`UsageProblem` for bad options or configuration (exit 2) and returns a result whose `failed` says
+whether the rollout failed (exit 1); the entrypoint (`steps.cli`) maps adapter errors that are
+temporary to exit 75. Reading goes through `orchestrator.kube` and the typed views of
+`orchestrator.fleet`; writing the ProgressiveSync status goes through `orchestrator.status_writer`.
+
+Callers: the step modules in this package.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.fleet import (
+    AppSetView,
+    Cluster,
+    app_set_view_from_object,
+    app_view_from_object,
+    cluster_from_secret,
+)
+from orchestrator.kube import APPLICATION_SETS, APPLICATIONS, PROGRESSIVE_SYNCS, Kube, NotFound
+from orchestrator.models import ProgressiveSync
+from orchestrator.status_writer import StatusWriterSettings
+
+log = logging.getLogger(__name__)
+
+
+class UsageProblem(Exception):
+    """A bad option or configuration: the message says which option or object (exit 2)."""
+
+
+class Superseded(Exception):
+    """The ProgressiveSync's status describes another rollout: this Workflow's rollout is stale."""
+
+
+@dataclass(frozen=True)
+class RolloutRef:
+    """Which rollout of which ProgressiveSync a step works for, and where Argo CD's objects live."""
+
+    namespace: str
+    name: str
+    rollout_id: str
+    argocd_namespace: str
+
+    @property
+    def display(self) -> str:
+        """`namespace/name` for messages."""
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """Timings of the steps; defaults suit production, tests shrink the watch window."""
+
+    # How long one watch request may stay quiet before the step looks at its clock and at the
+    # cluster Secret again (the deadline itself also ends a window).
+    watch_window_seconds: int = 30
+    # One sleep per retry of an Application update that lost a race (409).
+    app_conflict_backoffs: tuple[float, ...] = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
+    status: StatusWriterSettings = field(default_factory=StatusWriterSettings)
+
+
+def load_progressive_sync(kube: Kube, rollout: RolloutRef) -> ProgressiveSync:
+    """Read and parse the ProgressiveSync; UsageProblem when it does not exist."""
+    try:
+        obj = kube.get(PROGRESSIVE_SYNCS, rollout.namespace, rollout.name)
+    except NotFound as exc:
+        raise UsageProblem(
+            f"ProgressiveSync {rollout.display} not found (check --namespace and --name)"
+        ) from exc
+    return ProgressiveSync.model_validate(obj)
+
+
+def check_rollout(ps: ProgressiveSync, rollout_id: str) -> None:
+    """Raise Superseded when the status belongs to another rollout (none recorded yet is fine)."""
+    current = ps.status.rollout.id if ps.status and ps.status.rollout else None
+    if current is not None and current != rollout_id:
+        raise Superseded(
+            f"ProgressiveSync {ps.metadata.namespace}/{ps.metadata.name} is on rollout {current}, "
+            f"not {rollout_id}: this Workflow was superseded"
+        )
+
+
+def check_stage(ps: ProgressiveSync, stage: str) -> None:
+    """UsageProblem when the spec has no stage of that name."""
+    names = [s.name for s in ps.spec.stages]
+    if stage not in names:
+        raise UsageProblem(
+            f"--stage {stage!r} is not a stage of {ps.metadata.name} (stages: {', '.join(names)})"
+        )
+
+
+def check_revision(revision: str) -> str:
+    """The revision, stripped; UsageProblem when empty (a sync is never sent without one)."""
+    value = (revision or "").strip()
+    if not value:
+        raise UsageProblem(
+            "--revision is empty: refusing to sync without a pinned revision "
+            "(an empty one rolls out whatever targetRevision resolves to now)"
+        )
+    return value
+
+
+def list_clusters(kube: Kube, argocd_namespace: str) -> list[Cluster]:
+    """The Argo CD clusters (the adapter drops their credentials before we see them)."""
+    return [cluster_from_secret(secret) for secret in kube.list_cluster_secrets(argocd_namespace)]
+
+
+def find_cluster(clusters: Sequence[Cluster], name: str) -> Cluster | None:
+    """The cluster of that name (its Secret's `data.name`, or the Secret's name)."""
+    return next((c for c in clusters if c.name == name), None) or next(
+        (c for c in clusters if c.secret_name == name), None
+    )
+
+
+def get_app_set(kube: Kube, namespace: str, name: str) -> AppSetView | None:
+    """The ApplicationSet (for its uid), or None when it does not exist."""
+    try:
+        return app_set_view_from_object(kube.get(APPLICATION_SETS, namespace, name))
+    except NotFound:
+        return None
+
+
+def cluster_of_app(app: Mapping[str, Any], clusters: Sequence[Cluster]) -> Cluster | None:
+    """The cluster an Application deploys to: by `destination.server` first, else `destination.name`.
+
+    The same rule as the planner's, so `sync` and `wait-healthy` act on exactly the Applications
+    `select` planned for the cluster.
+    """
+    view = app_view_from_object(app)
+    if view.destination_server:
+        by_server = next((c for c in clusters if c.server == view.destination_server), None)
+        if by_server is not None:
+            return by_server
+    if view.destination_name:
+        return next((c for c in clusters if c.name == view.destination_name), None)
+    return None
+
+
+def apps_of_cluster(
+    kube: Kube, rollout: RolloutRef, ps: ProgressiveSync, cluster: Cluster, clusters: Sequence[Cluster]
+) -> list[dict[str, Any]]:
+    """The ApplicationSet's Applications that deploy to `cluster`, sorted by name."""
+    app_set_name = ps.spec.app_set_ref.name
+    app_set = get_app_set(kube, rollout.argocd_namespace, app_set_name)
+    items, _ = kube.list(APPLICATIONS, rollout.argocd_namespace)
+    owned = [
+        item
+        for item in items
+        if app_view_from_object(item).is_owned_by(app_set_name, app_set.uid if app_set else "")
+    ]
+    mine = [
+        app for app in owned if (c := cluster_of_app(app, clusters)) is not None and c.name == cluster.name
+    ]
+    return sorted(mine, key=lambda app: app["metadata"]["name"])

@@ -1,0 +1,106 @@
+"""The `finalize` step: the Workflow's exit handler; records how the rollout ended.
+
+From `--workflow-status` (`{{workflow.status}}`: Succeeded, Failed, Error) and the Workflow's
+`spec.shutdown` (`argo stop` sets Stop: the rollout was Cancelled), `orchestrator.assess.
+assess_rollout` decides the rollout's phase; `orchestrator.rollout_status.finalize_rollout` sets
+phase, message, the Ready and Progressing conditions, `rollout.finishedAt`, and closes the stages
+that never finished (Progressing -> Failed or Cancelled, Pending -> Cancelled, each with why).
+
+A Workflow whose rollout was superseded (the status describes a newer rollout) writes nothing: its
+exit handler must not overwrite the new rollout's status. Running it twice writes nothing the
+second time (conditions keep their transition times, finishedAt is set once).
+
+Caller: `python -m steps finalize` (steps.cli), as the Workflow's `onExit`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from orchestrator.assess import WorkflowOutcome, assess_rollout
+from orchestrator.clock import Clock
+from orchestrator.kube import PROGRESSIVE_SYNCS, WORKFLOWS, Kube, NotFound
+from orchestrator.models import ProgressiveSync, ProgressiveSyncStatus, RolloutPhase
+from orchestrator.rollout_status import finalize_rollout
+from orchestrator.status_writer import update_status
+from steps.common import RolloutRef, Tuning
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class FinalizeResult:
+    """How the rollout ended (phase None: nothing was finalized, with why in `message`)."""
+
+    rollout_id: str
+    phase: RolloutPhase | None
+    message: str
+
+    @property
+    def failed(self) -> bool:
+        """The exit handler itself succeeded whatever the rollout's outcome: never exit 1."""
+        return False
+
+    @property
+    def summary(self) -> str:
+        """One line for people."""
+        if self.phase is None:
+            return f"finalize: rollout {self.rollout_id}: {self.message}"
+        return f"finalize: rollout {self.rollout_id} {self.phase.value}: {self.message}"
+
+
+def finalize(
+    kube: Kube,
+    rollout: RolloutRef,
+    *,
+    workflow_name: str,
+    workflow_status: WorkflowOutcome,
+    clock: Clock,
+    tuning: Tuning | None = None,
+) -> FinalizeResult:
+    """Record the end of the rollout from the Workflow's outcome."""
+    tuning = tuning or Tuning()
+    try:
+        obj = kube.get(PROGRESSIVE_SYNCS, rollout.namespace, rollout.name)
+    except NotFound:
+        # Deleting a ProgressiveSync stops its Workflow; the exit handler then has nothing to mark.
+        return FinalizeResult(
+            rollout.rollout_id, None, f"ProgressiveSync {rollout.display} is gone; nothing to do"
+        )
+    generation = ProgressiveSync.model_validate(obj).metadata.generation
+    shutdown = _shutdown(kube, rollout.namespace, workflow_name)
+    now = clock.now()
+
+    def mutate(status: ProgressiveSyncStatus) -> ProgressiveSyncStatus:
+        if status.rollout is not None and status.rollout.id != rollout.rollout_id:
+            return status
+        phase, reason = assess_rollout(
+            workflow_name, workflow_status, shutdown=shutdown, stages=status.stages or []
+        )
+        if status.rollout is not None and not status.rollout.workflow:
+            status.rollout.workflow = workflow_name
+        return finalize_rollout(status, phase=phase, reason=reason, now=now, generation=generation)
+
+    update = update_status(
+        kube, rollout.namespace, rollout.name, mutate, what="finalize rollout", settings=tuning.status
+    )
+    stored = update.status
+    if stored.rollout is not None and stored.rollout.id != rollout.rollout_id:
+        return FinalizeResult(
+            rollout.rollout_id, None, f"superseded by rollout {stored.rollout.id}; its status is left alone"
+        )
+    assert stored.phase is not None  # finalize_rollout always sets it
+    return FinalizeResult(rollout.rollout_id, stored.phase, stored.message or "")
+
+
+def _shutdown(kube: Kube, namespace: str, workflow_name: str) -> str | None:
+    """The Workflow's `spec.shutdown` (Stop/Terminate), or None (also when it is gone)."""
+    try:
+        workflow = kube.get(WORKFLOWS, namespace, workflow_name)
+    except NotFound:
+        log.warning(
+            "Workflow %s/%s not found; deciding from --workflow-status alone", namespace, workflow_name
+        )
+        return None
+    return (workflow.get("spec") or {}).get("shutdown") or None

@@ -1,0 +1,78 @@
+"""The `record` step: close a stage Succeeded or Failed by `failurePolicy.maxFailedClusters`.
+
+The decision (`orchestrator.assess.assess_stage`) is taken inside the status mutation, on the
+status as read for the write, so a cluster recorded by a concurrent `wait-healthy` a moment before
+is counted. The message carries the counts ("3 of 4 clusters updated, 1 failed ..."), and
+`finishedAt` is set once. A stage already closed, skipped or cancelled keeps what it has, so
+running the step again writes nothing.
+
+Caller: `python -m steps record` (steps.cli); tests call `record_stage` directly too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from orchestrator.assess import assess_stage
+from orchestrator.clock import Clock
+from orchestrator.kube import Kube
+from orchestrator.models import ProgressiveSyncStatus, StagePhase
+from orchestrator.rollout_status import close_stage, find_stage
+from orchestrator.status_writer import update_status
+from steps.common import RolloutRef, Tuning, check_rollout, check_stage, load_progressive_sync
+
+NEVER_SELECTED = "the stage was never selected (its select step did not run)"
+
+
+@dataclass(frozen=True)
+class RecordResult:
+    """How the stage was closed."""
+
+    stage: str
+    phase: StagePhase
+    message: str
+
+    @property
+    def failed(self) -> bool:
+        """True when the stage failed (exit 1)."""
+        return self.phase == StagePhase.FAILED
+
+    @property
+    def summary(self) -> str:
+        """One line for people."""
+        return f"record: stage {self.stage!r} {self.phase.value}: {self.message}"
+
+
+def decide_close(
+    status: ProgressiveSyncStatus, stage: str, max_failed_clusters: int
+) -> tuple[StagePhase, str]:
+    """The phase and message the stage closes with, from the status as it is now."""
+    entry = find_stage(status, stage)
+    if entry is None or entry.phase == StagePhase.PENDING:
+        return StagePhase.FAILED, NEVER_SELECTED
+    if entry.phase in (StagePhase.SUCCEEDED, StagePhase.FAILED, StagePhase.CANCELLED) and entry.finished_at:
+        return entry.phase, entry.message
+    return assess_stage(entry, max_failed_clusters=max_failed_clusters)
+
+
+def record_stage(
+    kube: Kube, rollout: RolloutRef, *, stage: str, clock: Clock, tuning: Tuning | None = None
+) -> RecordResult:
+    """Close the stage in the status and return how."""
+    tuning = tuning or Tuning()
+    ps = load_progressive_sync(kube, rollout)
+    check_rollout(ps, rollout.rollout_id)
+    check_stage(ps, stage)
+    max_failed = ps.spec.failure_policy.max_failed_clusters
+    now = clock.now()
+
+    def close(status: ProgressiveSyncStatus) -> ProgressiveSyncStatus:
+        phase, message = decide_close(status, stage, max_failed)
+        return close_stage(status, stage=stage, phase=phase, message=message, now=now)
+
+    update = update_status(
+        kube, rollout.namespace, rollout.name, close, what=f"close stage {stage!r}", settings=tuning.status
+    )
+    entry = find_stage(update.status, stage)
+    assert entry is not None  # close_stage created it
+    return RecordResult(stage, entry.phase, entry.message)

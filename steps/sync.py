@@ -1,0 +1,264 @@
+"""The `sync` step: request the pinned sync of one cluster's Applications, exactly once per rollout.
+
+For each Application of the ApplicationSet on the cluster (`orchestrator.appsync` decides):
+
+- this rollout already synced it (our rollout-id annotation) -> write nothing;
+- someone's operation is in progress -> never overwrite it: follow the Application with a watch
+  until that operation ends, then decide again; if it is still running at the progress deadline
+  the cluster fails with a reason naming who started it;
+- otherwise one update carrying the resourceVersion sets `.operation` (revision pinned), nulls the
+  finished `status.operationState` and sets the refresh, rollout-id and stage annotations. A 409
+  means someone wrote in between: read again and decide again (bounded).
+
+Then the cluster is listed in the stage's `syncing` (status writer: no change, no write). Running
+the step twice for the same rollout writes nothing the second time.
+
+Caller: `python -m steps sync` (steps.cli); tests call `sync_cluster` directly too.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from orchestrator import appsync
+from orchestrator.appwatch import follow_applications
+from orchestrator.clock import Clock
+from orchestrator.kube import APPLICATIONS, Conflict, Kube
+from orchestrator.rollout_status import mark_failed, mark_syncing
+from orchestrator.status_writer import ConflictsExhausted, update_status
+from steps.common import (
+    RolloutRef,
+    Tuning,
+    UsageProblem,
+    apps_of_cluster,
+    check_revision,
+    check_rollout,
+    check_stage,
+    find_cluster,
+    list_clusters,
+    load_progressive_sync,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    """What `sync` did for one cluster."""
+
+    cluster: str
+    requested: tuple[str, ...] = ()  # Applications whose sync this run wrote
+    already: tuple[str, ...] = ()  # Applications this rollout had synced before: nothing written
+    failure: str = ""  # why the cluster failed (empty: it did not)
+    waited_for: tuple[str, ...] = field(default=())  # Applications whose foreign operation we waited out
+
+    @property
+    def failed(self) -> bool:
+        """True when the cluster failed (exit 1)."""
+        return bool(self.failure)
+
+    @property
+    def summary(self) -> str:
+        """One line for people."""
+        if self.failed:
+            return f"sync: cluster {self.cluster} failed: {self.failure}"
+        parts = []
+        if self.requested:
+            parts.append(f"requested the sync of {', '.join(self.requested)}")
+        if self.already:
+            parts.append(f"already synced by this rollout: {', '.join(self.already)}")
+        return f"sync: cluster {self.cluster}: " + "; ".join(parts)
+
+
+class _Busy(Exception):
+    """Someone's operation was still in progress at the deadline."""
+
+
+def sync_cluster(
+    kube: Kube,
+    rollout: RolloutRef,
+    *,
+    stage: str,
+    cluster: str,
+    revision: str,
+    clock: Clock,
+    tuning: Tuning | None = None,
+) -> SyncResult:
+    """Request the pinned sync of every Application of the ApplicationSet on `cluster`."""
+    tuning = tuning or Tuning()
+    revision = check_revision(revision)
+    ps = load_progressive_sync(kube, rollout)
+    check_rollout(ps, rollout.rollout_id)
+    check_stage(ps, stage)
+    clusters = list_clusters(kube, rollout.argocd_namespace)
+    found = find_cluster(clusters, cluster)
+    if found is None:
+        return _fail(
+            kube,
+            rollout,
+            tuning,
+            stage=stage,
+            cluster=cluster,
+            reason=f"cluster {cluster}: no Argo CD cluster Secret has this name",
+        )
+    apps = apps_of_cluster(kube, rollout, ps, found, clusters)
+    app_set_name = ps.spec.app_set_ref.name
+    if not apps:
+        return _fail(
+            kube,
+            rollout,
+            tuning,
+            stage=stage,
+            cluster=cluster,
+            reason=f"cluster {cluster}: no Application of ApplicationSet {app_set_name} targets it",
+        )
+    pinned: dict[str, list[str]] = {}
+    for app in apps:
+        try:
+            pinned[appsync.app_name(app)] = appsync.pinned_revisions(revision, app)
+        except appsync.RevisionError as exc:
+            raise UsageProblem(f"--revision: {exc}") from exc
+
+    deadline = clock.now() + timedelta(seconds=ps.spec.progress_deadline_seconds)
+    requested: list[str] = []
+    already: list[str] = []
+    waited: list[str] = []
+    for app in apps:
+        name = appsync.app_name(app)
+        try:
+            outcome, did_wait = _sync_one(
+                kube,
+                rollout,
+                app,
+                revisions=pinned[name],
+                stage=stage,
+                prune=ps.spec.sync_options.prune,
+                sync_options=ps.spec.sync_options.options or [],
+                clock=clock,
+                deadline=deadline,
+                tuning=tuning,
+            )
+        except _Busy as exc:
+            return _fail(
+                kube, rollout, tuning, stage=stage, cluster=cluster, reason=f"cluster {cluster}: {exc}"
+            )
+        (requested if outcome == appsync.SyncAction.REQUEST else already).append(name)
+        if did_wait:
+            waited.append(name)
+
+    update_status(
+        kube,
+        rollout.namespace,
+        rollout.name,
+        lambda status: mark_syncing(status, stage=stage, cluster=cluster),
+        what=f"cluster {cluster} syncing",
+        settings=tuning.status,
+    )
+    return SyncResult(cluster, tuple(requested), tuple(already), waited_for=tuple(waited))
+
+
+def _sync_one(
+    kube: Kube,
+    rollout: RolloutRef,
+    app: dict[str, Any],
+    *,
+    revisions: list[str],
+    stage: str,
+    prune: bool,
+    sync_options: list[str],
+    clock: Clock,
+    deadline: datetime,
+    tuning: Tuning,
+) -> tuple[appsync.SyncAction, bool]:
+    """Decide and, when due, write one Application; re-decide after a 409 or a foreign operation."""
+    name = appsync.app_name(app)
+    backoffs = tuning.app_conflict_backoffs
+    conflicts = 0
+    waited = False
+    while True:
+        decision = appsync.decide_sync(app, rollout.rollout_id)
+        if decision.action == appsync.SyncAction.ALREADY_REQUESTED:
+            log.info("%s; writing nothing", decision.reason)
+            return decision.action, waited
+        if decision.action == appsync.SyncAction.BUSY:
+            log.info("%s; not overwriting it, waiting for it to end", decision.reason)
+            app = _wait_until_free(kube, rollout, name, clock=clock, deadline=deadline, tuning=tuning)
+            waited = True
+            continue
+        body = appsync.build_sync_request(
+            app,
+            revisions=revisions,
+            rollout_id=rollout.rollout_id,
+            stage=stage,
+            prune=prune,
+            sync_options=sync_options,
+            now=clock.now(),
+        )
+        try:
+            kube.replace(APPLICATIONS, rollout.argocd_namespace, body)
+        except Conflict as exc:
+            if conflicts == len(backoffs):
+                raise ConflictsExhausted(
+                    f"Application {name}: still conflicting after {conflicts + 1} attempts: {exc}", status=409
+                ) from exc
+            delay = backoffs[conflicts]
+            conflicts += 1
+            log.info(
+                "Application %s changed while we wrote (attempt %d/%d): %s; reading it again in %.2fs",
+                name,
+                conflicts,
+                len(backoffs) + 1,
+                exc,
+                delay,
+            )
+            clock.sleep(delay)
+            app = kube.get(APPLICATIONS, rollout.argocd_namespace, name)
+            continue
+        log.info("Application %s: sync requested at revision %s", name, ",".join(revisions))
+        return decision.action, waited
+
+
+def _wait_until_free(
+    kube: Kube, rollout: RolloutRef, name: str, *, clock: Clock, deadline: datetime, tuning: Tuning
+) -> dict[str, Any]:
+    """Follow the Application until its operation ends (or it is ours); _Busy at the deadline."""
+
+    def window() -> int:
+        left = (deadline - clock.now()).total_seconds()
+        return max(1, min(tuning.watch_window_seconds, math.ceil(left)))
+
+    reason = ""
+    snapshots = follow_applications(kube, rollout.argocd_namespace, [name], window_seconds=window)
+    try:
+        for snapshot in snapshots:
+            app = snapshot.apps[name]
+            if app is None:
+                raise _Busy(f"Application {name} was deleted while we waited to sync it")
+            decision = appsync.decide_sync(app, rollout.rollout_id)
+            if decision.action != appsync.SyncAction.BUSY:
+                return app
+            reason = decision.reason
+            if clock.now() >= deadline:
+                raise _Busy(f"{reason} and did not end within the progress deadline; not overwritten")
+    finally:
+        snapshots.close()
+    raise AssertionError(f"unreachable: {reason}")
+
+
+def _fail(
+    kube: Kube, rollout: RolloutRef, tuning: Tuning, *, stage: str, cluster: str, reason: str
+) -> SyncResult:
+    """Record the cluster failed in the stage and return the failed result."""
+    update_status(
+        kube,
+        rollout.namespace,
+        rollout.name,
+        lambda status: mark_failed(status, stage=stage, cluster=cluster, reason=reason),
+        what=f"cluster {cluster} failed",
+        settings=tuning.status,
+    )
+    return SyncResult(cluster, failure=reason)

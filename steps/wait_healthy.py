@@ -1,0 +1,205 @@
+"""The `wait-healthy` step: follow one cluster's Applications until the cluster is done or failed.
+
+It watches the Applications (list → watch, `orchestrator.appwatch`), never sleeps and polls, and
+decides on every change with `orchestrator.assess.assess_cluster` (DESIGN.md §3): done when every
+Application finished its operation Succeeded at the pinned revision, is Synced and Healthy, with
+the health observed after the operation finished; failed when an operation ended Failed/Error
+(after Argo CD's retries), health went Degraded after the sync, an Application or the cluster
+Secret disappeared, or the progress deadline passed. The deadline is `progressDeadlineSeconds`
+after the sync started (the controller's `operationState.startedAt` for our operation, else the
+time our request was written), so a restarted step keeps the original deadline.
+
+The outcome is recorded with the cluster in the stage status (completed, or failed with the
+reason; removed from syncing). A cluster already recorded for this rollout is reported as recorded
+without waiting or writing again.
+
+Caller: `python -m steps wait-healthy` (steps.cli); tests call `wait_healthy` directly too.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from orchestrator import appsync
+from orchestrator.appwatch import SnapshotCause, follow_applications
+from orchestrator.assess import ClusterPhase, assess_cluster
+from orchestrator.clock import Clock, format_time
+from orchestrator.kube import Kube
+from orchestrator.models import ProgressiveSync, ProgressiveSyncStatus
+from orchestrator.rollout_status import find_stage, mark_completed, mark_failed
+from orchestrator.status_writer import update_status
+from steps.common import (
+    RolloutRef,
+    Tuning,
+    apps_of_cluster,
+    check_revision,
+    check_rollout,
+    check_stage,
+    find_cluster,
+    list_clusters,
+    load_progressive_sync,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WaitResult:
+    """How one cluster ended."""
+
+    cluster: str
+    phase: ClusterPhase
+    reason: str
+    already_recorded: bool = False
+
+    @property
+    def failed(self) -> bool:
+        """True when the cluster failed (exit 1)."""
+        return self.phase == ClusterPhase.FAILED
+
+    @property
+    def summary(self) -> str:
+        """One line for people."""
+        verdict = "done" if self.phase == ClusterPhase.DONE else "FAILED"
+        recorded = " (already recorded)" if self.already_recorded else ""
+        return f"wait-healthy: cluster {self.cluster} {verdict}{recorded}: {self.reason}"
+
+
+def wait_healthy(
+    kube: Kube,
+    rollout: RolloutRef,
+    *,
+    stage: str,
+    cluster: str,
+    revision: str,
+    clock: Clock,
+    tuning: Tuning | None = None,
+) -> WaitResult:
+    """Wait until `cluster` is done or failed, record it in the stage status, and return it."""
+    tuning = tuning or Tuning()
+    revision = check_revision(revision)
+    ps = load_progressive_sync(kube, rollout)
+    check_rollout(ps, rollout.rollout_id)
+    check_stage(ps, stage)
+    recorded = _recorded(ps.status, stage, cluster)
+    if recorded is not None:
+        return recorded
+
+    result = _follow(
+        kube, rollout, ps, stage=stage, cluster=cluster, revision=revision, clock=clock, tuning=tuning
+    )
+
+    def mutation(status: ProgressiveSyncStatus) -> ProgressiveSyncStatus:
+        if result.phase == ClusterPhase.DONE:
+            return mark_completed(status, stage=stage, cluster=cluster)
+        return mark_failed(status, stage=stage, cluster=cluster, reason=result.reason)
+
+    update_status(
+        kube,
+        rollout.namespace,
+        rollout.name,
+        mutation,
+        what=f"cluster {cluster} {result.phase.value.lower()}",
+        settings=tuning.status,
+    )
+    return result
+
+
+def _recorded(status: ProgressiveSyncStatus | None, stage: str, cluster: str) -> WaitResult | None:
+    """The outcome already in the status for this cluster, if any."""
+    entry = find_stage(status, stage)
+    if entry is None:
+        return None
+    if cluster in entry.completed:
+        return WaitResult(cluster, ClusterPhase.DONE, "recorded as completed", already_recorded=True)
+    for failure in entry.failed:
+        if failure.name == cluster:
+            return WaitResult(cluster, ClusterPhase.FAILED, failure.reason, already_recorded=True)
+    return None
+
+
+def _follow(
+    kube: Kube,
+    rollout: RolloutRef,
+    ps: ProgressiveSync,
+    *,
+    stage: str,
+    cluster: str,
+    revision: str,
+    clock: Clock,
+    tuning: Tuning,
+) -> WaitResult:
+    clusters = list_clusters(kube, rollout.argocd_namespace)
+    found = find_cluster(clusters, cluster)
+    if found is None:
+        return WaitResult(
+            cluster, ClusterPhase.FAILED, f"cluster {cluster}: no Argo CD cluster Secret has this name"
+        )
+    names = [appsync.app_name(app) for app in apps_of_cluster(kube, rollout, ps, found, clusters)]
+    if not names:
+        return WaitResult(
+            cluster,
+            ClusterPhase.FAILED,
+            f"cluster {cluster}: no Application of ApplicationSet {ps.spec.app_set_ref.name} targets it",
+        )
+
+    progress_deadline = timedelta(seconds=ps.spec.progress_deadline_seconds)
+    started: datetime | None = None
+    deadline: datetime | None = None
+    last_cluster_check = clock.now()
+    cluster_exists = True
+    last_reason = ""
+
+    def window() -> int:
+        left = (deadline - clock.now()).total_seconds() if deadline else tuning.watch_window_seconds
+        return max(1, min(tuning.watch_window_seconds, math.ceil(left)))
+
+    snapshots = follow_applications(kube, rollout.argocd_namespace, names, window_seconds=window)
+    try:
+        for snapshot in snapshots:
+            now = clock.now()
+            if started is None:
+                starts = [
+                    t
+                    for app in snapshot.apps.values()
+                    if app is not None and (t := appsync.sync_started_at(app, rollout.rollout_id)) is not None
+                ]
+                started = min(starts) if starts else now
+                deadline = started + progress_deadline
+                log.info(
+                    "cluster %s: following %s; deadline %s (%ss after the sync started at %s)",
+                    cluster,
+                    ", ".join(names),
+                    format_time(deadline),
+                    ps.spec.progress_deadline_seconds,
+                    format_time(started),
+                )
+            assert deadline is not None
+            stale_check = (now - last_cluster_check).total_seconds() >= tuning.watch_window_seconds
+            if snapshot.cause != SnapshotCause.EVENT or stale_check:
+                cluster_exists = (
+                    find_cluster(list_clusters(kube, rollout.argocd_namespace), cluster) is not None
+                )
+                last_cluster_check = now
+            phase, reason = assess_cluster(
+                cluster,
+                snapshot.apps,
+                revision=revision,
+                rollout_id=rollout.rollout_id,
+                started=started,
+                now=now,
+                deadline=deadline,
+                cluster_exists=cluster_exists,
+            )
+            if phase != ClusterPhase.WAITING:
+                log.info("%s", reason)
+                return WaitResult(cluster, phase, reason)
+            if reason != last_reason:
+                log.info("%s", reason)
+                last_reason = reason
+    finally:
+        snapshots.close()
+    raise AssertionError("unreachable: the Application follower never ends on its own")

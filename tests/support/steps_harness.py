@@ -1,0 +1,203 @@
+"""Running the steps the way a Workflow container does, and counting what they write.
+
+`StepRunner` runs `python -m steps <step>` as a subprocess with `PROGRESSIVE_SYNC_*` environment
+variables and a kubeconfig of its own user (`STEPS_USER`), so the API server's audit log tells the
+steps' writes apart from the test's and the simulator's (`writes_by`). `make_progressive_sync`
+creates the object the steps work on. Real: the subprocess, the API server, the audit log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.devcluster import AuditEvent, DevCluster
+from orchestrator.kube import PROGRESSIVE_SYNCS, AlreadyExists, Kube, Resource
+from orchestrator.models import ProgressiveSync
+
+CLUSTER_ROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole")
+CLUSTER_ROLE_BINDINGS = Resource(
+    "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding"
+)
+
+STEPS_USER = "progressive-sync-steps"
+# A canary of one cluster, then the rest three at a time.
+DEFAULT_STAGES = [
+    {"name": "canary", "targets": {"clusters": {"selector": {}}}, "maxTargets": 1},
+    {"name": "rest", "targets": {"clusters": {"selector": {}}}, "maxParallel": 3},
+]
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+# What the chart grants the step pods (charts/progressive-sync/templates/rbac.yaml), so the steps
+# are tested with no more rights than they get in production.
+STEPS_RULES = [
+    {
+        "apiGroups": ["progressivesync.io"],
+        "resources": ["progressivesyncs"],
+        "verbs": ["get", "list", "watch"],
+    },
+    {
+        "apiGroups": ["progressivesync.io"],
+        "resources": ["progressivesyncs/status"],
+        "verbs": ["get", "update", "patch"],
+    },
+    {
+        "apiGroups": ["argoproj.io"],
+        "resources": ["applications"],
+        "verbs": ["get", "list", "watch", "update", "patch"],
+    },
+    {"apiGroups": ["argoproj.io"], "resources": ["applicationsets"], "verbs": ["get", "list"]},
+    {"apiGroups": ["argoproj.io"], "resources": ["workflows"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]},
+]
+
+
+def steps_kubeconfig(control_plane: DevCluster, kube: Kube) -> Path:
+    """A kubeconfig for STEPS_USER, bound to the steps' ClusterRole of the chart (no more)."""
+    path = control_plane.workdir / f"{STEPS_USER}.kubeconfig"
+    if path.exists():
+        return path
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": STEPS_USER},
+        "rules": STEPS_RULES,
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": STEPS_USER},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": STEPS_USER},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": STEPS_USER}],
+    }
+    for resource, body in ((CLUSTER_ROLES, role), (CLUSTER_ROLE_BINDINGS, binding)):
+        with contextlib.suppress(AlreadyExists):
+            kube.create(resource, None, body)
+    return control_plane.mint_user(STEPS_USER)
+
+
+def writes_by(
+    control_plane: DevCluster, mark: int, *, user: str = STEPS_USER, namespace: str | None = None
+) -> list[AuditEvent]:
+    """The writes `user` made after `mark` (optionally only in `namespace`), including refused ones."""
+    return [
+        event
+        for event in control_plane.audit_events_since(mark)
+        if event.user == user and (namespace is None or event.namespace == namespace)
+    ]
+
+
+def describe(events: list[AuditEvent]) -> list[str]:
+    """Audit events as short strings for assertion messages."""
+    return [
+        f"{e.verb} {e.resource}/{e.name}{'/' + e.subresource if e.subresource else ''} -> {e.code}"
+        for e in events
+    ]
+
+
+def make_progressive_sync(
+    kube: Kube,
+    namespace: str,
+    *,
+    name: str = "myservice",
+    app_set: str = "myservice",
+    stages: list[dict[str, Any]] | None = None,
+    deadline_seconds: int = 60,
+    max_failed_clusters: int = 0,
+    status: dict[str, Any] | None = None,
+) -> ProgressiveSync:
+    """Create a ProgressiveSync (and, with `status`, write its status subresource)."""
+    body = {
+        "apiVersion": "progressivesync.io/v1alpha1",
+        "kind": "ProgressiveSync",
+        "metadata": {"name": name},
+        "spec": {
+            "appSetRef": {"name": app_set},
+            "stages": stages or DEFAULT_STAGES,
+            "progressDeadlineSeconds": deadline_seconds,
+            "failurePolicy": {"maxFailedClusters": max_failed_clusters},
+        },
+    }
+    created = kube.create(PROGRESSIVE_SYNCS, namespace, body)
+    if status is not None:
+        created["status"] = status
+        created = kube.replace(PROGRESSIVE_SYNCS, namespace, created, subresource="status")
+    return ProgressiveSync.model_validate(created)
+
+
+def read_progressive_sync(kube: Kube, namespace: str, name: str = "myservice") -> ProgressiveSync:
+    """The ProgressiveSync as stored now."""
+    return ProgressiveSync.model_validate(kube.get(PROGRESSIVE_SYNCS, namespace, name))
+
+
+@dataclass
+class StepRunner:
+    """Runs `python -m steps` for one rollout of one ProgressiveSync, as a container would."""
+
+    kubeconfig: Path
+    namespace: str
+    outputs_dir: Path
+    name: str = "myservice"
+    rollout_id: str = "r1"
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    def env(self, **overrides: str) -> dict[str, str]:
+        """The container's environment: the contract's PROGRESSIVE_SYNC_* variables."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PROGRESSIVE_SYNC_")}
+        env.pop("KUBECONFIG", None)
+        env.update(
+            {
+                "PROGRESSIVE_SYNC_NAMESPACE": self.namespace,
+                "PROGRESSIVE_SYNC_NAME": self.name,
+                "PROGRESSIVE_SYNC_ROLLOUT_ID": self.rollout_id,
+                "PROGRESSIVE_SYNC_KUBECONFIG": str(self.kubeconfig),
+                "PROGRESSIVE_SYNC_OUTPUTS_DIR": str(self.outputs_dir),
+                "PYTHONPATH": str(REPO_ROOT),
+            }
+        )
+        env.update(self.extra_env)
+        env.update(overrides)
+        return env
+
+    def command(self, step: str, *args: str) -> list[str]:
+        """The argv of one step."""
+        return [sys.executable, "-m", "steps", step, *args]
+
+    def run(
+        self, step: str, *args: str, timeout: float = 120, **env: str
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a step to its end; output captured."""
+        return subprocess.run(
+            self.command(step, *args),
+            env=self.env(**env),
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    def start(self, step: str, *args: str, log_path: Path, **env: str) -> subprocess.Popen[str]:
+        """Start a step in the background; stdout and stderr go to `log_path` (read it while it runs)."""
+        handle = log_path.open("w")
+        try:
+            return subprocess.Popen(
+                self.command(step, *args),
+                env=self.env(**env),
+                cwd=REPO_ROOT,
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        finally:
+            handle.close()
+
+    def targets(self) -> str:
+        """The `targets` output file of `select`."""
+        return (self.outputs_dir / "targets").read_text()
