@@ -36,6 +36,10 @@ test: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
 
+# Every bench/*.py script in turn; each prints its own figures (reports, not pass/fail).
+bench: $(STAMP)
+	@for script in bench/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
