@@ -39,7 +39,6 @@ from orchestrator.workflow_view import FINISHED_PHASES
 from orchestrator.workflow_view import _nodes as workflow_nodes  # the one reader of compressedNodes
 from workflow_templates import names
 
-RETRY_ANNOTATION = "progressivesync.io/retry"
 FINISHED_ROLLOUT_PHASES = frozenset({RolloutPhase.SUCCEEDED, RolloutPhase.FAILED, RolloutPhase.CANCELLED})
 # Rollouts a person may start again with `retry`: a failed one, and one someone cancelled (the
 # watcher never restarts either on its own).

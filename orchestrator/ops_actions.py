@@ -30,6 +30,7 @@ from orchestrator import ops
 from orchestrator.clock import Clock
 from orchestrator.kube import PROGRESSIVE_SYNCS, WORKFLOWS, Conflict, Forbidden, Kube, NotFound
 from orchestrator.models import ProgressiveSync
+from orchestrator.reconcile import RETRY_ANNOTATION
 
 log = logging.getLogger(__name__)
 
@@ -209,7 +210,7 @@ def retry(kube: Kube, target: Target, clock: Clock) -> ops.Outcome:
         PROGRESSIVE_SYNCS,
         target.namespace,
         target.name,
-        {"metadata": {"annotations": {ops.RETRY_ANNOTATION: token}}},
+        {"metadata": {"annotations": {RETRY_ANNOTATION: token}}},
     )
     return ops.Outcome(
         "retry",

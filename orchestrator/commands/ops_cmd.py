@@ -26,6 +26,7 @@ import yaml
 from orchestrator import ops, ops_actions
 from orchestrator.clock import Clock, SystemClock
 from orchestrator.kube import Kube, KubeError
+from orchestrator.live import LiveDisplay
 from orchestrator.models import RolloutPhase
 
 DEFAULT_NAMESPACE = "argocd"
@@ -143,29 +144,6 @@ def _run_action(
 # --- status ------------------------------------------------------------------------------------
 
 
-class _LiveDisplay:
-    """Redraws the progress bars in place on a terminal; prints changed lines elsewhere."""
-
-    def __init__(self, clock: Clock, *, tty: bool) -> None:
-        self._clock = clock
-        self._tty = tty
-        self._drawn_lines = 0
-        self._previous: ops.RolloutView | None = None
-
-    def show(self, view: ops.RolloutView) -> None:
-        now = self._clock.now()
-        if self._tty:
-            block = ops.render_bars(view, now)
-            # Move to the start of the previous block and clear it, then draw the new one.
-            prefix = f"\x1b[{self._drawn_lines}F\x1b[J" if self._drawn_lines else ""
-            click.echo(prefix + block, nl=False)
-            self._drawn_lines = block.count("\n")
-        else:
-            for line in ops.change_lines(self._previous, view):
-                click.echo(f"{now.strftime('%H:%M:%S')} {line}")
-        self._previous = view
-
-
 def _exit_code_of(view: ops.RolloutView) -> int:
     return 0 if view.phase == RolloutPhase.SUCCEEDED else 1
 
@@ -219,7 +197,7 @@ def _follow(
     kube: Kube, target: ops_actions.Target, settings: OpsSettings, clock: Clock, timeout: float
 ) -> ops.RolloutView:
     table = settings.output is ops.OutputFormat.TABLE
-    display = _LiveDisplay(clock, tty=sys.stdout.isatty())
+    display = LiveDisplay(lambda text: click.echo(text, nl=False), clock, tty=sys.stdout.isatty())
     try:
         view = ops_actions.follow(
             kube, target, clock=clock, timeout=timeout, on_view=display.show if table else lambda _view: None

@@ -22,9 +22,10 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
-from orchestrator import devcluster, ops
+from orchestrator import devcluster
 from orchestrator.cli import main
 from orchestrator.kube import PROGRESSIVE_SYNCS, WORKFLOWS, Kube
+from orchestrator.reconcile import RETRY_ANNOTATION
 from tests.support.ops_builders import (
     PS_NAME,
     make_gate_node,
@@ -391,13 +392,13 @@ def test_retry_sets_a_fresh_token_after_a_failure(cli: Any, kube: Kube, namespac
     create_ps(kube, namespace, phase="Failed", finished_at="2026-11-29T10:05:00Z")
     first = cli("retry", PS_NAME, "-o", "json")
     assert first.exit_code == 0, first.output
-    token = kube.get(PROGRESSIVE_SYNCS, namespace, PS_NAME)["metadata"]["annotations"][ops.RETRY_ANNOTATION]
+    token = kube.get(PROGRESSIVE_SYNCS, namespace, PS_NAME)["metadata"]["annotations"][RETRY_ANNOTATION]
     assert json.loads(first.output)["token"] == token
     assert json.loads(first.output)["attempt"] == 2
     second = cli("retry", PS_NAME)
     assert second.exit_code == 0
     assert (
-        kube.get(PROGRESSIVE_SYNCS, namespace, PS_NAME)["metadata"]["annotations"][ops.RETRY_ANNOTATION]
+        kube.get(PROGRESSIVE_SYNCS, namespace, PS_NAME)["metadata"]["annotations"][RETRY_ANNOTATION]
         != token
     )
 
@@ -414,6 +415,6 @@ def test_retry_refuses_unless_failed(cli: Any, kube: Kube, namespace: str, phase
     result = cli("retry", PS_NAME)
     assert result.exit_code == 1
     assert expected in error_of(result)
-    assert ops.RETRY_ANNOTATION not in (
+    assert RETRY_ANNOTATION not in (
         kube.get(PROGRESSIVE_SYNCS, namespace, PS_NAME)["metadata"].get("annotations") or {}
     )
