@@ -12,6 +12,7 @@ Nothing else imports the `kubernetes` package.
 from __future__ import annotations
 
 import base64
+import builtins
 import json
 import logging
 import time
@@ -429,7 +430,8 @@ class Kube:
 
     # -- Argo CD cluster Secrets ----------------------------------------------------------
 
-    def list_cluster_secrets(self, namespace: str) -> list[ClusterSecret]:
+    # `builtins.list`: inside this class `list` names the method Kube.list (mypy reads it so).
+    def list_cluster_secrets(self, namespace: str) -> builtins.list[ClusterSecret]:
         """The Argo CD clusters in `namespace`: labels, `name` and `server` only.
 
         `data.config` holds the cluster's credentials: it is dropped here, before anything else
