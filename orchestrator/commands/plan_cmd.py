@@ -16,13 +16,13 @@ import json
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
 
 import click
 import pydantic
 import yaml
 
 from orchestrator.fleet import (
+    AppSetView,
     Fleet,
     FleetError,
     app_set_view_from_object,
@@ -199,7 +199,7 @@ def read_live_fleet(settings: PlanSettings, ps: ProgressiveSync) -> Fleet:
             app_set = app_set_view_from_object(
                 kube.get(APPLICATION_SETS, ps_namespace, ps.spec.app_set_ref.name)
             )
-            app_sets: tuple[Any, ...] = (app_set,)
+            app_sets: tuple[AppSetView, ...] = (app_set,)
         except NotFound:
             app_sets = ()  # the planner warns that ownership is then by name only
     except KubeError as exc:
