@@ -10,7 +10,15 @@ from __future__ import annotations
 import click
 
 from orchestrator import __version__
-from orchestrator.commands import devcluster_cmd, ops_cmd, plan_cmd, simulate_cmd, validate_cmd
+from orchestrator.commands import (
+    demo_cmd,
+    devcluster_cmd,
+    ops_cmd,
+    plan_cmd,
+    simulate_cmd,
+    validate_cmd,
+    watch_cmd,
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -29,6 +37,8 @@ main.add_command(ops_cmd.resume)
 main.add_command(ops_cmd.approve)
 main.add_command(ops_cmd.retry)
 main.add_command(simulate_cmd.simulate)
+main.add_command(demo_cmd.demo)
+main.add_command(watch_cmd.watch)
 
 
 if __name__ == "__main__":

@@ -170,6 +170,11 @@ class Informer(Generic[T]):
         with self._lock:
             return list(self._cache.values())
 
+    def items(self) -> list[tuple[ObjectKey, T]]:
+        """A snapshot of every cached (key, value)."""
+        with self._lock:
+            return list(self._cache.items())
+
     def keys(self) -> list[ObjectKey]:
         """A snapshot of every cached key."""
         with self._lock:

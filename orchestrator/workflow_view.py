@@ -46,6 +46,7 @@ class WorkflowView:
     namespace: str
     uid: str = ""
     ps_label: str = ""
+    ps_name: str = ""  # the full ProgressiveSync name (the label is cut past 63 characters)
     rollout_id: str = ""
     release_id: str = ""
     attempt: int = 1
@@ -89,6 +90,7 @@ def workflow_view_from_object(obj: Mapping[str, Any]) -> WorkflowView:
         namespace=str(metadata.get("namespace", "")),
         uid=str(metadata.get("uid", "")),
         ps_label=str(labels.get(names.NAME_LABEL, "")),
+        ps_name=str(annotations.get(names.NAME_ANNOTATION) or labels.get(names.NAME_LABEL, "")),
         rollout_id=rollout_id,
         release_id=str(annotations.get(RELEASE_ANNOTATION) or release_of(rollout_id)),
         attempt=_int(annotations.get(ATTEMPT_ANNOTATION), attempt_of(rollout_id)),
