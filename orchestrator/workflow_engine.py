@@ -543,13 +543,20 @@ class _Pass:
 
     # -- limits ------------------------------------------------------------------------------
 
+    @property
+    def halted(self) -> bool:
+        """No new process or node may start: shut down, or suspended (the exit handler runs on Stop)."""
+        if self.in_exit_handler:
+            return self.shutdown == Shutdown.TERMINATE
+        return bool(self.shutdown) or self.suspended
+
     def can_start(self, boundary_id: str | None, *, limits: bool = True) -> bool:
         """May a new node start inside this boundary now? (suspend, shutdown, failFast, parallelism).
 
         A retry attempt is checked without the boundary's limits, as Argo does: its Retry node
         already holds the place, and a failFast boundary must not block the retry of its own child.
         """
-        if self.shutdown or (self.suspended and not self.in_exit_handler):
+        if self.halted:
             return False
         if not boundary_id or not limits:
             return True
@@ -738,7 +745,7 @@ class _Pass:
                 node.pop("message", None)
             node["hostNodeName"] = self.executor_id
             return node
-        if self.shutdown:
+        if self.halted:
             return node
         if node["phase"] == NodePhase.RUNNING:
             # Its process belonged to an executor that is gone: run it again (steps are idempotent).
@@ -792,7 +799,13 @@ class _Pass:
             boundary_id=boundary_id,
             inputs=inputs,
         )
-        attempts = [self.nodes[child] for child in node.get("children") or [] if child in self.nodes]
+        # Children are the attempts `name(0)`, `name(1)`, ... and, once it is done, the tasks after it.
+        attempts = [
+            self.nodes[child]
+            for child in node.get("children") or []
+            if child in self.nodes
+            and re.fullmatch(re.escape(name) + r"\(\d+\)", str(self.nodes[child]["name"]))
+        ]
         last = attempts[-1] if attempts else None
         if last is not None and self.phase_of(last) not in FULFILLED:
             last = self.execute_pod(

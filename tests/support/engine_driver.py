@@ -94,7 +94,9 @@ class Drive:
             elif not op.launches and not self.finishing and op.wake_at is None and op.needs_lock is None:
                 # Nothing runs and nothing is due: only an outside change (resume) moves it on.
                 if until is None:
-                    raise AssertionError(f"the Workflow is stuck: {self.status.get('phase')} {self.status}")
+                    raise AssertionError(
+                        f"the Workflow is stuck: {self.status.get('phase')} {self.status.get('progress')}"
+                    )
                 return self
             self.now += timedelta(seconds=1)
         raise AssertionError(f"no end after {max_passes} passes")

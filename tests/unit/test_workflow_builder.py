@@ -1,0 +1,317 @@
+"""The rollout Workflow as built by workflow_templates.builder: names, shape, sizes, deadline.
+
+Pure tests: the builder gets specs built here and plans made by the real planner over fleets built
+with tests/support/fleet_builders; nothing talks to a cluster. `validate.problems` (every reference
+resolves) runs on every Workflow built here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from orchestrator.models import ProgressiveSync
+from orchestrator.planner import plan_rollout
+from tests.support.fleet_builders import (
+    NEW_REVISION,
+    make_app,
+    make_app_set,
+    make_stage,
+    regional_fleet,
+)
+from workflow_templates import names, pieces, validate
+from workflow_templates.builder import (
+    StageSize,
+    WorkflowBuildError,
+    active_deadline_seconds,
+    assumed_sizes,
+    build_workflow,
+    estimate_nodes,
+)
+from workflow_templates.settings import WorkflowSettings
+
+SETTINGS = WorkflowSettings()
+
+
+def make_ps(
+    *stages: dict[str, Any], name: str = "myservice", uid: str | None = "uid-1", **spec: Any
+) -> ProgressiveSync:
+    """A ProgressiveSync with these stages (default one stage over every cluster)."""
+    return ProgressiveSync.model_validate(
+        {
+            "metadata": {"name": name, "namespace": "argocd", **({"uid": uid} if uid else {})},
+            "spec": {
+                "appSetRef": {"name": "myservice"},
+                "stages": list(stages) or [make_stage("all")],
+                **spec,
+            },
+        }
+    )
+
+
+def build(ps: ProgressiveSync, sizes: dict[str, StageSize] | None = None, **settings: Any) -> dict[str, Any]:
+    workflow = build_workflow(
+        ps,
+        rollout_id="0123456789",
+        revision=NEW_REVISION,
+        plan=sizes if sizes is not None else assumed_sizes(ps, 12),
+        settings=WorkflowSettings(**settings),
+    )
+    obj: dict[str, Any] = workflow.to_dict()
+    library = validate.library_of(t.to_dict() for t in pieces.workflow_templates(SETTINGS))
+    assert validate.problems(obj, library=library) == []
+    return obj
+
+
+def templates(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {t["name"]: t for t in obj["spec"]["templates"]}
+
+
+def tasks(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {t["name"]: t for t in template["dag"]["tasks"]}
+
+
+# --- names -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ps_name", "rollout_id", "expected"),
+    [
+        pytest.param("myservice", "7f3c2a1b9e", "myservice-7f3c2a1b9e", id="short-name-as-is"),
+        pytest.param("a" * 52, "7f3c2a1b9e", "a" * 52 + "-7f3c2a1b9e", id="exactly-63"),
+    ],
+)
+def test_workflow_name_is_ps_name_and_rollout_id(ps_name: str, rollout_id: str, expected: str) -> None:
+    assert names.workflow_name(ps_name, rollout_id) == expected
+
+
+def test_long_workflow_names_are_capped_deterministically_and_stay_distinct() -> None:
+    first = names.workflow_name("a" * 60 + "-one", "7f3c2a1b9e")
+    second = names.workflow_name("a" * 60 + "-two", "7f3c2a1b9e")
+    assert len(first) == len(second) == 63
+    assert first != second
+    assert first == names.workflow_name("a" * 60 + "-one", "7f3c2a1b9e")
+    assert first.endswith("-7f3c2a1b9e")
+
+
+@pytest.mark.parametrize(
+    ("stage_names", "expected"),
+    [
+        pytest.param(["canary in eu-west-1"], ["canary-in-eu-west-1"], id="spaces-become-dashes"),
+        pytest.param(["eu.west_1 -- b"], ["eu-west-1-b"], id="runs-collapse"),
+        pytest.param(["1st wave"], ["s-1st-wave"], id="leading-digit-prefixed"),
+        pytest.param(
+            ["eu west", "eu-west", "eu.west"], ["eu-west", "eu-west-2", "eu-west-3"], id="collisions-numbered"
+        ),
+        pytest.param(["Canary", "canary"], ["Canary", "canary-2"], id="case-only-difference-is-a-collision"),
+    ],
+)
+def test_stage_task_names_are_valid_and_unique(stage_names: list[str], expected: list[str]) -> None:
+    result = names.stage_task_names(stage_names)
+    assert result == expected
+    assert all(names.FIELD_NAME_RE.fullmatch(name) for name in result)
+
+
+@pytest.mark.parametrize(
+    ("stage_name", "expected"),
+    [
+        pytest.param("eu-west-1.canary", "eu-west-1.canary", id="dots-shown-exactly"),
+        pytest.param("canary in eu-west-1", None, id="spaces-fail-argo-rule"),
+        pytest.param("canary", None, id="same-as-task-name"),
+    ],
+)
+def test_display_name_annotation_only_where_argo_accepts_it(stage_name: str, expected: str | None) -> None:
+    assert names.display_name_for(stage_name, names.sanitize_task_name(stage_name)) == expected
+
+
+def test_label_value_of_long_names_fits_a_label() -> None:
+    value = names.label_value("x" * 100)
+    assert len(value) <= 63
+    assert names.LABEL_VALUE_RE.fullmatch(value)
+
+
+# --- the object ------------------------------------------------------------------------------
+
+
+def test_metadata_names_labels_owner_and_annotations() -> None:
+    obj = build(make_ps(make_stage("canary in eu-west-1", max_targets=1)))
+    meta = obj["metadata"]
+    assert meta["name"] == "myservice-0123456789"
+    assert meta["namespace"] == "argocd"
+    assert meta["labels"] == {names.NAME_LABEL: "myservice", names.ROLLOUT_ID_LABEL: "0123456789"}
+    assert meta["ownerReferences"] == [
+        {
+            "apiVersion": "progressivesync.io/v1alpha1",
+            "kind": "ProgressiveSync",
+            "name": "myservice",
+            "uid": "uid-1",
+            "controller": True,
+        }
+    ]
+    assert meta["annotations"][names.TITLE_ANNOTATION] == "myservice: rollout 0123456789"
+    assert "canary in eu-west-1 (1 cluster, 1 at a time)" in meta["annotations"][names.DESCRIPTION_ANNOTATION]
+
+
+def test_without_a_uid_there_is_no_owner_reference() -> None:
+    assert "ownerReferences" not in build(make_ps(uid=None))["metadata"]
+
+
+def test_spec_mutex_exit_handler_arguments() -> None:
+    spec = build(make_ps(), service_account="steps-sa", argocd_namespace="argo-cd")["spec"]
+    assert spec["entrypoint"] == names.ENTRYPOINT
+    assert spec["onExit"] == names.FINALIZE_TEMPLATE
+    assert spec["serviceAccountName"] == "steps-sa"
+    assert spec["synchronization"] == {"mutexes": [{"name": "progressivesync-myservice"}]}
+    arguments = {p["name"]: p["value"] for p in spec["arguments"]["parameters"]}
+    assert arguments == {
+        "progressive-sync": "myservice",
+        "rollout-id": "0123456789",
+        "revision": NEW_REVISION,
+        "argocd-namespace": "argo-cd",
+    }
+    finalize = templates(build(make_ps()))[names.FINALIZE_TEMPLATE]["container"]
+    assert finalize["args"] == [
+        "finalize",
+        "--workflow-name",
+        "{{workflow.name}}",
+        "--workflow-status",
+        "{{workflow.status}}",
+    ]
+
+
+def test_entry_dag_has_one_task_per_stage_in_order_each_after_the_one_before() -> None:
+    ps = make_ps(make_stage("canary in eu-west-1"), make_stage("eu.rest"), make_stage("eu rest"))
+    entry = templates(build(ps))[names.ENTRYPOINT]
+    assert [(t["name"], t.get("dependencies")) for t in entry["dag"]["tasks"]] == [
+        ("canary-in-eu-west-1", None),
+        ("eu-rest", ["canary-in-eu-west-1"]),
+        ("eu-rest-2", ["eu-rest"]),
+    ]
+    stage_params = [t["arguments"]["parameters"] for t in entry["dag"]["tasks"]]
+    assert [p[0]["value"] for p in stage_params] == ["canary in eu-west-1", "eu.rest", "eu rest"]
+    assert templates(build(ps))["stage-eu-rest"]["annotations"] == {names.DISPLAY_NAME_ANNOTATION: "eu.rest"}
+
+
+def test_stage_dag_select_fanout_record_and_cluster_dag() -> None:
+    obj = build(
+        make_ps(make_stage("all", max_parallel="25%")), {"all": StageSize(targets=12, max_parallel=3)}
+    )
+    stage = tasks(templates(obj)["stage-all"])
+    assert list(stage) == ["select", "clusters", "record"]
+    assert stage["clusters"]["dependencies"] == ["select"]
+    assert stage["clusters"]["template"] == "fanout-all"
+    assert "{{tasks.select.outputs.parameters.targets}}" in str(stage["clusters"]["arguments"])
+    fanout = templates(obj)["fanout-all"]
+    assert fanout["parallelism"] == 3
+    assert fanout["failFast"] is True
+    assert fanout["dag"]["failFast"] is True
+    loop = fanout["dag"]["tasks"][0]
+    assert loop["withParam"] == "{{inputs.parameters.targets}}"
+    assert loop["template"] == names.CLUSTER_TEMPLATE
+    cluster = tasks(templates(obj)[names.CLUSTER_TEMPLATE])
+    assert list(cluster) == ["sync", "wait-healthy"]
+    assert cluster["wait-healthy"]["dependencies"] == ["sync"]
+
+
+def test_manual_approval_and_bake() -> None:
+    stage = {**make_stage("all"), "approval": "Manual", "bakeSeconds": 600}
+    obj = build(make_ps(stage))
+    stage_tasks = tasks(templates(obj)["stage-all"])
+    assert list(stage_tasks) == ["approve", "select", "clusters", "bake", "record"]
+    assert stage_tasks["select"]["dependencies"] == ["approve"]
+    assert stage_tasks["record"]["dependencies"] == ["bake"]
+    assert templates(obj)["bake-600s"]["suspend"] == {"duration": "600"}
+    assert templates(obj)[names.APPROVAL_TEMPLATE]["suspend"] == {}
+
+
+def test_no_bake_for_a_stage_the_plan_leaves_empty() -> None:
+    stage = {**make_stage("all"), "bakeSeconds": 600}
+    obj = build(make_ps(stage), {"all": StageSize(targets=0, max_parallel=1)})
+    assert "bake" not in tasks(templates(obj)["stage-all"])
+    assert "bake-600s" not in templates(obj)
+
+
+def test_tolerated_failures_continue_the_stage_instead_of_failing_fast() -> None:
+    obj = build(make_ps(failurePolicy={"maxFailedClusters": 2}))
+    assert tasks(templates(obj)["stage-all"])["clusters"]["continueOn"] == {"failed": True}
+    assert templates(obj)["fanout-all"]["failFast"] is False
+
+
+def test_steps_run_the_contract_commands_with_retries_of_temporary_errors_only() -> None:
+    settings = {"image": "registry.example/ps:1", "retry_limit": 3}
+    obj = build(make_ps(), **settings)
+    by_name = templates(obj)
+    for step in ("select", "sync", "wait-healthy", "record", "finalize"):
+        container = by_name[step]["container"]
+        assert container["command"] == ["python", "-m", "steps"]
+        assert container["args"][0] == step
+        assert container["image"] == "registry.example/ps:1"
+        env = {e["name"]: e["value"] for e in container["env"]}
+        assert env["PROGRESSIVE_SYNC_ROLLOUT_ID"] == "{{workflow.parameters.rollout-id}}"
+        assert env["PROGRESSIVE_SYNC_NAMESPACE"] == "{{workflow.namespace}}"
+        retry = by_name[step]["retryStrategy"]
+        assert retry["limit"] == 3
+        assert "asInt(lastRetry.exitCode) == 75" in retry["expression"]
+    assert by_name["select"]["outputs"]["parameters"] == [
+        {"name": "targets", "valueFrom": {"path": "/tmp/outputs/targets"}}
+    ]
+
+
+# --- sizes from the planner --------------------------------------------------------------------
+
+
+def test_percentage_max_parallel_is_resolved_from_the_plan() -> None:
+    ps = make_ps(
+        make_stage("canary", labels={"region": "eu"}, max_targets=1),
+        make_stage("rest", max_parallel="25%"),
+    )
+    clusters = regional_fleet({"eu": 3, "us": 9})
+    apps = [make_app(cluster=c.name) for c in clusters]
+    plan = plan_rollout(ps.spec, ps_name="myservice", appset=make_app_set(), clusters=clusters, apps=apps)
+    assert not plan.errors
+    obj = build_workflow(ps, rollout_id="r1", revision=NEW_REVISION, plan=plan, settings=SETTINGS).to_dict()
+    by_name = templates(obj)
+    assert by_name["fanout-canary"]["parallelism"] == 1
+    assert by_name["fanout-rest"]["parallelism"] == 2  # 25% of the 11 clusters left, rounded down
+
+
+def test_a_plan_for_another_spec_is_refused() -> None:
+    ps = make_ps(make_stage("canary"))
+    with pytest.raises(WorkflowBuildError, match="no size"):
+        build_workflow(ps, rollout_id="r1", revision="x", plan={"other": StageSize(1, 1)}, settings=SETTINGS)
+
+
+def test_too_many_nodes_is_refused_with_a_way_out() -> None:
+    ps = make_ps(make_stage("everything"))
+    with pytest.raises(WorkflowBuildError, match="split it into more stages"):
+        build_workflow(
+            ps, rollout_id="r1", revision="x", plan={"everything": StageSize(2000, 50)}, settings=SETTINGS
+        )
+
+
+@pytest.mark.parametrize(
+    ("stage", "size", "expected"),
+    [
+        pytest.param({}, StageSize(12, 3), (300 + 2 * 300 + 4 * (300 + 600)) * 3 // 2, id="four-waves"),
+        pytest.param(
+            {}, StageSize(0, 1), (300 + 2 * 300 + 1 * (300 + 600)) * 3 // 2, id="empty-stage-one-wave"
+        ),
+        pytest.param(
+            {"bakeSeconds": 60, "approval": "Manual"},
+            StageSize(1, 1),
+            (300 + 2 * 300 + (300 + 600) + 60 + 7 * 24 * 3600) * 3 // 2,
+            id="bake-and-approval-window",
+        ),
+    ],
+)
+def test_active_deadline_from_waves_bake_and_approval(
+    stage: dict[str, Any], size: StageSize, expected: int
+) -> None:
+    ps = make_ps({**make_stage("s"), **stage})
+    assert active_deadline_seconds(ps, {"s": size}, SETTINGS) == expected
+
+
+def test_node_estimate_grows_five_per_cluster() -> None:
+    ps = make_ps(make_stage("s"))
+    assert estimate_nodes(ps, {"s": StageSize(11, 1)}) - estimate_nodes(ps, {"s": StageSize(10, 1)}) == 5
