@@ -73,7 +73,7 @@ class ArgoServerSubmitter:
         except requests.RequestException as exc:
             raise KubeError(f"{what}: {exc}") from exc
         log.info("submitted Workflow %s/%s through Argo Server %s", namespace, name, self.url)
-        return created.dict(by_alias=True, exclude_none=True)  # type: ignore[no-any-return]
+        return created.model_dump(by_alias=True, exclude_none=True, mode="json")
 
     def close(self) -> None:
         """Release the HTTP session."""

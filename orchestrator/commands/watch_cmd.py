@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 
 import click
@@ -172,35 +173,30 @@ def watch(
     from orchestrator.kube import Kube, KubeError  # noqa: PLC0415 - keeps `--help` fast
     from orchestrator.logsetup import configure_logging  # noqa: PLC0415
     from orchestrator.watcher import Watcher  # noqa: PLC0415
-    from workflow_templates.settings import WorkflowSettings  # noqa: PLC0415
 
-    overrides = {}
-    if step_image:
-        overrides["image"] = step_image
-    if service_account:
-        overrides["service_account"] = service_account
-    if argocd_namespace:
-        overrides["argocd_namespace"] = argocd_namespace
     try:
-        settings = Settings(
-            namespaces=() if all_namespaces else (tuple(namespaces) or ("argocd",)),
+        settings = build_settings(
+            os.environ,
+            namespaces=namespaces,
+            all_namespaces=all_namespaces,
             argocd_namespace=argocd_namespace,
             workflow_namespace=workflow_namespace,
             kubeconfig=kubeconfig,
             context=context,
-            engine=Engine(engine),
+            engine=engine,
+            step_image=step_image,
+            service_account=service_account,
             argo_server=argo_server,
-            argo_token=read_token(os.environ.get("PROGRESSIVE_SYNC_ARGO_TOKEN"), argo_token_file),
-            argo_verify_tls=not argo_insecure_skip_verify,
-            log_level=log_level.upper(),
-            log_format=LogFormat(log_format),
+            argo_token_file=argo_token_file,
+            argo_insecure_skip_verify=argo_insecure_skip_verify,
+            log_level=log_level,
+            log_format=log_format,
             workers=workers,
-            resync_seconds=resync_period,
-            watch_timeout_seconds=watch_timeout,
-            request_timeout_seconds=request_timeout,
-            finalize_grace_seconds=finalize_grace,
-            deletion_grace_seconds=deletion_grace,
-            workflow=WorkflowSettings.from_environment(os.environ, **overrides),
+            resync_period=resync_period,
+            watch_timeout=watch_timeout,
+            request_timeout=request_timeout,
+            finalize_grace=finalize_grace,
+            deletion_grace=deletion_grace,
         )
     except (SettingsError, ValueError) as exc:
         raise click.UsageError(str(exc)) from exc
@@ -221,3 +217,59 @@ def watch(
     finally:
         kube.close()
     sys.exit(code)
+
+
+def build_settings(
+    environ: Mapping[str, str],
+    *,
+    namespaces: tuple[str, ...],
+    all_namespaces: bool,
+    argocd_namespace: str | None,
+    workflow_namespace: str | None,
+    kubeconfig: str | None,
+    context: str | None,
+    engine: str,
+    step_image: str | None,
+    service_account: str | None,
+    argo_server: str | None,
+    argo_token_file: Path | None,
+    argo_insecure_skip_verify: bool,
+    log_level: str,
+    log_format: str,
+    workers: int,
+    resync_period: float,
+    watch_timeout: int,
+    request_timeout: float,
+    finalize_grace: float,
+    deletion_grace: float,
+) -> Settings:
+    """The `Settings` of the parsed flags; `environ` gives only the token and the Workflow settings."""
+    from workflow_templates.settings import WorkflowSettings  # noqa: PLC0415
+
+    overrides: dict[str, str] = {}
+    if step_image:
+        overrides["image"] = step_image
+    if service_account:
+        overrides["service_account"] = service_account
+    if argocd_namespace:
+        overrides["argocd_namespace"] = argocd_namespace
+    return Settings(
+        namespaces=() if all_namespaces else (tuple(namespaces) or ("argocd",)),
+        argocd_namespace=argocd_namespace,
+        workflow_namespace=workflow_namespace,
+        kubeconfig=kubeconfig,
+        context=context,
+        engine=Engine(engine),
+        argo_server=argo_server,
+        argo_token=read_token(environ.get("PROGRESSIVE_SYNC_ARGO_TOKEN"), argo_token_file),
+        argo_verify_tls=not argo_insecure_skip_verify,
+        log_level=log_level.upper(),
+        log_format=LogFormat(log_format),
+        workers=workers,
+        resync_seconds=resync_period,
+        watch_timeout_seconds=watch_timeout,
+        request_timeout_seconds=request_timeout,
+        finalize_grace_seconds=finalize_grace,
+        deletion_grace_seconds=deletion_grace,
+        workflow=WorkflowSettings.from_environment(environ, **overrides),
+    )

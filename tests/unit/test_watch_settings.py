@@ -1,0 +1,257 @@
+"""`progressive-sync watch` flags and environment → `Settings`; JSON logs; the Workflow view.
+
+Pure: no API server. The command itself is only run for usage errors (exit 2) and `--help`.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import io
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from orchestrator.cli import main
+from orchestrator.commands.watch_cmd import build_settings
+from orchestrator.logsetup import JsonFormatter, configure_logging
+from orchestrator.settings import Engine, LogFormat, Settings, SettingsError
+from orchestrator.workflow_view import attempt_of, release_of, rollout_id_for, workflow_view_from_object
+
+
+def flags(**overrides: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "namespaces": (),
+        "all_namespaces": False,
+        "argocd_namespace": None,
+        "workflow_namespace": None,
+        "kubeconfig": None,
+        "context": None,
+        "engine": "argo",
+        "step_image": None,
+        "service_account": None,
+        "argo_server": None,
+        "argo_token_file": None,
+        "argo_insecure_skip_verify": False,
+        "log_level": "info",
+        "log_format": "json",
+        "workers": 4,
+        "resync_period": 300.0,
+        "watch_timeout": 300,
+        "request_timeout": 30.0,
+        "finalize_grace": 30.0,
+        "deletion_grace": 30.0,
+    }
+    base.update(overrides)
+    return base
+
+
+def test_defaults_watch_argocd_with_the_argo_engine() -> None:
+    settings = build_settings({}, **flags())
+    assert settings.namespaces == ("argocd",)
+    assert settings.engine is Engine.ARGO
+    assert settings.log_format is LogFormat.JSON
+    assert settings.log_level == "INFO"
+    assert settings.argocd_namespace_for("team-a") == "team-a"
+
+
+def test_flags_reach_the_derived_settings() -> None:
+    settings = build_settings(
+        {"PROGRESSIVE_SYNC_WORKFLOW_RETRY_LIMIT": "7"},
+        **flags(
+            namespaces=("a", "b"),
+            argocd_namespace="argocd",
+            engine="local",
+            step_image="registry.example/ps:1",
+            service_account="steps",
+            log_level="debug",
+            request_timeout=12.0,
+            watch_timeout=60,
+            finalize_grace=5.0,
+        ),
+    )
+    assert settings.namespaces == ("a", "b")
+    assert settings.engine is Engine.LOCAL
+    assert (settings.workflow.image, settings.workflow.service_account) == ("registry.example/ps:1", "steps")
+    assert settings.workflow.argocd_namespace == "argocd"
+    assert settings.workflow.retry_limit == 7
+    assert settings.kube.read_timeout == 12.0
+    assert settings.informer.watch_timeout_seconds == 60
+    assert settings.policy.finalize_grace_seconds == 5.0
+    assert settings.argocd_namespace_for("a") == "argocd"
+
+
+def test_all_namespaces_watches_everywhere() -> None:
+    assert build_settings({}, **flags(all_namespaces=True, namespaces=("x",))).namespaces == ()
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        pytest.param({"env": " tok-env \n"}, "tok-env", id="token-from-the-environment"),
+        pytest.param({"file": "tok-file\n"}, "tok-file", id="token-from-a-file"),
+        pytest.param({"env": "tok-env", "file": "tok-file"}, "tok-env", id="environment-wins"),
+        pytest.param({}, None, id="no-token"),
+    ],
+)
+def test_argo_server_token(tmp_path: Path, source: dict[str, str], expected: str | None) -> None:
+    token_file = None
+    if "file" in source:
+        token_file = tmp_path / "token"
+        token_file.write_text(source["file"])
+    environ = {"PROGRESSIVE_SYNC_ARGO_TOKEN": source["env"]} if "env" in source else {}
+    settings = build_settings(
+        environ, **flags(argo_server="https://argo.example", argo_token_file=token_file)
+    )
+    assert settings.argo_token == expected
+    assert "tok" not in repr(settings), "the token never shows in logs of the settings"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        pytest.param(
+            {"engine": "local", "argo_server": "https://argo"}, "needs --engine argo", id="server-needs-argo"
+        ),
+        pytest.param({"argo_server": "argo:2746"}, "http(s) URL", id="server-needs-a-url"),
+        pytest.param(
+            {"namespaces": ("a", "b"), "workflow_namespace": "a"},
+            "one watched namespace",
+            id="workflow-namespace",
+        ),
+        pytest.param(
+            {"argo_token_file": Path("/nonexistent/token"), "argo_server": "https://a"},
+            "cannot read",
+            id="unreadable-token-file",
+        ),
+    ],
+)
+def test_contradicting_settings_are_refused(overrides: dict[str, Any], message: str) -> None:
+    with pytest.raises(SettingsError) as refused:
+        build_settings({}, **flags(**overrides))
+    assert message in str(refused.value)
+
+
+def test_bad_flags_exit_2_with_the_reason() -> None:
+    result = CliRunner().invoke(main, ["watch", "--engine", "local", "--argo-server", "https://argo"])
+    assert result.exit_code == 2
+    assert "needs --engine argo" in result.output
+
+
+def test_environment_variables_are_read_by_the_command() -> None:
+    result = CliRunner().invoke(
+        main,
+        ["watch"],
+        env={"PROGRESSIVE_SYNC_ENGINE": "local", "PROGRESSIVE_SYNC_ARGO_SERVER": "https://argo"},
+    )
+    assert result.exit_code == 2
+    assert "needs --engine argo" in result.output
+
+
+def test_settings_validate_themselves() -> None:
+    with pytest.raises(SettingsError):
+        Settings(workers=0)
+    assert Settings().with_changes(workers=2).workers == 2
+
+
+# --- logs -------------------------------------------------------------------------------------
+
+
+def test_json_logs_carry_level_logger_message_and_extra_fields() -> None:
+    stream = io.StringIO()
+    configure_logging("DEBUG", "json", stream=stream)
+    try:
+        logging.getLogger("orchestrator.watcher").info(
+            "created %s", "wf-1", extra={"ps": "argocd/web", "step": "create"}
+        )
+    finally:
+        configure_logging("WARNING", "text")
+    entry = json.loads(stream.getvalue().splitlines()[-1])
+    assert entry["level"] == "INFO"
+    assert entry["logger"] == "orchestrator.watcher"
+    assert entry["message"] == "created wf-1"
+    assert (entry["ps"], entry["step"]) == ("argocd/web", "create")
+    assert entry["time"].endswith("+00:00")
+
+
+def test_json_logs_render_exceptions() -> None:
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        record = logging.LogRecord(
+            "x", logging.ERROR, __file__, 1, "failed", (), __import__("sys").exc_info()
+        )
+    assert "ValueError: boom" in json.loads(JsonFormatter().format(record))["exception"]
+
+
+# --- the Workflow view ---------------------------------------------------------------------------
+
+
+def workflow(nodes: dict[str, Any] | None = None, *, compressed: bool = False, **spec: Any) -> dict[str, Any]:
+    status: dict[str, Any] = {"phase": "Running", "startedAt": "2026-11-30T11:00:00Z"}
+    if nodes is not None:
+        if compressed:
+            status["compressedNodes"] = base64.b64encode(gzip.compress(json.dumps(nodes).encode())).decode()
+        else:
+            status["nodes"] = nodes
+    return {
+        "metadata": {
+            "name": "web-abc-2",
+            "namespace": "argocd",
+            "labels": {"progressivesync.io/name": "web", "progressivesync.io/rollout-id": "abc-2"},
+            "annotations": {"progressivesync.io/spec-hash": "h", "progressivesync.io/generation": "3"},
+        },
+        "spec": spec,
+        "status": status,
+    }
+
+
+STAGE_NODES = {
+    "web-1": {
+        "templateName": "stage-canary",
+        "type": "DAG",
+        "phase": "Succeeded",
+        "startedAt": "2026-11-30T11:00:01Z",
+        "inputs": {"parameters": [{"name": "stage", "value": "canary in eu"}]},
+    },
+    "web-2": {
+        "templateName": "stage-rest",
+        "type": "DAG",
+        "phase": "Running",
+        "startedAt": "2026-11-30T11:05:00Z",
+        "inputs": {"parameters": [{"name": "stage", "value": "everything else"}]},
+    },
+    "web-3": {"templateName": "approval", "type": "Suspend", "phase": "Running", "boundaryID": "web-2"},
+}
+
+
+@pytest.mark.parametrize(
+    "compressed", [pytest.param(False, id="nodes"), pytest.param(True, id="compressed-nodes")]
+)
+def test_workflow_view_reads_the_running_stage_and_its_wait(compressed: bool) -> None:
+    view = workflow_view_from_object(workflow(STAGE_NODES, compressed=compressed, suspend=True))
+    assert (view.current_stage, view.waiting) == ("everything else", "approval")
+    assert (view.rollout_id, view.release_id, view.attempt, view.generation) == ("abc-2", "abc", 2, 3)
+    assert view.suspended and not view.suspended_by_us
+    assert view.is_live and not view.is_finished
+    assert view.ps_name == "web"
+
+
+def test_workflow_view_of_a_bare_object_is_empty_not_an_error() -> None:
+    view = workflow_view_from_object(
+        {"metadata": {"name": "x"}, "status": {"compressedNodes": "not base64!"}}
+    )
+    assert (view.phase, view.current_stage, view.is_live) == ("", "", True)
+
+
+@pytest.mark.parametrize(
+    ("release", "attempt", "rollout_id"),
+    [pytest.param("abc", 1, "abc", id="first-attempt"), pytest.param("abc", 3, "abc-3", id="third-attempt")],
+)
+def test_rollout_ids_round_trip(release: str, attempt: int, rollout_id: str) -> None:
+    assert rollout_id_for(release, attempt) == rollout_id
+    assert (release_of(rollout_id), attempt_of(rollout_id)) == (release, attempt)
