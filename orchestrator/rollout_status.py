@@ -223,6 +223,12 @@ def close_stage(
     return status
 
 
+def is_finalized(status: ProgressiveSyncStatus) -> bool:
+    """True when the rollout's end was recorded already (finishedAt and a final phase)."""
+    final = (RolloutPhase.SUCCEEDED, RolloutPhase.FAILED, RolloutPhase.CANCELLED)
+    return status.rollout is not None and status.rollout.finished_at is not None and status.phase in final
+
+
 def finalize_rollout(
     status: ProgressiveSyncStatus,
     *,

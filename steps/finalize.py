@@ -7,8 +7,8 @@ phase, message, the Ready and Progressing conditions, `rollout.finishedAt`, and 
 that never finished (Progressing -> Failed or Cancelled, Pending -> Cancelled, each with why).
 
 A Workflow whose rollout was superseded (the status describes a newer rollout) writes nothing: its
-exit handler must not overwrite the new rollout's status. Running it twice writes nothing the
-second time (conditions keep their transition times, finishedAt is set once).
+exit handler must not overwrite the new rollout's status. A rollout whose end is recorded
+already keeps it: running the step twice writes nothing the second time.
 
 Caller: `python -m steps finalize` (steps.cli), as the Workflow's `onExit`.
 """
@@ -22,7 +22,7 @@ from orchestrator.assess import WorkflowOutcome, assess_rollout
 from orchestrator.clock import Clock
 from orchestrator.kube import PROGRESSIVE_SYNCS, WORKFLOWS, Kube, NotFound
 from orchestrator.models import ProgressiveSync, ProgressiveSyncStatus, RolloutPhase
-from orchestrator.rollout_status import finalize_rollout
+from orchestrator.rollout_status import finalize_rollout, is_finalized
 from orchestrator.status_writer import update_status
 from steps.common import RolloutRef, Tuning
 
@@ -74,6 +74,9 @@ def finalize(
 
     def mutate(status: ProgressiveSyncStatus) -> ProgressiveSyncStatus:
         if status.rollout is not None and status.rollout.id != rollout.rollout_id:
+            return status
+        if is_finalized(status):
+            # The first decision stands: stages it closed must not turn into a new reason.
             return status
         phase, reason = assess_rollout(
             workflow_name, workflow_status, shutdown=shutdown, stages=status.stages or []

@@ -1,0 +1,637 @@
+"""Each step through the entrypoint a container runs (`python -m steps ...` with PROGRESSIVE_SYNC_*
+environment and a kubeconfig), against the real API server, with the fleet simulator playing Argo
+CD. Each step is run twice: the second run must end the same and write nothing (audit log).
+
+The steps run as their own user with the chart's RBAC for step pods; the test and the simulator
+write as admin, so the audit log tells the steps' writes apart.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator import appsync
+from orchestrator.clock import format_time
+from orchestrator.devcluster import DevCluster
+from orchestrator.kube import APPLICATIONS, SECRETS, WORKFLOWS, Kube
+from orchestrator.models import RolloutPhase, StagePhase, StageStatus
+from orchestrator.rollout_status import find_stage
+from orchestrator.simulator import FleetSimulator, SeedResult, SimulatorConfig, read_events, seed_fleet
+from tests.support.steps_harness import (
+    StepRunner,
+    describe,
+    make_progressive_sync,
+    read_progressive_sync,
+    steps_kubeconfig,
+    writes_by,
+)
+from tests.support.sync_builders import REVISION, foreign_operation
+from tests.support.wait import wait_for
+
+pytestmark = pytest.mark.integration
+
+REGIONS = ["eu-west-1", "us-east-1", "ap-south-1"]
+CANARY = {"name": "canary", "targets": {"clusters": {"selector": {}}}, "maxTargets": 1}
+REST = {"name": "rest", "targets": {"clusters": {"selector": {}}}, "maxParallel": 3}
+FAST = SimulatorConfig.from_yaml("defaults: {syncSeconds: 0.3, healthSeconds: 0.3}")
+
+
+@pytest.fixture(scope="module")
+def steps_config(control_plane: DevCluster, kube: Kube) -> Path:
+    return steps_kubeconfig(control_plane, kube)
+
+
+@pytest.fixture
+def fleet(kube: Kube, namespace: str) -> SeedResult:
+    return seed_fleet(kube, namespace, clusters=3, regions=REGIONS, revision=REVISION)
+
+
+@pytest.fixture
+def runner(steps_config: Path, namespace: str, tmp_path: Path) -> StepRunner:
+    return StepRunner(kubeconfig=steps_config, namespace=namespace, outputs_dir=tmp_path / "outputs")
+
+
+@dataclass
+class Rig:
+    """One test's world: the API, its namespace with a seeded fleet, the steps' runner, the simulator."""
+
+    kube: Kube
+    namespace: str
+    fleet: SeedResult
+    runner: StepRunner
+    control_plane: DevCluster
+    simulate: Callable[..., FleetSimulator]
+    tmp_path: Path
+
+    def app(self, cluster: str) -> dict[str, Any]:
+        return self.kube.get(APPLICATIONS, self.namespace, f"{self.fleet.app_set}-{cluster}")
+
+    def put_app(self, app: dict[str, Any]) -> dict[str, Any]:
+        return self.kube.replace(APPLICATIONS, self.namespace, app)
+
+    def stage(self, name: str = "canary") -> StageStatus:
+        status = read_progressive_sync(self.kube, self.namespace).status
+        found = find_stage(status, name)
+        assert found is not None, status
+        return found
+
+
+@pytest.fixture
+def simulate(kube: Kube, namespace: str, tmp_path: Path) -> Iterator[Callable[..., FleetSimulator]]:
+    """Start the fleet simulator on the test's namespace (stopped after the test)."""
+    running: list[FleetSimulator] = []
+
+    def start(config: SimulatorConfig = FAST) -> FleetSimulator:
+        simulator = FleetSimulator(
+            kube, namespace, config, events_log=tmp_path / "sim-events.jsonl", watch_window_seconds=1
+        )
+        running.append(simulator.start())
+        return simulator
+
+    yield start
+    for simulator in running:
+        simulator.stop()
+        assert simulator.error is None, simulator.error
+
+
+@pytest.fixture
+def rig(
+    kube: Kube,
+    namespace: str,
+    runner: StepRunner,
+    control_plane: DevCluster,
+    simulate: Callable[..., FleetSimulator],
+) -> Rig:
+    fleet = seed_fleet(kube, namespace, clusters=3, regions=REGIONS, revision=REVISION)
+    return Rig(kube, namespace, fleet, runner, control_plane, simulate, runner.outputs_dir.parent)
+
+
+def app_of(kube: Kube, namespace: str, fleet: SeedResult, cluster: str) -> dict[str, Any]:
+    return kube.get(APPLICATIONS, namespace, f"{fleet.app_set}-{cluster}")
+
+
+def assert_ok(result: Any, code: int = 0) -> None:
+    assert result.returncode == code, (
+        f"exit {result.returncode}\nstdout: {result.stdout}\nstderr: {result.stderr}"
+    )
+    assert len(result.stdout.strip().splitlines()) == 1, f"one summary line expected: {result.stdout!r}"
+
+
+def select_canary(runner: StepRunner) -> str:
+    result = runner.run("select", "--stage", "canary")
+    assert_ok(result)
+    return json.loads(runner.targets())[0]
+
+
+# --- select ----------------------------------------------------------------------------------
+
+
+def test_select_records_targets_and_a_second_run_writes_nothing(
+    kube: Kube, namespace: str, fleet: SeedResult, runner: StepRunner, control_plane: DevCluster
+) -> None:
+    make_progressive_sync(kube, namespace, stages=[CANARY, REST])
+    result = runner.run("select", "--stage", "canary")
+    assert_ok(result)
+    targets = json.loads(runner.targets())
+    assert len(targets) == 1 and targets[0] in {c.name for c in fleet.clusters}
+    status = read_progressive_sync(kube, namespace).status
+    assert status is not None and status.rollout is not None
+    assert (status.rollout.id, status.rollout.revision, status.current_stage) == ("r1", REVISION, "canary")
+    stages = {s.name: s for s in status.stages or []}
+    assert (stages["canary"].phase, stages["canary"].targets) == (StagePhase.PROGRESSING, targets)
+    assert stages["canary"].started_at is not None
+    assert stages["rest"].phase == StagePhase.PENDING
+    assert status.progress == "0/3"
+
+    mark = control_plane.audit_mark()
+    (runner.outputs_dir / "targets").unlink()
+    again = runner.run("select", "--stage", "canary")
+    assert_ok(again)
+    assert json.loads(runner.targets()) == targets
+    assert "already selected" in again.stdout
+    assert writes_by(control_plane, mark) == []
+
+    rest = runner.run("select", "--stage", "rest")
+    assert_ok(rest)
+    assert sorted(json.loads(runner.targets())) == sorted(
+        c.name for c in fleet.clusters if c.name not in targets
+    )
+
+
+def test_select_skips_a_stage_that_matches_nothing(
+    kube: Kube, namespace: str, fleet: SeedResult, runner: StepRunner
+) -> None:
+    nowhere = {"name": "mars", "targets": {"clusters": {"selector": {"matchLabels": {"region": "mars-1"}}}}}
+    make_progressive_sync(kube, namespace, stages=[nowhere, REST])
+    result = runner.run("select", "--stage", "mars")
+    assert_ok(result)
+    assert json.loads(runner.targets()) == []
+    stage = read_progressive_sync(kube, namespace).status.stages[0]  # type: ignore[union-attr,index]
+    assert stage.phase == StagePhase.SKIPPED
+    assert "matches none" in stage.message and "matches none" in result.stdout
+
+
+def test_select_of_an_unknown_stage_is_a_usage_error(
+    kube: Kube, namespace: str, fleet: SeedResult, runner: StepRunner
+) -> None:
+    make_progressive_sync(kube, namespace)
+    result = runner.run("select", "--stage", "nope")
+    assert_ok(result, 2)
+    assert "--stage 'nope'" in result.stdout
+
+
+# --- sync ------------------------------------------------------------------------------------
+
+
+def test_sync_writes_one_pinned_update_and_a_second_run_writes_nothing(
+    kube: Kube, namespace: str, fleet: SeedResult, runner: StepRunner, control_plane: DevCluster
+) -> None:
+    make_progressive_sync(kube, namespace)
+    cluster = select_canary(runner)
+    mark = control_plane.audit_mark()
+    result = runner.run("sync", "--stage", "canary", "--cluster", cluster, "--revision", REVISION)
+    assert_ok(result)
+    writes = writes_by(control_plane, mark)
+    assert sorted((w.resource, w.subresource, w.verb, w.code) for w in writes) == [
+        ("applications", "", "update", 200),
+        ("progressivesyncs", "status", "update", 200),
+    ], describe(writes)
+
+    app = app_of(kube, namespace, fleet, cluster)
+    assert app["operation"]["sync"]["revision"] == REVISION
+    assert app["operation"]["initiatedBy"] == {"username": "progressive-sync", "automated": True}
+    assert appsync.info_value(app["operation"], "rollout-id") == "r1"
+    assert "operationState" not in app["status"], "the finished operationState is cleared"
+    assert app["metadata"]["annotations"] == {
+        "argocd.argoproj.io/refresh": "normal",
+        "progressivesync.io/rollout-id": "r1",
+        "progressivesync.io/stage": "canary",
+    }
+    stage = read_progressive_sync(kube, namespace).status.stages[0]  # type: ignore[union-attr,index]
+    assert stage.syncing == [cluster]
+
+    mark = control_plane.audit_mark()
+    again = runner.run("sync", "--stage", "canary", "--cluster", cluster, "--revision", REVISION)
+    assert_ok(again)
+    assert "already synced by this rollout" in again.stdout
+    assert writes_by(control_plane, mark) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "env"),
+    [
+        pytest.param(("--revision", ""), {}, id="empty-flag"),
+        pytest.param((), {"PROGRESSIVE_SYNC_REVISION": ""}, id="empty-env"),
+        pytest.param((), {}, id="missing"),
+        pytest.param(("--revision", f"{REVISION},{REVISION}"), {}, id="two-for-a-single-source"),
+    ],
+)
+def test_sync_never_sends_an_empty_or_unfit_revision(
+    rig: Rig, args: tuple[str, ...], env: dict[str, str]
+) -> None:
+    make_progressive_sync(rig.kube, rig.namespace)
+    cluster = rig.fleet.clusters[0].name
+    mark = rig.control_plane.audit_mark()
+    result = rig.runner.run("sync", "--stage", "canary", "--cluster", cluster, *args, **env)
+    assert_ok(result, 2)
+    assert "--revision" in result.stdout
+    assert writes_by(rig.control_plane, mark) == []
+    assert "operation" not in rig.app(cluster)
+
+
+def test_sync_never_overwrites_someone_elses_operation(
+    kube: Kube, namespace: str, fleet: SeedResult, runner: StepRunner, control_plane: DevCluster
+) -> None:
+    make_progressive_sync(kube, namespace, deadline_seconds=2)
+    cluster = fleet.clusters[0].name
+    app = app_of(kube, namespace, fleet, cluster)
+    app["operation"] = foreign_operation("alice")
+    kube.replace(APPLICATIONS, namespace, app)
+
+    mark = control_plane.audit_mark()
+    result = runner.run("sync", "--stage", "canary", "--cluster", cluster, "--revision", REVISION)
+    assert_ok(result, 1)
+    assert "started by alice is in progress" in result.stdout
+    assert app_of(kube, namespace, fleet, cluster)["operation"] == foreign_operation("alice")
+    writes = writes_by(control_plane, mark)
+    assert [(w.resource, w.subresource) for w in writes] == [("progressivesyncs", "status")], describe(writes)
+    failed = read_progressive_sync(kube, namespace).status.stages[0].failed  # type: ignore[union-attr,index]
+    assert [f.name for f in failed] == [cluster] and "alice" in failed[0].reason
+
+
+def test_sync_waits_for_someone_elses_operation_to_end_then_syncs(
+    kube: Kube, namespace: str, fleet: SeedResult, runner: StepRunner, tmp_path: Path
+) -> None:
+    make_progressive_sync(kube, namespace, deadline_seconds=60)
+    cluster = fleet.clusters[0].name
+    app = app_of(kube, namespace, fleet, cluster)
+    app["operation"] = foreign_operation("alice")
+    kube.replace(APPLICATIONS, namespace, app)
+
+    log = tmp_path / "sync.log"
+    process = runner.start(
+        "sync", "--stage", "canary", "--cluster", cluster, "--revision", REVISION, log_path=log
+    )
+    try:
+        wait_for(
+            lambda: "not overwriting it" in log.read_text(), timeout=30, what="sync to see alice's operation"
+        )
+        assert process.poll() is None
+        # Alice's operation ends (what Argo CD does: operationState terminal, .operation removed).
+        app = app_of(kube, namespace, fleet, cluster)
+        del app["operation"]
+        app["status"]["operationState"] = {"phase": "Succeeded", "operation": foreign_operation("alice")}
+        kube.replace(APPLICATIONS, namespace, app)
+        assert process.wait(timeout=30) == 0, log.read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+    app = app_of(kube, namespace, fleet, cluster)
+    assert appsync.operation_is_ours(app["operation"], "r1")
+    assert app["operation"]["sync"]["revision"] == REVISION
+
+
+# --- wait-healthy ----------------------------------------------------------------------------
+
+
+def test_wait_healthy_follows_the_simulated_sync_to_done_and_a_second_run_writes_nothing(rig: Rig) -> None:
+    make_progressive_sync(rig.kube, rig.namespace)
+    cluster = select_canary(rig.runner)
+    rig.simulate()
+    assert_ok(rig.runner.run("sync", "--stage", "canary", "--cluster", cluster, "--revision", REVISION))
+    mark = rig.control_plane.audit_mark()
+    result = rig.runner.run("wait-healthy", "--stage", "canary", "--cluster", cluster, "--revision", REVISION)
+    assert_ok(result)
+    assert f"cluster {cluster} done" in result.stdout
+    writes = writes_by(rig.control_plane, mark)
+    assert [(w.resource, w.subresource) for w in writes] == [("progressivesyncs", "status")], describe(writes)
+    stage = rig.stage()
+    assert (stage.completed, stage.syncing, stage.failed) == ([cluster], [], [])
+    events = [e["event"] for e in read_events(rig.tmp_path / "sim-events.jsonl") if e["cluster"] == cluster]
+    assert events == ["sync-start", "sync-finish", "healthy"]
+
+    mark = rig.control_plane.audit_mark()
+    again = rig.runner.run("wait-healthy", "--stage", "canary", "--cluster", cluster, "--revision", REVISION)
+    assert_ok(again)
+    assert "already recorded" in again.stdout
+    assert writes_by(rig.control_plane, mark) == []
+
+
+# --- wait-healthy: the traps -----------------------------------------------------------------
+
+
+def sync_and_start_waiting(rig: Rig, cluster: str, **env: str) -> tuple[Any, Path]:
+    assert_ok(rig.runner.run("sync", "--stage", "canary", "--cluster", cluster, "--revision", REVISION))
+    log = rig.tmp_path / "wait-healthy.log"
+    process = rig.runner.start(
+        "wait-healthy", "--stage", "canary", "--cluster", cluster, "--revision", REVISION, log_path=log, **env
+    )
+    return process, log
+
+
+def finish(process: Any, log: Path, timeout: float = 60) -> tuple[int, str]:
+    try:
+        code = process.wait(timeout=timeout)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    return code, log.read_text()
+
+
+def summary_of(output: str) -> str:
+    return next(line for line in output.splitlines() if line.startswith("wait-healthy:"))
+
+
+def test_a_healthy_read_before_reconciled_at_passes_finished_at_is_not_done(rig: Rig) -> None:
+    make_progressive_sync(rig.kube, rig.namespace)
+    cluster = select_canary(rig.runner)
+    assert_ok(rig.runner.run("sync", "--stage", "canary", "--cluster", cluster, "--revision", REVISION))
+    # Play the controller by hand: the operation Succeeded just now, but the Healthy on the object
+    # was computed a minute before (the previous revision's health).
+    app = rig.app(cluster)
+    finished = datetime.now(UTC)
+    op = app.pop("operation")
+    app["status"].update(
+        operationState={
+            "operation": op,
+            "phase": "Succeeded",
+            "startedAt": format_time(finished - timedelta(seconds=5)),
+            "finishedAt": format_time(finished),
+            "syncResult": {"revision": REVISION},
+        },
+        sync={"status": "Synced", "revision": REVISION},
+        health={"status": "Healthy"},
+        reconciledAt=format_time(finished - timedelta(seconds=60)),
+    )
+    rig.put_app(app)
+
+    log = rig.tmp_path / "wait-healthy.log"
+    process = rig.runner.start(
+        "wait-healthy", "--stage", "canary", "--cluster", cluster, "--revision", REVISION, log_path=log
+    )
+    try:
+        wait_for(lambda: "health not observed since the sync finished" in log.read_text(), timeout=30)
+        assert process.poll() is None, log.read_text()
+        assert rig.stage().completed == []
+        app = rig.app(cluster)
+        app["status"]["reconciledAt"] = format_time(finished + timedelta(seconds=1))
+        rig.put_app(app)
+        code, output = finish(process, log)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert code == 0, output
+    assert rig.stage().completed == [cluster]
+
+
+def test_deadline_fails_the_cluster_naming_it_and_what_it_waited_for(rig: Rig) -> None:
+    make_progressive_sync(rig.kube, rig.namespace, deadline_seconds=3)
+    cluster = select_canary(rig.runner)
+    app = rig.app(cluster)
+    app["metadata"]["annotations"] = {"simulator.progressivesync.io/hang": "true"}
+    rig.put_app(app)
+    rig.simulate()
+    process, log = sync_and_start_waiting(rig, cluster)
+    code, output = finish(process, log, timeout=30)
+    assert code == 1, output
+    reason = f"cluster {cluster}: progress deadline of 3s passed"
+    assert reason in summary_of(output)
+    assert f"still waiting for myservice-{cluster}: sync operation Running" in summary_of(output)
+    failed = rig.stage().failed
+    assert [f.name for f in failed] == [cluster] and reason in failed[0].reason
+    assert rig.stage().syncing == []
+
+
+def test_degraded_after_the_sync_fails_the_cluster(rig: Rig) -> None:
+    make_progressive_sync(rig.kube, rig.namespace)
+    cluster = select_canary(rig.runner)
+    # Behaviour from the cluster Secret's annotation this time.
+    secret = rig.kube.get(SECRETS, rig.namespace, f"cluster-{cluster}")
+    secret["metadata"]["annotations"] = {"simulator.progressivesync.io/degrade": "true"}
+    rig.kube.replace(SECRETS, rig.namespace, secret)
+    rig.simulate()
+    process, log = sync_and_start_waiting(rig, cluster)
+    code, output = finish(process, log)
+    assert code == 1, output
+    assert "health Degraded after the sync: (simulated) 0 of 3 replicas available" in summary_of(output)
+    assert "Degraded" in rig.stage().failed[0].reason
+
+
+def test_an_application_deleted_mid_wait_fails_the_cluster(rig: Rig) -> None:
+    make_progressive_sync(rig.kube, rig.namespace)
+    cluster = select_canary(rig.runner)
+    app = rig.app(cluster)
+    app["metadata"]["annotations"] = {"simulator.progressivesync.io/hang": "true"}
+    rig.put_app(app)
+    rig.simulate()
+    process, log = sync_and_start_waiting(rig, cluster)
+    wait_for(lambda: "sync operation Running" in log.read_text(), timeout=30, what="the sync to be Running")
+    rig.kube.delete(APPLICATIONS, rig.namespace, f"myservice-{cluster}")
+    code, output = finish(process, log)
+    assert code == 1, output
+    assert f"Application myservice-{cluster} was deleted" in summary_of(output)
+    assert "was deleted" in rig.stage().failed[0].reason
+
+
+def test_a_cluster_secret_deleted_mid_wait_fails_the_cluster(rig: Rig) -> None:
+    make_progressive_sync(rig.kube, rig.namespace)
+    cluster = select_canary(rig.runner)
+    app = rig.app(cluster)
+    app["metadata"]["annotations"] = {"simulator.progressivesync.io/hang": "true"}
+    rig.put_app(app)
+    rig.simulate()
+    process, log = sync_and_start_waiting(rig, cluster, PROGRESSIVE_SYNC_WATCH_WINDOW_SECONDS="1")
+    wait_for(lambda: "sync operation Running" in log.read_text(), timeout=30, what="the sync to be Running")
+    rig.kube.delete(SECRETS, rig.namespace, f"cluster-{cluster}")
+    code, output = finish(process, log)
+    assert code == 1, output
+    assert f"cluster {cluster}: its Argo CD cluster Secret was deleted" in summary_of(output)
+
+
+# --- record ----------------------------------------------------------------------------------
+
+
+def rollout_status(*stages: dict[str, Any], rollout_id: str = "r1") -> dict[str, Any]:
+    return {
+        "phase": "Progressing",
+        "rollout": {"id": rollout_id, "revision": REVISION, "startedAt": "2030-01-01T12:00:00Z"},
+        "stages": list(stages),
+    }
+
+
+@pytest.mark.parametrize(
+    ("max_failed", "code", "phase", "message"),
+    [
+        pytest.param(
+            0,
+            1,
+            StagePhase.FAILED,
+            "1 of 2 clusters failed (at most 0 tolerated): b (Degraded); 1 updated",
+            id="failed-beyond-policy",
+        ),
+        pytest.param(
+            1,
+            0,
+            StagePhase.SUCCEEDED,
+            "1 of 2 clusters updated, 1 failed (at most 1 tolerated)",
+            id="failure-tolerated",
+        ),
+    ],
+)
+def test_record_closes_the_stage_by_failure_policy_and_a_second_run_writes_nothing(
+    rig: Rig, max_failed: int, code: int, phase: StagePhase, message: str
+) -> None:
+    stage = {
+        "name": "canary",
+        "phase": "Progressing",
+        "targets": ["a", "b"],
+        "completed": ["a"],
+        "failed": [{"name": "b", "reason": "Degraded"}],
+        "startedAt": "2030-01-01T12:00:00Z",
+    }
+    make_progressive_sync(
+        rig.kube, rig.namespace, max_failed_clusters=max_failed, status=rollout_status(stage)
+    )
+    result = rig.runner.run("record", "--stage", "canary")
+    assert_ok(result, code)
+    assert message in result.stdout
+    recorded = rig.stage()
+    assert (recorded.phase, recorded.message) == (phase, message)
+    assert recorded.finished_at is not None
+    status = read_progressive_sync(rig.kube, rig.namespace).status
+    assert status is not None
+    assert (status.phase == RolloutPhase.FAILED) == (phase == StagePhase.FAILED)
+
+    mark = rig.control_plane.audit_mark()
+    assert_ok(rig.runner.run("record", "--stage", "canary"), code)
+    assert writes_by(rig.control_plane, mark) == []
+
+
+def test_a_step_of_a_superseded_rollout_writes_nothing(rig: Rig) -> None:
+    make_progressive_sync(rig.kube, rig.namespace, status=rollout_status(rollout_id="r2"))
+    mark = rig.control_plane.audit_mark()
+    result = rig.runner.run("record", "--stage", "canary")
+    assert_ok(result, 1)
+    assert "superseded" in result.stdout
+    sync = rig.runner.run(
+        "sync", "--stage", "canary", "--cluster", rig.fleet.clusters[0].name, "--revision", REVISION
+    )
+    assert_ok(sync, 1)
+    assert writes_by(rig.control_plane, mark) == []
+
+
+# --- finalize --------------------------------------------------------------------------------
+
+
+def make_workflow(rig: Rig, *, shutdown: str | None = None) -> None:
+    spec: dict[str, Any] = {"entrypoint": "main", "templates": [{"name": "main", "suspend": {}}]}
+    if shutdown:
+        spec["shutdown"] = shutdown
+    rig.kube.create(
+        WORKFLOWS,
+        rig.namespace,
+        {
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "Workflow",
+            "metadata": {"name": "myservice-r1"},
+            "spec": spec,
+        },
+    )
+
+
+THREE_STAGES = [
+    {
+        "name": "canary",
+        "phase": "Succeeded",
+        "targets": ["a"],
+        "completed": ["a"],
+        "finishedAt": "2030-01-01T12:01:00Z",
+    },
+    {"name": "rest", "phase": "Progressing", "targets": ["b", "c"], "completed": ["b"], "syncing": ["c"]},
+    {"name": "last", "phase": "Pending"},
+]
+
+
+@pytest.mark.parametrize(
+    ("shutdown", "workflow_status", "expected"),
+    [
+        pytest.param(
+            "Stop",
+            "Failed",
+            (RolloutPhase.CANCELLED, StagePhase.CANCELLED, StagePhase.CANCELLED),
+            id="argo-stop-is-cancelled",
+        ),
+        pytest.param(
+            None,
+            "Failed",
+            (RolloutPhase.FAILED, StagePhase.FAILED, StagePhase.CANCELLED),
+            id="workflow-failed",
+        ),
+        pytest.param(
+            None, "Error", (RolloutPhase.FAILED, StagePhase.FAILED, StagePhase.CANCELLED), id="workflow-error"
+        ),
+    ],
+)
+def test_finalize_marks_the_rollout_and_unfinished_stages_and_a_second_run_writes_nothing(
+    rig: Rig,
+    shutdown: str | None,
+    workflow_status: str,
+    expected: tuple[RolloutPhase, StagePhase, StagePhase],
+) -> None:
+    phase, rest, last = expected
+    make_progressive_sync(rig.kube, rig.namespace, status=rollout_status(*THREE_STAGES))
+    make_workflow(rig, shutdown=shutdown)
+    args = ("--workflow-name", "myservice-r1", "--workflow-status", workflow_status)
+    result = rig.runner.run("finalize", *args)
+    assert_ok(result)
+    assert f"rollout r1 {phase.value}" in result.stdout
+    status = read_progressive_sync(rig.kube, rig.namespace).status
+    assert status is not None and status.rollout is not None
+    assert status.phase == phase
+    assert status.rollout.finished_at is not None and status.rollout.workflow == "myservice-r1"
+    phases = {s.name: s.phase for s in status.stages or []}
+    assert phases == {"canary": StagePhase.SUCCEEDED, "rest": rest, "last": last}
+    assert "did not finish (1 of 2 clusters updated, 0 failed)" in rig.stage("rest").message
+    conditions = {c.type: c.status.value for c in status.conditions or []}
+    assert conditions == {"Ready": "False", "Progressing": "False"}
+
+    mark = rig.control_plane.audit_mark()
+    assert_ok(rig.runner.run("finalize", *args))
+    assert writes_by(rig.control_plane, mark) == []
+
+
+def test_finalize_of_a_successful_rollout_sets_ready(rig: Rig) -> None:
+    done = {"name": "canary", "phase": "Succeeded", "targets": ["a"], "completed": ["a"]}
+    make_progressive_sync(rig.kube, rig.namespace, status=rollout_status(done))
+    make_workflow(rig)
+    result = rig.runner.run("finalize", "--workflow-name", "myservice-r1", "--workflow-status", "Succeeded")
+    assert_ok(result)
+    status = read_progressive_sync(rig.kube, rig.namespace).status
+    assert status is not None and status.phase == RolloutPhase.SUCCEEDED
+    assert {c.type: c.status.value for c in status.conditions or []} == {
+        "Ready": "True",
+        "Progressing": "False",
+    }
+
+
+def test_finalize_of_a_superseded_rollout_leaves_the_new_one_alone(rig: Rig) -> None:
+    make_progressive_sync(rig.kube, rig.namespace, status=rollout_status(rollout_id="r2"))
+    mark = rig.control_plane.audit_mark()
+    result = rig.runner.run("finalize", "--workflow-name", "myservice-r1", "--workflow-status", "Failed")
+    assert_ok(result)
+    assert "superseded by rollout r2" in result.stdout
+    assert writes_by(rig.control_plane, mark) == []
+
+
+def test_finalize_rejects_an_unknown_workflow_status(rig: Rig) -> None:
+    make_progressive_sync(rig.kube, rig.namespace)
+    result = rig.runner.run("finalize", "--workflow-name", "myservice-r1", "--workflow-status", "Running")
+    assert result.returncode == 2
+    assert "--workflow-status" in result.stderr
