@@ -235,27 +235,23 @@ def render(result: RolloutPlan, output: OutputFormat, *, generation: int) -> str
 
 def render_table(result: RolloutPlan, *, generation: int) -> str:
     """A summary line, one row per stage, the targets of each stage, then warnings and errors."""
-    lines = [_summary(result, generation), ""]
     header = ("STAGE", "STATE", "TARGETS", "MAX TARGETS", "MAX PARALLEL", "REASON")
     rows = [
         (s.name, s.state.value, str(len(s.targets)), str(s.max_targets), str(s.max_parallel), s.reason)
         for s in result.stages
     ]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header) - 1)]
-    for row in [header, *rows]:
-        lines.append(
-            "  ".join([*(cell.ljust(w) for cell, w in zip(row, widths, strict=False)), row[-1]]).rstrip()
-        )
-    lines.append("")
-    for stage in result.stages:
-        if stage.targets:
-            lines.append(f"{stage.name}: {_shown(stage.targets)}")
+    table = [
+        "  ".join([*(cell.ljust(w) for cell, w in zip(row, widths, strict=False)), row[-1]]).rstrip()
+        for row in [header, *rows]
+    ]
+    targets = [f"{s.name}: {_shown(s.targets)}" for s in result.stages if s.targets]
+    sections = [[_summary(result, generation)], table, targets]
     for title, issues in (("warnings", result.warnings), ("errors", result.errors)):
         if issues:
-            lines.append("")
-            lines.append(f"{title}:")
-            lines.extend(f"  - [{issue.code.value}] {issue.message}" for issue in issues)
-    return "\n".join(lines).rstrip("\n") + "\n"
+            sections.append([f"{title}:", *(f"  - [{issue.code.value}] {issue.message}" for issue in issues)])
+    # One blank line between sections; a section with nothing in it (no targets) is left out.
+    return "\n\n".join("\n".join(lines) for lines in sections if lines) + "\n"
 
 
 def _summary(result: RolloutPlan, generation: int) -> str:

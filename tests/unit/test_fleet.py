@@ -171,7 +171,8 @@ def test_load_fleet_reads_the_example_file() -> None:
     regions = {c.labels["region"] for c in fleet.clusters}
     assert len(fleet.clusters) == 12
     assert regions == {"eu-west-1", "us-east-1", "ap-southeast-1"}
-    assert sum(a.is_owned_by(APP_SET) for a in fleet.apps) == 12
+    assert sum(a.is_owned_by("checkout") for a in fleet.apps) == 12
+    assert fleet.app_set("checkout") is not None
 
 
 @pytest.mark.parametrize(

@@ -18,8 +18,13 @@ EXAMPLE_FLEET = Path("examples/fleet.yaml")
 MARKER = "CREDENTIAL-MARKER-5b1f0c"
 
 
-def ps_manifest(stages: list[dict[str, Any]] | None = None, **spec: Any) -> dict[str, Any]:
-    """The design's three stages over the example fleet's regions (unless `stages` is given)."""
+def ps_manifest(
+    stages: list[dict[str, Any]] | None = None, name: str = "checkout", **spec: Any
+) -> dict[str, Any]:
+    """The design's three stages over the example fleet's regions (unless `stages` is given).
+
+    `name` is the ProgressiveSync's and its ApplicationSet's: examples/fleet.yaml holds `checkout`.
+    """
     default_stages = [
         {
             "name": "canary in eu-west-1",
@@ -49,8 +54,8 @@ def ps_manifest(stages: list[dict[str, Any]] | None = None, **spec: Any) -> dict
     return {
         "apiVersion": "progressivesync.io/v1alpha1",
         "kind": "ProgressiveSync",
-        "metadata": {"name": "myservice", "namespace": "argocd"},
-        "spec": {"appSetRef": {"name": "myservice"}, "stages": stages or default_stages, **spec},
+        "metadata": {"name": name, "namespace": "argocd"},
+        "spec": {"appSetRef": {"name": name}, "stages": stages or default_stages, **spec},
     }
 
 
@@ -74,7 +79,7 @@ def test_table_lists_every_stage_and_its_clusters(ps_file: Path) -> None:
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0].startswith(
-        "ProgressiveSync myservice, ApplicationSet myservice: 12 clusters, 12 out of date"
+        "ProgressiveSync checkout, ApplicationSet checkout: 12 clusters, 12 out of date"
     )
     assert "release 4f1c2e9 (id " in lines[0]
     assert lines[2].split() == ["STAGE", "STATE", "TARGETS", "MAX", "TARGETS", "MAX", "PARALLEL", "REASON"]
@@ -107,7 +112,7 @@ def test_json_has_the_documented_shape(ps_file: Path) -> None:
         for i in (1, 2)
     )
     canary = stages[0]["targets"][0]
-    assert stages[0]["applications"] == {canary: [f"myservice-{canary}"]}
+    assert stages[0]["applications"] == {canary: [f"checkout-{canary}"]}
     assert plan["warnings"] == [] and plan["errors"] == []
 
 
@@ -141,7 +146,7 @@ def test_partial_rollout_allowed_is_a_warning_and_exits_0(tmp_path: Path) -> Non
 
 def test_name_chooses_among_several_progressive_syncs(tmp_path: Path) -> None:
     other = ps_manifest()
-    other["metadata"]["name"] = "other"
+    other["metadata"]["name"] = "other"  # another ProgressiveSync of the same ApplicationSet
     ps_file = write(tmp_path, "ps.yaml", ps_manifest(), other)
     assert run("-f", ps_file, "--fleet", EXAMPLE_FLEET).exit_code == 2
     chosen = run("-f", ps_file, "--fleet", EXAMPLE_FLEET, "--name", "other", "-o", "json")
@@ -204,7 +209,7 @@ def test_unreadable_fleet_exits_1(tmp_path: Path, ps_file: Path) -> None:
 
 
 @pytest.mark.parametrize("output", ["table", "json", "mermaid"])
-def test_cluster_credentials_never_appear_in_any_output(tmp_path: Path, ps_file: Path, output: str) -> None:
+def test_cluster_credentials_never_appear_in_any_output(tmp_path: Path, output: str) -> None:
     config = json.dumps({"bearerToken": MARKER, "tlsClientConfig": {"caData": MARKER}})
     regions = ("eu-west-1", "us-east-1")
     secrets = [
@@ -219,9 +224,18 @@ def test_cluster_credentials_never_appear_in_any_output(tmp_path: Path, ps_file:
     ]
     apps.append(make_app_object("orphan", cluster="gone"))  # errors and warnings mention clusters too
     fleet = write(tmp_path, "fleet.yaml", {"apiVersion": "v1", "kind": "List", "items": secrets}, *apps)
+    ps_file = write(tmp_path, "ps.yaml", ps_manifest(name="myservice"))  # the builders' ApplicationSet
     result = run("-f", ps_file, "--fleet", fleet, "-o", output)
     assert result.exit_code == 1, result.output  # the orphan is an error: proves the error path ran
     encoded = base64.b64encode(config.encode()).decode()
     for text in (result.stdout, result.stderr):
         assert MARKER not in text
         assert encoded not in text
+
+
+def test_the_api_examples_plan_cleanly_against_the_example_fleet() -> None:
+    result = run("-f", "examples/canary-regions-rest.yaml", "--fleet", EXAMPLE_FLEET, "-o", "json")
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    assert plan["summary"]["uncovered"] == [] and plan["errors"] == [] and plan["warnings"] == []
+    assert sum(len(stage["targets"]) for stage in plan["stages"]) == 12
