@@ -1,0 +1,405 @@
+"""The local executor on the real API server, with real processes, on tiny Workflows.
+
+Real: kube-apiserver + etcd with our Workflow CRD (no status subresource, like Argo's), the watch
+stream, resourceVersion conflicts, `kubectl`, and each step as a subprocess (`python -c ...`)
+that logs its start and end to a file. Not real: Argo Workflows (the executor plays its
+controller). The full rollout with the steps and the fleet simulator is in tests/e2e.
+
+Every wait is on a condition with a deadline (tests/support/wait.py).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator import workflow_control
+from orchestrator.clock import SystemClock
+from orchestrator.devcluster import DevCluster
+from orchestrator.executor import ExecutorSettings, LocalExecutor
+from orchestrator.kube import WORKFLOWS, Kube
+from tests.support.kubectl import Kubectl
+from tests.support.wait import wait_for
+from workflow_templates.names import NAME_LABEL
+
+pytestmark = pytest.mark.integration
+
+# A step: log "start <label> <time>", sleep $SLEEP (or until the file $GATE exists), write
+# outputs, log "end", exit with $EXIT (or the next code of $EXITS, consumed in file $EXITS).
+STEP = r"""
+import json, os, sys, time
+label = sys.argv[1]
+log = os.environ["LOG"]
+def note(what):
+    with open(log, "a") as f:
+        f.write(f"{what} {label} {time.time()}\n")
+note("start")
+gate = os.environ.get("GATE")
+deadline = time.time() + 30
+while gate and not os.path.exists(gate) and time.time() < deadline:
+    time.sleep(0.05)
+time.sleep(float(os.environ.get("SLEEP", "0")))
+out = os.environ["PROGRESSIVE_SYNC_OUTPUTS_DIR"]
+if os.environ.get("TARGETS"):
+    with open(os.path.join(out, "targets"), "w") as f:
+        f.write(os.environ["TARGETS"])
+code = int(os.environ.get("EXIT", "0"))
+exits = os.environ.get("EXITS")
+if exits:
+    codes = json.load(open(exits))
+    code = codes.pop(0) if codes else 0
+    json.dump(codes, open(exits, "w"))
+note("end")
+print(f"{label} done with {code}")
+sys.exit(code)
+"""
+
+
+def container(label: str, **env: str) -> dict[str, Any]:
+    return {
+        "image": "python",
+        "command": ["python", "-c", STEP, label],
+        "env": [{"name": k, "value": v} for k, v in env.items()],
+    }
+
+
+def step_template(
+    name: str, label: str, *, outputs: bool = False, retry: bool = False, **env: str
+) -> dict[str, Any]:
+    template: dict[str, Any] = {"name": name, "container": container(label, **env)}
+    if outputs:
+        template["outputs"] = {
+            "parameters": [{"name": "targets", "valueFrom": {"path": "/tmp/outputs/targets"}}]
+        }
+        template["container"]["env"].append({"name": "PROGRESSIVE_SYNC_OUTPUTS_DIR", "value": "/tmp/outputs"})
+    if retry:
+        template["retryStrategy"] = {
+            "limit": 3,
+            "retryPolicy": "Always",
+            "expression": "asInt(lastRetry.exitCode) == 75",
+            "backoff": {"duration": "1s", "factor": 1},
+        }
+    return template
+
+
+def workflow(name: str, namespace: str, templates: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Workflow",
+        "metadata": {"name": name, "namespace": namespace, "labels": {NAME_LABEL: "tiny"}},
+        "spec": {"entrypoint": "main", "templates": templates, **spec},
+    }
+
+
+def dag(
+    name: str, *tasks: dict[str, Any], parallelism: int | None = None, fail_fast: bool = False
+) -> dict[str, Any]:
+    template: dict[str, Any] = {"name": name, "dag": {"tasks": list(tasks)}}
+    if parallelism:
+        template["parallelism"] = parallelism
+    if fail_fast:
+        template["failFast"] = True
+    return template
+
+
+def task(name: str, template: str, *deps: str, **extra: Any) -> dict[str, Any]:
+    result: dict[str, Any] = {"name": name, "template": template, **extra}
+    if deps:
+        result["dependencies"] = list(deps)
+    return result
+
+
+class Log:
+    """The steps' shared log: who started and ended when."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def events(self) -> list[tuple[str, str, float]]:
+        if not self.path.exists():
+            return []
+        rows = []
+        for line in self.path.read_text().splitlines():
+            what, label, when = line.rsplit(" ", 2)
+            rows.append((what, label, float(when)))
+        return rows
+
+    def count(self, what: str, label: str) -> int:
+        return sum(1 for w, lbl, _ in self.events() if w == what and lbl == label)
+
+    def max_concurrent(self, prefix: str) -> int:
+        current = best = 0
+        for what, label, _ in sorted(self.events(), key=lambda e: e[2]):
+            if label.startswith(prefix):
+                current += 1 if what == "start" else -1
+                best = max(best, current)
+        return best
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Log:
+    return Log(tmp_path / "steps.log")
+
+
+def settings_for(control_plane: DevCluster, namespace: str, tmp_path: Path) -> ExecutorSettings:
+    return ExecutorSettings(
+        kubeconfig=control_plane.kubeconfig,
+        namespace=namespace,
+        python=sys.executable,
+        workdir=tmp_path / "executor",
+        resync_seconds=0.5,
+        kill_grace_seconds=2.0,
+        step_timeout_seconds=60.0,
+        watch_timeout_seconds=20,
+    )
+
+
+@pytest.fixture
+def executor(
+    control_plane: DevCluster, kube: Kube, namespace: str, tmp_path: Path
+) -> Iterator[LocalExecutor]:
+    with LocalExecutor(kube, settings_for(control_plane, namespace, tmp_path)) as running:
+        yield running
+
+
+def get(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
+    return kube.get(WORKFLOWS, namespace, name)
+
+
+def phase_of(kube: Kube, namespace: str, name: str) -> str:
+    return str((get(kube, namespace, name).get("status") or {}).get("phase", ""))
+
+
+def wait_phase(kube: Kube, namespace: str, name: str, *phases: str, timeout: float = 60.0) -> dict[str, Any]:
+    wait_for(lambda: phase_of(kube, namespace, name) in phases, timeout=timeout, what=f"{name} in {phases}")
+    return get(kube, namespace, name)
+
+
+def nodes_named(obj: dict[str, Any], suffix: str) -> list[dict[str, Any]]:
+    return [n for n in (obj.get("status") or {}).get("nodes", {}).values() if str(n["name"]).endswith(suffix)]
+
+
+# --- tests -----------------------------------------------------------------------------------
+
+
+def test_dag_with_outputs_and_a_bounded_fanout_runs_to_succeeded(
+    executor: LocalExecutor, kube: Kube, kubectl: Kubectl, namespace: str, log: Log
+) -> None:
+    targets = json.dumps([f"c{i}" for i in range(5)])
+    templates = [
+        dag(
+            "main",
+            task("select", "select"),
+            task(
+                "fan",
+                "fan",
+                "select",
+                arguments={
+                    "parameters": [
+                        {"name": "targets", "value": "{{tasks.select.outputs.parameters.targets}}"}
+                    ]
+                },
+            ),
+            task("record", "record", "fan"),
+        ),
+        {
+            "name": "fan",
+            "inputs": {"parameters": [{"name": "targets"}]},
+            "parallelism": 2,
+            "failFast": True,
+            "dag": {
+                "tasks": [
+                    task(
+                        "item",
+                        "item",
+                        withParam="{{inputs.parameters.targets}}",
+                        arguments={"parameters": [{"name": "c", "value": "{{item}}"}]},
+                    )
+                ]
+            },
+        },
+        {
+            **step_template("item", "item-{{inputs.parameters.c}}", LOG=str(log.path), SLEEP="0.3"),
+            "inputs": {"parameters": [{"name": "c"}]},
+        },
+        step_template("select", "select", outputs=True, LOG=str(log.path), TARGETS=targets),
+        step_template("record", "record", LOG=str(log.path)),
+    ]
+    kube.create(WORKFLOWS, namespace, workflow("fan", namespace, templates))
+    done = wait_phase(kube, namespace, "fan", "Succeeded", "Failed", "Error")
+    assert done["status"]["phase"] == "Succeeded", done["status"].get("message")
+    assert [log.count("end", f"item-c{i}") for i in range(5)] == [1] * 5
+    assert log.max_concurrent("item-") == 2
+    select = nodes_named(done, ".select")[0]
+    assert select["outputs"]["parameters"][0]["value"] == targets
+    assert done["status"]["startedAt"] <= done["status"]["finishedAt"]
+    table = kubectl.ok("get", "workflows", "-n", namespace)
+    assert "fan" in table and "Succeeded" in table
+
+
+def test_stop_runs_the_exit_handler_and_terminate_does_not(
+    executor: LocalExecutor, kube: Kube, namespace: str, log: Log, tmp_path: Path
+) -> None:
+    gate = str(tmp_path / "never")
+    for name, strategy in (("stopped", "Stop"), ("terminated", "Terminate")):
+        templates = [
+            dag("main", task("slow", "slow")),
+            step_template("slow", f"slow-{name}", LOG=str(log.path), GATE=gate),
+            step_template("bye", f"exit-{name}", LOG=str(log.path)),
+        ]
+        kube.create(WORKFLOWS, namespace, workflow(name, namespace, templates, onExit="bye"))
+        wait_for(lambda n=name: log.count("start", f"slow-{n}") == 1, timeout=30, what=f"{name} started")
+        if strategy == "Stop":
+            workflow_control.stop(kube, namespace, name)
+        else:
+            workflow_control.terminate(kube, namespace, name)
+        done = wait_phase(kube, namespace, name, "Failed", "Succeeded", "Error")
+        assert done["status"]["phase"] == "Failed"
+        assert done["status"]["message"] == f"Stopped with strategy '{strategy}'"
+        assert log.count("end", f"slow-{name}") == 0  # killed, not finished
+    assert log.count("end", "exit-stopped") == 1
+    assert log.count("start", "exit-terminated") == 0
+
+
+def test_suspend_holds_new_steps_and_resume_continues(
+    executor: LocalExecutor, kube: Kube, namespace: str, log: Log, tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate"
+    templates = [
+        dag("main", task("one", "one"), task("two", "two", "one")),
+        step_template("one", "one", LOG=str(log.path), GATE=str(gate)),
+        step_template("two", "two", LOG=str(log.path)),
+    ]
+    kube.create(WORKFLOWS, namespace, workflow("paused", namespace, templates))
+    wait_for(lambda: log.count("start", "one") == 1, timeout=30, what="one started")
+    workflow_control.suspend(kube, namespace, "paused")
+    gate.touch()
+    wait_for(lambda: log.count("end", "one") == 1, timeout=30, what="one finished while suspended")
+    wait_for(
+        lambda: nodes_named(get(kube, namespace, "paused"), ".one")[0]["phase"] == "Succeeded", timeout=30
+    )
+    # Give the executor several passes: two must not start while the Workflow is suspended.
+    wait_for(lambda: phase_of(kube, namespace, "paused") == "Running", timeout=5)
+    assert log.count("start", "two") == 0
+    workflow_control.resume(kube, namespace, "paused", clock=SystemClock())
+    done = wait_phase(kube, namespace, "paused", "Succeeded", "Failed")
+    assert done["status"]["phase"] == "Succeeded"
+    assert log.count("end", "two") == 1
+
+
+def test_approval_gate_waits_until_resumed(
+    executor: LocalExecutor, kube: Kube, namespace: str, log: Log
+) -> None:
+    templates = [
+        dag("main", task("approve", "approval"), task("after", "after", "approve")),
+        {"name": "approval", "suspend": {}},
+        step_template("after", "after", LOG=str(log.path)),
+    ]
+    kube.create(WORKFLOWS, namespace, workflow("gated", namespace, templates))
+    gate = wait_for(lambda: nodes_named(get(kube, namespace, "gated"), ".approve"), timeout=30)[0]
+    assert (gate["type"], gate["phase"]) == ("Suspend", "Running")
+    assert log.count("start", "after") == 0
+    workflow_control.resume(kube, namespace, "gated", clock=SystemClock())
+    done = wait_phase(kube, namespace, "gated", "Succeeded", "Failed")
+    assert done["status"]["phase"] == "Succeeded"
+    assert log.count("end", "after") == 1
+
+
+def test_temporary_errors_are_retried(
+    executor: LocalExecutor, kube: Kube, namespace: str, log: Log, tmp_path: Path
+) -> None:
+    exits = tmp_path / "exits.json"
+    exits.write_text("[75, 75]")
+    templates = [
+        dag("main", task("flaky", "flaky")),
+        step_template("flaky", "flaky", retry=True, LOG=str(log.path), EXITS=str(exits)),
+    ]
+    kube.create(WORKFLOWS, namespace, workflow("flaky", namespace, templates))
+    done = wait_phase(kube, namespace, "flaky", "Succeeded", "Failed")
+    assert done["status"]["phase"] == "Succeeded"
+    assert log.count("end", "flaky") == 3
+    retry = nodes_named(done, ".flaky")[0]
+    assert retry["type"] == "Retry" and len(retry["children"]) == 3
+
+
+def test_restarted_executor_finishes_without_rerunning_finished_steps(
+    control_plane: DevCluster, kube: Kube, namespace: str, log: Log, tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate"
+    templates = [
+        dag(
+            "main",
+            task("first", "first"),
+            task("second", "second", "first"),
+            task("third", "third", "second"),
+        ),
+        step_template("first", "first", LOG=str(log.path)),
+        step_template("second", "second", LOG=str(log.path), GATE=str(gate)),
+        step_template("third", "third", LOG=str(log.path)),
+    ]
+    settings = settings_for(control_plane, namespace, tmp_path)
+    with LocalExecutor(kube, settings):
+        kube.create(WORKFLOWS, namespace, workflow("restart", namespace, templates))
+        wait_for(lambda: log.count("start", "second") == 1, timeout=30, what="second started")
+    # The first executor stopped: it killed `second`, which stays Running in the Workflow.
+    stale = nodes_named(get(kube, namespace, "restart"), ".second")[0]
+    assert stale["phase"] == "Running"
+    gate.touch()
+    with LocalExecutor(kube, settings):
+        done = wait_phase(kube, namespace, "restart", "Succeeded", "Failed")
+    assert done["status"]["phase"] == "Succeeded"
+    assert log.count("start", "first") == 1
+    assert log.count("start", "second") == 2
+    assert log.count("end", "third") == 1
+
+
+def test_a_second_workflow_of_the_same_mutex_waits(
+    executor: LocalExecutor, kube: Kube, namespace: str, log: Log, tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate"
+    mutex = {"synchronization": {"mutexes": [{"name": "one-at-a-time"}]}}
+    kube.create(
+        WORKFLOWS,
+        namespace,
+        workflow(
+            "first",
+            namespace,
+            [dag("main", task("a", "a")), step_template("a", "a", LOG=str(log.path), GATE=str(gate))],
+            **mutex,
+        ),
+    )
+    wait_for(lambda: log.count("start", "a") == 1, timeout=30)
+    kube.create(
+        WORKFLOWS,
+        namespace,
+        workflow(
+            "second",
+            namespace,
+            [dag("main", task("b", "b")), step_template("b", "b", LOG=str(log.path))],
+            **mutex,
+        ),
+    )
+    waiting = wait_phase(kube, namespace, "second", "Pending", timeout=30)
+    assert "one-at-a-time" in waiting["status"]["message"]
+    gate.touch()
+    wait_phase(kube, namespace, "first", "Succeeded")
+    wait_phase(kube, namespace, "second", "Succeeded")
+    starts = {label: when for what, label, when in log.events() if what == "start"}
+    ends = {label: when for what, label, when in log.events() if what == "end"}
+    assert starts["b"] >= ends["a"]
+
+
+def test_unsupported_feature_is_an_error_naming_it(
+    executor: LocalExecutor, kube: Kube, namespace: str
+) -> None:
+    templates = [{"name": "main", "script": {"image": "python", "source": "print(1)"}}]
+    kube.create(WORKFLOWS, namespace, workflow("scripted", namespace, templates))
+    done = wait_phase(kube, namespace, "scripted", "Error", "Succeeded", "Failed", timeout=30)
+    assert done["status"]["phase"] == "Error"
+    assert "unsupported by the local executor" in done["status"]["message"]
+    assert "script" in done["status"]["message"] or "templates[main]" in done["status"]["message"]
