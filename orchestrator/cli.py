@@ -15,6 +15,7 @@ from orchestrator.commands import (
     devcluster_cmd,
     ops_cmd,
     plan_cmd,
+    render_cmd,
     simulate_cmd,
     validate_cmd,
     watch_cmd,
@@ -39,6 +40,7 @@ main.add_command(ops_cmd.retry)
 main.add_command(simulate_cmd.simulate)
 main.add_command(demo_cmd.demo)
 main.add_command(watch_cmd.watch)
+main.add_command(render_cmd.render)
 
 
 if __name__ == "__main__":
