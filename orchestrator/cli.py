@@ -13,6 +13,7 @@ from orchestrator import __version__
 from orchestrator.commands import (
     demo_cmd,
     devcluster_cmd,
+    executor_cmd,
     ops_cmd,
     plan_cmd,
     render_cmd,
@@ -41,6 +42,7 @@ main.add_command(simulate_cmd.simulate)
 main.add_command(demo_cmd.demo)
 main.add_command(watch_cmd.watch)
 main.add_command(render_cmd.render)
+main.add_command(executor_cmd.executor)
 
 
 if __name__ == "__main__":
