@@ -35,8 +35,9 @@ Mutation = Callable[[ProgressiveSyncStatus], ProgressiveSyncStatus]
 class StatusWriterSettings:
     """How hard to retry a conflicting status write: one sleep per retry (len + 1 attempts)."""
 
-    # Fifty writers racing on one object need a dozen rounds at worst; full jitter spreads them.
-    conflict_backoffs: tuple[float, ...] = (0.02, 0.05, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0, 1.5, 1.5, 2.0, 2.0, 2.0)
+    # Fifty writers racing on one object (a wide stage whose clusters finish together) took up to
+    # 10 attempts in tests; 20 leave room. Each sleep is drawn from [b/2, b] to spread the writers.
+    conflict_backoffs: tuple[float, ...] = (0.05, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0, 1.0, 1.5, 1.5) + (2.0,) * 9
 
 
 class ConflictsExhausted(Retryable):
@@ -99,7 +100,7 @@ def update_status(
                     f"still conflicting after {attempts} attempts: {exc}",
                     status=409,
                 ) from exc
-            delay = rng.uniform(0, backoffs[attempt - 1])
+            delay = rng.uniform(backoffs[attempt - 1] / 2, backoffs[attempt - 1])
             log.debug(
                 "status of %s/%s: %s: attempt %d/%d conflicted; retrying in %.2fs",
                 namespace,
