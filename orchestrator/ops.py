@@ -173,6 +173,15 @@ class RolloutView:
         )
 
     @property
+    def is_settled(self) -> bool:
+        """Finished, and its Workflow (when one was found) has ended too: nothing runs any more.
+
+        The rollout's phase is written by the Workflow's exit handler, a moment before the Workflow
+        itself ends; a display that stops here shows both final.
+        """
+        return self.is_finished and (not self.workflow_phase or self.workflow_phase in FINISHED_PHASES)
+
+    @property
     def waiting_stages(self) -> tuple[str, ...]:
         """Stages whose manual approval gate waits for a person right now."""
         return tuple(stage.name for stage in self.stages if stage.waiting_for_approval)

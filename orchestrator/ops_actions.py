@@ -243,10 +243,12 @@ def follow(
     clock: Clock,
     timeout: float,
     on_view: Callable[[ops.RolloutView], None],
-    until: Callable[[ops.RolloutView], bool] = lambda view: view.is_finished,
+    until: Callable[[ops.RolloutView], bool] = lambda view: view.is_settled,
     interval: float = 0.5,
 ) -> ops.RolloutView:
-    """Show every view until `until(view)`; FollowTimeout after `timeout` seconds.
+    """Show every view until `until(view)` (by default: the rollout and its Workflow ended).
+
+    FollowTimeout after `timeout` seconds.
 
     It reads every `interval` seconds rather than watching: the display redraws running durations
     on every tick anyway, the approval gates live on another object, and one small GET per tick

@@ -232,6 +232,10 @@ def test_status_watch_follows_until_finished(
             },
             subresource="status",
         )
+        # The exit handler writes the rollout's end a moment before the Workflow itself ends.
+        workflow = kube.get(WORKFLOWS, namespace, WF)
+        workflow["status"]["phase"] = "Succeeded" if end_phase == "Succeeded" else "Failed"
+        kube.replace(WORKFLOWS, namespace, workflow)
         code, stderr = follower.finish()
     finally:
         follower.process.kill()
@@ -398,8 +402,7 @@ def test_retry_sets_a_fresh_token_after_a_failure(cli: Any, kube: Kube, namespac
     second = cli("retry", PS_NAME)
     assert second.exit_code == 0
     assert (
-        kube.get(PROGRESSIVE_SYNCS, namespace, PS_NAME)["metadata"]["annotations"][RETRY_ANNOTATION]
-        != token
+        kube.get(PROGRESSIVE_SYNCS, namespace, PS_NAME)["metadata"]["annotations"][RETRY_ANNOTATION] != token
     )
 
 

@@ -93,6 +93,19 @@ def test_when_a_rollout_counts_as_finished(kwargs: dict[str, Any], finished: boo
 
 
 @pytest.mark.parametrize(
+    ("workflow_phase", "settled"),
+    [
+        pytest.param("Running", False, id="exit-handler-still-running"),
+        pytest.param("Succeeded", True, id="workflow-ended"),
+        pytest.param(None, True, id="no-workflow-found"),
+    ],
+)
+def test_settled_waits_for_the_workflow_to_end(workflow_phase: str | None, settled: bool) -> None:
+    workflow = make_workflow(phase=workflow_phase) if workflow_phase else None
+    assert ops.rollout_view(ps(phase="Succeeded"), workflow).is_settled is settled
+
+
+@pytest.mark.parametrize(
     ("seconds", "text"),
     [
         pytest.param(None, "-", id="unknown"),
@@ -369,4 +382,3 @@ def test_unknown_phase_in_status_is_refused_clearly() -> None:
     obj = make_ps(phase="Exploded")
     with pytest.raises(ops.OpsRefused, match="does not match this progressive-sync version's API"):
         ops.parse_progressive_sync(obj)
-

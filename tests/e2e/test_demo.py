@@ -1,0 +1,83 @@
+"""`progressive-sync demo`, end to end: what a newcomer runs first must work, fast and clean.
+
+Real: everything the demo starts (its own etcd + kube-apiserver, the CRDs, the seeded fleet, the
+fleet simulator, the watcher with the local executor running every step as a subprocess). The
+simulated syncs are shortened. One run goes through the console command exactly as `make demo`
+does; the `--fail-cluster` run calls `run_demo` in-process to read the simulator's records of
+which clusters received a sync.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from orchestrator.clock import SystemClock
+from orchestrator.demo import DemoSettings, demo_cluster_names, run_demo, summary
+from orchestrator.models import RolloutPhase, StagePhase
+
+pytestmark = pytest.mark.e2e
+
+DEMO_BUDGET_SECONDS = 120.0
+
+
+def processes_mentioning(text: str) -> list[str]:
+    """Command lines of live processes that mention `text`."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        cmdline = " ".join(process.info["cmdline"] or [])
+        if text in cmdline:
+            found.append(cmdline)
+    return found
+
+
+def test_demo_succeeds_in_stage_order_within_budget(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "demo", "--sync-seconds", "0.2", "--timeout", "150"],
+        capture_output=True,
+        text=True,
+        timeout=DEMO_BUDGET_SECONDS + 60,
+        check=False,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )
+    output = result.stdout
+    assert result.returncode == 0, f"{output}\n{result.stderr}"
+    assert "Rollout Succeeded in" in output
+    timings = output[output.index("How long each stage took:") :].splitlines()[1:4]
+    assert [line.split()[0] for line in timings] == ["canary", "one", "the"]
+    assert all("Succeeded" in line for line in timings)
+    assert "12 of 12 clusters synced in stage order, each exactly once." in output
+    wall = float(re.search(r"demo wall time ([0-9.]+)s", output).group(1))  # type: ignore[union-attr]
+    assert wall < DEMO_BUDGET_SECONDS, f"the demo took {wall:.0f}s (budget {DEMO_BUDGET_SECONDS:.0f}s)"
+    # Nothing it started is left: no process (etcd and the steps run from its temporary
+    # directories, under TMPDIR), no temporary directory.
+    assert processes_mentioning(str(tmp_path)) == []
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_fail_cluster_stops_the_rollout_at_the_canary(tmp_path: Path) -> None:
+    failing = demo_cluster_names()[5]  # not the default canary: the flag must make it the canary
+    settings = DemoSettings(workdir=tmp_path, sync_seconds=0.2, health_seconds=0.1, fail_cluster=failing)
+    output: list[str] = []
+    result = run_demo(settings, output.append, SystemClock())
+    assert result.phase == RolloutPhase.FAILED
+    assert result.exit_code == 1
+    assert result.canary == failing
+    # The simulator's records: the canary is the only cluster that ever received a sync.
+    assert result.synced_clusters == [failing]
+    assert result.view is not None
+    phases = {stage.name: stage.phase for stage in result.view.stages}
+    assert phases["canary"] == StagePhase.FAILED
+    assert phases["one per region"] not in (StagePhase.PROGRESSING, StagePhase.SUCCEEDED)
+    assert phases["the rest"] not in (StagePhase.PROGRESSING, StagePhase.SUCCEEDED)
+    assert result.view.stages[1].targets == ()
+    text = summary(result, SystemClock().now())
+    assert "Stage 'canary' failed" in text
+    assert "The rollout stopped before stage 'one per region'" in text
+    assert f"1 of 12 clusters received a sync ({failing}); the other 11 kept the old revision." in text

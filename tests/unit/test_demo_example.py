@@ -1,0 +1,37 @@
+"""examples/demo.yaml is exactly the ProgressiveSync the demo applies, and the API accepts it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import yaml
+
+from orchestrator.demo import CLUSTER_COUNT, REGIONS, demo_cluster_names, demo_progressive_sync, example_yaml
+from orchestrator.models import ProgressiveSync
+from orchestrator.simulator import seed_clusters
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "demo.yaml"
+
+
+def test_example_file_is_what_the_demo_applies() -> None:
+    if os.environ.get("REGENERATE"):
+        EXAMPLE.write_text(example_yaml())
+    assert EXAMPLE.read_text() == example_yaml(), "examples/demo.yaml is stale: run with REGENERATE=1"
+
+
+def test_example_is_a_valid_progressive_sync() -> None:
+    ps = ProgressiveSync.model_validate(yaml.safe_load(EXAMPLE.read_text()))
+    assert [stage.name for stage in ps.spec.stages] == ["canary", "one per region", "the rest"]
+    assert (
+        ps.model_dump(by_alias=True, exclude_none=True, mode="json")["spec"]["stages"][1]["spreadBy"]
+        == "region"
+    )
+    assert ps.to_api()["metadata"]["name"] == demo_progressive_sync()["metadata"]["name"]
+
+
+def test_demo_fleet_has_twelve_clusters_in_three_regions() -> None:
+    clusters = seed_clusters(CLUSTER_COUNT, REGIONS)
+    assert len(clusters) == 12
+    assert len({cluster.region for cluster in clusters}) == 3
+    assert demo_cluster_names() == [cluster.name for cluster in clusters]
