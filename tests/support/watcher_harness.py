@@ -1,0 +1,333 @@
+"""Running the watcher in tests: as a subprocess (to SIGKILL it) or in-process, beside the fleet.
+
+What is real: the control plane, the watcher (`progressive-sync watch` or `Watcher`), the local
+executor running the real step programs, and the fleet simulator playing Argo CD. Each actor can
+use its own user (client certificate) so the API server's audit log tells their writes apart.
+
+Builders seed a small fleet with the simulator's `seed_fleet` and write ProgressiveSyncs; readers
+return plain dicts. Waiting is always `tests.support.wait.wait_for` with a deadline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.executor import ExecutorSettings, LocalExecutor
+from orchestrator.kube import APPLICATIONS, PROGRESSIVE_SYNCS, WORKFLOWS, Conflict, Kube, NotFound
+from orchestrator.settings import Engine, Settings
+from orchestrator.simulator import FleetSimulator, SimulatorConfig, read_events, seed_fleet
+from orchestrator.watcher import Watcher
+from tests.support.wait import wait_for
+from workflow_templates import names
+
+REVISION_1 = "1111111111111111111111111111111111111111"
+REVISION_2 = "2222222222222222222222222222222222222222"
+FAST_FLEET = "defaults: {syncSeconds: 0.3, healthSeconds: 0.3}"
+
+
+# --- the fleet ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """A seeded fleet: clusters (Secrets), one ApplicationSet, one Application per cluster."""
+
+    namespace: str
+    app_set: str
+    clusters: tuple[str, ...]
+    apps: tuple[str, ...]
+
+
+def seed(
+    kube: Kube, namespace: str, *, clusters: int = 2, app_set: str = "myservice", revision: str = REVISION_1
+) -> Fleet:
+    """Clusters across regions eu and us, an ApplicationSet, Applications OutOfSync at `revision`."""
+    result = seed_fleet(
+        kube, namespace, clusters=clusters, regions=["eu", "us"], revision=revision, app_set=app_set
+    )
+    return Fleet(
+        namespace=namespace,
+        app_set=app_set,
+        clusters=tuple(c.name for c in result.clusters),
+        apps=tuple(result.applications),
+    )
+
+
+def two_stages(*, canary_parallel: int = 1, rest_parallel: int = 1) -> list[dict[str, Any]]:
+    """A canary in region eu (one cluster), then everything else."""
+    return [
+        {
+            "name": "canary",
+            "targets": {"clusters": {"selector": {"matchLabels": {"region": "eu"}}}},
+            "maxTargets": 1,
+            "maxParallel": canary_parallel,
+        },
+        {"name": "rest", "targets": {"clusters": {"selector": {}}}, "maxParallel": rest_parallel},
+    ]
+
+
+def ps_object(
+    name: str, app_set: str, *, stages: list[dict[str, Any]] | None = None, paused: bool = False
+) -> dict[str, Any]:
+    """A ProgressiveSync object."""
+    return {
+        "apiVersion": "progressivesync.io/v1alpha1",
+        "kind": "ProgressiveSync",
+        "metadata": {"name": name},
+        "spec": {"appSetRef": {"name": app_set}, "stages": stages or two_stages(), "paused": paused},
+    }
+
+
+def create_ps(kube: Kube, namespace: str, name: str, app_set: str, **kwargs: Any) -> dict[str, Any]:
+    """Create a ProgressiveSync."""
+    return kube.create(PROGRESSIVE_SYNCS, namespace, ps_object(name, app_set, **kwargs))
+
+
+def patch_spec(kube: Kube, namespace: str, name: str, spec: dict[str, Any]) -> None:
+    """Merge-patch the spec (what `kubectl patch --type merge` does)."""
+    kube.patch(PROGRESSIVE_SYNCS, namespace, name, {"spec": spec})
+
+
+def status_of(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
+    """The ProgressiveSync's status ({} when it has none, or when it is gone)."""
+    try:
+        return kube.get(PROGRESSIVE_SYNCS, namespace, name).get("status") or {}
+    except NotFound:
+        return {}
+
+
+def phase_of(kube: Kube, namespace: str, name: str) -> str:
+    """`status.phase` ('' when unset)."""
+    return str(status_of(kube, namespace, name).get("phase") or "")
+
+
+def workflows_of(kube: Kube, namespace: str, ps_name: str) -> list[dict[str, Any]]:
+    """The Workflows labelled for the ProgressiveSync."""
+    items, _ = kube.list(
+        WORKFLOWS, namespace, label_selector=f"{names.NAME_LABEL}={names.label_value(ps_name)}"
+    )
+    return items
+
+
+def stage_of(status: dict[str, Any], stage: str) -> dict[str, Any]:
+    """One stage entry of a status ({} when absent)."""
+    return next((s for s in status.get("stages") or [] if s.get("name") == stage), {})
+
+
+def completed_count(status: dict[str, Any]) -> int:
+    """Clusters completed over all stages."""
+    return sum(len(s.get("completed") or []) for s in status.get("stages") or [])
+
+
+def release(kube: Kube, fleet: Fleet, revision: str) -> None:
+    """A new commit: every Application becomes OutOfSync at `revision` (what Argo CD would report)."""
+    for app in fleet.apps:
+        for _ in range(10):
+            obj = kube.get(APPLICATIONS, fleet.namespace, app)
+            sync = obj.setdefault("status", {}).setdefault("sync", {})
+            sync.update({"status": "OutOfSync", "revision": revision})
+            try:
+                kube.replace(APPLICATIONS, fleet.namespace, obj)
+                break
+            except Conflict:  # the simulator wrote meanwhile: read again
+                continue
+
+
+def sync_starts(events_log: Path) -> dict[str, int]:
+    """How many times the simulator picked up a sync operation, per Application."""
+    counts: dict[str, int] = {}
+    if not events_log.exists():
+        return counts
+    for event in read_events(events_log):
+        if event.get("event") == "sync-start":
+            counts[event["app"]] = counts.get(event["app"], 0) + 1
+    return counts
+
+
+# --- the actors ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Actors:
+    """The simulator and the local executor of one test, started and stopped together."""
+
+    kube: Kube
+    namespace: str
+    steps_kubeconfig: Path
+    events_log: Path
+    simulator_config: str = FAST_FLEET
+    simulator: FleetSimulator | None = None
+    executor: LocalExecutor | None = None
+
+    def start(self) -> Actors:
+        """Start the simulator and the executor (both in this process)."""
+        self.simulator = FleetSimulator(
+            self.kube,
+            self.namespace,
+            SimulatorConfig.from_yaml(self.simulator_config),
+            events_log=self.events_log,
+        ).start()
+        self.executor = LocalExecutor(
+            self.kube,
+            ExecutorSettings(
+                kubeconfig=self.steps_kubeconfig, namespace=self.namespace, watch_timeout_seconds=30
+            ),
+        ).start()
+        return self
+
+    def stop(self) -> None:
+        """Stop both (the executor kills the steps it still runs)."""
+        if self.executor is not None:
+            self.executor.stop(timeout=15)
+        if self.simulator is not None:
+            self.simulator.stop()
+
+
+@contextlib.contextmanager
+def running_actors(
+    kube: Kube, namespace: str, steps_kubeconfig: Path, events_log: Path, config: str = FAST_FLEET
+) -> Iterator[Actors]:
+    """`with running_actors(...) as actors:` the simulator and the executor for one test."""
+    actors = Actors(kube, namespace, steps_kubeconfig, events_log, config).start()
+    try:
+        yield actors
+    finally:
+        actors.stop()
+
+
+def watcher_settings(namespace: str, **changes: Any) -> Settings:
+    """Watcher settings for tests: short graces and streams, text logs."""
+    base: dict[str, Any] = {
+        "namespaces": (namespace,),
+        "engine": Engine.ARGO,
+        "finalize_grace_seconds": 5.0,
+        "deletion_grace_seconds": 10.0,
+        "resync_seconds": 20.0,
+        "watch_timeout_seconds": 20,
+        "workers": 2,
+    }
+    base.update(changes)
+    return Settings(**base)
+
+
+@contextlib.contextmanager
+def in_process_watcher(kube: Kube, namespace: str, **changes: Any) -> Iterator[Watcher]:
+    """A started `Watcher` in this process; stopped (cleanly) at the end."""
+    watcher = Watcher(kube, watcher_settings(namespace, **changes)).start()
+    try:
+        yield watcher
+    finally:
+        watcher.stop(timeout=15)
+
+
+# --- the watcher as a process ------------------------------------------------------------------
+
+
+def _die_with_parent() -> None:
+    os.setsid()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+@dataclass
+class WatcherProcess:
+    """`progressive-sync watch` as a child process, to SIGKILL and start again."""
+
+    kubeconfig: Path
+    namespace: str
+    log_path: Path
+    extra_args: Sequence[str] = ()
+    process: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+    _log_offsets: list[int] = field(default_factory=list)
+
+    def start(self) -> WatcherProcess:
+        """Start it (appending to the same log file)."""
+        argv = [
+            sys.executable,
+            "-m",
+            "orchestrator.cli",
+            "watch",
+            f"--namespace={self.namespace}",
+            f"--kubeconfig={self.kubeconfig}",
+            "--engine=argo",
+            "--log-level=DEBUG",
+            "--log-format=json",
+            "--finalize-grace=5",
+            "--deletion-grace=10",
+            "--resync-period=20",
+            "--watch-timeout=20",
+            *self.extra_args,
+        ]
+        self._log_offsets.append(self.log_path.stat().st_size if self.log_path.exists() else 0)
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                argv,
+                stdout=log,
+                stderr=log,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent,  # noqa: PLW1509
+            )
+        self.starts += 1
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL: no clean-up of any kind."""
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait(timeout=30)
+
+    def terminate(self, timeout: float = 30.0) -> int:
+        """SIGTERM and wait; returns the exit code."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=timeout)
+
+    def alive(self) -> bool:
+        """True while the process runs."""
+        return self.process is not None and self.process.poll() is None
+
+    def log_entries(self, *, current_run_only: bool = False) -> list[dict[str, Any]]:
+        """The JSON log lines written so far (of the current run only, when asked)."""
+        if not self.log_path.exists():
+            return []
+        offset = self._log_offsets[-1] if current_run_only and self._log_offsets else 0
+        entries = []
+        with self.log_path.open("rb") as handle:
+            handle.seek(offset)
+            for raw in handle:
+                try:
+                    entries.append(json.loads(raw))
+                except ValueError:
+                    continue  # a traceback line or a half-written line at a kill
+        return entries
+
+    def wait_logged(
+        self, predicate: Callable[[dict[str, Any]], bool], *, timeout: float = 60.0, what: str = ""
+    ) -> dict[str, Any]:
+        """Wait until the current run logs a line matching `predicate`; returns it."""
+
+        def found() -> dict[str, Any] | None:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise AssertionError(
+                    f"the watcher exited with {self.process.returncode}; log: {self.log_path}"
+                )
+            return next((e for e in self.log_entries(current_run_only=True) if predicate(e)), None)
+
+        return wait_for(found, timeout=timeout, interval=0.1, what=what or "a log line")
+
+    def stop(self) -> None:
+        """End it whatever its state (test teardown)."""
+        if self.alive():
+            self.kill()
