@@ -148,6 +148,20 @@ def test_no_stage_exceeds_its_resolved_sizes(
 
 
 @PROPERTY_SETTINGS
+@given(fleet=fleets(), spec=specs())
+def test_matched_counts_agree_with_the_selector_asked_cluster_by_cluster(
+    fleet: tuple[list[Cluster], list[AppView]], spec: ProgressiveSyncSpec
+) -> None:
+    """The planner asks each selector once per distinct label combination; the counts must not change."""
+    clusters, apps = fleet
+    result = plan(spec, clusters, apps)
+    in_fleet = [c for c in clusters if c.name in result.clusters]
+    for stage_spec, stage in zip(spec.stages, result.stages, strict=True):
+        selector = stage_spec.targets.clusters.selector
+        assert stage.matched == sum(selector.matches(dict(c.labels)) for c in in_fleet)
+
+
+@PROPERTY_SETTINGS
 @given(fleet=fleets(), spec=specs(), data=st.data())
 def test_plan_does_not_depend_on_input_order(
     fleet: tuple[list[Cluster], list[AppView]], spec: ProgressiveSyncSpec, data: st.DataObject
