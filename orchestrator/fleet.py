@@ -79,6 +79,12 @@ class OperationPhase(StrEnum):
         return self in (OperationPhase.SUCCEEDED, OperationPhase.FAILED, OperationPhase.ERROR)
 
 
+# Wire value -> member, for reading thousands of Applications without an exception per odd value.
+_SYNC_STATUSES: Mapping[str, SyncStatus] = MappingProxyType({m.value: m for m in SyncStatus})
+_HEALTH_STATUSES: Mapping[str, HealthStatus] = MappingProxyType({m.value: m for m in HealthStatus})
+_OPERATION_PHASES: Mapping[str, OperationPhase] = MappingProxyType({m.value: m for m in OperationPhase})
+
+
 # --- views -----------------------------------------------------------------------------------
 
 
@@ -255,11 +261,13 @@ def app_view_from_object(obj: Mapping[str, Any]) -> AppView:
         destination_name=_text(destination.get("name")),
         multi_source=multi_source,
         automated_sync=_automated_sync_on(spec),
-        sync_status=_enum(SyncStatus, sync.get("status"), SyncStatus.UNKNOWN),
+        sync_status=_SYNC_STATUSES.get(_text(sync.get("status")), SyncStatus.UNKNOWN),
         sync_revisions=_revisions(sync, multi_source),
-        health_status=_enum(HealthStatus, _mapping(status.get("health")).get("status"), HealthStatus.UNKNOWN),
+        health_status=_HEALTH_STATUSES.get(
+            _text(_mapping(status.get("health")).get("status")), HealthStatus.UNKNOWN
+        ),
         operation_in_progress=bool(obj.get("operation")),
-        operation_phase=_enum(OperationPhase, operation_state.get("phase"), None),
+        operation_phase=_OPERATION_PHASES.get(_text(operation_state.get("phase"))),
         operation_revisions=_revisions(sync_result, multi_source),
         operation_started_at=_timestamp(operation_state.get("startedAt")),
         operation_finished_at=_timestamp(operation_state.get("finishedAt")),
@@ -372,6 +380,8 @@ def _read_cluster_secret(obj: Mapping[str, Any]) -> ClusterSecret:
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
+    if type(value) is dict:  # what JSON and YAML give; much faster than the Mapping ABC check
+        return value
     return value if isinstance(value, Mapping) else _EMPTY
 
 
@@ -381,13 +391,6 @@ def _mappings(value: Any) -> list[Mapping[str, Any]]:
 
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else ("" if value is None else str(value))
-
-
-def _enum(cls: Any, value: Any, default: Any) -> Any:
-    try:
-        return cls(value)
-    except ValueError:
-        return default
 
 
 def _timestamp(value: Any) -> datetime | None:

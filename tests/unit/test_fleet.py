@@ -108,6 +108,14 @@ def test_app_view_reads_application_fields(obj: dict[str, Any], expected: dict[s
         assert getattr(view, attribute) == value, attribute
 
 
+def test_malformed_status_values_read_as_unknown() -> None:
+    obj = make_app_object()
+    obj["status"]["sync"]["status"] = ["not", "a", "string"]
+    obj["status"]["health"] = {"status": {"nested": True}}
+    view = app_view_from_object(obj)
+    assert (view.sync_status, view.health_status) == (SyncStatus.UNKNOWN, HealthStatus.UNKNOWN)
+
+
 def test_app_without_status_reads_as_unknown() -> None:
     view = app_view_from_object({"kind": "Application", "metadata": {"name": "bare"}})
     assert view == AppView(name="bare")
