@@ -1,0 +1,307 @@
+"""The watcher following a rollout through pause, spec change, deletion and outside interference.
+
+Real: the control plane, the watcher (in this process, as its own user), the local executor running
+the real steps (as another user), the fleet simulator. Each test seeds its own namespace. Writes
+are counted from the API server's audit log, by user.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator import devcluster
+from orchestrator.kube import EVENTS, PROGRESSIVE_SYNCS, WORKFLOWS, Kube, NotFound
+from orchestrator.watcher import Watcher
+from tests.support.wait import wait_for
+from tests.support.watcher_harness import (
+    FAST_FLEET,
+    create_ps,
+    in_process_watcher,
+    patch_spec,
+    phase_of,
+    running_actors,
+    seed,
+    stage_of,
+    status_of,
+    sync_starts,
+    two_stages,
+    workflows_of,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+
+WATCHER_USER = "progressive-sync-watcher"
+STEPS_USER = "progressive-sync-steps"
+ROLLOUT_TIMEOUT = 240.0
+
+
+@pytest.fixture(scope="module")
+def users(control_plane: devcluster.DevCluster) -> dict[str, Path]:
+    return {user: control_plane.mint_user(user, ["system:masters"]) for user in (WATCHER_USER, STEPS_USER)}
+
+
+@pytest.fixture(scope="module")
+def watcher_kube(users: dict[str, Path]) -> Iterator[Kube]:
+    """The adapter as the watcher's own user."""
+    client = Kube.from_kubeconfig(str(users[WATCHER_USER]))
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def events_log(tmp_path: Path) -> Path:
+    return tmp_path / "simulator.jsonl"
+
+
+def condition(status: dict[str, Any], type_: str) -> tuple[str, str]:
+    for item in status.get("conditions") or []:
+        if item["type"] == type_:
+            return item["status"], item["reason"]
+    return "", ""
+
+
+def the_workflow(kube: Kube, namespace: str, ps: str) -> dict[str, Any]:
+    workflows = workflows_of(kube, namespace, ps)
+    assert len(workflows) == 1, [w["metadata"]["name"] for w in workflows]
+    return workflows[0]
+
+
+def test_pause_suspends_and_resume_continues_the_rollout(
+    kube: Kube, watcher_kube: Kube, namespace: str, users: dict[str, Path], events_log: Path
+) -> None:
+    fleet = seed(kube, namespace, clusters=3)
+    with (
+        running_actors(kube, namespace, users[STEPS_USER], events_log),
+        in_process_watcher(watcher_kube, namespace),
+    ):
+        create_ps(kube, namespace, "web", fleet.app_set)
+        wait_for(
+            lambda: stage_of(status_of(kube, namespace, "web"), "canary").get("targets"),
+            timeout=120,
+            what="canary selected",
+        )
+        patch_spec(kube, namespace, "web", {"paused": True})
+        wait_for(
+            lambda: the_workflow(kube, namespace, "web")["spec"].get("suspend") is True,
+            what="Workflow suspended",
+        )
+        wait_for(lambda: phase_of(kube, namespace, "web") == "Paused", what="status Paused")
+        status = status_of(kube, namespace, "web")
+        assert condition(status, "Paused") == ("True", "SpecPaused")
+        assert status["observedGeneration"] == 2
+
+        patch_spec(kube, namespace, "web", {"paused": False})
+        wait_for(
+            lambda: "suspend" not in the_workflow(kube, namespace, "web")["spec"], what="Workflow resumed"
+        )
+        wait_for(
+            lambda: phase_of(kube, namespace, "web") == "Succeeded", timeout=ROLLOUT_TIMEOUT, what="Succeeded"
+        )
+
+    status = status_of(kube, namespace, "web")
+    assert condition(status, "Paused") == ("False", "NotPaused")
+    assert status["progress"] == "3/3"
+    assert len(workflows_of(kube, namespace, "web")) == 1, "pausing is not a new release"
+    assert sync_starts(events_log) == dict.fromkeys(fleet.apps, 1)
+
+
+def test_a_spec_change_stops_the_rollout_and_starts_one_for_the_new_spec(
+    kube: Kube, watcher_kube: Kube, namespace: str, users: dict[str, Path], events_log: Path
+) -> None:
+    fleet = seed(kube, namespace, clusters=3)
+    with (
+        running_actors(kube, namespace, users[STEPS_USER], events_log),
+        in_process_watcher(watcher_kube, namespace),
+    ):
+        create_ps(kube, namespace, "web", fleet.app_set)
+        first = wait_for(lambda: workflows_of(kube, namespace, "web"), what="the first Workflow")[0][
+            "metadata"
+        ]["name"]
+        wait_for(
+            lambda: stage_of(status_of(kube, namespace, "web"), "canary").get("targets"),
+            timeout=120,
+            what="canary selected",
+        )
+        patch_spec(kube, namespace, "web", {"stages": two_stages(rest_parallel=2)})
+        wait_for(
+            lambda: kube.get(WORKFLOWS, namespace, first)["spec"].get("shutdown") == "Stop",
+            what="the old Workflow stopped",
+        )
+        wait_for(
+            lambda: len(workflows_of(kube, namespace, "web")) == 2,
+            timeout=120,
+            what="a Workflow for the new spec",
+        )
+        wait_for(
+            lambda: (
+                phase_of(kube, namespace, "web") == "Succeeded"
+                and (status_of(kube, namespace, "web").get("rollout") or {}).get("workflow") != first
+            ),
+            timeout=ROLLOUT_TIMEOUT,
+            what="the new rollout to succeed",
+        )
+
+    status = status_of(kube, namespace, "web")
+    assert status["rollout"]["generation"] == 2
+    assert status["observedGeneration"] == 2
+    old = kube.get(WORKFLOWS, namespace, first)
+    assert old["status"]["phase"] in ("Failed", "Error", "Succeeded")
+    starts = sync_starts(events_log)
+    assert set(starts) == set(fleet.apps)
+    assert all(count <= 2 for count in starts.values()), starts
+
+
+def test_deleting_mid_rollout_stops_the_workflow_then_lets_the_object_go(
+    kube: Kube, watcher_kube: Kube, namespace: str, users: dict[str, Path], events_log: Path
+) -> None:
+    fleet = seed(kube, namespace, clusters=2)
+    with (
+        running_actors(kube, namespace, users[STEPS_USER], events_log),
+        in_process_watcher(watcher_kube, namespace),
+    ):
+        create_ps(kube, namespace, "web", fleet.app_set)
+        wait_for(
+            lambda: stage_of(status_of(kube, namespace, "web"), "canary").get("targets"),
+            timeout=120,
+            what="canary selected",
+        )
+        name = the_workflow(kube, namespace, "web")["metadata"]["name"]
+        kube.delete(PROGRESSIVE_SYNCS, namespace, "web")
+        wait_for(
+            lambda: kube.get(WORKFLOWS, namespace, name)["spec"].get("shutdown") == "Stop",
+            what="Workflow stopped",
+        )
+        wait_for(lambda: _gone(kube, namespace, "web"), timeout=60, what="the ProgressiveSync to go")
+
+
+def test_deleting_while_the_watcher_is_down_is_finished_by_the_next_watcher(
+    kube: Kube, watcher_kube: Kube, namespace: str, users: dict[str, Path], events_log: Path
+) -> None:
+    fleet = seed(kube, namespace, clusters=2)
+    with running_actors(kube, namespace, users[STEPS_USER], events_log):
+        with in_process_watcher(watcher_kube, namespace):
+            create_ps(kube, namespace, "web", fleet.app_set)
+            name = wait_for(lambda: workflows_of(kube, namespace, "web"), what="the Workflow")[0]["metadata"][
+                "name"
+            ]
+        kube.delete(PROGRESSIVE_SYNCS, namespace, "web")
+        held = kube.get(PROGRESSIVE_SYNCS, namespace, "web")
+        assert held["metadata"]["deletionTimestamp"], "our finalizer holds it while nobody watches"
+        with in_process_watcher(watcher_kube, namespace):
+            wait_for(lambda: _gone(kube, namespace, "web"), timeout=60, what="the ProgressiveSync to go")
+        workflow = kube.get(WORKFLOWS, namespace, name)
+        assert workflow["spec"].get("shutdown") == "Stop" or workflow["status"]["phase"] in (
+            "Succeeded",
+            "Failed",
+        )
+
+
+def test_a_workflow_deleted_by_someone_else_is_reported_not_re_created(
+    kube: Kube, watcher_kube: Kube, namespace: str, users: dict[str, Path], events_log: Path
+) -> None:
+    fleet = seed(kube, namespace, clusters=2)
+    with (
+        running_actors(kube, namespace, users[STEPS_USER], events_log),
+        in_process_watcher(watcher_kube, namespace) as watcher,
+    ):
+        create_ps(kube, namespace, "web", fleet.app_set)
+        wait_for(
+            lambda: stage_of(status_of(kube, namespace, "web"), "canary").get("targets"),
+            timeout=120,
+            what="canary selected",
+        )
+        name = the_workflow(kube, namespace, "web")["metadata"]["name"]
+        kube.delete(WORKFLOWS, namespace, name)
+        wait_for(lambda: phase_of(kube, namespace, "web") == "Cancelled", what="the deletion reported")
+        status = status_of(kube, namespace, "web")
+        assert condition(status, "Ready") == ("False", "WorkflowDeleted")
+        assert name in status["message"]
+        before = watcher.reconciles
+        watcher.queue.add((namespace, "web"))
+        wait_for(lambda: watcher.reconciles > before and watcher.wait_until_idle(5), what="another reconcile")
+        assert workflows_of(kube, namespace, "web") == [], "never re-created"
+        events, _ = kube.list(EVENTS, namespace)
+        assert any(e.get("reason") == "WorkflowDeleted" for e in events)
+
+
+def test_two_rollouts_at_once_an_invalid_reference_and_a_converged_reconcile_that_writes_nothing(  # noqa: PLR0917 - fixtures
+    kube: Kube,
+    watcher_kube: Kube,
+    control_plane: devcluster.DevCluster,
+    namespace: str,
+    users: dict[str, Path],
+    events_log: Path,
+) -> None:
+    first = seed(kube, namespace, clusters=2, app_set="alpha")
+    second = seed(kube, namespace, clusters=2, app_set="beta")
+    with running_actors(kube, namespace, users[STEPS_USER], events_log, FAST_FLEET):
+        with in_process_watcher(watcher_kube, namespace) as watcher:
+            create_ps(kube, namespace, "alpha", "alpha")
+            create_ps(kube, namespace, "beta", "beta")
+            create_ps(kube, namespace, "ghost", "no-such-appset")
+            wait_for(lambda: workflows_of(kube, namespace, "alpha"), what="alpha's Workflow")
+            create_ps(kube, namespace, "alpha-copy", "alpha")  # claims an ApplicationSet alpha owns
+            wait_for(
+                lambda: (
+                    condition(status_of(kube, namespace, "ghost"), "Valid")
+                    == ("False", "ApplicationSetNotFound")
+                ),
+                what="ghost reported",
+            )
+            wait_for(
+                lambda: (
+                    condition(status_of(kube, namespace, "alpha-copy"), "Valid")
+                    == ("False", "ApplicationSetClaimed")
+                ),
+                what="alpha-copy reported",
+            )
+            for name in ("alpha", "beta"):
+                wait_for(
+                    lambda n=name: phase_of(kube, namespace, n) == "Succeeded",
+                    timeout=ROLLOUT_TIMEOUT,
+                    what=f"{name} Succeeded",
+                )
+            assert watcher.wait_until_idle(30)
+
+            # Converged: reconciling every ProgressiveSync again writes nothing at all.
+            mark = control_plane.audit_mark()
+            before = watcher.reconciles
+            for informer in watcher.ps_informers:
+                informer.resync()
+            wait_for(
+                lambda: watcher.reconciles >= before + 4 and watcher.wait_until_idle(5),
+                what="four reconciles",
+            )
+            writes = [e for e in control_plane.audit_events_since(mark) if e.user == WATCHER_USER]
+            assert writes == [], writes
+
+        # A fresh watcher on the converged state writes nothing either.
+        mark = control_plane.audit_mark()
+        restarted = Watcher(watcher_kube, watcher.settings).start()
+        try:
+            wait_for(
+                lambda: restarted.reconciles >= 4 and restarted.wait_until_idle(5),
+                what="the first reconciles",
+            )
+        finally:
+            restarted.stop()
+        assert [e for e in control_plane.audit_events_since(mark) if e.user == WATCHER_USER] == []
+
+    assert len(workflows_of(kube, namespace, "alpha")) == 1
+    assert len(workflows_of(kube, namespace, "beta")) == 1
+    assert workflows_of(kube, namespace, "ghost") == []
+    assert workflows_of(kube, namespace, "alpha-copy") == []
+    assert sync_starts(events_log) == dict.fromkeys(first.apps + second.apps, 1)
+    assert status_of(kube, namespace, "ghost")["phase"] == "Pending"
+
+
+def _gone(kube: Kube, namespace: str, name: str) -> bool:
+    try:
+        kube.get(PROGRESSIVE_SYNCS, namespace, name)
+    except NotFound:
+        return True
+    return False
