@@ -1,0 +1,96 @@
+"""`argo lint --offline` on everything we render: Argo's own validation, where the argo CLI builds.
+
+The argo CLI is optional: `hack/tools/build-argo.sh` builds it from Go modules into the tool
+cache (next to kube-apiserver). Without it these tests are skipped and say how to build it. Real:
+the argo CLI of the pinned Argo Workflows version, its offline linter (template references,
+variables, DAG structure). Input: the committed WorkflowTemplates and the Workflows `render`
+makes of every example ProgressiveSync.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from orchestrator.models import ProgressiveSync
+from workflow_templates import pieces, render
+from workflow_templates.builder import assumed_sizes, build_workflow
+from workflow_templates.settings import WorkflowSettings
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted([*(REPO / "examples").glob("*.yaml"), render.EXAMPLE_PS])
+
+
+def find_argo() -> Path | None:
+    """The argo binary: next to the Kubernetes tools, in the tool cache, or on PATH."""
+    candidates = []
+    if os.environ.get("KUBEBUILDER_ASSETS"):
+        candidates.append(Path(os.environ["KUBEBUILDER_ASSETS"]) / "argo")
+    printed = subprocess.run(
+        [str(REPO / "hack/tools/build-argo.sh"), "--print"], capture_output=True, text=True, check=False
+    )
+    if printed.returncode == 0 and printed.stdout.strip():
+        candidates.append(Path(printed.stdout.strip()))
+    if shutil.which("argo"):
+        candidates.append(Path(str(shutil.which("argo"))))
+    return next((c for c in candidates if c.is_file() and os.access(c, os.X_OK)), None)
+
+
+@pytest.fixture(scope="module")
+def argo() -> Path:
+    binary = find_argo()
+    if binary is None:
+        pytest.skip(
+            "the argo CLI is not built: run hack/tools/build-argo.sh (optional, slow; see its header)"
+        )
+    return binary
+
+
+def progressive_syncs() -> list[ProgressiveSync]:
+    found = []
+    for path in EXAMPLES:
+        for doc in yaml.safe_load_all(path.read_text()):
+            if isinstance(doc, dict) and doc.get("kind") == "ProgressiveSync":
+                found.append(ProgressiveSync.model_validate(doc))
+    return found
+
+
+def lint(argo: Path, *paths: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(argo), "lint", "--offline", "--output", "simple", *map(str, paths)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "KUBECONFIG": "/dev/null"},
+    )
+
+
+def test_workflow_templates_pass_argo_lint(argo: Path) -> None:
+    files = [render.HERE / f"{t.name}.yaml" for t in pieces.workflow_templates(WorkflowSettings())]
+    result = lint(argo, *files)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("ps", progressive_syncs(), ids=lambda ps: ps.metadata.name)
+def test_rendered_workflows_pass_argo_lint(argo: Path, ps: ProgressiveSync, tmp_path: Path) -> None:
+    if not ps.metadata.namespace:
+        ps = ps.model_copy(update={"metadata": ps.metadata.model_copy(update={"namespace": "argocd"})})
+    workflow = build_workflow(
+        ps,
+        rollout_id="0123456789",
+        revision="4f1c2e9",
+        plan=assumed_sizes(ps, 12),
+        settings=WorkflowSettings(),
+    )
+    path = tmp_path / "workflow.yaml"
+    path.write_text(workflow.to_yaml())
+    result = lint(argo, path)
+    assert result.returncode == 0, result.stdout + result.stderr
