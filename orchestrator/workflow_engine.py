@@ -919,7 +919,9 @@ class _Pass:
                     task_nodes[task_name] = None
                     continue
                 if any(
-                    self.phase_of(n) in UNSUCCESSFUL and not self.continues(self.task(tasks, dep), n)
+                    n is not None
+                    and self.phase_of(n) in UNSUCCESSFUL
+                    and not self.continues(self.task(tasks, dep), n)
                     for dep, n in zip(deps, dep_nodes, strict=True)
                 ):
                     blocked.add(task_name)

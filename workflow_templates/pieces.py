@@ -22,6 +22,8 @@ every rollout and every ProgressiveSync.
 
 from __future__ import annotations
 
+from typing import Any
+
 from hera.workflows import (
     DAG,
     Container,
@@ -40,6 +42,7 @@ from hera.workflows.models import (
     TemplateRef,
     ValueFrom,
 )
+from hera.workflows.protocol import Templatable
 
 from workflow_templates import names
 from workflow_templates.settings import WorkflowSettings
@@ -198,7 +201,7 @@ def cluster_template(*, via_template_ref: bool = False) -> DAG:
     )
 
 
-def reusable_templates(settings: WorkflowSettings) -> list[Container | DAG | Suspend]:
+def reusable_templates(settings: WorkflowSettings) -> list[Templatable]:
     """What every rollout Workflow inlines besides its entry and stage templates."""
     return [cluster_template(), approval_template(), *step_templates(settings)]
 
@@ -231,7 +234,7 @@ def steps_workflow_template(settings: WorkflowSettings) -> WorkflowTemplate:
         },
         service_account_name=settings.service_account,
         arguments=_rollout_parameters(),
-        templates=reusable_templates(settings),
+        templates=list[Any](reusable_templates(settings)),
     )
 
 

@@ -114,7 +114,7 @@ class _Checker:
 
     def resolve(self, task: Mapping[str, Any], where: str) -> Mapping[str, Any] | None:
         """The template a task calls, or None (with a problem recorded)."""
-        local, ref = task.get("template"), task.get("templateRef")
+        local, ref = task.get("template"), task.get("templateRef") or {}
         if bool(local) == bool(ref):
             self.problems.append(f"{where}: give exactly one of template and templateRef")
             return None
