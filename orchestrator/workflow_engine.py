@@ -827,11 +827,11 @@ class _Pass:
                 suffix = "" if len(attempts) > limit or limit == 0 else " (not a retryable failure)"
                 self.finish(node, phase, f"{last.get('message', phase.value)}{suffix}")
                 return node
-            not_before = (parse_time(last.get("finishedAt")) or self.now) + timedelta(
-                seconds=self.backoff_seconds(strategy, failures=len(attempts))
-            )
+            backoff = self.backoff_seconds(strategy, failures=len(attempts))
+            not_before = (parse_time(last.get("finishedAt")) or self.now) + timedelta(seconds=backoff)
             if self.now < not_before:
-                node["message"] = f"Backoff for {math.ceil((not_before - self.now).total_seconds())} seconds"
+                # The same text on every pass: a countdown would rewrite the status every second.
+                node["message"] = f"Backoff for {math.ceil(backoff)} seconds"
                 self.wake(not_before)
                 return node
         if last is None or self.phase_of(last) in FULFILLED:
