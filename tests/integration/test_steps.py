@@ -18,12 +18,14 @@ from typing import Any
 import pytest
 
 from orchestrator import appsync
-from orchestrator.clock import format_time
+from orchestrator.clock import ManualClock, format_time
 from orchestrator.devcluster import DevCluster
 from orchestrator.kube import APPLICATIONS, SECRETS, WORKFLOWS, Kube
 from orchestrator.models import RolloutPhase, StagePhase, StageStatus
 from orchestrator.rollout_status import find_stage
 from orchestrator.simulator import FleetSimulator, SeedResult, SimulatorConfig, read_events, seed_fleet
+from steps.common import RolloutRef
+from steps.wait_healthy import wait_healthy
 from tests.support.steps_harness import (
     StepRunner,
     describe,
@@ -635,3 +637,63 @@ def test_finalize_rejects_an_unknown_workflow_status(rig: Rig) -> None:
     result = rig.runner.run("finalize", "--workflow-name", "myservice-r1", "--workflow-status", "Running")
     assert result.returncode == 2
     assert "--workflow-status" in result.stderr
+
+
+# --- several Applications on one cluster, and time passed in -----------------------------------
+
+
+def add_second_app(rig: Rig, cluster: str) -> str:
+    """Another Application of the same ApplicationSet on `cluster`, naming it by destination.name."""
+    first = rig.app(cluster)
+    name = f"{first['metadata']['name']}-worker"
+    rig.kube.create(
+        APPLICATIONS,
+        rig.namespace,
+        {
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "Application",
+            "metadata": {"name": name, "ownerReferences": first["metadata"]["ownerReferences"]},
+            "spec": {**first["spec"], "destination": {"name": cluster, "namespace": "worker"}},
+            "status": first["status"],
+        },
+    )
+    return name
+
+
+def test_every_application_of_the_cluster_is_synced_and_followed(rig: Rig) -> None:
+    make_progressive_sync(rig.kube, rig.namespace)
+    cluster = select_canary(rig.runner)
+    worker = add_second_app(rig, cluster)
+    rig.simulate()
+    sync = rig.runner.run("sync", "--stage", "canary", "--cluster", cluster, "--revision", REVISION)
+    assert_ok(sync)
+    assert f"myservice-{cluster}" in sync.stdout and worker in sync.stdout
+    result = rig.runner.run("wait-healthy", "--stage", "canary", "--cluster", cluster, "--revision", REVISION)
+    assert_ok(result)
+    assert "2 Applications Synced and Healthy" in result.stdout
+    for name in (f"myservice-{cluster}", worker):
+        app = rig.kube.get(APPLICATIONS, rig.namespace, name)
+        assert app["status"]["operationState"]["syncResult"] == {"revision": REVISION}
+        assert app["status"]["health"]["status"] == "Healthy"
+
+
+def test_wait_healthy_reads_the_deadline_from_the_clock_it_is_given(rig: Rig, steps_config: Path) -> None:
+    """In process, with a clock an hour ahead: the deadline has passed at the first look."""
+    make_progressive_sync(rig.kube, rig.namespace, deadline_seconds=600)
+    cluster = select_canary(rig.runner)
+    assert_ok(rig.runner.run("sync", "--stage", "canary", "--cluster", cluster, "--revision", REVISION))
+    client = Kube.from_kubeconfig(str(steps_config))
+    try:
+        result = wait_healthy(
+            client,
+            RolloutRef(rig.namespace, "myservice", "r1", rig.namespace),
+            stage="canary",
+            cluster=cluster,
+            revision=REVISION,
+            clock=ManualClock(datetime.now(UTC) + timedelta(hours=1)),
+        )
+    finally:
+        client.close()
+    assert result.failed
+    assert f"cluster {cluster}: progress deadline of 600s passed" in result.reason
+    assert "sync operation not picked up by Argo CD yet" in result.reason
