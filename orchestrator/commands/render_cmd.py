@@ -27,6 +27,7 @@ from orchestrator.models import ProgressiveSync
 from orchestrator.planner import RolloutPlan, plan_rollout
 from workflow_templates import pieces, validate
 from workflow_templates.builder import StageSizes, WorkflowBuildError, assumed_sizes, build_workflow
+from workflow_templates.render import to_yaml
 from workflow_templates.settings import WorkflowSettings
 
 PLACEHOLDER_REVISION = "REVISION"
@@ -154,7 +155,7 @@ def render(
     problems = validate.problems(obj, library=library)
     if problems:
         raise click.ClickException("the rendered Workflow is broken: " + "; ".join(problems))
-    click.echo(json.dumps(obj, indent=2) if output == "json" else built.to_yaml(), nl=output == "json")
+    click.echo(json.dumps(obj, indent=2) if output == "json" else to_yaml(built), nl=output == "json")
 
 
 def build_workflow_or_exit(

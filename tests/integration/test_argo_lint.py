@@ -9,6 +9,7 @@ makes of every example ProgressiveSync.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -91,6 +92,25 @@ def test_rendered_workflows_pass_argo_lint(argo: Path, ps: ProgressiveSync, tmp_
         settings=WorkflowSettings(),
     )
     path = tmp_path / "workflow.yaml"
-    path.write_text(workflow.to_yaml())
+    path.write_text(render.to_yaml(workflow))
     result = lint(argo, path)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_argo_lint_does_catch_a_broken_reference(argo: Path, tmp_path: Path) -> None:
+    ps = progressive_syncs()[0]
+    if not ps.metadata.namespace:
+        ps = ps.model_copy(update={"metadata": ps.metadata.model_copy(update={"namespace": "argocd"})})
+    obj = build_workflow(
+        ps,
+        rollout_id="0123456789",
+        revision="4f1c2e9",
+        plan=assumed_sizes(ps, 3),
+        settings=WorkflowSettings(),
+    ).to_dict()
+    obj["spec"]["templates"] = [t for t in obj["spec"]["templates"] if t["name"] != "record"]
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps(obj))
+    result = lint(argo, path)
+    assert result.returncode != 0
+    assert "record" in result.stdout + result.stderr
