@@ -50,7 +50,10 @@ def apply_crds(kube: Kube, documents: Iterable[dict[str, Any]], *, timeout: floa
             kube.create(CRDS, None, document)
             continue
         updated = dict(document)
-        updated["metadata"] = {**document["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]}
+        updated["metadata"] = {
+            **document["metadata"],
+            "resourceVersion": current["metadata"]["resourceVersion"],
+        }
         kube.replace(CRDS, None, updated)
     deadline = time.monotonic() + timeout
     for document in documents:
@@ -77,7 +80,9 @@ def wait_until_served(kube: Kube, document: dict[str, Any], *, deadline: float) 
         crd = kube.get(CRDS, None, name)
         conditions = {c["type"]: c for c in (crd.get("status") or {}).get("conditions") or []}
         established = conditions.get("Established", {}).get("status") == "True"
-        if established and all(_discovery_serves(kube, spec["group"], version, plural) for version in versions):
+        if established and all(
+            _discovery_serves(kube, spec["group"], version, plural) for version in versions
+        ):
             return
         if not established:
             last = conditions.get("Established", {}).get("message", "not Established yet")

@@ -114,9 +114,15 @@ def _new_ca(common_name: str, now: dt.datetime) -> _KeyPair:
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(
-                digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
-                key_encipherment=False, data_encipherment=False, key_agreement=False,
-                encipher_only=False, decipher_only=False,
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
             ),
             critical=True,
         )
@@ -194,11 +200,27 @@ def host_address() -> str:
 _PR_SET_PDEATHSIG = 1
 
 
+def _load_prctl() -> Any:
+    # Resolved in the parent, once: the child between fork and exec must not load libraries.
+    try:
+        return ctypes.CDLL("libc.so.6", use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_prctl = _load_prctl()
+
+
 def _die_with_parent() -> None:
-    """In the child before exec: a new session, and SIGKILL when the parent dies (no orphans)."""
-    os.setsid()
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    """In the child before exec: SIGKILL when the parent dies, so a killed test run leaves no orphans.
+
+    Only one already-resolved system call runs here (no imports, no locks), which is what makes a
+    preexec_fn safe enough in a threaded parent. The kernel sends the signal when the *thread* that
+    started the child exits, so start control planes from a long-lived thread (tests, the CLI and
+    the demo all start them from the main thread).
+    """
+    if _prctl is not None:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _stop_process_group(process: subprocess.Popen[bytes], grace_seconds: float = 10.0) -> None:
@@ -297,9 +319,14 @@ class DevCluster:
 
     def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
         log_file = (self.workdir / f"{name}.log").open("wb")
-        process = subprocess.Popen(  # noqa: S603 - argv is built from our own paths and flags
-            argv, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent, close_fds=True,  # noqa: PLW1509
+        process = subprocess.Popen(
+            argv,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,  # its own process group, stopped as a whole
+            preexec_fn=_die_with_parent,  # noqa: PLW1509 - see _die_with_parent
+            close_fds=True,
         )
         log_file.close()
         self._processes.append(process)
@@ -376,7 +403,9 @@ class DevCluster:
     def _ssl_context(self, user: str = "admin") -> ssl.SSLContext:
         certs = self.workdir / "certs"
         context = ssl.create_default_context(cafile=str(certs / "ca.crt"))
-        context.load_cert_chain(str(self.workdir / "users" / f"{user}.crt"), str(self.workdir / "users" / f"{user}.key"))
+        context.load_cert_chain(
+            str(self.workdir / "users" / f"{user}.crt"), str(self.workdir / "users" / f"{user}.key")
+        )
         return context
 
     def _wait_http(self, url: str, what: str, *, timeout: float, context: ssl.SSLContext | None) -> None:
@@ -390,21 +419,26 @@ class DevCluster:
                         f"its log is in {self.workdir}:\n{self._log_tail()}"
                     )
             try:
-                with urllib.request.urlopen(url, timeout=2.0, context=context) as response:  # noqa: S310
+                with urllib.request.urlopen(url, timeout=2.0, context=context) as response:
                     if response.status == 200:
                         return
                     last_error = f"HTTP {response.status}"
             except OSError as exc:
                 last_error = str(exc)
             time.sleep(0.1)
-        raise ControlPlaneError(f"{what} not ready at {url} after {timeout:.0f}s ({last_error}):\n{self._log_tail()}")
+        raise ControlPlaneError(
+            f"{what} not ready at {url} after {timeout:.0f}s ({last_error}):\n{self._log_tail()}"
+        )
 
     def _wait_ready(self, timeout: float) -> None:
         context = self._ssl_context()
         self._wait_http(f"{self.api_url}/healthz", "kube-apiserver", timeout=timeout, context=context)
         self._wait_http(f"{self.api_url}/readyz", "kube-apiserver", timeout=timeout, context=context)
         self._wait_http(
-            f"{self.api_url}/api/v1/namespaces/default", "the default namespace", timeout=timeout, context=context
+            f"{self.api_url}/api/v1/namespaces/default",
+            "the default namespace",
+            timeout=timeout,
+            context=context,
         )
 
     def _log_tail(self, lines: int = 30) -> str:
@@ -435,7 +469,10 @@ class DevCluster:
             "clusters": [
                 {
                     "name": "devcluster",
-                    "cluster": {"server": self.api_url, "certificate-authority": str(self.workdir / "certs" / "ca.crt")},
+                    "cluster": {
+                        "server": self.api_url,
+                        "certificate-authority": str(self.workdir / "certs" / "ca.crt"),
+                    },
                 }
             ],
             "users": [

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import builtins
+import contextlib
 import json
 import logging
 import time
@@ -271,7 +272,9 @@ class Kube:
                 if attempt == attempts:
                     raise
                 delay = backoffs[attempt - 1]
-                log.warning("%s: attempt %d/%d failed: %s; retrying in %.1fs", what, attempt, attempts, exc, delay)
+                log.warning(
+                    "%s: attempt %d/%d failed: %s; retrying in %.1fs", what, attempt, attempts, exc, delay
+                )
                 time.sleep(delay)
         raise AssertionError("unreachable")
 
@@ -292,9 +295,14 @@ class Kube:
         field_selector: str | None = None,
         resource_version: str | None = None,
         limit: int = 500,
-    ) -> tuple[list[dict[str, Any]], str]:
-        """List all objects (following `continue` pages); returns the items and the list's resourceVersion."""
-        items: list[dict[str, Any]] = []
+        transform: Callable[[dict[str, Any]], Any] | None = None,
+    ) -> tuple[list[Any], str]:
+        """List all objects (following `continue` pages); returns the items and the list's resourceVersion.
+
+        `transform`, when given, is applied to each item as its page arrives and items it maps to
+        None are dropped: a caller that keeps a few fields of 10,000 objects never holds them all.
+        """
+        items: list[Any] = []
         continue_token: str | None = None
         list_rv = ""
         while True:
@@ -314,7 +322,11 @@ class Kube:
                 # Lists omit apiVersion/kind on items; put them back so items look like gets.
                 item.setdefault("apiVersion", resource.api_version)
                 item.setdefault("kind", kind)
-                items.append(item)
+                if transform is None:
+                    items.append(item)
+                elif (kept := transform(item)) is not None:
+                    items.append(kept)
+            page.pop("items", None)  # the next page must not stack on this one
             meta = page.get("metadata") or {}
             list_rv = str(meta.get("resourceVersion", list_rv))
             continue_token = meta.get("continue") or None
@@ -330,7 +342,12 @@ class Kube:
         return self._call("POST", resource.path(namespace), body=body)
 
     def replace(
-        self, resource: Resource, namespace: str | None, body: dict[str, Any], *, subresource: str | None = None
+        self,
+        resource: Resource,
+        namespace: str | None,
+        body: dict[str, Any],
+        *,
+        subresource: str | None = None,
     ) -> dict[str, Any]:
         """PUT the object; the body's resourceVersion makes it conditional (Conflict when stale)."""
         name = body["metadata"]["name"]
@@ -361,11 +378,13 @@ class Kube:
             ),
         )
 
-    def delete(
-        self, resource: Resource, namespace: str | None, name: str, *, uid: str | None = None
-    ) -> None:
+    def delete(self, resource: Resource, namespace: str | None, name: str, *, uid: str | None = None) -> None:
         """Delete the object (only the one with `uid` when given); NotFound when already gone."""
-        body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        body: dict[str, Any] = {
+            "kind": "DeleteOptions",
+            "apiVersion": "v1",
+            "propagationPolicy": "Background",
+        }
         if uid:
             body["preconditions"] = {"uid": uid}
         self.retrying(
@@ -465,10 +484,8 @@ def cluster_secret_from_object(secret: Mapping[str, Any]) -> ClusterSecret:
 
 def _shutdown_stream(response: Any) -> None:
     """Unblock a read in progress on `response` (urllib3 2.3+); a stream already ended is fine."""
-    try:
+    with contextlib.suppress(ValueError, RuntimeError, OSError, AttributeError):
         response.shutdown()
-    except (ValueError, RuntimeError, OSError, AttributeError):
-        pass
 
 
 def _iter_lines(response: Any) -> Iterator[bytes]:

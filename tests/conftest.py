@@ -12,6 +12,7 @@ One control plane serves the whole session; each test that needs objects gets a 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Iterator
@@ -62,10 +63,8 @@ def namespace(kube: Kube, request: pytest.FixtureRequest) -> Iterator[str]:
     name = f"t-{slug}-{uuid.uuid4().hex[:6]}"
     kube.create(NAMESPACES, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     yield name
-    try:
+    with contextlib.suppress(NotFound):
         kube.delete(NAMESPACES, None, name)
-    except NotFound:
-        pass
 
 
 def pytest_report_header() -> list[str]:

@@ -45,7 +45,7 @@ def dev_cluster() -> None:
     "--tools-dir",
     type=click.Path(file_okay=False, path_type=Path),
     envvar="KUBEBUILDER_ASSETS",
-    help="Folder with etcd, kube-apiserver and kubectl (default: $KUBEBUILDER_ASSETS; `make tools` prints it).",
+    help="Folder with etcd, kube-apiserver and kubectl (default: $KUBEBUILDER_ASSETS; see `make tools`).",
 )
 def up(state_dir: Path, tools_dir: Path | None) -> None:
     """Start the control plane and keep it running until Ctrl-C or `dev-cluster down`."""

@@ -21,7 +21,9 @@ CHART = Path(__file__).resolve().parents[2] / "charts" / "progressive-sync"
 def helm(control_plane: DevCluster) -> Path:
     binary = control_plane.tools_dir / "helm"
     if not binary.exists():
-        pytest.skip(f"helm is not in {control_plane.tools_dir} (KUBEBUILDER_ASSETS without helm); `make tools` builds it")
+        pytest.skip(
+            f"no helm in {control_plane.tools_dir} (KUBEBUILDER_ASSETS lacks it); `make tools` builds it"
+        )
     return binary
 
 
@@ -35,7 +37,9 @@ def render(helm: Path, namespace: str, *values: str) -> list[dict]:
 
 
 def test_helm_lint_passes(helm: Path) -> None:
-    result = subprocess.run([str(helm), "lint", str(CHART)], capture_output=True, text=True, timeout=60, check=False)
+    result = subprocess.run(
+        [str(helm), "lint", str(CHART)], capture_output=True, text=True, timeout=60, check=False
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 chart(s) failed" in result.stdout
 
@@ -95,7 +99,9 @@ def test_rendered_chart_applies_and_rbac_fits_the_code(helm: Path, kubectl: Kube
 
     watcher = f"system:serviceaccount:{namespace}:psync-progressive-sync-watcher"
     steps = f"system:serviceaccount:{namespace}:progressive-sync-steps"
-    missing = [(verb, res) for verb, res in WATCHER_NEEDS if not can_i(kubectl, watcher, verb, res, namespace)]
+    missing = [
+        (verb, res) for verb, res in WATCHER_NEEDS if not can_i(kubectl, watcher, verb, res, namespace)
+    ]
     assert missing == [], f"watcher lacks {missing}"
     missing = [(verb, res) for verb, res in STEPS_NEED if not can_i(kubectl, steps, verb, res, namespace)]
     assert missing == [], f"steps lack {missing}"

@@ -56,7 +56,12 @@ WIDGET_CRD: dict[str, Any] = {
 
 
 def widget(name: str, size: Any = 1) -> dict[str, Any]:
-    return {"apiVersion": "test.progressivesync.io/v1", "kind": "Widget", "metadata": {"name": name}, "spec": {"size": size}}
+    return {
+        "apiVersion": "test.progressivesync.io/v1",
+        "kind": "Widget",
+        "metadata": {"name": name},
+        "spec": {"size": size},
+    }
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +70,9 @@ def widgets(kube: Kube) -> Resource:
     return WIDGETS
 
 
-def test_schema_violation_is_rejected_with_the_field_named(kube: Kube, widgets: Resource, namespace: str) -> None:
+def test_schema_violation_is_rejected_with_the_field_named(
+    kube: Kube, widgets: Resource, namespace: str
+) -> None:
     with pytest.raises(Invalid) as caught:
         kube.create(widgets, namespace, widget("too-small", size=0))
     assert caught.value.status == 422
@@ -82,7 +89,9 @@ def test_rbac_denies_and_allows_a_restricted_user(
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "Role",
             "metadata": {"name": "widget-reader"},
-            "rules": [{"apiGroups": ["test.progressivesync.io"], "resources": ["widgets"], "verbs": ["get", "list"]}],
+            "rules": [
+                {"apiGroups": ["test.progressivesync.io"], "resources": ["widgets"], "verbs": ["get", "list"]}
+            ],
         },
     )
     kube.create(
@@ -100,7 +109,9 @@ def test_rbac_denies_and_allows_a_restricted_user(
     reader = Kube.from_kubeconfig(str(control_plane.mint_user("reader", ["readers"])))
     try:
         # RoleBindings take effect through the authorizer's informer: wait until the grant is seen.
-        wait_for(lambda: _can_get(reader, widgets, namespace, "visible"), what="reader allowed to get widgets")
+        wait_for(
+            lambda: _can_get(reader, widgets, namespace, "visible"), what="reader allowed to get widgets"
+        )
         assert reader.get(widgets, namespace, "visible")["spec"]["size"] == 1
         with pytest.raises(Forbidden):
             reader.create(widgets, namespace, widget("not-allowed"))
@@ -128,7 +139,9 @@ def test_update_with_stale_resource_version_conflicts(kube: Kube, widgets: Resou
     assert kube.get(widgets, namespace, "contended")["spec"]["size"] == 2
 
 
-def test_watch_delivers_added_modified_deleted_in_order(kube: Kube, widgets: Resource, namespace: str) -> None:
+def test_watch_delivers_added_modified_deleted_in_order(
+    kube: Kube, widgets: Resource, namespace: str
+) -> None:
     _, list_rv = kube.list(widgets, namespace)
     seen: list[WatchEvent] = []
     done = threading.Event()

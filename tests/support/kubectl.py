@@ -14,9 +14,11 @@ class Kubectl:
     binary: Path
     kubeconfig: Path
 
-    def run(self, *args: str, stdin: str | None = None, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, *args: str, stdin: str | None = None, timeout: float = 60.0
+    ) -> subprocess.CompletedProcess[str]:
         """Run `kubectl ARGS` with our kubeconfig; output captured as text."""
-        return subprocess.run(  # noqa: S603 - test helper, arguments are ours
+        return subprocess.run(
             [str(self.binary), f"--kubeconfig={self.kubeconfig}", *args],
             input=stdin,
             capture_output=True,

@@ -9,7 +9,9 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def wait_for(condition: Callable[[], T], *, timeout: float = 30.0, interval: float = 0.05, what: str = "") -> T:
+def wait_for(
+    condition: Callable[[], T], *, timeout: float = 30.0, interval: float = 0.05, what: str = ""
+) -> T:
     """Call `condition` until it returns something truthy; return that, or fail after `timeout`."""
     deadline = time.monotonic() + timeout
     last: T | None = None
@@ -18,5 +20,7 @@ def wait_for(condition: Callable[[], T], *, timeout: float = 30.0, interval: flo
         if last:
             return last
         if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what or condition!r}; last value: {last!r}")
+            raise AssertionError(
+                f"timed out after {timeout}s waiting for {what or condition!r}; last value: {last!r}"
+            )
         time.sleep(interval)
