@@ -157,6 +157,10 @@ def start_stage(
     entry.started_at = entry.started_at or now
     entry.finished_at = None
     status.current_stage = stage
+    if status.phase in (None, RolloutPhase.PENDING):
+        # The watcher may have recorded the rollout as Pending; a stage under way makes it Progressing
+        # (a Paused or ended rollout keeps its phase: those are the watcher's and finalize's to set).
+        status.phase = RolloutPhase.PROGRESSING
     refresh_progress(status, planned_total)
     return status
 

@@ -348,10 +348,11 @@ class FleetSimulator:
     def run_forever(self) -> None:
         """Run in the foreground until `stop()` is called from elsewhere (signal handler)."""
         self.start()
-        while not self._stop.wait(0.5):
-            if self.error is not None:
-                raise self.error
+        while not self._stop.wait(0.5):  # a timed wait lets signal handlers run promptly
+            pass
         self.stop()
+        if self.error is not None:
+            raise self.error
 
     def __enter__(self) -> FleetSimulator:
         return self.start()

@@ -132,3 +132,20 @@ def test_condition_transition_time_moves_only_on_change() -> None:
     assert status.conditions is not None and status.conditions[0].last_transition_time == at(1)
     rs.set_condition(status, "Ready", value=ConditionStatus.TRUE, reason="C", message="", now=at(3))
     assert status.conditions[0].last_transition_time == at(3)
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        pytest.param(None, RolloutPhase.PROGRESSING, id="no-phase-yet"),
+        pytest.param(RolloutPhase.PENDING, RolloutPhase.PROGRESSING, id="pending-rollout-starts"),
+        pytest.param(RolloutPhase.PAUSED, RolloutPhase.PAUSED, id="paused-stays-paused"),
+    ],
+)
+def test_starting_a_stage_makes_a_pending_rollout_progressing(
+    before: RolloutPhase | None, after: RolloutPhase
+) -> None:
+    status = status_with(make_stage(phase=StagePhase.PENDING))
+    status.phase = before
+    status = rs.start_stage(status, stage="canary", targets=["a"], message="m", now=T0)
+    assert status.phase == after
