@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 from typing import Any
 
@@ -183,3 +186,39 @@ def test_missing_tools_are_reported_with_the_fix(tmp_path: Any, monkeypatch: pyt
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(devcluster.ControlPlaneError, match="make tools"):
         devcluster.find_tools_dir()
+
+
+def test_dev_cluster_up_serves_until_down(tmp_path: Any) -> None:
+    state = tmp_path / "state"
+    env = {**os.environ, "PROGRESSIVE_SYNC_DEV_CLUSTER_DIR": str(state)}
+    cli = [sys.executable, "-m", "orchestrator.cli", "dev-cluster"]
+    up = subprocess.Popen([*cli, "up"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert up.stdout is not None
+        lines = []
+        for line in up.stdout:  # bounded: `up` prints the export line, or exits on failure
+            lines.append(line)
+            if line.startswith("export KUBECONFIG="):
+                break
+        assert lines and lines[-1].startswith("export KUBECONFIG="), (lines, up.stderr and up.stderr.read())
+        kubeconfig = lines[-1].strip().split("=", 1)[1]
+        client = Kube.from_kubeconfig(kubeconfig)
+        try:
+            served = client.discovery("progressivesync.io", "v1alpha1")
+            assert any(r["name"] == "progressivesyncs" for r in served["resources"])
+        finally:
+            client.close()
+        children = [child.pid for child in psutil.Process(up.pid).children(recursive=True)]
+        assert len(children) >= 2  # etcd and kube-apiserver
+
+        down = subprocess.run(
+            [*cli, "down"], capture_output=True, text=True, env=env, timeout=30, check=False
+        )
+        assert down.returncode == 0, down.stderr
+        assert up.wait(timeout=60) == 0
+        for pid in children:
+            assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, pid
+    finally:
+        if up.poll() is None:
+            up.kill()
+            up.wait(timeout=30)
