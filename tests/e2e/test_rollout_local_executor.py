@@ -47,11 +47,19 @@ PER_REGION = {
 }
 REST = {"name": "everything else", "targets": {"clusters": {"selector": {}}}, "maxParallel": "25%"}
 THREE_STAGES = [CANARY, PER_REGION, REST]
+# For the tests about control rather than scale: six clusters, the rest two at a time.
+SMALL_STAGES = [CANARY, PER_REGION, {**REST, "maxParallel": 2}]
 
 
 @pytest.fixture
 def rig(control_plane: DevCluster, kube: Kube, namespace: str, tmp_path: Path) -> Iterator[RolloutRig]:
     with rollout_rig(control_plane, kube, namespace, tmp_path) as running:
+        yield running
+
+
+@pytest.fixture
+def small_rig(control_plane: DevCluster, kube: Kube, namespace: str, tmp_path: Path) -> Iterator[RolloutRig]:
+    with rollout_rig(control_plane, kube, namespace, tmp_path, clusters=6) as running:
         yield running
 
 
@@ -93,81 +101,83 @@ def test_three_stages_over_twelve_clusters_succeed_in_order_within_max_parallel(
     assert rig.nodes(name=f"{rig.workflow_name}.onExit")[0]["phase"] == "Succeeded"
 
 
-def test_stop_runs_the_exit_handler_and_the_rollout_is_cancelled(rig: RolloutRig) -> None:
-    rig.start_rollout(THREE_STAGES)
-    rig.start_executor()
-    wait_for(lambda: len(rig.sync_starts()) >= 2, timeout=120, interval=0.2, what="the second stage to start")
-    workflow_control.stop(rig.kube, rig.namespace, rig.workflow_name)
-    done = rig.wait_finished()
+def test_stop_runs_the_exit_handler_and_the_rollout_is_cancelled(small_rig: RolloutRig) -> None:
+    small_rig.start_rollout(SMALL_STAGES)
+    small_rig.start_executor()
+    wait_for(
+        lambda: len(small_rig.sync_starts()) >= 2, timeout=120, interval=0.2, what="the second stage to start"
+    )
+    workflow_control.stop(small_rig.kube, small_rig.namespace, small_rig.workflow_name)
+    done = small_rig.wait_finished()
     assert done["status"]["phase"] == "Failed"
     assert done["status"]["message"] == "Stopped with strategy 'Stop'"
-    assert rig.nodes(name=f"{rig.workflow_name}.onExit")[0]["phase"] == "Succeeded"
-    ps = rig.progressive_sync()
+    assert small_rig.nodes(name=f"{small_rig.workflow_name}.onExit")[0]["phase"] == "Succeeded"
+    ps = small_rig.progressive_sync()
     assert ps.status is not None and ps.status.phase == RolloutPhase.CANCELLED
-    assert stage_of(rig, "everything else").phase in (StagePhase.CANCELLED, StagePhase.PENDING)
+    assert stage_of(small_rig, "everything else").phase in (StagePhase.CANCELLED, StagePhase.PENDING)
 
 
-def test_terminate_skips_the_exit_handler(rig: RolloutRig) -> None:
-    rig.start_rollout(THREE_STAGES)
-    rig.start_executor()
-    wait_for(lambda: len(rig.sync_starts()) >= 1, timeout=120, interval=0.2, what="the canary to start")
-    workflow_control.terminate(rig.kube, rig.namespace, rig.workflow_name)
-    done = rig.wait_finished()
+def test_terminate_skips_the_exit_handler(small_rig: RolloutRig) -> None:
+    small_rig.start_rollout(SMALL_STAGES)
+    small_rig.start_executor()
+    wait_for(lambda: len(small_rig.sync_starts()) >= 1, timeout=120, interval=0.2, what="the canary to start")
+    workflow_control.terminate(small_rig.kube, small_rig.namespace, small_rig.workflow_name)
+    done = small_rig.wait_finished()
     assert done["status"]["message"] == "Stopped with strategy 'Terminate'"
-    assert rig.nodes(name=f"{rig.workflow_name}.onExit") == []
-    ps = rig.progressive_sync()
+    assert small_rig.nodes(name=f"{small_rig.workflow_name}.onExit") == []
+    ps = small_rig.progressive_sync()
     assert ps.status is not None and ps.status.phase != RolloutPhase.CANCELLED
 
 
-def test_suspend_then_resume_continues_where_it_stood(rig: RolloutRig) -> None:
-    rig.start_rollout(THREE_STAGES)
-    rig.start_executor()
-    wait_for(lambda: len(rig.sync_starts()) >= 1, timeout=120, interval=0.2, what="the canary to start")
-    workflow_control.suspend(rig.kube, rig.namespace, rig.workflow_name)
-    canary_record = f"{rig.workflow_name}.canary-in-eu-west-1.record"
+def test_suspend_then_resume_continues_where_it_stood(small_rig: RolloutRig) -> None:
+    small_rig.start_rollout(SMALL_STAGES)
+    small_rig.start_executor()
+    wait_for(lambda: len(small_rig.sync_starts()) >= 1, timeout=120, interval=0.2, what="the canary to start")
+    workflow_control.suspend(small_rig.kube, small_rig.namespace, small_rig.workflow_name)
+    canary_record = f"{small_rig.workflow_name}.canary-in-eu-west-1.record"
     wait_for(
         lambda: (
-            any(n["phase"] == "Succeeded" for n in rig.nodes(name=canary_record))
-            or stage_of(rig, "canary in eu-west-1").phase == StagePhase.PROGRESSING
+            any(n["phase"] == "Succeeded" for n in small_rig.nodes(name=canary_record))
+            or stage_of(small_rig, "canary in eu-west-1").phase == StagePhase.PROGRESSING
         ),
         timeout=60,
         interval=0.2,
     )
     # While suspended, the canary finishes but the next stage does not start.
-    synced_while_suspended = len(rig.sync_starts())
+    synced_while_suspended = len(small_rig.sync_starts())
     wait_for(
-        lambda: not rig.nodes(phase="Running", type="Pod"),
+        lambda: not small_rig.nodes(phase="Running", type="Pod"),
         timeout=60,
         interval=0.2,
         what="running steps to end",
     )
-    assert len(rig.sync_starts()) == synced_while_suspended == 1
-    assert rig.phase() == "Running"
-    workflow_control.resume(rig.kube, rig.namespace, rig.workflow_name, clock=SystemClock())
-    done = rig.wait_finished()
+    assert len(small_rig.sync_starts()) == synced_while_suspended == 1
+    assert small_rig.phase() == "Running"
+    workflow_control.resume(small_rig.kube, small_rig.namespace, small_rig.workflow_name, clock=SystemClock())
+    done = small_rig.wait_finished()
     assert done["status"]["phase"] == "Succeeded"
-    assert rig.fleet is not None
-    assert rig.sync_starts() == {app: 1 for app in rig.fleet.applications}
+    assert small_rig.fleet is not None
+    assert small_rig.sync_starts() == {app: 1 for app in small_rig.fleet.applications}
 
 
-def test_manual_approval_waits_until_approved(rig: RolloutRig) -> None:
-    gated = {**REST, "approval": "Manual"}
-    rig.start_rollout([CANARY, gated])
-    rig.start_executor()
+def test_manual_approval_waits_until_approved(small_rig: RolloutRig) -> None:
+    gated = {**REST, "maxParallel": 3, "approval": "Manual"}
+    small_rig.start_rollout([CANARY, gated])
+    small_rig.start_executor()
     wait_for(
-        lambda: rig.nodes(templateName="approval", phase="Running"),
+        lambda: small_rig.nodes(templateName="approval", phase="Running"),
         timeout=120,
         interval=0.2,
         what="the gate",
     )
-    assert len(rig.sync_starts()) == 1  # only the canary
-    assert stage_of(rig, "everything else").phase == StagePhase.PENDING
+    assert len(small_rig.sync_starts()) == 1  # only the canary
+    assert stage_of(small_rig, "everything else").phase == StagePhase.PENDING
     # What `progressive-sync approve` / `argo resume` write: the gate node Succeeded.
-    workflow_control.resume(rig.kube, rig.namespace, rig.workflow_name, clock=SystemClock())
-    done = rig.wait_finished()
+    workflow_control.resume(small_rig.kube, small_rig.namespace, small_rig.workflow_name, clock=SystemClock())
+    done = small_rig.wait_finished()
     assert done["status"]["phase"] == "Succeeded"
-    assert rig.fleet is not None
-    assert len(rig.sync_starts()) == len(rig.fleet.applications)
+    assert small_rig.fleet is not None
+    assert len(small_rig.sync_starts()) == len(small_rig.fleet.applications)
 
 
 def test_a_failing_cluster_fails_its_stage_and_no_later_stage_starts(
@@ -191,16 +201,18 @@ def test_a_failing_cluster_fails_its_stage_and_no_later_stage_starts(
         assert ps.status is not None and ps.status.phase == RolloutPhase.FAILED
 
 
-def test_executor_restarted_mid_rollout_completes_without_syncing_twice(rig: RolloutRig) -> None:
-    rig.start_rollout(THREE_STAGES)
-    rig.start_executor()
-    wait_for(lambda: len(rig.sync_starts()) >= 4, timeout=120, interval=0.2, what="the last stage to start")
-    rig.stop_executor()
-    running = [n["name"] for n in rig.nodes(type="Pod", phase="Running")]
-    rig.start_executor()
-    done = rig.wait_finished()
+def test_executor_restarted_mid_rollout_completes_without_syncing_twice(small_rig: RolloutRig) -> None:
+    small_rig.start_rollout(SMALL_STAGES)
+    small_rig.start_executor()
+    wait_for(
+        lambda: len(small_rig.sync_starts()) >= 4, timeout=120, interval=0.2, what="the last stage to start"
+    )
+    small_rig.stop_executor()
+    running = [n["name"] for n in small_rig.nodes(type="Pod", phase="Running")]
+    small_rig.start_executor()
+    done = small_rig.wait_finished()
     assert done["status"]["phase"] == "Succeeded", done["status"].get("message")
-    assert rig.fleet is not None
-    assert rig.sync_starts() == {app: 1 for app in rig.fleet.applications}
-    restarted = [n for n in rig.nodes(type="Pod") if n["name"] in running]
+    assert small_rig.fleet is not None
+    assert small_rig.sync_starts() == {app: 1 for app in small_rig.fleet.applications}
+    restarted = [n for n in small_rig.nodes(type="Pod") if n["name"] in running]
     assert all(n["phase"] == "Succeeded" for n in restarted)
