@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: help venv tools test unit lint fmt clean crds bench demo
+.PHONY: help venv tools test unit lint fmt clean crds bench demo argo
 
 help:
 	@echo "make demo    run a staged rollout over a simulated 12-cluster fleet on a local control plane"
@@ -29,6 +29,10 @@ venv: $(STAMP)
 # Prints the folder that holds the tools; builds them on a cold cache (minutes), reuses them after.
 tools:
 	@hack/tools/build.sh
+
+# Optional and slow (~25 min on 2 cores): the argo CLI for `argo lint --offline` and the argo e2e tests.
+argo:
+	@hack/tools/build-argo.sh
 
 test: $(STAMP)
 	KUBEBUILDER_ASSETS="$$(hack/tools/build.sh)" $(BIN)/pytest $(PYTEST_ARGS)
