@@ -25,6 +25,8 @@ HERE = Path(__file__).resolve().parent
 EXAMPLES = HERE / "examples"
 EXAMPLE_PS = EXAMPLES / "myservice.progressivesync.yaml"
 EXAMPLE_WORKFLOW = EXAMPLES / "myservice.workflow.yaml"
+# The chart installs the same WorkflowTemplates; Helm reads files only from inside the chart.
+CHART_FILES = HERE.parent / "charts" / "progressive-sync" / "files"
 EXAMPLE_ROLLOUT_ID = "7f3c2a1b9e"
 EXAMPLE_REVISION = "4f1c2e9d0a7b"
 EXAMPLE_CLUSTERS_PER_STAGE = 12
@@ -75,10 +77,11 @@ HEADER = (
 def golden_files(settings: WorkflowSettings | None = None) -> dict[Path, str]:
     """Every committed YAML file and the text it must have."""
     settings = settings or WorkflowSettings()
-    files = {
-        HERE / f"{template.name}.yaml": HEADER + to_yaml(template)
-        for template in pieces.workflow_templates(settings)
-    }
+    files = {}
+    for template in pieces.workflow_templates(settings):
+        text = HEADER + to_yaml(template)
+        files[HERE / f"{template.name}.yaml"] = text
+        files[CHART_FILES / f"{template.name}.yaml"] = text
     ps = ProgressiveSync.model_validate(yaml.safe_load(EXAMPLE_PS.read_text()))
     workflow = build_workflow(
         ps,
@@ -101,6 +104,7 @@ def main() -> int:
     for path, text in golden_files().items():
         old = path.read_text() if path.exists() else None
         if old != text:
+            path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
             print(f"wrote {path.relative_to(HERE.parent)}")
     return 0

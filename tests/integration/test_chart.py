@@ -88,7 +88,9 @@ def can_i(kubectl: Kubectl, user: str, verb: str, resource: str, namespace: str)
 def test_rendered_chart_applies_and_rbac_fits_the_code(helm: Path, kubectl: Kubectl, namespace: str) -> None:
     documents = render(helm, namespace, f"argocdNamespace={namespace}", f"workflowNamespace={namespace}")
     kinds = sorted({doc["kind"] for doc in documents})
-    assert {"Deployment", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"} <= set(kinds)
+    assert {"Deployment", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "WorkflowTemplate"} <= set(
+        kinds
+    )
     # Cluster-scoped names must not collide across tests: give them the namespace as a suffix.
     for doc in documents:
         if doc["kind"] in ("ClusterRole", "ClusterRoleBinding"):
@@ -107,3 +109,23 @@ def test_rendered_chart_applies_and_rbac_fits_the_code(helm: Path, kubectl: Kube
     assert missing == [], f"steps lack {missing}"
     too_much = [(verb, res) for verb, res in STEPS_MUST_NOT if can_i(kubectl, steps, verb, res, namespace)]
     assert too_much == [], f"steps may do more than they need: {too_much}"
+
+
+def test_workflow_templates_follow_the_chart_values(helm: Path) -> None:
+    documents = render(
+        helm,
+        "argocd",
+        "image.tag=1.2.3",
+        "workflowNamespace=rollouts",
+        "steps.serviceAccountName=rollout-steps",
+    )
+    templates = [doc for doc in documents if doc["kind"] == "WorkflowTemplate"]
+    assert sorted(t["metadata"]["name"] for t in templates) == [
+        "progressive-sync-cluster",
+        "progressive-sync-steps",
+    ]
+    for template in templates:
+        assert template["metadata"]["namespace"] == "rollouts"
+        assert template["spec"]["serviceAccountName"] == "rollout-steps"
+        images = {t["container"]["image"] for t in template["spec"]["templates"] if "container" in t}
+        assert images <= {"ghcr.io/progressive-sync/progressive-sync:1.2.3"}
