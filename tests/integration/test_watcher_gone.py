@@ -45,6 +45,7 @@ def uncached() -> Iterator[tuple[devcluster.DevCluster, Kube]]:
         kube.close()
 
 
+@pytest.mark.timeout(900)
 def test_rollout_survives_closed_streams_and_410s(
     uncached: tuple[devcluster.DevCluster, Kube], tmp_path: Path
 ) -> None:

@@ -58,6 +58,7 @@ def _decided(key: str, *steps: str) -> Callable[[dict[str, Any]], bool]:
     return lambda entry: entry.get("ps") == key and entry.get("step") in steps
 
 
+@pytest.mark.timeout(900)
 def test_killed_at_thirteen_points_of_a_rollout_it_still_runs_it_exactly_once(  # noqa: PLR0917 - fixtures
     kube: Kube,
     control_plane: devcluster.DevCluster,

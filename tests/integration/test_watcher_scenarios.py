@@ -228,6 +228,7 @@ def test_a_workflow_deleted_by_someone_else_is_reported_not_re_created(
         assert any(e.get("reason") == "WorkflowDeleted" for e in events)
 
 
+@pytest.mark.timeout(900)
 def test_two_rollouts_at_once_an_invalid_reference_and_a_converged_reconcile_that_writes_nothing(  # noqa: PLR0917 - fixtures
     kube: Kube,
     watcher_kube: Kube,

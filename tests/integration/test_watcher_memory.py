@@ -1,0 +1,212 @@
+"""Memory of the whole watcher process with 10,000 Applications in its Argo CD namespace.
+
+Real: the control plane, 10,000 Application objects shaped like Argo CD's (spec, sync and health
+status, an operation state with its result, a resource list and a history), owned by 100
+ApplicationSets of 100 clusters each, and `progressive-sync watch` as a child process. A paused
+ProgressiveSync on one ApplicationSet makes the watcher plan over its 100 Applications too.
+
+The figure: the watcher's resident memory after its first lists and reconcile, and its peak
+(VmHWM), both well under 150 MB.
+"""
+
+from __future__ import annotations
+
+import base64
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from orchestrator.kube import APPLICATION_SETS, APPLICATIONS, SECRETS, Kube
+from tests.support.watcher_harness import REVISION_1, WatcherProcess, create_ps
+
+pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+
+APP_SETS = 100
+CLUSTERS_PER_APP_SET = 100
+LIMIT_BYTES = 150 * 1024 * 1024
+
+
+def app_set(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "ApplicationSet",
+        "metadata": {"name": name},
+        "spec": {
+            "generators": [{"clusters": {}}],
+            "template": {"metadata": {"name": "{{name}}"}, "spec": {}},
+        },
+    }
+
+
+def cluster_secret(cluster: int) -> dict[str, Any]:
+    def b64(text: str) -> str:
+        return base64.b64encode(text.encode()).decode()
+
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": f"cluster-cells-{cluster}",
+            "labels": {"argocd.argoproj.io/secret-type": "cluster", "region": f"r{cluster % 5}"},
+        },
+        "data": {
+            "name": b64(f"cells-{cluster}"),
+            "server": b64(f"https://cells-{cluster}.clusters.example.test"),
+        },
+    }
+
+
+def application(app_set_name: str, uid: str, cluster: int) -> dict[str, Any]:
+    """An Application about the size Argo CD writes (~4 kB of JSON)."""
+    name = f"{app_set_name}-cells-{cluster}"
+    resources = [
+        {
+            "group": "apps",
+            "kind": "Deployment",
+            "name": f"{app_set_name}-{i}",
+            "namespace": "prod",
+            "status": "Synced",
+            "health": {"status": "Healthy"},
+            "version": "v1",
+        }
+        for i in range(6)
+    ]
+    return {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Application",
+        "metadata": {
+            "name": name,
+            "labels": {"app.kubernetes.io/instance": app_set_name, "region": f"r{cluster % 5}"},
+            "ownerReferences": [
+                {
+                    "apiVersion": "argoproj.io/v1alpha1",
+                    "kind": "ApplicationSet",
+                    "name": app_set_name,
+                    "uid": uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "project": "default",
+            "source": {
+                "repoURL": "https://git.example.test/fleet.git",
+                "path": f"apps/{app_set_name}",
+                "targetRevision": "main",
+            },
+            "destination": {"server": f"https://cells-{cluster}.clusters.example.test", "namespace": "prod"},
+        },
+        "status": {
+            "sync": {
+                "status": "OutOfSync",
+                "revision": REVISION_1,
+                "comparedTo": {
+                    "source": {
+                        "repoURL": "https://git.example.test/fleet.git",
+                        "path": f"apps/{app_set_name}",
+                    },
+                    "destination": {"server": f"https://cells-{cluster}.clusters.example.test"},
+                },
+            },
+            "health": {"status": "Healthy"},
+            "reconciledAt": "2026-11-30T10:00:00Z",
+            "resources": resources,
+            "operationState": {
+                "phase": "Succeeded",
+                "message": "successfully synced (all tasks run)",
+                "startedAt": "2026-11-30T09:00:00Z",
+                "finishedAt": "2026-11-30T09:00:30Z",
+                "operation": {"sync": {"revision": "0" * 40}, "initiatedBy": {"username": "admin"}},
+                "syncResult": {
+                    "revision": "0" * 40,
+                    "resources": [
+                        {
+                            "group": r["group"],
+                            "kind": r["kind"],
+                            "name": r["name"],
+                            "namespace": "prod",
+                            "status": "Synced",
+                            "message": "deployment.apps configured",
+                            "hookPhase": "Running",
+                            "syncPhase": "Sync",
+                        }
+                        for r in resources
+                    ],
+                },
+            },
+            "history": [
+                {
+                    "id": i,
+                    "revision": f"{i}" * 40,
+                    "deployedAt": "2026-11-29T09:00:30Z",
+                    "source": {
+                        "repoURL": "https://git.example.test/fleet.git",
+                        "path": f"apps/{app_set_name}",
+                    },
+                }
+                for i in range(2)
+            ],
+        },
+    }
+
+
+@pytest.mark.timeout(900)
+def test_ten_thousand_applications_fit_well_under_150_mb(
+    kube: Kube, namespace: str, tmp_path: Path, kubeconfig_admin: Path
+) -> None:
+    for cluster in range(CLUSTERS_PER_APP_SET):
+        kube.create(SECRETS, namespace, cluster_secret(cluster))
+    uids = {}
+    for index in range(APP_SETS):
+        name = f"svc-{index}"
+        uids[name] = kube.create(APPLICATION_SETS, namespace, app_set(name))["metadata"]["uid"]
+
+    def create(args: tuple[str, int]) -> None:
+        name, cluster = args
+        kube.create(APPLICATIONS, namespace, application(name, uids[name], cluster))
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(create, [(name, c) for name in uids for c in range(CLUSTERS_PER_APP_SET)]))
+    create_ps(kube, namespace, "svc-0", "svc-0", paused=True)
+
+    idle_rss, _ = _measure(kubeconfig_admin, "default", tmp_path / "idle.log", ps_key=None)
+    rss, peak = _measure(kubeconfig_admin, namespace, tmp_path / "watcher.log", ps_key=f"{namespace}/svc-0")
+    print(
+        f"10,000 Applications: watcher RSS {rss / 2**20:.1f} MiB (idle {idle_rss / 2**20:.1f} MiB), "
+        f"peak {peak / 2**20:.1f} MiB"
+    )
+    assert rss < LIMIT_BYTES
+    assert peak < LIMIT_BYTES
+    # The Applications themselves cost little: the rest is the interpreter and its libraries.
+    assert rss - idle_rss < 40 * 1024 * 1024
+
+
+def _measure(kubeconfig: Path, namespace: str, log: Path, *, ps_key: str | None) -> tuple[int, int]:
+    """Start `progressive-sync watch`, wait until it listed (and reconciled `ps_key`); RSS and peak."""
+    watcher = WatcherProcess(kubeconfig, namespace, log).start()
+    try:
+        watcher.wait_logged(lambda e: "watching ProgressiveSyncs" in e.get("message", ""), timeout=180)
+        if ps_key is not None:
+            watcher.wait_logged(
+                lambda e: e.get("ps") == ps_key and e.get("step") == "due-but-paused", timeout=60
+            )
+        assert watcher.process is not None
+        return psutil.Process(watcher.process.pid).memory_info().rss, _peak_rss(watcher.process.pid)
+    finally:
+        watcher.stop()
+
+
+@pytest.fixture
+def kubeconfig_admin(control_plane: Any) -> Path:
+    return Path(control_plane.kubeconfig)
+
+
+def _peak_rss(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return 0
