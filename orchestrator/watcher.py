@@ -618,9 +618,9 @@ class Watcher:
                     if app.namespace == argocd_namespace
                 )
         clusters: list[Cluster] = []
-        for informer in self.cluster_informers:
-            if informer.namespace in (None, argocd_namespace):
-                clusters.extend(cluster for key, cluster in informer.items() if key[0] == argocd_namespace)
+        for cluster_informer in self.cluster_informers:
+            if cluster_informer.namespace in (None, argocd_namespace):
+                clusters.extend(c for key, c in cluster_informer.items() if key[0] == argocd_namespace)
         return plan_rollout(spec, ps_name=name, appset=appset, clusters=clusters, apps=apps)
 
     def _claimed_by(self, cached: CachedPS) -> str:

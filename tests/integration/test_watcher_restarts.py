@@ -20,6 +20,7 @@ import pytest
 
 from orchestrator import devcluster
 from orchestrator.kube import APPLICATIONS, PROGRESSIVE_SYNCS, Kube
+from orchestrator.simulator import FleetSimulator, SimulatorConfig
 from tests.support.wait import wait_for
 from tests.support.watcher_harness import (
     WatcherProcess,
@@ -188,3 +189,39 @@ def test_sigterm_stops_the_watcher_cleanly(
     watcher_process.wait_logged(lambda e: "watching ProgressiveSyncs" in e.get("message", ""))
     assert watcher_process.terminate(timeout=20) == 0
     assert any(e.get("message") == "stopped" for e in watcher_process.log_entries(current_run_only=True))
+
+
+@pytest.mark.timeout(900)
+def test_with_the_local_engine_in_the_same_process_kills_still_run_the_rollout_once(
+    kube: Kube, namespace: str, users: dict[str, Path], tmp_path: Path
+) -> None:
+    """The watcher and its in-process executor die together; the steps they ran are orphaned."""
+    fleet = seed(kube, namespace, clusters=3)
+    events = tmp_path / "simulator.jsonl"
+    watcher = WatcherProcess(
+        users[WATCHER_USER], namespace, tmp_path / "watcher.log", extra_args=("--engine=local",)
+    )
+    status = lambda: status_of(kube, namespace, "web")  # noqa: E731 - a short reader for the table below
+    kill_points: list[tuple[str, Callable[[], Any]]] = [
+        ("canary selected", lambda: stage_of(status(), "canary").get("targets")),
+        ("canary cluster done", lambda: completed_count(status()) >= 1),
+        ("rest selected", lambda: stage_of(status(), "rest").get("targets")),
+        ("second cluster done", lambda: completed_count(status()) >= 2),
+    ]
+    simulator = FleetSimulator(
+        kube, namespace, SimulatorConfig.from_yaml(SLOW_FLEET), events_log=events
+    ).start()
+    try:
+        watcher.start()
+        create_ps(kube, namespace, "web", fleet.app_set)
+        for point, reached in kill_points:
+            wait_for(reached, timeout=240, interval=0.05, what=point)
+            watcher.kill()
+            watcher.start()
+        wait_for(lambda: phase_of(kube, namespace, "web") == "Succeeded", timeout=300, what="Succeeded")
+    finally:
+        watcher.stop()
+        simulator.stop()
+    assert len(workflows_of(kube, namespace, "web")) == 1
+    assert sync_starts(events) == dict.fromkeys(fleet.apps, 1)
+    assert status_of(kube, namespace, "web")["progress"] == "3/3"
