@@ -45,6 +45,11 @@ FINISHED_ROLLOUT_PHASES = frozenset({RolloutPhase.SUCCEEDED, RolloutPhase.FAILED
 RETRYABLE_PHASES = frozenset({RolloutPhase.FAILED, RolloutPhase.CANCELLED})
 
 
+# Stage messages can carry a whole failure reason; the table keeps one line per stage (the cluster
+# rows and `-o json` have the full text).
+MESSAGE_COLUMN_WIDTH = 72
+
+
 class OutputFormat(StrEnum):
     """What `-o` accepts on every operator command."""
 
@@ -326,6 +331,11 @@ def next_step_hint(view: RolloutView) -> str:
     return ""
 
 
+def shorten(text: str, width: int) -> str:
+    """`text` cut to `width` characters, ending in "..." when cut."""
+    return text if len(text) <= width else text[: width - 3].rstrip() + "..."
+
+
 def render_table(view: RolloutView, now: datetime) -> str:
     """The readable `status` output: a header, the stages and the clusters."""
     lines = [f"ProgressiveSync {view.display}"]
@@ -360,7 +370,7 @@ def render_table(view: RolloutView, now: datetime) -> str:
             stage_progress(stage),
             str(len(stage.failed)) if stage.failed else "-",
             format_duration(stage.duration(now)),
-            stage.message,
+            shorten(stage.message, MESSAGE_COLUMN_WIDTH),
         )
         for stage in view.stages
     ]

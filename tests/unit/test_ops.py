@@ -382,3 +382,13 @@ def test_unknown_phase_in_status_is_refused_clearly() -> None:
     obj = make_ps(phase="Exploded")
     with pytest.raises(ops.OpsRefused, match="does not match this progressive-sync version's API"):
         ops.parse_progressive_sync(obj)
+
+
+def test_long_stage_messages_are_cut_in_the_table_only() -> None:
+    stages = running_stages()
+    stages[1]["message"] = "did not finish: " + "x" * 200
+    view = ops.rollout_view(ps(phase="Failed", stage_status=stages))
+    row = next(line for line in ops.render_table(view, NOW).splitlines() if line.startswith("one per region"))
+    assert row.endswith("...")
+    assert len(row.split("did not finish: ")[1]) == ops.MESSAGE_COLUMN_WIDTH - len("did not finish: ")
+    assert ops.render_data(view, NOW)["stages"][1]["message"].endswith("x" * 200)
