@@ -35,8 +35,7 @@ from orchestrator.models import (
     StagePhase,
     format_timestamp,
 )
-from orchestrator.workflow_view import FINISHED_PHASES
-from orchestrator.workflow_view import _nodes as workflow_nodes  # the one reader of compressedNodes
+from orchestrator.workflow_view import FINISHED_PHASES, workflow_nodes
 from workflow_templates import names
 
 FINISHED_ROLLOUT_PHASES = frozenset({RolloutPhase.SUCCEEDED, RolloutPhase.FAILED, RolloutPhase.CANCELLED})

@@ -84,7 +84,7 @@ def workflow_view_from_object(obj: Mapping[str, Any]) -> WorkflowView:
     spec = _mapping(obj.get("spec"))
     status = _mapping(obj.get("status"))
     rollout_id = str(labels.get(names.ROLLOUT_ID_LABEL, ""))
-    current_stage, waiting = _running_stage(_nodes(status))
+    current_stage, waiting = _running_stage(workflow_nodes(status))
     return WorkflowView(
         name=str(metadata.get("name", "")),
         namespace=str(metadata.get("namespace", "")),
@@ -134,7 +134,8 @@ def attempt_of(rollout_id: str) -> int:
 # --- nodes ------------------------------------------------------------------------------------
 
 
-def _nodes(status: Mapping[str, Any]) -> Mapping[str, Any]:
+def workflow_nodes(status: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A Workflow status's node map, from `nodes` or from gzip+base64 `compressedNodes` ({} if neither)."""
     nodes = status.get("nodes")
     if isinstance(nodes, Mapping) and nodes:
         return nodes
