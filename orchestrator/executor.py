@@ -26,6 +26,8 @@ fixed number of times, workers re-examine their Workflow at least every `resync_
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import os
 import shutil
@@ -96,16 +98,327 @@ class ExecutorSettings:
     extra_env: tuple[tuple[str, str], ...] = ()
     max_output_bytes: int = 256 * 1024
     executor_id: str = field(default_factory=_default_executor_id)
+    # Modules a warm launcher (orchestrator/warm_python.py) imports once: a step whose command is
+    # `python -m <one of these> ...` is forked from it instead of paying the imports again.
+    # Empty: every step is a plain subprocess.
+    warm_modules: tuple[str, ...] = ("steps",)
+    # How long a step waits for the launcher to finish its imports, or for it to answer a start.
+    warm_ready_timeout_seconds: float = 60.0
+    warm_answer_timeout_seconds: float = 10.0
+    # A launcher that died or answered an error is started again at most this many times.
+    warm_restarts: int = 3
+
+
+# --- the warm launcher ---------------------------------------------------------------------------
+
+
+class WarmProcess:
+    """A step forked by the warm launcher: what `_Process` needs of a `subprocess.Popen`."""
+
+    def __init__(self, request_id: int, pid: int, argv: list[str]) -> None:
+        self.request_id = request_id
+        self.pid = pid
+        self.args = argv
+        self.returncode: int | None = None
+        # Set when the launcher died before telling how the step ended: the result is unknown.
+        self.lost = ""
+        self._ended = threading.Event()
+
+    def ended(self, code: int) -> None:
+        """The launcher reported the exit code."""
+        self.returncode = code
+        self._ended.set()
+
+    def lose(self, reason: str) -> None:
+        """The launcher is gone: nobody can report this process's exit, so end it now."""
+        self.lost = reason
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
+        self.ended(-signal.SIGKILL)
+
+    def poll(self) -> int | None:
+        """The exit code, or None while it runs."""
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """The exit code; subprocess.TimeoutExpired after `timeout`."""
+        if not self._ended.wait(timeout):
+            raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
+        assert self.returncode is not None
+        return self.returncode
+
+
+class _Request:
+    """One request's waiter: the pid (or an error) arrives first, the exit code later."""
+
+    def __init__(self, request_id: int, argv: list[str]) -> None:
+        self.request_id = request_id
+        self.argv = argv
+        self.answered = threading.Event()
+        self.error = ""
+        self.process: WarmProcess | None = None
+
+
+class _Zygote:
+    """One running `orchestrator.warm_python` process and the thread that reads its answers."""
+
+    def __init__(self, argv: list[str], env: Mapping[str, str], cwd: Path) -> None:
+        self.ready = threading.Event()
+        self.dead = threading.Event()
+        self._write_lock = threading.Lock()
+        self._mutex = threading.Lock()
+        self._requests: dict[int, _Request] = {}
+        self._next_id = 0
+        self.popen = subprocess.Popen(
+            argv,
+            env=dict(env),
+            cwd=cwd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            # Ctrl-C on the executor's terminal must not reach it: the executor stops it.
+            start_new_session=True,
+        )
+        self._reader = threading.Thread(target=self._read, name="warm-launcher-reader", daemon=True)
+        self._reader.start()
+
+    def request(self, message: dict[str, Any], argv: list[str]) -> _Request:
+        with self._mutex:
+            self._next_id += 1
+            waiter = _Request(self._next_id, argv)
+            self._requests[waiter.request_id] = waiter
+        line = (json.dumps({"id": waiter.request_id, **message}) + "\n").encode()
+        stdin = self.popen.stdin
+        assert stdin is not None
+        try:
+            with self._write_lock:
+                stdin.write(line)
+                stdin.flush()
+        except (OSError, ValueError) as exc:
+            with self._mutex:
+                self._requests.pop(waiter.request_id, None)
+            waiter.error = f"cannot write to the warm launcher: {exc}"
+            waiter.answered.set()
+        return waiter
+
+    def forget(self, waiter: _Request) -> None:
+        with self._mutex:
+            self._requests.pop(waiter.request_id, None)
+
+    def _read(self) -> None:
+        stdout = self.popen.stdout
+        assert stdout is not None
+        try:
+            for line in stdout:
+                try:
+                    answer = json.loads(line)
+                except ValueError:
+                    log.warning("warm launcher: unreadable answer %r", line[:200])
+                    continue
+                self._dispatch(answer)
+        except (OSError, ValueError) as exc:
+            log.warning("warm launcher: reading its answers failed: %s", exc)
+        finally:
+            self.dead.set()
+            self.ready.set()  # wake whoever waits for it; `dead` tells them why
+            with self._mutex:
+                waiters = list(self._requests.values())
+                self._requests.clear()
+            for waiter in waiters:
+                if waiter.process is not None:
+                    waiter.process.lose("the warm launcher died while the step ran; its result is unknown")
+                else:
+                    waiter.error = "the warm launcher died"
+                    waiter.answered.set()
+
+    def _dispatch(self, answer: Mapping[str, Any]) -> None:
+        if answer.get("ready"):
+            log.info("warm launcher %s ready: %s", answer.get("pid"), ", ".join(answer.get("modules", [])))
+            self.ready.set()
+            return
+        with self._mutex:
+            waiter = self._requests.get(answer.get("id", -1))
+            if waiter is None:
+                log.warning("warm launcher: answer for no request: %s", answer)
+                return
+            if "exit" in answer or "error" in answer:
+                del self._requests[waiter.request_id]
+        if "error" in answer:
+            waiter.error = str(answer["error"])
+            waiter.answered.set()
+        elif "pid" in answer:
+            waiter.process = WarmProcess(waiter.request_id, int(answer["pid"]), waiter.argv)
+            waiter.answered.set()
+        elif "exit" in answer and waiter.process is not None:
+            waiter.process.ended(int(answer["exit"]))
+
+    def stop(self, timeout: float) -> None:
+        """End of input makes it exit (the steps it started keep running); kill it at the deadline."""
+        with self._write_lock, contextlib.suppress(OSError, ValueError):
+            if self.popen.stdin is not None:
+                self.popen.stdin.close()
+        try:
+            self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            log.warning("warm launcher %d did not exit in %.1fs; killing it", self.popen.pid, timeout)
+            self.popen.kill()
+            self.popen.wait()
+        self._reader.join(timeout)
+
+
+class WarmLauncher:
+    """Starts `python -m MODULE ...` steps by forking a process that already imported MODULE.
+
+    Owned by the LocalExecutor: `start()` when it starts, `stop()` when it stops. `launch()`
+    returns a WarmProcess, or None when the step should be started the plain way (not a preloaded
+    module, or the launcher is not working; a broken launcher is started again, a bounded number of
+    times).
+    """
+
+    def __init__(self, settings: ExecutorSettings, env: Mapping[str, str], cwd: Path) -> None:
+        self.settings = settings
+        self.modules = frozenset(settings.warm_modules)
+        self._env = dict(env)
+        self._cwd = cwd
+        self._mutex = threading.Lock()
+        self._zygote: _Zygote | None = None
+        self._retired: list[_Zygote] = []
+        self._starts = 0
+        self._stopped = False
+
+    def start(self) -> None:
+        """Start the launcher process; its imports go on in the background."""
+        with self._mutex:
+            self._start_locked()
+
+    def _start_locked(self) -> None:
+        argv = [self.settings.python, "-m", "orchestrator.warm_python", *sorted(self.modules)]
+        self._starts += 1
+        try:
+            self._zygote = _Zygote(argv, self._env, self._cwd)
+        except OSError as exc:
+            log.warning("warm launcher: cannot start %s: %s; steps start the plain way", argv[0], exc)
+            self._zygote = None
+
+    def module_of(self, argv: list[str]) -> str | None:
+        """The preloaded module `argv` (already resolved to our interpreter) runs, or None."""
+        if len(argv) >= 3 and argv[0] == self.settings.python and argv[1] == "-m" and argv[2] in self.modules:
+            return argv[2]
+        return None
+
+    def _current(self) -> _Zygote | None:
+        """The working launcher, started again if it broke and restarts are left."""
+        with self._mutex:
+            zygote = self._zygote
+            if self._stopped:
+                return None
+            if zygote is not None and not zygote.dead.is_set():
+                return zygote
+            if zygote is not None:
+                self._retire_locked(zygote)
+            if self._starts > self.settings.warm_restarts:
+                return None
+            log.warning(
+                "warm launcher: starting it again (start %d of at most %d)",
+                self._starts + 1,
+                self.settings.warm_restarts + 1,
+            )
+            self._start_locked()
+            return self._zygote
+
+    def _retire_locked(self, zygote: _Zygote) -> None:
+        if self._zygote is zygote:
+            self._zygote = None
+        self._retired.append(zygote)
+
+    def _broken(self, zygote: _Zygote, reason: str) -> None:
+        log.warning("warm launcher: %s; this step starts the plain way", reason)
+        with self._mutex:
+            if self._zygote is zygote:
+                self._retire_locked(zygote)
+                if self._starts <= self.settings.warm_restarts and not self._stopped:
+                    log.warning(
+                        "warm launcher: starting it again (start %d of at most %d)",
+                        self._starts + 1,
+                        self.settings.warm_restarts + 1,
+                    )
+                    self._start_locked()
+
+    def launch(
+        self, argv: list[str], env: Mapping[str, str], cwd: Path, stdout: Path, stderr: Path
+    ) -> WarmProcess | None:
+        """Fork the step from the launcher; None: start it the plain way."""
+        module = self.module_of(argv)
+        zygote = self._current() if module is not None else None
+        if module is None or zygote is None:
+            return None
+        if not zygote.ready.wait(self.settings.warm_ready_timeout_seconds) or zygote.dead.is_set():
+            self._broken(zygote, "not ready in time" if not zygote.dead.is_set() else "it exited")
+            return None
+        message = {
+            "module": module,
+            "args": argv[3:],
+            "env": dict(env),
+            "cwd": str(cwd),
+            "stdout_path": str(stdout),
+            "stderr_path": str(stderr),
+        }
+        waiter = zygote.request(message, argv)
+        if not waiter.answered.wait(self.settings.warm_answer_timeout_seconds):
+            zygote.forget(waiter)
+            self._broken(zygote, f"no answer in {self.settings.warm_answer_timeout_seconds:.0f}s")
+            return None
+        if waiter.process is None:
+            self._broken(zygote, waiter.error or "no process")
+            return None
+        return waiter.process
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the launcher process(es): close their input, wait until the deadline, then kill."""
+        with self._mutex:
+            self._stopped = True
+            zygotes = [z for z in (self._zygote, *self._retired) if z is not None]
+            self._zygote = None
+            self._retired = []
+        deadline = time.monotonic() + timeout
+        for zygote in zygotes:
+            zygote.stop(max(0.1, deadline - time.monotonic()))
 
 
 # --- processes -----------------------------------------------------------------------------------
+
+
+def common_environment(settings: ExecutorSettings) -> dict[str, str]:
+    """What every step gets whatever its container says (the warm launcher starts with it)."""
+    return step_environment(settings, (), None)
+
+
+def step_environment(
+    settings: ExecutorSettings, container_env: tuple[tuple[str, str], ...], outputs_dir: Path | None
+) -> dict[str, str]:
+    """A step's whole environment: host passthrough, the container's env, then ours on top."""
+    env = {key: os.environ[key] for key in settings.passthrough_env if key in os.environ}
+    env.update(dict(container_env))
+    if outputs_dir is not None:
+        env[OUTPUTS_DIR_ENV] = str(outputs_dir)
+    if settings.kubeconfig is not None:
+        env["PROGRESSIVE_SYNC_KUBECONFIG"] = str(settings.kubeconfig)
+        env["KUBECONFIG"] = str(settings.kubeconfig)
+    env.update(dict(settings.extra_env))
+    return env
 
 
 class _Process:
     """One Pod node's subprocess: started in its own process group, waited for by a thread."""
 
     def __init__(
-        self, launch: PodLaunch, node_dir: Path, settings: ExecutorSettings, clock: Clock, notify: Any
+        self,
+        launch: PodLaunch,
+        node_dir: Path,
+        settings: ExecutorSettings,
+        clock: Clock,
+        notify: Any,
+        *,
+        launcher: WarmLauncher | None,
     ):
         self.launch = launch
         self.node_dir = node_dir
@@ -119,19 +432,18 @@ class _Process:
         shutil.rmtree(outputs_dir, ignore_errors=True)
         outputs_dir.mkdir(parents=True, exist_ok=True)
         self.outputs_dir = outputs_dir
-        env = {key: os.environ[key] for key in settings.passthrough_env if key in os.environ}
-        env.update(dict(launch.env))
-        env[OUTPUTS_DIR_ENV] = str(outputs_dir)
-        if settings.kubeconfig is not None:
-            env["PROGRESSIVE_SYNC_KUBECONFIG"] = str(settings.kubeconfig)
-            env["KUBECONFIG"] = str(settings.kubeconfig)
-        env.update(dict(settings.extra_env))
+        env = step_environment(settings, launch.env, outputs_dir)
         argv = list(launch.argv)
         if argv[0] in ("python", "python3"):
             argv[0] = settings.python
         self.stdout_path = node_dir / "stdout.log"
         self.stderr_path = node_dir / "stderr.log"
-        self.popen: subprocess.Popen[bytes] | None = None
+        self.popen: subprocess.Popen[bytes] | WarmProcess | None = None
+        if launcher is not None:
+            self.popen = launcher.launch(argv, env, node_dir, self.stdout_path, self.stderr_path)
+        if self.popen is not None:
+            threading.Thread(target=self._wait, name=f"pod-{launch.node_id}", daemon=True).start()
+            return
         try:
             with self.stdout_path.open("wb") as out, self.stderr_path.open("wb") as err:
                 self.popen = subprocess.Popen(
@@ -156,6 +468,8 @@ class _Process:
         except subprocess.TimeoutExpired:
             self.kill(f"timed out after {self.settings.step_timeout_seconds:.0f}s")
             code = self.popen.wait()
+        if isinstance(self.popen, WarmProcess) and self.popen.lost:
+            self._killed_reason = self._killed_reason or self.popen.lost
         with self._lock:
             self.result = self._read_result(code)
         self._notify()
@@ -338,7 +652,12 @@ class _Worker:
             " ".join(launch.argv),
         )
         self.processes[launch.node_id] = _Process(
-            launch, node_dir, self.executor.settings, self.executor.clock, self.wake
+            launch,
+            node_dir,
+            self.executor.settings,
+            self.executor.clock,
+            self.wake,
+            launcher=self.executor.launcher,
         )
 
 
@@ -364,6 +683,10 @@ class LocalExecutor:
         else:
             self.workdir = settings.workdir
             self.workdir.mkdir(parents=True, exist_ok=True)
+        self.launcher: WarmLauncher | None = None
+        if settings.warm_modules:
+            self.launcher = WarmLauncher(settings, common_environment(settings), self.workdir)
+        self._close_watch: Any = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -371,6 +694,8 @@ class LocalExecutor:
         """Start watching in a background thread; returns self."""
         if self._watch_thread is not None:
             raise RuntimeError("the executor is already started")
+        if self.launcher is not None:
+            self.launcher.start()
         self._watch_thread = threading.Thread(target=self._watch_loop, name="executor-watch", daemon=True)
         self._watch_thread.start()
         return self
@@ -378,6 +703,9 @@ class LocalExecutor:
     def stop(self, timeout: float = 30.0) -> None:
         """Stop watching, kill the steps it runs, wait (bounded) for the workers to end."""
         self.stopping.set()
+        close_watch = self._close_watch
+        if close_watch is not None:
+            close_watch()  # a clean stop must not wait for the next event or the stream's timeout
         with self._mutex:
             workers = list(self._workers.values())
         for worker in workers:
@@ -386,8 +714,11 @@ class LocalExecutor:
         for worker in workers:
             worker.thread.join(max(0.0, deadline - time.monotonic()))
         if self._watch_thread is not None:
-            # The watch stream ends at its timeout at the latest; it is a daemon thread.
+            # Its stream was closed above; it is a daemon thread in any case.
             self._watch_thread.join(max(0.0, min(2.0, deadline - time.monotonic())))
+        if self.launcher is not None:
+            # After the workers: they killed their steps, whose exits the launcher still reports.
+            self.launcher.stop(max(1.0, min(5.0, deadline - time.monotonic())))
         if self._tempdir is not None:
             self._tempdir.cleanup()
             self._tempdir = None
@@ -463,6 +794,11 @@ class LocalExecutor:
         if worker is not None:
             worker.wake()
 
+    def _remember_watch_closer(self, close: Any) -> None:
+        self._close_watch = close
+        if self.stopping.is_set():  # stop came while the request was on its way
+            close()
+
     def _watch_loop(self) -> None:
         settings = self.settings
         failures = 0
@@ -481,6 +817,7 @@ class LocalExecutor:
                         resource_version=resource_version,
                         timeout_seconds=settings.watch_timeout_seconds,
                         label_selector=NAME_LABEL,
+                        on_open=self._remember_watch_closer,
                     ):
                         if self.stopping.is_set():
                             return

@@ -11,8 +11,10 @@ Every wait is on a condition with a deadline (tests/support/wait.py).
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -403,3 +405,53 @@ def test_unsupported_feature_is_an_error_naming_it(
     assert done["status"]["phase"] == "Error"
     assert "unsupported by the local executor" in done["status"]["message"]
     assert "script" in done["status"]["message"] or "templates[main]" in done["status"]["message"]
+
+
+@pytest.mark.parametrize(
+    "warm", [True, False], ids=["through-the-warm-launcher", "plain-subprocess-when-disabled"]
+)
+def test_python_m_steps_run_the_same_through_the_warm_launcher_or_without_it(
+    control_plane: DevCluster, kube: Kube, namespace: str, tmp_path: Path, warm: bool
+) -> None:
+    child = "tests.support.warm_child"
+    settings = replace(
+        settings_for(control_plane, namespace, tmp_path),
+        warm_modules=(child,) if warm else (),
+        extra_env=(("PYTHONPATH", str(Path(__file__).resolve().parents[2])),),
+    )
+
+    def step(name: str, *args: str) -> dict[str, Any]:
+        command = ["python", "-m", child, *args]
+        return {
+            "name": name,
+            "container": {
+                "image": "python",
+                "command": command,
+                "env": [{"name": "FROM_CONTAINER", "value": "yes"}],
+            },
+        }
+
+    templates = [
+        dag("main", task("report", "report"), task("three", "three", "report")),
+        step("report", "report", "an arg"),
+        step("three", "exit", "3"),
+    ]
+    with LocalExecutor(kube, settings):
+        kube.create(WORKFLOWS, namespace, workflow("warm", namespace, templates))
+        done = wait_phase(kube, namespace, "warm", "Succeeded", "Failed", "Error")
+        [stdout] = [p for p in (tmp_path / "executor").rglob("stdout.log") if "argv" in p.read_text()]
+        report = json.loads(stdout.read_text())
+        parent = Path(f"/proc/{report['ppid']}/cmdline").read_bytes().split(b"\0")
+    assert done["status"]["phase"] == "Failed"
+    assert "exit code 3" in nodes_named(done, ".three")[0]["message"]
+    assert nodes_named(done, ".report")[0]["phase"] == "Succeeded"
+    assert report["argv"] == ["report", "an arg"]
+    assert report["cwd"] == str(stdout.parent)
+    assert report["env"]["FROM_CONTAINER"] == "yes"
+    assert report["env"]["KUBECONFIG"] == str(control_plane.kubeconfig)
+    assert report["env"]["PROGRESSIVE_SYNC_OUTPUTS_DIR"] == str(stdout.parent / "outputs")
+    if warm:
+        assert b"orchestrator.warm_python" in parent, parent
+        assert not Path(f"/proc/{report['ppid']}").exists(), "stopping the executor stops its launcher"
+    else:
+        assert report["ppid"] == os.getpid()

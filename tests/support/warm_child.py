@@ -44,6 +44,7 @@ def main(argv: list[str]) -> None:
             "cwd": os.getcwd(),
             "env": dict(os.environ),
             "fds": open_descriptors(),
+            "ppid": os.getppid(),
         }
         print(json.dumps(report))
         return
