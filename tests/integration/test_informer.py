@@ -210,12 +210,12 @@ def test_stop_ends_a_quiet_stream_at_once(kube: Kube, namespace: str) -> None:
     stop = threading.Event()
     thread = run_in_thread(informer, stop, lambda exc: None)
     wait_for(lambda: informer._close_stream is not None, what="the watch stream to open")
-    began = time.monotonic()
     stop.set()
     informer.stop_stream()
-    thread.join(timeout=5)
-    assert not thread.is_alive()
-    assert time.monotonic() - began < 2, "a clean stop must not wait for the stream's timeout"
+    # The stream's own timeout is 300 s: ending within 30 s (generous for a loaded machine) can
+    # only mean the stop closed the stream.
+    thread.join(timeout=30)
+    assert not thread.is_alive(), "a clean stop must not wait for the stream's timeout"
 
 
 def test_failures_back_off_along_the_tuple_then_give_up(caplog: pytest.LogCaptureFixture) -> None:
