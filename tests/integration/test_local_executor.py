@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -442,6 +443,8 @@ def test_python_m_steps_run_the_same_through_the_warm_launcher_or_without_it(
         [stdout] = [p for p in (tmp_path / "executor").rglob("stdout.log") if "argv" in p.read_text()]
         report = json.loads(stdout.read_text())
         parent = Path(f"/proc/{report['ppid']}/cmdline").read_bytes().split(b"\0")
+    # stop() closed the watch stream instead of leaving it open until its timeout (20s here).
+    assert not [t for t in threading.enumerate() if t.name == "executor-watch"]
     assert done["status"]["phase"] == "Failed"
     assert "exit code 3" in nodes_named(done, ".three")[0]["message"]
     assert nodes_named(done, ".report")[0]["phase"] == "Succeeded"
