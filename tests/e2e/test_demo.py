@@ -40,6 +40,7 @@ def processes_mentioning(text: str) -> list[str]:
     return found
 
 
+@pytest.mark.timeout(DEMO_TIMEOUT_SECONDS + 60)
 def test_demo_succeeds_in_stage_order(tmp_path: Path, record_property: Any) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "orchestrator.cli", "demo", "--sync-seconds", "0.2", "--timeout", "240"],
