@@ -3,7 +3,9 @@
 Real: a control plane of its own, started with `--watch-cache=false` so every watch is served by
 etcd and a resume from a compacted resourceVersion answers 410 Gone; etcd compacted every half
 second through its JSON gateway; the watcher's streams end every 2 s (`timeoutSeconds`). The
-watcher, the local executor (real steps) and the simulator run in this process.
+watcher, the local executor (real steps) and the simulator run in this process. The simulator
+holds every sync in flight until the watch loops have met 410s, so the rollout spans them however
+fast the machine is.
 
 What must hold: the rollout still ends Succeeded with one Workflow and every Application synced
 once (no missed transition, no duplicate side effect), and the watcher did re-list after 410s.
@@ -19,7 +21,8 @@ import pytest
 
 from orchestrator import devcluster
 from orchestrator.crds import all_crd_documents, apply_crds
-from orchestrator.kube import NAMESPACES, Kube
+from orchestrator.kube import APPLICATIONS, NAMESPACES, Kube
+from orchestrator.simulator import ANNOTATION_PREFIX
 from tests.support import etcd
 from tests.support.wait import wait_for
 from tests.support.watcher_harness import (
@@ -34,6 +37,8 @@ from tests.support.watcher_harness import (
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+
+HANG = f"{ANNOTATION_PREFIX}hang"
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +61,11 @@ def test_rollout_survives_closed_streams_and_410s(
     steps_kubeconfig = cluster.mint_user("steps", ["system:masters"])
     events_log = tmp_path / "simulator.jsonl"
 
+    # Every Application hangs in its sync until the watch loops have met 410s mid-rollout; only
+    # then is the hang lifted. The rollout's length is thereby set by events, not by timing.
+    for app in fleet.apps:
+        kube.patch(APPLICATIONS, namespace, app, {"metadata": {"annotations": {HANG: "true"}}})
+
     stop_compacting = threading.Event()
     compactions: list[int] = []
 
@@ -66,6 +76,9 @@ def test_rollout_survives_closed_streams_and_410s(
             except OSError:
                 continue  # "required revision has been compacted": nothing new since the last one
 
+    def relists_after_gone() -> int:
+        return sum(informer.stats.relists_after_gone for informer in watcher.informers)
+
     compactor = threading.Thread(target=compact_forever, daemon=True)
     with (
         running_actors(kube, namespace, steps_kubeconfig, events_log),
@@ -74,6 +87,15 @@ def test_rollout_survives_closed_streams_and_410s(
         compactor.start()
         try:
             create_ps(kube, namespace, "web", fleet.app_set)
+            wait_for(lambda: sync_starts(events_log), timeout=120, what="the first sync to start")
+            relists_at_start = relists_after_gone()
+            wait_for(
+                lambda: relists_after_gone() >= relists_at_start + 2 and len(compactions) >= 10,
+                timeout=120,
+                what="the watch loops to meet 410 twice while a sync is in flight",
+            )
+            for app in fleet.apps:
+                kube.patch(APPLICATIONS, namespace, app, {"metadata": {"annotations": {HANG: None}}})
             wait_for(
                 lambda: phase_of(kube, namespace, "web") == "Succeeded",
                 timeout=300,
@@ -91,6 +113,5 @@ def test_rollout_survives_closed_streams_and_410s(
     assert len(workflows_of(kube, namespace, "web")) == 1
     assert status_of(kube, namespace, "web")["progress"] == "3/3"
     assert sync_starts(events_log) == dict.fromkeys(fleet.apps, 1)
-    assert len(compactions) >= 10
-    assert sum(s.relists_after_gone for s in stats) >= 1, "the watch loops met 410 and re-listed"
+    assert sum(s.relists_after_gone for s in stats) >= 2, "the watch loops met 410 and re-listed"
     assert sum(s.watches for s in stats) >= 10, "the server closed streams and the loops resumed them"
