@@ -38,9 +38,7 @@ Where it knowingly differs from Argo:
 
 from __future__ import annotations
 
-import base64
 import copy
-import gzip
 import json
 import math
 import re
@@ -49,6 +47,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
+
+from orchestrator.workflow_view import decode_compressed_nodes
 
 OUTPUTS_DIR_ENV = "PROGRESSIVE_SYNC_OUTPUTS_DIR"
 DEFAULT_OUTPUTS_DIR = "/tmp/outputs"
@@ -236,14 +236,11 @@ def substitute(value: Any, scope: Mapping[str, str], *, strict: bool = True) -> 
 
 
 def decompress_nodes(compressed: str) -> dict[str, Any]:
-    """`status.compressedNodes` (base64 of gzip of the JSON node map) as a node map."""
+    """`status.compressedNodes` as a node map; a form that does not decode is an unsupported feature."""
     try:
-        nodes = json.loads(gzip.decompress(base64.b64decode(compressed)))
-    except (ValueError, OSError, EOFError) as exc:
-        raise UnsupportedFeature(f"status.compressedNodes that do not decode ({exc})") from exc
-    if not isinstance(nodes, dict):
-        raise UnsupportedFeature("status.compressedNodes that are not a node map")
-    return nodes
+        return decode_compressed_nodes(compressed)
+    except ValueError as exc:
+        raise UnsupportedFeature(str(exc)) from exc
 
 
 def _short(text: str) -> str:

@@ -134,6 +134,20 @@ def attempt_of(rollout_id: str) -> int:
 # --- nodes ------------------------------------------------------------------------------------
 
 
+def decode_compressed_nodes(compressed: str) -> dict[str, Any]:
+    """`status.compressedNodes` (base64 of gzip of the JSON node map) as a node map.
+
+    The one decoder of that form; raises ValueError when the text is not one.
+    """
+    try:
+        decoded = json.loads(gzip.decompress(base64.b64decode(compressed)))
+    except (binascii.Error, OSError, EOFError, zlib.error, ValueError) as exc:
+        raise ValueError(f"status.compressedNodes that do not decode ({exc})") from exc
+    if not isinstance(decoded, dict):
+        raise ValueError("status.compressedNodes that are not a node map")
+    return decoded
+
+
 def workflow_nodes(status: Mapping[str, Any]) -> Mapping[str, Any]:
     """A Workflow status's node map, from `nodes` or from gzip+base64 `compressedNodes` ({} if neither)."""
     nodes = status.get("nodes")
@@ -142,10 +156,9 @@ def workflow_nodes(status: Mapping[str, Any]) -> Mapping[str, Any]:
     compressed = status.get("compressedNodes")
     if isinstance(compressed, str) and compressed:
         try:
-            decoded = json.loads(gzip.decompress(base64.b64decode(compressed)))
-        except (binascii.Error, OSError, EOFError, zlib.error, ValueError):
+            return decode_compressed_nodes(compressed)
+        except ValueError:
             return {}
-        return decoded if isinstance(decoded, Mapping) else {}
     return {}
 
 
