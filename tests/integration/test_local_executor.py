@@ -349,6 +349,15 @@ def test_restarted_executor_finishes_without_rerunning_finished_steps(
     with LocalExecutor(kube, settings):
         kube.create(WORKFLOWS, namespace, workflow("restart", namespace, templates))
         wait_for(lambda: log.count("start", "second") == 1, timeout=30, what="second started")
+        # The process starts right after its node is written Pending; wait until the executor
+        # has recorded it Running, or a stop in between leaves a Pending node behind.
+        wait_for(
+            lambda: (
+                [n["phase"] for n in nodes_named(get(kube, namespace, "restart"), ".second")] == ["Running"]
+            ),
+            timeout=30,
+            what="second recorded Running",
+        )
     # The first executor stopped: it killed `second`, which stays Running in the Workflow.
     stale = nodes_named(get(kube, namespace, "restart"), ".second")[0]
     assert stale["phase"] == "Running"
