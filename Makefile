@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 help:
 	@echo "make demo    run a staged rollout over a simulated 12-cluster fleet on a local control plane"
 	@echo "make test    the whole test suite (builds the tools on first use)"
-	@echo "make lint    ruff + mypy"
+	@echo "make lint    ruff + mypy + the import contract (lint-imports)"
 	@echo "make tools   build etcd, kube-apiserver, kubectl and helm into the cache"
 	@echo "make crds    regenerate the CRD from the models"
 	@echo "make bench   benchmarks (ratios measured side by side)"
@@ -57,10 +57,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy orchestrator steps workflow_templates
+	$(BIN)/lint-imports
 
-# The chart's CRD is generated from orchestrator/models.py; a golden test fails when they differ.
+# The chart's CRD is generated from orchestrator/api/models.py; a golden test fails when they differ.
 crds: $(STAMP)
-	$(BIN)/python -m orchestrator.crdgen
+	$(BIN)/python -m orchestrator.api.crdgen
 
 fmt: $(STAMP)
 	$(BIN)/ruff format .

@@ -28,10 +28,10 @@ import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
-from orchestrator.fleet import AppSetView, Cluster, app_view_from_object, cluster_from_secret
-from orchestrator.kube import cluster_secret_from_object
-from orchestrator.models import ProgressiveSyncSpec
-from orchestrator.planner import plan_rollout
+from orchestrator.api.models import ProgressiveSyncSpec
+from orchestrator.argocd.fleet import AppSetView, Cluster, app_view_from_object, cluster_from_secret
+from orchestrator.kube.client import cluster_secret_from_object
+from orchestrator.planning.planner import plan_rollout
 
 CLUSTERS = 5_000
 REGIONS = [f"region-{i:02d}" for i in range(20)]

@@ -48,10 +48,10 @@ from typing import Any
 
 import psutil
 
-from orchestrator.clock import SystemClock
-from orchestrator.crds import all_crd_documents, apply_crds
-from orchestrator.devcluster import DevCluster
-from orchestrator.kube import (
+from orchestrator.api.models import resolve_int_or_percent
+from orchestrator.core.clock import SystemClock
+from orchestrator.devenv.controlplane import DevCluster
+from orchestrator.kube.client import (
     APPLICATION_SETS,
     APPLICATIONS,
     NAMESPACES,
@@ -60,9 +60,8 @@ from orchestrator.kube import (
     AlreadyExists,
     Kube,
 )
-from orchestrator.models import resolve_int_or_percent
-from orchestrator.settings import Engine, LogFormat, Settings
-from orchestrator.simulator import (
+from orchestrator.kube.crds import all_crd_documents, apply_crds
+from orchestrator.simulator.appcontroller import (
     ANNOTATION_PREFIX,
     Behaviour,
     FleetSimulator,
@@ -70,7 +69,8 @@ from orchestrator.simulator import (
     read_events,
     seed_fleet,
 )
-from orchestrator.watcher import Watcher
+from orchestrator.watcher.loop import Watcher
+from orchestrator.watcher.settings import Engine, LogFormat, Settings
 
 NAMESPACE = "argocd"
 REVISION = "4f1c2e9b7a3d5c8e1f0a2b4c6d8e0f1a3b5c7d9e"
@@ -427,7 +427,7 @@ def run_memory(
         [
             sys.executable,
             "-m",
-            "orchestrator.cli",
+            "orchestrator.cli.main",
             "watch",
             "-n",
             NAMESPACE,

@@ -26,9 +26,9 @@ from typing import Any, NoReturn, Protocol
 
 import click
 
-from orchestrator.assess import WorkflowOutcome
-from orchestrator.clock import SystemClock
-from orchestrator.kube import Forbidden, Invalid, Kube, KubeError, NotFound
+from orchestrator.argocd.assess import WorkflowOutcome
+from orchestrator.core.clock import SystemClock
+from orchestrator.kube.client import Forbidden, Invalid, Kube, KubeError, NotFound
 from steps.common import RolloutRef, Superseded, Tuning, UsageProblem
 from steps.finalize import finalize
 from steps.record import record_stage

@@ -3,8 +3,9 @@
 A step is a typed function `(kube, rollout: RolloutRef, ..., clock, tuning) -> Result`. It raises
 `UsageProblem` for bad options or configuration (exit 2) and returns a result whose `failed` says
 whether the rollout failed (exit 1); the entrypoint (`steps.cli`) maps adapter errors that are
-temporary to exit 75. Reading goes through `orchestrator.kube` and the typed views of
-`orchestrator.fleet`; writing the ProgressiveSync status goes through `orchestrator.status_writer`.
+temporary to exit 75. Reading goes through `orchestrator.kube.client` and the typed views of
+`orchestrator.argocd.fleet`; writing the ProgressiveSync status goes through
+`orchestrator.kube.status_writer`.
 
 Callers: the step modules in this package.
 """
@@ -16,16 +17,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.fleet import (
+from orchestrator.api.models import ProgressiveSync
+from orchestrator.argocd.fleet import (
     AppSetView,
     Cluster,
     app_set_view_from_object,
     app_view_from_object,
     cluster_from_secret,
 )
-from orchestrator.kube import APPLICATION_SETS, APPLICATIONS, PROGRESSIVE_SYNCS, Kube, NotFound
-from orchestrator.models import ProgressiveSync
-from orchestrator.status_writer import StatusWriterSettings
+from orchestrator.kube.client import APPLICATION_SETS, APPLICATIONS, PROGRESSIVE_SYNCS, Kube, NotFound
+from orchestrator.kube.status_writer import StatusWriterSettings
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,8 @@
 """The `finalize` step: the Workflow's exit handler; records how the rollout ended.
 
 From `--workflow-status` (`{{workflow.status}}`: Succeeded, Failed, Error) and the Workflow's
-`spec.shutdown` (`argo stop` sets Stop: the rollout was Cancelled), `orchestrator.assess.
-assess_rollout` decides the rollout's phase; `orchestrator.rollout_status.finalize_rollout` sets
+`spec.shutdown` (`argo stop` sets Stop: the rollout was Cancelled), `orchestrator.argocd.assess.
+assess_rollout` decides the rollout's phase; `orchestrator.api.rollout_status.finalize_rollout` sets
 phase, message, the Ready and Progressing conditions, `rollout.finishedAt`, and closes the stages
 that never finished (Progressing -> Failed or Cancelled, Pending -> Cancelled, each with why).
 
@@ -18,12 +18,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from orchestrator.assess import WorkflowOutcome, assess_rollout
-from orchestrator.clock import Clock
-from orchestrator.kube import PROGRESSIVE_SYNCS, WORKFLOWS, Kube, NotFound
-from orchestrator.models import ProgressiveSync, ProgressiveSyncStatus, RolloutPhase
-from orchestrator.rollout_status import finalize_rollout, is_finalized
-from orchestrator.status_writer import update_status
+from orchestrator.api.models import ProgressiveSync, ProgressiveSyncStatus, RolloutPhase
+from orchestrator.api.rollout_status import finalize_rollout, is_finalized
+from orchestrator.argocd.assess import WorkflowOutcome, assess_rollout
+from orchestrator.core.clock import Clock
+from orchestrator.kube.client import PROGRESSIVE_SYNCS, WORKFLOWS, Kube, NotFound
+from orchestrator.kube.status_writer import update_status
 from steps.common import RolloutRef, Tuning
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """The `record` step: close a stage Succeeded or Failed by `failurePolicy.maxFailedClusters`.
 
-The decision (`orchestrator.assess.assess_stage`) is taken inside the status mutation, on the
+The decision (`orchestrator.argocd.assess.assess_stage`) is taken inside the status mutation, on the
 status as read for the write, so a cluster recorded by a concurrent `wait-healthy` a moment before
 is counted. The message carries the counts ("3 of 4 clusters updated, 1 failed ..."), and
 `finishedAt` is set once. A stage already closed, skipped or cancelled keeps what it has, so
@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from orchestrator.assess import assess_stage
-from orchestrator.clock import Clock
-from orchestrator.kube import Kube
-from orchestrator.models import ProgressiveSyncStatus, StagePhase
-from orchestrator.rollout_status import close_stage, find_stage
-from orchestrator.status_writer import update_status
+from orchestrator.api.models import ProgressiveSyncStatus, StagePhase
+from orchestrator.api.rollout_status import close_stage, find_stage
+from orchestrator.argocd.assess import assess_stage
+from orchestrator.core.clock import Clock
+from orchestrator.kube.client import Kube
+from orchestrator.kube.status_writer import update_status
 from steps.common import RolloutRef, Tuning, check_rollout, check_stage, load_progressive_sync
 
 NEVER_SELECTED = "the stage was never selected (its select step did not run)"

@@ -1,6 +1,6 @@
 """The `select` step: plan one stage against the live fleet and record its targets.
 
-It runs the planner (`orchestrator.planner.plan_rollout`) on the live clusters, Applications and
+It runs the planner (`orchestrator.planning.planner.plan_rollout`) on the live clusters, Applications and
 ApplicationSet, with the progress the running rollout already recorded, so earlier stages keep
 their clusters. The stage is recorded Progressing with its ordered targets and `startedAt`, or
 Skipped with the planner's reason; a plan with errors (e.g. out-of-date clusters no stage covers)
@@ -19,13 +19,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from orchestrator.clock import Clock
-from orchestrator.fleet import app_view_from_object
-from orchestrator.kube import APPLICATIONS, Kube
-from orchestrator.models import ProgressiveSyncStatus, StagePhase
-from orchestrator.planner import StageState, plan_rollout, progress_from_status
-from orchestrator.rollout_status import close_stage, find_stage, skip_stage, start_rollout, start_stage
-from orchestrator.status_writer import update_status
+from orchestrator.api.models import ProgressiveSyncStatus, StagePhase
+from orchestrator.api.rollout_status import close_stage, find_stage, skip_stage, start_rollout, start_stage
+from orchestrator.argocd.fleet import app_view_from_object
+from orchestrator.core.clock import Clock
+from orchestrator.kube.client import APPLICATIONS, Kube
+from orchestrator.kube.status_writer import update_status
+from orchestrator.planning.planner import StageState, plan_rollout, progress_from_status
 from steps.common import RolloutRef, Tuning, check_stage, get_app_set, list_clusters, load_progressive_sync
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """The `sync` step: request the pinned sync of one cluster's Applications, exactly once per rollout.
 
-For each Application of the ApplicationSet on the cluster (`orchestrator.appsync` decides):
+For each Application of the ApplicationSet on the cluster (`orchestrator.argocd.appsync` decides):
 
 - this rollout already synced it (our rollout-id annotation) -> write nothing;
 - someone's operation is in progress -> never overwrite it: follow the Application with a watch
@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from orchestrator import appsync
-from orchestrator.appwatch import follow_applications
-from orchestrator.clock import Clock
-from orchestrator.kube import APPLICATIONS, Conflict, Kube
-from orchestrator.rollout_status import mark_failed, mark_syncing
-from orchestrator.status_writer import ConflictsExhausted, update_status
+from orchestrator.api.rollout_status import mark_failed, mark_syncing
+from orchestrator.argocd import appsync
+from orchestrator.argocd.appwatch import follow_applications
+from orchestrator.core.clock import Clock
+from orchestrator.kube.client import APPLICATIONS, Conflict, Kube
+from orchestrator.kube.status_writer import ConflictsExhausted, update_status
 from steps.common import (
     RolloutRef,
     Tuning,

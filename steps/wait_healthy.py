@@ -1,7 +1,7 @@
 """The `wait-healthy` step: follow one cluster's Applications until the cluster is done or failed.
 
-It watches the Applications (list → watch, `orchestrator.appwatch`), never sleeps and polls, and
-decides on every change with `orchestrator.assess.assess_cluster` (DESIGN.md §3): done when every
+It watches the Applications (list → watch, `orchestrator.argocd.appwatch`), never sleeps and polls, and
+decides on every change with `orchestrator.argocd.assess.assess_cluster` (DESIGN.md §3): done when every
 Application finished its operation Succeeded at the pinned revision, is Synced and Healthy, with
 the health observed after the operation finished; failed when an operation ended Failed/Error
 (after Argo CD's retries), health went Degraded after the sync, an Application or the cluster
@@ -23,14 +23,14 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from orchestrator import appsync
-from orchestrator.appwatch import SnapshotCause, follow_applications
-from orchestrator.assess import ClusterPhase, assess_cluster
-from orchestrator.clock import Clock, format_time
-from orchestrator.kube import Kube
-from orchestrator.models import ProgressiveSync, ProgressiveSyncStatus
-from orchestrator.rollout_status import find_stage, mark_completed, mark_failed
-from orchestrator.status_writer import update_status
+from orchestrator.api.models import ProgressiveSync, ProgressiveSyncStatus
+from orchestrator.api.rollout_status import find_stage, mark_completed, mark_failed
+from orchestrator.argocd import appsync
+from orchestrator.argocd.appwatch import SnapshotCause, follow_applications
+from orchestrator.argocd.assess import ClusterPhase, assess_cluster
+from orchestrator.core.clock import Clock, format_time
+from orchestrator.kube.client import Kube
+from orchestrator.kube.status_writer import update_status
 from steps.common import (
     RolloutRef,
     Tuning,

@@ -19,9 +19,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from orchestrator import devcluster
-from orchestrator.crds import all_crd_documents, apply_crds
-from orchestrator.kube import NAMESPACES, Kube, NotFound
+from orchestrator.devenv import controlplane as devcluster
+from orchestrator.kube.client import NAMESPACES, Kube, NotFound
+from orchestrator.kube.crds import all_crd_documents, apply_crds
 from tests.support.kubectl import Kubectl
 
 

@@ -68,12 +68,12 @@ from hera.workflows.models import (
 )
 from hera.workflows.models import Parameter as ModelParameter
 
-from orchestrator.models import API_VERSION, KIND, ApprovalMode, ProgressiveSync, Stage
+from orchestrator.api.models import API_VERSION, KIND, ApprovalMode, ProgressiveSync, Stage
 from workflow_templates import names, pieces
 from workflow_templates.settings import WorkflowSettings
 
 if TYPE_CHECKING:
-    from orchestrator.planner import RolloutPlan
+    from orchestrator.planning.planner import RolloutPlan
 
 # Nominal node counts (see the module docstring); retries add one node per extra attempt.
 NODES_PER_CLUSTER = 5  # cluster DAG + (retry + pod) x 2
@@ -117,7 +117,7 @@ def sizes_from_plan(ps: ProgressiveSync, plan: RolloutPlan) -> dict[str, StageSi
 
 def assumed_sizes(ps: ProgressiveSync, clusters_per_stage: int) -> dict[str, StageSize]:
     """Sizes without a fleet: every stage takes `clusters_per_stage` clusters (or its int maxTargets)."""
-    from orchestrator.models import resolve_int_or_percent  # noqa: PLC0415 - keeps the import list short
+    from orchestrator.api.models import resolve_int_or_percent  # noqa: PLC0415 - keeps the import list short
 
     sizes: dict[str, StageSize] = {}
     for stage in ps.spec.stages:

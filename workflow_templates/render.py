@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 from hera.workflows import Workflow
 
-from orchestrator.models import ProgressiveSync
+from orchestrator.api.models import ProgressiveSync
 from workflow_templates import pieces
 from workflow_templates.builder import assumed_sizes, build_workflow
 from workflow_templates.settings import WorkflowSettings

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.devcluster import DevCluster
-from orchestrator.kube import Kube
-from orchestrator.models import RolloutPhase
+from orchestrator.api.models import RolloutPhase
+from orchestrator.devenv.controlplane import DevCluster
+from orchestrator.kube.client import Kube
 from tests.integration.test_argo_lint import find_argo
 from tests.support.rollout_rig import RolloutRig, rollout_rig
 from tests.support.wait import wait_for

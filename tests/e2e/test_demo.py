@@ -19,9 +19,9 @@ from typing import Any
 import psutil
 import pytest
 
-from orchestrator.clock import SystemClock
-from orchestrator.demo import DemoSettings, demo_cluster_names, run_demo, summary
-from orchestrator.models import RolloutPhase, StagePhase
+from orchestrator.api.models import RolloutPhase, StagePhase
+from orchestrator.core.clock import SystemClock
+from orchestrator.devenv.demo import DemoSettings, demo_cluster_names, run_demo, summary
 
 pytestmark = pytest.mark.e2e
 
@@ -43,7 +43,7 @@ def processes_mentioning(text: str) -> list[str]:
 @pytest.mark.timeout(DEMO_TIMEOUT_SECONDS + 60)
 def test_demo_succeeds_in_stage_order(tmp_path: Path, record_property: Any) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "demo", "--sync-seconds", "0.2", "--timeout", "240"],
+        [sys.executable, "-m", "orchestrator.cli.main", "demo", "--sync-seconds", "0.2", "--timeout", "240"],
         capture_output=True,
         text=True,
         timeout=DEMO_TIMEOUT_SECONDS,

@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from orchestrator import devcluster, ops_actions
-from orchestrator.cli import main
-from orchestrator.kube import APPLICATIONS, Kube
-from orchestrator.simulator import ANNOTATION_PREFIX
+from orchestrator.cli.main import main
+from orchestrator.devenv import controlplane as devcluster
+from orchestrator.kube.client import APPLICATIONS, Kube
+from orchestrator.ops import actions as ops_actions
+from orchestrator.simulator.appcontroller import ANNOTATION_PREFIX
 from tests.support.wait import wait_for
 from tests.support.watcher_harness import (
     FAST_FLEET,

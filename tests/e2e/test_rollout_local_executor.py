@@ -4,7 +4,7 @@ Real: kube-apiserver + etcd with every CRD, the steps (`python -m steps ...` sub
 steps' restricted user), the Workflow as `build_workflow` makes it, the local executor, the audit
 log. Simulated: Argo CD (the fleet simulator moves Applications through sync and health and logs
 each transition with its time). The watcher is not running: the tests create the Workflow as it
-would and act on it the way `argo stop|terminate|suspend|resume` do (orchestrator.workflow_control).
+would and act on it the way `argo stop|terminate|suspend|resume` do (orchestrator.workflows.control).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from orchestrator import workflow_control
-from orchestrator.clock import SystemClock
-from orchestrator.devcluster import DevCluster
-from orchestrator.kube import Kube
-from orchestrator.models import RolloutPhase, StagePhase
+from orchestrator.api.models import RolloutPhase, StagePhase
+from orchestrator.core.clock import SystemClock
+from orchestrator.devenv.controlplane import DevCluster
+from orchestrator.kube.client import Kube
+from orchestrator.workflows import control as workflow_control
 from tests.support.rollout_rig import RolloutRig, rollout_rig
 from tests.support.wait import wait_for
 

@@ -25,9 +25,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from orchestrator.cli import main
-from orchestrator.kube import NAMESPACES, PROGRESSIVE_SYNCS, Kube, NotFound
-from orchestrator.models import KIND, ProgressiveSync, ProgressiveSyncStatus
+from orchestrator.api.models import KIND, ProgressiveSync, ProgressiveSyncStatus
+from orchestrator.cli.main import main
+from orchestrator.kube.client import NAMESPACES, PROGRESSIVE_SYNCS, Kube, NotFound
 from tests.support.kubectl import Kubectl
 
 pytestmark = pytest.mark.integration

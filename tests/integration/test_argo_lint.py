@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator.models import ProgressiveSync
+from orchestrator.api.models import ProgressiveSync
 from workflow_templates import pieces, render
 from workflow_templates.builder import assumed_sizes, build_workflow
 from workflow_templates.settings import WorkflowSettings

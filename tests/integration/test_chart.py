@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator.devcluster import DevCluster
+from orchestrator.devenv.controlplane import DevCluster
 from tests.support.kubectl import Kubectl
 
 pytestmark = pytest.mark.integration

@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from orchestrator import appsync
-from orchestrator.clock import SystemClock
-from orchestrator.devcluster import DevCluster
-from orchestrator.kube import APPLICATIONS, PROGRESSIVE_SYNCS, Kube, Resource
-from orchestrator.rollout_status import find_stage, mark_completed
-from orchestrator.simulator import seed_fleet
-from orchestrator.status_writer import update_status
+from orchestrator.api.rollout_status import find_stage, mark_completed
+from orchestrator.argocd import appsync
+from orchestrator.core.clock import SystemClock
+from orchestrator.devenv.controlplane import DevCluster
+from orchestrator.kube.client import APPLICATIONS, PROGRESSIVE_SYNCS, Kube, Resource
+from orchestrator.kube.status_writer import update_status
+from orchestrator.simulator.appcontroller import seed_fleet
 from steps.common import RolloutRef
 from steps.sync import sync_cluster
 from tests.support.steps_harness import (

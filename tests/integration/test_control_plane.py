@@ -11,9 +11,8 @@ from typing import Any
 import psutil
 import pytest
 
-from orchestrator import devcluster
-from orchestrator.crds import apply_crds
-from orchestrator.kube import (
+from orchestrator.devenv import controlplane as devcluster
+from orchestrator.kube.client import (
     NAMESPACES,
     Conflict,
     Forbidden,
@@ -22,6 +21,7 @@ from orchestrator.kube import (
     Resource,
     WatchEvent,
 )
+from orchestrator.kube.crds import apply_crds
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.integration
@@ -191,7 +191,7 @@ def test_missing_tools_are_reported_with_the_fix(tmp_path: Any, monkeypatch: pyt
 def test_dev_cluster_up_serves_until_down(tmp_path: Any) -> None:
     state = tmp_path / "state"
     env = {**os.environ, "PROGRESSIVE_SYNC_DEV_CLUSTER_DIR": str(state)}
-    cli = [sys.executable, "-m", "orchestrator.cli", "dev-cluster"]
+    cli = [sys.executable, "-m", "orchestrator.cli.main", "dev-cluster"]
     up = subprocess.Popen([*cli, "up"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         assert up.stdout is not None

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.devcluster import DevCluster
-from orchestrator.kube import (
+from orchestrator.api.models import RolloutPhase
+from orchestrator.devenv.controlplane import DevCluster
+from orchestrator.kube.client import (
     APPLICATION_SETS,
     APPLICATIONS,
     EVENTS,
@@ -29,8 +30,7 @@ from orchestrator.kube import (
     WORKFLOWS,
     Kube,
 )
-from orchestrator.models import RolloutPhase
-from orchestrator.simulator import seed_fleet
+from orchestrator.simulator.appcontroller import seed_fleet
 from tests.support.steps_harness import (
     StepRunner,
     make_progressive_sync,
@@ -61,7 +61,7 @@ def test_a_marker_in_cluster_credentials_never_appears_anywhere(
             [
                 sys.executable,
                 "-m",
-                "orchestrator.cli",
+                "orchestrator.cli.main",
                 "simulate",
                 "run",
                 "--namespace",

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from orchestrator import appsync
-from orchestrator.clock import SystemClock, parse_time
-from orchestrator.devcluster import DevCluster
-from orchestrator.kube import APPLICATION_SETS, APPLICATIONS, SECRETS, Kube
-from orchestrator.simulator import (
+from orchestrator.argocd import appsync
+from orchestrator.core.clock import SystemClock, parse_time
+from orchestrator.devenv.controlplane import DevCluster
+from orchestrator.kube.client import APPLICATION_SETS, APPLICATIONS, SECRETS, Kube
+from orchestrator.simulator.appcontroller import (
     FleetSimulator,
     SimulatorConfig,
     max_in_flight,
@@ -32,7 +32,7 @@ from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.integration
 
-CLI = [sys.executable, "-m", "orchestrator.cli"]
+CLI = [sys.executable, "-m", "orchestrator.cli.main"]
 
 
 def request_sync(kube: Kube, namespace: str, name: str, *, revision: str = REVISION) -> None:

@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from orchestrator import devcluster
-from orchestrator.informer import (
+from orchestrator.devenv import controlplane as devcluster
+from orchestrator.kube.client import NAMESPACES, Kube, KubeSettings, Resource
+from orchestrator.kube.informer import (
     Change,
     ChangeType,
     Informer,
@@ -24,7 +25,6 @@ from orchestrator.informer import (
     InformerSettings,
     run_in_thread,
 )
-from orchestrator.kube import NAMESPACES, Kube, KubeSettings, Resource
 from tests.support import etcd
 from tests.support.wait import wait_for
 
@@ -234,11 +234,11 @@ def test_failures_back_off_along_the_tuple_then_give_up(caplog: pytest.LogCaptur
         settings=InformerSettings(backoffs=(0.01, 0.02, 0.03)),
     )
     with (
-        caplog.at_level(logging.WARNING, logger="orchestrator.informer"),
+        caplog.at_level(logging.WARNING, logger="orchestrator.kube.informer"),
         pytest.raises(InformerFailed) as failed,
     ):
         informer.run(threading.Event())
-    messages = [r.getMessage() for r in caplog.records if r.name == "orchestrator.informer"]
+    messages = [r.getMessage() for r in caplog.records if r.name == "orchestrator.kube.informer"]
     assert [m.split(" failed")[0] for m in messages] == [
         "configmaps@nowhere: attempt 1/4",
         "configmaps@nowhere: attempt 2/4",

@@ -21,11 +21,11 @@ from typing import Any
 
 import pytest
 
-from orchestrator import workflow_control
-from orchestrator.clock import SystemClock
-from orchestrator.devcluster import DevCluster
-from orchestrator.executor import ExecutorSettings, LocalExecutor
-from orchestrator.kube import WORKFLOWS, Kube
+from orchestrator.core.clock import SystemClock
+from orchestrator.devenv.controlplane import DevCluster
+from orchestrator.engine.executor import ExecutorSettings, LocalExecutor
+from orchestrator.kube.client import WORKFLOWS, Kube
+from orchestrator.workflows import control as workflow_control
 from tests.support.kubectl import Kubectl
 from tests.support.wait import wait_for
 from workflow_templates.names import NAME_LABEL
@@ -463,7 +463,7 @@ def test_python_m_steps_run_the_same_through_the_warm_launcher_or_without_it(
     assert report["env"]["KUBECONFIG"] == str(control_plane.kubeconfig)
     assert report["env"]["PROGRESSIVE_SYNC_OUTPUTS_DIR"] == str(stdout.parent / "outputs")
     if warm:
-        assert b"orchestrator.warm_python" in parent, parent
+        assert b"orchestrator.engine.warm_python" in parent, parent
         assert not Path(f"/proc/{report['ppid']}").exists(), "stopping the executor stops its launcher"
     else:
         assert report["ppid"] == os.getpid()

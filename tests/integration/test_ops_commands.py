@@ -22,10 +22,10 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
-from orchestrator import devcluster
-from orchestrator.cli import main
-from orchestrator.kube import PROGRESSIVE_SYNCS, WORKFLOWS, Kube
-from orchestrator.reconcile import RETRY_ANNOTATION
+from orchestrator.cli.main import main
+from orchestrator.devenv import controlplane as devcluster
+from orchestrator.kube.client import PROGRESSIVE_SYNCS, WORKFLOWS, Kube
+from orchestrator.watcher.decide import RETRY_ANNOTATION
 from tests.support.ops_builders import (
     PS_NAME,
     make_gate_node,
@@ -160,7 +160,7 @@ class Follower:
             [
                 sys.executable,
                 "-m",
-                "orchestrator.cli",
+                "orchestrator.cli.main",
                 "status",
                 PS_NAME,
                 "--watch",

@@ -14,9 +14,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from orchestrator import devcluster
-from orchestrator.cli import main
-from orchestrator.kube import APPLICATION_SETS, APPLICATIONS, SECRETS, Kube
+from orchestrator.cli.main import main
+from orchestrator.devenv import controlplane as devcluster
+from orchestrator.kube.client import APPLICATION_SETS, APPLICATIONS, SECRETS, Kube
 from tests.support.fleet_builders import cluster_secret_object, make_app_object
 
 pytestmark = pytest.mark.integration

@@ -17,13 +17,19 @@ from typing import Any
 
 import pytest
 
-from orchestrator import appsync
-from orchestrator.clock import ManualClock, format_time
-from orchestrator.devcluster import DevCluster
-from orchestrator.kube import APPLICATIONS, SECRETS, WORKFLOWS, Kube
-from orchestrator.models import RolloutPhase, StagePhase, StageStatus
-from orchestrator.rollout_status import find_stage
-from orchestrator.simulator import FleetSimulator, SeedResult, SimulatorConfig, read_events, seed_fleet
+from orchestrator.api.models import RolloutPhase, StagePhase, StageStatus
+from orchestrator.api.rollout_status import find_stage
+from orchestrator.argocd import appsync
+from orchestrator.core.clock import ManualClock, format_time
+from orchestrator.devenv.controlplane import DevCluster
+from orchestrator.kube.client import APPLICATIONS, SECRETS, WORKFLOWS, Kube
+from orchestrator.simulator.appcontroller import (
+    FleetSimulator,
+    SeedResult,
+    SimulatorConfig,
+    read_events,
+    seed_fleet,
+)
 from steps.common import RolloutRef
 from steps.wait_healthy import wait_healthy
 from tests.support.steps_harness import (

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import devcluster
-from orchestrator.crds import all_crd_documents, apply_crds
-from orchestrator.kube import APPLICATIONS, NAMESPACES, Kube
-from orchestrator.simulator import ANNOTATION_PREFIX
+from orchestrator.devenv import controlplane as devcluster
+from orchestrator.kube.client import APPLICATIONS, NAMESPACES, Kube
+from orchestrator.kube.crds import all_crd_documents, apply_crds
+from orchestrator.simulator.appcontroller import ANNOTATION_PREFIX
 from tests.support import etcd
 from tests.support.wait import wait_for
 from tests.support.watcher_harness import (

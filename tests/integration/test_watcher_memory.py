@@ -19,7 +19,7 @@ from typing import Any
 import psutil
 import pytest
 
-from orchestrator.kube import APPLICATION_SETS, APPLICATIONS, SECRETS, Kube
+from orchestrator.kube.client import APPLICATION_SETS, APPLICATIONS, SECRETS, Kube
 from tests.support.watcher_harness import REVISION_1, WatcherProcess, create_ps
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from orchestrator import devcluster
-from orchestrator.kube import APPLICATIONS, PROGRESSIVE_SYNCS, Kube
-from orchestrator.simulator import FleetSimulator, SimulatorConfig
+from orchestrator.devenv import controlplane as devcluster
+from orchestrator.kube.client import APPLICATIONS, PROGRESSIVE_SYNCS, Kube
+from orchestrator.simulator.appcontroller import FleetSimulator, SimulatorConfig
 from tests.support.wait import wait_for
 from tests.support.watcher_harness import (
     WatcherProcess,

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from orchestrator import devcluster
-from orchestrator.kube import EVENTS, PROGRESSIVE_SYNCS, WORKFLOWS, Kube, NotFound
-from orchestrator.watcher import Watcher
+from orchestrator.devenv import controlplane as devcluster
+from orchestrator.kube.client import EVENTS, PROGRESSIVE_SYNCS, WORKFLOWS, Kube, NotFound
+from orchestrator.watcher.loop import Watcher
 from tests.support.wait import wait_for
 from tests.support.watcher_harness import (
     FAST_FLEET,

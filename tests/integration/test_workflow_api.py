@@ -17,9 +17,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from orchestrator.cli import main
-from orchestrator.kube import PROGRESSIVE_SYNCS, WORKFLOW_TEMPLATES, WORKFLOWS, AlreadyExists, Kube
-from orchestrator.models import ProgressiveSync
+from orchestrator.api.models import ProgressiveSync
+from orchestrator.cli.main import main
+from orchestrator.kube.client import PROGRESSIVE_SYNCS, WORKFLOW_TEMPLATES, WORKFLOWS, AlreadyExists, Kube
 from tests.support.kubectl import Kubectl
 from workflow_templates import pieces, render
 from workflow_templates.builder import assumed_sizes, build_workflow, workflow_object

@@ -1,4 +1,4 @@
-"""Driving `orchestrator.workflow_engine.operate` in memory, without an API server or processes.
+"""Driving `orchestrator.engine.operator.operate` in memory, without an API server or processes.
 
 `drive()` plays the executor: it applies each Operation's status, "runs" each launched Pod with a
 function of the launch (returning a PodResult) that finishes after a number of passes, and moves a
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from orchestrator.workflow_engine import PodLaunch, PodResult, PodState, operate
+from orchestrator.engine.operator import PodLaunch, PodResult, PodState, operate
 
 Step = Callable[[PodLaunch], PodResult]
 

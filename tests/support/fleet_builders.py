@@ -11,8 +11,8 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from orchestrator.fleet import AppSetView, AppView, Cluster, app_view_from_object
-from orchestrator.models import ProgressiveSyncSpec
+from orchestrator.api.models import ProgressiveSyncSpec
+from orchestrator.argocd.fleet import AppSetView, AppView, Cluster, app_view_from_object
 
 APP_SET = "myservice"
 APP_SET_UID = "00000000-0000-4000-8000-0000000000a5"

@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.devcluster import DevCluster
-from orchestrator.executor import ExecutorSettings, LocalExecutor
-from orchestrator.fleet import app_set_view_from_object, app_view_from_object, cluster_from_secret
-from orchestrator.kube import APPLICATION_SETS, APPLICATIONS, PROGRESSIVE_SYNCS, WORKFLOWS, Kube
-from orchestrator.models import ProgressiveSync
-from orchestrator.planner import RolloutPlan, plan_rollout
-from orchestrator.simulator import (
+from orchestrator.api.models import ProgressiveSync
+from orchestrator.argocd.fleet import app_set_view_from_object, app_view_from_object, cluster_from_secret
+from orchestrator.devenv.controlplane import DevCluster
+from orchestrator.engine.executor import ExecutorSettings, LocalExecutor
+from orchestrator.kube.client import APPLICATION_SETS, APPLICATIONS, PROGRESSIVE_SYNCS, WORKFLOWS, Kube
+from orchestrator.planning.planner import RolloutPlan, plan_rollout
+from orchestrator.simulator.appcontroller import (
     Behaviour,
     FleetSimulator,
     SeedResult,

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.devcluster import AuditEvent, DevCluster
-from orchestrator.kube import PROGRESSIVE_SYNCS, AlreadyExists, Kube, Resource
-from orchestrator.models import ProgressiveSync
+from orchestrator.api.models import ProgressiveSync
+from orchestrator.devenv.controlplane import AuditEvent, DevCluster
+from orchestrator.kube.client import PROGRESSIVE_SYNCS, AlreadyExists, Kube, Resource
 
 CLUSTER_ROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole")
 CLUSTER_ROLE_BINDINGS = Resource(

@@ -2,8 +2,8 @@
 
 `make_application(phase="Succeeded", reconciled_at=T0)` sets only what a test names and fills the
 rest with plain defaults: one Application of ApplicationSet `myservice` on cluster `c1`, already
-synced by rollout `r1` when `phase` is given. Used by the pure tests of `orchestrator.assess` and
-`orchestrator.appsync`, and to create Applications in the integration tests. Nothing here talks
+synced by rollout `r1` when `phase` is given. Used by the pure tests of `orchestrator.argocd.assess` and
+`orchestrator.argocd.appsync`, and to create Applications in the integration tests. Nothing here talks
 to a cluster.
 """
 
@@ -12,9 +12,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from orchestrator import appsync
-from orchestrator.clock import format_time
-from orchestrator.models import ClusterFailure, StagePhase, StageStatus
+from orchestrator.api.models import ClusterFailure, StagePhase, StageStatus
+from orchestrator.argocd import appsync
+from orchestrator.core.clock import format_time
 
 APP_SET = "myservice"
 ROLLOUT = "r1"

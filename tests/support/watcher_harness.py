@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.executor import ExecutorSettings, LocalExecutor
-from orchestrator.kube import APPLICATIONS, PROGRESSIVE_SYNCS, WORKFLOWS, Conflict, Kube, NotFound
-from orchestrator.settings import Engine, Settings
-from orchestrator.simulator import FleetSimulator, SimulatorConfig, read_events, seed_fleet
-from orchestrator.watcher import Watcher
+from orchestrator.engine.executor import ExecutorSettings, LocalExecutor
+from orchestrator.kube.client import APPLICATIONS, PROGRESSIVE_SYNCS, WORKFLOWS, Conflict, Kube, NotFound
+from orchestrator.simulator.appcontroller import FleetSimulator, SimulatorConfig, read_events, seed_fleet
+from orchestrator.watcher.loop import Watcher
+from orchestrator.watcher.settings import Engine, Settings
 from tests.support.wait import wait_for
 from workflow_templates import names
 
@@ -256,7 +256,7 @@ class WatcherProcess:
         argv = [
             sys.executable,
             "-m",
-            "orchestrator.cli",
+            "orchestrator.cli.main",
             "watch",
             f"--namespace={self.namespace}",
             f"--kubeconfig={self.kubeconfig}",

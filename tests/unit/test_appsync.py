@@ -1,4 +1,4 @@
-"""Deciding and building the Argo CD sync operation (`orchestrator.appsync`), without any cluster."""
+"""Deciding and building the Argo CD sync operation (`orchestrator.argocd.appsync`), without any cluster."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator import appsync
-from orchestrator.appsync import RevisionError, SyncAction
+from orchestrator.argocd import appsync
+from orchestrator.argocd.appsync import RevisionError, SyncAction
 from tests.support.sync_builders import (
     OLD_REVISION,
     REVISION,

@@ -12,8 +12,8 @@ import pytest
 import requests
 import requests_mock
 
-from orchestrator.argo_server import ArgoServerSubmitter
-from orchestrator.kube import AlreadyExists, Forbidden, Invalid, KubeError, Retryable
+from orchestrator.kube.argo_server import ArgoServerSubmitter
+from orchestrator.kube.client import AlreadyExists, Forbidden, Invalid, KubeError, Retryable
 
 URL = "https://argo.example.test:2746"
 ENDPOINT = f"{URL}/api/v1/workflows/argocd"

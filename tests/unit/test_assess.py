@@ -1,4 +1,4 @@
-"""The pure status decisions of `orchestrator.assess`, table-driven, without any cluster."""
+"""The pure status decisions of `orchestrator.argocd.assess`, table-driven, without any cluster."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.assess import (
+from orchestrator.api.models import RolloutPhase, StagePhase
+from orchestrator.argocd.assess import (
     ClusterPhase,
     WorkflowOutcome,
     assess_application,
@@ -14,7 +15,6 @@ from orchestrator.assess import (
     assess_rollout,
     assess_stage,
 )
-from orchestrator.models import RolloutPhase, StagePhase
 from tests.support.sync_builders import (
     OLD_REVISION,
     REVISION,

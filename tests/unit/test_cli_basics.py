@@ -5,7 +5,7 @@ from __future__ import annotations
 from click.testing import CliRunner
 
 from orchestrator import __version__
-from orchestrator.cli import main
+from orchestrator.cli.main import main
 
 
 def test_help_lists_commands() -> None:

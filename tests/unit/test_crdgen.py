@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from orchestrator import crdgen
+from orchestrator.api import crdgen
 
 REPO = Path(__file__).resolve().parents[2]
 COMMITTED = REPO / crdgen.CRD_FILE

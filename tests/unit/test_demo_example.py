@@ -7,9 +7,15 @@ from pathlib import Path
 
 import yaml
 
-from orchestrator.demo import CLUSTER_COUNT, REGIONS, demo_cluster_names, demo_progressive_sync, example_yaml
-from orchestrator.models import ProgressiveSync
-from orchestrator.simulator import seed_clusters
+from orchestrator.api.models import ProgressiveSync
+from orchestrator.devenv.demo import (
+    CLUSTER_COUNT,
+    REGIONS,
+    demo_cluster_names,
+    demo_progressive_sync,
+    example_yaml,
+)
+from orchestrator.simulator.appcontroller import seed_clusters
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "demo.yaml"
 

@@ -1,4 +1,4 @@
-"""Reading Argo CD objects and fleet files into the planner's views (`orchestrator.fleet`)."""
+"""Reading Argo CD objects and fleet files into the planner's views (`orchestrator.argocd.fleet`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from orchestrator.fleet import (
+from orchestrator.argocd.fleet import (
     AppView,
     FleetError,
     HealthStatus,
@@ -18,7 +18,7 @@ from orchestrator.fleet import (
     cluster_from_secret,
     load_fleet,
 )
-from orchestrator.kube import ClusterSecret
+from orchestrator.kube.client import ClusterSecret
 from tests.support.fleet_builders import APP_SET, APP_SET_UID, b64, cluster_secret_object, make_app_object
 
 

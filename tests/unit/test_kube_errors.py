@@ -7,8 +7,8 @@ import json
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from orchestrator import kube
-from orchestrator.kube import ClusterSecret, cluster_secret_from_object
+from orchestrator.kube import client as kube
+from orchestrator.kube.client import ClusterSecret, cluster_secret_from_object
 
 
 def api_exception(status: int, reason: str = "", message: str = "boom") -> ApiException:

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from orchestrator.models import (
+from orchestrator.api.models import (
     LabelSelector,
     ProgressiveSync,
     ProgressiveSyncSpec,

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator import ops
-from orchestrator.models import StagePhase
+from orchestrator.api.models import StagePhase
+from orchestrator.ops import decisions as ops
 from tests.support.ops_builders import (
     make_bake_node,
     make_gate_node,

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
-from orchestrator.cli import main
+from orchestrator.cli.main import main
 from tests.support.fleet_builders import cluster_secret_object, make_app_object
 
 EXAMPLE_FLEET = Path("examples/fleet.yaml")

@@ -1,4 +1,4 @@
-"""The rollout planner's rules, one named case each (`orchestrator.planner`, DESIGN §3)."""
+"""The rollout planner's rules, one named case each (`orchestrator.planning.planner`, DESIGN §3)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from orchestrator.fleet import AppSetView, AppView, Cluster
-from orchestrator.models import ProgressiveSyncStatus, StagePhase
-from orchestrator.planner import (
+from orchestrator.api.models import ProgressiveSyncStatus, StagePhase
+from orchestrator.argocd.fleet import AppSetView, AppView, Cluster
+from orchestrator.planning.planner import (
     IssueCode,
     RolloutPlan,
     RolloutProgress,

@@ -9,9 +9,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orchestrator.fleet import AppView, Cluster, HealthStatus, SyncStatus
-from orchestrator.models import ProgressiveSyncSpec, StagePhase
-from orchestrator.planner import RolloutPlan, RolloutProgress, StageProgress, plan_rollout
+from orchestrator.api.models import ProgressiveSyncSpec, StagePhase
+from orchestrator.argocd.fleet import AppView, Cluster, HealthStatus, SyncStatus
+from orchestrator.planning.planner import RolloutPlan, RolloutProgress, StageProgress, plan_rollout
 from tests.support.fleet_builders import (
     NEW_REVISION,
     make_app,

@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.fleet import AppSetView
-from orchestrator.models import (
+from orchestrator.api.models import (
     ConditionStatus,
     ProgressiveSyncSpec,
     ProgressiveSyncStatus,
@@ -20,8 +19,9 @@ from orchestrator.models import (
     StagePhase,
     StageStatus,
 )
-from orchestrator.planner import IssueCode, PlanIssue, RolloutPlan, StagePlan, StageState, release_id
-from orchestrator.reconcile import (
+from orchestrator.argocd.fleet import AppSetView
+from orchestrator.planning.planner import IssueCode, PlanIssue, RolloutPlan, StagePlan, StageState, release_id
+from orchestrator.watcher.decide import (
     CreateWorkflow,
     Decision,
     Observed,
@@ -33,7 +33,7 @@ from orchestrator.reconcile import (
     decide,
     spec_hash,
 )
-from orchestrator.workflow_view import WorkflowView
+from orchestrator.workflows.view import WorkflowView
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 PS = "web"

@@ -13,10 +13,10 @@ from typing import Any
 import yaml
 from click.testing import CliRunner, Result
 
-from orchestrator.cli import main
-from orchestrator.fleet import load_fleet
-from orchestrator.models import ProgressiveSync
-from orchestrator.planner import plan_rollout
+from orchestrator.api.models import ProgressiveSync
+from orchestrator.argocd.fleet import load_fleet
+from orchestrator.cli.main import main
+from orchestrator.planning.planner import plan_rollout
 from workflow_templates import names
 
 EXAMPLE_PS = Path("examples/canary-regions-rest.yaml")

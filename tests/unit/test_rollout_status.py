@@ -1,4 +1,4 @@
-"""The pure status mutations of `orchestrator.rollout_status`: end results, safe to re-apply."""
+"""The pure status mutations of `orchestrator.api.rollout_status`: end results, safe to re-apply."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import pytest
 
-from orchestrator import rollout_status as rs
-from orchestrator.models import (
+from orchestrator.api import rollout_status as rs
+from orchestrator.api.models import (
     ConditionStatus,
     ProgressiveSyncStatus,
     RolloutPhase,

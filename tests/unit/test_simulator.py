@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.simulator import (
+from orchestrator.simulator.appcontroller import (
     Behaviour,
     ConfigError,
     SimulatorConfig,

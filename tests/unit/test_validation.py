@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from orchestrator.cli import main
-from orchestrator.validation import Verdict, format_path, validate_object, validate_text
+from orchestrator.api.validation import Verdict, format_path, validate_object, validate_text
+from orchestrator.cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""The warm launcher (orchestrator/warm_python.py) as a real process, serving a tiny test module.
+"""The warm launcher (orchestrator/engine/warm_python.py) as a real process, serving a tiny test module.
 
 Real: the zygote process, its fork per request, files, process groups and signals. The module it
 runs is tests/support/warm_child.py. Every wait has a deadline.
@@ -33,7 +33,7 @@ class Zygote:
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
         self.popen = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator.warm_python", CHILD],
+            [sys.executable, "-m", "orchestrator.engine.warm_python", CHILD],
             cwd=REPO,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

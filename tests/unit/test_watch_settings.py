@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from orchestrator.cli import main
-from orchestrator.commands.watch_cmd import build_settings
-from orchestrator.logsetup import JsonFormatter, configure_logging
-from orchestrator.settings import Engine, LogFormat, Settings, SettingsError
-from orchestrator.workflow_view import attempt_of, release_of, rollout_id_for, workflow_view_from_object
+from orchestrator.cli.logsetup import JsonFormatter, configure_logging
+from orchestrator.cli.main import main
+from orchestrator.cli.watch_cmd import build_settings
+from orchestrator.watcher.settings import Engine, LogFormat, Settings, SettingsError
+from orchestrator.workflows.view import attempt_of, release_of, rollout_id_for, workflow_view_from_object
 
 
 def flags(**overrides: Any) -> dict[str, Any]:
@@ -165,14 +165,14 @@ def test_json_logs_carry_level_logger_message_and_extra_fields() -> None:
     stream = io.StringIO()
     configure_logging("DEBUG", "json", stream=stream)
     try:
-        logging.getLogger("orchestrator.watcher").info(
+        logging.getLogger("orchestrator.watcher.loop").info(
             "created %s", "wf-1", extra={"ps": "argocd/web", "step": "create"}
         )
     finally:
         configure_logging("WARNING", "text")
     entry = json.loads(stream.getvalue().splitlines()[-1])
     assert entry["level"] == "INFO"
-    assert entry["logger"] == "orchestrator.watcher"
+    assert entry["logger"] == "orchestrator.watcher.loop"
     assert entry["message"] == "created wf-1"
     assert (entry["ps"], entry["step"]) == ("argocd/web", "create")
     assert entry["time"].endswith("+00:00")

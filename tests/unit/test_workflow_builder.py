@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.models import ProgressiveSync
-from orchestrator.planner import plan_rollout
+from orchestrator.api.models import ProgressiveSync
+from orchestrator.planning.planner import plan_rollout
 from tests.support.fleet_builders import (
     NEW_REVISION,
     make_app,

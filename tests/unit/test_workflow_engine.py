@@ -1,4 +1,4 @@
-"""The local executor's decisions (orchestrator.workflow_engine) on rendered rollout Workflows.
+"""The local executor's decisions (orchestrator.engine.operator) on rendered rollout Workflows.
 
 Pure: tests/support/engine_driver plays the executor in memory (pods finish after a number of
 passes, a fake clock jumps to the next wake-up), so DAG order, parallelism, failFast, retries,
@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.models import ProgressiveSync
-from orchestrator.workflow_engine import (
+from orchestrator.api.models import ProgressiveSync
+from orchestrator.engine.operator import (
     PodLaunch,
     PodResult,
     node_id,

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from orchestrator.models import ProgressiveSync
+from orchestrator.api.models import ProgressiveSync
 from workflow_templates import pieces, render, validate
 from workflow_templates.builder import assumed_sizes, build_workflow
 from workflow_templates.settings import WorkflowSettings

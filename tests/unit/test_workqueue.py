@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from orchestrator.workqueue import WorkQueue
+from orchestrator.watcher.workqueue import WorkQueue
 from tests.support.wait import wait_for
 
 

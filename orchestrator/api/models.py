@@ -1,0 +1,644 @@
+"""The `progressivesync.io/v1alpha1` ProgressiveSync API as pydantic models.
+
+These models are the single source of truth for the API: the CRD in
+`charts/progressive-sync/crds/` is generated from them (`orchestrator.api.crdgen`), offline validation
+(`progressive-sync validate`, `orchestrator.api.validation`) runs them, and every other module reads
+ProgressiveSyncs through them. They are plain data with pure helpers (selector matching, size
+resolution); nothing here talks to the API server or reads the clock.
+
+Every rule the models enforce has a twin the API server enforces, so a manifest is accepted or
+rejected the same way offline and on apply:
+
+- ranges, patterns, enums and required fields go into the JSON schema that pydantic derives and
+  `crdgen` turns into the CRD's OpenAPI schema;
+- rules a schema cannot say (unique stage names, maxParallel <= maxTargets, values that fit the
+  selector operator) are pydantic validators here, with their CEL twin declared right next to them
+  through `cel(...)` (like kubebuilder's XValidation markers on Go types). The parity test in
+  `tests/integration/test_api_parity.py` runs a corpus of invalid manifests through both.
+
+Field names are the camelCase of the wire format; Python code uses the snake_case attribute names.
+Field docstrings become the CRD's descriptions (`kubectl explain progressivesync.spec`).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    StrictBool,
+    StrictInt,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from orchestrator.core.clock import format_time
+
+GROUP = "progressivesync.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "ProgressiveSync"
+PLURAL = "progressivesyncs"
+SINGULAR = "progressivesync"
+SHORT_NAME = "psync"
+
+# A stage name is what people read in the Argo UI and in `status`; it becomes a DAG task name only
+# after sanitizing (workflow_templates), so spaces are allowed here.
+STAGE_NAME_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9 ._-]*[A-Za-z0-9])?$"
+STAGE_NAME_MAX_LENGTH = 63
+# Kubernetes qualified name (label key), optionally prefixed by a DNS subdomain.
+LABEL_KEY_PATTERN = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+LABEL_KEY_MAX_LENGTH = 316  # 253 (prefix) + "/" + 63 (name)
+LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+LABEL_VALUE_MAX_LENGTH = 63
+# Kubernetes object name (DNS subdomain) for references such as appSetRef.name.
+OBJECT_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+OBJECT_NAME_MAX_LENGTH = 253
+PERCENT_PATTERN = r"^([1-9][0-9]?|100)%$"
+SYNC_OPTION_PATTERN = r"^[A-Za-z]+=[^\s]+$"
+CONDITION_REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+MAX_DEADLINE_SECONDS = 7 * 24 * 3600
+MAX_BAKE_SECONDS = 7 * 24 * 3600
+MAX_STAGES = 50
+# Bounds on selector sizes. Real selectors have a handful of terms; the bounds exist because the API
+# server estimates the cost of every CEL rule from the largest list it may see, and refuses a CRD
+# whose rules could be too expensive.
+MAX_SELECTOR_TERMS = 32
+MAX_SELECTOR_VALUES = 128
+
+# What each pattern means, in words: used for error messages offline and in the CRD's CEL rules.
+PATTERN_HINTS: dict[str, str] = {
+    STAGE_NAME_PATTERN: (
+        "use letters, digits, spaces, '.', '_' or '-', starting and ending with a letter or digit"
+    ),
+    LABEL_KEY_PATTERN: "use a label key such as region or topology.kubernetes.io/zone",
+    LABEL_VALUE_PATTERN: (
+        "use a label value: letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+    ),
+    OBJECT_NAME_PATTERN: "use a lowercase name of letters, digits, '-' and '.', such as my-service",
+    PERCENT_PATTERN: 'use a percentage from "1%" to "100%"',
+    SYNC_OPTION_PATTERN: "use an Argo CD sync option such as ServerSideApply=true",
+    CONDITION_REASON_PATTERN: "use a CamelCase reason such as RolloutStarted",
+}
+
+
+def cel(
+    rule: str,
+    message: str,
+    *,
+    field_path: str | None = None,
+    reason: str | None = None,
+    message_expression: str | None = None,
+) -> dict[str, str]:
+    """One CRD `x-kubernetes-validations` entry: the API server's twin of a validator here.
+
+    `message` must name the field and the fix; `field_path` (e.g. ".maxParallel") points the
+    error at the field that has to change; `reason` is FieldValueInvalid, FieldValueRequired,
+    FieldValueForbidden or FieldValueDuplicate.
+    """
+    entry = {"rule": rule, "message": message}
+    if message_expression:
+        entry["messageExpression"] = message_expression
+    if field_path:
+        entry["fieldPath"] = field_path
+    if reason:
+        entry["reason"] = reason
+    return entry
+
+
+def _validations(*rules: dict[str, str]) -> dict[str, Any]:
+    return {"x-kubernetes-validations": list(rules)}
+
+
+def _integral_float_to_int(value: Any) -> Any:
+    # JSON has one number type: the API server takes 600.0 as the integer 600 (and rejects 1.5).
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+class _Model(BaseModel):
+    """Base for API models: camelCase on the wire, unknown fields rejected like strict kubectl."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        validate_assignment=False,
+        use_attribute_docstrings=True,
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_like_the_api_server(cls, data: Any) -> Any:
+        # The API server prunes `field: null` and then applies the default (`maxTargets: null` is
+        # "100%", `appSetRef: null` is missing), and takes 600.0 for the integer 600.
+        if isinstance(data, dict):
+            return {key: _integral_float_to_int(value) for key, value in data.items() if value is not None}
+        return data
+
+    def to_api(self) -> dict[str, Any]:
+        """Serialize the way the API server stores it: camelCase, unset optionals omitted."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+# --- sizes -----------------------------------------------------------------------------------
+
+INT_OR_PERCENT_HINT = (
+    'use a whole number >= 1 without quotes, like 5, or a percentage from "1%" to "100%", like "5%"'
+)
+
+
+def _parse_int_or_percent(value: Any) -> int | str:
+    # One validator for both forms, so an error names the field once, without union branch noise.
+    # bool is an int in Python but `true` is not a size; the API server rejects it too.
+    value = _integral_float_to_int(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 1:
+            raise ValueError(f"{value} is below 1 ({INT_OR_PERCENT_HINT})")
+        return value
+    if isinstance(value, str):
+        if re.fullmatch(PERCENT_PATTERN, value):
+            return value
+        if value.strip().isdigit():
+            raise ValueError(
+                f'"{value}" is a number in quotes (write {value.strip()} without quotes for a count, '
+                f'or "{value.strip()}%" for a percentage)'
+            )
+        raise ValueError(f'"{value}" is not a size ({INT_OR_PERCENT_HINT})')
+    raise ValueError(f"{type(value).__name__} {value!r} is not a size ({INT_OR_PERCENT_HINT})")
+
+
+IntOrPercent = Annotated[
+    int | str,
+    PlainValidator(_parse_int_or_percent),
+    WithJsonSchema(
+        {
+            "anyOf": [{"type": "integer", "minimum": 1}, {"type": "string", "pattern": PERCENT_PATTERN}],
+            "x-kubernetes-int-or-string": True,
+            # Bounds the CEL cost estimate ("100%" is the longest valid string); ignored for ints.
+            "maxLength": 4,
+            **_validations(
+                cel(
+                    "type(self) == int ? self >= 1 : "
+                    f"(type(self) == string && self.matches(r'{PERCENT_PATTERN}'))",
+                    f"must be a whole number >= 1 or a percentage ({INT_OR_PERCENT_HINT})",
+                )
+            ),
+        }
+    ),
+]
+"""A stage size: an integer >= 1, or a percentage string "N%" with 1 <= N <= 100.
+
+In the CRD it is `x-kubernetes-int-or-string` with a CEL rule for the range and the percent form.
+"""
+
+
+def resolve_int_or_percent(value: int | str, total: int) -> int:
+    """Resolve a size against `total`: percentages round down with a minimum of 1; ints are as-is.
+
+    The caller caps the result to what is available (a stage never takes more clusters than it has).
+    A percentage of 0 clusters still resolves to 1; the cap makes that 0.
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if not isinstance(value, str) or re.fullmatch(PERCENT_PATTERN, value) is None:
+        raise ValueError(f"not an int or percentage: {value!r}")
+    percent = int(value[:-1])
+    return max(1, total * percent // 100)
+
+
+# --- label selectors -------------------------------------------------------------------------
+
+LabelKey = Annotated[str, Field(pattern=LABEL_KEY_PATTERN, max_length=LABEL_KEY_MAX_LENGTH)]
+LabelValue = Annotated[str, Field(pattern=LABEL_VALUE_PATTERN, max_length=LABEL_VALUE_MAX_LENGTH)]
+
+
+class SelectorOperator(StrEnum):
+    """Operators of a label selector requirement, as Kubernetes defines them."""
+
+    IN = "In"
+    NOT_IN = "NotIn"
+    EXISTS = "Exists"
+    DOES_NOT_EXIST = "DoesNotExist"
+
+
+_OPERATORS_WITH_VALUES = (SelectorOperator.IN, SelectorOperator.NOT_IN)
+
+
+class LabelSelectorRequirement(_Model):
+    """One `matchExpressions` entry: a label key, an operator and (for In/NotIn) values."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_validations(
+            cel(
+                "!(self.operator in ['In', 'NotIn']) || (has(self.values) && size(self.values) > 0)",
+                "operators In and NotIn need a non-empty values list (add values, or use Exists)",
+                field_path=".values",
+                reason="FieldValueRequired",
+            ),
+            cel(
+                "!(self.operator in ['Exists', 'DoesNotExist'])"
+                " || !has(self.values) || size(self.values) == 0",
+                "operators Exists and DoesNotExist take no values (remove values, or use In/NotIn)",
+                field_path=".values",
+                reason="FieldValueForbidden",
+            ),
+        )
+    )
+
+    key: LabelKey
+    """The label key the requirement is about."""
+    operator: SelectorOperator
+    """In, NotIn, Exists or DoesNotExist."""
+    values: Annotated[list[LabelValue], Field(max_length=MAX_SELECTOR_VALUES)] | None = Field(
+        default=None, validate_default=True
+    )
+    """The values for In and NotIn (at least one); must be empty for Exists and DoesNotExist."""
+
+    @field_validator("values")
+    @classmethod
+    def _values_fit_operator(cls, values: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        operator = info.data.get("operator")
+        if operator is None:  # the operator itself is invalid; that error is reported on its own
+            return values
+        if operator in _OPERATORS_WITH_VALUES and not values:
+            raise ValueError(
+                f"operator {operator.value} needs a non-empty values list (add values, or use Exists)"
+            )
+        if operator not in _OPERATORS_WITH_VALUES and values:
+            raise ValueError(f"operator {operator.value} takes no values (remove values, or use In/NotIn)")
+        return values
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        """Kubernetes semantics: NotIn and DoesNotExist match objects without the key."""
+        present = self.key in labels
+        match self.operator:
+            case SelectorOperator.IN:
+                return present and labels[self.key] in (self.values or [])
+            case SelectorOperator.NOT_IN:
+                return not present or labels[self.key] not in (self.values or [])
+            case SelectorOperator.EXISTS:
+                return present
+            case SelectorOperator.DOES_NOT_EXIST:
+                return not present
+
+
+class LabelSelector(_Model):
+    """A metav1.LabelSelector; the empty selector matches every cluster."""
+
+    match_labels: Annotated[dict[LabelKey, LabelValue], Field(max_length=MAX_SELECTOR_TERMS)] | None = None
+    """Labels a cluster must carry with exactly these values."""
+    match_expressions: (
+        Annotated[list[LabelSelectorRequirement], Field(max_length=MAX_SELECTOR_TERMS)] | None
+    ) = None
+    """Requirements a cluster's labels must all meet."""
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        """True when every matchLabels pair and every matchExpressions requirement holds."""
+        for key, value in (self.match_labels or {}).items():
+            if labels.get(key) != value:
+                return False
+        return all(req.matches(labels) for req in self.match_expressions or [])
+
+
+# --- spec ------------------------------------------------------------------------------------
+
+
+class ApprovalMode(StrEnum):
+    """Whether a stage starts on its own or waits for a person (`argo resume` / `approve`)."""
+
+    AUTOMATIC = "Automatic"
+    MANUAL = "Manual"
+
+
+class AppSetRef(_Model):
+    """The ApplicationSet (same namespace) whose Applications this ProgressiveSync rolls out."""
+
+    name: Annotated[str, Field(min_length=1, max_length=OBJECT_NAME_MAX_LENGTH, pattern=OBJECT_NAME_PATTERN)]
+    """Name of the ApplicationSet, in the ProgressiveSync's namespace."""
+
+
+class ClusterTargets(_Model):
+    """Which Argo CD cluster Secrets a stage may take, by their labels."""
+
+    selector: LabelSelector
+    """Selects cluster Secrets by their labels; {} selects every cluster."""
+
+
+class StageTargets(_Model):
+    """What a stage targets; clusters are the only kind today."""
+
+    clusters: ClusterTargets
+    """The Argo CD clusters this stage may update."""
+
+
+class Stage(_Model):
+    """One step of a rollout: which clusters, how many, how many at once."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_validations(
+            cel(
+                "!has(self.maxTargets) || !has(self.maxParallel) || type(self.maxTargets) != int"
+                " || type(self.maxParallel) != int"
+                # A maxTargets below 1 has its own error; comparing against it would only add noise.
+                " || self.maxTargets < 1 || self.maxParallel <= self.maxTargets",
+                "maxParallel is above maxTargets"
+                " (lower maxParallel to at most maxTargets, or raise maxTargets)",
+                message_expression=(
+                    "'maxParallel ' + string(self.maxParallel) + ' is above maxTargets '"
+                    " + string(self.maxTargets) + ' (lower maxParallel to at most '"
+                    " + string(self.maxTargets) + ', or raise maxTargets)'"
+                ),
+                field_path=".maxParallel",
+                reason="FieldValueInvalid",
+            ),
+        )
+    )
+
+    name: Annotated[str, Field(min_length=1, max_length=STAGE_NAME_MAX_LENGTH, pattern=STAGE_NAME_PATTERN)]
+    """Unique within the ProgressiveSync; shown in the Argo UI and in status."""
+    targets: StageTargets
+    """Which clusters the stage may take (those an earlier stage took are skipped)."""
+    max_targets: IntOrPercent = "100%"
+    """How many clusters the stage takes: a count, or "N%" of the clusters it matches."""
+    max_parallel: IntOrPercent = 1
+    """How many clusters sync at once: a count, or "N%" of the stage's targets."""
+    spread_by: LabelKey | None = None
+    """Interleave targets across the values of this cluster label (e.g. region)."""
+    approval: ApprovalMode = ApprovalMode.AUTOMATIC
+    """Manual: the stage waits for `progressive-sync approve` (or `argo resume`) before it starts."""
+    bake_seconds: Annotated[StrictInt, Field(ge=0, le=MAX_BAKE_SECONDS)] | None = None
+    """Seconds to wait after the stage succeeded before the next stage starts."""
+
+    @field_validator("max_parallel")
+    @classmethod
+    def _parallel_fits_targets(cls, max_parallel: int | str, info: ValidationInfo) -> int | str:
+        max_targets = info.data.get("max_targets")
+        if isinstance(max_targets, int) and isinstance(max_parallel, int) and max_parallel > max_targets:
+            raise ValueError(
+                f"maxParallel {max_parallel} is above maxTargets {max_targets} "
+                f"(lower maxParallel to at most {max_targets}, or raise maxTargets)"
+            )
+        return max_parallel
+
+
+class FailurePolicy(_Model):
+    """How many failed clusters a stage tolerates before the rollout stops."""
+
+    max_failed_clusters: Annotated[StrictInt, Field(ge=0)] = 0
+    """Failed clusters tolerated per stage; one more halts the rollout."""
+
+
+class SyncOptions(_Model):
+    """Passed into every sync operation the rollout writes."""
+
+    prune: StrictBool = False
+    """Delete resources that are no longer in Git while syncing."""
+    options: list[Annotated[str, Field(min_length=1, pattern=SYNC_OPTION_PATTERN)]] | None = None
+    """Argo CD sync options such as "ServerSideApply=true" (`operation.sync.syncOptions`)."""
+
+
+def _stage_names_unique(stages: list[Stage]) -> list[Stage]:
+    first_index: dict[str, int] = {}
+    for index, stage in enumerate(stages):
+        if stage.name in first_index:
+            raise ValueError(
+                f"stage name {stage.name!r} is used by stages[{first_index[stage.name]}] and "
+                f"stages[{index}] (give every stage its own name)"
+            )
+        first_index[stage.name] = index
+    return stages
+
+
+class ProgressiveSyncSpec(_Model):
+    """What to roll out, to whom, in which order."""
+
+    app_set_ref: AppSetRef
+    """The ApplicationSet whose Applications are rolled out."""
+    stages: Annotated[
+        list[Stage],
+        Field(
+            min_length=1,
+            max_length=MAX_STAGES,
+            json_schema_extra=_validations(
+                cel(
+                    "self.all(s, self.exists_one(t, t.name == s.name))",
+                    # No reason: the API server prints FieldValueDuplicate without the message.
+                    "stage names must be unique (give every stage its own name)",
+                )
+            ),
+        ),
+    ]
+    """The stages, run in order; at least one, names unique."""
+    progress_deadline_seconds: Annotated[StrictInt, Field(ge=1, le=MAX_DEADLINE_SECONDS)] = 600
+    """Per cluster: seconds from sync until Synced and Healthy before the cluster counts as failed."""
+    failure_policy: FailurePolicy = Field(default_factory=FailurePolicy, json_schema_extra={"default": {}})
+    """When a stage counts as failed."""
+    sync_options: SyncOptions = Field(default_factory=SyncOptions, json_schema_extra={"default": {}})
+    """Options passed into every sync operation."""
+    allow_partial_rollout: StrictBool = False
+    """false: clusters with Applications that no stage covers are an error."""
+    paused: StrictBool = False
+    """true: no new step starts until set back to false; running syncs finish."""
+
+    @field_validator("stages")
+    @classmethod
+    def _stages_unique(cls, stages: list[Stage]) -> list[Stage]:
+        return _stage_names_unique(stages)
+
+
+# --- status ----------------------------------------------------------------------------------
+
+
+Timestamp = Annotated[datetime, PlainSerializer(format_time, return_type=str, when_used="json")]
+
+
+class RolloutPhase(StrEnum):
+    """The phase of the ProgressiveSync as a whole (its current or last rollout)."""
+
+    PENDING = "Pending"
+    PROGRESSING = "Progressing"
+    PAUSED = "Paused"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    CANCELLED = "Cancelled"
+
+
+class StagePhase(StrEnum):
+    """The phase of one stage within the current rollout."""
+
+    PENDING = "Pending"
+    PROGRESSING = "Progressing"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    SKIPPED = "Skipped"
+    CANCELLED = "Cancelled"
+
+
+class ConditionStatus(StrEnum):
+    """metav1.ConditionStatus."""
+
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class Condition(_Model):
+    """A metav1.Condition (Ready, Progressing, Paused, Valid)."""
+
+    type: Annotated[str, Field(min_length=1, max_length=316)]
+    """Ready, Progressing, Paused or Valid."""
+    status: ConditionStatus
+    """True, False or Unknown."""
+    reason: Annotated[str, Field(min_length=1, max_length=1024, pattern=CONDITION_REASON_PATTERN)]
+    """A CamelCase word for programs."""
+    message: Annotated[str, Field(max_length=32768)] = ""
+    """A sentence for people."""
+    last_transition_time: Timestamp
+    """When status last changed."""
+    observed_generation: Annotated[StrictInt, Field(ge=0)] | None = None
+    """The spec generation the condition was computed from."""
+
+
+class RolloutStatus(_Model):
+    """The rollout the status describes: one pass of the stages for one release."""
+
+    id: Annotated[str, Field(min_length=1, max_length=16)]
+    """Short stable hash of the release (spec generation and target revisions)."""
+    revision: str = ""
+    """The Git revision the rollout brings the Applications to."""
+    workflow: str = ""
+    """Name of the Workflow that runs the rollout."""
+    attempt: Annotated[StrictInt, Field(ge=1)] = 1
+    """1 for the first run; counts up with each `progressive-sync retry`."""
+    started_at: Timestamp | None = None
+    """When the rollout started."""
+    finished_at: Timestamp | None = None
+    """When the rollout finished (unset while it runs)."""
+    generation: Annotated[StrictInt, Field(ge=0)] | None = None
+    """The spec generation the release id was made from (set by the watcher)."""
+    spec_hash: Annotated[str, Field(max_length=64)] | None = None
+    """Hash of the spec without `paused`: a pause is not a new spec (set by the watcher)."""
+    retry_token: Annotated[str, Field(max_length=253)] | None = None
+    """The `progressivesync.io/retry` token already acted on when this attempt began (set by the watcher)."""
+
+
+class ClusterFailure(_Model):
+    """A cluster that failed in a stage, and why."""
+
+    name: str
+    """The cluster's name."""
+    reason: str = ""
+    """Why it failed, for people."""
+
+
+class StageStatus(_Model):
+    """Where one stage stands: which clusters it took, which are in flight, done and failed."""
+
+    name: str
+    """The stage's name from the spec."""
+    phase: StagePhase = StagePhase.PENDING
+    """Pending, Progressing, Succeeded, Failed, Skipped or Cancelled."""
+    message: str = ""
+    """What happened, for people (e.g. "1 of 1 clusters updated")."""
+    targets: list[str] = Field(default_factory=list, json_schema_extra={"default": []})
+    """The clusters the stage took, in rollout order."""
+    syncing: list[str] = Field(default_factory=list, json_schema_extra={"default": []})
+    """Clusters whose sync is in flight."""
+    completed: list[str] = Field(default_factory=list, json_schema_extra={"default": []})
+    """Clusters updated, Synced and Healthy."""
+    failed: list[ClusterFailure] = Field(default_factory=list, json_schema_extra={"default": []})
+    """Clusters that failed, with reasons."""
+    started_at: Timestamp | None = None
+    """When the stage started."""
+    finished_at: Timestamp | None = None
+    """When the stage finished."""
+
+
+def _condition_types_unique(conditions: list[Condition] | None) -> list[Condition] | None:
+    seen: set[str] = set()
+    for condition in conditions or []:
+        if condition.type in seen:
+            raise ValueError(f"condition type {condition.type!r} appears twice (keep one condition per type)")
+        seen.add(condition.type)
+    return conditions
+
+
+class ProgressiveSyncStatus(_Model):
+    """Observed state, written by the watcher and the Workflow's steps."""
+
+    observed_generation: Annotated[StrictInt, Field(ge=0)] | None = None
+    """The spec generation this status describes."""
+    phase: RolloutPhase | None = None
+    """Pending, Progressing, Paused, Succeeded, Failed or Cancelled."""
+    message: str | None = None
+    """What is going on, for people."""
+    progress: str | None = None
+    """Clusters of the rollout done so far, as "completed/targets" (e.g. 7/12), for `kubectl get`."""
+    rollout: RolloutStatus | None = None
+    """The current (or last) rollout."""
+    current_stage: str | None = None
+    """Name of the stage in progress."""
+    conditions: (
+        Annotated[
+            list[Condition],
+            Field(
+                json_schema_extra={
+                    "x-kubernetes-list-type": "map",
+                    "x-kubernetes-list-map-keys": ["type"],
+                }
+            ),
+        ]
+        | None
+    ) = None
+    """Ready, Progressing, Paused and Valid; one per type."""
+    stages: list[StageStatus] | None = None
+    """One entry per stage of the current rollout, in order."""
+
+    @field_validator("conditions")
+    @classmethod
+    def _conditions_unique(cls, conditions: list[Condition] | None) -> list[Condition] | None:
+        return _condition_types_unique(conditions)
+
+
+# --- the object ------------------------------------------------------------------------------
+
+
+class ObjectMeta(BaseModel):
+    """The metadata fields we read; everything else the API server returns is kept as-is."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True, alias_generator=to_camel)
+
+    name: Annotated[str, Field(min_length=1, max_length=OBJECT_NAME_MAX_LENGTH, pattern=OBJECT_NAME_PATTERN)]
+    namespace: str | None = None
+    uid: str | None = None
+    generation: int | None = None
+    resource_version: str | None = None
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    finalizers: list[str] | None = None
+    deletion_timestamp: str | None = None
+
+
+class ProgressiveSync(_Model):
+    """A whole ProgressiveSync object as `kubectl get -o yaml` shows it."""
+
+    api_version: Literal["progressivesync.io/v1alpha1"] = "progressivesync.io/v1alpha1"
+    kind: Literal["ProgressiveSync"] = "ProgressiveSync"
+    metadata: ObjectMeta
+    spec: ProgressiveSyncSpec
+    status: ProgressiveSyncStatus | None = None

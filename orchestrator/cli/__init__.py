@@ -1,0 +1,4 @@
+"""The `progressive-sync` command line: `main` assembles one module per subcommand.
+
+May import: everything. Nothing imports the CLI.
+"""

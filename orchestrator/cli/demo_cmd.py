@@ -1,0 +1,102 @@
+"""`progressive-sync demo`: a staged rollout over a simulated 12-cluster fleet, on this machine.
+
+Parses the flags into `DemoSettings`, sends the logs of the watcher, executor and simulator to a
+file in a temporary directory (the terminal shows the rollout, not the logs), runs
+`orchestrator.devenv.demo.run_demo` and prints its summary. Exit codes: 0 the rollout Succeeded; 1 it
+failed (as it must with `--fail-cluster`) or the demo could not run; 2 bad usage; 130 interrupted.
+Ctrl-C and SIGTERM stop everything the demo started and remove its temporary files.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import tempfile
+from pathlib import Path
+from types import FrameType
+
+import click
+
+from orchestrator.cli.logsetup import configure_logging
+from orchestrator.core.clock import SystemClock
+from orchestrator.devenv.controlplane import ControlPlaneError
+from orchestrator.devenv.demo import DemoError, DemoSettings, demo_cluster_names, run_demo, summary
+
+LOG_TAIL_LINES = 40
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    # SIGTERM unwinds like Ctrl-C, so the same clean-up runs.
+    raise KeyboardInterrupt
+
+
+@click.command("demo")
+@click.option(
+    "--fail-cluster",
+    metavar="NAME",
+    help=f"Make this cluster the canary and fail its sync (one of {demo_cluster_names()[0]}, ...).",
+)
+@click.option(
+    "--sync-seconds",
+    type=click.FloatRange(min=0.05),
+    default=2.0,
+    show_default=True,
+    help="How long a simulated sync takes (health settles in half that).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=300.0,
+    show_default=True,
+    help="Give up when the rollout has not finished after this many seconds.",
+)
+@click.option(
+    "--tools-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="KUBEBUILDER_ASSETS",
+    help="Folder with etcd, kube-apiserver and kubectl (default: $KUBEBUILDER_ASSETS).",
+)
+def demo(fail_cluster: str | None, sync_seconds: float, timeout: float, tools_dir: Path | None) -> None:
+    """Run a 3-stage rollout over a simulated 12-cluster fleet on a local control plane."""
+    if fail_cluster is not None and fail_cluster not in demo_cluster_names():
+        raise click.BadParameter(
+            f"{fail_cluster!r} is not a demo cluster; pick one of: {', '.join(demo_cluster_names())}",
+            param_hint="--fail-cluster",
+        )
+    clock = SystemClock()
+    signal.signal(signal.SIGTERM, _interrupt)
+    with tempfile.TemporaryDirectory(prefix="progressive-sync-demo-") as workdir:
+        log_path = Path(workdir) / "demo.log"
+        with log_path.open("a") as log_stream:
+            configure_logging("INFO", "text", stream=log_stream)
+            settings = DemoSettings(
+                tools_dir=tools_dir,
+                workdir=Path(workdir),
+                sync_seconds=sync_seconds,
+                health_seconds=sync_seconds / 2,
+                fail_cluster=fail_cluster,
+                timeout_seconds=timeout,
+                tty=sys.stdout.isatty(),
+            )
+            try:
+                result = run_demo(settings, lambda text: click.echo(text, nl=False), clock)
+            except KeyboardInterrupt:
+                click.echo("\ninterrupted: everything the demo started is stopped and removed", err=True)
+                sys.exit(130)
+            except (DemoError, ControlPlaneError) as exc:
+                _show_log_tail(log_path)
+                click.echo(f"error: {exc}", err=True)
+                sys.exit(1)
+    click.echo("")
+    click.echo(summary(result, clock.now()), nl=False)
+    sys.exit(result.exit_code)
+
+
+def _show_log_tail(path: Path) -> None:
+    try:
+        lines = path.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]
+    except OSError:
+        return
+    if lines:
+        click.echo("--- last lines of the demo's log ---", err=True)
+        click.echo("\n".join(lines), err=True)

@@ -1,0 +1,263 @@
+"""The operator commands: `status`, `cancel`, `pause`, `resume`, `approve`, `retry`.
+
+Each parses its flags into `OpsSettings`, builds the adapter, calls one action of
+`orchestrator.ops.actions`, and prints the outcome (a sentence by default, `-o json|yaml` for
+scripts). Exit codes: 0 done (or already so); 1 the command could not act on that object (no such
+object, no rollout, nothing to approve, already finished, API errors) or `status --watch` saw the
+rollout fail; 2 bad usage, including a kubeconfig that cannot be loaded and an unknown stage.
+
+`status --watch` follows the rollout until it finishes: on a terminal it redraws one progress bar
+per stage, elsewhere it prints one plain line per change.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import click
+import yaml
+
+from orchestrator.api.models import RolloutPhase
+from orchestrator.core.clock import Clock, SystemClock
+from orchestrator.kube.client import Kube, KubeError
+from orchestrator.ops import actions as ops_actions
+from orchestrator.ops import decisions as ops
+from orchestrator.ops.live import LiveDisplay
+
+DEFAULT_NAMESPACE = "argocd"
+DEFAULT_WATCH_TIMEOUT = 3600.0
+
+
+@dataclass(frozen=True)
+class OpsSettings:
+    """What every operator command needs, built once from flags and `PROGRESSIVE_SYNC_*` variables."""
+
+    namespace: str
+    kubeconfig: str | None
+    context: str | None
+    workflow_namespace: str | None
+    output: ops.OutputFormat
+
+
+def common_options(command: Callable[..., None]) -> Callable[..., None]:
+    """The flags every operator command shares, handed to the command as one `settings` argument."""
+
+    @functools.wraps(command)
+    def with_settings(
+        *,
+        namespace: str,
+        kubeconfig: str | None,
+        context: str | None,
+        workflow_namespace: str | None,
+        output: str,
+        **kwargs: Any,
+    ) -> None:
+        settings = OpsSettings(
+            namespace=namespace,
+            kubeconfig=kubeconfig,
+            context=context,
+            workflow_namespace=workflow_namespace,
+            output=ops.OutputFormat(output),
+        )
+        command(settings=settings, **kwargs)
+
+    options = [
+        click.option(
+            "-n",
+            "--namespace",
+            envvar="PROGRESSIVE_SYNC_NAMESPACE",
+            default=DEFAULT_NAMESPACE,
+            show_default=True,
+            help="Namespace of the ProgressiveSync.",
+        ),
+        click.option(
+            "--kubeconfig",
+            envvar="PROGRESSIVE_SYNC_KUBECONFIG",
+            help="kubeconfig file (default: $KUBECONFIG, then the in-cluster service account).",
+        ),
+        click.option("--context", envvar="PROGRESSIVE_SYNC_CONTEXT", help="kubeconfig context."),
+        click.option(
+            "--workflow-namespace",
+            envvar="PROGRESSIVE_SYNC_WORKFLOW_NAMESPACE",
+            help="Where the rollout Workflows live (default: the ProgressiveSync's namespace).",
+        ),
+        click.option(
+            "-o",
+            "--output",
+            type=click.Choice([f.value for f in ops.OutputFormat]),
+            default=ops.OutputFormat.TABLE.value,
+            show_default=True,
+            help="Output format.",
+        ),
+    ]
+    decorated: Callable[..., None] = with_settings
+    for option in reversed(options):
+        decorated = option(decorated)
+    return decorated
+
+
+def _connect(settings: OpsSettings) -> Kube:
+    try:
+        return Kube.from_kubeconfig(settings.kubeconfig, settings.context)
+    except KubeError as exc:
+        raise click.UsageError(str(exc)) from exc
+
+
+def _dump(data: Any, output: ops.OutputFormat) -> str:
+    if output is ops.OutputFormat.JSON:
+        return json.dumps(data, indent=2) + "\n"
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def _fail(message: str, exit_code: int = 1) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(exit_code)
+
+
+def _run_action(
+    settings: OpsSettings, name: str, act: Callable[[Kube, ops_actions.Target], ops.Outcome]
+) -> None:
+    """Connect, act, print the outcome; map refusals and API errors to their exit codes."""
+    kube = _connect(settings)
+    target = ops_actions.Target(settings.namespace, name, settings.workflow_namespace)
+    try:
+        outcome = act(kube, target)
+    except ops.OpsRefused as exc:
+        _fail(exc.message, exc.exit_code)
+        return
+    except KubeError as exc:
+        _fail(f"{target.display}: the API server refused or did not answer: {exc}")
+        return
+    finally:
+        kube.close()
+    if settings.output is ops.OutputFormat.TABLE:
+        click.echo(outcome.message)
+    else:
+        click.echo(_dump(outcome.to_data(), settings.output), nl=False)
+
+
+# --- status ------------------------------------------------------------------------------------
+
+
+def _exit_code_of(view: ops.RolloutView) -> int:
+    return 0 if view.phase == RolloutPhase.SUCCEEDED else 1
+
+
+@click.command("status")
+@click.argument("name")
+@common_options
+@click.option("-w", "--watch", is_flag=True, help="Follow the rollout live until it finishes.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_WATCH_TIMEOUT,
+    show_default=True,
+    help="With --watch: give up (exit 1) after this many seconds.",
+)
+def status(*, name: str, settings: OpsSettings, watch: bool, timeout: float) -> None:
+    """Show a ProgressiveSync's rollout: phase, stages, clusters, failures and durations.
+
+    With --watch it follows the rollout until it finishes and exits 0 when it Succeeded, 1 when it
+    Failed or was Cancelled; with -o json|yaml it then prints the final status once.
+    """
+    clock = SystemClock()
+    kube = _connect(settings)
+    target = ops_actions.Target(settings.namespace, name, settings.workflow_namespace)
+    try:
+        if watch:
+            view = _follow(kube, target, settings, clock, timeout)
+        else:
+            view = ops_actions.read_view(kube, target)
+            _print_view(view, settings.output, clock.now())
+            return
+    except ops.OpsRefused as exc:
+        _fail(exc.message, exc.exit_code)
+        return
+    except KubeError as exc:
+        _fail(f"{target.display}: the API server refused or did not answer: {exc}")
+        return
+    finally:
+        kube.close()
+    sys.exit(_exit_code_of(view))
+
+
+def _print_view(view: ops.RolloutView, output: ops.OutputFormat, now: datetime) -> None:
+    if output is ops.OutputFormat.TABLE:
+        click.echo(ops.render_table(view, now), nl=False)
+    else:
+        click.echo(_dump(ops.render_data(view, now), output), nl=False)
+
+
+def _follow(
+    kube: Kube, target: ops_actions.Target, settings: OpsSettings, clock: Clock, timeout: float
+) -> ops.RolloutView:
+    table = settings.output is ops.OutputFormat.TABLE
+    display = LiveDisplay(lambda text: click.echo(text, nl=False), clock, tty=sys.stdout.isatty())
+    try:
+        view = ops_actions.follow(
+            kube, target, clock=clock, timeout=timeout, on_view=display.show if table else lambda _view: None
+        )
+    except ops_actions.FollowTimeout as exc:
+        if not table:
+            _print_view(exc.view, settings.output, clock.now())
+        raise ops.OpsRefused(
+            f"{exc}; it is {ops.phase_text(exc.view)}: run the command again, or raise --timeout"
+        ) from exc
+    if table:
+        click.echo("")
+        click.echo(ops.render_table(view, clock.now()), nl=False)
+    else:
+        _print_view(view, settings.output, clock.now())
+    return view
+
+
+# --- actions -----------------------------------------------------------------------------------
+
+
+@click.command("cancel")
+@click.argument("name")
+@common_options
+def cancel(*, name: str, settings: OpsSettings) -> None:
+    """Stop the running rollout (like `argo stop`); its exit handler marks it Cancelled."""
+    _run_action(settings, name, ops_actions.cancel)
+
+
+@click.command("pause")
+@click.argument("name")
+@common_options
+def pause(*, name: str, settings: OpsSettings) -> None:
+    """Pause a ProgressiveSync: no new step starts; running syncs finish."""
+    _run_action(settings, name, lambda kube, target: ops_actions.set_paused(kube, target, paused=True))
+
+
+@click.command("resume")
+@click.argument("name")
+@common_options
+def resume(*, name: str, settings: OpsSettings) -> None:
+    """Resume a paused ProgressiveSync where it stood."""
+    _run_action(settings, name, lambda kube, target: ops_actions.set_paused(kube, target, paused=False))
+
+
+@click.command("approve")
+@click.argument("name")
+@click.option("--stage", help="The stage whose approval gate to open (default: the one waiting).")
+@common_options
+def approve(*, name: str, stage: str | None, settings: OpsSettings) -> None:
+    """Open a stage's manual approval gate (like `argo resume` on that node)."""
+    clock = SystemClock()
+    _run_action(settings, name, lambda kube, target: ops_actions.approve(kube, target, stage, clock))
+
+
+@click.command("retry")
+@click.argument("name")
+@common_options
+def retry(*, name: str, settings: OpsSettings) -> None:
+    """Run a failed (or cancelled) rollout again, as a new attempt of the same release."""
+    clock = SystemClock()
+    _run_action(settings, name, lambda kube, target: ops_actions.retry(kube, target, clock))

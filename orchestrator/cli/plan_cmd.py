@@ -1,0 +1,314 @@
+"""`progressive-sync plan`: which clusters each stage of a ProgressiveSync would take, and why.
+
+Reads the ProgressiveSync from `-f`, the fleet either from `--fleet` (a multi-document YAML file as
+`kubectl get -o yaml` prints it: cluster Secrets, Applications, optionally the ApplicationSet) or
+live from the cluster through `orchestrator.kube.client.Kube` (Applications and cluster Secrets in the
+Argo CD namespace, the ApplicationSet in the ProgressiveSync's namespace), runs the pure planner
+and prints the plan as a table, JSON (the stable shape in docs/planner.md) or a Mermaid diagram.
+
+Exit codes: 0 the plan can run; 1 the plan has errors, or an input is invalid or unreadable;
+2 bad usage (including a kubeconfig that cannot be loaded).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+import click
+import pydantic
+import yaml
+
+from orchestrator.api.models import KIND, ProgressiveSync
+from orchestrator.argocd.fleet import (
+    AppSetView,
+    Fleet,
+    FleetError,
+    app_set_view_from_object,
+    app_view_from_object,
+    cluster_from_secret,
+    load_fleet,
+)
+from orchestrator.planning.planner import RolloutPlan, StagePlan, StageState, plan_rollout
+
+DEFAULT_ARGOCD_NAMESPACE = "argocd"
+# Lists of cluster names in the table and the diagram stop here; `-o json` always has them all.
+NAMES_SHOWN = 20
+
+
+class OutputFormat(StrEnum):
+    """What `-o` accepts."""
+
+    TABLE = "table"
+    JSON = "json"
+    MERMAID = "mermaid"
+
+
+@dataclass(frozen=True)
+class PlanSettings:
+    """Everything `plan` needs, built once from flags and the environment."""
+
+    ps_file: Path
+    ps_name: str | None
+    fleet_file: Path | None
+    kubeconfig: str | None
+    context: str | None
+    argocd_namespace: str | None
+    output: OutputFormat
+
+
+@click.command("plan")
+@click.option(
+    "-f",
+    "--filename",
+    "ps_file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="YAML file with the ProgressiveSync.",
+)
+@click.option("--name", "ps_name", help="Which ProgressiveSync, when the file holds several.")
+@click.option(
+    "--fleet",
+    "fleet_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Plan offline against this fleet file (cluster Secrets, Applications, ApplicationSet).",
+)
+@click.option(
+    "--kubeconfig",
+    envvar="PROGRESSIVE_SYNC_KUBECONFIG",
+    help="Plan live against this cluster (default: $KUBECONFIG, then the in-cluster account).",
+)
+@click.option("--context", envvar="PROGRESSIVE_SYNC_CONTEXT", help="kubeconfig context for the live plan.")
+@click.option(
+    "--argocd-namespace",
+    envvar="PROGRESSIVE_SYNC_ARGOCD_NAMESPACE",
+    help="Where Applications and cluster Secrets live (default: the ProgressiveSync's namespace).",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice([f.value for f in OutputFormat]),
+    default=OutputFormat.TABLE.value,
+    show_default=True,
+    help="Output format.",
+)
+@click.pass_context
+def plan(
+    ctx: click.Context,
+    *,
+    ps_file: Path,
+    ps_name: str | None,
+    fleet_file: Path | None,
+    kubeconfig: str | None,
+    context: str | None,
+    argocd_namespace: str | None,
+    output: str,
+) -> None:
+    """Show which clusters each stage would take, in which order, and why."""
+    live_flags = [
+        f"--{name}"
+        for name in ("kubeconfig", "context")
+        if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
+    ]
+    if fleet_file and live_flags:
+        raise click.UsageError(f"--fleet plans offline; drop {' and '.join(live_flags)} or --fleet")
+    settings = PlanSettings(
+        ps_file=ps_file,
+        ps_name=ps_name,
+        fleet_file=fleet_file,
+        kubeconfig=kubeconfig,
+        context=context,
+        argocd_namespace=argocd_namespace,
+        output=OutputFormat(output),
+    )
+    ps = read_progressive_sync(settings.ps_file, settings.ps_name)
+    fleet = read_fleet_file(settings.fleet_file) if settings.fleet_file else read_live_fleet(settings, ps)
+    result = plan_rollout(
+        ps.spec,
+        ps_name=ps.metadata.name,
+        appset=fleet.app_set(ps.spec.app_set_ref.name),
+        clusters=fleet.clusters,
+        apps=fleet.apps,
+    )
+    # A manifest that was never applied has no generation; the API server would give it 1.
+    generation = ps.metadata.generation or 1
+    click.echo(render(result, settings.output, generation=generation), nl=False)
+    if result.has_errors:
+        ctx.exit(1)
+
+
+# --- inputs ----------------------------------------------------------------------------------
+
+
+def read_progressive_sync(path: Path, name: str | None) -> ProgressiveSync:
+    """The ProgressiveSync in `path` (the one called `name` when the file holds several)."""
+    try:
+        documents = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+    except (OSError, yaml.YAMLError) as exc:
+        raise click.ClickException(f"{path}: cannot read YAML: {exc}") from exc
+    candidates = [d for d in documents if isinstance(d, dict) and d.get("kind") == KIND]
+    if name is not None:
+        candidates = [d for d in candidates if (d.get("metadata") or {}).get("name") == name]
+    if not candidates:
+        which = f" named {name!r}" if name else ""
+        raise click.ClickException(f"{path}: no {KIND}{which} in the file")
+    if len(candidates) > 1:
+        names = ", ".join(str((d.get("metadata") or {}).get("name")) for d in candidates)
+        raise click.UsageError(
+            f"{path} holds {len(candidates)} ProgressiveSyncs ({names}); choose one with --name"
+        )
+    try:
+        return ProgressiveSync.model_validate(candidates[0])
+    except pydantic.ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors(include_url=False)
+        )
+        raise click.ClickException(f"{path}: not a valid {KIND}: {problems}") from exc
+
+
+def read_fleet_file(path: Path) -> Fleet:
+    """The fleet in an offline fleet file."""
+    try:
+        return load_fleet(path.read_text())
+    except (OSError, FleetError) as exc:
+        raise click.ClickException(f"{path}: {exc}") from exc
+
+
+def read_live_fleet(settings: PlanSettings, ps: ProgressiveSync) -> Fleet:
+    """The fleet as the API server has it now, read through the adapter."""
+    from orchestrator.kube.client import (  # noqa: PLC0415 - the client is slow to import; offline plans skip it
+        APPLICATION_SETS,
+        APPLICATIONS,
+        Kube,
+        KubeError,
+        NotFound,
+    )
+
+    ps_namespace = ps.metadata.namespace or settings.argocd_namespace or DEFAULT_ARGOCD_NAMESPACE
+    argocd_namespace = settings.argocd_namespace or ps_namespace
+    try:
+        kube = Kube.from_kubeconfig(settings.kubeconfig, settings.context)
+    except KubeError as exc:
+        raise _UsageProblem(str(exc)) from exc
+    try:
+        app_objects, _ = kube.list(APPLICATIONS, argocd_namespace)
+        clusters = tuple(cluster_from_secret(s) for s in kube.list_cluster_secrets(argocd_namespace))
+        try:
+            app_set = app_set_view_from_object(
+                kube.get(APPLICATION_SETS, ps_namespace, ps.spec.app_set_ref.name)
+            )
+            app_sets: tuple[AppSetView, ...] = (app_set,)
+        except NotFound:
+            app_sets = ()  # the planner warns that ownership is then by name only
+    except KubeError as exc:
+        raise click.ClickException(f"reading the fleet from {kube.host}: {exc}") from exc
+    finally:
+        kube.close()
+    try:
+        apps = tuple(app_view_from_object(obj) for obj in app_objects)
+    except FleetError as exc:
+        raise click.ClickException(f"reading Applications in {argocd_namespace}: {exc}") from exc
+    return Fleet(clusters=clusters, apps=apps, app_sets=app_sets)
+
+
+class _UsageProblem(click.ClickException):
+    """A configuration problem (no usable kubeconfig): exit 2 like a usage error, without the usage text."""
+
+    exit_code = 2
+
+
+# --- outputs ---------------------------------------------------------------------------------
+
+
+def render(result: RolloutPlan, output: OutputFormat, *, generation: int) -> str:
+    """The plan in the chosen format, ending with a newline."""
+    match output:
+        case OutputFormat.JSON:
+            return json.dumps(result.to_dict(generation=generation), indent=2) + "\n"
+        case OutputFormat.MERMAID:
+            return render_mermaid(result)
+        case OutputFormat.TABLE:
+            return render_table(result, generation=generation)
+
+
+def render_table(result: RolloutPlan, *, generation: int) -> str:
+    """A summary line, one row per stage, the targets of each stage, then warnings and errors."""
+    header = ("STAGE", "STATE", "TARGETS", "MAX TARGETS", "MAX PARALLEL", "REASON")
+    rows = [
+        (s.name, s.state.value, str(len(s.targets)), str(s.max_targets), str(s.max_parallel), s.reason)
+        for s in result.stages
+    ]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header) - 1)]
+    table = [
+        "  ".join([*(cell.ljust(w) for cell, w in zip(row, widths, strict=False)), row[-1]]).rstrip()
+        for row in [header, *rows]
+    ]
+    targets = [f"{s.name}: {_shown(s.targets)}" for s in result.stages if s.targets]
+    sections = [[_summary(result, generation)], table, targets]
+    for title, issues in (("warnings", result.warnings), ("errors", result.errors)):
+        if issues:
+            sections.append([f"{title}:", *(f"  - [{issue.code.value}] {issue.message}" for issue in issues)])
+    # One blank line between sections; a section with nothing in it (no targets) is left out.
+    return "\n\n".join("\n".join(lines) for lines in sections if lines) + "\n"
+
+
+def _summary(result: RolloutPlan, generation: int) -> str:
+    release = ", ".join(_short_revision(r) for r in result.revisions) or "none (nothing is out of date)"
+    rollout_id = f" (id {result.release_id(generation)}, generation {generation})" if result.revisions else ""
+    return (
+        f"ProgressiveSync {result.ps_name}, ApplicationSet {result.app_set}: "
+        f"{_count(len(result.clusters), 'cluster')}, {len(result.out_of_date)} out of date; "
+        f"release {release}{rollout_id}"
+    )
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
+def _short_revision(revision: str) -> str:
+    # Multi-source revisions are joined by ","; shorten each commit the way git log does.
+    return ",".join(part[:7] if len(part) == 40 else part for part in revision.split(","))
+
+
+def _shown(names: tuple[str, ...]) -> str:
+    shown = ", ".join(names[:NAMES_SHOWN])
+    return f"{shown} and {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else shown
+
+
+def render_mermaid(result: RolloutPlan) -> str:
+    """A Mermaid flowchart: one box per stage holding its targets in order, stages chained."""
+    lines = ["flowchart TD"]
+    for index, stage in enumerate(result.stages, start=1):
+        stage_id = f"stage{index}"
+        lines.append(f'  subgraph {stage_id}["{_mermaid_text(_stage_title(index, stage))}"]')
+        lines.append("    direction LR")
+        if stage.targets:
+            for position, target in enumerate(stage.targets[:NAMES_SHOWN], start=1):
+                lines.append(f'    {stage_id}_{position}["{_mermaid_text(target)}"]')
+            if len(stage.targets) > NAMES_SHOWN:
+                lines.append(f'    {stage_id}_more["... and {len(stage.targets) - NAMES_SHOWN} more"]')
+        else:
+            lines.append(f'    {stage_id}_none["{_mermaid_text(stage.reason)}"]')
+        lines.append("  end")
+    for index in range(1, len(result.stages)):
+        lines.append(f"  stage{index} --> stage{index + 1}")
+    for index, stage in enumerate(result.stages, start=1):
+        if stage.state is not StageState.PLANNED:
+            lines.append(f"  style stage{index} fill:#eeeeee,stroke:#999999,stroke-dasharray: 4 4")
+    return "\n".join(lines) + "\n"
+
+
+def _stage_title(index: int, stage: StagePlan) -> str:
+    if stage.state is StageState.PLANNED:
+        return (
+            f"{index}. {stage.name}: {_count(len(stage.targets), 'cluster')}, {stage.max_parallel} at a time"
+        )
+    return f"{index}. {stage.name}: {stage.state.value}"
+
+
+def _mermaid_text(text: str) -> str:
+    # Inside "..." labels Mermaid reads entity codes; a raw quote would end the label.
+    return text.replace('"', "#quot;").replace("<", "#lt;").replace(">", "#gt;")

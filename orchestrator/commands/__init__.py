@@ -1,1 +1,0 @@
-"""The `progressive-sync` subcommands, one module each; `orchestrator.cli` assembles them."""

@@ -1,0 +1,325 @@
+"""`progressive-sync demo`: the whole product on one machine, in about a minute.
+
+`run_demo` starts the real local control plane (`orchestrator.devenv.controlplane`), installs the CRDs,
+seeds a simulated fleet (12 clusters in 3 regions, one ApplicationSet, 12 Applications OutOfSync at
+a new revision; `orchestrator.simulator.appcontroller.seed_fleet`), labels one cluster Secret
+`canary: "true"`,
+starts the fleet simulator and the watcher with the local engine (both as threads of this process;
+the executor runs each step as a subprocess), applies the 3-stage ProgressiveSync of
+`examples/demo.yaml`, shows the rollout live, and returns how it ended and how long each stage
+took. Everything it started is stopped, in reverse order, however it ends (Ctrl-C included).
+
+Why threads and not processes for the watcher and the simulator: one process owns everything, so
+Ctrl-C, SIGTERM and an error all unwind through one `ExitStack`, and nothing outlives the demo
+(the step subprocesses are killed by the executor's stop; etcd and kube-apiserver die with their
+parent even on SIGKILL).
+
+Why a label picks the canary: the planner orders clusters by a stable hash of (ProgressiveSync,
+cluster), so which cluster of a region comes first is fixed but not chosen. Labelling one cluster
+Secret `canary: "true"` and selecting that label in the first stage is what platform teams do, and
+lets `--fail-cluster NAME` make exactly the named cluster the canary.
+
+Callers: `orchestrator.cli.demo_cmd`, the e2e tests, the benchmarks (which reuse the fleet
+helpers).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from orchestrator.api.models import RolloutPhase, StagePhase
+from orchestrator.core.clock import Clock
+from orchestrator.devenv.controlplane import DevCluster
+from orchestrator.kube.client import NAMESPACES, PROGRESSIVE_SYNCS, SECRETS, AlreadyExists, Kube
+from orchestrator.kube.crds import all_crd_documents, apply_crds
+from orchestrator.ops import actions as ops_actions
+from orchestrator.ops import decisions as ops
+from orchestrator.ops.live import LiveDisplay
+from orchestrator.simulator.appcontroller import (
+    Behaviour,
+    FleetSimulator,
+    SimulatorConfig,
+    read_events,
+    seed_clusters,
+    seed_fleet,
+)
+from orchestrator.watcher.loop import Watcher
+from orchestrator.watcher.settings import Engine, LogFormat, Settings
+
+log = logging.getLogger(__name__)
+
+NAMESPACE = "argocd"
+NAME = "myservice"
+REGIONS = ("eu-west-1", "us-east-1", "ap-south-1")
+CLUSTER_COUNT = 12
+# The release the fleet is out of date with (what a push to the deploy repo would produce).
+NEW_REVISION = "4f1c2e9b7a3d5c8e1f0a2b4c6d8e0f1a3b5c7d9e"
+CANARY_LABEL = "canary"
+EXAMPLE_FILE = Path(__file__).resolve().parents[2] / "examples" / "demo.yaml"
+
+
+def demo_cluster_names() -> list[str]:
+    """The names of the clusters the demo seeds, in seeding order."""
+    return [cluster.name for cluster in seed_clusters(CLUSTER_COUNT, REGIONS)]
+
+
+def demo_progressive_sync() -> dict[str, Any]:
+    """The ProgressiveSync the demo applies (committed as examples/demo.yaml; a test keeps them equal)."""
+    return {
+        "apiVersion": "progressivesync.io/v1alpha1",
+        "kind": "ProgressiveSync",
+        "metadata": {"name": NAME, "namespace": NAMESPACE},
+        "spec": {
+            "appSetRef": {"name": NAME},
+            "stages": [
+                {
+                    "name": "canary",
+                    "targets": {"clusters": {"selector": {"matchLabels": {CANARY_LABEL: "true"}}}},
+                    "maxTargets": 1,
+                    "maxParallel": 1,
+                },
+                {
+                    "name": "one per region",
+                    "targets": {"clusters": {"selector": {}}},
+                    "maxTargets": len(REGIONS),
+                    "maxParallel": len(REGIONS),
+                    "spreadBy": "region",
+                },
+                {
+                    "name": "the rest",
+                    "targets": {"clusters": {"selector": {}}},
+                    "maxTargets": "100%",
+                    "maxParallel": "50%",
+                },
+            ],
+            "progressDeadlineSeconds": 120,
+            "failurePolicy": {"maxFailedClusters": 0},
+        },
+    }
+
+
+@dataclass(frozen=True)
+class DemoSettings:
+    """What one demo run does; built by the command from its flags."""
+
+    tools_dir: Path | None = None
+    workdir: Path | None = None  # where the simulator's events log goes (the caller removes it)
+    sync_seconds: float = 2.0
+    health_seconds: float = 1.0
+    fail_cluster: str | None = None
+    timeout_seconds: float = 300.0
+    tty: bool = False
+
+
+@dataclass
+class DemoResult:
+    """How the demo ended: phase, the final view, timings, and which clusters got a sync."""
+
+    phase: RolloutPhase | None
+    view: ops.RolloutView | None
+    canary: str
+    wall_seconds: float
+    rollout_seconds: float
+    synced_clusters: list[str] = field(default_factory=list)
+    syncs_per_app: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        """0 when the rollout Succeeded, 1 otherwise."""
+        return 0 if self.phase == RolloutPhase.SUCCEEDED else 1
+
+    @property
+    def in_stage_order(self) -> bool:
+        """True when no cluster of a stage got its sync before every cluster of the stage before."""
+        if self.view is None:
+            return False
+        position = {cluster: index for index, cluster in enumerate(self.synced_clusters)}
+        last_of_previous = -1
+        for stage in self.view.stages:
+            started = [position[c] for c in stage.targets if c in position]
+            if not started:
+                continue
+            if min(started) < last_of_previous:
+                return False
+            last_of_previous = max(started)
+        return True
+
+
+class DemoError(Exception):
+    """The demo could not run (a bad flag value, tools missing, the rollout did not end in time)."""
+
+
+def run_demo(settings: DemoSettings, write: Callable[[str], None], clock: Clock) -> DemoResult:
+    """Run the demo end to end and clean up; `write` prints, `clock` times the live display."""
+    names = demo_cluster_names()
+    canary = settings.fail_cluster or names[0]
+    if canary not in names:
+        raise DemoError(f"--fail-cluster {canary!r} is not a demo cluster; pick one of: {', '.join(names)}")
+    started = time.monotonic()
+    with contextlib.ExitStack() as stack:
+        write("Starting a local control plane (etcd + kube-apiserver)...\n")
+        cluster = DevCluster.start(settings.tools_dir)
+        stack.callback(cluster.stop)
+        kube = Kube.from_kubeconfig(str(cluster.kubeconfig))
+        stack.callback(kube.close)
+        apply_crds(kube, all_crd_documents())
+        _seed(kube, canary, write)
+        events_log = (settings.workdir / "simulator-events.jsonl") if settings.workdir else None
+        simulator = FleetSimulator(
+            kube, NAMESPACE, _simulator_config(settings), clock=clock, events_log=events_log
+        ).start()
+        stack.callback(simulator.stop)
+        watcher = Watcher(kube, watcher_settings(cluster.kubeconfig), clock=clock).start()
+        stack.callback(watcher.stop)
+        write(
+            "Simulator and watcher (local engine) are running; applying the ProgressiveSync "
+            f"{NAMESPACE}/{NAME} (examples/demo.yaml):\n"
+        )
+        for line in _describe_stages(canary):
+            write(f"  {line}\n")
+        if settings.fail_cluster:
+            write(f"  The simulator will fail every sync on {canary}, the canary.\n")
+        write("\n")
+        applied = time.monotonic()
+        kube.create(PROGRESSIVE_SYNCS, NAMESPACE, demo_progressive_sync())
+        display = LiveDisplay(write, clock, tty=settings.tty)
+        target = ops_actions.Target(NAMESPACE, NAME)
+        try:
+            view = ops_actions.follow(
+                kube, target, clock=clock, timeout=settings.timeout_seconds, on_view=display.show
+            )
+        except ops_actions.FollowTimeout as exc:
+            raise DemoError(
+                f"the rollout did not finish within {settings.timeout_seconds:g}s "
+                f"(it is {ops.phase_text(exc.view)}: {exc.view.message})"
+            ) from exc
+        rollout_seconds = time.monotonic() - applied
+        events = read_events(events_log) if events_log else []
+    starts = [event for event in events if event["event"] == "sync-start"]
+    synced: list[str] = []
+    for event in starts:
+        if event["cluster"] not in synced:
+            synced.append(event["cluster"])
+    return DemoResult(
+        phase=view.phase,
+        view=view,
+        canary=canary,
+        wall_seconds=time.monotonic() - started,
+        rollout_seconds=rollout_seconds,
+        synced_clusters=synced,
+        syncs_per_app=dict(Counter(str(event["app"]) for event in starts)),
+    )
+
+
+def watcher_settings(kubeconfig: Path) -> Settings:
+    """The watcher of the demo: one namespace, the local engine, plain-text logs."""
+    return Settings(
+        namespaces=(NAMESPACE,),
+        kubeconfig=str(kubeconfig),
+        engine=Engine.LOCAL,
+        log_format=LogFormat.TEXT,
+        workers=2,
+    )
+
+
+def _simulator_config(settings: DemoSettings) -> SimulatorConfig:
+    defaults = Behaviour(sync_seconds=settings.sync_seconds, health_seconds=settings.health_seconds)
+    failing: tuple[tuple[str, dict[str, Any]], ...] = ()
+    if settings.fail_cluster:
+        failing = ((settings.fail_cluster, {"fail": True}),)
+    return SimulatorConfig(defaults=defaults, clusters=failing)
+
+
+def _seed(kube: Kube, canary: str, write: Callable[[str], None]) -> None:
+    with contextlib.suppress(AlreadyExists):
+        kube.create(
+            NAMESPACES, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+        )
+    seeded = seed_fleet(
+        kube, NAMESPACE, clusters=CLUSTER_COUNT, regions=REGIONS, revision=NEW_REVISION, app_set=NAME
+    )
+    secret = next(f"cluster-{c.name}" for c in seeded.clusters if c.name == canary)
+    kube.patch(SECRETS, NAMESPACE, secret, {"metadata": {"labels": {CANARY_LABEL: "true"}}})
+    per_region = Counter(c.region for c in seeded.clusters)
+    regions = ", ".join(f"{region} ({count})" for region, count in per_region.items())
+    write(
+        f"Seeded a simulated fleet: {len(seeded.clusters)} clusters in {regions}, ApplicationSet {NAME}, "
+        f"{len(seeded.applications)} Applications OutOfSync at revision {NEW_REVISION[:12]}; "
+        f"cluster {canary} is labelled {CANARY_LABEL}=true.\n"
+    )
+
+
+def _describe_stages(canary: str) -> Iterator[str]:
+    spec = demo_progressive_sync()["spec"]
+    yield f"1. canary: the cluster labelled {CANARY_LABEL}=true ({canary})"
+    yield f"2. one per region: {spec['stages'][1]['maxTargets']} clusters, one in each region, in parallel"
+    yield "3. the rest: every other cluster, half of them at a time"
+
+
+# --- the closing summary -------------------------------------------------------------------------
+
+
+def summary(result: DemoResult, now: datetime) -> str:
+    """What the demo prints at the end: the final status, stage timings and what it means."""
+    view = result.view
+    if view is None:
+        return "The rollout did not report a status.\n"
+    lines = [ops.render_table(view, now).rstrip("\n"), ""]
+    phase = view.phase.value if view.phase else "unknown"
+    lines.append(
+        f"Rollout {phase} in {result.rollout_seconds:.1f}s (demo wall time {result.wall_seconds:.1f}s)."
+    )
+    lines.append("How long each stage took:")
+    for name, stage_phase, took in ops.stage_durations(view, now):
+        lines.append(f"  {name:<16} {stage_phase:<10} {took:>6}")
+    total = CLUSTER_COUNT
+    twice = sorted(app for app, count in result.syncs_per_app.items() if count > 1)
+    if result.exit_code == 0:
+        order = "in stage order" if result.in_stage_order else "NOT in stage order"
+        once = "each exactly once" if not twice else f"more than once: {', '.join(twice)}"
+        lines.append(f"{len(result.synced_clusters)} of {total} clusters synced {order}, {once}.")
+    else:
+        lines.extend(_failure_explanation(result, view, total))
+    return "\n".join(lines) + "\n"
+
+
+def _failure_explanation(result: DemoResult, view: ops.RolloutView, total: int) -> Sequence[str]:
+    failed_stage = next((stage for stage in view.stages if stage.phase == StagePhase.FAILED), None)
+    lines = []
+    if failed_stage is not None:
+        reasons = "; ".join(f"{f.name}: {f.reason}" if f.reason else f.name for f in failed_stage.failed)
+        lines.append(f"Stage {failed_stage.name!r} failed ({reasons or failed_stage.message}).")
+        later = [stage.name for stage in view.stages[view.stages.index(failed_stage) + 1 :]]
+        if later:
+            lines.append(f"The rollout stopped before stage {later[0]!r}: no later stage started.")
+    untouched = total - len(result.synced_clusters)
+    lines.append(
+        f"{len(result.synced_clusters)} of {total} clusters received a sync "
+        f"({', '.join(result.synced_clusters) or 'none'}); the other {untouched} kept the old revision."
+    )
+    lines.append(
+        "That is what a canary is for. Fix the release and push a new revision, or run "
+        f"`progressive-sync retry {NAME} -n {NAMESPACE}` to try the same one again."
+    )
+    return lines
+
+
+def example_yaml() -> str:
+    """examples/demo.yaml as it should read (regenerated with REGENERATE=1 by its golden test)."""
+    import yaml  # noqa: PLC0415 - only the golden test and the command need it
+
+    header = (
+        "# The ProgressiveSync of `make demo` (orchestrator/devenv/demo.py builds the same object; a test\n"
+        "# keeps them equal). A canary chosen by label, then one cluster per region, then the rest,\n"
+        "# half of them at a time.\n"
+    )
+    return header + yaml.safe_dump(copy.deepcopy(demo_progressive_sync()), sort_keys=False)

@@ -1,0 +1,8 @@
+"""The Kubernetes adapter: the only package that imports the `kubernetes` client.
+
+`client` owns every API call, its timeouts and its error types; `informer` is the list → watch →
+resume → re-list-on-410 loop with a cache; `status_writer` writes a ProgressiveSync's status without
+lost updates; `argo_server` submits Workflows through the Argo Server; `crds` installs CRDs.
+
+May import: `orchestrator.core`, `orchestrator.api`.
+"""

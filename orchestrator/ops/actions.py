@@ -1,0 +1,265 @@
+"""The API side of the operator commands: read, decide (with `orchestrator.ops.decisions`), write once.
+
+Each action reads the ProgressiveSync (and, where it matters, its rollout's Workflow), lets the
+pure decision in `orchestrator.ops.decisions` say what to do, makes at most one write through
+`orchestrator.kube.client.Kube`, and returns an `ops.Outcome` saying what happened. A write that carries a
+resourceVersion and loses a race (409) is decided again on a fresh read, a bounded number of times.
+
+What each command writes, and who acts on it:
+- `cancel`: `spec.shutdown: Stop` on the Workflow (what `argo stop` does); Argo or the local
+  executor stops it and runs the exit handler, which marks the rollout Cancelled.
+- `pause` / `resume`: `spec.paused` on the ProgressiveSync; the watcher suspends / resumes the
+  Workflow.
+- `approve`: the stage's waiting approval node in `status.nodes` marked Succeeded (what `argo
+  resume` does to a suspend node), in one update carrying the resourceVersion.
+- `retry`: the `progressivesync.io/retry` annotation set to a fresh token; the watcher starts a
+  new attempt of the release when it sees a token it has not acted on.
+
+Callers: `orchestrator.cli.ops_cmd`, the demo, tests.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.api.models import ProgressiveSync
+from orchestrator.core.clock import Clock
+from orchestrator.kube.client import PROGRESSIVE_SYNCS, WORKFLOWS, Conflict, Forbidden, Kube, NotFound
+from orchestrator.ops import decisions as ops
+from orchestrator.watcher.decide import RETRY_ANNOTATION
+
+log = logging.getLogger(__name__)
+
+# Sleeps between attempts of a conditional write that lost a race (len + 1 attempts).
+CONFLICT_BACKOFFS = (0.05, 0.1, 0.2, 0.5, 1.0)
+
+
+@dataclass(frozen=True)
+class Target:
+    """Which ProgressiveSync a command acts on, and where its Workflows live."""
+
+    namespace: str
+    name: str
+    # The watcher may create Workflows in another namespace; by default they sit next to the object.
+    workflow_namespace: str | None = None
+
+    @property
+    def display(self) -> str:
+        """`namespace/name`."""
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def workflows_in(self) -> str:
+        """The namespace of the rollout Workflows."""
+        return self.workflow_namespace or self.namespace
+
+
+# --- reading -----------------------------------------------------------------------------------
+
+
+def read_progressive_sync(kube: Kube, target: Target) -> tuple[dict[str, Any], ProgressiveSync]:
+    """The object and its model; OpsRefused naming the object and the fix when it is missing."""
+    try:
+        obj = kube.get(PROGRESSIVE_SYNCS, target.namespace, target.name)
+    except NotFound as exc:
+        raise ops.OpsRefused(
+            f"ProgressiveSync {target.display} not found: check the name and the namespace (-n); "
+            "`kubectl get progressivesyncs -A` lists them"
+        ) from exc
+    except Forbidden as exc:
+        raise ops.OpsRefused(f"not allowed to read ProgressiveSync {target.display}: {exc}") from exc
+    return obj, ops.parse_progressive_sync(obj)
+
+
+def read_workflow(kube: Kube, target: Target, ps: ProgressiveSync, doing: str) -> dict[str, Any]:
+    """The current rollout's Workflow; OpsRefused when there is no rollout or its Workflow is gone."""
+    name = ops.workflow_name_of(ps, doing)
+    try:
+        return kube.get(WORKFLOWS, target.workflows_in, name)
+    except NotFound as exc:
+        raise ops.OpsRefused(
+            f"the Workflow {target.workflows_in}/{name} of ProgressiveSync {target.display} does not exist "
+            f"(deleted, or in another namespace: pass --workflow-namespace): nothing to {doing}"
+        ) from exc
+
+
+def read_view(kube: Kube, target: Target) -> ops.RolloutView:
+    """The status view of the ProgressiveSync, with its Workflow when there is one."""
+    _, ps = read_progressive_sync(kube, target)
+    workflow = None
+    if ps.status is not None and ps.status.rollout is not None:
+        try:
+            workflow = kube.get(WORKFLOWS, target.workflows_in, ops.workflow_name_of(ps))
+        except NotFound:
+            workflow = None
+    return ops.rollout_view(ps, workflow)
+
+
+# --- actions -----------------------------------------------------------------------------------
+
+
+def cancel(kube: Kube, target: Target) -> ops.Outcome:
+    """Stop the running rollout's Workflow (`spec.shutdown: Stop`, like `argo stop`)."""
+    _, ps = read_progressive_sync(kube, target)
+    workflow = read_workflow(kube, target, ps, "cancel")
+    action = ops.decide_cancel(ps, workflow)
+    workflow_name = workflow["metadata"]["name"]
+    rollout_id = ps.status.rollout.id if ps.status and ps.status.rollout else ""
+    details = {"workflow": f"{target.workflows_in}/{workflow_name}", "rollout": rollout_id}
+    if action is ops.WorkflowAction.NONE:
+        return ops.Outcome(
+            "cancel",
+            target.namespace,
+            target.name,
+            changed=False,
+            message=(
+                f"rollout {rollout_id} of ProgressiveSync {target.display} is already being stopped "
+                f"(Workflow {workflow_name} has spec.shutdown: {workflow['spec']['shutdown']})"
+            ),
+            details=details,
+        )
+    kube.patch(WORKFLOWS, target.workflows_in, workflow_name, {"spec": {"shutdown": "Stop"}})
+    return ops.Outcome(
+        "cancel",
+        target.namespace,
+        target.name,
+        changed=True,
+        message=(
+            f"stopped Workflow {workflow_name} (rollout {rollout_id} of ProgressiveSync {target.display}); "
+            "running steps end and its exit handler marks the rollout Cancelled"
+        ),
+        details=details,
+    )
+
+
+def set_paused(kube: Kube, target: Target, *, paused: bool) -> ops.Outcome:
+    """Set `spec.paused` (pause: no new step starts; resume: carry on where it stood)."""
+    action = "pause" if paused else "resume"
+    _, ps = read_progressive_sync(kube, target)
+    if not ops.decide_pause(ps, paused=paused):
+        already = "already paused" if paused else "not paused"
+        return ops.Outcome(
+            action,
+            target.namespace,
+            target.name,
+            changed=False,
+            message=f"ProgressiveSync {target.display} is {already}; nothing changed",
+            details={"paused": paused},
+        )
+    kube.patch(PROGRESSIVE_SYNCS, target.namespace, target.name, {"spec": {"paused": paused}})
+    if paused:
+        message = (
+            f"paused ProgressiveSync {target.display}: no new step starts, running syncs finish "
+            f"(undo with progressive-sync resume {target.name} -n {target.namespace})"
+        )
+    else:
+        message = f"resumed ProgressiveSync {target.display}: the rollout carries on where it stood"
+    return ops.Outcome(
+        action, target.namespace, target.name, changed=True, message=message, details={"paused": paused}
+    )
+
+
+def approve(kube: Kube, target: Target, stage: str | None, clock: Clock) -> ops.Outcome:
+    """Open the waiting manual-approval gate of `stage` (or the only one waiting)."""
+    attempts = len(CONFLICT_BACKOFFS) + 1
+    for attempt in range(1, attempts + 1):
+        _, ps = read_progressive_sync(kube, target)
+        workflow = read_workflow(kube, target, ps, "approve")
+        gate = ops.decide_approve(ps, workflow, stage)
+        try:
+            kube.replace(WORKFLOWS, target.workflows_in, ops.approve_gate(workflow, gate, clock.now()))
+        except Conflict:
+            if attempt == attempts:
+                raise
+            delay = CONFLICT_BACKOFFS[attempt - 1]
+            log.info(
+                "approve: attempt %d/%d lost a race on the Workflow; retrying in %.2fs",
+                attempt,
+                attempts,
+                delay,
+            )
+            time.sleep(delay)
+            continue
+        note = (
+            "; the ProgressiveSync is paused, so the stage starts after "
+            f"progressive-sync resume {target.name}"
+            if ps.spec.paused
+            else "; the stage starts now"
+        )
+        return ops.Outcome(
+            "approve",
+            target.namespace,
+            target.name,
+            changed=True,
+            message=f"approved stage {gate.stage!r} of ProgressiveSync {target.display}{note}",
+            details={"stage": gate.stage, "workflow": workflow["metadata"]["name"], "node": gate.node_id},
+        )
+    raise AssertionError("unreachable")
+
+
+def retry(kube: Kube, target: Target, clock: Clock) -> ops.Outcome:
+    """Ask the watcher for a new attempt of the failed (or cancelled) rollout."""
+    _, ps = read_progressive_sync(kube, target)
+    rollout = ops.decide_retry(ps)
+    token = ops.new_retry_token(clock.now())
+    kube.patch(
+        PROGRESSIVE_SYNCS,
+        target.namespace,
+        target.name,
+        {"metadata": {"annotations": {RETRY_ANNOTATION: token}}},
+    )
+    return ops.Outcome(
+        "retry",
+        target.namespace,
+        target.name,
+        changed=True,
+        message=(
+            f"requested a retry of rollout {rollout.id} of ProgressiveSync {target.display} "
+            f"(attempt {rollout.attempt + 1}, token {token}); the watcher starts it"
+        ),
+        details={"rollout": rollout.id, "token": token, "attempt": rollout.attempt + 1},
+    )
+
+
+# --- following ---------------------------------------------------------------------------------
+
+
+class FollowTimeout(Exception):
+    """The rollout did not finish within the time given; carries the last view."""
+
+    def __init__(self, view: ops.RolloutView, seconds: float) -> None:
+        super().__init__(f"ProgressiveSync {view.display} did not finish within {seconds:g}s")
+        self.view = view
+
+
+def follow(
+    kube: Kube,
+    target: Target,
+    *,
+    clock: Clock,
+    timeout: float,
+    on_view: Callable[[ops.RolloutView], None],
+    until: Callable[[ops.RolloutView], bool] = lambda view: view.is_settled,
+    interval: float = 0.5,
+) -> ops.RolloutView:
+    """Show every view until `until(view)` (by default: the rollout and its Workflow ended).
+
+    FollowTimeout after `timeout` seconds.
+
+    It reads every `interval` seconds rather than watching: the display redraws running durations
+    on every tick anyway, the approval gates live on another object, and one small GET per tick
+    costs the API server nothing.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        view = read_view(kube, target)
+        on_view(view)
+        if until(view):
+            return view
+        if time.monotonic() >= deadline:
+            raise FollowTimeout(view, timeout)
+        clock.sleep(min(interval, max(0.0, deadline - time.monotonic())))

@@ -1,0 +1,783 @@
+"""The rollout planner: which clusters each stage takes, in which order, and how many at once.
+
+`plan_rollout(spec, ps_name=..., appset=..., clusters=..., apps=..., progress=...)` is a pure
+function of its arguments: no client, no clock, no environment, no globals. Everything that runs a
+rollout executes its decisions: `progressive-sync plan` prints it, the `select` step takes one
+stage's targets from it, the watcher reads the release revisions and id from it to decide whether a
+rollout is due. `docs/planner.md` explains the rules with examples; the summary:
+
+- **Ownership**: an Application counts when an ownerReference names the ApplicationSet (kind
+  `ApplicationSet`, its name, and its uid when both sides know it). Others are ignored (counted).
+- **Clusters**: an Application belongs to the cluster whose Secret has its `destination.server`,
+  else its `destination.name`. Only clusters with at least one counted Application take part: the
+  fleet of this ApplicationSet, not every cluster Argo CD knows. The cluster is the unit: it is out
+  of date when any of its Applications is, and a stage takes it with all its Applications.
+- **Out of date**: see `out_of_date_reason`.
+- **Stages** run in spec order. A stage's *available* clusters are those its selector matches that
+  no earlier stage took; its *candidates* are the out-of-date ones among them, ordered (see
+  `order_clusters`); it takes the first `maxTargets` of them. `maxTargets` "N%" is N% of the
+  available clusters, `maxParallel` "N%" is N% of the stage's targets; both round down, minimum 1.
+- **A running rollout** (`progress`): a stage that rollout already selected keeps exactly the
+  targets it recorded, and they count as taken, so later stages get the answer the plan gave at the
+  start (unless the fleet itself changed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any
+
+from orchestrator.api.models import (
+    LabelSelector,
+    ProgressiveSyncSpec,
+    ProgressiveSyncStatus,
+    StagePhase,
+    resolve_int_or_percent,
+)
+from orchestrator.argocd.fleet import AppSetView, AppView, Cluster, HealthStatus, SyncStatus, normalize_server
+
+RELEASE_ID_LENGTH = 10
+# How many names a message lists before "and N more"; `PlanIssue.subjects` always has them all.
+NAMES_IN_MESSAGE = 8
+
+
+class StageState(StrEnum):
+    """What the plan says about a stage."""
+
+    PLANNED = "planned"  # it has targets to update
+    SKIPPED = "skipped"  # it matches no cluster, or only clusters earlier stages took
+    DONE = "done"  # nothing left to do: its clusters are up to date, or the rollout updated them
+
+
+class IssueCode(StrEnum):
+    """What a plan warning or error is about; stable, for scripts reading `-o json`."""
+
+    APP_SET_MISMATCH = "AppSetMismatch"
+    APP_SET_NOT_GIVEN = "AppSetNotGiven"
+    NO_APPLICATIONS = "NoApplications"
+    DUPLICATE_CLUSTER_NAME = "DuplicateClusterName"
+    SHARED_SERVER = "SharedServer"
+    MISSING_CLUSTER_SECRET = "MissingClusterSecret"
+    DESTINATION_CONFLICT = "DestinationConflict"
+    AUTOMATED_SYNC = "AutomatedSync"
+    MIXED_REVISIONS = "MixedRevisions"
+    UNKNOWN_REVISION = "UnknownRevision"
+    UNCOVERED_CLUSTERS = "UncoveredClusters"
+    SPREAD_LABEL_MISSING = "SpreadLabelMissing"
+    UNKNOWN_PROGRESS_STAGE = "UnknownProgressStage"
+
+
+@dataclass(frozen=True, slots=True)
+class PlanIssue:
+    """One warning or error: a code, a sentence for people, and every object it is about."""
+
+    code: IssueCode
+    message: str
+    subjects: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `-o json` form."""
+        return {"code": self.code.value, "message": self.message, "subjects": list(self.subjects)}
+
+
+# --- progress of a running rollout -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StageProgress:
+    """What a running rollout recorded for one stage (from `status.stages[]`)."""
+
+    name: str
+    targets: tuple[str, ...] = ()
+    completed: tuple[str, ...] = ()
+    failed: tuple[str, ...] = ()
+    phase: StagePhase = StagePhase.PENDING
+
+    @property
+    def is_selected(self) -> bool:
+        """True once the rollout's `select` ran for this stage (or skipped it)."""
+        return self.phase is not StagePhase.PENDING or bool(self.targets)
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutProgress:
+    """What the rollout under way already did: per stage, the clusters it took and updated."""
+
+    rollout_id: str = ""
+    stages: tuple[StageProgress, ...] = ()
+
+
+def progress_from_status(status: ProgressiveSyncStatus) -> RolloutProgress:
+    """The progress recorded in a ProgressiveSync status (pass it only for the rollout under way)."""
+    return RolloutProgress(
+        rollout_id=status.rollout.id if status.rollout else "",
+        stages=tuple(
+            StageProgress(
+                name=stage.name,
+                targets=tuple(stage.targets),
+                completed=tuple(stage.completed),
+                failed=tuple(f.name for f in stage.failed),
+                phase=stage.phase,
+            )
+            for stage in status.stages or []
+        ),
+    )
+
+
+# --- the plan --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterPlan:
+    """One cluster of the ApplicationSet's fleet and what it needs.
+
+    `apps` are all its counted Applications (they move together); `stale_apps` the out-of-date
+    ones, each with why in `reasons`; `revisions` the distinct release revisions of `stale_apps`
+    (`fleet.revision_key` form). The cluster is out of date when `stale_apps` is not empty.
+    """
+
+    name: str
+    apps: tuple[str, ...]
+    stale_apps: tuple[str, ...] = ()
+    reasons: tuple[str, ...] = ()
+    revisions: tuple[str, ...] = ()
+
+    @property
+    def is_out_of_date(self) -> bool:
+        """True when at least one of its Applications is out of date."""
+        return bool(self.stale_apps)
+
+
+@dataclass(frozen=True, slots=True)
+class StagePlan:
+    """One stage of the plan.
+
+    `targets` are cluster names in rollout order; `apps` maps each target to all its counted
+    Applications. `matched` counts the fleet's clusters the selector matches; `available` those of
+    them no earlier stage took (what "N%" of `maxTargets` scales against). `max_targets` and
+    `max_parallel` are resolved to numbers; both are 0 when the stage has nothing to size.
+    `from_progress` is True when the targets are the ones a running rollout recorded.
+    """
+
+    name: str
+    state: StageState
+    reason: str
+    targets: tuple[str, ...] = ()
+    apps: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    max_targets: int = 0
+    max_parallel: int = 0
+    matched: int = 0
+    available: int = 0
+    from_progress: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `-o json` form of one stage (see docs/planner.md)."""
+        return {
+            "name": self.name,
+            "state": self.state.value,
+            "reason": self.reason,
+            "targets": list(self.targets),
+            "maxTargets": self.max_targets,
+            "maxParallel": self.max_parallel,
+            "matched": self.matched,
+            "available": self.available,
+            "fromProgress": self.from_progress,
+            "applications": {cluster: list(self.apps.get(cluster, ())) for cluster in self.targets},
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutPlan:
+    """The whole plan: stages in spec order, the fleet's clusters, the release, warnings, errors.
+
+    `revisions` are the distinct release revisions of the out-of-date Applications, sorted (empty
+    when nothing is out of date); `release_id(generation)` turns them into the rollout id.
+    `uncovered` are out-of-date clusters no stage takes. A plan with `errors` must not be run.
+    """
+
+    ps_name: str
+    app_set: str
+    stages: tuple[StagePlan, ...]
+    clusters: Mapping[str, ClusterPlan]
+    revisions: tuple[str, ...] = ()
+    uncovered: tuple[str, ...] = ()
+    warnings: tuple[PlanIssue, ...] = ()
+    errors: tuple[PlanIssue, ...] = ()
+    ignored_apps: int = 0
+
+    @property
+    def has_errors(self) -> bool:
+        """True when the plan must not be run."""
+        return bool(self.errors)
+
+    @property
+    def out_of_date(self) -> tuple[str, ...]:
+        """Names of the fleet's out-of-date clusters, sorted."""
+        return tuple(name for name, cluster in self.clusters.items() if cluster.is_out_of_date)
+
+    def stage(self, name: str) -> StagePlan:
+        """The plan of the stage of that name; KeyError when the spec has no such stage."""
+        for stage in self.stages:
+            if stage.name == name:
+                return stage
+        raise KeyError(f"no stage named {name!r} in the plan")
+
+    def release_id(self, generation: int) -> str:
+        """The id of this plan's release for a spec generation (see `release_id`)."""
+        return release_id(generation, self.revisions)
+
+    def to_dict(self, *, generation: int | None = None) -> dict[str, Any]:
+        """The stable `-o json` shape (docs/planner.md); with a generation it carries the release id."""
+        release: dict[str, Any] = {"revisions": list(self.revisions)}
+        if generation is not None:
+            release["generation"] = generation
+            release["id"] = self.release_id(generation) if self.revisions else ""
+        return {
+            "progressiveSync": self.ps_name,
+            "appSet": self.app_set,
+            "release": release,
+            "summary": {
+                "clusters": len(self.clusters),
+                "outOfDate": len(self.out_of_date),
+                "uncovered": list(self.uncovered),
+                "ignoredApplications": self.ignored_apps,
+            },
+            "stages": [stage.to_dict() for stage in self.stages],
+            "warnings": [issue.to_dict() for issue in self.warnings],
+            "errors": [issue.to_dict() for issue in self.errors],
+        }
+
+
+def release_id(generation: int, revisions: Iterable[str]) -> str:
+    """A short stable id of a release: the first 10 hex digits of sha256(generation, sorted revisions).
+
+    The same spec generation rolling out the same revisions always gets the same id, whatever the
+    order the revisions come in, so the Workflow name `<ps-name>-<id>` is deterministic.
+    """
+    text = "\n".join([str(generation), *sorted(set(revisions))])
+    return hashlib.sha256(text.encode()).hexdigest()[:RELEASE_ID_LENGTH]
+
+
+# --- the rules -------------------------------------------------------------------------------
+
+
+def out_of_date_reason(app: AppView) -> str | None:
+    """Why an Application still needs this release, or None when it is up to date.
+
+    Up to date means all of: no operation in flight, sync status Synced at a known revision (that
+    revision is the Application's release revision: Argo CD compared against it), health Healthy,
+    and that health observed no earlier than the last operation finished (a Healthy older than the
+    sync may describe the previous revision). Anything else is out of date, checked in this order.
+    """
+    if app.operation_in_progress:
+        return "an operation is in progress"
+    if app.sync_status is not SyncStatus.SYNCED:
+        return f"sync status is {app.sync_status.value}"
+    if not app.sync_revisions:
+        return "Synced, but Argo CD reports no revision"
+    if app.health_status is not HealthStatus.HEALTHY:
+        return f"health is {app.health_status.value}"
+    if app.health_is_stale:
+        return "Healthy was observed before the last sync finished"
+    return None
+
+
+def cluster_order_key(ps_name: str, cluster_name: str) -> str:
+    """Where a cluster comes in the rollouts of one ProgressiveSync: sha256 of both names.
+
+    The order is stable (same service, same canary, every time) and differs between services, so
+    one cluster is not every service's canary.
+    """
+    return hashlib.sha256(f"{ps_name}\x00{cluster_name}".encode()).hexdigest()
+
+
+def order_clusters(ps_name: str, clusters: Sequence[Cluster], spread_by: str | None = None) -> list[Cluster]:
+    """Clusters in rollout order: by `cluster_order_key`, then round-robin over `spread_by` values.
+
+    With `spread_by`, clusters are grouped by the value of that label; the groups take turns, one
+    cluster each, in the order of their first cluster, so the hash order still picks the first
+    target and each group keeps its own hash order. Clusters without the label come after every
+    labelled one (they could be anywhere, so they do not count as a spread of their own).
+    """
+    return _spread(_by_hash(ps_name, clusters), spread_by)
+
+
+def _by_hash(ps_name: str, clusters: Iterable[Cluster]) -> list[Cluster]:
+    return sorted(clusters, key=lambda c: (cluster_order_key(ps_name, c.name), c.name))
+
+
+def _spread(ordered: list[Cluster], spread_by: str | None) -> list[Cluster]:
+    """Round-robin over the values of label `spread_by`, keeping `ordered` within each value."""
+    if not spread_by:
+        return ordered
+    groups: dict[str, list[Cluster]] = {}
+    unlabelled: list[Cluster] = []
+    for cluster in ordered:
+        value = cluster.labels.get(spread_by)
+        if value is None:
+            unlabelled.append(cluster)
+        else:
+            groups.setdefault(value, []).append(cluster)
+    # dicts keep insertion order: groups are in the order of their first (hash-earliest) cluster.
+    interleaved: list[Cluster] = []
+    for round_index in range(max((len(g) for g in groups.values()), default=0)):
+        interleaved.extend(group[round_index] for group in groups.values() if round_index < len(group))
+    return interleaved + unlabelled
+
+
+def plan_rollout(
+    spec: ProgressiveSyncSpec,
+    *,
+    ps_name: str,
+    appset: AppSetView | None,
+    clusters: Iterable[Cluster],
+    apps: Iterable[AppView],
+    progress: RolloutProgress | None = None,
+) -> RolloutPlan:
+    """Plan one rollout of `spec` over the fleet; see the module docstring and docs/planner.md.
+
+    `appset` is the ApplicationSet the spec names (None when not at hand: ownership is then
+    decided by name alone, with a warning). `progress` is what the rollout under way recorded;
+    leave it None to plan a new rollout. The result does not depend on the order of `clusters` or
+    `apps`.
+    """
+    issues = _Issues()
+    app_set_name = spec.app_set_ref.name
+    app_set_uid = _check_app_set(issues, app_set_name, appset)
+
+    by_name, by_server = _index_clusters(issues, clusters)
+    owned, ignored = _owned_apps(apps, app_set_name, app_set_uid)
+    if not owned:
+        issues.warn(
+            IssueCode.NO_APPLICATIONS,
+            f"no Application is owned by ApplicationSet {app_set_name!r}: there is nothing to roll out",
+        )
+    apps_by_cluster, homeless = _assign_apps(issues, owned, by_name, by_server)
+    fleet = _fleet_clusters(apps_by_cluster)
+    revisions = _release_revisions(issues, owned, fleet)
+    _report_automated_sync(issues, owned)
+    _report_homeless(issues, homeless, spec.allow_partial_rollout)
+
+    fleet_clusters = {name: by_name[name] for name in fleet}
+    stages = _plan_stages(
+        issues, spec, ps_name=ps_name, clusters=fleet_clusters, fleet=fleet, progress=progress
+    )
+    uncovered = _report_uncovered(issues, spec, fleet_clusters, fleet, stages)
+    return RolloutPlan(
+        ps_name=ps_name,
+        app_set=app_set_name,
+        stages=stages,
+        clusters=MappingProxyType(fleet),
+        revisions=revisions,
+        uncovered=uncovered,
+        warnings=tuple(issues.warnings),
+        errors=tuple(issues.errors),
+        ignored_apps=ignored,
+    )
+
+
+# --- plan_rollout, step by step --------------------------------------------------------------
+
+
+class _Issues:
+    """Collects warnings and errors in the order the rules find them."""
+
+    def __init__(self) -> None:
+        self.warnings: list[PlanIssue] = []
+        self.errors: list[PlanIssue] = []
+
+    def warn(self, code: IssueCode, message: str, subjects: Iterable[str] = ()) -> None:
+        self.warnings.append(PlanIssue(code, message, tuple(subjects)))
+
+    def error(self, code: IssueCode, message: str, subjects: Iterable[str] = ()) -> None:
+        self.errors.append(PlanIssue(code, message, tuple(subjects)))
+
+
+def _check_app_set(issues: _Issues, name: str, appset: AppSetView | None) -> str:
+    """The ApplicationSet uid to check ownerReferences against ("" when unknown)."""
+    if appset is None:
+        issues.warn(
+            IssueCode.APP_SET_NOT_GIVEN,
+            f"ApplicationSet {name!r} was not found: Applications are matched to it by owner name only",
+            [name],
+        )
+        return ""
+    if appset.name != name:
+        issues.error(
+            IssueCode.APP_SET_MISMATCH,
+            f"the spec names ApplicationSet {name!r} but {appset.name!r} was given",
+            [appset.name],
+        )
+        return ""
+    return appset.uid
+
+
+def _index_clusters(
+    issues: _Issues, clusters: Iterable[Cluster]
+) -> tuple[dict[str, Cluster], dict[str, Cluster]]:
+    """Clusters by name and by server; duplicates decided by Secret name, and reported."""
+    by_name: dict[str, Cluster] = {}
+    duplicates: dict[str, list[str]] = defaultdict(list)
+    # The same Secret given twice (a fleet file listing it twice) counts once: the smallest copy,
+    # so the choice does not depend on input order.
+    secrets: dict[tuple[str, str], Cluster] = {}
+    for cluster in clusters:
+        key = (cluster.secret_name, cluster.name)
+        if key not in secrets or _copy_order(cluster) < _copy_order(secrets[key]):
+            secrets[key] = cluster
+    for key in sorted(secrets):
+        cluster = secrets[key]
+        if cluster.name in by_name:
+            duplicates[cluster.name].append(cluster.secret_name)
+            continue
+        by_name[cluster.name] = cluster
+    for name, losers in duplicates.items():
+        winner = by_name[name].secret_name
+        issues.error(
+            IssueCode.DUPLICATE_CLUSTER_NAME,
+            f"cluster Secrets {_names([winner, *losers])} all name cluster {name!r}; cluster names must "
+            f"be unique (this plan used Secret {winner!r})",
+            [winner, *losers],
+        )
+
+    by_server: dict[str, Cluster] = {}
+    sharing: dict[str, list[str]] = defaultdict(list)
+    for cluster in by_name.values():  # in Secret-name order: the first Secret owns the server
+        server = normalize_server(cluster.server)
+        if not server:
+            continue
+        if server in by_server:
+            sharing[server].append(cluster.name)
+            continue
+        by_server[server] = cluster
+    for server, others in sharing.items():
+        winner = by_server[server].name
+        issues.warn(
+            IssueCode.SHARED_SERVER,
+            f"clusters {_names([winner, *others])} share server {server}: Applications that name this "
+            f"server go to {winner!r} (its Secret name sorts first); Applications that name "
+            f"{_names(others)} by destination.name go there",
+            [winner, *others],
+        )
+    return by_name, by_server
+
+
+def _copy_order(cluster: Cluster) -> tuple[Any, ...]:
+    return (cluster.server, sorted(cluster.labels.items()))
+
+
+def _owned_apps(apps: Iterable[AppView], app_set_name: str, app_set_uid: str) -> tuple[list[AppView], int]:
+    """The Applications of the ApplicationSet, sorted and without duplicates; and how many others."""
+    owned: dict[tuple[str, str], AppView] = {}
+    ignored = 0
+    for app in sorted(apps, key=lambda a: (a.namespace, a.name, a.uid)):
+        if not app.is_owned_by(app_set_name, app_set_uid):
+            ignored += 1
+            continue
+        owned.setdefault((app.namespace, app.name), app)
+    return list(owned.values()), ignored
+
+
+def _assign_apps(
+    issues: _Issues, owned: list[AppView], by_name: dict[str, Cluster], by_server: dict[str, Cluster]
+) -> tuple[dict[str, list[AppView]], list[AppView]]:
+    """Each Application's cluster: by destination.server first, else destination.name."""
+    apps_by_cluster: dict[str, list[AppView]] = defaultdict(list)
+    homeless: list[AppView] = []
+    conflicts: list[str] = []
+    for app in owned:
+        server = normalize_server(app.destination_server)
+        via_server = by_server.get(server) if server else None
+        via_name = by_name.get(app.destination_name) if app.destination_name else None
+        if via_server and via_name and via_server is not via_name:
+            conflicts.append(app.name)
+        cluster = via_server or via_name
+        if cluster is None:
+            homeless.append(app)
+            continue
+        apps_by_cluster[cluster.name].append(app)
+    if conflicts:
+        issues.warn(
+            IssueCode.DESTINATION_CONFLICT,
+            f"Applications {_names(conflicts)} set destination.server and destination.name to different "
+            "clusters; the plan follows destination.server",
+            conflicts,
+        )
+    return apps_by_cluster, homeless
+
+
+def _fleet_clusters(apps_by_cluster: Mapping[str, list[AppView]]) -> dict[str, ClusterPlan]:
+    """The ApplicationSet's clusters (those with at least one of its Applications), by name."""
+    fleet: dict[str, ClusterPlan] = {}
+    for name in sorted(apps_by_cluster):
+        apps = apps_by_cluster[name]
+        stale = [(app, reason) for app in apps if (reason := out_of_date_reason(app)) is not None]
+        if not stale:
+            fleet[name] = ClusterPlan(name=name, apps=tuple(app.name for app in apps))
+            continue
+        revisions = {app.sync_revision for app, _ in stale if app.sync_revisions}
+        fleet[name] = ClusterPlan(
+            name=name,
+            apps=tuple(app.name for app in apps),
+            stale_apps=tuple(app.name for app, _ in stale),
+            reasons=tuple(f"{app.name}: {reason}" for app, reason in stale),
+            revisions=tuple(sorted(revisions)) if len(revisions) > 1 else tuple(revisions),
+        )
+    return fleet
+
+
+def _release_revisions(
+    issues: _Issues, owned: list[AppView], fleet: Mapping[str, ClusterPlan]
+) -> tuple[str, ...]:
+    """The release revisions (those of the out-of-date Applications); mixed or unknown ones reported."""
+    stale_names = {app for cluster in fleet.values() for app in cluster.stale_apps}
+    revisions = tuple(sorted({rev for cluster in fleet.values() for rev in cluster.revisions}))
+
+    # Every Application with a revision, out of date or not: one that is Synced at another
+    # revision than the rest is as worth a look as two releases in flight.
+    by_revision: dict[str, list[str]] = defaultdict(list)
+    for app in owned:
+        if app.sync_revisions:
+            by_revision[app.sync_revision].append(app.name)
+    if len(by_revision) > 1:
+        parts = [f"{rev} ({len(names)}: {_names(names, 3)})" for rev, names in sorted(by_revision.items())]
+        issues.warn(
+            IssueCode.MIXED_REVISIONS,
+            f"the Applications are at {len(by_revision)} different revisions: {'; '.join(parts)}; each is "
+            "synced to its own revision",
+            sorted(by_revision),
+        )
+    unknown = [app.name for app in owned if app.name in stale_names and not app.sync_revisions]
+    if unknown:
+        issues.warn(
+            IssueCode.UNKNOWN_REVISION,
+            f"Argo CD reports no revision yet for {_names(unknown)}: they are targets, but their sync "
+            "cannot be pinned until Argo CD has compared them",
+            unknown,
+        )
+    return revisions
+
+
+def _report_automated_sync(issues: _Issues, owned: list[AppView]) -> None:
+    automated = [app.name for app in owned if app.automated_sync]
+    if automated:
+        issues.warn(
+            IssueCode.AUTOMATED_SYNC,
+            f"automated sync is on for {_names(automated)}: Argo CD syncs them by itself, outside the "
+            "stages; turn it off (spec.syncPolicy.automated) in the ApplicationSet template",
+            automated,
+        )
+
+
+def _report_homeless(issues: _Issues, homeless: list[AppView], allow_partial: bool) -> None:
+    """Applications whose cluster has no Secret: no stage can select them."""
+    if not homeless:
+        return
+    stale = [app.name for app in homeless if out_of_date_reason(app) is not None]
+    where = [
+        f"{app.name} -> {app.destination_server or app.destination_name or '(no destination)'}"
+        for app in homeless
+    ]
+    message = f"no cluster Secret for the destination of {_names(where)}: these Applications are in no stage"
+    subjects = [app.name for app in homeless]
+    if stale and not allow_partial:
+        # Like an uncovered cluster: the release would silently not reach them.
+        issues.error(
+            IssueCode.MISSING_CLUSTER_SECRET,
+            f"{message}, and {_names(stale)} are out of date (allowPartialRollout is false)",
+            subjects,
+        )
+        return
+    issues.warn(IssueCode.MISSING_CLUSTER_SECRET, message, subjects)
+
+
+def _plan_stages(
+    issues: _Issues,
+    spec: ProgressiveSyncSpec,
+    *,
+    ps_name: str,
+    clusters: Mapping[str, Cluster],
+    fleet: Mapping[str, ClusterPlan],
+    progress: RolloutProgress | None,
+) -> tuple[StagePlan, ...]:
+    recorded = {s.name: s for s in (progress.stages if progress else ()) if s.is_selected}
+    stage_names = {stage.name for stage in spec.stages}
+    strangers = sorted(name for name in recorded if name not in stage_names)
+    if strangers:
+        issues.warn(
+            IssueCode.UNKNOWN_PROGRESS_STAGE,
+            f"the running rollout recorded stages the spec no longer has: {_names(strangers)}; ignored",
+            strangers,
+        )
+    # Clusters a recorded stage holds are never candidates of another stage, even an earlier one.
+    held = {name for s in recorded.values() if s.name in stage_names for name in s.targets}
+    # Work done once for all stages, with set operations per stage (5,000 clusters x 10 stages):
+    # the hash rank of every cluster, the out-of-date ones, the clusters grouped by label values.
+    rank = {c.name: i for i, c in enumerate(_by_hash(ps_name, clusters.values()))}
+    stale = {name for name, cluster in fleet.items() if cluster.is_out_of_date}
+    partitions: dict[tuple[str, ...], _Partition] = {}
+    taken: set[str] = set()
+    plans: list[StagePlan] = []
+    for stage in spec.stages:
+        matched = _matching(stage.targets.clusters.selector, clusters, partitions)
+        available = matched - taken
+        max_targets = resolve_int_or_percent(stage.max_targets, len(available)) if available else 0
+        if stage.name in recorded:
+            progress_of_stage = recorded[stage.name]
+            targets = progress_of_stage.targets
+            state, reason = _recorded_state(progress_of_stage, _rollout_name(progress))
+        else:
+            eligible = sorted((available & stale) - held, key=rank.__getitem__)
+            candidates = _spread([clusters[name] for name in eligible], stage.spread_by)
+            chosen = candidates[:max_targets]
+            if stage.spread_by:
+                _report_spread_gaps(issues, stage.name, stage.spread_by, chosen)
+            targets = tuple(c.name for c in chosen)
+            state, reason = _computed_state(
+                app_set=spec.app_set_ref.name,
+                fleet_size=len(fleet),
+                matched=len(matched),
+                available=len(available),
+                candidates=len(candidates),
+                targets=len(targets),
+            )
+        plans.append(
+            StagePlan(
+                name=stage.name,
+                state=state,
+                reason=reason,
+                targets=targets,
+                apps=MappingProxyType({t: fleet[t].apps if t in fleet else () for t in targets}),
+                max_targets=max_targets,
+                # "N%" of maxParallel scales against the stage's own targets.
+                max_parallel=resolve_int_or_percent(stage.max_parallel, len(targets)) if targets else 0,
+                matched=len(matched),
+                available=len(available),
+                from_progress=stage.name in recorded,
+            )
+        )
+        taken.update(targets)
+    return tuple(plans)
+
+
+# Cluster names grouped by their values of some label keys (None where a cluster lacks the key).
+_Partition = dict[tuple[str | None, ...], list[str]]
+
+
+def _matching(
+    selector: LabelSelector, clusters: Mapping[str, Cluster], partitions: dict[tuple[str, ...], _Partition]
+) -> set[str]:
+    """The names of the clusters whose labels `selector` matches.
+
+    A selector reads only the label keys it names, so its answer is the same for every cluster with
+    the same values (or absence) of those keys: it is asked once per distinct combination, not once
+    per cluster. `partitions` keeps the grouping per key set for the next stage that reads the same
+    keys.
+    """
+    keys = tuple(sorted({*(selector.match_labels or {}), *(r.key for r in selector.match_expressions or [])}))
+    if not keys:
+        return set(clusters)  # the empty selector matches every cluster
+    groups = partitions.get(keys)
+    if groups is None:
+        groups = partitions[keys] = defaultdict(list)
+        for name, cluster in clusters.items():
+            groups[tuple(map(cluster.labels.get, keys))].append(name)
+    matched: set[str] = set()
+    for values, names in groups.items():
+        present = {key: value for key, value in zip(keys, values, strict=True) if value is not None}
+        if selector.matches(present):
+            matched.update(names)
+    return matched
+
+
+def _computed_state(
+    *, app_set: str, fleet_size: int, matched: int, available: int, candidates: int, targets: int
+) -> tuple[StageState, str]:
+    """The state of a stage the rollout has not selected yet, and why."""
+    if not matched:
+        return StageState.SKIPPED, (
+            f"its selector matches none of the {fleet_size} clusters of ApplicationSet {app_set!r}"
+        )
+    if not available:
+        return StageState.SKIPPED, f"earlier stages took all {matched} clusters its selector matches"
+    if not candidates:
+        return StageState.DONE, f"all {available} clusters it can take are up to date"
+    reason = f"takes {targets} of {candidates} out-of-date clusters ({available} available)"
+    if candidates > targets:
+        reason += f"; {candidates - targets} left for later stages"
+    return StageState.PLANNED, reason
+
+
+def _recorded_state(recorded: StageProgress, rollout: str) -> tuple[StageState, str]:
+    """The state of a stage the running rollout already selected, and why."""
+    targets = recorded.targets
+    done = set(recorded.completed)
+    completed = sum(1 for t in targets if t in done)
+    if recorded.phase is StagePhase.SKIPPED:
+        return StageState.SKIPPED, f"skipped by {rollout}"
+    if recorded.phase is StagePhase.SUCCEEDED or (targets and completed == len(targets)):
+        return StageState.DONE, f"{completed} of {len(targets)} clusters updated by {rollout}"
+    reason = f"selected by {rollout}: {completed} of {len(targets)} clusters updated"
+    if recorded.failed:
+        reason += f", {len(recorded.failed)} failed ({_names(recorded.failed)})"
+    if recorded.phase is not StagePhase.PROGRESSING:
+        reason += f"; stage {recorded.phase.value}"
+    return StageState.PLANNED, reason
+
+
+def _rollout_name(progress: RolloutProgress | None) -> str:
+    return f"rollout {progress.rollout_id}" if progress and progress.rollout_id else "the running rollout"
+
+
+def _report_spread_gaps(issues: _Issues, stage: str, label: str, targets: Sequence[Cluster]) -> None:
+    unlabelled = [c.name for c in targets if label not in c.labels]
+    if unlabelled:
+        issues.warn(
+            IssueCode.SPREAD_LABEL_MISSING,
+            f"stage {stage!r} spreads by {label!r}, but its targets {_names(unlabelled)} have no such "
+            "label; they come after the labelled clusters",
+            unlabelled,
+        )
+
+
+def _report_uncovered(
+    issues: _Issues,
+    spec: ProgressiveSyncSpec,
+    clusters: Mapping[str, Cluster],
+    fleet: Mapping[str, ClusterPlan],
+    stages: tuple[StagePlan, ...],
+) -> tuple[str, ...]:
+    """Out-of-date clusters that no stage takes: an error unless allowPartialRollout."""
+    in_a_stage = {target for stage in stages for target in stage.targets}
+    uncovered = tuple(name for name, c in fleet.items() if c.is_out_of_date and name not in in_a_stage)
+    if not uncovered:
+        return ()
+    selectors = [stage.targets.clusters.selector for stage in spec.stages]
+    unmatched = [n for n in uncovered if not any(s.matches(dict(clusters[n].labels)) for s in selectors)]
+    left_over = [n for n in uncovered if n not in set(unmatched)]
+    why = []
+    if unmatched:
+        why.append(f"no stage selector matches {_names(unmatched)}")
+    if left_over:
+        why.append(f"the stages' maxTargets leave out {_names(left_over)}")
+    message = f"{len(uncovered)} out-of-date clusters are in no stage: {'; '.join(why)}"
+    if spec.allow_partial_rollout:
+        issues.warn(IssueCode.UNCOVERED_CLUSTERS, f"{message} (allowPartialRollout is true)", uncovered)
+    else:
+        issues.error(
+            IssueCode.UNCOVERED_CLUSTERS,
+            f"{message}; add a stage that takes them, or set allowPartialRollout: true",
+            uncovered,
+        )
+    return uncovered
+
+
+def _names(names: Sequence[str], limit: int = NAMES_IN_MESSAGE) -> str:
+    """'a, b, c' or 'a, b, c and 5 more', for messages people read."""
+    shown = ", ".join(names[:limit])
+    return f"{shown} and {len(names) - limit} more" if len(names) > limit else shown

@@ -1,0 +1,794 @@
+"""The watcher's decision: what to do about one ProgressiveSync, as a pure function.
+
+`decide(observed, policy) -> Decision` reads everything the watcher knows about one
+ProgressiveSync (its spec and status, its ApplicationSet, the plan of its fleet, its Workflows, the
+time) and returns the actions that move the world toward the spec, in order, with the reason. It is
+level-triggered: it never asks *which* event woke it, so a duplicated, late or missed event leads
+to the same answer. It is an ordered list of early returns:
+
+1. being deleted → stop live Workflows, give them `deletion_grace_seconds` to run their exit
+   handler, then drop our finalizer (also when the Workflow is long gone or the watcher was down);
+2. no finalizer yet → add it (and carry on);
+3. a spec the models reject → `Valid=False`, nothing else;
+4. a live Workflow the status does not name (created just before a crash) → adopt it;
+5. the live rollout: a new spec (the spec hash, which ignores `paused`, changed) → stop it;
+   being stopped → wait; `paused` → suspend, and resume only a suspend we made; else follow it
+   (current stage, what it waits for);
+6. the rollout's Workflow finished but its exit handler recorded nothing → wait
+   `finalize_grace_seconds`, then record the end ourselves;
+7. the rollout's Workflow vanished while the status says it runs → report it, never re-create;
+8. the ApplicationSet is missing or owned by another ProgressiveSync, or the plan has errors →
+   `Valid=False` with the reason, nothing started;
+9. nothing out of date → up to date;
+10. the release due was rolled out already (whatever the outcome: a failed rollout is never
+    re-created) → nothing, unless a new `progressivesync.io/retry` token asks for another attempt;
+11. a new release, paused → wait and say so; else create its Workflow and record the rollout.
+
+A release is (spec generation, revisions of the out-of-date Applications), its id the planner's
+`release_id`. The generation in it is the one of the last *real* spec change: toggling `paused`
+bumps `metadata.generation` but is not a new release (`rollout.specHash` tells them apart).
+
+Status: the decision returns a `StatusPatch` of the fields the watcher owns (docs/
+status-ownership.md); `apply_patch` applies it to a fresh status as a re-appliable function for
+the optimistic-concurrency writer, and never overwrites the steps' fields.
+
+Callers: `orchestrator.watcher.loop` (builds `Observed` from its caches and executes the actions);
+tests (table-driven, no API server).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from orchestrator.api.models import (
+    ConditionStatus,
+    ProgressiveSyncSpec,
+    ProgressiveSyncStatus,
+    RolloutPhase,
+    RolloutStatus,
+)
+from orchestrator.api.rollout_status import set_condition, start_rollout
+from orchestrator.argocd.fleet import AppSetView
+from orchestrator.core.clock import parse_time
+from orchestrator.planning.planner import RolloutPlan, release_id
+from orchestrator.workflows.view import WorkflowView, release_of, rollout_id_for
+from workflow_templates import names
+
+FINALIZER = "progressivesync.io/workflow"
+RETRY_ANNOTATION = "progressivesync.io/retry"
+
+VALID = "Valid"
+READY = "Ready"
+PROGRESSING = "Progressing"
+PAUSED = "Paused"
+
+# The reason of `Paused=True` when the watcher suspended the Workflow for `spec.paused`: only such
+# a suspend is lifted by the watcher (an `argo suspend` by a person is theirs to lift).
+PAUSED_BY_SPEC = "SpecPaused"
+
+RUNNING_PHASES = (RolloutPhase.PENDING, RolloutPhase.PROGRESSING, RolloutPhase.PAUSED)
+TERMINAL_PHASES = (RolloutPhase.SUCCEEDED, RolloutPhase.FAILED, RolloutPhase.CANCELLED)
+
+
+# --- inputs -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReconcilePolicy:
+    """Waiting times of the decision (from the watcher's settings)."""
+
+    # After a Workflow ends, its exit handler records the outcome; past this the watcher does.
+    finalize_grace_seconds: float = 30.0
+    # A deleted ProgressiveSync waits this long for its stopped Workflow before letting go.
+    deletion_grace_seconds: float = 30.0
+
+
+@dataclass(frozen=True)
+class Observed:
+    """Everything `decide` reads about one ProgressiveSync, gathered by the watcher."""
+
+    namespace: str
+    name: str
+    generation: int
+    spec: ProgressiveSyncSpec | None
+    status: ProgressiveSyncStatus
+    now: datetime
+    spec_error: str = ""
+    deleting: bool = False
+    deletion_started: datetime | None = None
+    has_finalizer: bool = True
+    retry_token: str = ""
+    appset: AppSetView | None = None
+    appset_namespace: str = ""
+    claimed_by: str = ""  # "namespace/name" of the ProgressiveSync that owns the ApplicationSet
+    plan: RolloutPlan | None = None  # the plan of a new rollout; None while a rollout is live
+    workflows: tuple[WorkflowView, ...] = ()
+
+
+# --- outputs ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AddFinalizer:
+    """Add `progressivesync.io/workflow` to the ProgressiveSync."""
+
+
+@dataclass(frozen=True)
+class RemoveFinalizer:
+    """Remove `progressivesync.io/workflow`: the object may go."""
+
+
+@dataclass(frozen=True)
+class CreateWorkflow:
+    """Build and create the Workflow of one attempt of one release (AlreadyExists: adopt it)."""
+
+    name: str
+    rollout_id: str
+    release_id: str
+    attempt: int
+    generation: int
+    spec_hash: str
+    retry_token: str
+    revision: str
+
+
+@dataclass(frozen=True)
+class StopWorkflow:
+    """`spec.shutdown: Stop` (running steps end, the exit handler runs)."""
+
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class SuspendWorkflow:
+    """`spec.suspend: true` (no new step starts; running ones finish)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class ResumeWorkflow:
+    """`spec.suspend` removed."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class RecordEvent:
+    """A Kubernetes Event on the ProgressiveSync, for `kubectl describe` (only on transitions)."""
+
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class RequeueAfter:
+    """Look again after `seconds` even when no event comes (a grace period is running out)."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class ConditionPatch:
+    """One condition the watcher sets."""
+
+    type: str
+    status: ConditionStatus
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class StatusPatch:
+    """The watcher-owned status fields one decision sets; None leaves a field as it is.
+
+    `phase`, `message` and the Ready/Progressing conditions in `lifecycle` describe the rollout's
+    life; they are applied only while the stored phase is not an end phase the steps recorded,
+    unless `force_lifecycle` (the watcher itself records an end, or a new rollout starts).
+    """
+
+    observed_generation: int
+    start: RolloutStatus | None = None  # a new rollout (or an adopted one): id, workflow, attempt, ...
+    stage_names: tuple[str, ...] = ()
+    progress_total: int | None = None
+    retry_token: str | None = None  # a token handled without a new attempt
+    finish_rollout: bool = False  # fill rollout.finishedAt when no step did
+    phase: RolloutPhase | None = None
+    message: str | None = None
+    current_stage: str | None = None
+    lifecycle: tuple[ConditionPatch, ...] = ()
+    force_lifecycle: bool = False
+    conditions: tuple[ConditionPatch, ...] = ()  # Valid and Paused: always applied
+
+
+@dataclass(frozen=True)
+class UpdateStatus:
+    """Write the patch (through the optimistic-concurrency writer; no change, no write)."""
+
+    patch: StatusPatch
+
+
+Action = (
+    AddFinalizer
+    | RemoveFinalizer
+    | CreateWorkflow
+    | StopWorkflow
+    | SuspendWorkflow
+    | ResumeWorkflow
+    | RecordEvent
+    | RequeueAfter
+    | UpdateStatus
+)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The actions, in the order to run them, and why (for the log)."""
+
+    actions: tuple[Action, ...]
+    reason: str
+    step: str  # which rule decided, e.g. "deleting", "follow" (tests and debug logs)
+
+    @property
+    def status_patch(self) -> StatusPatch | None:
+        """The status update among the actions, if any."""
+        return next((a.patch for a in self.actions if isinstance(a, UpdateStatus)), None)
+
+    def of(self, kind: type) -> list[Action]:
+        """The actions of one type."""
+        return [a for a in self.actions if isinstance(a, kind)]
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def spec_hash(spec: ProgressiveSyncSpec) -> str:
+    """A stable hash of the spec without `paused`: what makes a spec change a new release."""
+    body = spec.to_api()
+    body.pop("paused", None)
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def workflow_name_of(ps_name: str, rollout: RolloutStatus) -> str:
+    """The Workflow of a recorded rollout: the name recorded, else the deterministic one."""
+    return rollout.workflow or names.workflow_name(ps_name, rollout.id)
+
+
+def _cond(type_: str, status: ConditionStatus, reason: str, message: str) -> ConditionPatch:
+    return ConditionPatch(type_, status, reason, message)
+
+
+def _paused_condition(*, by_spec: bool, message: str = "") -> ConditionPatch:
+    if by_spec:
+        return _cond(
+            PAUSED, ConditionStatus.TRUE, PAUSED_BY_SPEC, message or "spec.paused is true: no new step starts"
+        )
+    return _cond(PAUSED, ConditionStatus.FALSE, "NotPaused", "spec.paused is false")
+
+
+def _decision(step: str, reason: str, *actions: Action) -> Decision:
+    return Decision(tuple(actions), reason, step)
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What every rule after the first few reads: the parsed inputs, computed once."""
+
+    obs: Observed
+    spec: ProgressiveSyncSpec
+    spec_hash: str
+    head: tuple[Action, ...]  # AddFinalizer when missing: runs before anything else
+    current: WorkflowView | None  # the Workflow of the recorded rollout, when it exists
+    live: tuple[WorkflowView, ...]
+    base_conditions: tuple[ConditionPatch, ...]  # Valid=False for a bad ApplicationSet reference
+    appset_problem: tuple[str, str] | None
+
+    def decision(self, step: str, reason: str, *actions: Action) -> Decision:
+        return _decision(step, reason, *self.head, *actions)
+
+
+# --- the decision -------------------------------------------------------------------------------
+
+
+def decide(obs: Observed, policy: ReconcilePolicy | None = None) -> Decision:
+    """What to do about one ProgressiveSync; see the module docstring for the order of the rules."""
+    policy = policy or ReconcilePolicy()
+    if obs.deleting:
+        return _decide_deletion(obs, policy)
+    head: tuple[Action, ...] = () if obs.has_finalizer else (AddFinalizer(),)
+    if obs.spec is None:
+        patch = StatusPatch(
+            observed_generation=obs.generation,
+            conditions=(_cond(VALID, ConditionStatus.FALSE, "InvalidSpec", obs.spec_error),),
+        )
+        return _decision("invalid-spec", f"the spec is invalid: {obs.spec_error}", *head, UpdateStatus(patch))
+    rollout = obs.status.rollout
+    by_name = {wf.name: wf for wf in obs.workflows}
+    appset_problem = _appset_problem(obs)
+    ctx = _Context(
+        obs=obs,
+        spec=obs.spec,
+        spec_hash=spec_hash(obs.spec),
+        head=head,
+        current=by_name.get(workflow_name_of(obs.name, rollout)) if rollout else None,
+        live=tuple(live_workflows(obs.workflows)),
+        base_conditions=(
+            (_cond(VALID, ConditionStatus.FALSE, *appset_problem),) if appset_problem is not None else ()
+        ),
+        appset_problem=appset_problem,
+    )
+    current = ctx.current
+    if ctx.live and (current is None or current not in ctx.live):
+        return _adopt(ctx)
+    if current is not None and current in ctx.live:
+        return _decide_live(ctx, current)
+    if current is not None and current.is_finished and obs.status.phase not in TERMINAL_PHASES:
+        return _record_end(ctx, current, policy)
+    if rollout is not None and current is None and obs.status.phase in RUNNING_PHASES:
+        return _workflow_deleted(ctx, rollout)
+    return _decide_release(ctx)
+
+
+def _decide_deletion(obs: Observed, policy: ReconcilePolicy) -> Decision:
+    if not obs.has_finalizer:
+        return _decision("deleted", "being deleted; our finalizer is already gone")
+    live = [wf for wf in obs.workflows if wf.is_live]
+    stops: list[Action] = [
+        StopWorkflow(wf.name, "the ProgressiveSync is being deleted") for wf in live if not wf.shutdown
+    ]
+    if live:
+        started = obs.deletion_started or obs.now
+        waited = (obs.now - started).total_seconds()
+        if waited < policy.deletion_grace_seconds:
+            listed = ", ".join(wf.name for wf in live)
+            return _decision(
+                "deleting-await-stop",
+                f"being deleted: stopping Workflow(s) {listed} and waiting for them to end",
+                *stops,
+                RequeueAfter(max(0.5, min(5.0, policy.deletion_grace_seconds - waited))),
+            )
+    gone = (
+        "no live Workflow"
+        if not live
+        else f"Workflow(s) still live after {policy.deletion_grace_seconds:.0f}s"
+    )
+    return _decision(
+        "deleting-release", f"being deleted: {gone}; removing our finalizer", *stops, RemoveFinalizer()
+    )
+
+
+def _adopt(ctx: _Context) -> Decision:
+    """A live Workflow the status does not name: we created it and crashed before recording it."""
+    obs = ctx.obs
+    adopted = max(ctx.live, key=lambda wf: (wf.generation or 0, wf.attempt, wf.started_at, wf.name))
+    stop_others = [
+        StopWorkflow(wf.name, f"superseded by Workflow {adopted.name}")
+        for wf in ctx.live
+        if wf is not adopted and not wf.shutdown
+    ]
+    message = f"rollout {adopted.rollout_id} runs in Workflow {adopted.name}"
+    patch = StatusPatch(
+        observed_generation=obs.generation,
+        start=_rollout_from_workflow(adopted, obs),
+        stage_names=tuple(stage.name for stage in ctx.spec.stages),
+        phase=RolloutPhase.PROGRESSING,
+        message=message,
+        lifecycle=_running_conditions(message),
+        force_lifecycle=True,
+        conditions=ctx.base_conditions,
+    )
+    return ctx.decision(
+        "adopt",
+        f"adopting live Workflow {adopted.name} (rollout {adopted.rollout_id}) the status did not record",
+        *stop_others,
+        UpdateStatus(patch),
+    )
+
+
+def _decide_live(ctx: _Context, current: WorkflowView) -> Decision:
+    """The rollout runs: stop it for a new spec, pause or resume it, or follow it."""
+    obs = ctx.obs
+    rid = current.rollout_id
+    if current.spec_hash and current.spec_hash != ctx.spec_hash:
+        message = (
+            f"the spec changed (generation {obs.generation}): stopping rollout {rid} before a rollout of "
+            "the new spec starts"
+        )
+        stop: list[Action] = (
+            [StopWorkflow(current.name, message), RecordEvent("Normal", "SpecChanged", message)]
+            if not current.shutdown
+            else []
+        )
+        patch = StatusPatch(
+            observed_generation=obs.generation, message=message, conditions=ctx.base_conditions
+        )
+        return ctx.decision("stop-for-new-spec", message, *stop, UpdateStatus(patch))
+    if current.shutdown:
+        message = f"Workflow {current.name} is stopping (shutdown: {current.shutdown})"
+        patch = StatusPatch(
+            observed_generation=obs.generation, message=message, conditions=ctx.base_conditions
+        )
+        return ctx.decision("stopping", message, UpdateStatus(patch))
+
+    stage = current.current_stage
+    where = f" in stage {stage!r}" if stage else ""
+    if ctx.spec.paused:
+        message = f"rollout {rid} is paused{where}: running steps finish, no new step starts"
+        actions: list[Action] = []
+        if not current.suspended:
+            actions = [SuspendWorkflow(current.name), RecordEvent("Normal", "Paused", message)]
+        patch = StatusPatch(
+            observed_generation=obs.generation,
+            phase=RolloutPhase.PAUSED,
+            message=message,
+            current_stage=stage or None,
+            lifecycle=_running_conditions(message, reason="RolloutPaused"),
+            conditions=(*ctx.base_conditions, _paused_condition(by_spec=True, message=message)),
+        )
+        return ctx.decision("pause", message, *actions, UpdateStatus(patch))
+    if current.suspended and not current.suspended_by_us:
+        message = (
+            f"rollout {rid} is suspended{where} outside progressive-sync (argo suspend); "
+            "`argo resume` continues it"
+        )
+        patch = StatusPatch(
+            observed_generation=obs.generation,
+            phase=RolloutPhase.PAUSED,
+            message=message,
+            current_stage=stage or None,
+            lifecycle=_running_conditions(message, reason="WorkflowSuspended"),
+            conditions=(
+                *ctx.base_conditions,
+                _cond(PAUSED, ConditionStatus.TRUE, "WorkflowSuspended", message),
+            ),
+        )
+        return ctx.decision("suspended-by-someone", message, UpdateStatus(patch))
+
+    resume: list[Action] = []
+    if current.suspended:  # we suspended it for spec.paused, which is false now
+        resume = [ResumeWorkflow(current.name), RecordEvent("Normal", "Resumed", f"rollout {rid} resumed")]
+    waiting = {
+        "approval": " (waiting for approval: `progressive-sync approve` or `argo resume`)",
+        "bake": " (baking)",
+    }.get(current.waiting, "")
+    message = f"rollout {rid} is progressing{where}{waiting}"
+    patch = StatusPatch(
+        observed_generation=obs.generation,
+        phase=RolloutPhase.PROGRESSING,
+        message=message,
+        current_stage=stage or None,
+        lifecycle=_running_conditions(message),
+        conditions=(*ctx.base_conditions, _paused_condition(by_spec=False)),
+    )
+    return ctx.decision("resume" if resume else "follow", message, *resume, UpdateStatus(patch))
+
+
+def _record_end(ctx: _Context, current: WorkflowView, policy: ReconcilePolicy) -> Decision:
+    """The Workflow ended; its exit handler records the outcome, or we do after a grace period."""
+    obs = ctx.obs
+    finished = parse_time(current.finished_at) or obs.now
+    waited = (obs.now - finished).total_seconds()
+    if waited < policy.finalize_grace_seconds:
+        patch = StatusPatch(observed_generation=obs.generation, conditions=ctx.base_conditions)
+        return ctx.decision(
+            "await-exit-handler",
+            f"Workflow {current.name} ended {current.phase}; waiting for its exit handler to record it",
+            UpdateStatus(patch),
+            RequeueAfter(max(0.5, policy.finalize_grace_seconds - waited)),
+        )
+    phase = _end_phase(current)
+    message = (
+        f"Workflow {current.name} ended {current.phase}"
+        + (f" (shutdown {current.shutdown})" if current.shutdown else "")
+        + f" and its exit handler recorded nothing within {policy.finalize_grace_seconds:.0f}s"
+        + (f": {current.message}" if current.message else "")
+    )
+    # Not forced: an end phase the exit handler records meanwhile wins over ours.
+    patch = StatusPatch(
+        observed_generation=obs.generation,
+        finish_rollout=True,
+        phase=phase,
+        message=message,
+        lifecycle=_ended_conditions(phase, f"Rollout{phase.value}", message),
+        conditions=ctx.base_conditions,
+    )
+    return ctx.decision("record-end", message, UpdateStatus(patch))
+
+
+def _workflow_deleted(ctx: _Context, rollout: RolloutStatus) -> Decision:
+    """The Workflow vanished while the status says the rollout runs: report it, never re-create it."""
+    obs = ctx.obs
+    name = workflow_name_of(obs.name, rollout)
+    message = (
+        f"Workflow {name} of rollout {rollout.id} was deleted outside progressive-sync; it is not "
+        "re-created (`progressive-sync retry` starts a new attempt)"
+    )
+    patch = StatusPatch(
+        observed_generation=obs.generation,
+        finish_rollout=True,
+        phase=RolloutPhase.CANCELLED,
+        message=message,
+        lifecycle=_ended_conditions(RolloutPhase.CANCELLED, "WorkflowDeleted", message),
+        conditions=ctx.base_conditions,
+    )
+    return ctx.decision(
+        "workflow-deleted", message, UpdateStatus(patch), RecordEvent("Warning", "WorkflowDeleted", message)
+    )
+
+
+def _decide_release(ctx: _Context) -> Decision:
+    """No rollout runs: is the reference valid, is a release due, was it rolled out already?"""
+    obs = ctx.obs
+    rollout = obs.status.rollout
+    paused = _paused_condition(by_spec=ctx.spec.paused)
+    if ctx.appset_problem is not None:
+        message = ctx.appset_problem[1]
+        patch = StatusPatch(
+            observed_generation=obs.generation,
+            phase=RolloutPhase.PENDING if rollout is None else None,
+            message=message if rollout is None else None,
+            conditions=(*ctx.base_conditions, paused),
+        )
+        return ctx.decision("invalid-reference", message, UpdateStatus(patch))
+    plan = obs.plan
+    if plan is None:
+        return ctx.decision("no-plan", "no plan of the fleet at hand; nothing decided")
+    if plan.has_errors:
+        errors = "; ".join(issue.message for issue in plan.errors)
+        patch = StatusPatch(
+            observed_generation=obs.generation,
+            phase=RolloutPhase.PENDING if rollout is None else None,
+            message=f"the plan has errors: {errors}" if rollout is None else None,
+            conditions=(_cond(VALID, ConditionStatus.FALSE, "PlanInvalid", errors), paused),
+        )
+        return ctx.decision("invalid-plan", f"the plan has errors: {errors}", UpdateStatus(patch))
+    valid = _cond(
+        VALID,
+        ConditionStatus.TRUE,
+        "Valid",
+        f"ApplicationSet {ctx.spec.app_set_ref.name} found; the plan has no errors",
+    )
+    token_is_new = bool(obs.retry_token) and (
+        rollout is None or obs.retry_token != (rollout.retry_token or "")
+    )
+
+    if not plan.revisions:
+        if rollout is None:
+            message = "every cluster is up to date; waiting for a release"
+            patch = StatusPatch(
+                observed_generation=obs.generation,
+                phase=RolloutPhase.PENDING,
+                message=message,
+                lifecycle=(
+                    _cond(READY, ConditionStatus.TRUE, "UpToDate", message),
+                    _cond(PROGRESSING, ConditionStatus.FALSE, "UpToDate", message),
+                ),
+                conditions=(valid, paused),
+            )
+        else:
+            # A retry of a release with nothing left to do is handled by doing nothing.
+            patch = StatusPatch(
+                observed_generation=obs.generation,
+                retry_token=obs.retry_token if token_is_new else None,
+                conditions=(valid, paused),
+            )
+        return ctx.decision("up-to-date", "no Application is out of date", UpdateStatus(patch))
+
+    # The generation in the release id is the one of the last real spec change (not a pause toggle).
+    same_spec = rollout is not None and rollout.spec_hash == ctx.spec_hash and rollout.generation is not None
+    generation = (
+        rollout.generation if same_spec and rollout and rollout.generation is not None else obs.generation
+    )
+    release = release_id(generation, plan.revisions)
+    revision = ",".join(plan.revisions)
+    if rollout is not None and release_of(rollout.id) == release:
+        if not token_is_new:
+            patch = StatusPatch(observed_generation=obs.generation, conditions=(valid, paused))
+            outcome = obs.status.phase.value if obs.status.phase else "unknown outcome"
+            return ctx.decision(
+                "already-rolled-out",
+                f"release {release} was rolled out already ({outcome}); it is not re-created without a retry",
+                UpdateStatus(patch),
+            )
+        attempt = rollout.attempt + 1
+        why = f"retry requested (token {obs.retry_token!r}): attempt {attempt} of release {release}"
+    else:
+        attempt = 1
+        why = f"new release {release} (generation {generation}, revision {revision})"
+    if ctx.spec.paused:
+        message = f"{why} is due; waiting: spec.paused is true"
+        patch = StatusPatch(
+            observed_generation=obs.generation,
+            phase=RolloutPhase.PAUSED,
+            message=message,
+            force_lifecycle=True,
+            conditions=(valid, _paused_condition(by_spec=True, message=message)),
+        )
+        return ctx.decision("due-but-paused", message, UpdateStatus(patch))
+    return _create(
+        ctx,
+        release=release,
+        attempt=attempt,
+        generation=generation,
+        revision=revision,
+        why=why,
+        conditions=(valid, paused),
+    )
+
+
+def _create(
+    ctx: _Context,
+    *,
+    release: str,
+    attempt: int,
+    generation: int,
+    revision: str,
+    why: str,
+    conditions: tuple[ConditionPatch, ...],
+) -> Decision:
+    obs = ctx.obs
+    assert obs.plan is not None
+    rollout_id = rollout_id_for(release, attempt)
+    workflow = names.workflow_name(obs.name, rollout_id)
+    create = CreateWorkflow(
+        name=workflow,
+        rollout_id=rollout_id,
+        release_id=release,
+        attempt=attempt,
+        generation=generation,
+        spec_hash=ctx.spec_hash,
+        retry_token=obs.retry_token,
+        revision=revision,
+    )
+    message = f"rollout {rollout_id} started in Workflow {workflow}: {why}"
+    patch = StatusPatch(
+        observed_generation=obs.generation,
+        start=_rollout_status(create, obs.now),
+        stage_names=tuple(stage.name for stage in ctx.spec.stages),
+        progress_total=sum(len(stage.targets) for stage in obs.plan.stages),
+        phase=RolloutPhase.PROGRESSING,
+        message=message,
+        lifecycle=_running_conditions(message),
+        force_lifecycle=True,
+        conditions=conditions,
+    )
+    return ctx.decision(
+        "create", why, create, UpdateStatus(patch), RecordEvent("Normal", "RolloutStarted", message)
+    )
+
+
+def _appset_problem(obs: Observed) -> tuple[str, str] | None:
+    if obs.spec is None:
+        return None
+    name = obs.spec.app_set_ref.name
+    where = f" in namespace {obs.appset_namespace}" if obs.appset_namespace else ""
+    if obs.appset is None:
+        return "ApplicationSetNotFound", f"ApplicationSet {name}{where} does not exist"
+    if obs.claimed_by:
+        return (
+            "ApplicationSetClaimed",
+            f"ApplicationSet {name} is already rolled out by ProgressiveSync {obs.claimed_by}; "
+            "one ApplicationSet has one ProgressiveSync",
+        )
+    return None
+
+
+def _end_phase(workflow: WorkflowView) -> RolloutPhase:
+    if workflow.shutdown:
+        return RolloutPhase.CANCELLED
+    if workflow.phase == "Succeeded":
+        return RolloutPhase.SUCCEEDED
+    return RolloutPhase.FAILED
+
+
+def _running_conditions(message: str, reason: str = "RolloutProgressing") -> tuple[ConditionPatch, ...]:
+    return (
+        _cond(READY, ConditionStatus.FALSE, reason, message),
+        _cond(PROGRESSING, ConditionStatus.TRUE, reason, message),
+    )
+
+
+def _ended_conditions(phase: RolloutPhase, reason: str, message: str) -> tuple[ConditionPatch, ...]:
+    ready = ConditionStatus.TRUE if phase == RolloutPhase.SUCCEEDED else ConditionStatus.FALSE
+    return (_cond(READY, ready, reason, message), _cond(PROGRESSING, ConditionStatus.FALSE, reason, message))
+
+
+def _rollout_status(create: CreateWorkflow, now: datetime) -> RolloutStatus:
+    return RolloutStatus(
+        id=create.rollout_id,
+        revision=create.revision,
+        workflow=create.name,
+        attempt=create.attempt,
+        started_at=now,
+        generation=create.generation,
+        spec_hash=create.spec_hash,
+        retry_token=create.retry_token or None,
+    )
+
+
+def _rollout_from_workflow(workflow: WorkflowView, obs: Observed) -> RolloutStatus:
+    return RolloutStatus(
+        id=workflow.rollout_id or workflow.name,
+        revision=workflow.revision,
+        workflow=workflow.name,
+        attempt=workflow.attempt,
+        started_at=parse_time(workflow.started_at) or obs.now,
+        generation=workflow.generation,
+        spec_hash=workflow.spec_hash or None,
+        retry_token=workflow.retry_token or None,
+    )
+
+
+# --- applying the patch -------------------------------------------------------------------------
+
+
+def apply_patch(status: ProgressiveSyncStatus, patch: StatusPatch, now: datetime) -> ProgressiveSyncStatus:
+    """Set the watcher's fields of `status` from `patch` (a copy the caller may change).
+
+    Safe to re-apply to a fresher status after a conflict: it states end values, keeps the
+    steps' fields (stages, their clusters, finishedAt once set, an end phase they recorded) and
+    moves a condition's lastTransitionTime only when its status flips.
+    """
+    generation = patch.observed_generation
+    status.observed_generation = generation
+    if patch.start is not None:
+        start = patch.start
+        # The steps' own start (select) resets the stages for a new rollout id; same function here.
+        start_rollout(
+            status,
+            rollout_id=start.id,
+            stage_names=patch.stage_names,
+            now=start.started_at or now,
+            revision=start.revision,
+            generation=generation,
+        )
+        assert status.rollout is not None
+        status.rollout.workflow = start.workflow
+        status.rollout.attempt = start.attempt
+        status.rollout.generation = start.generation
+        status.rollout.spec_hash = start.spec_hash
+        status.rollout.retry_token = start.retry_token
+        if start.started_at is not None and status.rollout.started_at is None:
+            status.rollout.started_at = start.started_at
+        if patch.progress_total is not None and status.progress is None:
+            status.progress = f"0/{patch.progress_total}"
+    if patch.retry_token is not None and status.rollout is not None:
+        status.rollout.retry_token = patch.retry_token
+    if patch.finish_rollout and status.rollout is not None and status.rollout.finished_at is None:
+        status.rollout.finished_at = now
+    lifecycle_open = patch.force_lifecycle or status.phase not in TERMINAL_PHASES
+    if lifecycle_open:
+        if patch.phase is not None:
+            status.phase = patch.phase
+        if patch.message is not None:
+            status.message = patch.message
+        if patch.current_stage is not None:
+            status.current_stage = patch.current_stage
+        for condition in patch.lifecycle:
+            _set(status, condition, now, generation)
+    for condition in patch.conditions:
+        _set(status, condition, now, generation)
+    return status
+
+
+def live_workflows(workflows: Sequence[WorkflowView]) -> list[WorkflowView]:
+    """The Workflows that may still run steps (the watcher plans a new rollout only without them)."""
+    return [wf for wf in workflows if wf.is_live and not wf.deleting]
+
+
+def _set(status: ProgressiveSyncStatus, condition: ConditionPatch, now: datetime, generation: int) -> None:
+    set_condition(
+        status,
+        condition.type,
+        value=condition.status,
+        reason=condition.reason,
+        message=condition.message,
+        now=now,
+        generation=generation,
+    )

@@ -1,0 +1,148 @@
+"""`Settings`: the watcher's one typed configuration, built once from flags and environment.
+
+`progressive-sync watch` parses its flags (each also readable from a `PROGRESSIVE_SYNC_*`
+variable, a flag wins) into a `Settings` and passes it down explicitly: to the informers, the
+work queue, the reconcile policy, the Workflow builder and the Argo Server client. Nothing reads
+the environment or holds settings in module globals. The demo and tests build a `Settings`
+directly (`Settings(namespaces=("argocd",), engine=Engine.LOCAL, ...)`).
+
+Every timeout and retry is data here: tuples of backoffs bound the attempts, and
+`KubeSettings`/`InformerSettings`/`ReconcilePolicy` are derived from these fields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from pathlib import Path
+
+from orchestrator.kube.client import KubeSettings
+from orchestrator.kube.informer import InformerSettings
+from orchestrator.watcher.decide import ReconcilePolicy
+from workflow_templates.settings import WorkflowSettings
+
+ENV_PREFIX = "PROGRESSIVE_SYNC_"
+
+
+class Engine(StrEnum):
+    """Who runs the Workflows the watcher creates."""
+
+    ARGO = "argo"  # Argo Workflows' controller (production)
+    LOCAL = "local"  # the local executor, started by the watcher in the same process
+
+
+class LogFormat(StrEnum):
+    """How log lines look."""
+
+    JSON = "json"
+    TEXT = "text"
+
+
+class SettingsError(ValueError):
+    """The settings contradict each other; the message says which flags."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything `progressive-sync watch` is told; see `progressive-sync watch --help`."""
+
+    # Where ProgressiveSyncs (and their Workflows) are watched; empty: every namespace.
+    namespaces: tuple[str, ...] = ("argocd",)
+    # Where Applications, ApplicationSets and cluster Secrets live; None: each ProgressiveSync's own.
+    argocd_namespace: str | None = None
+    # Where Workflows are created. The steps read their ProgressiveSync from the Workflow's own
+    # namespace ({{workflow.namespace}}), so this may only name the one watched namespace.
+    workflow_namespace: str | None = None
+    kubeconfig: str | None = None
+    context: str | None = None
+    engine: Engine = Engine.ARGO
+    # Optional submission through the Argo Server REST API (engine argo only).
+    argo_server: str | None = None
+    argo_token: str | None = field(default=None, repr=False)
+    argo_verify_tls: bool = True
+    log_level: str = "INFO"
+    log_format: LogFormat = LogFormat.JSON
+    workers: int = 4
+    # Every object is reported again this often, so a missed event is healed.
+    resync_seconds: float = 300.0
+    # Each watch stream lasts this long before it is resumed (bounds a silent dead connection).
+    watch_timeout_seconds: int = 300
+    # Sleeps between failed list/watch attempts; their number bounds consecutive failures.
+    watch_backoffs: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 30.0, 30.0, 30.0)
+    # Sleeps before a failed reconcile runs again (the last one repeats: never give up).
+    reconcile_backoffs: tuple[float, ...] = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+    connect_timeout_seconds: float = 5.0
+    request_timeout_seconds: float = 30.0
+    request_backoffs: tuple[float, ...] = (0.2, 0.5, 1.0, 2.0, 4.0)
+    finalize_grace_seconds: float = 30.0
+    deletion_grace_seconds: float = 30.0
+    # How long start-up waits for the first lists before giving up.
+    sync_timeout_seconds: float = 120.0
+    # The Workflow's step image, service account, retries, ...
+    workflow: WorkflowSettings = field(default_factory=WorkflowSettings)
+
+    def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise SettingsError("--workers must be at least 1")
+        if self.resync_seconds <= 0 or self.watch_timeout_seconds < 1:
+            raise SettingsError("--resync-period and --watch-timeout must be positive")
+        if not self.watch_backoffs or not self.reconcile_backoffs:
+            raise SettingsError("backoff tuples must not be empty")
+        if self.argo_server and self.engine != Engine.ARGO:
+            raise SettingsError("--argo-server submits to Argo Workflows: it needs --engine argo")
+        if self.argo_server and not self.argo_server.startswith(("http://", "https://")):
+            raise SettingsError(f"--argo-server {self.argo_server!r} must be an http(s) URL")
+        if self.workflow_namespace is not None and self.namespaces != (self.workflow_namespace,):
+            raise SettingsError(
+                f"--workflow-namespace {self.workflow_namespace} must be the one watched namespace: "
+                "the steps read their ProgressiveSync from the Workflow's namespace (watch only that "
+                "namespace, or leave --workflow-namespace unset)"
+            )
+        if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+            raise SettingsError(f"--log-level {self.log_level!r}: use DEBUG, INFO, WARNING or ERROR")
+
+    # -- derived settings -----------------------------------------------------------------
+
+    @property
+    def kube(self) -> KubeSettings:
+        """Timeouts and retries of every API call."""
+        return KubeSettings(
+            connect_timeout=self.connect_timeout_seconds,
+            read_timeout=self.request_timeout_seconds,
+            retry_backoffs=self.request_backoffs,
+        )
+
+    @property
+    def informer(self) -> InformerSettings:
+        """How each list/watch loop runs."""
+        return InformerSettings(
+            watch_timeout_seconds=self.watch_timeout_seconds, backoffs=self.watch_backoffs
+        )
+
+    @property
+    def policy(self) -> ReconcilePolicy:
+        """The waiting times of the reconcile decision."""
+        return ReconcilePolicy(
+            finalize_grace_seconds=self.finalize_grace_seconds,
+            deletion_grace_seconds=self.deletion_grace_seconds,
+        )
+
+    def argocd_namespace_for(self, ps_namespace: str) -> str:
+        """Where the Applications of a ProgressiveSync in `ps_namespace` live."""
+        return self.argocd_namespace or ps_namespace
+
+    def with_changes(self, **changes: object) -> Settings:
+        """A copy with some fields changed (validated again)."""
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def read_token(token: str | None, token_file: Path | None) -> str | None:
+    """The Argo Server token: the value given, else the file's content (stripped), else None."""
+    if token:
+        return token.strip()
+    if token_file is not None:
+        try:
+            return token_file.read_text().strip() or None
+        except OSError as exc:
+            raise SettingsError(f"cannot read --argo-token-file {token_file}: {exc.strerror}") from exc
+    return None
