@@ -3,8 +3,10 @@
 Each parses its flags into `OpsSettings`, builds the adapter, calls one action of
 `orchestrator.ops.actions`, and prints the outcome (a sentence by default, `-o json|yaml` for
 scripts). Exit codes: 0 done (or already so); 1 the command could not act on that object (no such
-object, no rollout, nothing to approve, already finished, API errors) or `status --watch` saw the
-rollout fail; 2 bad usage, including a kubeconfig that cannot be loaded and an unknown stage.
+object, no rollout, nothing to approve, already finished, API errors); 2 bad usage, including a
+kubeconfig that cannot be loaded and an unknown stage. `status --watch` has its own codes, one per
+way a follow ends (`orchestrator.ops.decisions.WatchExit`): 0 Succeeded, 1 Failed, 3 Cancelled,
+4 not finished within `--timeout`, 5 nothing to follow (no such object, API errors); 2 usage.
 
 `status --watch` follows the rollout until it finishes: on a terminal it redraws one progress bar
 per stage, elsewhere it prints one plain line per change.
@@ -23,7 +25,6 @@ from typing import Any
 import click
 import yaml
 
-from orchestrator.api.models import RolloutPhase
 from orchestrator.core.clock import Clock, SystemClock
 from orchestrator.kube.client import Kube, KubeError
 from orchestrator.ops import actions as ops_actions
@@ -145,8 +146,8 @@ def _run_action(
 # --- status ------------------------------------------------------------------------------------
 
 
-def _exit_code_of(view: ops.RolloutView) -> int:
-    return 0 if view.phase == RolloutPhase.SUCCEEDED else 1
+class _FollowTimedOut(Exception):
+    """`status --watch` gave up at --timeout; the message says what to do."""
 
 
 @click.command("status")
@@ -158,17 +159,20 @@ def _exit_code_of(view: ops.RolloutView) -> int:
     type=click.FloatRange(min=0, min_open=True),
     default=DEFAULT_WATCH_TIMEOUT,
     show_default=True,
-    help="With --watch: give up (exit 1) after this many seconds.",
+    help="With --watch: give up (exit 4) after this many seconds.",
 )
 def status(*, name: str, settings: OpsSettings, watch: bool, timeout: float) -> None:
     """Show a ProgressiveSync's rollout: phase, stages, clusters, failures and durations.
 
-    With --watch it follows the rollout until it finishes and exits 0 when it Succeeded, 1 when it
-    Failed or was Cancelled; with -o json|yaml it then prints the final status once.
+    With --watch it follows the rollout until it finishes; with -o json|yaml it then prints the
+    final status once. Exit codes with --watch: 0 Succeeded, 1 Failed, 3 Cancelled, 4 not finished
+    within --timeout, 5 nothing to follow (no such object, API errors), 2 usage.
     """
     clock = SystemClock()
     kube = _connect(settings)
     target = ops_actions.Target(settings.namespace, name, settings.workflow_namespace)
+    # Under --watch a refusal must not look like a Failed rollout (1): scripts branch on the code.
+    unreadable = int(ops.WatchExit.UNREADABLE) if watch else 1
     try:
         if watch:
             view = _follow(kube, target, settings, clock, timeout)
@@ -176,15 +180,18 @@ def status(*, name: str, settings: OpsSettings, watch: bool, timeout: float) -> 
             view = ops_actions.read_view(kube, target)
             _print_view(view, settings.output, clock.now())
             return
+    except _FollowTimedOut as exc:
+        _fail(str(exc), int(ops.WatchExit.TIMEOUT))
+        return
     except ops.OpsRefused as exc:
-        _fail(exc.message, exc.exit_code)
+        _fail(exc.message, exc.exit_code if exc.exit_code == 2 else unreadable)
         return
     except KubeError as exc:
-        _fail(f"{target.display}: the API server refused or did not answer: {exc}")
+        _fail(f"{target.display}: the API server refused or did not answer: {exc}", unreadable)
         return
     finally:
         kube.close()
-    sys.exit(_exit_code_of(view))
+    sys.exit(int(ops.watch_exit_code(view)))
 
 
 def _print_view(view: ops.RolloutView, output: ops.OutputFormat, now: datetime) -> None:
@@ -206,7 +213,7 @@ def _follow(
     except ops_actions.FollowTimeout as exc:
         if not table:
             _print_view(exc.view, settings.output, clock.now())
-        raise ops.OpsRefused(
+        raise _FollowTimedOut(
             f"{exc}; it is {ops.phase_text(exc.view)}: run the command again, or raise --timeout"
         ) from exc
     if table:

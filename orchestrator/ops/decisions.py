@@ -21,7 +21,7 @@ import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from enum import StrEnum
+from enum import IntEnum, StrEnum
 from typing import Any
 
 import pydantic
@@ -55,6 +55,29 @@ class OutputFormat(StrEnum):
     TABLE = "table"
     JSON = "json"
     YAML = "yaml"
+
+
+class WatchExit(IntEnum):
+    """The exit codes of `progressive-sync status NAME --watch`, one per way a follow can end.
+
+    Scripts branch on them (docs: README, operator commands); 2 is click's usage error.
+    """
+
+    SUCCEEDED = 0
+    FAILED = 1
+    USAGE = 2
+    CANCELLED = 3
+    TIMEOUT = 4  # the rollout did not finish within --timeout
+    UNREADABLE = 5  # no such ProgressiveSync, no rollout, or the API server refused or did not answer
+
+
+def watch_exit_code(view: RolloutView) -> WatchExit:
+    """How `status --watch` exits for a rollout it followed to its end."""
+    if view.phase == RolloutPhase.SUCCEEDED:
+        return WatchExit.SUCCEEDED
+    if view.phase == RolloutPhase.CANCELLED:
+        return WatchExit.CANCELLED
+    return WatchExit.FAILED
 
 
 class OpsRefused(Exception):

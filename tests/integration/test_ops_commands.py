@@ -195,7 +195,11 @@ class Follower:
 
 @pytest.mark.parametrize(
     ("end_phase", "exit_code"),
-    [pytest.param("Succeeded", 0, id="succeeded-exits-0"), pytest.param("Failed", 1, id="failed-exits-1")],
+    [
+        pytest.param("Succeeded", 0, id="succeeded-exits-0"),
+        pytest.param("Failed", 1, id="failed-exits-1"),
+        pytest.param("Cancelled", 3, id="cancelled-exits-3"),
+    ],
 )
 def test_status_watch_follows_until_finished(
     control_plane: devcluster.DevCluster, kube: Kube, namespace: str, end_phase: str, exit_code: int
@@ -214,10 +218,12 @@ def test_status_watch_follows_until_finished(
                 "one per region",
                 phase=end_phase,
                 targets=("us-1", "ap-1"),
-                completed=("us-1",) if end_phase == "Failed" else ("us-1", "ap-1"),
+                completed=("us-1", "ap-1") if end_phase == "Succeeded" else ("us-1",),
                 failed=(("ap-1", "Degraded after the sync"),) if end_phase == "Failed" else (),
             ),
-            make_stage_status("everything else", phase="Cancelled" if end_phase == "Failed" else "Succeeded"),
+            make_stage_status(
+                "everything else", phase="Succeeded" if end_phase == "Succeeded" else "Cancelled"
+            ),
         ]
         kube.patch(
             PROGRESSIVE_SYNCS,
@@ -254,7 +260,7 @@ def test_status_watch_gives_up_at_the_timeout(
         code, stderr = follower.finish()
     finally:
         follower.process.kill()
-    assert code == 1
+    assert code == 4
     assert f"ProgressiveSync {namespace}/{PS_NAME} did not finish within 1s" in stderr
     assert "raise --timeout" in stderr
 

@@ -106,6 +106,24 @@ def test_settled_waits_for_the_workflow_to_end(workflow_phase: str | None, settl
 
 
 @pytest.mark.parametrize(
+    ("phase", "code"),
+    [
+        pytest.param("Succeeded", 0, id="succeeded-0"),
+        pytest.param("Failed", 1, id="failed-1"),
+        pytest.param("Cancelled", 3, id="cancelled-3"),
+    ],
+)
+def test_watch_exit_codes_tell_the_ends_apart(phase: str, code: int) -> None:
+    assert ops.watch_exit_code(ops.rollout_view(ps(phase=phase))) == code
+
+
+def test_watch_exit_codes_are_distinct() -> None:
+    codes = [member.value for member in ops.WatchExit]
+    assert len(codes) == len(set(codes))
+    assert ops.WatchExit.USAGE == 2  # click's own usage code
+
+
+@pytest.mark.parametrize(
     ("seconds", "text"),
     [
         pytest.param(None, "-", id="unknown"),
