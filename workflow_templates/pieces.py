@@ -51,7 +51,8 @@ STEPS_WORKFLOW_TEMPLATE = "progressive-sync-steps"
 CLUSTER_WORKFLOW_TEMPLATE = "progressive-sync-cluster"
 
 # Retried: a temporary error (exit 75, docs/CONTRACTS.md), or a node Argo marks Error (its pod was
-# lost). `lastRetry.exitCode` is "0" when a node has none, so asInt never fails.
+# lost). `lastRetry.exitCode` is "-1" when a node has none (Argo v3.7 buildRetryStrategyLocalScope),
+# so asInt never fails.
 RETRY_EXPRESSION = 'lastRetry.status == "Error" || asInt(lastRetry.exitCode) == 75'
 
 TARGETS_OUTPUT = "targets"
@@ -83,7 +84,7 @@ def step_env(settings: WorkflowSettings) -> list[Env]:
 
 
 def retry_strategy(settings: WorkflowSettings) -> RetryStrategy:
-    """Retry temporary errors only; a failed cluster (exit 1) fails at once."""
+    """Retry temporary errors only (exit 75, a lost pod); a failure (exit 1) is final."""
     return RetryStrategy(
         limit=settings.retry_limit,
         retry_policy="Always",
@@ -91,7 +92,7 @@ def retry_strategy(settings: WorkflowSettings) -> RetryStrategy:
         backoff=Backoff(
             duration=settings.retry_backoff,
             factor=settings.retry_factor,
-            max_duration=settings.retry_max_backoff,
+            cap=settings.retry_backoff_cap,
         ),
     )
 

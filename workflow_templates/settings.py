@@ -33,9 +33,14 @@ class WorkflowSettings:
     """How the rollout Workflow runs its steps, and the budgets its deadline is derived from.
 
     Retries: a step exiting 75 (temporary error, docs/CONTRACTS.md) or a node in phase Error (the
-    pod was lost: evicted, node gone) is retried up to `retry_limit` times with exponential backoff
-    `retry_backoff` * `retry_factor`^n capped at `retry_max_backoff`. Exit 1 (a cluster or stage
-    failed) is never retried.
+    pod was lost: evicted, node gone) is retried up to `retry_limit` times, however long each
+    attempt ran, with the wait before attempt n+1 `retry_backoff` * `retry_factor`^(n-1) capped at
+    `retry_backoff_cap` (Argo's `backoff.cap`: a cap on one wait). Nothing caps the whole window:
+    Argo's `backoff.maxDuration` would count from the first attempt's start and also kill a
+    retried attempt at that time (it becomes the pod's ARGO_DEADLINE), which a step that waits
+    for minutes cannot live with. Exit 1 (a cluster or stage failed) is never retried, but Argo
+    still waits out the current backoff before it says so (it checks the backoff before the
+    retry expression), so a failure is reported `retry_backoff` late.
 
     Deadline (`activeDeadlineSeconds`, see `builder.active_deadline_seconds`): per stage,
     `step_budget_seconds` for each of select and record, per wave of `maxParallel` clusters
@@ -57,7 +62,7 @@ class WorkflowSettings:
     retry_limit: int = 4
     retry_backoff: str = "5s"
     retry_factor: int = 2
-    retry_max_backoff: str = "1m"
+    retry_backoff_cap: str = "1m"
     step_budget_seconds: int = 300
     approval_window_seconds: int = 7 * 24 * 3600
     deadline_factor: float = 1.5

@@ -13,8 +13,9 @@ answers anything else with the Workflow in phase Error and a message naming the 
 - templates: `dag` (tasks with `dependencies`, `arguments.parameters`, `withParam`,
   `continueOn`; `failFast`), `container` (command + args + env; output parameters from
   `valueFrom.path`), `suspend` (with or without `duration`); template `parallelism`, `failFast`,
-  `retryStrategy` (`limit`, `retryPolicy`, `backoff`, an `expression` over
-  `lastRetry.exitCode`/`lastRetry.status` joined by `||`/`&&`), the display-name annotation;
+  `retryStrategy` (`limit`, `retryPolicy` Always/OnFailure/OnError, `backoff` with `duration`,
+  `factor` and `cap`, an `expression` over `lastRetry.exitCode`/`lastRetry.status` joined by
+  `||`/`&&`; decided in the order of Argo's `processNodeRetries`), the display-name annotation;
 - the Workflow: `entrypoint`, `arguments.parameters`, `onExit` (sees `{{workflow.status}}`),
   `activeDeadlineSeconds`, `synchronization.mutexes` (the executor holds the locks),
   `shutdown: Stop` (running nodes fail, the exit handler runs) and `Terminate` (it does not),
@@ -300,6 +301,7 @@ _SUPPORTED_CONTAINER = {
 }
 _SUPPORTED_TASK = {"name", "template", "arguments", "dependencies", "withParam", "continueOn"}
 _SUPPORTED_RETRY = {"limit", "retryPolicy", "expression", "backoff"}
+_SUPPORTED_BACKOFF = {"duration", "factor", "cap"}
 
 
 def _only(kind: str, obj: Mapping[str, Any], allowed: set[str]) -> None:
@@ -319,6 +321,28 @@ def _check_parameters(kind: str, holder: Mapping[str, Any] | None, *, outputs: b
                 raise UnsupportedFeature(f"{kind}.parameters.valueFrom other than path")
         elif "valueFrom" in param:
             raise UnsupportedFeature(f"{kind}.parameters.valueFrom")
+
+
+def _check_retry_strategy(kind: str, retry: Mapping[str, Any]) -> None:
+    _only(kind, retry, _SUPPORTED_RETRY)
+    if "limit" not in retry:
+        raise UnsupportedFeature(f"{kind} without limit (Argo then retries for ever)")
+    if retry.get("expression"):
+        check_retry_expression(str(retry["expression"]))
+    if (retry.get("retryPolicy") or "OnFailure") not in ("Always", "OnFailure", "OnError"):
+        raise UnsupportedFeature(f"{kind}.retryPolicy {retry['retryPolicy']}")
+    backoff = retry.get("backoff")
+    if backoff is not None:
+        if "maxDuration" in backoff:
+            # Argo counts it from the first attempt's start, fails the node once it passed, and
+            # kills every retried attempt at that time (the pod's ARGO_DEADLINE): not a cap per wait.
+            raise UnsupportedFeature(f"{kind}.backoff.maxDuration (use backoff.cap to cap one wait)")
+        _only(f"{kind}.backoff", backoff, _SUPPORTED_BACKOFF)
+        if not backoff.get("duration"):
+            raise UnsupportedFeature(f"{kind}.backoff without duration (Argo refuses it)")
+        parse_duration(backoff["duration"])
+        if backoff.get("cap"):
+            parse_duration(backoff["cap"])
 
 
 def check_supported(workflow: Mapping[str, Any]) -> None:
@@ -361,16 +385,7 @@ def check_supported(workflow: Mapping[str, Any]) -> None:
             if duration is not None and "{{" not in str(duration):
                 parse_duration(duration)
         if retry := template.get("retryStrategy"):
-            _only(f"{kind}.retryStrategy", retry, _SUPPORTED_RETRY)
-            if retry.get("expression"):
-                check_retry_expression(str(retry["expression"]))
-            if retry.get("retryPolicy", "OnFailure") not in (
-                "Always",
-                "OnFailure",
-                "OnError",
-                "OnTransientError",
-            ):
-                raise UnsupportedFeature(f"{kind}.retryStrategy.retryPolicy {retry['retryPolicy']}")
+            _check_retry_strategy(f"{kind}.retryStrategy", retry)
         parallelism = template.get("parallelism")
         if parallelism is not None and not isinstance(parallelism, int):
             raise UnsupportedFeature(f"{kind}.parallelism as a string")
@@ -761,23 +776,17 @@ class _Pass:
                 display_name=str(last["displayName"]),
             )
         if last is not None and self.phase_of(last) in FULFILLED:
-            phase = NodePhase(last["phase"])
-            if phase in (NodePhase.SUCCEEDED, NodePhase.SKIPPED):
-                node["outputs"] = copy.deepcopy(last.get("outputs"))
-                self.finish(node, NodePhase.SUCCEEDED)
-                return node
-            limit = int(substitute(str(strategy.get("limit", 0)), self.scope(inputs)))
-            if len(attempts) > limit or not self.should_retry(strategy, last):
-                node["outputs"] = copy.deepcopy(last.get("outputs"))
-                suffix = "" if len(attempts) > limit or limit == 0 else " (not a retryable failure)"
-                self.finish(node, phase, f"{last.get('message', phase.value)}{suffix}")
-                return node
-            backoff = self.backoff_seconds(strategy, failures=len(attempts))
-            not_before = (parse_time(last.get("finishedAt")) or self.now) + timedelta(seconds=backoff)
-            if self.now < not_before:
+            verdict = self.retry_verdict(strategy, attempts, inputs)
+            if isinstance(verdict, datetime):
                 # The same text on every pass: a countdown would rewrite the status every second.
-                node["message"] = f"Backoff for {math.ceil(backoff)} seconds"
-                self.wake(not_before)
+                wait = self.backoff_seconds(strategy, attempts=len(attempts))
+                node["message"] = f"Backoff for {math.ceil(wait)} seconds"
+                self.wake(verdict)
+                return node
+            if verdict is not None:
+                phase, message = verdict
+                node["outputs"] = copy.deepcopy(last.get("outputs"))
+                self.finish(node, phase, message)
                 return node
         if last is None or self.phase_of(last) in FULFILLED:
             if last is not None and not self.can_start(boundary_id, limits=False):
@@ -794,32 +803,50 @@ class _Pass:
             self.add_child(node, str(attempt["id"]))
         return node
 
-    @staticmethod
-    def should_retry(strategy: Mapping[str, Any], last: Mapping[str, Any]) -> bool:
-        phase = str(last["phase"])
-        policy = strategy.get("retryPolicy", "OnFailure")
-        allowed = {
-            "Always": {"Failed", "Error"},
-            "OnFailure": {"Failed"},
-            "OnError": {"Error"},
-            "OnTransientError": {"Error"},
-        }[policy]
-        if phase not in allowed:
-            return False
+    def retry_verdict(
+        self, strategy: Mapping[str, Any], attempts: list[dict[str, Any]], inputs: Mapping[str, str]
+    ) -> tuple[NodePhase, str] | datetime | None:
+        """After a finished attempt: the Retry node's end (phase, message), a time to wait until, or
+        None to start the next attempt now.
+
+        The order is Argo's (v3.7 `processNodeRetries`), and it matters: the backoff is waited out
+        before the retry policy, the limit and the expression are looked at, so even a failure that
+        will not be retried waits its backoff first; the last allowed attempt waits for nothing.
+        """
+        last = attempts[-1]
+        phase = NodePhase(last["phase"])
+        if phase in (NodePhase.SUCCEEDED, NodePhase.SKIPPED):
+            return NodePhase.SUCCEEDED, ""
+        limit = int(substitute(str(strategy["limit"]), self.scope(inputs)))
+        if strategy.get("backoff"):
+            wait = self.backoff_seconds(strategy, attempts=len(attempts))
+            not_before = (parse_time(last.get("finishedAt")) or self.now) + timedelta(seconds=wait)
+            if self.now < not_before and len(attempts) <= limit:
+                return not_before
+        policy = strategy.get("retryPolicy") or "OnFailure"
+        retried = {"Always": {"Failed", "Error"}, "OnFailure": {"Failed"}, "OnError": {"Error"}}[policy]
+        if phase.value not in retried:
+            return phase, str(last.get("message", phase.value))
+        if len(attempts) > limit:
+            return phase, "No more retries left"
         expression = strategy.get("expression")
-        if not expression:
-            return True
-        exit_code = int((last.get("outputs") or {}).get("exitCode") or 0)
-        return retry_expression_holds(str(expression), exit_code=exit_code, status=phase)
+        if expression:
+            # Argo's `lastRetry.exitCode` is "-1" when the attempt has no exit code (a lost pod).
+            exit_code = int((last.get("outputs") or {}).get("exitCode") or -1)
+            if not retry_expression_holds(str(expression), exit_code=exit_code, status=phase.value):
+                return phase, "retryStrategy.expression evaluated to false"
+        return None
 
     @staticmethod
-    def backoff_seconds(strategy: Mapping[str, Any], *, failures: int) -> float:
+    def backoff_seconds(strategy: Mapping[str, Any], *, attempts: int) -> float:
+        """The wait after the `attempts`-th attempt: duration * factor^(attempts-1), at most `cap`."""
         backoff = strategy.get("backoff") or {}
-        if not backoff.get("duration"):
-            return 0.0
-        seconds = parse_duration(backoff["duration"]) * float(backoff.get("factor", 1) or 1) ** (failures - 1)
-        if backoff.get("maxDuration"):
-            seconds = min(seconds, parse_duration(backoff["maxDuration"]))
+        seconds = parse_duration(backoff["duration"])
+        factor = int(backoff.get("factor") or 0)
+        if factor > 0:
+            seconds *= factor ** (attempts - 1)
+        if backoff.get("cap"):
+            seconds = min(seconds, parse_duration(backoff["cap"]))
         return seconds
 
     # -- DAGs --------------------------------------------------------------------------------

@@ -113,7 +113,7 @@ class RolloutRig:
         plan = self.plan()
         assert not plan.errors, plan.errors
         settings = WorkflowSettings(
-            argocd_namespace=self.namespace, retry_backoff="1s", retry_max_backoff="2s"
+            argocd_namespace=self.namespace, retry_backoff="1s", retry_backoff_cap="2s"
         )
         workflow = build_workflow(
             self.ps,

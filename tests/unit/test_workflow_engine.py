@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from orchestrator.api.models import ProgressiveSync
+from orchestrator.core.clock import parse_time
 from orchestrator.engine.operator import (
     PodLaunch,
     PodResult,
@@ -31,7 +32,7 @@ from tests.support.fleet_builders import make_stage
 from workflow_templates.builder import StageSize, build_workflow
 from workflow_templates.settings import WorkflowSettings
 
-SETTINGS = WorkflowSettings(retry_limit=2, retry_backoff="10s", retry_factor=2, retry_max_backoff="15s")
+SETTINGS = WorkflowSettings(retry_limit=2, retry_backoff="10s", retry_factor=2, retry_backoff_cap="15s")
 
 
 def rollout(
@@ -154,9 +155,7 @@ def test_failing_cluster_fails_its_stage_and_no_later_stage_starts() -> None:
     calls: list[tuple[str, ...]] = []
     drive = Drive(rollout(*THREE_STAGES)).step(fleet_step(TARGETS, fail={"c3": 1}, calls=calls), ticks=2)
     assert drive.status["phase"] == "Failed"
-    assert "c3" in drive.status["message"] and "exit code 1" in drive.status["message"]
-    synced = [c[2] for c in calls if c[0] == "sync"]
-    assert "c5" not in synced  # failFast: no new cluster after the failure (parallelism 2: c2, c3, then c4)
+    assert "c3" in drive.status["message"] and "expression evaluated to false" in drive.status["message"]
     assert not any(c[1] == "rest" for c in calls if len(c) > 1 and c[0] != "finalize")
     assert ("record", "wave one") not in calls
     assert calls[-1] == ("finalize", "Failed")
@@ -211,6 +210,61 @@ def test_retries_stop_at_the_limit() -> None:
     assert select["phase"] == "Failed"
 
 
+def retried_select(exit_codes: list[int], *, ticks: int = 1, error: str = "") -> tuple[Drive, dict[str, Any]]:
+    """Run a one-stage rollout whose select exits with `exit_codes` in turn; (drive, select's Retry node)."""
+
+    def run(launch: PodLaunch) -> PodResult:
+        if argv_step(launch) == "select":
+            code = exit_codes.pop(0)
+            outputs = {"targets": "[]"} if code == 0 else {}
+            return PodResult(code, outputs=outputs, error=error if code else "")
+        return PodResult(0)
+
+    drive = Drive(rollout(make_stage("s"))).step(run, ticks=ticks)
+    return drive, drive.nodes(name="svc-r1.s.select")[0]
+
+
+def waits(drive: Drive, retry: dict[str, Any]) -> list[float]:
+    """Seconds between one attempt's end and the next one's start (or the Retry node's end)."""
+    times = [(parse_time(n["startedAt"]), parse_time(n["finishedAt"])) for n in attempts(drive, retry)]
+    ends = [start for start, _ in times[1:]] + [parse_time(retry["finishedAt"])]
+    return [(begin - end).total_seconds() for (_, end), begin in zip(times, ends, strict=True)]
+
+
+def within_a_pass(got: list[float], expected: list[float]) -> bool:
+    """The drive's clock moves in one-second passes: a wait ends at most one pass late."""
+    return len(got) == len(expected) and all(e <= g <= e + 1 for g, e in zip(got, expected, strict=True))
+
+
+@pytest.mark.parametrize(
+    ("ticks", "label"),
+    [
+        pytest.param(1, "at once", id="exits-75-at-once"),
+        pytest.param(120, "after two minutes", id="runs-two-minutes-then-exits-75"),
+    ],
+)
+def test_exit_75_is_retried_up_to_the_limit_however_long_each_attempt_ran(ticks: int, label: str) -> None:
+    drive, select = retried_select([75, 75, 75], ticks=ticks)
+    assert len(attempts(drive, select)) == 3, label  # limit 2: three attempts
+    assert (select["phase"], select["message"]) == ("Failed", "No more retries left")
+    # Each wait is duration * factor^n, capped at backoff.cap (10s, then 20s capped at 15s); the
+    # last attempt waits for nothing.
+    assert within_a_pass(waits(drive, select), [10, 15, 0])
+
+
+def test_a_final_failure_waits_out_the_backoff_first() -> None:
+    drive, select = retried_select([1])
+    assert (select["phase"], select["message"]) == ("Failed", "retryStrategy.expression evaluated to false")
+    assert within_a_pass(waits(drive, select), [10])  # Argo checks the backoff before the expression
+
+
+def test_a_lost_attempt_without_exit_code_is_retried() -> None:
+    drive, select = retried_select([137, 0], error="pod deleted")
+    first = attempts(drive, select)[0]
+    assert first["phase"] == "Error"
+    assert select["phase"] == "Succeeded" and len(attempts(drive, select)) == 2
+
+
 @pytest.mark.parametrize(
     ("expression", "exit_code", "status", "expected"),
     [
@@ -223,6 +277,7 @@ def test_retries_stop_at_the_limit() -> None:
         pytest.param(
             'lastRetry.status == "Error" || asInt(lastRetry.exitCode) == 75', 0, "Error", True, id="error"
         ),
+        pytest.param("asInt(lastRetry.exitCode) == -1", -1, "Error", True, id="no-exit-code"),
         pytest.param(
             "asInt(lastRetry.exitCode) > 1 && asInt(lastRetry.exitCode) != 75", 3, "Failed", True, id="and"
         ),
@@ -362,7 +417,8 @@ def test_missing_output_file_is_an_error() -> None:
 
     drive = Drive(rollout(make_stage("s"))).step(run)
     assert drive.status["phase"] == "Error"
-    assert "targets" in drive.status["message"]
+    missing = drive.nodes(type="Pod", templateName="select")
+    assert missing and all("targets" in node["message"] for node in missing)
 
 
 def test_compressed_nodes_are_read() -> None:
@@ -405,6 +461,16 @@ def _template(workflow: dict[str, Any], name: str) -> dict[str, Any]:
             lambda w: _template(w, "sync")["retryStrategy"].update(expression="lastRetry.duration > 1"),
             "retryStrategy.expression",
             id="retry-expression",
+        ),
+        pytest.param(
+            lambda w: _template(w, "sync")["retryStrategy"]["backoff"].update(maxDuration="1m"),
+            "backoff.maxDuration",
+            id="max-duration",
+        ),
+        pytest.param(
+            lambda w: _template(w, "sync")["retryStrategy"].pop("limit"),
+            "without limit",
+            id="unlimited-retries",
         ),
     ],
 )
