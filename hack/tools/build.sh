@@ -1,57 +1,485 @@
 #!/usr/bin/env bash
-# Builds the real Kubernetes tools the tests and the demo need (etcd, kube-apiserver, kubectl, helm)
-# from Go modules into a cache keyed by version, and prints the folder that holds them.
+# Builds every real component the dev stack and the tests run, from Go modules and npm packages only,
+# into a cache keyed by version, and prints the folder that holds all of them.
 #
-#   hack/tools/build.sh            build what the cache lacks, print the assets folder
-#   hack/tools/build.sh --print    print the assets folder without building
+#   hack/tools/build.sh              build what the cache lacks (every group), print the tools folder
+#   hack/tools/build.sh GROUP...     only these groups (the folder then holds only what is built)
+#   hack/tools/build.sh --print      print the tools folder without building
 #
-# When KUBEBUILDER_ASSETS names a folder that already holds etcd, kube-apiserver and kubectl,
-# nothing is built and that folder is printed (the envtest convention).
+# Groups (a cold build of all of them: see README, Prerequisites):
+#   core    etcd, kube-apiserver, kubectl (the control plane), helm
+#   node    kubelet, kube-scheduler, kube-controller-manager (the real node)
+# Not built yet (the code below is being finished; the group names are refused until then):
+#   argo    Argo Workflows: workflow-controller, argoexec, the argo CLI with the Argo UI built from
+#           the module's ui/ sources and embedded (it is also `argo server`), Argo's own CRDs
+#   argocd  Argo CD: one binary `argocd` answering as application-controller, applicationset-
+#           controller and repo-server (symlinks), the git/gpg wrapper scripts the repo-server runs,
+#           Argo CD's own CRDs
+#
+# The printed folder (also the cache's `current` symlink) holds every binary, the wrapper scripts and
+# crds/argo-workflows/ and crds/argocd/; `make` passes it to the tests as PROGRESSIVE_SYNC_TOOLS_DIR
+# (and KUBEBUILDER_ASSETS). Each component lives in its own versioned folder of the cache and the
+# printed folder links to them, so a version bump rebuilds only that component.
+#
+# Environment:
+#   KUBEBUILDER_ASSETS             a folder with etcd, kube-apiserver and kubectl: used for those
+#                                  three instead of building them (the envtest convention)
+#   PROGRESSIVE_SYNC_TOOLS_CACHE   the cache (default ~/.cache/progressive-sync/tools)
+#   PROGRESSIVE_SYNC_VENDOR_DIR    a folder holding the argo-ui archive (see /work/shared/vendor's
+#                                  README): the UI build then takes argo-ui from yarn's offline mirror
+#                                  instead of GitHub, for machines that reach only the registries
+#
+# Concurrent callers are safe: building happens under a lock (flock on the cache's .lock), a second
+# caller waits; every result is written under a .partial name and renamed into place, so a failed or
+# killed build leaves nothing half-made where a reader looks. Scratch space is the cache's work/.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+
 K8S_VERSION=v1.35.4
 ETCD_VERSION=v3.6.16
 HELM_VERSION=v3.22.0
+ARGO_VERSION=v3.7.18
+# The commit of the v3.7.18 tag (the Go module proxy's .info says so): with it `argo version` and the
+# UI say v3.7.18, as a release build does.
+ARGO_COMMIT=66e32e5cc367f223e2ecf4fbe852b95eaed83034
+ARGOCD_VERSION=v3.6.1
+ARGOCD_GO=go1.27.0
+YARN_VERSION=1.22.22
+ALL_GROUPS=(core node)
+
+argo_module=github.com/argoproj/argo-workflows/v3
+argocd_module=github.com/argoproj/argo-cd/v3
+
 cache="${PROGRESSIVE_SYNC_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/progressive-sync/tools}"
-assets="$cache/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-helm-$HELM_VERSION"
+core_dir="$cache/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-helm-$HELM_VERSION"
+node_dir="$cache/node-k8s-$K8S_VERSION"
+argo_dir="$cache/argo-workflows-$ARGO_VERSION"
+ui_dir="$cache/argo-ui-$ARGO_VERSION"
+argocd_dir="$cache/argocd-$ARGOCD_VERSION"
+work="$cache/work"
 
-has_core_tools() { [[ -x "$1/etcd" && -x "$1/kube-apiserver" && -x "$1/kubectl" ]]; }
-
-if [[ -n "${KUBEBUILDER_ASSETS:-}" ]] && has_core_tools "$KUBEBUILDER_ASSETS"; then
-  echo "$KUBEBUILDER_ASSETS"
-  exit 0
-fi
-if [[ "${1:-}" == "--print" ]]; then
-  echo "$assets"
-  exit 0
-fi
+CORE_BINARIES=(etcd kube-apiserver kubectl)
+NODE_BINARIES=(kubelet kube-scheduler kube-controller-manager)
+ARGO_BINARIES=(workflow-controller argoexec argo)
+ARGOCD_COMPONENTS=(argocd-application-controller argocd-applicationset-controller argocd-repo-server)
+ARGOCD_WRAPPERS=(git-verify-wrapper.sh gpg-wrapper.sh)
 
 log() { echo "[tools] $*" >&2; }
-
-# build MODULE_DIR OUTPUT PACKAGE [LDFLAGS]: go build one command unless the cache has it.
-build() {
-  local module_dir="$1" output="$2" package="$3" ldflags="${4:-}"
-  if [[ -x "$assets/$output" ]]; then
-    return 0
-  fi
-  log "building $output from $package (first run on a machine takes minutes)"
-  local started=$SECONDS
-  (cd "$here/$module_dir" && GOFLAGS=-buildvcs=false CGO_ENABLED=0 \
-    go build -trimpath -ldflags "-s -w $ldflags" -o "$assets/$output.partial" "$package")
-  mv "$assets/$output.partial" "$assets/$output"
-  log "built $output in $((SECONDS - started))s"
+die() {
+  log "error: $*"
+  exit 1
 }
 
-mkdir -p "$assets"
-k8s_minor="${K8S_VERSION#v1.}"; k8s_minor="${k8s_minor%%.*}"
-k8s_ldflags="-X k8s.io/component-base/version.gitVersion=$K8S_VERSION"
-k8s_ldflags+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$k8s_minor"
-k8s_ldflags+=" -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION"
-k8s_ldflags+=" -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$k8s_minor"
+# --- where the control plane's three binaries come from ------------------------------------------
 
-build etcd etcd go.etcd.io/etcd/server/v3
-build kubernetes kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$k8s_ldflags"
-build kubernetes kubectl k8s.io/kubernetes/cmd/kubectl "$k8s_ldflags"
-build helm helm helm.sh/helm/v3/cmd/helm "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
-echo "$assets"
+mkdir -p "$cache"
+cache_real="$(cd "$cache" && pwd -P)"
+core_source="$core_dir" # the folder etcd, kube-apiserver and kubectl are linked from
+if [[ -n "${KUBEBUILDER_ASSETS:-}" && -d "$KUBEBUILDER_ASSETS" ]]; then
+  assets_real="$(cd "$KUBEBUILDER_ASSETS" && pwd -P)"
+  # A folder of this cache (e.g. what an earlier run printed) is not an outside source.
+  if [[ "$assets_real" != "$cache_real"/* ]] \
+    && [[ -x "$assets_real/etcd" && -x "$assets_real/kube-apiserver" && -x "$assets_real/kubectl" ]]; then
+    core_source="$assets_real"
+  fi
+fi
+
+# The printed folder: named by everything it links to, so each combination of versions (and an
+# outside KUBEBUILDER_ASSETS) gets its own and concurrent checkouts never fight over one.
+toolset_key="$(printf '%s\n' "$core_source" "$core_dir" "$node_dir" "$argo_dir" "$argocd_dir" \
+  | sha256sum | cut -c1-12)"
+toolset="$cache/toolset-$toolset_key"
+
+if [[ "${1:-}" == "--print" ]]; then
+  echo "$toolset"
+  exit 0
+fi
+
+groups=("$@")
+if [[ ${#groups[@]} -eq 0 ]]; then
+  groups=("${ALL_GROUPS[@]}")
+fi
+for group in "${groups[@]}"; do
+  [[ " ${ALL_GROUPS[*]} " == *" $group "* ]] || die "unknown group '$group' (known: ${ALL_GROUPS[*]})"
+done
+wants() { [[ " ${groups[*]} " == *" $1 "* ]]; }
+
+# --- what is complete --------------------------------------------------------------------------
+
+# has DIR ENTRY...: every entry exists in DIR (each was renamed into place whole).
+has() {
+  local dir="$1" entry
+  shift
+  for entry in "$@"; do
+    [[ -e "$dir/$entry" ]] || return 1
+  done
+}
+
+core_done() {
+  has "$core_dir" helm || return 1
+  [[ "$core_source" != "$core_dir" ]] || has "$core_dir" "${CORE_BINARIES[@]}"
+}
+node_done() { has "$node_dir" "${NODE_BINARIES[@]}"; }
+argo_done() { has "$argo_dir" "${ARGO_BINARIES[@]}" crds; }
+ui_done() { has "$ui_dir" app/index.html; }
+argocd_done() { has "$argocd_dir" argocd "${ARGOCD_COMPONENTS[@]}" "${ARGOCD_WRAPPERS[@]}" crds; }
+
+# The links of the printed folder: "name target" lines, target relative to the folder.
+toolset_links() {
+  local name
+  if wants core; then
+    for name in "${CORE_BINARIES[@]}"; do
+      if [[ "$core_source" == "$core_dir" ]]; then
+        echo "$name ../${core_dir##*/}/$name"
+      else
+        echo "$name $core_source/$name"
+      fi
+    done
+    echo "helm ../${core_dir##*/}/helm"
+  fi
+  if wants node; then
+    for name in "${NODE_BINARIES[@]}"; do echo "$name ../${node_dir##*/}/$name"; done
+  fi
+  if wants argo; then
+    for name in "${ARGO_BINARIES[@]}"; do echo "$name ../${argo_dir##*/}/$name"; done
+    echo "crds/argo-workflows ../../${argo_dir##*/}/crds"
+  fi
+  if wants argocd; then
+    for name in argocd "${ARGOCD_COMPONENTS[@]}" "${ARGOCD_WRAPPERS[@]}"; do
+      echo "$name ../${argocd_dir##*/}/$name"
+    done
+    echo "crds/argocd ../../${argocd_dir##*/}/crds"
+  fi
+}
+
+toolset_done() {
+  local name target
+  while read -r name target; do
+    [[ "$(readlink "$toolset/$name" 2>/dev/null)" == "$target" && -e "$toolset/$name" ]] || return 1
+  done < <(toolset_links)
+}
+
+all_done() {
+  local group
+  for group in "${groups[@]}"; do
+    "${group}_done" || return 1
+  done
+  toolset_done
+}
+
+# Fast path (no lock): everything already in place. Readers never see partial results, so this is safe.
+if all_done; then
+  echo "$toolset"
+  exit 0
+fi
+
+exec 9>"$cache/.lock"
+if ! flock -n 9; then
+  log "another build holds $cache/.lock; waiting for it"
+  flock 9
+fi
+
+started=$SECONDS
+timings=()
+# timed NAME COMMAND...: run it, log and remember how long it took.
+timed() {
+  local name="$1" t0=$SECONDS
+  shift
+  "$@"
+  timings+=("$name $((SECONDS - t0))s")
+  log "built $name in $((SECONDS - t0))s"
+}
+
+# A build killed half-way leaves .partial names and scratch space; nobody else builds now (we hold
+# the lock), so remove them (only in the folders this script writes).
+rm -rf "$work"
+for dir in "$core_dir" "$node_dir" "$argo_dir" "$ui_dir" "$argocd_dir" "$toolset" "$toolset/crds" "$cache"; do
+  if [[ -d "$dir" ]]; then
+    find "$dir" -mindepth 1 -maxdepth 1 -name '*.partial' -exec rm -rf {} +
+  fi
+done
+mkdir -p "$work"
+
+# install SRC DEST: move a finished file or folder into place in one rename.
+install_result() {
+  local src="$1" dest="$2"
+  mkdir -p "$(dirname "$dest")"
+  rm -rf "$dest.partial"
+  mv "$src" "$dest.partial"
+  mv -T "$dest.partial" "$dest"
+}
+
+go_build() { GOFLAGS=-buildvcs=false CGO_ENABLED=0 go build -trimpath "$@"; }
+
+# --- background jobs: the UI build and module downloads run while Go compiles -------------------
+
+background_pids=()
+stop_background() {
+  local pid
+  for pid in "${background_pids[@]}"; do
+    kill -TERM -- "-$pid" 2>/dev/null || true
+  done
+}
+trap stop_background EXIT
+
+# start NAME COMMAND...: run a function in the background in its own process group (so that a
+# failure here can stop all of it); output in $work/NAME.log, its duration in $work/NAME.seconds.
+start() {
+  local name="$1"
+  shift
+  set -m
+  (
+    t0=$SECONDS
+    "$@"
+    echo "$((SECONDS - t0))" >"$work/$name.seconds"
+  ) >"$work/$name.log" 2>&1 &
+  set +m
+  background_pids+=($!)
+  printf -v "${name//-/_}_pid" %s "$!"
+}
+
+# finish NAME: wait for a background job (once); on failure show the end of its log and stop.
+finish() {
+  local name="$1" pid_var="${1//-/_}_pid"
+  [[ -n "${!pid_var:-}" ]] || return 0
+  if ! wait "${!pid_var}"; then
+    tail -n 40 "$work/$name.log" >&2
+    die "$name failed (log above; whole log: $work/$name.log)"
+  fi
+  printf -v "$pid_var" %s ""
+  timings+=("$name $(cat "$work/$name.seconds")s(in parallel)")
+  log "built $name in $(cat "$work/$name.seconds")s (in parallel)"
+}
+
+# Downloads every module a Go group needs, so the network wait overlaps the compiles before it.
+prefetch_modules() {
+  local module
+  for module in "$@"; do
+    case "$module" in
+      argocd) (cd "$here/argocd" && GOTOOLCHAIN=$ARGOCD_GO go mod download) ;;
+      *) (cd "$here/$module" && go mod download) ;;
+    esac
+  done
+}
+
+module_dir() { (cd "$here/$1" && GOTOOLCHAIN="${3:-local}" go mod download -json "$2" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p'); }
+
+# A writable copy of the argo-workflows module, as the UI build (webpack reads ../api) and the Go
+# build (a file the zip lacks, the built UI) need.
+copy_argo_module() {
+  local dest="$1"
+  cp -r "$(module_dir argo "$argo_module@$ARGO_VERSION")" "$dest"
+  chmod -R u+w "$dest"
+}
+
+# The Argo UI from the module's ui/ sources: yarn 1 from npm (corepack fails on signatures here),
+# `yarn install --frozen-lockfile` (install scripts on: esbuild fetches its binary in one), `yarn build`.
+build_ui() {
+  local src="$work/ui-src"
+  copy_argo_module "$src"
+  npm install --silent --no-audit --no-fund --prefix "$work/yarn" "yarn@$YARN_VERSION"
+  local yarn="$work/yarn/node_modules/.bin/yarn"
+  if [[ -n "${PROGRESSIVE_SYNC_VENDOR_DIR:-}" ]]; then
+    # ui/yarn.lock pins argo-ui to a GitHub commit; yarn's offline mirror serves it from the vendor
+    # folder under the name yarn looks for (the mirror gets every other tarball copied into it too,
+    # hence a scratch copy).
+    local archive
+    archive="$(find "$PROGRESSIVE_SYNC_VENDOR_DIR"/ -maxdepth 1 -name 'argo-ui.git-*.tar' | head -n 1)"
+    [[ -n "$archive" ]] || die "PROGRESSIVE_SYNC_VENDOR_DIR=$PROGRESSIVE_SYNC_VENDOR_DIR holds no argo-ui.git-*.tar"
+    mkdir -p "$work/yarn-offline-mirror"
+    cp "$archive" "$work/yarn-offline-mirror/"
+    export YARN_YARN_OFFLINE_MIRROR="$work/yarn-offline-mirror"
+    echo "argo-ui from $archive (yarn offline mirror)"
+  fi
+  (cd "$src/ui" && "$yarn" install --frozen-lockfile --non-interactive --network-timeout 600000)
+  (cd "$src/ui" && "$yarn" build)
+  [[ -f "$src/ui/dist/app/index.html" ]] || die "yarn build made no ui/dist/app/index.html"
+  install_result "$src/ui/dist/app" "$ui_dir/app"
+  rm -rf "$src" "$work/yarn" "$work/yarn-offline-mirror"
+}
+
+# with_json DIR: add FILE.json next to each FILE.yaml in DIR (the CRDs are megabytes of YAML: Python
+# parses them in seconds, their JSON in milliseconds), with our small yamltojson.
+with_json() {
+  if [[ ! -x "$work/yamltojson" ]]; then
+    (cd "$here/yamltojson" && go_build -o "$work/yamltojson" .)
+  fi
+  "$work/yamltojson" "$1"/*.yaml
+}
+
+# --- core and node: one go invocation for every missing k8s.io/kubernetes command ---------------
+
+# The k8s.io/kubernetes commands the requested groups lack, one per line.
+kubernetes_missing() {
+  local name
+  if wants core && [[ "$core_source" == "$core_dir" ]]; then
+    for name in kube-apiserver kubectl; do
+      [[ -x "$core_dir/$name" ]] || echo "$name"
+    done
+  fi
+  if wants node; then
+    for name in "${NODE_BINARIES[@]}"; do
+      [[ -x "$node_dir/$name" ]] || echo "$name"
+    done
+  fi
+}
+
+build_kubernetes() {
+  local names=() name minor ldflags pkg packages=()
+  mapfile -t names < <(kubernetes_missing)
+  for name in "${names[@]}"; do packages+=("k8s.io/kubernetes/cmd/$name"); done
+  minor="${K8S_VERSION#v1.}"
+  minor="${minor%%.*}"
+  ldflags="-s -w"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+  done
+  log "building ${names[*]} from k8s.io/kubernetes@$K8S_VERSION"
+  mkdir -p "$work/kubernetes"
+  (cd "$here/kubernetes" && go_build -ldflags "$ldflags" -o "$work/kubernetes/" "${packages[@]}")
+  for name in "${names[@]}"; do
+    if [[ " ${NODE_BINARIES[*]} " == *" $name "* ]]; then
+      install_result "$work/kubernetes/$name" "$node_dir/$name"
+    else
+      install_result "$work/kubernetes/$name" "$core_dir/$name"
+    fi
+  done
+}
+
+build_etcd() {
+  (cd "$here/etcd" && go_build -ldflags "-s -w" -o "$work/etcd" go.etcd.io/etcd/server/v3)
+  install_result "$work/etcd" "$core_dir/etcd"
+}
+
+build_helm() {
+  (cd "$here/helm" && go_build -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
+    -o "$work/helm" helm.sh/helm/v3/cmd/helm)
+  install_result "$work/helm" "$core_dir/helm"
+}
+
+# --- Argo Workflows ----------------------------------------------------------------------------
+
+# Built from a copy of the module: the zip drops workflow/executor/osspecific/signal_linux.go (a
+# symlink to signal_darwin.go in Argo's repository) and has no built UI for ui/embed.go. One go
+# invocation builds the three commands, so they share one module graph and one compile.
+build_argo() {
+  local src="$work/argo-src" ui_ready=true ldflags
+  copy_argo_module "$src"
+  cp "$src/workflow/executor/osspecific/signal_darwin.go" "$src/workflow/executor/osspecific/signal_linux.go"
+  mkdir -p "$src/ui/dist"
+  if ui_done; then
+    cp -r "$ui_dir/app" "$src/ui/dist/app"
+  else
+    # The UI is still building (in the background): compile everything now against a placeholder
+    # page, relink argo once the UI is there (only the ui package and the link are redone).
+    ui_ready=false
+    mkdir -p "$src/ui/dist/app"
+    echo "placeholder: replaced by the built Argo UI before argo is installed" >"$src/ui/dist/app/index.html"
+  fi
+  cp "$here/argo/go.mod" "$work/argo.mod"
+  cp "$here/argo/go.sum" "$work/argo.sum"
+  (cd "$here/argo" && go mod edit -modfile="$work/argo.mod" -replace="$argo_module=$src")
+  ldflags="-s -w -X $argo_module.version=$ARGO_VERSION -X $argo_module.gitTag=$ARGO_VERSION"
+  ldflags+=" -X $argo_module.gitCommit=$ARGO_COMMIT -X $argo_module.gitTreeState=clean"
+  log "building ${ARGO_BINARIES[*]} from $argo_module@$ARGO_VERSION"
+  mkdir -p "$work/argo-bin"
+  (cd "$here/argo" && go_build -modfile="$work/argo.mod" -ldflags "$ldflags" -o "$work/argo-bin/" \
+    "$argo_module/cmd/workflow-controller" "$argo_module/cmd/argoexec" "$argo_module/cmd/argo")
+  install_result "$work/argo-bin/workflow-controller" "$argo_dir/workflow-controller"
+  install_result "$work/argo-bin/argoexec" "$argo_dir/argoexec"
+  if ! $ui_ready; then
+    log "waiting for the Argo UI build to embed it into argo"
+    finish argo-ui
+    rm -rf "$src/ui/dist/app"
+    cp -r "$ui_dir/app" "$src/ui/dist/app"
+    (cd "$here/argo" && go_build -modfile="$work/argo.mod" -ldflags "$ldflags" -o "$work/argo-bin/argo" \
+      "$argo_module/cmd/argo")
+  fi
+  install_result "$work/argo-bin/argo" "$argo_dir/argo"
+  # Argo's CRDs with their full schemas (manifests/base/crds/full; the minimal ones accept anything).
+  mkdir -p "$work/argo-crds"
+  cp "$src"/manifests/base/crds/full/argoproj.io_*.yaml "$work/argo-crds/"
+  with_json "$work/argo-crds"
+  install_result "$work/argo-crds" "$argo_dir/crds"
+  rm -rf "$src" "$work/argo-bin" "$work/argo.mod" "$work/argo.sum"
+}
+
+# --- Argo CD -----------------------------------------------------------------------------------
+
+build_argocd() {
+  local module name
+  log "building argocd from $argocd_module@$ARGOCD_VERSION (Go ${ARGOCD_GO#go}, fetched as a toolchain)"
+  (cd "$here/argocd" && GOTOOLCHAIN=$ARGOCD_GO go_build \
+    -ldflags "-s -w -X $argocd_module/common.version=${ARGOCD_VERSION#v}" -o "$work/argocd" .)
+  install_result "$work/argocd" "$argocd_dir/argocd"
+  for name in "${ARGOCD_COMPONENTS[@]}"; do
+    ln -s argocd "$work/$name"
+    install_result "$work/$name" "$argocd_dir/$name"
+  done
+  module="$(module_dir argocd "$argocd_module@$ARGOCD_VERSION" "$ARGOCD_GO")"
+  # The repo-server runs these by name from PATH (util/git, util/sourceintegrity).
+  for name in "${ARGOCD_WRAPPERS[@]}"; do
+    cp "$module/hack/$name" "$work/$name"
+    chmod 0755 "$work/$name"
+    install_result "$work/$name" "$argocd_dir/$name"
+  done
+  mkdir -p "$work/argocd-crds"
+  cp "$module"/manifests/crds/{application,applicationset,appproject}-crd.yaml "$work/argocd-crds/"
+  chmod u+w "$work"/argocd-crds/*
+  with_json "$work/argocd-crds"
+  install_result "$work/argocd-crds" "$argocd_dir/crds"
+}
+
+# --- the build ---------------------------------------------------------------------------------
+
+if wants argo && ! ui_done; then
+  start argo-ui build_ui
+  log "building the Argo UI in the background (yarn; log: $work/argo-ui.log)"
+fi
+prefetch=()
+wants argo && ! argo_done && prefetch+=(argo)
+wants argocd && ! argocd_done && prefetch+=(argocd)
+if [[ ${#prefetch[@]} -gt 0 ]]; then
+  start prefetch prefetch_modules "${prefetch[@]}"
+fi
+
+if wants core && ! core_done; then
+  if [[ "$core_source" == "$core_dir" && ! -x "$core_dir/etcd" ]]; then
+    timed etcd build_etcd
+  fi
+  if [[ ! -x "$core_dir/helm" ]]; then
+    timed helm build_helm
+  fi
+fi
+if [[ -n "$(kubernetes_missing)" ]]; then
+  timed kubernetes build_kubernetes
+fi
+if wants argo && ! argo_done; then
+  timed argo-workflows build_argo
+fi
+if wants argocd && ! argocd_done; then
+  timed argocd build_argocd
+fi
+finish argo-ui
+if [[ -n "${prefetch_pid:-}" ]] && ! wait "$prefetch_pid"; then
+  # Only a head start: the builds download what they need themselves, and they did.
+  log "note: downloading modules ahead failed (see nothing wrong if the builds passed): $(tail -n 1 "$work/prefetch.log")"
+fi
+
+# --- the printed folder ------------------------------------------------------------------------
+
+mkdir -p "$toolset/crds"
+while read -r name target; do
+  ln -sfn "$target" "$toolset/$name.partial"
+  mv -T "$toolset/$name.partial" "$toolset/$name"
+done < <(toolset_links)
+ln -sfn "${toolset##*/}" "$cache/current.partial"
+mv -T "$cache/current.partial" "$cache/current"
+rm -rf "$work"
+
+all_done || die "the build finished but $toolset is incomplete"
+summary="nothing to build"
+[[ ${#timings[@]} -eq 0 ]] || summary="built ${timings[*]}"
+log "ready in $((SECONDS - started))s ($summary): $toolset"
+echo "$toolset"

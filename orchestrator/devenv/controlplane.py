@@ -1,7 +1,7 @@
 """A real local Kubernetes control plane: etcd + kube-apiserver on loopback, no kubelet.
 
 Used by the pytest fixtures, `progressive-sync dev-cluster up`, the demo and the benchmarks. It
-starts the real binaries (built by `make tools`, found through `KUBEBUILDER_ASSETS`) on free
+starts the real binaries (built by `make tools`, found as `find_tools_dir` says) on free
 loopback ports with generated certificates, RBAC authorization, an audit log of every write (so
 tests can count writes made by any process), an admin kubeconfig, and client certificates minted
 on demand for restricted users. `stop()` ends both process groups and removes the temp dir.
@@ -38,6 +38,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from orchestrator.devenv import tools
+
 log = logging.getLogger(__name__)
 
 REQUIRED_TOOLS = ("etcd", "kube-apiserver", "kubectl")
@@ -64,22 +66,27 @@ class ControlPlaneError(RuntimeError):
 
 
 def find_tools_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """The folder holding etcd, kube-apiserver and kubectl: explicit, KUBEBUILDER_ASSETS, or PATH."""
+    """The folder holding etcd, kube-apiserver and kubectl.
+
+    Explicit, else KUBEBUILDER_ASSETS, else the folder `make tools` built (`tools.tools_dir()`), else PATH.
+    """
     candidates: list[Path] = []
     if explicit:
         candidates.append(Path(explicit))
     if os.environ.get("KUBEBUILDER_ASSETS"):
         candidates.append(Path(os.environ["KUBEBUILDER_ASSETS"]))
+    with contextlib.suppress(tools.ToolsMissing):
+        candidates.append(tools.tools_dir())
     on_path = shutil.which("kube-apiserver")
     if on_path:
         candidates.append(Path(on_path).parent)
     for folder in candidates:
         if all((folder / tool).is_file() and os.access(folder / tool, os.X_OK) for tool in REQUIRED_TOOLS):
             return folder
-    looked = ", ".join(str(c) for c in candidates) or "nowhere (KUBEBUILDER_ASSETS is unset)"
+    looked = ", ".join(str(c) for c in candidates) or "nowhere (KUBEBUILDER_ASSETS is unset, no tools built)"
     raise ControlPlaneError(
         f"etcd, kube-apiserver and kubectl not found (looked in {looked}). "
-        "Run `make tools` (it builds them and prints their folder) and set KUBEBUILDER_ASSETS to that folder."
+        "Run `make tools` (it builds them into a cache where this finds them)."
     )
 
 

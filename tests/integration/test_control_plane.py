@@ -183,6 +183,7 @@ def test_stopping_leaves_no_process_and_no_temp_dir() -> None:
 
 def test_missing_tools_are_reported_with_the_fix(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KUBEBUILDER_ASSETS", str(tmp_path))
+    monkeypatch.setenv("PROGRESSIVE_SYNC_TOOLS_DIR", str(tmp_path / "not-built"))
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(devcluster.ControlPlaneError, match="make tools"):
         devcluster.find_tools_dir()
