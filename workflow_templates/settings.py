@@ -8,6 +8,7 @@ calls with the environment it was given.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -16,6 +17,7 @@ from orchestrator import __version__
 
 DEFAULT_IMAGE = f"ghcr.io/progressive-sync/progressive-sync:{__version__}"
 ENV_PREFIX = "PROGRESSIVE_SYNC_WORKFLOW_"
+_QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$")
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,36 @@ class StepResources:
     memory_request: str = "64Mi"
     cpu_limit: str = ""
     memory_limit: str = "256Mi"
+
+    @classmethod
+    def from_kubernetes(cls, value: Any, *, source: str) -> StepResources:
+        """From a container's `resources` ({requests: {cpu, memory}, limits: {cpu, memory}}).
+
+        What is not given is unset (not defaulted): the chart's `steps.resources` is the whole
+        truth. ValueError naming `source` and the key for anything else.
+        """
+        if not isinstance(value, Mapping):
+            raise ValueError(f"{source}: expected {{requests: {{...}}, limits: {{...}}}}, got {value!r}")
+        unknown = sorted(set(value) - {"requests", "limits"})
+        if unknown:
+            raise ValueError(f"{source}: unknown key {unknown[0]!r} (use requests and limits)")
+        fields_: dict[str, str] = {}
+        for kind, suffix in (("requests", "request"), ("limits", "limit")):
+            section = value.get(kind) or {}
+            if not isinstance(section, Mapping):
+                raise ValueError(f"{source}: {kind} must be a mapping of cpu and memory, got {section!r}")
+            extra = sorted(set(section) - {"cpu", "memory"})
+            if extra:
+                raise ValueError(f"{source}: {kind}.{extra[0]} is not supported (only cpu and memory)")
+            for resource in ("cpu", "memory"):
+                quantity = section.get(resource)
+                if quantity is not None and not _QUANTITY.fullmatch(str(quantity)):
+                    raise ValueError(
+                        f"{source}: {kind}.{resource} {quantity!r} is not a Kubernetes quantity "
+                        "(e.g. 100m, 0.5, 64Mi, 1G)"
+                    )
+                fields_[f"{resource}_{suffix}"] = "" if quantity is None else str(quantity)
+        return cls(**fields_)
 
 
 @dataclass(frozen=True)

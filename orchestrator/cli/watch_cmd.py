@@ -12,6 +12,7 @@ The Argo Server token is never a flag value (it would show in `ps`): it comes fr
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -68,7 +69,25 @@ def _seconds(value: float) -> float:
 )
 @click.option("--step-image", envvar="PROGRESSIVE_SYNC_STEP_IMAGE", help="Image of the step containers.")
 @click.option(
-    "--service-account", envvar="PROGRESSIVE_SYNC_SERVICE_ACCOUNT", help="Service account the steps run as."
+    "--step-image-pull-policy",
+    type=click.Choice(["Always", "IfNotPresent", "Never"]),
+    envvar="PROGRESSIVE_SYNC_STEP_IMAGE_PULL_POLICY",
+    help="Pull policy of the step containers [default: IfNotPresent].",
+)
+@click.option(
+    "--step-service-account",
+    "--service-account",
+    "service_account",
+    envvar="PROGRESSIVE_SYNC_STEP_SERVICE_ACCOUNT",
+    help="Service account the step pods run as [default: progressive-sync-steps].",
+)
+@click.option(
+    "--step-resources",
+    envvar="PROGRESSIVE_SYNC_STEP_RESOURCES",
+    help=(
+        "Resources of every step container as JSON, e.g. "
+        '\'{"requests": {"cpu": "20m"}, "limits": {"memory": "256Mi"}}\'.'
+    ),
 )
 @click.option(
     "--argo-server",
@@ -156,7 +175,9 @@ def watch(
     context: str | None,
     engine: str,
     step_image: str | None,
+    step_image_pull_policy: str | None,
     service_account: str | None,
+    step_resources: str | None,
     argo_server: str | None,
     argo_token_file: Path | None,
     argo_insecure_skip_verify: bool,
@@ -185,7 +206,9 @@ def watch(
             context=context,
             engine=engine,
             step_image=step_image,
+            step_image_pull_policy=step_image_pull_policy,
             service_account=service_account,
+            step_resources=step_resources,
             argo_server=argo_server,
             argo_token_file=argo_token_file,
             argo_insecure_skip_verify=argo_insecure_skip_verify,
@@ -242,15 +265,25 @@ def build_settings(
     request_timeout: float,
     finalize_grace: float,
     deletion_grace: float,
+    step_image_pull_policy: str | None = None,
+    step_resources: str | None = None,
 ) -> Settings:
     """The `Settings` of the parsed flags; `environ` gives only the token and the Workflow settings."""
-    from workflow_templates.settings import WorkflowSettings  # noqa: PLC0415
+    from workflow_templates.settings import StepResources, WorkflowSettings  # noqa: PLC0415
 
-    overrides: dict[str, str] = {}
+    overrides: dict[str, object] = {}
     if step_image:
         overrides["image"] = step_image
+    if step_image_pull_policy:
+        overrides["image_pull_policy"] = step_image_pull_policy
     if service_account:
         overrides["service_account"] = service_account
+    if step_resources:
+        try:
+            parsed = json.loads(step_resources)
+        except ValueError as exc:
+            raise SettingsError(f"--step-resources is not JSON: {exc}") from exc
+        overrides["resources"] = StepResources.from_kubernetes(parsed, source="--step-resources")
     if argocd_namespace:
         overrides["argocd_namespace"] = argocd_namespace
     return Settings(

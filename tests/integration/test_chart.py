@@ -3,14 +3,21 @@ watcher and the steps need (checked with `kubectl auth can-i` as the chart's ser
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
+from orchestrator.api.models import ProgressiveSync
+from orchestrator.cli.watch_cmd import build_settings, watch
 from orchestrator.devenv.controlplane import DevCluster
+from orchestrator.watcher.settings import Engine, Settings
+from tests.support.fleet_builders import make_stage
 from tests.support.kubectl import Kubectl
+from workflow_templates.builder import assumed_sizes, build_workflow
+from workflow_templates.settings import StepResources
 
 pytestmark = pytest.mark.integration
 
@@ -117,6 +124,7 @@ def test_workflow_templates_follow_the_chart_values(helm: Path) -> None:
         "argocd",
         "image.tag=1.2.3",
         "workflowNamespace=rollouts",
+        "watchNamespaces={rollouts}",
         "steps.serviceAccountName=rollout-steps",
     )
     templates = [doc for doc in documents if doc["kind"] == "WorkflowTemplate"]
@@ -129,3 +137,87 @@ def test_workflow_templates_follow_the_chart_values(helm: Path) -> None:
         assert template["spec"]["serviceAccountName"] == "rollout-steps"
         images = {t["container"]["image"] for t in template["spec"]["templates"] if "container" in t}
         assert images <= {"ghcr.io/progressive-sync/progressive-sync:1.2.3"}
+
+
+# Every value that configures the watcher or its steps, set to something other than its default.
+NON_DEFAULT_VALUES = (
+    "image.repository=registry.example/ps",
+    "image.tag=2.0.0",
+    "image.pullPolicy=Never",
+    "argocdNamespace=cd",
+    "workflowNamespace=rollouts",
+    "watchNamespaces={rollouts}",
+    "watcher.engine=local",
+    "watcher.logLevel=DEBUG",
+    "steps.serviceAccountName=custom-steps",
+    "steps.resources.requests.cpu=30m",
+    "steps.resources.limits.memory=128Mi",
+)
+
+
+def watch_settings_from(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """What `progressive-sync watch` makes of this environment: click parses it as the container would."""
+    for key in list(os.environ):
+        if key.startswith("PROGRESSIVE_SYNC_"):
+            monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    context = watch.make_context("watch", [])
+    return build_settings(os.environ, **context.params)
+
+
+def test_every_chart_value_reaches_the_watcher_and_the_step_pods(
+    helm: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    documents = render(helm, "argocd", *NON_DEFAULT_VALUES)
+    [deployment] = [doc for doc in documents if doc["kind"] == "Deployment"]
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    env = {item["name"]: item["value"] for item in container["env"]}
+    settings = watch_settings_from(env, monkeypatch)
+
+    assert settings.namespaces == ("rollouts",)
+    assert (settings.argocd_namespace, settings.workflow_namespace) == ("cd", "rollouts")
+    assert (settings.engine, settings.log_level) == (Engine.LOCAL, "DEBUG")
+    steps = settings.workflow
+    assert (steps.image, steps.image_pull_policy) == ("registry.example/ps:2.0.0", "Never")
+    assert steps.service_account == "custom-steps"
+    assert steps.resources == StepResources(
+        cpu_request="30m", memory_request="64Mi", cpu_limit="", memory_limit="128Mi"
+    )
+    # The service account the step pods run as is the one the chart creates and binds.
+    accounts = {
+        (d["metadata"]["namespace"], d["metadata"]["name"])
+        for d in documents
+        if d["kind"] == "ServiceAccount"
+    }
+    assert ("rollouts", "custom-steps") in accounts
+
+    # A rollout Workflow the watcher builds with these settings, and the chart's WorkflowTemplates,
+    # run the same containers: image, pull policy and resources as the values say.
+    ps = ProgressiveSync.model_validate(
+        {
+            "metadata": {"name": "svc", "namespace": "rollouts"},
+            "spec": {"appSetRef": {"name": "svc"}, "stages": [make_stage("all")]},
+        }
+    )
+    workflow = build_workflow(
+        ps, rollout_id="r1", revision="abc", plan=assumed_sizes(ps, 3), settings=steps
+    ).to_dict()
+    assert workflow["spec"]["serviceAccountName"] == "custom-steps"
+    expected = {
+        "image": "registry.example/ps:2.0.0",
+        "imagePullPolicy": "Never",
+        "resources": {"requests": {"cpu": "30m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}},
+    }
+    chart_templates = [doc for doc in documents if doc["kind"] == "WorkflowTemplate"]
+    for source in [workflow, *chart_templates]:
+        containers = [t["container"] for t in source["spec"]["templates"] if "container" in t]
+        for step in containers:
+            assert {key: step.get(key) for key in expected} == expected, source["metadata"]["name"]
+
+
+def test_watching_other_namespaces_than_the_workflow_namespace_is_refused(helm: Path) -> None:
+    args = [str(helm), "template", "psync", str(CHART), "--set", "watchNamespaces={a,b}"]
+    result = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode != 0
+    assert "can only watch that namespace" in result.stderr

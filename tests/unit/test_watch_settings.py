@@ -136,6 +136,23 @@ def test_contradicting_settings_are_refused(overrides: dict[str, Any], message: 
     assert message in str(refused.value)
 
 
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        pytest.param("{requests: 1}", "--step-resources is not JSON", id="not-json"),
+        pytest.param('{"request": {}}', "unknown key 'request'", id="misspelt-requests"),
+        pytest.param('{"limits": {"nvidia.com/gpu": 1}}', "limits.nvidia.com/gpu is not supported", id="gpu"),
+        pytest.param('{"limits": {"memory": "lots"}}', "'lots' is not a Kubernetes quantity", id="quantity"),
+    ],
+)
+def test_step_resources_that_are_wrong_name_the_flag_and_the_key(value: str, message: str) -> None:
+    with pytest.raises(ValueError, match="--step-resources") as refused:
+        build_settings({}, **flags(step_resources=value))
+    assert message in str(refused.value)
+    result = CliRunner().invoke(main, ["watch"], env={"PROGRESSIVE_SYNC_STEP_RESOURCES": value})
+    assert result.exit_code == 2 and message in result.output
+
+
 def test_bad_flags_exit_2_with_the_reason() -> None:
     result = CliRunner().invoke(main, ["watch", "--engine", "local", "--argo-server", "https://argo"])
     assert result.exit_code == 2

@@ -19,10 +19,16 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
 
+{{- /*
+The namespaces the watcher watches, space-separated (how `watch` reads PROGRESSIVE_SYNC_NAMESPACE).
+The watcher creates every Workflow in workflowNamespace and the steps read their ProgressiveSync
+from the Workflow's namespace, so it may only watch that one namespace: anything else would make
+the watcher refuse to start, so the chart refuses it first.
+*/ -}}
 {{- define "progressive-sync.watchNamespaces" -}}
-{{- if .Values.watchNamespaces -}}
-{{- join "," .Values.watchNamespaces -}}
-{{- else -}}
-{{- .Values.argocdNamespace -}}
+{{- $watched := .Values.watchNamespaces | default (list .Values.argocdNamespace) -}}
+{{- if ne (join " " $watched) .Values.workflowNamespace -}}
+{{- fail (printf "watchNamespaces %v: the watcher creates Workflows in workflowNamespace (%s) and the steps read their ProgressiveSync from there, so it can only watch that namespace; set watchNamespaces to [%s] (with an empty watchNamespaces it watches argocdNamespace, %s)" $watched .Values.workflowNamespace .Values.workflowNamespace .Values.argocdNamespace) -}}
 {{- end -}}
+{{- join " " $watched -}}
 {{- end -}}
