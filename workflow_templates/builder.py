@@ -68,6 +68,13 @@ from hera.workflows.models import (
 )
 from hera.workflows.models import Parameter as ModelParameter
 
+from orchestrator.api.metadata import (
+    NAME_ANNOTATION,
+    NAME_LABEL,
+    ROLLOUT_ID_LABEL,
+    label_value,
+    workflow_name,
+)
 from orchestrator.api.models import API_VERSION, KIND, ApprovalMode, ProgressiveSync, Stage
 from workflow_templates import names, pieces
 from workflow_templates.settings import WorkflowSettings
@@ -320,8 +327,8 @@ def build_workflow(
         names.TITLE_ANNOTATION: f"{meta.name}: rollout {rollout_id}",
         names.DESCRIPTION_ANNOTATION: _describe(ps, revision, sizes),
     }
-    if names.label_value(meta.name) != meta.name:
-        annotations[names.NAME_ANNOTATION] = meta.name
+    if label_value(meta.name) != meta.name:
+        annotations[NAME_ANNOTATION] = meta.name
     owner_references = None
     if meta.uid:
         owner_references = [
@@ -330,18 +337,16 @@ def build_workflow(
     return Workflow(
         api_version="argoproj.io/v1alpha1",
         kind="Workflow",
-        name=names.workflow_name(meta.name, rollout_id),
+        name=workflow_name(meta.name, rollout_id),
         namespace=namespace,
-        labels={names.NAME_LABEL: names.label_value(meta.name), names.ROLLOUT_ID_LABEL: rollout_id},
+        labels={NAME_LABEL: label_value(meta.name), ROLLOUT_ID_LABEL: rollout_id},
         annotations=annotations,
         owner_references=owner_references,
         entrypoint=names.ENTRYPOINT,
         on_exit=names.FINALIZE_TEMPLATE,
         service_account_name=settings.service_account,
         active_deadline_seconds=active_deadline_seconds(ps, sizes, settings),
-        synchronization=Synchronization(
-            mutexes=[Mutex(name=f"progressivesync-{names.label_value(meta.name)}")]
-        ),
+        synchronization=Synchronization(mutexes=[Mutex(name=f"progressivesync-{label_value(meta.name)}")]),
         pod_gc=PodGC(strategy="OnPodSuccess"),
         arguments=[
             Parameter(name=names.PARAM_PROGRESSIVE_SYNC, value=meta.name),

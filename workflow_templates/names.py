@@ -1,8 +1,9 @@
-"""Names in and around the rollout Workflow: object names, labels, template and task names.
+"""Names inside the rollout Workflow: Argo's annotations, template, task and parameter names.
 
 Everything here is a pure function of its arguments, shared by the builder (`builder.py`), the
-reusable templates (`pieces.py`), the local executor and whoever looks Workflows up (the watcher,
-`progressive-sync approve`). Argo's rules these functions respect (checked against the
+reusable templates (`pieces.py`), the local executor and whoever reads Workflow nodes (the
+watcher, `progressive-sync approve`). The Workflow's own name and our labels and annotations on it
+are in `orchestrator.api.metadata`. Argo's rules these functions respect (checked against the
 argo-workflows v3.7 sources, `workflow/validate` and `workflow/controller/operator.go`):
 
 - template and DAG task names: `[a-zA-Z0-9][-a-zA-Z0-9]*`, at most 128 characters, unique within
@@ -14,16 +15,11 @@ argo-workflows v3.7 sources, `workflow/validate` and `workflow/controller/operat
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable
 
-# --- labels and annotations -------------------------------------------------------------------
+# --- Argo Workflows' annotations ----------------------------------------------------------------
 
-NAME_LABEL = "progressivesync.io/name"
-ROLLOUT_ID_LABEL = "progressivesync.io/rollout-id"
-# The full ProgressiveSync name when it is too long for the label value (see `label_value`).
-NAME_ANNOTATION = "progressivesync.io/name"
 TITLE_ANNOTATION = "workflows.argoproj.io/title"
 DESCRIPTION_ANNOTATION = "workflows.argoproj.io/description"
 DISPLAY_NAME_ANNOTATION = "workflows.argoproj.io/display-name"
@@ -58,42 +54,11 @@ PARAM_ROLLOUT_ID = "rollout-id"
 PARAM_REVISION = "revision"
 PARAM_ARGOCD_NAMESPACE = "argocd-namespace"
 
-MAX_OBJECT_NAME = 63
 MAX_FIELD_NAME = 128
-_HASH_LENGTH = 6
 
 FIELD_NAME_RE = re.compile(r"^[a-zA-Z0-9][-a-zA-Z0-9]*$")
 DISPLAY_NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9-.]{0,61}[a-zA-Z0-9]$")
 LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-
-
-def _short_hash(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:_HASH_LENGTH]
-
-
-def workflow_name(ps_name: str, rollout_id: str) -> str:
-    """`<ps>-<rollout-id>`, capped at 63 characters, the same every time for the same inputs.
-
-    Argo copies the Workflow name into label values (`workflows.argoproj.io/workflow` on pods), so
-    63 is the real limit. A longer ProgressiveSync name is cut and followed by a short hash of the
-    whole name, so two long names that share a prefix still get different Workflows.
-    """
-    name = f"{ps_name}-{rollout_id}"
-    if len(name) <= MAX_OBJECT_NAME:
-        return name
-    keep = MAX_OBJECT_NAME - len(rollout_id) - _HASH_LENGTH - 2
-    if keep < 1:
-        raise ValueError(f"rollout id {rollout_id!r} is too long for a Workflow name")
-    prefix = ps_name[:keep].rstrip("-.")
-    return f"{prefix}-{_short_hash(ps_name)}-{rollout_id}"
-
-
-def label_value(ps_name: str) -> str:
-    """The `progressivesync.io/name` label value: the name, or a cut name plus hash past 63 chars."""
-    if len(ps_name) <= MAX_OBJECT_NAME:
-        return ps_name
-    prefix = ps_name[: MAX_OBJECT_NAME - _HASH_LENGTH - 1].rstrip("-.")
-    return f"{prefix}-{_short_hash(ps_name)}"
 
 
 def sanitize_task_name(stage_name: str) -> str:

@@ -26,6 +26,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from orchestrator.api.metadata import MAX_OBJECT_NAME
 from workflow_templates import names
 
 _REF = re.compile(r"{{\s*([^{}]*?)\s*}}")
@@ -251,7 +252,7 @@ class _Checker:
         name = str(meta.get("name", ""))
         if (
             not name
-            or len(name) > names.MAX_OBJECT_NAME
+            or len(name) > MAX_OBJECT_NAME
             or not re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", name)
         ):
             self.problems.append(f"object name {name!r} is not a DNS name of at most 63 characters")

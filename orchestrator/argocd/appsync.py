@@ -23,10 +23,9 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from orchestrator.api.metadata import APP_ROLLOUT_ID_ANNOTATION, APP_STAGE_ANNOTATION
 from orchestrator.core.clock import format_time, parse_time
 
-ROLLOUT_ID_ANNOTATION = "progressivesync.io/rollout-id"
-STAGE_ANNOTATION = "progressivesync.io/stage"
 REFRESH_ANNOTATION = "argocd.argoproj.io/refresh"
 INITIATOR = "progressive-sync"
 # Names of our entries in `.operation.info` (Argo CD shows them in its UI next to the operation).
@@ -113,7 +112,7 @@ def initiator(op: Mapping[str, Any] | None) -> str:
 
 def synced_by_rollout(app: Mapping[str, Any]) -> str | None:
     """The rollout id in our annotation: the rollout that requested this Application's last sync."""
-    return app_annotations(app).get(ROLLOUT_ID_ANNOTATION)
+    return app_annotations(app).get(APP_ROLLOUT_ID_ANNOTATION)
 
 
 def operation_is_ours(op: Mapping[str, Any] | None, rollout_id: str) -> bool:
@@ -241,8 +240,8 @@ def build_sync_request(
     metadata["annotations"] = {
         **(metadata.get("annotations") or {}),
         REFRESH_ANNOTATION: "normal",
-        ROLLOUT_ID_ANNOTATION: rollout_id,
-        STAGE_ANNOTATION: stage,
+        APP_ROLLOUT_ID_ANNOTATION: rollout_id,
+        APP_STAGE_ANNOTATION: stage,
     }
     body["metadata"] = metadata
     return body

@@ -26,12 +26,14 @@ from typing import Any
 
 import yaml
 
-from orchestrator.kube.client import ClusterSecret, cluster_secret_from_object
+from orchestrator.api.metadata import APP_ROLLOUT_ID_ANNOTATION, APP_STAGE_ANNOTATION
+from orchestrator.kube.client import (
+    CLUSTER_SECRET_TYPE,
+    CLUSTER_SECRET_TYPE_LABEL,
+    ClusterSecret,
+    cluster_secret_from_object,
+)
 
-ROLLOUT_ID_ANNOTATION = "progressivesync.io/rollout-id"
-STAGE_ANNOTATION = "progressivesync.io/stage"
-CLUSTER_SECRET_TYPE_LABEL = "argocd.argoproj.io/secret-type"
-CLUSTER_SECRET_TYPE = "cluster"
 APPLICATION_SET_KIND = "ApplicationSet"
 ARGOPROJ_GROUP = "argoproj.io"
 
@@ -273,8 +275,8 @@ def app_view_from_object(obj: Mapping[str, Any]) -> AppView:
         operation_finished_at=_timestamp(operation_state.get("finishedAt")),
         operation_message=_text(operation_state.get("message")),
         reconciled_at=_timestamp(status.get("reconciledAt")),
-        rollout_id=_text(annotations.get(ROLLOUT_ID_ANNOTATION)),
-        rollout_stage=_text(annotations.get(STAGE_ANNOTATION)),
+        rollout_id=_text(annotations.get(APP_ROLLOUT_ID_ANNOTATION)),
+        rollout_stage=_text(annotations.get(APP_STAGE_ANNOTATION)),
     )
 
 

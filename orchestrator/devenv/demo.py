@@ -36,7 +36,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from orchestrator.api.models import RolloutPhase, StagePhase
+from orchestrator.api.models import API_VERSION, RolloutPhase, StagePhase
 from orchestrator.core.clock import Clock
 from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.kube.client import NAMESPACES, PROGRESSIVE_SYNCS, SECRETS, AlreadyExists, Kube
@@ -75,7 +75,7 @@ def demo_cluster_names() -> list[str]:
 def demo_progressive_sync() -> dict[str, Any]:
     """The ProgressiveSync the demo applies (committed as examples/demo.yaml; a test keeps them equal)."""
     return {
-        "apiVersion": "progressivesync.io/v1alpha1",
+        "apiVersion": API_VERSION,
         "kind": "ProgressiveSync",
         "metadata": {"name": NAME, "namespace": NAMESPACE},
         "spec": {

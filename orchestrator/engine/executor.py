@@ -44,6 +44,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from orchestrator.api.metadata import NAME_LABEL
 from orchestrator.core.clock import Clock, SystemClock
 from orchestrator.engine.operator import (
     OUTPUTS_DIR_ENV,
@@ -54,7 +55,6 @@ from orchestrator.engine.operator import (
 )
 from orchestrator.kube.client import WORKFLOWS, Conflict, Gone, Kube, KubeError, NotFound
 from orchestrator.workflows.phases import TERMINAL_WORKFLOW_PHASES
-from workflow_templates.names import NAME_LABEL
 
 log = logging.getLogger(__name__)
 

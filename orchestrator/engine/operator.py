@@ -59,10 +59,10 @@ from orchestrator.workflows.phases import (
     WorkflowPhase,
 )
 from orchestrator.workflows.view import decode_compressed_nodes
+from workflow_templates.names import DISPLAY_NAME_ANNOTATION
 
 OUTPUTS_DIR_ENV = "PROGRESSIVE_SYNC_OUTPUTS_DIR"
 DEFAULT_OUTPUTS_DIR = "/tmp/outputs"
-DISPLAY_NAME_ANNOTATION = "workflows.argoproj.io/display-name"
 MESSAGE_LIMIT = 512
 
 

@@ -138,7 +138,10 @@ NAMESPACES = Resource("", "v1", "namespaces", "Namespace")
 EVENTS = Resource("", "v1", "events", "Event")
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition")
 
-CLUSTER_SECRET_LABEL = "argocd.argoproj.io/secret-type=cluster"
+# Argo CD marks its cluster Secrets with this label; the adapter lists (and reads) only those.
+CLUSTER_SECRET_TYPE_LABEL = "argocd.argoproj.io/secret-type"
+CLUSTER_SECRET_TYPE = "cluster"
+CLUSTER_SECRET_LABEL = f"{CLUSTER_SECRET_TYPE_LABEL}={CLUSTER_SECRET_TYPE}"  # as a label selector
 
 
 # --- settings --------------------------------------------------------------------------------

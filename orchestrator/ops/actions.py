@@ -26,11 +26,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.api.metadata import paused_patch, retry_patch
 from orchestrator.api.models import ProgressiveSync
 from orchestrator.core.clock import Clock
 from orchestrator.kube.client import PROGRESSIVE_SYNCS, WORKFLOWS, Conflict, Forbidden, Kube, NotFound
 from orchestrator.ops import decisions as ops
-from orchestrator.watcher.decide import RETRY_ANNOTATION
+from orchestrator.workflows import control
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +123,7 @@ def cancel(kube: Kube, target: Target) -> ops.Outcome:
             ),
             details=details,
         )
-    kube.patch(WORKFLOWS, target.workflows_in, workflow_name, {"spec": {"shutdown": "Stop"}})
+    control.stop(kube, target.workflows_in, workflow_name)
     return ops.Outcome(
         "cancel",
         target.namespace,
@@ -150,7 +151,7 @@ def set_paused(kube: Kube, target: Target, *, paused: bool) -> ops.Outcome:
             message=f"ProgressiveSync {target.display} is {already}; nothing changed",
             details={"paused": paused},
         )
-    kube.patch(PROGRESSIVE_SYNCS, target.namespace, target.name, {"spec": {"paused": paused}})
+    kube.patch(PROGRESSIVE_SYNCS, target.namespace, target.name, paused_patch(paused))
     if paused:
         message = (
             f"paused ProgressiveSync {target.display}: no new step starts, running syncs finish "
@@ -206,12 +207,7 @@ def retry(kube: Kube, target: Target, clock: Clock) -> ops.Outcome:
     _, ps = read_progressive_sync(kube, target)
     rollout = ops.decide_retry(ps)
     token = ops.new_retry_token(clock.now())
-    kube.patch(
-        PROGRESSIVE_SYNCS,
-        target.namespace,
-        target.name,
-        {"metadata": {"annotations": {RETRY_ANNOTATION: token}}},
-    )
+    kube.patch(PROGRESSIVE_SYNCS, target.namespace, target.name, retry_patch(token))
     return ops.Outcome(
         "retry",
         target.namespace,

@@ -26,6 +26,7 @@ from typing import Any
 
 import pydantic
 
+from orchestrator.api.metadata import rollout_workflow_name
 from orchestrator.api.models import (
     ApprovalMode,
     ClusterFailure,
@@ -540,8 +541,7 @@ def require_rollout(ps: ProgressiveSync, doing: str) -> RolloutStatus:
 
 def workflow_name_of(ps: ProgressiveSync, doing: str = "act on") -> str:
     """The name of the current rollout's Workflow, from the status or derived like the watcher does."""
-    rollout = require_rollout(ps, doing)
-    return rollout.workflow or names.workflow_name(ps.metadata.name, rollout.id)
+    return rollout_workflow_name(ps.metadata.name, require_rollout(ps, doing))
 
 
 def _workflow_phase(workflow: Mapping[str, Any]) -> str:

@@ -53,6 +53,8 @@ from orchestrator.kube.client import (
     APPLICATION_SETS,
     APPLICATIONS,
     CLUSTER_SECRET_LABEL,
+    CLUSTER_SECRET_TYPE,
+    CLUSTER_SECRET_TYPE_LABEL,
     SECRETS,
     AlreadyExists,
     Conflict,
@@ -739,7 +741,7 @@ def seed_fleet(
                 "metadata": {
                     "name": f"cluster-{cluster.name}",
                     "labels": {
-                        "argocd.argoproj.io/secret-type": "cluster",
+                        CLUSTER_SECRET_TYPE_LABEL: CLUSTER_SECRET_TYPE,
                         "region": cluster.region,
                         "zone": cluster.zone,
                         "env": env,

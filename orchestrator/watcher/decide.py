@@ -44,6 +44,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from orchestrator.api.metadata import rollout_workflow_name, workflow_name
 from orchestrator.api.models import (
     ConditionStatus,
     ProgressiveSyncSpec,
@@ -56,10 +57,6 @@ from orchestrator.argocd.fleet import AppSetView
 from orchestrator.core.clock import parse_time
 from orchestrator.planning.planner import RolloutPlan, release_id
 from orchestrator.workflows.view import WorkflowView, release_of, rollout_id_for
-from workflow_templates import names
-
-FINALIZER = "progressivesync.io/workflow"
-RETRY_ANNOTATION = "progressivesync.io/retry"
 
 VALID = "Valid"
 READY = "Ready"
@@ -255,11 +252,6 @@ def spec_hash(spec: ProgressiveSyncSpec) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def workflow_name_of(ps_name: str, rollout: RolloutStatus) -> str:
-    """The Workflow of a recorded rollout: the name recorded, else the deterministic one."""
-    return rollout.workflow or names.workflow_name(ps_name, rollout.id)
-
-
 def _cond(type_: str, status: ConditionStatus, reason: str, message: str) -> ConditionPatch:
     return ConditionPatch(type_, status, reason, message)
 
@@ -316,7 +308,7 @@ def decide(obs: Observed, policy: ReconcilePolicy | None = None) -> Decision:
         spec=obs.spec,
         spec_hash=spec_hash(obs.spec),
         head=head,
-        current=by_name.get(workflow_name_of(obs.name, rollout)) if rollout else None,
+        current=by_name.get(rollout_workflow_name(obs.name, rollout)) if rollout else None,
         live=tuple(live_workflows(obs.workflows)),
         base_conditions=(
             (_cond(VALID, ConditionStatus.FALSE, *appset_problem),) if appset_problem is not None else ()
@@ -504,7 +496,7 @@ def _record_end(ctx: _Context, current: WorkflowView, policy: ReconcilePolicy) -
 def _workflow_deleted(ctx: _Context, rollout: RolloutStatus) -> Decision:
     """The Workflow vanished while the status says the rollout runs: report it, never re-create it."""
     obs = ctx.obs
-    name = workflow_name_of(obs.name, rollout)
+    name = rollout_workflow_name(obs.name, rollout)
     message = (
         f"Workflow {name} of rollout {rollout.id} was deleted outside progressive-sync; it is not "
         "re-created (`progressive-sync retry` starts a new attempt)"
@@ -635,7 +627,7 @@ def _create(
     obs = ctx.obs
     assert obs.plan is not None
     rollout_id = rollout_id_for(release, attempt)
-    workflow = names.workflow_name(obs.name, rollout_id)
+    workflow = workflow_name(obs.name, rollout_id)
     create = CreateWorkflow(
         name=workflow,
         rollout_id=rollout_id,

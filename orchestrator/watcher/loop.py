@@ -44,6 +44,19 @@ from typing import Any
 
 import pydantic
 
+from orchestrator.api.metadata import (
+    ATTEMPT_ANNOTATION,
+    FINALIZER,
+    GENERATION_ANNOTATION,
+    NAME_LABEL,
+    RELEASE_ANNOTATION,
+    RETRY_ANNOTATION,
+    RETRY_TOKEN_ANNOTATION,
+    REVISION_ANNOTATION,
+    SPEC_HASH_ANNOTATION,
+    label_value,
+    rollout_workflow_name,
+)
 from orchestrator.api.models import (
     ConditionStatus,
     ProgressiveSync,
@@ -85,8 +98,6 @@ from orchestrator.kube.informer import (
 from orchestrator.kube.status_writer import update_status
 from orchestrator.planning.planner import RolloutPlan, plan_rollout
 from orchestrator.watcher.decide import (
-    FINALIZER,
-    RETRY_ANNOTATION,
     VALID,
     AddFinalizer,
     ConditionPatch,
@@ -104,23 +115,12 @@ from orchestrator.watcher.decide import (
     apply_patch,
     decide,
     live_workflows,
-    workflow_name_of,
 )
 from orchestrator.watcher.settings import Engine, Settings
 from orchestrator.watcher.workqueue import WorkQueue
-from orchestrator.workflows.view import (
-    ATTEMPT_ANNOTATION,
-    GENERATION_ANNOTATION,
-    RELEASE_ANNOTATION,
-    RETRY_TOKEN_ANNOTATION,
-    REVISION_ANNOTATION,
-    SPEC_HASH_ANNOTATION,
-    SUSPENDED_BY_ANNOTATION,
-    SUSPENDED_BY_WATCHER,
-    WorkflowView,
-    workflow_view_from_object,
-)
-from workflow_templates import names
+from orchestrator.workflows import control
+from orchestrator.workflows.phases import Shutdown
+from orchestrator.workflows.view import WorkflowView, workflow_view_from_object
 from workflow_templates.builder import WorkflowBuildError, build_workflow, workflow_object
 
 log = logging.getLogger(__name__)
@@ -275,7 +275,7 @@ class Watcher:
                 slim=workflow_view_from_object,
                 handler=self._on_workflow,
                 settings=informer_settings,
-                label_selector=names.NAME_LABEL,
+                label_selector=NAME_LABEL,
                 indexers={BY_OWNER: lambda wf: [f"{wf.namespace}/{wf.ps_name}"]},
             )
             for ns in workflow_namespaces
@@ -604,7 +604,7 @@ class Watcher:
         for informer in self.workflow_informers:
             found.extend(informer.by_index(BY_OWNER, f"{namespace}/{name}"))
         if status.rollout is not None:
-            expected = workflow_name_of(name, status.rollout)
+            expected = rollout_workflow_name(name, status.rollout)
             if all(wf.name != expected for wf in found):
                 # Absent from the cache: just created (the cache lags) or really gone? Ask.
                 with contextlib.suppress(NotFound):
@@ -664,16 +664,13 @@ class Watcher:
                     return  # the build was refused: the status says why, nothing else runs
             elif isinstance(action, StopWorkflow):
                 self._patch_workflow(
-                    namespace, action.name, {"spec": {"shutdown": "Stop"}}, action.reason, extra
+                    namespace, action.name, control.shutdown_patch(Shutdown.STOP), action.reason, extra
                 )
             elif isinstance(action, SuspendWorkflow):
                 self._patch_workflow(
                     namespace,
                     action.name,
-                    {
-                        "metadata": {"annotations": {SUSPENDED_BY_ANNOTATION: SUSPENDED_BY_WATCHER}},
-                        "spec": {"suspend": True},
-                    },
+                    control.suspend_patch(by_watcher=True),
                     "spec.paused is true",
                     extra,
                 )
@@ -681,7 +678,7 @@ class Watcher:
                 self._patch_workflow(
                     namespace,
                     action.name,
-                    {"metadata": {"annotations": {SUSPENDED_BY_ANNOTATION: None}}, "spec": {"suspend": None}},
+                    control.lift_watcher_suspend_patch(),
                     "spec.paused is false",
                     extra,
                 )
@@ -758,8 +755,8 @@ class Watcher:
                 self.kube.create(WORKFLOWS, namespace, body)
         except AlreadyExists:
             existing = self.kube.get(WORKFLOWS, namespace, action.name)
-            owner = str(((existing.get("metadata") or {}).get("labels") or {}).get(names.NAME_LABEL, ""))
-            if owner != names.label_value(ps.metadata.name):
+            owner = str(((existing.get("metadata") or {}).get("labels") or {}).get(NAME_LABEL, ""))
+            if owner != label_value(ps.metadata.name):
                 raise KubeError(
                     f"Workflow {namespace}/{action.name} exists but belongs to {owner or 'nobody'}; "
                     "not adopting it"

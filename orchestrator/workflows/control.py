@@ -10,9 +10,13 @@ under the local executor, and the tests can drive a Workflow where the argo CLI 
   (so it also passes manual approval gates, exactly like `argo resume`: `progressive-sync
   approve` (orchestrator.ops.actions) opens one stage's gate only).
 
-Callers: the watcher and the tests (where the argo CLI does not build). Writes to status are
-read-modify-PUT with the resourceVersion (the Workflow CRD has no status subresource), retried a
-bounded number of times on conflicts.
+The merge-patch bodies are built here and nowhere else (`shutdown_patch`, `suspend_patch`,
+`lift_watcher_suspend_patch`): the watcher suspends for `spec.paused` with our
+`suspended-by` annotation in the same patch, and lifts only a suspend it made.
+
+Callers: the watcher, the operator commands and the tests (where the argo CLI does not build).
+Writes to status are read-modify-PUT with the resourceVersion (the Workflow CRD has no status
+subresource), retried a bounded number of times on conflicts.
 """
 
 from __future__ import annotations
@@ -20,26 +24,45 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from orchestrator.api.metadata import SUSPENDED_BY_ANNOTATION, SUSPENDED_BY_WATCHER
 from orchestrator.core.clock import Clock, format_time
 from orchestrator.kube.client import WORKFLOWS, Conflict, Kube, KubeError
-from orchestrator.workflows.phases import NodePhase, NodeType
+from orchestrator.workflows.phases import NodePhase, NodeType, Shutdown
 
 WRITE_ATTEMPTS = 5
 
 
+def shutdown_patch(strategy: Shutdown) -> dict[str, Any]:
+    """The merge patch of `spec.shutdown` (Stop: the exit handler runs; Terminate: it does not)."""
+    return {"spec": {"shutdown": strategy.value}}
+
+
+def suspend_patch(*, by_watcher: bool) -> dict[str, Any]:
+    """The merge patch of `spec.suspend: true`; the watcher's also says the suspend is its own."""
+    patch: dict[str, Any] = {"spec": {"suspend": True}}
+    if by_watcher:
+        patch["metadata"] = {"annotations": {SUSPENDED_BY_ANNOTATION: SUSPENDED_BY_WATCHER}}
+    return patch
+
+
+def lift_watcher_suspend_patch() -> dict[str, Any]:
+    """The merge patch removing `spec.suspend` and the watcher's mark (the watcher's resume)."""
+    return {"metadata": {"annotations": {SUSPENDED_BY_ANNOTATION: None}}, "spec": {"suspend": None}}
+
+
 def stop(kube: Kube, namespace: str, name: str) -> None:
     """`argo stop`: running steps end, the exit handler runs, the Workflow ends Failed."""
-    kube.patch(WORKFLOWS, namespace, name, {"spec": {"shutdown": "Stop"}})
+    kube.patch(WORKFLOWS, namespace, name, shutdown_patch(Shutdown.STOP))
 
 
 def terminate(kube: Kube, namespace: str, name: str) -> None:
     """`argo terminate`: running steps end, no exit handler."""
-    kube.patch(WORKFLOWS, namespace, name, {"spec": {"shutdown": "Terminate"}})
+    kube.patch(WORKFLOWS, namespace, name, shutdown_patch(Shutdown.TERMINATE))
 
 
 def suspend(kube: Kube, namespace: str, name: str) -> None:
     """`argo suspend`: no new step starts until resumed."""
-    kube.patch(WORKFLOWS, namespace, name, {"spec": {"suspend": True}})
+    kube.patch(WORKFLOWS, namespace, name, suspend_patch(by_watcher=False))
 
 
 def waiting_suspend_nodes(workflow: Mapping[str, Any]) -> list[dict[str, Any]]:

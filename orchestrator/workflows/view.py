@@ -20,20 +20,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.api.metadata import (
+    ATTEMPT_ANNOTATION,
+    GENERATION_ANNOTATION,
+    NAME_ANNOTATION,
+    NAME_LABEL,
+    RELEASE_ANNOTATION,
+    RETRY_TOKEN_ANNOTATION,
+    REVISION_ANNOTATION,
+    ROLLOUT_ID_LABEL,
+    SPEC_HASH_ANNOTATION,
+    SUSPENDED_BY_ANNOTATION,
+    SUSPENDED_BY_WATCHER,
+)
 from workflow_templates import names
-
-# Annotations the watcher puts on the Workflows it creates, so a restarted watcher can rebuild
-# `status.rollout` from the Workflow alone (a crash between create and the status write).
-RELEASE_ANNOTATION = "progressivesync.io/release-id"
-ATTEMPT_ANNOTATION = "progressivesync.io/attempt"
-GENERATION_ANNOTATION = "progressivesync.io/generation"
-SPEC_HASH_ANNOTATION = "progressivesync.io/spec-hash"
-RETRY_TOKEN_ANNOTATION = "progressivesync.io/retry-token"
-REVISION_ANNOTATION = "progressivesync.io/revision"
-# Set together with `spec.suspend` when the watcher suspends for `spec.paused`, in the same patch:
-# the watcher lifts only a suspend it made (an `argo suspend` by a person is theirs to lift).
-SUSPENDED_BY_ANNOTATION = "progressivesync.io/suspended-by"
-SUSPENDED_BY_WATCHER = "progressive-sync"
 
 FINISHED_PHASES = frozenset({"Succeeded", "Failed", "Error"})
 
@@ -83,14 +83,14 @@ def workflow_view_from_object(obj: Mapping[str, Any]) -> WorkflowView:
     annotations = _mapping(metadata.get("annotations"))
     spec = _mapping(obj.get("spec"))
     status = _mapping(obj.get("status"))
-    rollout_id = str(labels.get(names.ROLLOUT_ID_LABEL, ""))
+    rollout_id = str(labels.get(ROLLOUT_ID_LABEL, ""))
     current_stage, waiting = _running_stage(workflow_nodes(status))
     return WorkflowView(
         name=str(metadata.get("name", "")),
         namespace=str(metadata.get("namespace", "")),
         uid=str(metadata.get("uid", "")),
-        ps_label=str(labels.get(names.NAME_LABEL, "")),
-        ps_name=str(annotations.get(names.NAME_ANNOTATION) or labels.get(names.NAME_LABEL, "")),
+        ps_label=str(labels.get(NAME_LABEL, "")),
+        ps_name=str(annotations.get(NAME_ANNOTATION) or labels.get(NAME_LABEL, "")),
         rollout_id=rollout_id,
         release_id=str(annotations.get(RELEASE_ANNOTATION) or release_of(rollout_id)),
         attempt=_int(annotations.get(ATTEMPT_ANNOTATION), attempt_of(rollout_id)),

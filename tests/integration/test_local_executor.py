@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.api.metadata import NAME_LABEL
 from orchestrator.core.clock import SystemClock
 from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.engine.executor import ExecutorSettings, LocalExecutor
@@ -28,7 +29,6 @@ from orchestrator.kube.client import WORKFLOWS, Kube
 from orchestrator.workflows import control as workflow_control
 from tests.support.kubectl import Kubectl
 from tests.support.wait import wait_for
-from workflow_templates.names import NAME_LABEL
 
 pytestmark = pytest.mark.integration
 

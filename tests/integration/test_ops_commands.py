@@ -22,10 +22,10 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
+from orchestrator.api.metadata import RETRY_ANNOTATION, workflow_name
 from orchestrator.cli.main import main
 from orchestrator.devenv import controlplane as devcluster
 from orchestrator.kube.client import PROGRESSIVE_SYNCS, WORKFLOWS, Kube
-from orchestrator.watcher.decide import RETRY_ANNOTATION
 from tests.support.ops_builders import (
     PS_NAME,
     make_gate_node,
@@ -34,11 +34,10 @@ from tests.support.ops_builders import (
     make_workflow,
 )
 from tests.support.wait import wait_for
-from workflow_templates import names
 
 pytestmark = pytest.mark.integration
 
-WF = names.workflow_name(PS_NAME, "7f3c2a1")
+WF = workflow_name(PS_NAME, "7f3c2a1")
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.api.metadata import NAME_LABEL, ROLLOUT_ID_LABEL, label_value, workflow_name
 from workflow_templates import names
 
 PS_NAME = "myservice"
@@ -97,7 +98,7 @@ def make_ps(
             rollout: dict[str, Any] = {
                 "id": rollout_id,
                 "revision": "4f1c2e9b7a3d",
-                "workflow": workflow if workflow is not None else names.workflow_name(name, rollout_id),
+                "workflow": workflow if workflow is not None else workflow_name(name, rollout_id),
                 "attempt": attempt,
                 "startedAt": STARTED,
             }
@@ -153,7 +154,7 @@ def make_workflow(
     nodes: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The rollout Workflow with `nodes` in `status.nodes` (keyed by id)."""
-    name = names.workflow_name(ps_name, rollout_id)
+    name = workflow_name(ps_name, rollout_id)
     spec: dict[str, Any] = {"entrypoint": names.ENTRYPOINT, "templates": []}
     if shutdown:
         spec["shutdown"] = shutdown
@@ -165,7 +166,7 @@ def make_workflow(
         "metadata": {
             "name": name,
             "namespace": namespace,
-            "labels": {names.NAME_LABEL: names.label_value(ps_name), names.ROLLOUT_ID_LABEL: rollout_id},
+            "labels": {NAME_LABEL: label_value(ps_name), ROLLOUT_ID_LABEL: rollout_id},
         },
         "spec": spec,
         "status": {

@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from orchestrator.api.metadata import APP_ROLLOUT_ID_ANNOTATION, APP_STAGE_ANNOTATION
 from orchestrator.api.models import ClusterFailure, StagePhase, StageStatus
 from orchestrator.argocd import appsync
 from orchestrator.core.clock import format_time
@@ -102,8 +103,8 @@ def make_application(
         synced_by = ROLLOUT
     if synced_by:
         metadata["annotations"] = {
-            appsync.ROLLOUT_ID_ANNOTATION: synced_by,
-            appsync.STAGE_ANNOTATION: "canary",
+            APP_ROLLOUT_ID_ANNOTATION: synced_by,
+            APP_STAGE_ANNOTATION: "canary",
         }
     destination = {"server": server_of(cluster)} if by == "server" else {"name": cluster}
     destination["namespace"] = "myservice"

@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.api.metadata import NAME_LABEL, label_value
 from orchestrator.engine.executor import ExecutorSettings, LocalExecutor
 from orchestrator.kube.client import APPLICATIONS, PROGRESSIVE_SYNCS, WORKFLOWS, Conflict, Kube, NotFound
 from orchestrator.simulator.appcontroller import FleetSimulator, SimulatorConfig, read_events, seed_fleet
 from orchestrator.watcher.loop import Watcher
 from orchestrator.watcher.settings import Engine, Settings
 from tests.support.wait import wait_for
-from workflow_templates import names
 
 REVISION_1 = "1111111111111111111111111111111111111111"
 REVISION_2 = "2222222222222222222222222222222222222222"
@@ -113,9 +113,7 @@ def phase_of(kube: Kube, namespace: str, name: str) -> str:
 
 def workflows_of(kube: Kube, namespace: str, ps_name: str) -> list[dict[str, Any]]:
     """The Workflows labelled for the ProgressiveSync."""
-    items, _ = kube.list(
-        WORKFLOWS, namespace, label_selector=f"{names.NAME_LABEL}={names.label_value(ps_name)}"
-    )
+    items, _ = kube.list(WORKFLOWS, namespace, label_selector=f"{NAME_LABEL}={label_value(ps_name)}")
     return items
 
 

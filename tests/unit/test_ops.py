@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.api.metadata import workflow_name
 from orchestrator.api.models import StagePhase
 from orchestrator.ops import decisions as ops
 from tests.support.ops_builders import (
@@ -22,10 +23,9 @@ from tests.support.ops_builders import (
     make_stage_status,
     make_workflow,
 )
-from workflow_templates import names
 
 NOW = datetime(2026, 11, 29, 10, 2, 5, tzinfo=UTC)
-WF = names.workflow_name("myservice", "7f3c2a1")
+WF = workflow_name("myservice", "7f3c2a1")
 
 
 def ps(**kwargs: Any) -> ops.ProgressiveSync:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.api.metadata import NAME_LABEL, ROLLOUT_ID_LABEL, label_value, workflow_name
 from orchestrator.api.models import ProgressiveSync
 from orchestrator.planning.planner import plan_rollout
 from tests.support.fleet_builders import (
@@ -83,15 +84,15 @@ def tasks(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
     ],
 )
 def test_workflow_name_is_ps_name_and_rollout_id(ps_name: str, rollout_id: str, expected: str) -> None:
-    assert names.workflow_name(ps_name, rollout_id) == expected
+    assert workflow_name(ps_name, rollout_id) == expected
 
 
 def test_long_workflow_names_are_capped_deterministically_and_stay_distinct() -> None:
-    first = names.workflow_name("a" * 60 + "-one", "7f3c2a1b9e")
-    second = names.workflow_name("a" * 60 + "-two", "7f3c2a1b9e")
+    first = workflow_name("a" * 60 + "-one", "7f3c2a1b9e")
+    second = workflow_name("a" * 60 + "-two", "7f3c2a1b9e")
     assert len(first) == len(second) == 63
     assert first != second
-    assert first == names.workflow_name("a" * 60 + "-one", "7f3c2a1b9e")
+    assert first == workflow_name("a" * 60 + "-one", "7f3c2a1b9e")
     assert first.endswith("-7f3c2a1b9e")
 
 
@@ -126,7 +127,7 @@ def test_display_name_annotation_only_where_argo_accepts_it(stage_name: str, exp
 
 
 def test_label_value_of_long_names_fits_a_label() -> None:
-    value = names.label_value("x" * 100)
+    value = label_value("x" * 100)
     assert len(value) <= 63
     assert names.LABEL_VALUE_RE.fullmatch(value)
 
@@ -139,7 +140,7 @@ def test_metadata_names_labels_owner_and_annotations() -> None:
     meta = obj["metadata"]
     assert meta["name"] == "myservice-0123456789"
     assert meta["namespace"] == "argocd"
-    assert meta["labels"] == {names.NAME_LABEL: "myservice", names.ROLLOUT_ID_LABEL: "0123456789"}
+    assert meta["labels"] == {NAME_LABEL: "myservice", ROLLOUT_ID_LABEL: "0123456789"}
     assert meta["ownerReferences"] == [
         {
             "apiVersion": "progressivesync.io/v1alpha1",

@@ -1,0 +1,106 @@
+"""What progressive-sync writes into objects' metadata, in one place: the Workflow name, our labels
+and annotations, the finalizer, and the patch bodies the operator commands send to a ProgressiveSync.
+
+These names are a contract with whoever reads them (a restarted watcher rebuilding a rollout from its
+Workflow, `kubectl get -l`, dashboards, the steps reading an Application's last sync request), so
+none of them changes lightly. Argo's and Argo CD's own names stay next to their views: Argo
+Workflows' annotations and template names in `workflow_templates.names`, the Workflow patch bodies
+(stop, suspend, resume) in `orchestrator.workflows.control`, Argo CD's cluster Secret label in
+`orchestrator.kube.client` (the adapter filters by it), its refresh annotation in
+`orchestrator.argocd.appsync`.
+
+Pure values and functions. Callers: the Workflow builder, the Workflow view, the watcher, the
+operator commands, the Argo CD views, the local executor.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from orchestrator.api.models import RolloutStatus
+
+# --- on rollout Workflows ---------------------------------------------------------------------
+
+# Which ProgressiveSync a Workflow belongs to (`label_value` of its name) and which rollout it runs.
+NAME_LABEL = "progressivesync.io/name"
+ROLLOUT_ID_LABEL = "progressivesync.io/rollout-id"
+# The full ProgressiveSync name when it is too long for the label value (see `label_value`).
+NAME_ANNOTATION = "progressivesync.io/name"
+# The rollout's identity, so a restarted watcher can rebuild `status.rollout` from the Workflow
+# alone (a crash between create and the status write).
+RELEASE_ANNOTATION = "progressivesync.io/release-id"
+ATTEMPT_ANNOTATION = "progressivesync.io/attempt"
+GENERATION_ANNOTATION = "progressivesync.io/generation"
+SPEC_HASH_ANNOTATION = "progressivesync.io/spec-hash"
+RETRY_TOKEN_ANNOTATION = "progressivesync.io/retry-token"
+REVISION_ANNOTATION = "progressivesync.io/revision"
+# Set together with `spec.suspend` when the watcher suspends for `spec.paused`, in the same patch:
+# the watcher lifts only a suspend it made (an `argo suspend` by a person is theirs to lift).
+SUSPENDED_BY_ANNOTATION = "progressivesync.io/suspended-by"
+SUSPENDED_BY_WATCHER = "progressive-sync"
+
+# --- on ProgressiveSyncs ----------------------------------------------------------------------
+
+# Held while the ProgressiveSync has a live Workflow, so deleting it stops the rollout first.
+FINALIZER = "progressivesync.io/workflow"
+# A fresh value asks the watcher for another attempt of a failed or cancelled release.
+RETRY_ANNOTATION = "progressivesync.io/retry"
+
+# --- on Applications --------------------------------------------------------------------------
+
+# Written with every sync request: which rollout and stage asked for the Application's last sync.
+APP_ROLLOUT_ID_ANNOTATION = "progressivesync.io/rollout-id"
+APP_STAGE_ANNOTATION = "progressivesync.io/stage"
+
+# --- names ------------------------------------------------------------------------------------
+
+MAX_OBJECT_NAME = 63  # Argo copies the Workflow name into label values: 63 is the real limit
+_HASH_LENGTH = 6
+
+
+def _short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:_HASH_LENGTH]
+
+
+def workflow_name(ps_name: str, rollout_id: str) -> str:
+    """`<ps>-<rollout-id>`, capped at 63 characters, the same every time for the same inputs.
+
+    Argo copies the Workflow name into label values (`workflows.argoproj.io/workflow` on pods), so
+    63 is the real limit. A longer ProgressiveSync name is cut and followed by a short hash of the
+    whole name, so two long names that share a prefix still get different Workflows.
+    """
+    name = f"{ps_name}-{rollout_id}"
+    if len(name) <= MAX_OBJECT_NAME:
+        return name
+    keep = MAX_OBJECT_NAME - len(rollout_id) - _HASH_LENGTH - 2
+    if keep < 1:
+        raise ValueError(f"rollout id {rollout_id!r} is too long for a Workflow name")
+    prefix = ps_name[:keep].rstrip("-.")
+    return f"{prefix}-{_short_hash(ps_name)}-{rollout_id}"
+
+
+def rollout_workflow_name(ps_name: str, rollout: RolloutStatus) -> str:
+    """The Workflow of a recorded rollout: the name the status recorded, else `workflow_name`."""
+    return rollout.workflow or workflow_name(ps_name, rollout.id)
+
+
+def label_value(ps_name: str) -> str:
+    """The `progressivesync.io/name` label value: the name, or a cut name plus hash past 63 chars."""
+    if len(ps_name) <= MAX_OBJECT_NAME:
+        return ps_name
+    prefix = ps_name[: MAX_OBJECT_NAME - _HASH_LENGTH - 1].rstrip("-.")
+    return f"{prefix}-{_short_hash(ps_name)}"
+
+
+# --- patch bodies on a ProgressiveSync --------------------------------------------------------
+
+
+def paused_patch(paused: bool) -> dict[str, Any]:
+    """The merge patch of `spec.paused` (progressive-sync pause / resume)."""
+    return {"spec": {"paused": paused}}
+
+
+def retry_patch(token: str) -> dict[str, Any]:
+    """The merge patch setting the retry annotation to `token` (progressive-sync retry)."""
+    return {"metadata": {"annotations": {RETRY_ANNOTATION: token}}}
