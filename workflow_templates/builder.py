@@ -20,7 +20,8 @@ The shape (DESIGN.md §4), for stages A and B:
 Decisions worth knowing:
 
 - **maxParallel as a percentage** becomes an integer here, from the plan of the fleet at build
-  time (Argo's template `parallelism` is an integer, never an expression). If `select` takes more
+  time (Argo's template `parallelism` is an integer, never an expression), by the one sizing rule
+  (`orchestrator.planning.sizing.stage_size`, which the planner uses too). If `select` takes more
   clusters at run time than the plan foresaw, the bound stays the planned one.
 - **failFast and maxFailedClusters**: with `maxFailedClusters: 0` (the default) the fan-out
   template is failFast: after the first failed cluster no new cluster starts, clusters in flight finish, the
@@ -50,7 +51,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hera.workflows import Parameter, Workflow
@@ -76,6 +76,7 @@ from orchestrator.api.metadata import (
     workflow_name,
 )
 from orchestrator.api.models import API_VERSION, KIND, ApprovalMode, ProgressiveSync, Stage
+from orchestrator.planning.sizing import StageSize, stage_size
 from workflow_templates import names, pieces
 from workflow_templates.settings import WorkflowSettings
 
@@ -93,22 +94,11 @@ class WorkflowBuildError(ValueError):
     """The Workflow cannot be built as asked (a plan that does not fit the spec, too many nodes)."""
 
 
-@dataclass(frozen=True)
-class StageSize:
-    """How big a stage is when the Workflow is built: targets planned and clusters at once."""
-
-    targets: int
-    max_parallel: int
-
-
 StageSizes = Mapping[str, StageSize]
 
 
 def sizes_from_plan(ps: ProgressiveSync, plan: RolloutPlan) -> dict[str, StageSize]:
-    """Each stage's planned target count and resolved maxParallel (>= 1) from the planner's plan.
-
-    A stage the plan has nothing to size for (0) runs with its integer maxParallel, or 1.
-    """
+    """Each stage's planned target count and its maxParallel (>= 1) by the one sizing rule."""
     sizes: dict[str, StageSize] = {}
     for stage in ps.spec.stages:
         try:
@@ -117,21 +107,13 @@ def sizes_from_plan(ps: ProgressiveSync, plan: RolloutPlan) -> dict[str, StageSi
             raise WorkflowBuildError(
                 f"the plan has no stage {stage.name!r}: it was made for another spec"
             ) from exc
-        parallel = planned.max_parallel or (stage.max_parallel if isinstance(stage.max_parallel, int) else 1)
-        sizes[stage.name] = StageSize(targets=len(planned.targets), max_parallel=max(1, parallel))
+        sizes[stage.name] = stage_size(stage, available=planned.available, targets=len(planned.targets))
     return sizes
 
 
 def assumed_sizes(ps: ProgressiveSync, clusters_per_stage: int) -> dict[str, StageSize]:
-    """Sizes without a fleet: every stage takes `clusters_per_stage` clusters (or its int maxTargets)."""
-    from orchestrator.api.models import resolve_int_or_percent  # noqa: PLC0415 - keeps the import list short
-
-    sizes: dict[str, StageSize] = {}
-    for stage in ps.spec.stages:
-        targets = min(resolve_int_or_percent(stage.max_targets, clusters_per_stage), clusters_per_stage)
-        parallel = min(resolve_int_or_percent(stage.max_parallel, targets), targets) if targets else 1
-        sizes[stage.name] = StageSize(targets=targets, max_parallel=max(1, parallel))
-    return sizes
+    """Sizes without a fleet: every stage has `clusters_per_stage` clusters available."""
+    return {stage.name: stage_size(stage, available=clusters_per_stage) for stage in ps.spec.stages}
 
 
 def estimate_nodes(ps: ProgressiveSync, sizes: StageSizes) -> int:

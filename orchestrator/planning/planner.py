@@ -16,7 +16,8 @@ rollout is due. `docs/planner.md` explains the rules with examples; the summary:
 - **Stages** run in spec order. A stage's *available* clusters are those its selector matches that
   no earlier stage took; its *candidates* are the out-of-date ones among them, ordered (see
   `order_clusters`); it takes the first `maxTargets` of them. `maxTargets` "N%" is N% of the
-  available clusters, `maxParallel` "N%" is N% of the stage's targets; both round down, minimum 1.
+  available clusters, `maxParallel` "N%" is N% of the stage's targets; both round down, minimum 1
+  (the one sizing rule, `orchestrator.planning.sizing`, which the Workflow builder uses too).
 - **A running rollout** (`progress`): a stage that rollout already selected keeps exactly the
   targets it recorded, and they count as taken, so later stages get the answer the plan gave at the
   start (unless the fleet itself changed).
@@ -37,9 +38,9 @@ from orchestrator.api.models import (
     ProgressiveSyncSpec,
     ProgressiveSyncStatus,
     StagePhase,
-    resolve_int_or_percent,
 )
 from orchestrator.argocd.fleet import AppSetView, AppView, Cluster, HealthStatus, SyncStatus, normalize_server
+from orchestrator.planning.sizing import resolve_max_targets, stage_size
 
 RELEASE_ID_LENGTH = 10
 # How many names a message lists before "and N more"; `PlanIssue.subjects` always has them all.
@@ -626,7 +627,7 @@ def _plan_stages(
     for stage in spec.stages:
         matched = _matching(stage.targets.clusters.selector, clusters, partitions)
         available = matched - taken
-        max_targets = resolve_int_or_percent(stage.max_targets, len(available)) if available else 0
+        max_targets = resolve_max_targets(stage, len(available))
         if stage.name in recorded:
             progress_of_stage = recorded[stage.name]
             targets = progress_of_stage.targets
@@ -654,8 +655,12 @@ def _plan_stages(
                 targets=targets,
                 apps=MappingProxyType({t: fleet[t].apps if t in fleet else () for t in targets}),
                 max_targets=max_targets,
-                # "N%" of maxParallel scales against the stage's own targets.
-                max_parallel=resolve_int_or_percent(stage.max_parallel, len(targets)) if targets else 0,
+                # "N%" of maxParallel scales against the stage's own targets; 0: nothing to size.
+                max_parallel=(
+                    stage_size(stage, available=len(available), targets=len(targets)).max_parallel
+                    if targets
+                    else 0
+                ),
                 matched=len(matched),
                 available=len(available),
                 from_progress=stage.name in recorded,
