@@ -13,7 +13,7 @@ Callers: the step modules in this package.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +24,7 @@ from orchestrator.argocd.fleet import (
     app_set_view_from_object,
     app_view_from_object,
     cluster_from_secret,
+    index_clusters,
 )
 from orchestrator.kube.client import APPLICATION_SETS, APPLICATIONS, PROGRESSIVE_SYNCS, Kube, NotFound
 from orchestrator.kube.status_writer import StatusWriterSettings
@@ -127,26 +128,14 @@ def get_app_set(kube: Kube, namespace: str, name: str) -> AppSetView | None:
         return None
 
 
-def cluster_of_app(app: Mapping[str, Any], clusters: Sequence[Cluster]) -> Cluster | None:
-    """The cluster an Application deploys to: by `destination.server` first, else `destination.name`.
-
-    The same rule as the planner's, so `sync` and `wait-healthy` act on exactly the Applications
-    `select` planned for the cluster.
-    """
-    view = app_view_from_object(app)
-    if view.destination_server:
-        by_server = next((c for c in clusters if c.server == view.destination_server), None)
-        if by_server is not None:
-            return by_server
-    if view.destination_name:
-        return next((c for c in clusters if c.name == view.destination_name), None)
-    return None
-
-
 def apps_of_cluster(
     kube: Kube, rollout: RolloutRef, ps: ProgressiveSync, cluster: Cluster, clusters: Sequence[Cluster]
 ) -> list[dict[str, Any]]:
-    """The ApplicationSet's Applications that deploy to `cluster`, sorted by name."""
+    """The ApplicationSet's Applications that deploy to `cluster`, sorted by name.
+
+    Which cluster an Application deploys to is the planner's rule (`ClusterIndex.cluster_of`), so
+    `sync` and `wait-healthy` act on exactly the Applications `select` planned for the cluster.
+    """
     app_set_name = ps.spec.app_set_ref.name
     app_set = get_app_set(kube, rollout.argocd_namespace, app_set_name)
     items, _ = kube.list(APPLICATIONS, rollout.argocd_namespace)
@@ -155,7 +144,10 @@ def apps_of_cluster(
         for item in items
         if app_view_from_object(item).is_owned_by(app_set_name, app_set.uid if app_set else "")
     ]
+    index = index_clusters(clusters)
     mine = [
-        app for app in owned if (c := cluster_of_app(app, clusters)) is not None and c.name == cluster.name
+        app
+        for app in owned
+        if (c := index.cluster_of(app_view_from_object(app))) is not None and c.name == cluster.name
     ]
     return sorted(mine, key=lambda app: app["metadata"]["name"])

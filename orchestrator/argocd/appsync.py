@@ -65,16 +65,6 @@ def owned_by_appset(app: Mapping[str, Any], appset_name: str, appset_uid: str | 
     return False
 
 
-def destined_for(app: Mapping[str, Any], cluster_name: str, cluster_server: str) -> bool:
-    """True when `spec.destination` names the cluster by `server` or by `name` (both are common)."""
-    destination = (app.get("spec") or {}).get("destination") or {}
-    server = destination.get("server")
-    name = destination.get("name")
-    if server:
-        return bool(cluster_server) and server.rstrip("/") == cluster_server.rstrip("/")
-    return bool(name) and name == cluster_name
-
-
 def source_count(app: Mapping[str, Any]) -> int:
     """0 for a single-source Application, else the number of `spec.sources`."""
     return len((app.get("spec") or {}).get("sources") or [])

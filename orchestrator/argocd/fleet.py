@@ -222,6 +222,47 @@ class AppView:
         return False
 
 
+@dataclass(frozen=True, slots=True)
+class ClusterIndex:
+    """The clusters by name and by server: which cluster an Application deploys to.
+
+    Built by `index_clusters`; `cluster_of` is the one rule (the planner's, the steps' and so the
+    watcher's), Argo CD's own: `spec.destination.server` names the cluster with that API server;
+    without one, or when no cluster has it, `spec.destination.name` names it.
+    """
+
+    by_name: Mapping[str, Cluster]
+    by_server: Mapping[str, Cluster]
+
+    def destinations_of(self, app: AppView) -> tuple[Cluster | None, Cluster | None]:
+        """(the cluster of its destination.server, the cluster of its destination.name)."""
+        server = normalize_server(app.destination_server)
+        via_server = self.by_server.get(server) if server else None
+        via_name = self.by_name.get(app.destination_name) if app.destination_name else None
+        return via_server, via_name
+
+    def cluster_of(self, app: AppView) -> Cluster | None:
+        """The cluster `app` deploys to: by destination.server first, else destination.name; None."""
+        via_server, via_name = self.destinations_of(app)
+        return via_server or via_name
+
+
+def index_clusters(clusters: Iterable[Cluster]) -> ClusterIndex:
+    """Index clusters in Secret-name order: the first Secret wins a name or a server others share.
+
+    The choice does not depend on the order of `clusters`; the planner reports the losers.
+    """
+    by_name: dict[str, Cluster] = {}
+    for cluster in sorted(clusters, key=lambda c: (c.secret_name, c.name)):
+        by_name.setdefault(cluster.name, cluster)
+    by_server: dict[str, Cluster] = {}
+    for cluster in by_name.values():
+        server = normalize_server(cluster.server)
+        if server:
+            by_server.setdefault(server, cluster)
+    return ClusterIndex(MappingProxyType(by_name), MappingProxyType(by_server))
+
+
 def revision_key(revisions: Iterable[str]) -> str:
     """One string for a revision tuple: the revision itself, or the sources' revisions joined by ','."""
     return ",".join(revisions)

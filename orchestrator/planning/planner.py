@@ -39,7 +39,16 @@ from orchestrator.api.models import (
     ProgressiveSyncStatus,
     StagePhase,
 )
-from orchestrator.argocd.fleet import AppSetView, AppView, Cluster, HealthStatus, SyncStatus, normalize_server
+from orchestrator.argocd.fleet import (
+    AppSetView,
+    AppView,
+    Cluster,
+    ClusterIndex,
+    HealthStatus,
+    SyncStatus,
+    index_clusters,
+    normalize_server,
+)
 from orchestrator.planning.sizing import resolve_max_targets, stage_size
 
 RELEASE_ID_LENGTH = 10
@@ -351,20 +360,20 @@ def plan_rollout(
     app_set_name = spec.app_set_ref.name
     app_set_uid = _check_app_set(issues, app_set_name, appset)
 
-    by_name, by_server = _index_clusters(issues, clusters)
+    index = _index_clusters(issues, clusters)
     owned, ignored = _owned_apps(apps, app_set_name, app_set_uid)
     if not owned:
         issues.warn(
             IssueCode.NO_APPLICATIONS,
             f"no Application is owned by ApplicationSet {app_set_name!r}: there is nothing to roll out",
         )
-    apps_by_cluster, homeless = _assign_apps(issues, owned, by_name, by_server)
+    apps_by_cluster, homeless = _assign_apps(issues, owned, index)
     fleet = _fleet_clusters(apps_by_cluster)
     revisions = _release_revisions(issues, owned, fleet)
     _report_automated_sync(issues, owned)
     _report_homeless(issues, homeless, spec.allow_partial_rollout)
 
-    fleet_clusters = {name: by_name[name] for name in fleet}
+    fleet_clusters = {name: index.by_name[name] for name in fleet}
     stages = _plan_stages(
         issues, spec, ps_name=ps_name, clusters=fleet_clusters, fleet=fleet, progress=progress
     )
@@ -418,12 +427,8 @@ def _check_app_set(issues: _Issues, name: str, appset: AppSetView | None) -> str
     return appset.uid
 
 
-def _index_clusters(
-    issues: _Issues, clusters: Iterable[Cluster]
-) -> tuple[dict[str, Cluster], dict[str, Cluster]]:
-    """Clusters by name and by server; duplicates decided by Secret name, and reported."""
-    by_name: dict[str, Cluster] = {}
-    duplicates: dict[str, list[str]] = defaultdict(list)
+def _index_clusters(issues: _Issues, clusters: Iterable[Cluster]) -> ClusterIndex:
+    """Clusters by name and by server (`fleet.index_clusters`); the duplicates it passed over, reported."""
     # The same Secret given twice (a fleet file listing it twice) counts once: the smallest copy,
     # so the choice does not depend on input order.
     secrets: dict[tuple[str, str], Cluster] = {}
@@ -431,12 +436,13 @@ def _index_clusters(
         key = (cluster.secret_name, cluster.name)
         if key not in secrets or _copy_order(cluster) < _copy_order(secrets[key]):
             secrets[key] = cluster
+    index = index_clusters(secrets.values())
+    by_name, by_server = index.by_name, index.by_server
+    duplicates: dict[str, list[str]] = defaultdict(list)
     for key in sorted(secrets):
         cluster = secrets[key]
-        if cluster.name in by_name:
+        if by_name[cluster.name] is not cluster:
             duplicates[cluster.name].append(cluster.secret_name)
-            continue
-        by_name[cluster.name] = cluster
     for name, losers in duplicates.items():
         winner = by_name[name].secret_name
         issues.error(
@@ -446,16 +452,11 @@ def _index_clusters(
             [winner, *losers],
         )
 
-    by_server: dict[str, Cluster] = {}
     sharing: dict[str, list[str]] = defaultdict(list)
     for cluster in by_name.values():  # in Secret-name order: the first Secret owns the server
         server = normalize_server(cluster.server)
-        if not server:
-            continue
-        if server in by_server:
+        if server and by_server[server] is not cluster:
             sharing[server].append(cluster.name)
-            continue
-        by_server[server] = cluster
     for server, others in sharing.items():
         winner = by_server[server].name
         issues.warn(
@@ -465,7 +466,7 @@ def _index_clusters(
             f"{_names(others)} by destination.name go there",
             [winner, *others],
         )
-    return by_name, by_server
+    return index
 
 
 def _copy_order(cluster: Cluster) -> tuple[Any, ...]:
@@ -485,19 +486,17 @@ def _owned_apps(apps: Iterable[AppView], app_set_name: str, app_set_uid: str) ->
 
 
 def _assign_apps(
-    issues: _Issues, owned: list[AppView], by_name: dict[str, Cluster], by_server: dict[str, Cluster]
+    issues: _Issues, owned: list[AppView], index: ClusterIndex
 ) -> tuple[dict[str, list[AppView]], list[AppView]]:
-    """Each Application's cluster: by destination.server first, else destination.name."""
+    """Each Application's cluster (`ClusterIndex.cluster_of`); a destination naming two, reported."""
     apps_by_cluster: dict[str, list[AppView]] = defaultdict(list)
     homeless: list[AppView] = []
     conflicts: list[str] = []
     for app in owned:
-        server = normalize_server(app.destination_server)
-        via_server = by_server.get(server) if server else None
-        via_name = by_name.get(app.destination_name) if app.destination_name else None
+        via_server, via_name = index.destinations_of(app)
         if via_server and via_name and via_server is not via_name:
             conflicts.append(app.name)
-        cluster = via_server or via_name
+        cluster = index.cluster_of(app)
         if cluster is None:
             homeless.append(app)
             continue

@@ -16,10 +16,19 @@ from orchestrator.argocd.fleet import (
     SyncStatus,
     app_view_from_object,
     cluster_from_secret,
+    index_clusters,
     load_fleet,
 )
 from orchestrator.kube.client import ClusterSecret
-from tests.support.fleet_builders import APP_SET, APP_SET_UID, b64, cluster_secret_object, make_app_object
+from tests.support.fleet_builders import (
+    APP_SET,
+    APP_SET_UID,
+    b64,
+    cluster_secret_object,
+    make_app,
+    make_app_object,
+    make_cluster,
+)
 
 
 @pytest.mark.parametrize(
@@ -202,3 +211,37 @@ def test_malformed_cluster_secret_names_the_secret_but_not_its_data() -> None:
         load_fleet(yaml.safe_dump(secret))
     assert "cluster-eu-1" in str(raised.value)
     assert "SECRETMARK" not in str(raised.value)
+
+
+# --- which cluster an Application deploys to -----------------------------------------------------
+
+SHARED = "https://shared.example.internal:6443"
+
+
+@pytest.mark.parametrize(
+    ("app", "expected"),
+    [
+        pytest.param(make_app(cluster="eu-1"), "eu-1", id="by-server"),
+        pytest.param(make_app(cluster="eu-1", by="name"), "eu-1", id="by-name"),
+        pytest.param(
+            make_app(cluster="eu-1", server=SHARED), "a-first", id="shared-server-goes-to-first-secret"
+        ),
+        pytest.param(
+            make_app(cluster="eu-1", by="both", server="https://gone.example.internal"),
+            "eu-1",
+            id="unknown-server-falls-back-to-name",
+        ),
+        pytest.param(make_app(cluster="mars", by="name"), None, id="unknown-cluster"),
+    ],
+)
+def test_an_application_deploys_to_the_cluster_of_its_server_else_of_its_name(
+    app: AppView, expected: str | None
+) -> None:
+    clusters = [
+        make_cluster("eu-1"),
+        make_cluster("b-second", server=SHARED + "/", secret_name="cluster-b"),
+        make_cluster("a-first", server=SHARED, secret_name="cluster-a"),
+    ]
+    for order in (clusters, clusters[::-1]):  # the answer does not depend on the listing order
+        found = index_clusters(order).cluster_of(app)
+        assert (found.name if found else None) == expected
