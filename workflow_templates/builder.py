@@ -271,11 +271,14 @@ def build_workflow(
     revision: str,
     plan: RolloutPlan | StageSizes,
     settings: WorkflowSettings,
+    identity: Mapping[str, str] | None = None,
 ) -> Workflow:
     """The Workflow that runs rollout `rollout_id` of `ps` to `revision`.
 
     `plan` is the planner's RolloutPlan of the fleet now (it resolves percentage maxParallel and
-    sizes the deadline), or ready-made StageSizes (render without a fleet, tests).
+    sizes the deadline), or ready-made StageSizes (render without a fleet, tests). `identity` are
+    the rollout's identity annotations (`orchestrator.api.metadata.rollout_annotations`), which let
+    a restarted watcher rebuild the rollout's status from the Workflow alone.
     Raises WorkflowBuildError when the plan does not match the spec or the Workflow would be too big.
     """
     sizes: StageSizes = plan if isinstance(plan, Mapping) else sizes_from_plan(ps, plan)
@@ -308,6 +311,7 @@ def build_workflow(
     annotations = {
         names.TITLE_ANNOTATION: f"{meta.name}: rollout {rollout_id}",
         names.DESCRIPTION_ANNOTATION: _describe(ps, revision, sizes),
+        **(identity or {}),
     }
     if label_value(meta.name) != meta.name:
         annotations[NAME_ANNOTATION] = meta.name

@@ -93,6 +93,22 @@ def label_value(ps_name: str) -> str:
     return f"{prefix}-{_short_hash(ps_name)}"
 
 
+def rollout_annotations(
+    *, release_id: str, attempt: int, generation: int, spec_hash: str, revision: str, retry_token: str = ""
+) -> dict[str, str]:
+    """The identity annotations of a rollout Workflow (the builder writes them; `WorkflowView` reads them)."""
+    annotations = {
+        RELEASE_ANNOTATION: release_id,
+        ATTEMPT_ANNOTATION: str(attempt),
+        GENERATION_ANNOTATION: str(generation),
+        SPEC_HASH_ANNOTATION: spec_hash,
+        REVISION_ANNOTATION: revision,
+    }
+    if retry_token:
+        annotations[RETRY_TOKEN_ANNOTATION] = retry_token
+    return annotations
+
+
 # --- patch bodies on a ProgressiveSync --------------------------------------------------------
 
 

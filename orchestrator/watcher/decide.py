@@ -22,7 +22,9 @@ to the same answer. It is an ordered list of early returns:
 9. nothing out of date → up to date;
 10. the release due was rolled out already (whatever the outcome: a failed rollout is never
     re-created) → nothing, unless a new `progressivesync.io/retry` token asks for another attempt;
-11. a new release, paused → wait and say so; else create its Workflow and record the rollout.
+11. a new release, paused → wait and say so; a Workflow that cannot be built (too many nodes)
+    → `Valid=False` with the builder's reason, nothing started; else create the Workflow (built
+    here, identity annotations included) and record the rollout.
 
 A release is (spec generation, revisions of the out-of-date Applications), its id the planner's
 `release_id`. The generation in it is the one of the last *real* spec change: toggling `paused`
@@ -40,13 +42,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
-from orchestrator.api.metadata import rollout_workflow_name, workflow_name
+from orchestrator.api.metadata import rollout_annotations, rollout_workflow_name, workflow_name
 from orchestrator.api.models import (
     ConditionStatus,
+    ObjectMeta,
+    ProgressiveSync,
     ProgressiveSyncSpec,
     ProgressiveSyncStatus,
     RolloutPhase,
@@ -57,6 +62,8 @@ from orchestrator.argocd.fleet import AppSetView
 from orchestrator.core.clock import parse_time
 from orchestrator.planning.planner import RolloutPlan, release_id
 from orchestrator.workflows.view import WorkflowView, release_of, rollout_id_for
+from workflow_templates.builder import WorkflowBuildError, build_workflow, workflow_object
+from workflow_templates.settings import WorkflowSettings
 
 VALID = "Valid"
 READY = "Ready"
@@ -76,12 +83,14 @@ TERMINAL_PHASES = (RolloutPhase.SUCCEEDED, RolloutPhase.FAILED, RolloutPhase.CAN
 
 @dataclass(frozen=True)
 class ReconcilePolicy:
-    """Waiting times of the decision (from the watcher's settings)."""
+    """Waiting times of the decision and how it builds Workflows (from the watcher's settings)."""
 
     # After a Workflow ends, its exit handler records the outcome; past this the watcher does.
     finalize_grace_seconds: float = 30.0
     # A deleted ProgressiveSync waits this long for its stopped Workflow before letting go.
     deletion_grace_seconds: float = 30.0
+    # The step image, service account, retries and budgets of the Workflows it creates.
+    workflow: WorkflowSettings = field(default_factory=WorkflowSettings)
 
 
 @dataclass(frozen=True)
@@ -104,6 +113,7 @@ class Observed:
     claimed_by: str = ""  # "namespace/name" of the ProgressiveSync that owns the ApplicationSet
     plan: RolloutPlan | None = None  # the plan of a new rollout; None while a rollout is live
     workflows: tuple[WorkflowView, ...] = ()
+    uid: str = ""  # the ProgressiveSync's, for the Workflow's ownerReference
 
 
 # --- outputs ------------------------------------------------------------------------------------
@@ -121,7 +131,7 @@ class RemoveFinalizer:
 
 @dataclass(frozen=True)
 class CreateWorkflow:
-    """Build and create the Workflow of one attempt of one release (AlreadyExists: adopt it)."""
+    """Create `workflow`, the Workflow of one attempt of one release (AlreadyExists: adopt it)."""
 
     name: str
     rollout_id: str
@@ -131,6 +141,8 @@ class CreateWorkflow:
     spec_hash: str
     retry_token: str
     revision: str
+    # The whole object to create, built by `decide` (its identity annotations included).
+    workflow: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -324,7 +336,7 @@ def decide(obs: Observed, policy: ReconcilePolicy | None = None) -> Decision:
         return _record_end(ctx, current, policy)
     if rollout is not None and current is None and obs.status.phase in RUNNING_PHASES:
         return _workflow_deleted(ctx, rollout)
-    return _decide_release(ctx)
+    return _decide_release(ctx, policy)
 
 
 def _decide_deletion(obs: Observed, policy: ReconcilePolicy) -> Decision:
@@ -514,7 +526,7 @@ def _workflow_deleted(ctx: _Context, rollout: RolloutStatus) -> Decision:
     )
 
 
-def _decide_release(ctx: _Context) -> Decision:
+def _decide_release(ctx: _Context, policy: ReconcilePolicy) -> Decision:
     """No rollout runs: is the reference valid, is a release due, was it rolled out already?"""
     obs = ctx.obs
     rollout = obs.status.rollout
@@ -605,6 +617,7 @@ def _decide_release(ctx: _Context) -> Decision:
         return ctx.decision("due-but-paused", message, UpdateStatus(patch))
     return _create(
         ctx,
+        policy,
         release=release,
         attempt=attempt,
         generation=generation,
@@ -616,6 +629,7 @@ def _decide_release(ctx: _Context) -> Decision:
 
 def _create(
     ctx: _Context,
+    policy: ReconcilePolicy,
     *,
     release: str,
     attempt: int,
@@ -628,6 +642,36 @@ def _create(
     assert obs.plan is not None
     rollout_id = rollout_id_for(release, attempt)
     workflow = workflow_name(obs.name, rollout_id)
+    identity = rollout_annotations(
+        release_id=release,
+        attempt=attempt,
+        generation=generation,
+        spec_hash=ctx.spec_hash,
+        revision=revision,
+        retry_token=obs.retry_token,
+    )
+    ps = ProgressiveSync(
+        metadata=ObjectMeta(name=obs.name, namespace=obs.namespace, uid=obs.uid or None),
+        spec=ctx.spec,
+    )
+    try:
+        body = workflow_object(
+            build_workflow(
+                ps,
+                rollout_id=rollout_id,
+                revision=revision,
+                plan=obs.plan,
+                settings=policy.workflow,
+                identity=identity,
+            )
+        )
+    except WorkflowBuildError as exc:
+        # Nothing starts and nothing else changes: the spec must change (or the limit be raised).
+        patch = StatusPatch(
+            observed_generation=obs.generation,
+            conditions=(_cond(VALID, ConditionStatus.FALSE, "WorkflowInvalid", str(exc)),),
+        )
+        return ctx.decision("workflow-invalid", f"cannot build the Workflow: {exc}", UpdateStatus(patch))
     create = CreateWorkflow(
         name=workflow,
         rollout_id=rollout_id,
@@ -637,6 +681,7 @@ def _create(
         spec_hash=ctx.spec_hash,
         retry_token=obs.retry_token,
         revision=revision,
+        workflow=body,
     )
     message = f"rollout {rollout_id} started in Workflow {workflow}: {why}"
     patch = StatusPatch(

@@ -16,7 +16,7 @@
 - **reconcile**: gather `Observed` from the caches (a Workflow the status names but the cache
   lacks is read directly, so a lagging cache never reads as "deleted by someone"), `decide`,
   then execute the actions in order through the adapter: the finalizer by a conditional update,
-  the Workflow created with `build_workflow` (AlreadyExists: adopt it), stop/suspend/resume as
+  the Workflow `decide` built created as it is (AlreadyExists: adopt it), stop/suspend/resume as
   merge patches, Events best-effort, and the status through the optimistic-concurrency writer
   (`status_writer.update_status`) only when the patch changes the cached status;
 - a periodic **resync** that queues every ProgressiveSync again;
@@ -45,20 +45,13 @@ from typing import Any
 import pydantic
 
 from orchestrator.api.metadata import (
-    ATTEMPT_ANNOTATION,
     FINALIZER,
-    GENERATION_ANNOTATION,
     NAME_LABEL,
-    RELEASE_ANNOTATION,
     RETRY_ANNOTATION,
-    RETRY_TOKEN_ANNOTATION,
-    REVISION_ANNOTATION,
-    SPEC_HASH_ANNOTATION,
     label_value,
     rollout_workflow_name,
 )
 from orchestrator.api.models import (
-    ConditionStatus,
     ProgressiveSync,
     ProgressiveSyncSpec,
     ProgressiveSyncStatus,
@@ -98,9 +91,7 @@ from orchestrator.kube.informer import (
 from orchestrator.kube.status_writer import update_status
 from orchestrator.planning.planner import RolloutPlan, plan_rollout
 from orchestrator.watcher.decide import (
-    VALID,
     AddFinalizer,
-    ConditionPatch,
     CreateWorkflow,
     Decision,
     Observed,
@@ -121,7 +112,6 @@ from orchestrator.watcher.workqueue import WorkQueue
 from orchestrator.workflows import control
 from orchestrator.workflows.phases import Shutdown
 from orchestrator.workflows.view import WorkflowView, workflow_view_from_object
-from workflow_templates.builder import WorkflowBuildError, build_workflow, workflow_object
 
 log = logging.getLogger(__name__)
 
@@ -524,7 +514,7 @@ class Watcher:
         if cached is None:
             log.debug("%s/%s is gone; nothing to do", *key)
             return None
-        obs, ps_model = self.observe(cached)
+        obs = self.observe(cached)
         decision = decide(obs, self.settings.policy)
         self.reconciles += 1
         log.debug(
@@ -535,7 +525,7 @@ class Watcher:
             decision.reason,
             extra={"ps": f"{key[0]}/{key[1]}", "step": decision.step},
         )
-        self._execute(cached, obs, ps_model, decision)
+        self._execute(cached, obs, decision)
         return decision
 
     def _get_ps(self, key: Key) -> CachedPS | None:
@@ -546,7 +536,7 @@ class Watcher:
                     return found
         return None
 
-    def observe(self, cached: CachedPS) -> tuple[Observed, ProgressiveSync | None]:
+    def observe(self, cached: CachedPS) -> Observed:
         """Everything `decide` needs about one ProgressiveSync, from the caches (and one read at most)."""
         obj = cached.obj
         namespace, name = cached.key
@@ -588,8 +578,9 @@ class Watcher:
             claimed_by=self._claimed_by(cached),
             plan=plan,
             workflows=tuple(workflows),
+            uid=str(meta.get("uid") or ""),
         )
-        return observed, ps_model
+        return observed
 
     def _appset(self, namespace: str, name: str) -> AppSetView | None:
         for informer in self.appset_informers:
@@ -649,19 +640,14 @@ class Watcher:
 
     # -- executing a decision ---------------------------------------------------------------
 
-    def _execute(
-        self, cached: CachedPS, obs: Observed, ps_model: ProgressiveSync | None, decision: Decision
-    ) -> None:
+    def _execute(self, cached: CachedPS, obs: Observed, decision: Decision) -> None:
         namespace, name = cached.key
         extra = {"ps": f"{namespace}/{name}", "step": decision.step}
         for action in decision.actions:
             if isinstance(action, AddFinalizer | RemoveFinalizer):
                 self._set_finalizer(namespace, name, present=isinstance(action, AddFinalizer))
             elif isinstance(action, CreateWorkflow):
-                if ps_model is None or obs.plan is None:
-                    raise RuntimeError("a CreateWorkflow decision needs the parsed spec and the plan")
-                if not self._create_workflow(ps_model, obs.plan, action, extra):
-                    return  # the build was refused: the status says why, nothing else runs
+                self._create_workflow(namespace, name, action, extra)
             elif isinstance(action, StopWorkflow):
                 self._patch_workflow(
                     namespace, action.name, control.shutdown_patch(Shutdown.STOP), action.reason, extra
@@ -715,39 +701,9 @@ class Watcher:
         )
 
     def _create_workflow(
-        self, ps: ProgressiveSync, plan: RolloutPlan, action: CreateWorkflow, extra: dict[str, str]
-    ) -> bool:
-        namespace = ps.metadata.namespace or ""
-        workflow_settings = self.settings.workflow
-        if self.settings.argocd_namespace and not workflow_settings.argocd_namespace:
-            workflow_settings = replace(workflow_settings, argocd_namespace=self.settings.argocd_namespace)
-        try:
-            built = build_workflow(
-                ps,
-                rollout_id=action.rollout_id,
-                revision=action.revision,
-                plan=plan,
-                settings=workflow_settings,
-            )
-        except WorkflowBuildError as exc:
-            log.warning("%s: cannot build the Workflow: %s", extra["ps"], exc, extra=extra)
-            self._write_build_error(ps, str(exc), extra)
-            return False
-        body = workflow_object(built)
-        if body["metadata"]["name"] != action.name:
-            raise RuntimeError(f"built Workflow {body['metadata']['name']}, expected {action.name}")
-        annotations = body["metadata"].setdefault("annotations", {})
-        annotations.update(
-            {
-                RELEASE_ANNOTATION: action.release_id,
-                ATTEMPT_ANNOTATION: str(action.attempt),
-                GENERATION_ANNOTATION: str(action.generation),
-                SPEC_HASH_ANNOTATION: action.spec_hash,
-                REVISION_ANNOTATION: action.revision,
-            }
-        )
-        if action.retry_token:
-            annotations[RETRY_TOKEN_ANNOTATION] = action.retry_token
+        self, namespace: str, ps_name: str, action: CreateWorkflow, extra: dict[str, str]
+    ) -> None:
+        body = dict(action.workflow)
         try:
             if self._submitter is not None:
                 self._submit_through_argo_server(namespace, body)
@@ -756,7 +712,7 @@ class Watcher:
         except AlreadyExists:
             existing = self.kube.get(WORKFLOWS, namespace, action.name)
             owner = str(((existing.get("metadata") or {}).get("labels") or {}).get(NAME_LABEL, ""))
-            if owner != label_value(ps.metadata.name):
+            if owner != label_value(ps_name):
                 raise KubeError(
                     f"Workflow {namespace}/{action.name} exists but belongs to {owner or 'nobody'}; "
                     "not adopting it"
@@ -766,7 +722,7 @@ class Watcher:
                 action.name,
                 extra={**extra, "workflow": action.name},
             )
-            return True
+            return
         log.info(
             "created Workflow %s (rollout %s, attempt %d)",
             action.name,
@@ -774,7 +730,6 @@ class Watcher:
             action.attempt,
             extra={**extra, "workflow": action.name},
         )
-        return True
 
     def _submit_through_argo_server(self, namespace: str, body: dict[str, Any]) -> None:
         assert self._submitter is not None
@@ -789,15 +744,6 @@ class Watcher:
             except NotFound:
                 raise
             raise AlreadyExists(f"Workflow {body['metadata']['name']} exists", status=409) from None
-
-    def _write_build_error(self, ps: ProgressiveSync, message: str, extra: dict[str, str]) -> None:
-        patch = StatusPatch(
-            observed_generation=ps.metadata.generation or 0,
-            conditions=(ConditionPatch(VALID, ConditionStatus.FALSE, "WorkflowInvalid", message),),
-        )
-        cached = self._get_ps((ps.metadata.namespace or "", ps.metadata.name))
-        if cached is not None:
-            self._write_status(cached, ps.status or ProgressiveSyncStatus(), patch, "workflow-invalid", extra)
 
     def _patch_workflow(
         self, namespace: str, name: str, patch: dict[str, Any], reason: str, extra: dict[str, str]

@@ -125,7 +125,15 @@ class Settings:
         return ReconcilePolicy(
             finalize_grace_seconds=self.finalize_grace_seconds,
             deletion_grace_seconds=self.deletion_grace_seconds,
+            workflow=self.workflow_settings,
         )
+
+    @property
+    def workflow_settings(self) -> WorkflowSettings:
+        """How Workflows are built: `workflow`, with `--argocd-namespace` when it names none itself."""
+        if self.argocd_namespace and not self.workflow.argocd_namespace:
+            return replace(self.workflow, argocd_namespace=self.argocd_namespace)
+        return self.workflow
 
     def argocd_namespace_for(self, ps_namespace: str) -> str:
         """Where the Applications of a ProgressiveSync in `ps_namespace` live."""

@@ -5,6 +5,7 @@ No API server: every input is built here with small keyword builders; time is a 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -33,7 +34,8 @@ from orchestrator.watcher.decide import (
     decide,
     spec_hash,
 )
-from orchestrator.workflows.view import WorkflowView
+from orchestrator.workflows.view import WorkflowView, workflow_view_from_object
+from workflow_templates.settings import WorkflowSettings
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 PS = "web"
@@ -633,6 +635,25 @@ def test_the_end_record_uses_the_workflow_outcome() -> None:
     ]:
         decision = decide(observed(status=status_in, workflows=(wf,)), POLICY)
         assert apply_patch(status_in.model_copy(deep=True), _patch(decision), NOW).phase == phase
+
+
+def test_the_created_workflow_carries_the_identity_a_restarted_watcher_reads_back() -> None:
+    create = decide(observed(retry_token="t0", uid="ps-uid"), POLICY).of(CreateWorkflow)[0]
+    assert isinstance(create, CreateWorkflow)
+    view = workflow_view_from_object(create.workflow)
+    assert (view.name, view.rollout_id, view.release_id, view.attempt) == (WF_NAME, RELEASE, RELEASE, 1)
+    assert (view.generation, view.spec_hash, view.revision, view.retry_token) == (1, HASH, REVISION, "t0")
+    assert create.workflow["metadata"]["ownerReferences"][0]["uid"] == "ps-uid"
+
+
+def test_a_workflow_that_cannot_be_built_is_a_reason_in_the_status_and_nothing_starts() -> None:
+    too_small = replace(POLICY, workflow=WorkflowSettings(max_nodes=10))
+    decision = decide(observed(has_finalizer=False), too_small)
+    assert (decision.step, kinds(decision)) == ("workflow-invalid", ["AddFinalizer", "UpdateStatus"])
+    status = apply_patch(make_status(), _patch(decision), NOW)
+    assert _condition(status, "Valid") == (ConditionStatus.FALSE, "WorkflowInvalid")
+    assert "above the limit of 10" in decision.reason
+    assert (status.phase, status.rollout) == (None, None)
 
 
 def _patch(decision: Decision) -> Any:
