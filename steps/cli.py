@@ -29,6 +29,7 @@ import click
 from orchestrator.argocd.assess import WorkflowOutcome
 from orchestrator.core.clock import SystemClock
 from orchestrator.kube.client import Forbidden, Invalid, Kube, KubeError, NotFound
+from steps.cluster import run_cluster
 from steps.common import RolloutRef, Superseded, Tuning, UsageProblem
 from steps.finalize import finalize
 from steps.record import record_stage
@@ -249,6 +250,33 @@ def wait_healthy_command(stage: str, cluster: str, revision: str, **options: Any
         "wait-healthy",
         settings,
         lambda kube: wait_healthy(
+            kube,
+            settings.rollout,
+            stage=stage,
+            cluster=cluster,
+            revision=revision,
+            clock=SystemClock(),
+            tuning=settings.tuning,
+        ),
+    )
+
+
+@main.command("cluster")
+@common_options
+@_option("stage", required=True, help="The stage the cluster belongs to.")
+@_option("cluster", required=True, help="The cluster (Argo CD cluster name).")
+@_option(
+    "revision",
+    default="",
+    help="The release revision to pin (multi-source: one per source, comma-separated).",
+)
+def cluster_command(stage: str, cluster: str, revision: str, **options: Any) -> None:
+    """Sync the cluster, then wait until it is done or failed (not started when the stage failed)."""
+    settings = _settings(options)
+    run_step(
+        "cluster",
+        settings,
+        lambda kube: run_cluster(
             kube,
             settings.rollout,
             stage=stage,

@@ -4,16 +4,16 @@ Called by the watcher when a rollout is due and by `progressive-sync render`. Pu
 ProgressiveSync, rollout id, revision, plan and settings always give the same Workflow, so creating
 it twice yields AlreadyExists, never a second rollout.
 
-The shape (DESIGN.md §4), for stages A and B:
+The shape (DESIGN.md §4, with the changes docs/workflow.md explains), for stages A and B:
 
     rollout (DAG)                       entry; one task per stage, each depending on the one before
     ├── A  -> stage-A (DAG)
     │   ├── approve -> approval         only with `approval: Manual`; resumed by `argo resume`
     │   ├── select                      writes the output parameter `targets` (JSON list)
-    │   ├── clusters -> fanout-A (DAG)  parallelism = A's resolved maxParallel, failFast
-    │   │   └── cluster -> cluster      withParam over the targets: sync, then wait-healthy
-    │   ├── bake -> bake-600s           only with `bakeSeconds`
-    │   └── record
+    │   ├── clusters -> fanout-A (DAG)  parallelism = A's resolved maxParallel; continueOn failed
+    │   │   └── cluster                 withParam over the targets: one pod per cluster (sync, wait)
+    │   ├── record                      closes the stage; exits 1 when it failed
+    │   └── bake -> bake-600s           only with `bakeSeconds`, after a stage that succeeded
     └── B  -> stage-B ...
     onExit: finalize --workflow-status {{workflow.status}}
 
@@ -23,12 +23,15 @@ Decisions worth knowing:
   time (Argo's template `parallelism` is an integer, never an expression), by the one sizing rule
   (`orchestrator.planning.sizing.stage_size`, which the planner uses too). If `select` takes more
   clusters at run time than the plan foresaw, the bound stays the planned one.
-- **failFast and maxFailedClusters**: with `maxFailedClusters: 0` (the default) the fan-out
-  template is failFast: after the first failed cluster no new cluster starts, clusters in flight finish, the
-  stage fails, later stages never start. With a tolerance the fan-out task is `continueOn:
-  failed` and the fan-out is not failFast, so the remaining clusters run; deciding that the
-  tolerance is exceeded (and refusing new syncs after that) is then the steps' job (`record`
-  exits 1, `sync` checks the stage's failures).
+- **No failFast; the steps decide.** Argo v3.7's template `failFast` marks the template Failed from
+  `checkParallelism` without setting its outbound nodes, so whatever depends on it is never
+  reached and the Workflow hangs Running (exit handler never run, mutex held). Instead every
+  cluster pod first looks at its stage in the ProgressiveSync status: once the stage's failed
+  clusters exceed `maxFailedClusters`, a cluster not yet started exits 1 at once without syncing
+  (steps/cluster.py). The fan-out task is `continueOn: failed`, so `record` always closes the
+  stage (Failed when failures exceed the tolerance: it exits 1, and nothing after it runs).
+- **One pod per cluster.** `cluster` runs sync then wait-healthy in one process, retried as one
+  step: the fan-out's children are Retry nodes with one Pod each (2 nodes per cluster, not 5).
 - **activeDeadlineSeconds** is derived from the spec and the plan (see
   `active_deadline_seconds`): a budget for every step, one progress deadline per wave of
   `maxParallel` clusters, the bake times, and `approval_window_seconds` for each manual gate (a
@@ -39,10 +42,10 @@ Decisions worth knowing:
   sanitize alike); where the stage name passes Argo's display-name rule the template annotation
   `workflows.argoproj.io/display-name` shows it exactly; the stage node always carries the exact
   name as its `stage` input parameter.
-- **Size**: a stage of N clusters makes about 5N + 9 nodes (cluster DAG, two retry nodes and two
-  pods per cluster). Argo keeps node status in the object (compressed past ~1 MiB), so a plan
-  above `settings.max_nodes` (default 4000, about 750 clusters in one rollout) is refused with a
-  message: split the rollout into more stages or raise the limit knowingly.
+- **Size**: a stage of N clusters makes about 2N + 7 nodes (a Retry node and a pod per cluster).
+  Argo keeps node status in the object (compressed past ~1 MiB), so a plan above
+  `settings.max_nodes` (default 4000, about 1,990 clusters in one rollout) is refused with a
+  message.
 - A stage that the plan says has no target gets no bake: waiting after a stage that changed
   nothing only delays the rollout.
 """
@@ -84,7 +87,7 @@ if TYPE_CHECKING:
     from orchestrator.planning.planner import RolloutPlan
 
 # Nominal node counts (see the module docstring); retries add one node per extra attempt.
-NODES_PER_CLUSTER = 5  # cluster DAG + (retry + pod) x 2
+NODES_PER_CLUSTER = 2  # retry + pod
 NODES_PER_STAGE = 7  # stage DAG + select (retry + pod) + fan-out DAG + task group + record (retry + pod)
 TARGETS_INPUT = "targets"
 NODES_FIXED = 3  # root DAG + exit handler (retry + pod)
@@ -146,25 +149,15 @@ def _parameter(name: str, value: str) -> ModelParameter:
     return ModelParameter(name=name, value=value)
 
 
-def _fanout_template(task_name: str, size: StageSize, *, tolerate_failures: bool) -> Template:
-    """The loop over one stage's clusters, alone in its template.
-
-    `parallelism` and `failFast` of a template govern every node directly inside it, retried
-    attempts included: Argo fails a failFast template as soon as any child failed, even an
-    attempt its retryStrategy is about to repeat. Alone in this template, the loop's items (one
-    cluster DAG each, whose steps retry inside their own template) are the only children, so a
-    temporary error of select or record never trips the stage's failFast.
-    """
-    fail_fast = not tolerate_failures
+def _fanout_template(task_name: str, size: StageSize) -> Template:
+    """The loop over one stage's clusters, alone in its template so `parallelism` bounds only it."""
     return Template(
         name=names.fanout_template_name(task_name),
         inputs=Inputs(
             parameters=[ModelParameter(name=pieces.STAGE_INPUT), ModelParameter(name=TARGETS_INPUT)]
         ),
         parallelism=size.max_parallel,
-        fail_fast=fail_fast,
         dag=DAGTemplate(
-            fail_fast=fail_fast,
             tasks=[
                 DAGTask(
                     name=names.CLUSTER_LOOP_TASK,
@@ -184,7 +177,7 @@ def _fanout_template(task_name: str, size: StageSize, *, tolerate_failures: bool
     )
 
 
-def _stage_template(stage: Stage, task_name: str, size: StageSize, *, tolerate_failures: bool) -> Template:
+def _stage_template(stage: Stage, task_name: str, size: StageSize) -> Template:
     stage_ref = "{{inputs.parameters." + pieces.STAGE_INPUT + "}}"
     stage_arg = Arguments(parameters=[_parameter(pieces.STAGE_INPUT, stage_ref)])
     tasks: list[DAGTask] = []
@@ -209,24 +202,27 @@ def _stage_template(stage: Stage, task_name: str, size: StageSize, *, tolerate_f
             arguments=Arguments(
                 parameters=[_parameter(pieces.STAGE_INPUT, stage_ref), _parameter(TARGETS_INPUT, targets)]
             ),
-            continue_on=ContinueOn(failed=True) if tolerate_failures else None,
+            # A failed cluster fails the fan-out (a lost one errors it); record still closes the stage.
+            continue_on=ContinueOn(failed=True, error=True),
         )
     )
-    previous = [names.CLUSTERS_TASK]
+    tasks.append(
+        DAGTask(
+            name=names.RECORD_TASK,
+            template=names.RECORD_TEMPLATE,
+            arguments=stage_arg,
+            dependencies=[names.CLUSTERS_TASK],
+        )
+    )
     if stage.bake_seconds and size.targets:
+        # After record: only a stage that succeeded bakes (record exits 1 on a failed one).
         tasks.append(
             DAGTask(
                 name=names.BAKE_TASK,
                 template=names.bake_template_name(stage.bake_seconds),
-                dependencies=previous,
+                dependencies=[names.RECORD_TASK],
             )
         )
-        previous = [names.BAKE_TASK]
-    tasks.append(
-        DAGTask(
-            name=names.RECORD_TASK, template=names.RECORD_TEMPLATE, arguments=stage_arg, dependencies=previous
-        )
-    )
     display_name = names.display_name_for(stage.name, task_name)
     return Template(
         name=names.stage_template_name(task_name),
@@ -297,14 +293,13 @@ def build_workflow(
     namespace = meta.namespace
     stages = list(ps.spec.stages)
     task_names = names.stage_task_names(stage.name for stage in stages)
-    tolerate = ps.spec.failure_policy.max_failed_clusters > 0
     bake_seconds = sorted(
         {stage.bake_seconds for stage in stages if stage.bake_seconds and sizes[stage.name].targets}
     )
     templates: list[Any] = [_entry_template(stages, task_names)]
     for stage, task_name in zip(stages, task_names, strict=True):
-        templates.append(_stage_template(stage, task_name, sizes[stage.name], tolerate_failures=tolerate))
-        templates.append(_fanout_template(task_name, sizes[stage.name], tolerate_failures=tolerate))
+        templates.append(_stage_template(stage, task_name, sizes[stage.name]))
+        templates.append(_fanout_template(task_name, sizes[stage.name]))
     templates += pieces.reusable_templates(settings)
     templates += [pieces.bake_template(seconds) for seconds in bake_seconds]
 

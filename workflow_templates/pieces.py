@@ -1,10 +1,11 @@
 """The reusable pieces of the rollout Workflow, and the WorkflowTemplates that publish them.
 
 Each step of docs/CONTRACTS.md is one container template running `python -m steps <step> ...`;
-`cluster` is the per-cluster DAG (sync, then wait-healthy); `approval` is the manual gate (a
-suspend without duration); `bake-<N>s` waits N seconds. `build_workflow` (builder.py) inlines
-exactly these values into every Workflow; `workflow_templates()` wraps the same values into the
-WorkflowTemplates committed as YAML next to this file (the chart installs them).
+`cluster` is the one pod per cluster (sync, then wait-healthy, in one process); `approval` is the
+manual gate (a suspend without duration); `bake-<N>s` waits N seconds. `build_workflow`
+(builder.py) inlines the ones a rollout runs into every Workflow; `workflow_templates()` wraps
+every step into the WorkflowTemplates committed as YAML next to this file (the chart installs
+them), `sync` and `wait-healthy` too, for people who run one of them by hand.
 
 Why inline rather than `templateRef`: Argo resolves a templateRef when each node starts, so a chart
 upgrade in the middle of a rollout would run some clusters with the old steps and some with the
@@ -21,8 +22,6 @@ every rollout and every ProgressiveSync.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from hera.workflows import (
     DAG,
@@ -137,21 +136,16 @@ def _step(
 
 
 def step_templates(settings: WorkflowSettings) -> list[Container]:
-    """The five step containers of docs/CONTRACTS.md, in contract order."""
+    """The six step containers of docs/CONTRACTS.md, in contract order."""
     stage = ("--stage", _input(STAGE_INPUT))
     cluster = ("--cluster", _input(CLUSTER_INPUT))
     revision = ("--revision", _workflow_parameter(names.PARAM_REVISION))
+    per_cluster = (STAGE_INPUT, CLUSTER_INPUT)
     return [
         _step(names.SELECT_TEMPLATE, [*stage], settings, inputs=(STAGE_INPUT,), outputs=(TARGETS_OUTPUT,)),
-        _step(
-            names.SYNC_TEMPLATE, [*stage, *cluster, *revision], settings, inputs=(STAGE_INPUT, CLUSTER_INPUT)
-        ),
-        _step(
-            names.WAIT_HEALTHY_TEMPLATE,
-            [*stage, *cluster, *revision],
-            settings,
-            inputs=(STAGE_INPUT, CLUSTER_INPUT),
-        ),
+        _step(names.SYNC_TEMPLATE, [*stage, *cluster, *revision], settings, inputs=per_cluster),
+        _step(names.WAIT_HEALTHY_TEMPLATE, [*stage, *cluster, *revision], settings, inputs=per_cluster),
+        _step(names.CLUSTER_TEMPLATE, [*stage, *cluster, *revision], settings, inputs=per_cluster),
         _step(names.RECORD_TEMPLATE, [*stage], settings, inputs=(STAGE_INPUT,)),
         _step(
             names.FINALIZE_TEMPLATE,
@@ -159,6 +153,15 @@ def step_templates(settings: WorkflowSettings) -> list[Container]:
             settings,
         ),
     ]
+
+
+# The steps a rollout Workflow runs (sync and wait-healthy run inside `cluster`).
+ROLLOUT_STEPS = (
+    names.SELECT_TEMPLATE,
+    names.CLUSTER_TEMPLATE,
+    names.RECORD_TEMPLATE,
+    names.FINALIZE_TEMPLATE,
+)
 
 
 def approval_template() -> Suspend:
@@ -171,40 +174,10 @@ def bake_template(seconds: int) -> Suspend:
     return Suspend(name=names.bake_template_name(seconds), duration=seconds)
 
 
-def cluster_template(*, via_template_ref: bool = False) -> DAG:
-    """One cluster: sync, then wait-healthy.
-
-    `via_template_ref` makes the tasks call the steps in the `progressive-sync-steps`
-    WorkflowTemplate instead of templates of the same Workflow (for the cluster WorkflowTemplate).
-    """
-
-    def call(template: str) -> dict[str, object]:
-        if via_template_ref:
-            return {"template_ref": TemplateRef(name=STEPS_WORKFLOW_TEMPLATE, template=template)}
-        return {"template": template}
-
-    arguments = [
-        Parameter(name=STAGE_INPUT, value=_input(STAGE_INPUT)),
-        Parameter(name=CLUSTER_INPUT, value=_input(CLUSTER_INPUT)),
-    ]
-    return DAG(
-        name=names.CLUSTER_TEMPLATE,
-        inputs=[Parameter(name=STAGE_INPUT), Parameter(name=CLUSTER_INPUT)],
-        tasks=[
-            Task(name=names.SYNC_TASK, arguments=arguments, **call(names.SYNC_TEMPLATE)),  # type: ignore[arg-type]
-            Task(
-                name=names.WAIT_HEALTHY_TASK,
-                dependencies=[names.SYNC_TASK],
-                arguments=arguments,
-                **call(names.WAIT_HEALTHY_TEMPLATE),  # type: ignore[arg-type]
-            ),
-        ],
-    )
-
-
 def reusable_templates(settings: WorkflowSettings) -> list[Templatable]:
-    """What every rollout Workflow inlines besides its entry and stage templates."""
-    return [cluster_template(), approval_template(), *step_templates(settings)]
+    """What every rollout Workflow inlines besides its entry, stage and fan-out templates."""
+    steps = [step for step in step_templates(settings) if step.name in ROLLOUT_STEPS]
+    return [approval_template(), *steps]
 
 
 def _rollout_parameters(*extra: str) -> list[Parameter]:
@@ -219,7 +192,7 @@ def _rollout_parameters(*extra: str) -> list[Parameter]:
 
 
 def steps_workflow_template(settings: WorkflowSettings) -> WorkflowTemplate:
-    """`progressive-sync-steps`: the step containers, the per-cluster DAG and the approval gate.
+    """`progressive-sync-steps`: the step containers and the approval gate.
 
     A library without an entrypoint; it declares the Workflow parameters the steps read.
     """
@@ -229,13 +202,13 @@ def steps_workflow_template(settings: WorkflowSettings) -> WorkflowTemplate:
         annotations={
             names.TITLE_ANNOTATION: "progressive-sync steps",
             names.DESCRIPTION_ANNOTATION: (
-                "The steps of a progressive-sync rollout (select, sync, wait-healthy, record, finalize), "
-                "the per-cluster DAG and the approval gate, for templateRef."
+                "The steps of a progressive-sync rollout (select, sync, wait-healthy, cluster, record, "
+                "finalize) and the approval gate, for templateRef."
             ),
         },
         service_account_name=settings.service_account,
         arguments=_rollout_parameters(),
-        templates=list[Any](reusable_templates(settings)),
+        templates=[approval_template(), *step_templates(settings)],
     )
 
 
@@ -250,7 +223,7 @@ def cluster_workflow_template(settings: WorkflowSettings) -> WorkflowTemplate:
         tasks=[
             Task(
                 name="cluster",
-                template=names.CLUSTER_TEMPLATE,
+                template_ref=TemplateRef(name=STEPS_WORKFLOW_TEMPLATE, template=names.CLUSTER_TEMPLATE),
                 arguments=[
                     Parameter(name=STAGE_INPUT, value=_workflow_parameter(STAGE_INPUT)),
                     Parameter(name=CLUSTER_INPUT, value=_workflow_parameter(CLUSTER_INPUT)),
@@ -270,7 +243,7 @@ def cluster_workflow_template(settings: WorkflowSettings) -> WorkflowTemplate:
         entrypoint="main",
         service_account_name=settings.service_account,
         arguments=_rollout_parameters(STAGE_INPUT, CLUSTER_INPUT),
-        templates=[entry, cluster_template(via_template_ref=True)],
+        templates=[entry],
     )
 
 

@@ -15,7 +15,10 @@ as sentences, empty when nothing is. It checks what our Workflows rely on:
   the workflow globals we use; `workflow.status` only in templates reachable from `onExit`;
 - every input parameter a called template declares without a value is passed by the caller;
 - `parallelism` is an integer >= 1, suspend durations are whole seconds, display names pass
-  Argo's rule.
+  Argo's rule;
+- no template-level `failFast`: Argo v3.7 fails such a template from `checkParallelism` without
+  setting its outbound nodes, so the tasks after it are never reached and the Workflow hangs
+  Running (and with non-Pod children it fails while they still run); see docs/workflow.md.
 
 Used by the tests (on everything we render) and by `progressive-sync render --check`.
 """
@@ -167,6 +170,11 @@ class _Checker:
         parallelism = template.get("parallelism")
         if parallelism is not None and (not isinstance(parallelism, int) or parallelism < 1):
             self.problems.append(f"{where}: parallelism must be an integer >= 1, not {parallelism!r}")
+        if template.get("failFast"):
+            self.problems.append(
+                f"{where}: template failFast hangs the Workflow on Argo v3.7 when anything depends on the "
+                "template; let the steps stop the stage instead"
+            )
         display = (template.get("annotations") or {}).get(names.DISPLAY_NAME_ANNOTATION)
         if display and "{{" not in display and not names.DISPLAY_NAME_RE.fullmatch(display):
             self.problems.append(f"{where}: display name {display!r} does not pass Argo's rule")

@@ -11,13 +11,15 @@ It supports exactly the features our rollout Workflows use (workflow_templates/b
 answers anything else with the Workflow in phase Error and a message naming the feature:
 
 - templates: `dag` (tasks with `dependencies`, `arguments.parameters`, `withParam`,
-  `continueOn`; `failFast`), `container` (command + args + env; output parameters from
-  `valueFrom.path`), `suspend` (with or without `duration`); template `parallelism`, `failFast`,
+  `continueOn`; Omitted nodes for tasks whose dependency failed), `container` (command + args +
+  env; output parameters from `valueFrom.path`), `suspend` (with or without `duration`); template
+  `parallelism` (`failFast` is refused: on Argo v3.7 it hangs nested templates),
   `retryStrategy` (`limit`, `retryPolicy` Always/OnFailure/OnError, `backoff` with `duration`,
   `factor` and `cap`, an `expression` over `lastRetry.exitCode`/`lastRetry.status` joined by
   `||`/`&&`; decided in the order of Argo's `processNodeRetries`), the display-name annotation;
 - the Workflow: `entrypoint`, `arguments.parameters`, `onExit` (sees `{{workflow.status}}`),
-  `activeDeadlineSeconds`, `synchronization.mutexes` (the executor holds the locks),
+  `activeDeadlineSeconds`, `synchronization.mutexes` (the executor holds the locks; Terminate
+  while waiting for one ends the Workflow Succeeded at once, as Argo does),
   `shutdown: Stop` (running nodes fail, the exit handler runs) and `Terminate` (it does not),
   `suspend` (no new node starts; running ones finish);
 - variables: `inputs.parameters.*`, `workflow.parameters.*`, `workflow.name|namespace|uid|
@@ -26,15 +28,12 @@ answers anything else with the Workflow in phase Error and a message naming the 
 Status is written in Argo's shape: node ids are `<workflow>-<fnv32a(node name)>` (the root's is the
 Workflow name), node names are `<parent>.<task>`, loop items `<task>(<i>:<item>)`, retry attempts
 `<name>(<n>)`, the exit handler `<workflow>.onExit`; node types DAG, Pod, Suspend, TaskGroup,
-Retry and Skipped (an empty loop).
+Retry and Skipped (an empty loop, an Omitted task); no message on DAG and TaskGroup nodes.
 
-Where it knowingly differs from Argo:
+Where it knowingly differs from Argo (docs/workflow.md has the whole comparison):
 
 - A Pod node that was Running when its executor stopped is run again in place (the steps are
   idempotent, docs/CONTRACTS.md), with a note in its message, rather than failed and retried.
-- With `failFast`, a failed cluster stops new clusters from starting, but the stage node fails
-  only after the clusters already in flight finished (Argo fails it at once and lets those pods
-  run on): the recorded end of a stage is then the end of its last step.
 """
 
 from __future__ import annotations
@@ -286,7 +285,6 @@ _SUPPORTED_TEMPLATE = {
     "suspend",
     "retryStrategy",
     "parallelism",
-    "failFast",
     "annotations",
 }
 _SUPPORTED_CONTAINER = {
@@ -362,6 +360,10 @@ def check_supported(workflow: Mapping[str, Any]) -> None:
     for template in spec.get("templates") or []:
         name = template.get("name", "?")
         kind = f"templates[{name}]"
+        if "failFast" in template:
+            # Argo v3.7 fails such a template from checkParallelism without its outbound nodes:
+            # the tasks after it are never reached and the Workflow hangs Running.
+            raise UnsupportedFeature(f"{kind}.failFast (it hangs nested templates on Argo v3.7)")
         _only(kind, template, _SUPPORTED_TEMPLATE | _IGNORED_TEMPLATE)
         bodies = [key for key in ("dag", "container", "suspend") if key in template]
         if len(bodies) != 1:
@@ -369,7 +371,9 @@ def check_supported(workflow: Mapping[str, Any]) -> None:
         _check_parameters(f"{kind}.inputs", template.get("inputs"))
         _check_parameters(f"{kind}.outputs", template.get("outputs"), outputs=True)
         if "dag" in template:
-            _only(f"{kind}.dag", template["dag"], {"tasks", "failFast"})
+            if "failFast" in template["dag"]:
+                raise UnsupportedFeature(f"{kind}.dag.failFast")
+            _only(f"{kind}.dag", template["dag"], {"tasks"})
             for task in template["dag"].get("tasks") or []:
                 _only(f"{kind}.dag.tasks[{task.get('name')}]", task, _SUPPORTED_TASK)
                 _check_parameters(f"{kind}.dag.tasks[{task.get('name')}].arguments", task.get("arguments"))
@@ -511,10 +515,10 @@ class _Pass:
         return bool(self.shutdown) or self.suspended
 
     def can_start(self, boundary_id: str | None, *, limits: bool = True) -> bool:
-        """May a new node start inside this boundary now? (suspend, shutdown, failFast, parallelism).
+        """May a new node start inside this boundary now? (suspend, shutdown, parallelism).
 
         A retry attempt is checked without the boundary's limits, as Argo does: its Retry node
-        already holds the place, and a failFast boundary must not block the retry of its own child.
+        already holds the place.
         """
         if self.halted:
             return False
@@ -528,8 +532,6 @@ class _Pass:
         inside = [
             n for n in self.nodes.values() if n.get("boundaryID") == boundary_id and n["type"] in counted
         ]
-        if template.get("failFast") and any(n["phase"] in UNSUCCESSFUL for n in inside):
-            return False
         parallelism = template.get("parallelism")
         if parallelism is not None:
             active = sum(1 for n in inside if n["phase"] in (NodePhase.PENDING, NodePhase.RUNNING))
@@ -860,6 +862,11 @@ class _Pass:
         boundary_id: str | None,
         display_name: str,
     ) -> dict[str, Any]:
+        """Argo's DAG rules (v3.7 dag.go): a task runs once every dependency is fulfilled and each
+        Succeeded or Skipped, or Failed/Errored with that dependency's `continueOn`; otherwise it
+        gets an Omitted node (type Skipped), and so do the tasks behind it. The DAG ends when
+        every task has a fulfilled node: Failed (or Error) when one of them failed without
+        `continueOn`, else Succeeded. Argo writes no message on a DAG node."""
         node = self.node_by_name(name) or self.new_node(
             name,
             NodeType.DAG,
@@ -870,60 +877,57 @@ class _Pass:
         )
         if node.get("displayName") != display_name:
             node["displayName"] = display_name
-        dag = template["dag"]
-        tasks = list(dag.get("tasks") or [])
-        fail_fast = dag.get("failFast", True)
+        tasks = list(template["dag"].get("tasks") or [])
         scope = self.scope(inputs)
         task_nodes: dict[str, dict[str, Any] | None] = {}
-        blocked: set[str] = set()  # tasks that will never run (a dependency failed)
-        failed: list[tuple[str, dict[str, Any]]] = []
+        failed: list[dict[str, Any]] = []
         for task in tasks:
             task_name = str(task["name"])
             deps = [str(d) for d in task.get("dependencies") or []]
             child_name = f"{name}.{task_name}"
             existing = self.node_by_name(child_name)
             dep_nodes = [task_nodes.get(dep) for dep in deps]
-            if any(dep in blocked for dep in deps):
-                blocked.add(task_name)
-                continue
             if existing is None:
-                if any(n is None or self.phase_of(n) not in FULFILLED for n in dep_nodes):
+                finished = [n for n in dep_nodes if n is not None and self.phase_of(n) in FULFILLED]
+                if len(finished) < len(deps):
                     task_nodes[task_name] = None
                     continue
-                if any(
-                    n is not None
-                    and self.phase_of(n) in UNSUCCESSFUL
-                    and not self.continues(self.task(tasks, dep), n)
-                    for dep, n in zip(deps, dep_nodes, strict=True)
+                parents = finished or [node]
+                if not all(
+                    self.satisfies(self.task(tasks, dep), n) for dep, n in zip(deps, finished, strict=True)
                 ):
-                    blocked.add(task_name)
+                    omitted = self.new_node(
+                        child_name,
+                        NodeType.SKIPPED,
+                        display_name=task_name,
+                        template_name=str(task.get("template", "")),
+                        boundary_id=str(node["id"]),
+                        phase=NodePhase.OMITTED,
+                        message="omitted: depends condition not met",
+                    )
+                    for parent in parents:
+                        self.add_child(parent, str(omitted["id"]))
+                    task_nodes[task_name] = omitted
                     continue
-                if fail_fast and failed:
-                    blocked.add(task_name)
-                    continue
-            child = self.execute_task(task, child_name, node, scope, task_nodes)
+            child = (
+                existing if existing is not None and self.phase_of(existing) is NodePhase.OMITTED else None
+            )
+            if child is None:
+                child = self.execute_task(task, child_name, node, scope, task_nodes)
             task_nodes[task_name] = child
             if child is not None and existing is None:
-                parents = [n for n in dep_nodes if n is not None] or [node]
-                for parent in parents:
+                for parent in [n for n in dep_nodes if n is not None] or [node]:
                     self.add_child(parent, str(child["id"]))
             if child is not None and self.phase_of(child) in UNSUCCESSFUL and not self.continues(task, child):
-                failed.append((task_name, child))
-        running = any(n is not None and self.phase_of(n) not in FULFILLED for n in task_nodes.values())
-        all_done = all(
-            (child := task_nodes.get(str(t["name"]))) is not None and self.phase_of(child) in FULFILLED
-            for t in tasks
-            if str(t["name"]) not in blocked
-        )
-        if (failed and fail_fast and not running) or all_done:
-            if failed:
-                task_name, child = failed[0]
-                self.finish(
-                    node, NodePhase(child["phase"]), f"{task_name}: {child.get('message', child['phase'])}"
-                )
-            else:
-                self.finish(node, NodePhase.SUCCEEDED)
+                failed.append(child)
+        if all(n is not None and self.phase_of(n) in FULFILLED for n in task_nodes.values()):
+            self.finish(node, NodePhase(failed[0]["phase"]) if failed else NodePhase.SUCCEEDED)
         return node
+
+    def satisfies(self, dependency: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
+        """Does a finished dependency let the task after it run? (`dependencies` as Argo expands them)."""
+        phase = self.phase_of(node)
+        return phase in (NodePhase.SUCCEEDED, NodePhase.SKIPPED) or self.continues(dependency, node)
 
     @staticmethod
     def task(tasks: list[Mapping[str, Any]], name: str) -> Mapping[str, Any]:
@@ -1056,26 +1060,11 @@ class _Pass:
             if child is not None:
                 self.add_child(group, str(child["id"]))
             children.append(child)
-        running = [c for c in children if c is not None and self.phase_of(c) not in FULFILLED]
-        failures = [c for c in children if c is not None and self.phase_of(c) in UNSUCCESSFUL]
-        not_started = any(c is None for c in children)
-        if running:
-            return group
-        if not not_started or (
-            failures and not self.can_start(boundary_id) and self.boundary_fail_fast(boundary_id)
-        ):
-            if failures:
-                first = failures[0]
-                self.finish(
-                    group, NodePhase.FAILED, f"{first['displayName']}: {first.get('message', first['phase'])}"
-                )
-            else:
-                self.finish(group, NodePhase.SUCCEEDED)
+        if all(c is not None and self.phase_of(c) in FULFILLED for c in children):
+            # Argo: the group takes the phase of its last failed or errored child, no message.
+            failures = [c for c in children if c is not None and self.phase_of(c) in UNSUCCESSFUL]
+            self.finish(group, NodePhase(failures[-1]["phase"]) if failures else NodePhase.SUCCEEDED)
         return group
-
-    def boundary_fail_fast(self, boundary_id: str) -> bool:
-        template = self.templates.get(str(self.nodes[boundary_id].get("templateName", "")))
-        return bool(template and template.get("failFast"))
 
     # -- the workflow ------------------------------------------------------------------------
 
@@ -1103,6 +1092,13 @@ class _Pass:
             return self.end(WorkflowPhase.ERROR, f"unsupported by the local executor: {exc}", kill_all=True)
         if phase in ("", WorkflowPhase.PENDING):
             mutexes = (self.spec.get("synchronization") or {}).get("mutexes") or []
+            if mutexes and not self.lock_held and self.shutdown == Shutdown.TERMINATE:
+                # Argo (v3.7 releaseLocksForPendingShuttingdownWfs): a Workflow terminated while it
+                # waits for its mutex leaves the queue and is marked Succeeded at once, with no node
+                # and no exit handler. (Stop leaves it waiting; it then runs, stopped, exit handler
+                # included.) Readers must not take this Succeeded for a rollout that ran: see
+                # orchestrator/watcher/decide.py `_end_phase`.
+                return self.end(WorkflowPhase.SUCCEEDED, "")
             if mutexes and not self.lock_held:
                 namespace = mutexes[0].get("namespace") or self.meta.get("namespace", "")
                 self.op.needs_lock = f"{namespace}/Mutex/{mutexes[0]['name']}"

@@ -99,14 +99,10 @@ def workflow(name: str, namespace: str, templates: list[dict[str, Any]], **spec:
     }
 
 
-def dag(
-    name: str, *tasks: dict[str, Any], parallelism: int | None = None, fail_fast: bool = False
-) -> dict[str, Any]:
+def dag(name: str, *tasks: dict[str, Any], parallelism: int | None = None) -> dict[str, Any]:
     template: dict[str, Any] = {"name": name, "dag": {"tasks": list(tasks)}}
     if parallelism:
         template["parallelism"] = parallelism
-    if fail_fast:
-        template["failFast"] = True
     return template
 
 
@@ -214,7 +210,6 @@ def test_dag_with_outputs_and_a_bounded_fanout_runs_to_succeeded(
             "name": "fan",
             "inputs": {"parameters": [{"name": "targets"}]},
             "parallelism": 2,
-            "failFast": True,
             "dag": {
                 "tasks": [
                     task(

@@ -332,6 +332,59 @@ def test_wait_healthy_follows_the_simulated_sync_to_done_and_a_second_run_writes
     assert writes_by(rig.control_plane, mark) == []
 
 
+# --- cluster: sync then wait-healthy in one process -----------------------------------------
+
+
+def test_cluster_syncs_then_waits_until_done_and_a_second_run_writes_nothing(rig: Rig) -> None:
+    make_progressive_sync(rig.kube, rig.namespace)
+    cluster = select_canary(rig.runner)
+    rig.simulate()
+    result = rig.runner.run("cluster", "--stage", "canary", "--cluster", cluster, "--revision", REVISION)
+    assert_ok(result)
+    assert f"cluster {cluster} done" in result.stdout
+    stage = rig.stage()
+    assert (stage.completed, stage.syncing, stage.failed) == ([cluster], [], [])
+    events = [e["event"] for e in read_events(rig.tmp_path / "sim-events.jsonl") if e["cluster"] == cluster]
+    assert events == ["sync-start", "sync-finish", "healthy"]
+
+    mark = rig.control_plane.audit_mark()
+    again = rig.runner.run("cluster", "--stage", "canary", "--cluster", cluster, "--revision", REVISION)
+    assert_ok(again)
+    assert "recorded as completed already" in again.stdout
+    assert writes_by(rig.control_plane, mark) == []
+
+
+def stage_with_a_failure(targets: list[str]) -> dict[str, Any]:
+    return {
+        "name": "canary",
+        "phase": "Progressing",
+        "targets": targets,
+        "failed": [{"name": targets[0], "reason": "Degraded"}],
+        "startedAt": "2030-01-01T12:00:00Z",
+    }
+
+
+def test_a_cluster_of_a_stage_that_failed_already_is_not_started(rig: Rig) -> None:
+    targets = sorted(c.name for c in rig.fleet.clusters)
+    make_progressive_sync(rig.kube, rig.namespace, status=rollout_status(stage_with_a_failure(targets)))
+    mark = rig.control_plane.audit_mark()
+    result = rig.runner.run("cluster", "--stage", "canary", "--cluster", targets[1], "--revision", REVISION)
+    assert_ok(result, 1)
+    assert f"cluster {targets[1]} not started: stage 'canary' has failed already" in result.stdout
+    assert writes_by(rig.control_plane, mark) == [], "nothing synced, nothing recorded"
+
+
+def test_a_cluster_starts_while_the_failures_are_within_the_tolerance(rig: Rig) -> None:
+    targets = sorted(c.name for c in rig.fleet.clusters)
+    make_progressive_sync(
+        rig.kube, rig.namespace, max_failed_clusters=1, status=rollout_status(stage_with_a_failure(targets))
+    )
+    rig.simulate()
+    result = rig.runner.run("cluster", "--stage", "canary", "--cluster", targets[1], "--revision", REVISION)
+    assert_ok(result)
+    assert targets[1] in rig.stage().completed
+
+
 # --- wait-healthy: the traps -----------------------------------------------------------------
 
 

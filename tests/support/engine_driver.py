@@ -3,7 +3,7 @@
 `drive()` plays the executor: it applies each Operation's status, "runs" each launched Pod with a
 function of the launch (returning a PodResult) that finishes after a number of passes, and moves a
 fake clock to the next wake-up when nothing else can happen. Unit tests of the engine use it to
-check DAG order, parallelism, failFast, retries, suspend and shutdown quickly and deterministically.
+check DAG order, parallelism, Omitted nodes, retries, suspend and shutdown quickly and deterministically.
 """
 
 from __future__ import annotations

@@ -632,6 +632,8 @@ def test_the_end_record_uses_the_workflow_outcome() -> None:
         (make_wf(phase="Succeeded", finished_at=LONG_AGO), RolloutPhase.SUCCEEDED),
         (make_wf(phase="Failed", finished_at=LONG_AGO), RolloutPhase.FAILED),
         (make_wf(phase="Failed", finished_at=LONG_AGO, shutdown="Terminate"), RolloutPhase.CANCELLED),
+        # Terminated while Pending on the mutex: Argo marks it Succeeded without running a step.
+        (make_wf(phase="Succeeded", finished_at=LONG_AGO, shutdown="Terminate"), RolloutPhase.CANCELLED),
     ]:
         decision = decide(observed(status=status_in, workflows=(wf,)), POLICY)
         assert apply_patch(status_in.model_copy(deep=True), _patch(decision), NOW).phase == phase

@@ -88,7 +88,7 @@ def test_overrides_and_settings_from_flags() -> None:
     arguments = {p["name"]: p["value"] for p in obj["spec"]["arguments"]["parameters"]}
     assert arguments["revision"] == "deadbeef"
     assert arguments["argocd-namespace"] == "argo-cd"
-    assert templates(obj)["sync"]["container"]["image"] == "registry.example/steps:9"
+    assert templates(obj)["cluster"]["container"]["image"] == "registry.example/steps:9"
 
 
 def test_an_invalid_manifest_exits_1(tmp_path: Path) -> None:

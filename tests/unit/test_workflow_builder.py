@@ -194,7 +194,7 @@ def test_entry_dag_has_one_task_per_stage_in_order_each_after_the_one_before() -
     assert templates(build(ps))["stage-eu-rest"]["annotations"] == {names.DISPLAY_NAME_ANNOTATION: "eu.rest"}
 
 
-def test_stage_dag_select_fanout_record_and_cluster_dag() -> None:
+def test_stage_dag_select_fanout_record_and_one_pod_per_cluster() -> None:
     obj = build(
         make_ps(make_stage("all", max_parallel="25%")), {"all": StageSize(targets=12, max_parallel=3)}
     )
@@ -202,26 +202,41 @@ def test_stage_dag_select_fanout_record_and_cluster_dag() -> None:
     assert list(stage) == ["select", "clusters", "record"]
     assert stage["clusters"]["dependencies"] == ["select"]
     assert stage["clusters"]["template"] == "fanout-all"
+    # Whatever the fan-out's end, record closes the stage (and fails it when the steps say so).
+    assert stage["clusters"]["continueOn"] == {"failed": True, "error": True}
+    assert stage["record"]["dependencies"] == ["clusters"]
     assert "{{tasks.select.outputs.parameters.targets}}" in str(stage["clusters"]["arguments"])
     fanout = templates(obj)["fanout-all"]
     assert fanout["parallelism"] == 3
-    assert fanout["failFast"] is True
-    assert fanout["dag"]["failFast"] is True
+    assert "failFast" not in fanout and "failFast" not in fanout["dag"]
     loop = fanout["dag"]["tasks"][0]
     assert loop["withParam"] == "{{inputs.parameters.targets}}"
     assert loop["template"] == names.CLUSTER_TEMPLATE
-    cluster = tasks(templates(obj)[names.CLUSTER_TEMPLATE])
-    assert list(cluster) == ["sync", "wait-healthy"]
-    assert cluster["wait-healthy"]["dependencies"] == ["sync"]
+    cluster = templates(obj)[names.CLUSTER_TEMPLATE]["container"]
+    assert cluster["args"][:5] == [
+        "cluster",
+        "--stage",
+        "{{inputs.parameters.stage}}",
+        "--cluster",
+        "{{inputs.parameters.cluster}}",
+    ]
 
 
-def test_manual_approval_and_bake() -> None:
+def test_no_template_fails_fast_whatever_the_tolerance() -> None:
+    for tolerated in (0, 2):
+        obj = build(make_ps(failurePolicy={"maxFailedClusters": tolerated}))
+        assert not [
+            t["name"] for t in obj["spec"]["templates"] if "failFast" in t or "failFast" in t.get("dag", {})
+        ]
+
+
+def test_manual_approval_and_bake_after_record() -> None:
     stage = {**make_stage("all"), "approval": "Manual", "bakeSeconds": 600}
     obj = build(make_ps(stage))
     stage_tasks = tasks(templates(obj)["stage-all"])
-    assert list(stage_tasks) == ["approve", "select", "clusters", "bake", "record"]
+    assert list(stage_tasks) == ["approve", "select", "clusters", "record", "bake"]
     assert stage_tasks["select"]["dependencies"] == ["approve"]
-    assert stage_tasks["record"]["dependencies"] == ["bake"]
+    assert stage_tasks["bake"]["dependencies"] == ["record"]
     assert templates(obj)["bake-600s"]["suspend"] == {"duration": "600"}
     assert templates(obj)[names.APPROVAL_TEMPLATE]["suspend"] == {}
 
@@ -233,17 +248,12 @@ def test_no_bake_for_a_stage_the_plan_leaves_empty() -> None:
     assert "bake-600s" not in templates(obj)
 
 
-def test_tolerated_failures_continue_the_stage_instead_of_failing_fast() -> None:
-    obj = build(make_ps(failurePolicy={"maxFailedClusters": 2}))
-    assert tasks(templates(obj)["stage-all"])["clusters"]["continueOn"] == {"failed": True}
-    assert templates(obj)["fanout-all"]["failFast"] is False
-
-
 def test_steps_run_the_contract_commands_with_retries_of_temporary_errors_only() -> None:
     settings = {"image": "registry.example/ps:1", "retry_limit": 3}
     obj = build(make_ps(), **settings)
     by_name = templates(obj)
-    for step in ("select", "sync", "wait-healthy", "record", "finalize"):
+    assert not {"sync", "wait-healthy"} & set(by_name)  # they run inside `cluster`
+    for step in ("select", "cluster", "record", "finalize"):
         container = by_name[step]["container"]
         assert container["command"] == ["python", "-m", "steps"]
         assert container["args"][0] == step
@@ -287,7 +297,7 @@ def test_too_many_nodes_is_refused_with_a_way_out() -> None:
     ps = make_ps(make_stage("everything"))
     with pytest.raises(WorkflowBuildError, match="split it into more stages"):
         build_workflow(
-            ps, rollout_id="r1", revision="x", plan={"everything": StageSize(2000, 50)}, settings=SETTINGS
+            ps, rollout_id="r1", revision="x", plan={"everything": StageSize(5000, 50)}, settings=SETTINGS
         )
 
 
@@ -313,6 +323,6 @@ def test_active_deadline_from_waves_bake_and_approval(
     assert active_deadline_seconds(ps, {"s": size}, SETTINGS) == expected
 
 
-def test_node_estimate_grows_five_per_cluster() -> None:
+def test_node_estimate_grows_two_per_cluster() -> None:
     ps = make_ps(make_stage("s"))
-    assert estimate_nodes(ps, {"s": StageSize(11, 1)}) - estimate_nodes(ps, {"s": StageSize(10, 1)}) == 5
+    assert estimate_nodes(ps, {"s": StageSize(11, 1)}) - estimate_nodes(ps, {"s": StageSize(10, 1)}) == 2

@@ -1,7 +1,7 @@
 """The local executor's decisions (orchestrator.engine.operator) on rendered rollout Workflows.
 
 Pure: tests/support/engine_driver plays the executor in memory (pods finish after a number of
-passes, a fake clock jumps to the next wake-up), so DAG order, parallelism, failFast, retries,
+passes, a fake clock jumps to the next wake-up), so DAG order, parallelism, Omitted nodes, retries,
 suspend, approval, bake, stop/terminate, deadlines and restarts are checked in milliseconds.
 The same behaviours on the real API server with real processes are in
 tests/integration/test_local_executor.py.
@@ -64,23 +64,41 @@ def fleet_step(
     *,
     fail: dict[str, int] | None = None,
     calls: list[tuple[str, ...]] | None = None,
+    tolerate: int = 0,
 ) -> Callable[[PodLaunch], PodResult]:
-    """A step runner: select returns `targets[stage]`, `fail[cluster]` is wait-healthy's exit code."""
+    """A step runner that plays the steps' rules (steps/cluster.py, steps/record.py).
+
+    select returns `targets[stage]`; `cluster` exits `fail[cluster]` (recorded as a failure of its
+    stage), or, once its stage has more than `tolerate` failures, exits 1 without syncing ("skip");
+    record exits 1 when its stage has more than `tolerate` failures. A cluster's outcome is known
+    when its pod starts (the drive decides results at launch).
+    """
+    failures: dict[str, list[str]] = {}
 
     def run(launch: PodLaunch) -> PodResult:
         step = argv_step(launch)
-        record = (step, arg(launch, "--stage")) if "--stage" in launch.argv else (step,)
-        if "--cluster" in launch.argv:
-            record = (*record, arg(launch, "--cluster"))
-        if step == "finalize":
+        stage = arg(launch, "--stage") if "--stage" in launch.argv else ""
+        record: tuple[str, ...] = (step, stage) if stage else (step,)
+        result = PodResult(0)
+        if step == "select":
+            result = PodResult(0, outputs={"targets": json.dumps(targets[stage])})
+        elif step == "cluster":
+            cluster = arg(launch, "--cluster")
+            if len(failures.get(stage, [])) > tolerate:
+                record, result = ("skip", stage, cluster), PodResult(1, summary="stage failed already")
+            else:
+                record = ("sync", stage, cluster)
+                code = (fail or {}).get(cluster, 0)
+                if code:
+                    failures.setdefault(stage, []).append(cluster)
+                    result = PodResult(code, summary="cluster Degraded")
+        elif step == "record" and len(failures.get(stage, [])) > tolerate:
+            result = PodResult(1, summary="stage failed")
+        elif step == "finalize":
             record = (step, arg(launch, "--workflow-status"))
         if calls is not None:
             calls.append(record)
-        if step == "select":
-            return PodResult(0, outputs={"targets": json.dumps(targets[arg(launch, "--stage")])})
-        if step == "wait-healthy" and (fail or {}).get(arg(launch, "--cluster")):
-            return PodResult((fail or {})[arg(launch, "--cluster")], summary="cluster Degraded")
-        return PodResult(0)
+        return result
 
     return run
 
@@ -94,13 +112,13 @@ TARGETS = {"canary": ["c1"], "wave one": ["c2", "c3", "c4", "c5"], "rest": [f"c{
 
 
 def in_flight_per_fanout(drive: Drive, seen: dict[str, int]) -> None:
-    """Record the most cluster DAGs running at once under each fan-out node."""
+    """Record the most cluster pods running at once under each fan-out node."""
     for fanout in drive.nodes(type="DAG"):
         if not str(fanout.get("templateName", "")).startswith("fanout-"):
             continue
         running = [
             n
-            for n in drive.nodes(type="DAG", templateName="cluster", phase="Running")
+            for n in drive.nodes(type="Pod", templateName="cluster", phase="Running")
             if n.get("boundaryID") == fanout["id"]
         ]
         seen[fanout["templateName"]] = max(seen.get(fanout["templateName"], 0), len(running))
@@ -131,12 +149,20 @@ def test_node_shape_follows_argo() -> None:
     stage = drive.nodes(name="svc-r1.canary-in-eu")[0]
     assert stage["boundaryID"] == "svc-r1" and stage["id"] in root["children"]
     assert stage["inputs"] == {"parameters": [{"name": "stage", "value": "canary in eu"}]}
-    item = drive.nodes(name="svc-r1.canary-in-eu.clusters.cluster(0:c1)")[0]
-    assert item["displayName"] == "cluster(0:c1)"
-    retry = drive.nodes(name="svc-r1.canary-in-eu.clusters.cluster(0:c1).sync")[0]
-    assert retry["type"] == "Retry" and retry["boundaryID"] == item["id"]
-    pod = drive.nodes(name="svc-r1.canary-in-eu.clusters.cluster(0:c1).sync(0)")[0]
+    fanout = drive.nodes(name="svc-r1.canary-in-eu.clusters")[0]
+    group = drive.nodes(name="svc-r1.canary-in-eu.clusters.cluster")[0]
+    assert (group["type"], group["boundaryID"]) == ("TaskGroup", fanout["id"])
+    retry = drive.nodes(name="svc-r1.canary-in-eu.clusters.cluster(0:c1)")[0]
+    assert (retry["type"], retry["displayName"], retry["boundaryID"]) == (
+        "Retry",
+        "cluster(0:c1)",
+        fanout["id"],
+    )
+    pod = drive.nodes(name="svc-r1.canary-in-eu.clusters.cluster(0:c1)(0)")[0]
     assert pod["type"] == "Pod" and pod["id"] in retry["children"] and pod["outputs"]["exitCode"] == "0"
+    assert pod["boundaryID"] == fanout["id"]
+    # Two nodes per cluster: its Retry node and one pod per attempt.
+    assert len([n for n in drive.nodes() if "cluster(0:c1)" in n["name"]]) == 2
     select = drive.nodes(name="svc-r1.canary-in-eu.select")[0]
     assert select["outputs"]["parameters"][0]["value"] == '["c1"]'
     exit_node = drive.nodes(name="svc-r1.onExit")[0]
@@ -151,24 +177,48 @@ def test_node_id_is_fnv32a_of_the_name() -> None:
     assert node_id("wf", "hello") == "wf-1335831723"
 
 
-def test_failing_cluster_fails_its_stage_and_no_later_stage_starts() -> None:
+def test_failing_cluster_fails_its_stage_record_closes_it_and_later_stages_are_omitted() -> None:
     calls: list[tuple[str, ...]] = []
     drive = Drive(rollout(*THREE_STAGES)).step(fleet_step(TARGETS, fail={"c3": 1}, calls=calls), ticks=2)
     assert drive.status["phase"] == "Failed"
-    assert "c3" in drive.status["message"] and "expression evaluated to false" in drive.status["message"]
+    assert "message" not in drive.status  # Argo writes no message on a failed DAG
+    synced = [c[2] for c in calls if c[0] == "sync"]
+    assert synced == ["c1", "c2", "c3"]  # c4 and c5 started after the failure and did not sync
+    assert [c[2] for c in calls if c[0] == "skip"] == ["c4", "c5"]
+    fanout = drive.nodes(name="svc-r1.wave-one.clusters")[0]
+    assert fanout["phase"] == "Failed" and "message" not in fanout
+    assert ("record", "wave one") in calls  # the fan-out continues on failure: record closes the stage
+    assert drive.nodes(name="svc-r1.wave-one")[0]["phase"] == "Failed"
+    rest = drive.nodes(name="svc-r1.rest")[0]
+    assert (rest["type"], rest["phase"], rest["message"]) == (
+        "Skipped",
+        "Omitted",
+        "omitted: depends condition not met",
+    )
     assert not any(c[1] == "rest" for c in calls if len(c) > 1 and c[0] != "finalize")
-    assert ("record", "wave one") not in calls
     assert calls[-1] == ("finalize", "Failed")
 
 
 def test_tolerated_failures_let_the_stage_continue() -> None:
     calls: list[tuple[str, ...]] = []
     drive = Drive(rollout(*THREE_STAGES[:2], tolerate=1)).step(
-        fleet_step(TARGETS, fail={"c3": 1}, calls=calls), ticks=1
+        fleet_step(TARGETS, fail={"c3": 1}, calls=calls, tolerate=1), ticks=1
     )
     assert sorted(c[2] for c in calls if c[0] == "sync") == ["c1", "c2", "c3", "c4", "c5"]
     assert ("record", "wave one") in calls
+    assert drive.nodes(name="svc-r1.wave-one.clusters")[0]["phase"] == "Failed"  # c3 shows failed
+    assert drive.nodes(name="svc-r1.wave-one")[0]["phase"] == "Succeeded"
     assert drive.status["phase"] == "Succeeded"
+
+
+def test_failures_beyond_the_tolerance_stop_new_clusters() -> None:
+    calls: list[tuple[str, ...]] = []
+    drive = Drive(rollout(*THREE_STAGES[:2], tolerate=1)).step(
+        fleet_step(TARGETS, fail={"c2": 1, "c3": 1}, calls=calls, tolerate=1), ticks=1
+    )
+    assert [c[2] for c in calls if c[0] == "sync"] == ["c1", "c2", "c3"]
+    assert [c[2] for c in calls if c[0] == "skip"] == ["c4", "c5"]
+    assert drive.status["phase"] == "Failed"
 
 
 def attempts(drive: Drive, retry: dict[str, Any]) -> list[dict[str, Any]]:
@@ -182,7 +232,7 @@ def test_temporary_errors_are_retried_with_backoff_and_failures_are_not() -> Non
     def run(launch: PodLaunch) -> PodResult:
         if argv_step(launch) == "select":
             return PodResult(0, outputs={"targets": '["c1", "c2"]'})
-        if argv_step(launch) == "sync":
+        if argv_step(launch) == "cluster":
             return PodResult(exits[arg(launch, "--cluster")].pop(0))
         return PodResult(0)
 
@@ -190,12 +240,12 @@ def test_temporary_errors_are_retried_with_backoff_and_failures_are_not() -> Non
     drive = Drive(workflow)
     start = drive.now
     drive.step(run, ticks=1)
-    c1 = drive.nodes(name="svc-r1.s.clusters.cluster(0:c1).sync")[0]
+    c1 = drive.nodes(name="svc-r1.s.clusters.cluster(0:c1)")[0]
     assert c1["phase"] == "Succeeded" and len(attempts(drive, c1)) == 3
-    c2 = drive.nodes(name="svc-r1.s.clusters.cluster(1:c2).sync")[0]
+    c2 = drive.nodes(name="svc-r1.s.clusters.cluster(1:c2)")[0]
     assert c2["phase"] == "Failed" and len(attempts(drive, c2)) == 1
     assert (drive.now - start).total_seconds() >= 10 + 15  # backoff 10s, then 20s capped at 15s
-    assert drive.status["phase"] == "Failed"
+    assert drive.nodes(name="svc-r1.s.clusters")[0]["phase"] == "Failed"
 
 
 def test_retries_stop_at_the_limit() -> None:
@@ -411,6 +461,28 @@ def test_waits_pending_without_the_mutex() -> None:
     assert not op.launches
 
 
+def test_terminate_while_pending_on_the_mutex_succeeds_at_once_without_running_anything() -> None:
+    workflow = rollout(make_stage("s"))
+    workflow["spec"]["shutdown"] = "Terminate"
+    op = operate(workflow, now=Drive({}).now, pods={}, lock_held=False)
+    # What Argo v3.7 does (releaseLocksForPendingShuttingdownWfs): Succeeded, no node, no exit handler.
+    assert op.status["phase"] == "Succeeded" and op.finished
+    assert not op.status.get("nodes") and "message" not in op.status
+    assert op.status["startedAt"] and op.status["finishedAt"]
+    assert not op.launches and op.needs_lock is None
+
+
+def test_stop_while_pending_on_the_mutex_waits_for_it_then_runs_only_the_exit_handler() -> None:
+    calls: list[tuple[str, ...]] = []
+    workflow = rollout(make_stage("s"))
+    workflow["spec"]["shutdown"] = "Stop"
+    op = operate(workflow, now=Drive({}).now, pods={}, lock_held=False)
+    assert op.status["phase"] == "Pending" and op.needs_lock
+    drive = Drive(workflow).step(fleet_step({"s": ["c1"]}, calls=calls))
+    assert drive.status["phase"] == "Failed"
+    assert calls == [("finalize", "Failed")]
+
+
 def test_missing_output_file_is_an_error() -> None:
     def run(launch: PodLaunch) -> PodResult:
         return PodResult(0, missing_outputs=("targets",) if argv_step(launch) == "select" else ())
@@ -451,24 +523,25 @@ def _template(workflow: dict[str, Any], name: str) -> dict[str, Any]:
         pytest.param(
             lambda w: _template(w, "stage-s")["dag"]["tasks"][1].update(depends="x"), "depends", id="depends"
         ),
+        pytest.param(lambda w: _template(w, "fanout-s").update(failFast=True), "failFast", id="fail-fast"),
         pytest.param(lambda w: w["spec"].update(hooks={}), "spec.hooks", id="hooks"),
         pytest.param(
-            lambda w: _template(w, "sync")["container"]["args"].append("{{=1+1}}"),
+            lambda w: _template(w, "cluster")["container"]["args"].append("{{=1+1}}"),
             "expression",
             id="expression-tag",
         ),
         pytest.param(
-            lambda w: _template(w, "sync")["retryStrategy"].update(expression="lastRetry.duration > 1"),
+            lambda w: _template(w, "cluster")["retryStrategy"].update(expression="lastRetry.duration > 1"),
             "retryStrategy.expression",
             id="retry-expression",
         ),
         pytest.param(
-            lambda w: _template(w, "sync")["retryStrategy"]["backoff"].update(maxDuration="1m"),
+            lambda w: _template(w, "cluster")["retryStrategy"]["backoff"].update(maxDuration="1m"),
             "backoff.maxDuration",
             id="max-duration",
         ),
         pytest.param(
-            lambda w: _template(w, "sync")["retryStrategy"].pop("limit"),
+            lambda w: _template(w, "cluster")["retryStrategy"].pop("limit"),
             "without limit",
             id="unlimited-retries",
         ),

@@ -85,13 +85,13 @@ def _invalid_task_name(obj: dict[str, Any]) -> None:
 
 
 def _unknown_template_ref(obj: dict[str, Any]) -> None:
-    task = template(obj, "cluster")["dag"]["tasks"][0]
+    task = template(obj, "fanout-canary-in-eu-west-1")["dag"]["tasks"][0]
     task.pop("template")
     task["templateRef"] = {"name": "progressive-sync-steps", "template": "no-such-step"}
 
 
 def _unresolved_variable(obj: dict[str, Any]) -> None:
-    template(obj, "sync")["container"]["args"].append("{{inputs.parameters.nope}}")
+    template(obj, "cluster")["container"]["args"].append("{{inputs.parameters.nope}}")
 
 
 def _status_outside_exit_handler(obj: dict[str, Any]) -> None:
@@ -109,6 +109,10 @@ def _missing_argument(obj: dict[str, Any]) -> None:
 
 def _parallelism_expression(obj: dict[str, Any]) -> None:
     template(obj, "fanout-canary-in-eu-west-1")["parallelism"] = "{{inputs.parameters.n}}"
+
+
+def _fail_fast(obj: dict[str, Any]) -> None:
+    template(obj, "fanout-canary-in-eu-west-1")["failFast"] = True
 
 
 def _bad_display_name(obj: dict[str, Any]) -> None:
@@ -135,6 +139,7 @@ def _bad_display_name(obj: dict[str, Any]) -> None:
         pytest.param(_missing_argument, "input parameter 'stage' is not passed", id="argument"),
         pytest.param(_parallelism_expression, "parallelism must be an integer", id="parallelism"),
         pytest.param(_bad_display_name, "does not pass Argo's rule", id="display-name"),
+        pytest.param(_fail_fast, "template failFast hangs the Workflow", id="fail-fast"),
     ],
 )
 def test_checker_finds_broken_references(break_it: Any, expected: str) -> None:

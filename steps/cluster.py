@@ -1,0 +1,130 @@
+"""The `cluster` step: one cluster of a stage, start to end: `sync`, then `wait-healthy`, in one process.
+
+The rollout Workflow runs one pod of this step per cluster (docs/workflow.md says why one pod and
+not a sync pod and a wait pod). In order:
+
+1. the outcome this rollout already recorded for the cluster (a step run again after a lost pod or
+   a restarted executor) is reported as it is, without syncing or waiting again;
+2. when the stage has already failed, i.e. its failed clusters exceed
+   `failurePolicy.maxFailedClusters` (DESIGN.md §3: then no new cluster starts), the cluster is
+   not started: nothing is synced, nothing is recorded for it, and the step exits 1 so the
+   Workflow shows it did not succeed. The fan-out has no `failFast` (Argo's hangs or stalls the
+   rollout around nested templates), so this check is what stops the stage;
+3. `steps.sync.sync_cluster`, then `steps.wait_healthy.wait_healthy`, each idempotent, each
+   recording the cluster's outcome in the stage status as they do when run alone.
+
+Exit codes (steps.cli): 0 the cluster is done; 1 it failed, or it was not started because the
+stage had failed; 75 a temporary error, which the Workflow's retryStrategy retries (running the
+step again is safe: see 1 and the idempotence of sync and wait-healthy).
+
+Caller: `python -m steps cluster` (steps.cli); tests call `run_cluster` directly too.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from enum import StrEnum
+
+from orchestrator.api.models import ProgressiveSync
+from orchestrator.api.rollout_status import find_stage
+from orchestrator.argocd.assess import ClusterPhase
+from orchestrator.core.clock import Clock
+from orchestrator.kube.client import Kube
+from steps.common import RolloutRef, Tuning, check_rollout, check_stage, load_progressive_sync
+from steps.sync import sync_cluster
+from steps.wait_healthy import wait_healthy
+
+log = logging.getLogger(__name__)
+
+
+class ClusterOutcome(StrEnum):
+    """How one cluster's step ended."""
+
+    DONE = "done"
+    FAILED = "failed"
+    NOT_STARTED = "not started"
+
+
+@dataclass(frozen=True)
+class ClusterResult:
+    """The end of one cluster's step, with the reason in words."""
+
+    cluster: str
+    outcome: ClusterOutcome
+    reason: str
+
+    @property
+    def failed(self) -> bool:
+        """True unless the cluster is done (exit 1)."""
+        return self.outcome != ClusterOutcome.DONE
+
+    @property
+    def summary(self) -> str:
+        """One line for people."""
+        return f"cluster {self.cluster} {self.outcome.value}: {self.reason}"
+
+
+def stage_failure(ps: ProgressiveSync, stage: str) -> str:
+    """Why the stage has failed already (its failures exceed maxFailedClusters), or "" when it has not."""
+    entry = find_stage(ps.status, stage)
+    if entry is None:
+        return ""
+    tolerated = ps.spec.failure_policy.max_failed_clusters
+    if len(entry.failed) <= tolerated:
+        return ""
+    failed = ", ".join(failure.name for failure in entry.failed)
+    return (
+        f"stage {stage!r} has failed already ({len(entry.failed)} failed cluster(s), at most {tolerated} "
+        f"tolerated: {failed}); no new cluster starts"
+    )
+
+
+def run_cluster(
+    kube: Kube,
+    rollout: RolloutRef,
+    *,
+    stage: str,
+    cluster: str,
+    revision: str,
+    clock: Clock,
+    tuning: Tuning | None = None,
+) -> ClusterResult:
+    """Sync `cluster` and wait until it is done or failed, unless its stage has failed already."""
+    tuning = tuning or Tuning()
+    ps = load_progressive_sync(kube, rollout)
+    check_rollout(ps, rollout.rollout_id)
+    check_stage(ps, stage)
+    recorded = _recorded(ps, stage, cluster)
+    if recorded is not None:
+        return recorded
+    refused = stage_failure(ps, stage)
+    if refused:
+        log.info("cluster %s not started: %s", cluster, refused)
+        return ClusterResult(cluster, ClusterOutcome.NOT_STARTED, refused)
+
+    synced = sync_cluster(
+        kube, rollout, stage=stage, cluster=cluster, revision=revision, clock=clock, tuning=tuning
+    )
+    if synced.failed:
+        return ClusterResult(cluster, ClusterOutcome.FAILED, synced.failure)
+    waited = wait_healthy(
+        kube, rollout, stage=stage, cluster=cluster, revision=revision, clock=clock, tuning=tuning
+    )
+    outcome = ClusterOutcome.DONE if waited.phase == ClusterPhase.DONE else ClusterOutcome.FAILED
+    return ClusterResult(cluster, outcome, waited.reason)
+
+
+def _recorded(ps: ProgressiveSync, stage: str, cluster: str) -> ClusterResult | None:
+    """The outcome this rollout recorded for the cluster already, if any."""
+    entry = find_stage(ps.status, stage)
+    if entry is None:
+        return None
+    if cluster in entry.completed:
+        return ClusterResult(cluster, ClusterOutcome.DONE, "recorded as completed already")
+    for failure in entry.failed:
+        if failure.name == cluster:
+            return ClusterResult(
+                cluster, ClusterOutcome.FAILED, f"recorded as failed already: {failure.reason}"
+            )
+    return None
