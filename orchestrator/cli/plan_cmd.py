@@ -18,10 +18,8 @@ from enum import StrEnum
 from pathlib import Path
 
 import click
-import pydantic
-import yaml
 
-from orchestrator.api.models import KIND, ProgressiveSync
+from orchestrator.api.models import ProgressiveSync
 from orchestrator.argocd.fleet import (
     AppSetView,
     Fleet,
@@ -29,8 +27,8 @@ from orchestrator.argocd.fleet import (
     app_set_view_from_object,
     app_view_from_object,
     cluster_from_secret,
-    load_fleet,
 )
+from orchestrator.cli.manifest import manifest_options, read_fleet_file, read_progressive_sync
 from orchestrator.planning.planner import RolloutPlan, StagePlan, StageState, plan_rollout
 
 DEFAULT_ARGOCD_NAMESPACE = "argocd"
@@ -60,21 +58,7 @@ class PlanSettings:
 
 
 @click.command("plan")
-@click.option(
-    "-f",
-    "--filename",
-    "ps_file",
-    required=True,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="YAML file with the ProgressiveSync.",
-)
-@click.option("--name", "ps_name", help="Which ProgressiveSync, when the file holds several.")
-@click.option(
-    "--fleet",
-    "fleet_file",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Plan offline against this fleet file (cluster Secrets, Applications, ApplicationSet).",
-)
+@manifest_options(fleet_help="Plan offline against this fleet file")
 @click.option(
     "--kubeconfig",
     envvar="PROGRESSIVE_SYNC_KUBECONFIG",
@@ -140,40 +124,6 @@ def plan(
 
 
 # --- inputs ----------------------------------------------------------------------------------
-
-
-def read_progressive_sync(path: Path, name: str | None) -> ProgressiveSync:
-    """The ProgressiveSync in `path` (the one called `name` when the file holds several)."""
-    try:
-        documents = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
-    except (OSError, yaml.YAMLError) as exc:
-        raise click.ClickException(f"{path}: cannot read YAML: {exc}") from exc
-    candidates = [d for d in documents if isinstance(d, dict) and d.get("kind") == KIND]
-    if name is not None:
-        candidates = [d for d in candidates if (d.get("metadata") or {}).get("name") == name]
-    if not candidates:
-        which = f" named {name!r}" if name else ""
-        raise click.ClickException(f"{path}: no {KIND}{which} in the file")
-    if len(candidates) > 1:
-        names = ", ".join(str((d.get("metadata") or {}).get("name")) for d in candidates)
-        raise click.UsageError(
-            f"{path} holds {len(candidates)} ProgressiveSyncs ({names}); choose one with --name"
-        )
-    try:
-        return ProgressiveSync.model_validate(candidates[0])
-    except pydantic.ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors(include_url=False)
-        )
-        raise click.ClickException(f"{path}: not a valid {KIND}: {problems}") from exc
-
-
-def read_fleet_file(path: Path) -> Fleet:
-    """The fleet in an offline fleet file."""
-    try:
-        return load_fleet(path.read_text())
-    except (OSError, FleetError) as exc:
-        raise click.ClickException(f"{path}: {exc}") from exc
 
 
 def read_live_fleet(settings: PlanSettings, ps: ProgressiveSync) -> Fleet:

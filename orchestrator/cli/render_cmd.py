@@ -23,7 +23,7 @@ import click
 from hera.workflows import Workflow
 
 from orchestrator.api.models import ProgressiveSync
-from orchestrator.cli.plan_cmd import read_fleet_file, read_progressive_sync
+from orchestrator.cli.manifest import manifest_options, read_fleet_file, read_progressive_sync
 from orchestrator.planning.planner import RolloutPlan, plan_rollout
 from workflow_templates import pieces, validate
 from workflow_templates.builder import StageSizes, WorkflowBuildError, assumed_sizes, build_workflow
@@ -39,21 +39,7 @@ def _note(text: str) -> None:
 
 
 @click.command("render")
-@click.option(
-    "-f",
-    "--filename",
-    "ps_file",
-    required=True,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="The ProgressiveSync manifest.",
-)
-@click.option("--name", "ps_name", help="Which ProgressiveSync, when the file holds several.")
-@click.option(
-    "--fleet",
-    "fleet_file",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Cluster Secrets, Applications and the ApplicationSet as `kubectl get -o yaml` prints them.",
-)
+@manifest_options(fleet_help="Render the rollout the watcher would start over this fleet file")
 @click.option("-o", "--output", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True)
 @click.option("--rollout-id", help="Use this rollout id instead of the planned release id.")
 @click.option("--revision", help="Use this revision instead of the planned one.")

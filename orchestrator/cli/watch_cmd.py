@@ -1,10 +1,13 @@
 """`progressive-sync watch`: run the watcher in the foreground until SIGTERM / Ctrl-C.
 
-Parses flags (each also read from its `PROGRESSIVE_SYNC_*` variable; a flag wins) into one
-`orchestrator.watcher.settings.Settings`, sets up JSON (or text) logs, builds the Kubernetes adapter and
-runs `orchestrator.watcher.loop.Watcher` until SIGTERM or SIGINT, then stops cleanly: no new reconcile
-starts, the ones in flight finish, watch streams close. Exit codes: 0 after a clean stop, 1 when
-a watch loop gave up (the API server stayed unreachable past every backoff), 2 for bad flags.
+Each flag is declared once, below, with the `Settings` field it sets; click reads it from its
+`PROGRESSIVE_SYNC_<FLAG>` variable when the flag is absent (`auto_envvar_prefix`, so
+`--resync-period` is `PROGRESSIVE_SYNC_RESYNC_PERIOD`; a flag wins; `--help` shows each name).
+`build_settings` is the one constructor of the watcher's `Settings` from them. Then it sets up
+JSON (or text) logs, builds the Kubernetes adapter and runs `orchestrator.watcher.loop.Watcher`
+until SIGTERM or SIGINT, then stops cleanly: no new reconcile starts, the ones in flight finish,
+watch streams close. Exit codes: 0 after a clean stop, 1 when a watch loop gave up (the API server
+stayed unreachable past every backoff), 2 for bad flags.
 
 The Argo Server token is never a flag value (it would show in `ps`): it comes from
 `--argo-token-file` or the `PROGRESSIVE_SYNC_ARGO_TOKEN` variable.
@@ -17,210 +20,216 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import click
 
-from orchestrator.watcher.settings import Engine, LogFormat, Settings, SettingsError, read_token
+from orchestrator.watcher.settings import (
+    ENV_PREFIX,
+    Engine,
+    LogFormat,
+    Settings,
+    SettingsError,
+    read_token,
+)
+from workflow_templates.settings import StepResources, WorkflowSettings
+
+# Where a flag's value goes: a `Settings` field, or `workflow.<field>` of its `WorkflowSettings`.
+WORKFLOW_FIELD = "workflow."
+TOKEN_VARIABLE = f"{ENV_PREFIX}ARGO_TOKEN"
+DEFAULTS = Settings()
 
 
-def _seconds(value: float) -> float:
+class SettingsFlag(click.Option):
+    """A `watch` flag and the settings field(s) it sets (`to`), through `convert` when given."""
+
+    def __init__(
+        self,
+        *args: Any,
+        to: tuple[str, ...],
+        convert: Callable[[Any], Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("show_envvar", True)
+        super().__init__(*args, **kwargs)
+        self.to = to
+        self.convert = convert
+
+
+def flag(
+    *decls: str, to: str | tuple[str, ...], convert: Callable[[Any], Any] | None = None, **kwargs: Any
+) -> Any:
+    """`click.option` for a `watch` flag that sets `to` (see `SettingsFlag`)."""
+    targets = (to,) if isinstance(to, str) else to
+    return click.option(*decls, cls=SettingsFlag, to=targets, convert=convert, **kwargs)
+
+
+def _positive(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
     if value <= 0:
         raise click.BadParameter("must be positive")
     return value
 
 
-@click.command("watch")
-@click.option(
+def _step_resources(text: str) -> StepResources:
+    try:
+        parsed = json.loads(text)
+    except ValueError as exc:
+        raise SettingsError(f"--step-resources is not JSON: {exc}") from exc
+    return StepResources.from_kubernetes(parsed, source="--step-resources")
+
+
+@click.command("watch", context_settings={"auto_envvar_prefix": ENV_PREFIX.rstrip("_")})
+@flag(
     "-n",
     "--namespace",
-    "namespaces",
+    to="namespaces",
+    convert=lambda namespaces: tuple(namespaces) or None,
     multiple=True,
-    envvar="PROGRESSIVE_SYNC_NAMESPACE",
-    show_default="argocd",
+    show_default=" ".join(DEFAULTS.namespaces),
     help="Namespace to watch for ProgressiveSyncs (repeat for several; env: space-separated).",
 )
-@click.option("-A", "--all-namespaces", is_flag=True, help="Watch ProgressiveSyncs in every namespace.")
-@click.option(
+@flag(
+    "-A",
+    "--all-namespaces",
+    to="namespaces",
+    convert=lambda everywhere: () if everywhere else None,
+    is_flag=True,
+    help="Watch ProgressiveSyncs in every namespace.",
+)
+@flag(
     "--argocd-namespace",
-    envvar="PROGRESSIVE_SYNC_ARGOCD_NAMESPACE",
+    to=("argocd_namespace", WORKFLOW_FIELD + "argocd_namespace"),
     help="Where Applications, ApplicationSets and cluster Secrets live (default: each ProgressiveSync's).",
 )
-@click.option(
+@flag(
     "--workflow-namespace",
-    envvar="PROGRESSIVE_SYNC_WORKFLOW_NAMESPACE",
+    to="workflow_namespace",
     help="Where Workflows are created; must be the one watched namespace (default: the ProgressiveSync's).",
 )
-@click.option(
+@flag(
     "--kubeconfig",
-    envvar=["PROGRESSIVE_SYNC_KUBECONFIG", "KUBECONFIG"],
+    to="kubeconfig",
+    envvar=[f"{ENV_PREFIX}KUBECONFIG", "KUBECONFIG"],
     type=click.Path(dir_okay=False),
     help="Kubeconfig file (default: in-cluster service account).",
 )
-@click.option("--context", envvar="PROGRESSIVE_SYNC_CONTEXT", help="Kubeconfig context.")
-@click.option(
+@flag("--context", to="context", help="Kubeconfig context.")
+@flag(
     "--engine",
+    to="engine",
+    convert=Engine,
     type=click.Choice([e.value for e in Engine]),
-    default=Engine.ARGO.value,
-    envvar="PROGRESSIVE_SYNC_ENGINE",
+    default=DEFAULTS.engine.value,
     show_default=True,
     help="argo: Argo Workflows runs the Workflows; local: the local executor, in this process.",
 )
-@click.option("--step-image", envvar="PROGRESSIVE_SYNC_STEP_IMAGE", help="Image of the step containers.")
-@click.option(
+@flag("--step-image", to=WORKFLOW_FIELD + "image", help="Image of the step containers.")
+@flag(
     "--step-image-pull-policy",
+    to=WORKFLOW_FIELD + "image_pull_policy",
     type=click.Choice(["Always", "IfNotPresent", "Never"]),
-    envvar="PROGRESSIVE_SYNC_STEP_IMAGE_PULL_POLICY",
-    help="Pull policy of the step containers [default: IfNotPresent].",
+    show_default=DEFAULTS.workflow.image_pull_policy,
+    help="Pull policy of the step containers.",
 )
-@click.option(
+@flag(
     "--step-service-account",
     "--service-account",
-    "service_account",
-    envvar="PROGRESSIVE_SYNC_STEP_SERVICE_ACCOUNT",
-    help="Service account the step pods run as [default: progressive-sync-steps].",
+    to=WORKFLOW_FIELD + "service_account",
+    show_default=DEFAULTS.workflow.service_account,
+    help="Service account the step pods run as.",
 )
-@click.option(
+@flag(
     "--step-resources",
-    envvar="PROGRESSIVE_SYNC_STEP_RESOURCES",
+    to=WORKFLOW_FIELD + "resources",
+    convert=_step_resources,
     help=(
         "Resources of every step container as JSON, e.g. "
         '\'{"requests": {"cpu": "20m"}, "limits": {"memory": "256Mi"}}\'.'
     ),
 )
-@click.option(
-    "--argo-server",
-    envvar="PROGRESSIVE_SYNC_ARGO_SERVER",
-    help="Submit Workflows through this Argo Server URL.",
-)
-@click.option(
+@flag("--argo-server", to="argo_server", help="Submit Workflows through this Argo Server URL.")
+@flag(
     "--argo-token-file",
-    envvar="PROGRESSIVE_SYNC_ARGO_TOKEN_FILE",
+    to=(),  # read with the token variable by `build_settings`, never kept as a path
     type=click.Path(dir_okay=False, path_type=Path),
-    help="File holding the Argo Server bearer token (or set PROGRESSIVE_SYNC_ARGO_TOKEN).",
+    help=f"File holding the Argo Server bearer token (or set {TOKEN_VARIABLE}).",
 )
-@click.option(
+@flag(
     "--argo-insecure-skip-verify",
+    to="argo_verify_tls",
+    convert=lambda skip: not skip,
     is_flag=True,
-    envvar="PROGRESSIVE_SYNC_ARGO_INSECURE_SKIP_VERIFY",
     help="Do not verify the Argo Server's TLS certificate.",
 )
-@click.option(
+@flag(
     "--log-level",
+    to="log_level",
+    convert=str.upper,
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-    default="INFO",
-    envvar="PROGRESSIVE_SYNC_LOG_LEVEL",
+    default=DEFAULTS.log_level,
     show_default=True,
 )
-@click.option(
+@flag(
     "--log-format",
+    to="log_format",
+    convert=LogFormat,
     type=click.Choice([f.value for f in LogFormat]),
-    default=LogFormat.JSON.value,
-    envvar="PROGRESSIVE_SYNC_LOG_FORMAT",
+    default=DEFAULTS.log_format.value,
     show_default=True,
 )
-@click.option(
-    "--workers", type=click.IntRange(min=1), default=4, envvar="PROGRESSIVE_SYNC_WORKERS", show_default=True
-)
-@click.option(
+@flag("--workers", to="workers", type=click.IntRange(min=1), default=DEFAULTS.workers, show_default=True)
+@flag(
     "--resync-period",
+    to="resync_seconds",
     type=float,
-    default=300.0,
-    envvar="PROGRESSIVE_SYNC_RESYNC_PERIOD",
+    default=DEFAULTS.resync_seconds,
     show_default=True,
-    callback=lambda _c, _p, v: _seconds(v),
+    callback=_positive,
     help="Seconds between full resyncs (every ProgressiveSync reconciled again).",
 )
-@click.option(
+@flag(
     "--watch-timeout",
+    to="watch_timeout_seconds",
     type=click.IntRange(min=1),
-    default=300,
-    envvar="PROGRESSIVE_SYNC_WATCH_TIMEOUT",
+    default=DEFAULTS.watch_timeout_seconds,
     show_default=True,
     help="Seconds each watch stream lasts before it is resumed.",
 )
-@click.option(
+@flag(
     "--request-timeout",
+    to="request_timeout_seconds",
     type=float,
-    default=30.0,
-    envvar="PROGRESSIVE_SYNC_REQUEST_TIMEOUT",
+    default=DEFAULTS.request_timeout_seconds,
     show_default=True,
-    callback=lambda _c, _p, v: _seconds(v),
+    callback=_positive,
     help="Read timeout of every API request, in seconds.",
 )
-@click.option(
+@flag(
     "--finalize-grace",
+    to="finalize_grace_seconds",
     type=float,
-    default=30.0,
-    envvar="PROGRESSIVE_SYNC_FINALIZE_GRACE",
+    default=DEFAULTS.finalize_grace_seconds,
     show_default=True,
     help="Seconds a finished Workflow's exit handler gets to record the outcome before the watcher does.",
 )
-@click.option(
+@flag(
     "--deletion-grace",
+    to="deletion_grace_seconds",
     type=float,
-    default=30.0,
-    envvar="PROGRESSIVE_SYNC_DELETION_GRACE",
+    default=DEFAULTS.deletion_grace_seconds,
     show_default=True,
     help="Seconds a deleted ProgressiveSync waits for its stopped Workflow before it goes.",
 )
-def watch(
-    *,
-    namespaces: tuple[str, ...],
-    all_namespaces: bool,
-    argocd_namespace: str | None,
-    workflow_namespace: str | None,
-    kubeconfig: str | None,
-    context: str | None,
-    engine: str,
-    step_image: str | None,
-    step_image_pull_policy: str | None,
-    service_account: str | None,
-    step_resources: str | None,
-    argo_server: str | None,
-    argo_token_file: Path | None,
-    argo_insecure_skip_verify: bool,
-    log_level: str,
-    log_format: str,
-    workers: int,
-    resync_period: float,
-    watch_timeout: int,
-    request_timeout: float,
-    finalize_grace: float,
-    deletion_grace: float,
-) -> None:
+def watch(**flags: Any) -> None:
     """Watch ProgressiveSyncs and run their rollouts as Workflows (until SIGTERM or Ctrl-C)."""
     from orchestrator.cli.logsetup import configure_logging  # noqa: PLC0415
     from orchestrator.kube.client import Kube, KubeError  # noqa: PLC0415 - keeps `--help` fast
     from orchestrator.watcher.loop import Watcher  # noqa: PLC0415
 
     try:
-        settings = build_settings(
-            os.environ,
-            namespaces=namespaces,
-            all_namespaces=all_namespaces,
-            argocd_namespace=argocd_namespace,
-            workflow_namespace=workflow_namespace,
-            kubeconfig=kubeconfig,
-            context=context,
-            engine=engine,
-            step_image=step_image,
-            step_image_pull_policy=step_image_pull_policy,
-            service_account=service_account,
-            step_resources=step_resources,
-            argo_server=argo_server,
-            argo_token_file=argo_token_file,
-            argo_insecure_skip_verify=argo_insecure_skip_verify,
-            log_level=log_level,
-            log_format=log_format,
-            workers=workers,
-            resync_period=resync_period,
-            watch_timeout=watch_timeout,
-            request_timeout=request_timeout,
-            finalize_grace=finalize_grace,
-            deletion_grace=deletion_grace,
-        )
+        settings = build_settings(os.environ, **flags)
     except (SettingsError, ValueError) as exc:
         raise click.UsageError(str(exc)) from exc
 
@@ -242,67 +251,28 @@ def watch(
     sys.exit(code)
 
 
-def build_settings(
-    environ: Mapping[str, str],
-    *,
-    namespaces: tuple[str, ...],
-    all_namespaces: bool,
-    argocd_namespace: str | None,
-    workflow_namespace: str | None,
-    kubeconfig: str | None,
-    context: str | None,
-    engine: str,
-    step_image: str | None,
-    service_account: str | None,
-    argo_server: str | None,
-    argo_token_file: Path | None,
-    argo_insecure_skip_verify: bool,
-    log_level: str,
-    log_format: str,
-    workers: int,
-    resync_period: float,
-    watch_timeout: int,
-    request_timeout: float,
-    finalize_grace: float,
-    deletion_grace: float,
-    step_image_pull_policy: str | None = None,
-    step_resources: str | None = None,
-) -> Settings:
-    """The `Settings` of the parsed flags; `environ` gives only the token and the Workflow settings."""
-    from workflow_templates.settings import StepResources, WorkflowSettings  # noqa: PLC0415
-
-    overrides: dict[str, object] = {}
-    if step_image:
-        overrides["image"] = step_image
-    if step_image_pull_policy:
-        overrides["image_pull_policy"] = step_image_pull_policy
-    if service_account:
-        overrides["service_account"] = service_account
-    if step_resources:
-        try:
-            parsed = json.loads(step_resources)
-        except ValueError as exc:
-            raise SettingsError(f"--step-resources is not JSON: {exc}") from exc
-        overrides["resources"] = StepResources.from_kubernetes(parsed, source="--step-resources")
-    if argocd_namespace:
-        overrides["argocd_namespace"] = argocd_namespace
+def build_settings(environ: Mapping[str, str], **flags: Any) -> Settings:
+    """The watcher's `Settings` from parsed `watch` flags (by their names; a flag not given keeps
+    the field's default): each value goes where its declaration says. `environ` gives only the Argo
+    Server token and the rest of `WorkflowSettings` (`PROGRESSIVE_SYNC_WORKFLOW_<FIELD>`).
+    """
+    fields: dict[str, Any] = {}
+    workflow_fields: dict[str, Any] = {}
+    for param in watch.params:
+        if not isinstance(param, SettingsFlag) or flags.get(str(param.name)) is None:
+            continue
+        value = flags[str(param.name)]
+        if param.convert is not None:
+            value = param.convert(value)
+        if value is None:
+            continue
+        for target in param.to:
+            if target.startswith(WORKFLOW_FIELD):
+                workflow_fields[target.removeprefix(WORKFLOW_FIELD)] = value
+            else:
+                fields[target] = value
     return Settings(
-        namespaces=() if all_namespaces else (tuple(namespaces) or ("argocd",)),
-        argocd_namespace=argocd_namespace,
-        workflow_namespace=workflow_namespace,
-        kubeconfig=kubeconfig,
-        context=context,
-        engine=Engine(engine),
-        argo_server=argo_server,
-        argo_token=read_token(environ.get("PROGRESSIVE_SYNC_ARGO_TOKEN"), argo_token_file),
-        argo_verify_tls=not argo_insecure_skip_verify,
-        log_level=log_level.upper(),
-        log_format=LogFormat(log_format),
-        workers=workers,
-        resync_seconds=resync_period,
-        watch_timeout_seconds=watch_timeout,
-        request_timeout_seconds=request_timeout,
-        finalize_grace_seconds=finalize_grace,
-        deletion_grace_seconds=deletion_grace,
-        workflow=WorkflowSettings.from_environment(environ, **overrides),
+        **fields,
+        argo_token=read_token(environ.get(TOKEN_VARIABLE), flags.get("argo_token_file")),
+        workflow=WorkflowSettings.from_environment(environ, **workflow_fields),
     )

@@ -13,19 +13,20 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 from click.testing import CliRunner
 
 from orchestrator.cli.logsetup import JsonFormatter, configure_logging
 from orchestrator.cli.main import main
-from orchestrator.cli.watch_cmd import build_settings
+from orchestrator.cli.watch_cmd import build_settings, watch
 from orchestrator.watcher.settings import Engine, LogFormat, Settings, SettingsError
 from orchestrator.workflows.view import attempt_of, release_of, rollout_id_for, workflow_view_from_object
 
 
 def flags(**overrides: Any) -> dict[str, Any]:
     base: dict[str, Any] = {
-        "namespaces": (),
+        "namespace": (),
         "all_namespaces": False,
         "argocd_namespace": None,
         "workflow_namespace": None,
@@ -33,7 +34,7 @@ def flags(**overrides: Any) -> dict[str, Any]:
         "context": None,
         "engine": "argo",
         "step_image": None,
-        "service_account": None,
+        "step_service_account": None,
         "argo_server": None,
         "argo_token_file": None,
         "argo_insecure_skip_verify": False,
@@ -63,11 +64,11 @@ def test_flags_reach_the_derived_settings() -> None:
     settings = build_settings(
         {"PROGRESSIVE_SYNC_WORKFLOW_RETRY_LIMIT": "7"},
         **flags(
-            namespaces=("a", "b"),
+            namespace=("a", "b"),
             argocd_namespace="argocd",
             engine="local",
             step_image="registry.example/ps:1",
-            service_account="steps",
+            step_service_account="steps",
             log_level="debug",
             request_timeout=12.0,
             watch_timeout=60,
@@ -86,7 +87,7 @@ def test_flags_reach_the_derived_settings() -> None:
 
 
 def test_all_namespaces_watches_everywhere() -> None:
-    assert build_settings({}, **flags(all_namespaces=True, namespaces=("x",))).namespaces == ()
+    assert build_settings({}, **flags(all_namespaces=True, namespace=("x",))).namespaces == ()
 
 
 @pytest.mark.parametrize(
@@ -119,7 +120,7 @@ def test_argo_server_token(tmp_path: Path, source: dict[str, str], expected: str
         ),
         pytest.param({"argo_server": "argo:2746"}, "http(s) URL", id="server-needs-a-url"),
         pytest.param(
-            {"namespaces": ("a", "b"), "workflow_namespace": "a"},
+            {"namespace": ("a", "b"), "workflow_namespace": "a"},
             "one watched namespace",
             id="workflow-namespace",
         ),
@@ -272,3 +273,62 @@ def test_workflow_view_of_a_bare_object_is_empty_not_an_error() -> None:
 def test_rollout_ids_round_trip(release: str, attempt: int, rollout_id: str) -> None:
     assert rollout_id_for(release, attempt) == rollout_id
     assert (release_of(rollout_id), attempt_of(rollout_id)) == (release, attempt)
+
+
+def test_every_flag_reads_the_variable_the_chart_and_docs_name() -> None:
+    """Declared once with auto_envvar_prefix: pin the names, so renaming a flag cannot move one."""
+    context = watch.make_context("watch", [])
+    read = {
+        option.opts[-1]: option.get_help_extra(context).get("envvars")
+        for option in watch.params
+        if isinstance(option, click.Option) and option.opts[-1] != "--help"
+    }
+    assert read == {
+        "--namespace": ("PROGRESSIVE_SYNC_NAMESPACE",),
+        "--all-namespaces": ("PROGRESSIVE_SYNC_ALL_NAMESPACES",),
+        "--argocd-namespace": ("PROGRESSIVE_SYNC_ARGOCD_NAMESPACE",),
+        "--workflow-namespace": ("PROGRESSIVE_SYNC_WORKFLOW_NAMESPACE",),
+        "--kubeconfig": ("PROGRESSIVE_SYNC_KUBECONFIG", "KUBECONFIG"),
+        "--context": ("PROGRESSIVE_SYNC_CONTEXT",),
+        "--engine": ("PROGRESSIVE_SYNC_ENGINE",),
+        "--step-image": ("PROGRESSIVE_SYNC_STEP_IMAGE",),
+        "--step-image-pull-policy": ("PROGRESSIVE_SYNC_STEP_IMAGE_PULL_POLICY",),
+        "--service-account": ("PROGRESSIVE_SYNC_STEP_SERVICE_ACCOUNT",),
+        "--step-resources": ("PROGRESSIVE_SYNC_STEP_RESOURCES",),
+        "--argo-server": ("PROGRESSIVE_SYNC_ARGO_SERVER",),
+        "--argo-token-file": ("PROGRESSIVE_SYNC_ARGO_TOKEN_FILE",),
+        "--argo-insecure-skip-verify": ("PROGRESSIVE_SYNC_ARGO_INSECURE_SKIP_VERIFY",),
+        "--log-level": ("PROGRESSIVE_SYNC_LOG_LEVEL",),
+        "--log-format": ("PROGRESSIVE_SYNC_LOG_FORMAT",),
+        "--workers": ("PROGRESSIVE_SYNC_WORKERS",),
+        "--resync-period": ("PROGRESSIVE_SYNC_RESYNC_PERIOD",),
+        "--watch-timeout": ("PROGRESSIVE_SYNC_WATCH_TIMEOUT",),
+        "--request-timeout": ("PROGRESSIVE_SYNC_REQUEST_TIMEOUT",),
+        "--finalize-grace": ("PROGRESSIVE_SYNC_FINALIZE_GRACE",),
+        "--deletion-grace": ("PROGRESSIVE_SYNC_DELETION_GRACE",),
+    }
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "field", "expected"),
+    [
+        pytest.param(
+            "PROGRESSIVE_SYNC_NAMESPACE", "a b", "namespaces", ("a", "b"), id="namespaces-space-separated"
+        ),
+        pytest.param("PROGRESSIVE_SYNC_ALL_NAMESPACES", "true", "namespaces", (), id="all-namespaces"),
+        pytest.param("PROGRESSIVE_SYNC_RESYNC_PERIOD", "12", "resync_seconds", 12.0, id="resync-period"),
+        pytest.param(
+            "PROGRESSIVE_SYNC_STEP_SERVICE_ACCOUNT", "sa", "workflow", "sa", id="step-service-account"
+        ),
+        pytest.param(
+            "PROGRESSIVE_SYNC_ARGO_INSECURE_SKIP_VERIFY", "1", "argo_verify_tls", False, id="skip-verify"
+        ),
+    ],
+)
+def test_a_variable_reaches_its_settings_field(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, field: str, expected: Any
+) -> None:
+    monkeypatch.setenv(variable, value)
+    settings = build_settings({}, **watch.make_context("watch", []).params)
+    got = getattr(settings, field)
+    assert (got.service_account if field == "workflow" else got) == expected

@@ -1,0 +1,85 @@
+"""The inputs `plan` and `render` share: the ProgressiveSync manifest and the offline fleet file.
+
+`manifest_options` declares `-f/--filename`, `--name` and `--fleet` once for both commands (they
+arrive as `ps_file`, `ps_name` and `fleet_file`); `read_progressive_sync` and `read_fleet_file`
+read them, turning what is wrong with a file into a message naming it (exit 1) or a usage error
+(exit 2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+import pydantic
+import yaml
+
+from orchestrator.api.models import KIND, ProgressiveSync
+from orchestrator.argocd.fleet import Fleet, FleetError, load_fleet
+
+FLEET_FILE = "cluster Secrets, Applications and the ApplicationSet as `kubectl get -o yaml` prints them"
+
+
+def manifest_options(*, fleet_help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`-f/--filename` (required), `--name` and `--fleet`; `fleet_help` says what the command does offline."""
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(
+            (
+                click.option(
+                    "-f",
+                    "--filename",
+                    "ps_file",
+                    required=True,
+                    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                    help="YAML file with the ProgressiveSync.",
+                ),
+                click.option("--name", "ps_name", help="Which ProgressiveSync, when the file holds several."),
+                click.option(
+                    "--fleet",
+                    "fleet_file",
+                    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                    help=f"{fleet_help} ({FLEET_FILE}).",
+                ),
+            )
+        ):
+            command = option(command)
+        return command
+
+    return decorate
+
+
+def read_progressive_sync(path: Path, name: str | None) -> ProgressiveSync:
+    """The ProgressiveSync in `path` (the one called `name` when the file holds several)."""
+    try:
+        documents = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+    except (OSError, yaml.YAMLError) as exc:
+        raise click.ClickException(f"{path}: cannot read YAML: {exc}") from exc
+    candidates = [d for d in documents if isinstance(d, dict) and d.get("kind") == KIND]
+    if name is not None:
+        candidates = [d for d in candidates if (d.get("metadata") or {}).get("name") == name]
+    if not candidates:
+        which = f" named {name!r}" if name else ""
+        raise click.ClickException(f"{path}: no {KIND}{which} in the file")
+    if len(candidates) > 1:
+        names = ", ".join(str((d.get("metadata") or {}).get("name")) for d in candidates)
+        raise click.UsageError(
+            f"{path} holds {len(candidates)} ProgressiveSyncs ({names}); choose one with --name"
+        )
+    try:
+        return ProgressiveSync.model_validate(candidates[0])
+    except pydantic.ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors(include_url=False)
+        )
+        raise click.ClickException(f"{path}: not a valid {KIND}: {problems}") from exc
+
+
+def read_fleet_file(path: Path) -> Fleet:
+    """The fleet in an offline fleet file."""
+    try:
+        return load_fleet(path.read_text())
+    except (OSError, FleetError) as exc:
+        raise click.ClickException(f"{path}: {exc}") from exc
