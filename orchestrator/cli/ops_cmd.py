@@ -24,11 +24,13 @@ from typing import Any
 
 import click
 import yaml
+from rich.console import Console
 
 from orchestrator.core.clock import Clock, SystemClock
 from orchestrator.kube.client import Kube, KubeError
 from orchestrator.ops import actions as ops_actions
 from orchestrator.ops import decisions as ops
+from orchestrator.ops import tables
 from orchestrator.ops.live import LiveDisplay
 
 DEFAULT_NAMESPACE = "argocd"
@@ -196,20 +198,32 @@ def status(*, name: str, settings: OpsSettings, watch: bool, timeout: float) -> 
 
 def _print_view(view: ops.RolloutView, output: ops.OutputFormat, now: datetime) -> None:
     if output is ops.OutputFormat.TABLE:
-        click.echo(ops.render_table(view, now), nl=False)
+        _print_table(view, now)
     else:
         click.echo(_dump(ops.render_data(view, now), output), nl=False)
+
+
+def _print_table(view: ops.RolloutView, now: datetime) -> None:
+    """The status table: drawn by rich on a terminal (colours, fitted to its width), plain text elsewhere."""
+    if sys.stdout.isatty():
+        Console(highlight=False).print(tables.status_table(view, now))
+    else:
+        click.echo(tables.render_table(view, now), nl=False)
 
 
 def _follow(
     kube: Kube, target: ops_actions.Target, settings: OpsSettings, clock: Clock, timeout: float
 ) -> ops.RolloutView:
     table = settings.output is ops.OutputFormat.TABLE
-    display = LiveDisplay(lambda text: click.echo(text, nl=False), clock, tty=sys.stdout.isatty())
     try:
-        view = ops_actions.follow(
-            kube, target, clock=clock, timeout=timeout, on_view=display.show if table else lambda _view: None
-        )
+        with LiveDisplay(lambda text: click.echo(text, nl=False), clock, tty=sys.stdout.isatty()) as display:
+            view = ops_actions.follow(
+                kube,
+                target,
+                clock=clock,
+                timeout=timeout,
+                on_view=display.show if table else lambda _view: None,
+            )
     except ops_actions.FollowTimeout as exc:
         if not table:
             _print_view(exc.view, settings.output, clock.now())
@@ -218,7 +232,7 @@ def _follow(
         ) from exc
     if table:
         click.echo("")
-        click.echo(ops.render_table(view, clock.now()), nl=False)
+        _print_table(view, clock.now())
     else:
         _print_view(view, settings.output, clock.now())
     return view

@@ -43,6 +43,7 @@ from orchestrator.kube.client import NAMESPACES, PROGRESSIVE_SYNCS, SECRETS, Alr
 from orchestrator.kube.crds import all_crd_documents, apply_crds
 from orchestrator.ops import actions as ops_actions
 from orchestrator.ops import decisions as ops
+from orchestrator.ops import tables
 from orchestrator.ops.live import LiveDisplay
 from orchestrator.simulator.appcontroller import (
     Behaviour,
@@ -191,12 +192,12 @@ def run_demo(settings: DemoSettings, write: Callable[[str], None], clock: Clock)
         write("\n")
         applied = time.monotonic()
         kube.create(PROGRESSIVE_SYNCS, NAMESPACE, demo_progressive_sync())
-        display = LiveDisplay(write, clock, tty=settings.tty)
         target = ops_actions.Target(NAMESPACE, NAME)
         try:
-            view = ops_actions.follow(
-                kube, target, clock=clock, timeout=settings.timeout_seconds, on_view=display.show
-            )
+            with LiveDisplay(write, clock, tty=settings.tty) as display:
+                view = ops_actions.follow(
+                    kube, target, clock=clock, timeout=settings.timeout_seconds, on_view=display.show
+                )
         except ops_actions.FollowTimeout as exc:
             raise DemoError(
                 f"the rollout did not finish within {settings.timeout_seconds:g}s "
@@ -273,14 +274,13 @@ def summary(result: DemoResult, now: datetime) -> str:
     view = result.view
     if view is None:
         return "The rollout did not report a status.\n"
-    lines = [ops.render_table(view, now).rstrip("\n"), ""]
+    lines = [tables.render_table(view, now).rstrip("\n"), ""]
     phase = view.phase.value if view.phase else "unknown"
     lines.append(
         f"Rollout {phase} in {result.rollout_seconds:.1f}s (demo wall time {result.wall_seconds:.1f}s)."
     )
     lines.append("How long each stage took:")
-    for name, stage_phase, took in ops.stage_durations(view, now):
-        lines.append(f"  {name:<16} {stage_phase:<10} {took:>6}")
+    lines.append(tables.to_text(tables.stage_durations(view, now)).rstrip("\n"))
     total = CLUSTER_COUNT
     twice = sorted(app for app, count in result.syncs_per_app.items() if count > 1)
     if result.exit_code == 0:

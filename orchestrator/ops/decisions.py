@@ -2,8 +2,9 @@
 
 `progressive-sync status|cancel|pause|resume|approve|retry` read a ProgressiveSync (and the
 Workflow of its rollout), decide what to do, write at most one change, and print what happened.
-The deciding and the printing live here, with no client and no clock: each function gets the
-objects as the API server returned them and `now`. The API calls are in `orchestrator.ops.actions`
+The deciding and what to print live here (the rows of the tables, the lines of a follow), with no
+client and no clock: each function gets the objects as the API server returned them and `now`.
+How the tables are drawn is `orchestrator.ops.tables`. The API calls are in `orchestrator.ops.actions`
 and the click wiring in `orchestrator.cli.ops_cmd`.
 
 A refusal is an `OpsRefused` carrying a message that names the object and the way forward, and the
@@ -18,7 +19,7 @@ import base64
 import gzip
 import json
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import IntEnum, StrEnum
@@ -331,17 +332,6 @@ def cluster_rows(view: RolloutView) -> list[tuple[str, str, str]]:
     return rows
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    widths = [len(header) for header in headers]
-    for row in rows:
-        widths = [max(width, len(cell)) for width, cell in zip(widths, row, strict=True)]
-    lines = []
-    for row in [headers, *rows]:
-        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=True)]
-        lines.append("  ".join(cells).rstrip())
-    return lines
-
-
 def next_step_hint(view: RolloutView) -> str:
     """What a person can do next, when there is an obvious next command."""
     if view.waiting_stages:
@@ -359,34 +349,41 @@ def shorten(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 3].rstrip() + "..."
 
 
-def render_table(view: RolloutView, now: datetime) -> str:
-    """The readable `status` output: a header, the stages and the clusters."""
-    lines = [f"ProgressiveSync {view.display}"]
-    lines.append(f"  phase:     {phase_text(view)}")
+def header_rows(view: RolloutView, now: datetime) -> list[tuple[str, str]]:
+    """(label, value) lines above the `status` tables: phase, stage, progress, rollout, next step."""
+    rows = [("phase:", phase_text(view))]
     if view.current_stage:
-        lines.append(f"  stage:     {view.current_stage}")
+        rows.append(("stage:", view.current_stage))
     if view.progress:
-        lines.append(f"  progress:  {view.progress} clusters")
+        rows.append(("progress:", f"{view.progress} clusters"))
     if view.rollout is not None:
         rollout = view.rollout
         revision = f" to revision {rollout.revision[:12]}" if rollout.revision else ""
-        lines.append(f"  rollout:   {rollout.id} (attempt {rollout.attempt}){revision}")
+        rows.append(("rollout:", f"{rollout.id} (attempt {rollout.attempt}){revision}"))
         if rollout.workflow:
             workflow = (
                 f"{rollout.workflow} ({view.workflow_phase})" if view.workflow_phase else rollout.workflow
             )
-            lines.append(f"  workflow:  {workflow}")
+            rows.append(("workflow:", workflow))
         if rollout.started_at is not None:
             verb = "took" if rollout.finished_at else "running for"
             took = format_duration(view.duration(now))
-            lines.append(f"  started:   {format_time(rollout.started_at)}, {verb} {took}")
+            rows.append(("started:", f"{format_time(rollout.started_at)}, {verb} {took}"))
     if view.message:
-        lines.append(f"  message:   {view.message}")
+        rows.append(("message:", view.message))
     hint = next_step_hint(view)
     if hint:
-        lines.append(f"  next:      {hint}")
-    lines.append("")
-    stage_rows = [
+        rows.append(("next:", hint))
+    return rows
+
+
+STAGE_COLUMNS = ("STAGE", "PHASE", "DONE", "FAILED", "DURATION", "MESSAGE")
+CLUSTER_COLUMNS = ("CLUSTER", "STAGE", "STATE")
+
+
+def stage_rows(view: RolloutView, now: datetime) -> list[tuple[str, str, str, str, str, str]]:
+    """One row per stage under `STAGE_COLUMNS` (the message cut to one line)."""
+    return [
         (
             stage.name,
             stage_state_text(stage),
@@ -397,12 +394,6 @@ def render_table(view: RolloutView, now: datetime) -> str:
         )
         for stage in view.stages
     ]
-    lines.extend(_table(("STAGE", "PHASE", "DONE", "FAILED", "DURATION", "MESSAGE"), stage_rows))
-    clusters = cluster_rows(view)
-    if clusters:
-        lines.append("")
-        lines.extend(_table(("CLUSTER", "STAGE", "STATE"), clusters))
-    return "\n".join(lines) + "\n"
 
 
 def render_data(view: RolloutView, now: datetime) -> dict[str, Any]:
@@ -453,30 +444,6 @@ def render_data(view: RolloutView, now: datetime) -> dict[str, Any]:
 
 
 # --- following a rollout live ------------------------------------------------------------------
-
-
-def progress_bar(done: int, total: int, width: int = 20) -> str:
-    """`[#######.............]`: `done` of `total` as a bar of `width` cells."""
-    if total <= 0:
-        return "[" + " " * width + "]"
-    filled = min(width, done * width // total)
-    return "[" + "#" * filled + "." * (width - filled) + "]"
-
-
-def render_bars(view: RolloutView, now: datetime, *, width: int = 20) -> str:
-    """The live block `status --watch` redraws on a terminal: one bar per stage."""
-    name_width = max((len(stage.name) for stage in view.stages), default=5)
-    lines = [f"{view.display}: {phase_text(view)}" + (f" - {view.message}" if view.message else "")]
-    for stage in view.stages:
-        bar = progress_bar(stage.done_count, len(stage.targets), width)
-        lines.append(
-            f"  {stage.name.ljust(name_width)}  {bar} {stage_progress(stage):>7}  "
-            f"{stage_state_text(stage):<15} {format_duration(stage.duration(now)):>7}"
-        )
-    hint = next_step_hint(view)
-    if hint:
-        lines.append(f"  {hint}")
-    return "\n".join(lines) + "\n"
 
 
 def _stage_line(stage: StageView) -> str:

@@ -15,7 +15,10 @@ import pytest
 
 from orchestrator.api.metadata import workflow_name
 from orchestrator.api.models import StagePhase
+from orchestrator.core.clock import ManualClock
 from orchestrator.ops import decisions as ops
+from orchestrator.ops import tables
+from orchestrator.ops.live import LiveDisplay
 from tests.support.ops_builders import (
     make_bake_node,
     make_gate_node,
@@ -141,20 +144,20 @@ def test_format_duration(seconds: float | None, text: str) -> None:
 @pytest.mark.parametrize(
     ("done", "total", "bar"),
     [
-        pytest.param(0, 4, "[....]", id="none"),
-        pytest.param(1, 4, "[#...]", id="quarter"),
-        pytest.param(4, 4, "[####]", id="all"),
-        pytest.param(5, 4, "[####]", id="never-overflows"),
-        pytest.param(0, 0, "[    ]", id="no-targets-yet"),
+        pytest.param(0, 4, "", id="none"),
+        pytest.param(1, 4, "━", id="quarter"),
+        pytest.param(4, 4, "━━━━", id="all"),
+        pytest.param(5, 4, "━━━━", id="never-overflows"),
+        pytest.param(0, 0, "", id="no-targets-yet"),
     ],
 )
 def test_progress_bar(done: int, total: int, bar: str) -> None:
-    assert ops.progress_bar(done, total, width=4) == bar
+    assert tables.to_text(tables.stage_bar(done, total, width=4)).strip() == bar
 
 
 def test_table_shows_stages_clusters_failures_and_durations() -> None:
     view = ops.rollout_view(ps(phase="Progressing", stage_status=running_stages()))
-    text = ops.render_table(view, NOW)
+    text = tables.render_table(view, NOW)
     lines = text.splitlines()
     assert lines[0] == "ProgressiveSync argocd/myservice"
     assert "phase:     Progressing" in text
@@ -180,7 +183,7 @@ def test_table_says_which_gate_waits_and_what_to_run() -> None:
     ]
     workflow = make_workflow(nodes=[make_gate_node(WF, "everything else")])
     view = ops.rollout_view(ps(phase="Progressing", stage_status=stages), workflow)
-    text = ops.render_table(view, NOW)
+    text = tables.render_table(view, NOW)
     assert "Progressing (waiting for approval)" in text
     assert "progressive-sync approve myservice --stage 'everything else'" in text
     assert "WaitingApproval" in text
@@ -188,7 +191,7 @@ def test_table_says_which_gate_waits_and_what_to_run() -> None:
 
 def test_failed_rollout_points_at_retry() -> None:
     view = ops.rollout_view(ps(phase="Failed", finished_at="2026-11-29T10:01:00Z", message="stage failed"))
-    assert "progressive-sync retry myservice -n argocd" in ops.render_table(view, NOW)
+    assert "progressive-sync retry myservice -n argocd" in tables.render_table(view, NOW)
 
 
 def test_data_form_has_durations_in_seconds() -> None:
@@ -204,11 +207,11 @@ def test_data_form_has_durations_in_seconds() -> None:
 
 def test_bars_have_one_line_per_stage() -> None:
     view = ops.rollout_view(ps(phase="Progressing", stage_status=running_stages()))
-    lines = ops.render_bars(view, NOW, width=6).splitlines()
+    lines = tables.render_bars(view, NOW, width=6).splitlines()
     assert lines[0].startswith("argocd/myservice: Progressing")
-    assert "[######]     1/1  Succeeded" in lines[1]
-    assert "[####..]     2/3  Progressing" in lines[2]
-    assert "[      ]       -  Pending" in lines[3]
+    assert "━━━━━━  1/1  Succeeded" in lines[1]
+    assert "━━━━    2/3  Progressing" in lines[2]
+    assert "-  Pending" in lines[3]
 
 
 def test_change_lines_report_only_what_changed() -> None:
@@ -406,7 +409,35 @@ def test_long_stage_messages_are_cut_in_the_table_only() -> None:
     stages = running_stages()
     stages[1]["message"] = "did not finish: " + "x" * 200
     view = ops.rollout_view(ps(phase="Failed", stage_status=stages))
-    row = next(line for line in ops.render_table(view, NOW).splitlines() if line.startswith("one per region"))
+    row = next(
+        line for line in tables.render_table(view, NOW).splitlines() if line.startswith("one per region")
+    )
     assert row.endswith("...")
     assert len(row.split("did not finish: ")[1]) == ops.MESSAGE_COLUMN_WIDTH - len("did not finish: ")
     assert ops.render_data(view, NOW)["stages"][1]["message"].endswith("x" * 200)
+
+
+# --- the live display ---------------------------------------------------------------------------
+
+
+def test_live_display_off_a_terminal_prints_only_plain_changed_lines() -> None:
+    written: list[str] = []
+    view = ops.rollout_view(ps(phase="Progressing", stage_status=running_stages()))
+    with LiveDisplay(written.append, ManualClock(NOW), tty=False) as display:
+        display.show(view)
+        display.show(view)
+    assert written[0] == "10:02:05 argocd/myservice: rollout 7f3c2a1 Progressing\n"
+    assert len(written) == len(ops.change_lines(None, view)), "an unchanged view prints nothing"
+    assert not any("\x1b" in text for text in written)
+
+
+def test_live_display_on_a_terminal_redraws_in_place_and_gives_the_cursor_back() -> None:
+    written: list[str] = []
+    view = ops.rollout_view(ps(phase="Progressing", stage_status=running_stages()))
+    with LiveDisplay(written.append, ManualClock(NOW), tty=True) as display:
+        display.show(view)
+        display.show(view)
+    screen = "".join(written)
+    assert screen.count("one per region") >= 2 and "2/3" in screen
+    assert "\x1b[?25l" in screen, "the cursor is hidden while redrawing"
+    assert screen.rstrip().endswith("\x1b[?25h"), "and shown again when the display closes"

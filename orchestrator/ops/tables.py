@@ -1,0 +1,152 @@
+"""The operator commands' tables and progress bars, drawn with rich.
+
+`status_table` is what `progressive-sync status` prints (a header, the stages, the clusters) and
+`stage_bars` the block `status --watch` and the demo redraw on a terminal (one progress bar per
+stage). Both are rich renderables built from the rows `orchestrator.ops.decisions` computes, so
+what is shown stays a pure decision and only the drawing is here. rich measures cells by their
+display width (a stage named in CJK or with an emoji still lines up, where `str.ljust` counts code
+points), fits a table to the terminal instead of overflowing it, colours phases only when the
+output is a terminal, and draws progress bars the same way everywhere.
+
+`to_text` renders without colour or terminal codes, and without the width limit of a terminal:
+what goes to a pipe, a file or a test. Columns are separated by two spaces and headers are plain,
+as the hand-aligned tables were, so scripts reading `status` see the same text.
+
+Pure (a renderable is a value; rendering writes into a string). Callers: `orchestrator.cli.ops_cmd`,
+`orchestrator.ops.live`, the demo (`stage_durations` for its summary), tests.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from datetime import datetime
+
+from rich.console import Console, Group, RenderableType
+from rich.padding import Padding
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+from orchestrator.ops import decisions as ops
+
+# Off a terminal nothing is wrapped: a line of the table is one line of text whatever its length.
+TEXT_WIDTH = 10_000
+BAR_WIDTH = 20
+
+PHASE_STYLES = {
+    "Succeeded": "green",
+    "Failed": "bold red",
+    "Cancelled": "yellow",
+    "Progressing": "cyan",
+    "Paused": "yellow",
+    "WaitingApproval": "bold magenta",
+    "Pending": "dim",
+    "Skipped": "dim",
+}
+
+
+def _phase(text: str) -> Text:
+    return Text(text, style=PHASE_STYLES.get(text.split(" ", 1)[0], ""))
+
+
+def _plain_table(columns: Sequence[str]) -> Table:
+    """Columns two spaces apart, no borders, plain headers: the look of `kubectl get`.
+
+    Only the last column wraps when a terminal is too narrow; the others keep their one line.
+    """
+    table = Table(box=None, pad_edge=False, padding=(0, 1), header_style="bold", show_edge=False)
+    for index, column in enumerate(columns):
+        table.add_column(column, no_wrap=index < len(columns) - 1)
+    return table
+
+
+def status_table(view: ops.RolloutView, now: datetime) -> RenderableType:
+    """The `status` output: the header lines, the stage table and, once targets exist, the clusters."""
+    header = Table.grid(padding=(0, 2), pad_edge=False)
+    header.add_column(no_wrap=True, min_width=len("progress:"))  # values line up whatever is shown
+    header.add_column()
+    for label, value in ops.header_rows(view, now):
+        header.add_row(Text(label), _phase(value) if label == "phase:" else Text(value))
+    stages = _plain_table(ops.STAGE_COLUMNS)
+    for name, phase, *rest in ops.stage_rows(view, now):
+        stages.add_row(Text(name), _phase(phase), *map(Text, rest))
+    parts: list[RenderableType] = [
+        Text(f"ProgressiveSync {view.display}"),
+        Padding(header, (0, 0, 0, 2)),
+        Text(""),
+        stages,
+    ]
+    clusters = ops.cluster_rows(view)
+    if clusters:
+        table = _plain_table(ops.CLUSTER_COLUMNS)
+        for cluster, stage, state in clusters:
+            table.add_row(
+                Text(cluster), Text(stage), Text(state, style="red" if state.startswith("failed") else "")
+            )
+        parts += [Text(""), table]
+    return Group(*parts)
+
+
+def stage_bar(done: int, total: int, *, width: int = BAR_WIDTH) -> ProgressBar:
+    """`done` of `total` as a bar of `width` cells (empty before the stage has targets)."""
+    return ProgressBar(
+        total=max(1, total),
+        completed=min(done, total),
+        width=width,
+        complete_style="cyan",
+        finished_style="green",
+    )
+
+
+def stage_bars(view: ops.RolloutView, now: datetime, *, width: int = BAR_WIDTH) -> RenderableType:
+    """The live block: the rollout's phase, then per stage a bar, done/targets, state and duration."""
+    title = Text(f"{view.display}: ")
+    title.append_text(_phase(ops.phase_text(view)))
+    if view.message:
+        title.append(f" - {view.message}")
+    bars = Table.grid(padding=(0, 2), pad_edge=False)
+    for justify in ("left", "left", "right", "left", "right"):
+        bars.add_column(justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    for stage in view.stages:
+        bars.add_row(
+            Text(stage.name),
+            stage_bar(stage.done_count, len(stage.targets), width=width),
+            Text(ops.stage_progress(stage)),
+            _phase(ops.stage_state_text(stage)),
+            Text(ops.format_duration(stage.duration(now))),
+        )
+    parts: list[RenderableType] = [title, Padding(bars, (0, 0, 0, 2))]
+    hint = ops.next_step_hint(view)
+    if hint:
+        parts.append(Text(f"  {hint}"))
+    return Group(*parts)
+
+
+def stage_durations(view: ops.RolloutView, now: datetime) -> RenderableType:
+    """The demo's closing list: each stage, its phase and how long it took."""
+    grid = Table.grid(padding=(0, 2), pad_edge=False)
+    for justify in ("left", "left", "right"):
+        grid.add_column(justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    for name, phase, took in ops.stage_durations(view, now):
+        grid.add_row(Text(name), _phase(phase), Text(took))
+    return Padding(grid, (0, 0, 0, 2))
+
+
+def to_text(renderable: RenderableType, *, width: int = TEXT_WIDTH) -> str:
+    """`renderable` as plain text: no colour, no terminal codes, trailing blanks removed."""
+    buffer = io.StringIO()
+    Console(file=buffer, width=width, color_system=None, force_terminal=False, highlight=False).print(
+        renderable
+    )
+    return "".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines())
+
+
+def render_table(view: ops.RolloutView, now: datetime) -> str:
+    """`status_table` as plain text (pipes, files, the demo's summary, tests)."""
+    return to_text(status_table(view, now))
+
+
+def render_bars(view: ops.RolloutView, now: datetime, *, width: int = BAR_WIDTH) -> str:
+    """`stage_bars` as plain text (tests; a terminal gets the renderable itself)."""
+    return to_text(stage_bars(view, now, width=width))
