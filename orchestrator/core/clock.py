@@ -2,15 +2,14 @@
 
 Deadlines (`progressDeadlineSeconds`), `startedAt`/`finishedAt` stamps and the simulator's sync
 durations all come from a `Clock`, so pure decisions get `now` as an argument and tests can use a
-`ManualClock` instead of sleeping. Callers: the steps' entrypoint (builds a `SystemClock`), the
-simulator, and the tests.
+manual clock (tests/support/clock.py) instead of sleeping. Callers: the steps' entrypoint (builds a
+`SystemClock`), the simulator, the watcher, and the tests.
 """
 
 from __future__ import annotations
 
-import threading
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Protocol
 
 
@@ -37,30 +36,6 @@ class SystemClock:
         """`time.sleep`."""
         if seconds > 0:
             time.sleep(seconds)
-
-
-class ManualClock:
-    """A clock that only moves when told to (`advance`) or when something sleeps on it."""
-
-    def __init__(self, start: datetime) -> None:
-        if start.tzinfo is None:
-            raise ValueError("ManualClock needs a timezone-aware start time")
-        self._now = start
-        self._lock = threading.Lock()
-
-    def now(self) -> datetime:
-        """The clock's current time."""
-        with self._lock:
-            return self._now
-
-    def advance(self, seconds: float) -> None:
-        """Move the clock forward."""
-        with self._lock:
-            self._now += timedelta(seconds=seconds)
-
-    def sleep(self, seconds: float) -> None:
-        """Advance instead of waiting."""
-        self.advance(max(0.0, seconds))
 
 
 def parse_time(value: object) -> datetime | None:

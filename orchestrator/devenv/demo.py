@@ -26,7 +26,6 @@ helpers).
 from __future__ import annotations
 
 import contextlib
-import copy
 import logging
 import time
 from collections import Counter
@@ -311,15 +310,3 @@ def _failure_explanation(result: DemoResult, view: ops.RolloutView, total: int) 
         f"`progressive-sync retry {NAME} -n {NAMESPACE}` to try the same one again."
     )
     return lines
-
-
-def example_yaml() -> str:
-    """examples/demo.yaml as it should read (regenerated with REGENERATE=1 by its golden test)."""
-    import yaml  # noqa: PLC0415 - only the golden test and the command need it
-
-    header = (
-        "# The ProgressiveSync of `make demo` (orchestrator/devenv/demo.py builds the same object; a test\n"
-        "# keeps them equal). A canary chosen by label, then one cluster per region, then the rest,\n"
-        "# half of them at a time.\n"
-    )
-    return header + yaml.safe_dump(copy.deepcopy(demo_progressive_sync()), sort_keys=False)

@@ -145,8 +145,3 @@ def to_text(renderable: RenderableType, *, width: int = TEXT_WIDTH) -> str:
 def render_table(view: ops.RolloutView, now: datetime) -> str:
     """`status_table` as plain text (pipes, files, the demo's summary, tests)."""
     return to_text(status_table(view, now))
-
-
-def render_bars(view: ops.RolloutView, now: datetime, *, width: int = BAR_WIDTH) -> str:
-    """`stage_bars` as plain text (tests; a terminal gets the renderable itself)."""
-    return to_text(stage_bars(view, now, width=width))

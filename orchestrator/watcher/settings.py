@@ -139,10 +139,6 @@ class Settings:
         """Where the Applications of a ProgressiveSync in `ps_namespace` live."""
         return self.argocd_namespace or ps_namespace
 
-    def with_changes(self, **changes: object) -> Settings:
-        """A copy with some fields changed (validated again)."""
-        return replace(self, **changes)  # type: ignore[arg-type]
-
 
 def read_token(token: str | None, token_file: Path | None) -> str | None:
     """The Argo Server token: the value given, else the file's content (stripped), else None."""

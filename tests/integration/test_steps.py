@@ -20,7 +20,7 @@ import pytest
 from orchestrator.api.models import RolloutPhase, StagePhase, StageStatus
 from orchestrator.api.rollout_status import find_stage
 from orchestrator.argocd import appsync
-from orchestrator.core.clock import ManualClock, format_time
+from orchestrator.core.clock import format_time
 from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.kube.client import APPLICATIONS, SECRETS, WORKFLOWS, Kube
 from orchestrator.simulator.appcontroller import (
@@ -32,6 +32,7 @@ from orchestrator.simulator.appcontroller import (
 )
 from steps.common import RolloutRef
 from steps.wait_healthy import wait_healthy
+from tests.support.clock import ManualClock
 from tests.support.steps_harness import (
     StepRunner,
     describe,

@@ -15,10 +15,10 @@ import pytest
 
 from orchestrator.api.metadata import workflow_name
 from orchestrator.api.models import StagePhase
-from orchestrator.core.clock import ManualClock
 from orchestrator.ops import decisions as ops
 from orchestrator.ops import tables
 from orchestrator.ops.live import LiveDisplay
+from tests.support.clock import ManualClock
 from tests.support.ops_builders import (
     make_bake_node,
     make_gate_node,
@@ -207,7 +207,7 @@ def test_data_form_has_durations_in_seconds() -> None:
 
 def test_bars_have_one_line_per_stage() -> None:
     view = ops.rollout_view(ps(phase="Progressing", stage_status=running_stages()))
-    lines = tables.render_bars(view, NOW, width=6).splitlines()
+    lines = tables.to_text(tables.stage_bars(view, NOW, width=6)).splitlines()
     assert lines[0].startswith("argocd/myservice: Progressing")
     assert "━━━━━━  1/1  Succeeded" in lines[1]
     assert "━━━━    2/3  Progressing" in lines[2]

@@ -10,6 +10,7 @@ import gzip
 import io
 import json
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -173,7 +174,9 @@ def test_environment_variables_are_read_by_the_command() -> None:
 def test_settings_validate_themselves() -> None:
     with pytest.raises(SettingsError):
         Settings(workers=0)
-    assert Settings().with_changes(workers=2).workers == 2
+    assert replace(Settings(), workers=2).workers == 2
+    with pytest.raises(SettingsError):
+        replace(Settings(), workers=0)
 
 
 # --- logs -------------------------------------------------------------------------------------
