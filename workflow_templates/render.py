@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import sys
+import tomllib
 from pathlib import Path
 
 import yaml
@@ -19,7 +20,7 @@ from hera.workflows import Workflow
 from orchestrator.api.models import ProgressiveSync
 from workflow_templates import pieces
 from workflow_templates.builder import assumed_sizes, build_workflow
-from workflow_templates.settings import WorkflowSettings
+from workflow_templates.settings import IMAGE_REPOSITORY, WorkflowSettings
 
 HERE = Path(__file__).resolve().parent
 EXAMPLES = HERE / "examples"
@@ -30,6 +31,7 @@ CHART_FILES = HERE.parent / "charts" / "progressive-sync" / "files"
 EXAMPLE_ROLLOUT_ID = "7f3c2a1b9e"
 EXAMPLE_REVISION = "4f1c2e9d0a7b"
 EXAMPLE_CLUSTERS_PER_STAGE = 12
+PYPROJECT = HERE.parent / "pyproject.toml"
 
 # Scalars that a YAML 1.1 reader (kubectl, argo: Go's yaml.v2 tries ParseFloat on plain scalars)
 # would not read back as strings: numbers in any form Python's float() accepts ("0123456789",
@@ -74,9 +76,20 @@ HEADER = (
 )
 
 
+def golden_settings() -> WorkflowSettings:
+    """The default settings, with the image tagged with the source tree's version.
+
+    Not the installed package's version (`orchestrator.__version__`): that is whatever was last
+    installed into the environment, or `0.0.0+unknown` without an install, and the golden files
+    must not depend on it. (The chart replaces the image anyway.)
+    """
+    version = tomllib.loads(PYPROJECT.read_text())["project"]["version"]
+    return WorkflowSettings(image=f"{IMAGE_REPOSITORY}:{version}")
+
+
 def golden_files(settings: WorkflowSettings | None = None) -> dict[Path, str]:
     """Every committed YAML file and the text it must have."""
-    settings = settings or WorkflowSettings()
+    settings = settings or golden_settings()
     files = {}
     for template in pieces.workflow_templates(settings):
         text = HEADER + to_yaml(template)

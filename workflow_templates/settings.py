@@ -15,7 +15,8 @@ from typing import Any
 
 from orchestrator import __version__
 
-DEFAULT_IMAGE = f"ghcr.io/progressive-sync/progressive-sync:{__version__}"
+IMAGE_REPOSITORY = "ghcr.io/progressive-sync/progressive-sync"
+DEFAULT_IMAGE = f"{IMAGE_REPOSITORY}:{__version__}"
 ENV_PREFIX = "PROGRESSIVE_SYNC_WORKFLOW_"
 _QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import tomllib
 from typing import Any
 
 import pytest
@@ -31,6 +32,16 @@ def test_committed_yaml_matches_the_python() -> None:
     assert not stale, (
         f"{stale} differ from the Python; run `REGENERATE=1 pytest {__file__}` and review the diff"
     )
+
+
+def test_golden_files_do_not_depend_on_the_installed_package_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The image tag comes from pyproject.toml, not from the installed version (the default image)."""
+    before = render.golden_files()
+    installed_elsewhere = functools.partial(WorkflowSettings, image="ghcr.io/x/y:0.0.0+unknown")
+    monkeypatch.setattr(render, "WorkflowSettings", installed_elsewhere)
+    assert render.golden_files() == before
+    version = tomllib.loads(render.PYPROJECT.read_text())["project"]["version"]
+    assert render.golden_settings().image.endswith(f":{version}")
 
 
 def test_committed_yaml_is_what_hera_builds_and_resolves() -> None:
