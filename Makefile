@@ -7,13 +7,13 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: help venv tools test unit lint fmt clean crds bench demo argo
+.PHONY: help venv tools test unit lint fmt clean crds bench demo
 
 help:
 	@echo "make demo    run a staged rollout over a simulated 12-cluster fleet on a local control plane"
 	@echo "make test    the whole test suite (builds the tools on first use)"
 	@echo "make lint    ruff + mypy + the import contract (lint-imports)"
-	@echo "make tools   build the real components (control plane, node) into the cache"
+	@echo "make tools   build the real components (control plane, node, Argo) into the cache"
 	@echo "make crds    regenerate the CRD from the models"
 	@echo "make bench   benchmarks (ratios measured side by side)"
 	@echo "make clean   remove the virtualenv and caches in the tree (not the tool cache)"
@@ -28,15 +28,12 @@ venv: $(STAMP)
 
 # Builds what the tool cache lacks and prints the folder that holds all of it (hack/tools/build.sh
 # says what and how): etcd, kube-apiserver, kubectl and helm; kubelet, kube-scheduler and
-# kube-controller-manager for the real node. Cold, on 2 cores: ~15 min; warm: well under a second.
+# kube-controller-manager for the real node; Argo Workflows (controller, argoexec, the argo CLI and
+# server with the Argo UI embedded) and its CRDs. Cold, on 2 cores: ~45 min; warm: under a second.
 # test, demo and bench run it first and pass the folder on as PROGRESSIVE_SYNC_TOOLS_DIR (the Python
 # side's orchestrator/devenv/tools.py) and KUBEBUILDER_ASSETS.
 tools:
 	@hack/tools/build.sh
-
-# Optional and slow (~25 min on 2 cores): the argo CLI for `argo lint --offline` and the argo e2e tests.
-argo:
-	@hack/tools/build-argo.sh
 
 test: $(STAMP)
 	tools="$$(hack/tools/build.sh)" && KUBEBUILDER_ASSETS="$$tools" PROGRESSIVE_SYNC_TOOLS_DIR="$$tools" \

@@ -16,10 +16,12 @@ import contextlib
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from orchestrator.devenv import controlplane as devcluster
+from orchestrator.devenv import tools
 from orchestrator.kube.client import NAMESPACES, Kube, NotFound
 from orchestrator.kube.crds import all_crd_documents, apply_crds
 from tests.support.kubectl import Kubectl
@@ -40,6 +42,15 @@ def control_plane() -> Iterator[devcluster.DevCluster]:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def argo() -> Path:
+    """The argo CLI of the pinned Argo Workflows, as `make tools` builds it."""
+    try:
+        return tools.binary("argo")
+    except tools.ToolsMissing as exc:
+        pytest.fail(str(exc))
 
 
 @pytest.fixture(scope="session")
@@ -69,4 +80,8 @@ def namespace(kube: Kube, request: pytest.FixtureRequest) -> Iterator[str]:
 
 def pytest_report_header() -> list[str]:
     """Say which tools the integration tests use."""
-    return [f"KUBEBUILDER_ASSETS: {os.environ.get('KUBEBUILDER_ASSETS', '(unset)')}"]
+    folder = os.environ.get(tools.TOOLS_DIR_VARIABLE, "(unset: the cache's current build)")
+    return [
+        f"KUBEBUILDER_ASSETS: {os.environ.get('KUBEBUILDER_ASSETS', '(unset)')}",
+        f"{tools.TOOLS_DIR_VARIABLE}: {folder}",
+    ]

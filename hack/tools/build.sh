@@ -9,9 +9,9 @@
 # Groups (a cold build of all of them: see README, Prerequisites):
 #   core    etcd, kube-apiserver, kubectl (the control plane), helm
 #   node    kubelet, kube-scheduler, kube-controller-manager (the real node)
-# Not built yet (the code below is being finished; the group names are refused until then):
 #   argo    Argo Workflows: workflow-controller, argoexec, the argo CLI with the Argo UI built from
 #           the module's ui/ sources and embedded (it is also `argo server`), Argo's own CRDs
+# Not built yet (the code below is being finished; the group name is refused until then):
 #   argocd  Argo CD: one binary `argocd` answering as application-controller, applicationset-
 #           controller and repo-server (symlinks), the git/gpg wrapper scripts the repo-server runs,
 #           Argo CD's own CRDs
@@ -46,7 +46,7 @@ ARGO_COMMIT=66e32e5cc367f223e2ecf4fbe852b95eaed83034
 ARGOCD_VERSION=v3.6.1
 ARGOCD_GO=go1.27.0
 YARN_VERSION=1.22.22
-ALL_GROUPS=(core node)
+ALL_GROUPS=(core node argo)
 
 argo_module=github.com/argoproj/argo-workflows/v3
 argocd_module=github.com/argoproj/argo-cd/v3
@@ -248,7 +248,7 @@ finish() {
     die "$name failed (log above; whole log: $work/$name.log)"
   fi
   printf -v "$pid_var" %s ""
-  timings+=("$name $(cat "$work/$name.seconds")s(in parallel)")
+  timings+=("$name $(cat "$work/$name.seconds")s (in parallel)")
   log "built $name in $(cat "$work/$name.seconds")s (in parallel)"
 }
 
@@ -281,18 +281,24 @@ build_ui() {
   npm install --silent --no-audit --no-fund --prefix "$work/yarn" "yarn@$YARN_VERSION"
   local yarn="$work/yarn/node_modules/.bin/yarn"
   if [[ -n "${PROGRESSIVE_SYNC_VENDOR_DIR:-}" ]]; then
-    # ui/yarn.lock pins argo-ui to a GitHub commit; yarn's offline mirror serves it from the vendor
-    # folder under the name yarn looks for (the mirror gets every other tarball copied into it too,
-    # hence a scratch copy).
+    # ui/yarn.lock pins argo-ui to a GitHub commit; yarn's offline mirror serves it instead, from a
+    # scratch folder (yarn copies every tarball it fetches into the mirror) under the name yarn 1
+    # looks for: <repository basename>-<commit>, without the archive's .tar.
     local archive
     archive="$(find "$PROGRESSIVE_SYNC_VENDOR_DIR"/ -maxdepth 1 -name 'argo-ui.git-*.tar' | head -n 1)"
     [[ -n "$archive" ]] || die "PROGRESSIVE_SYNC_VENDOR_DIR=$PROGRESSIVE_SYNC_VENDOR_DIR holds no argo-ui.git-*.tar"
     mkdir -p "$work/yarn-offline-mirror"
-    cp "$archive" "$work/yarn-offline-mirror/"
+    cp "$archive" "$work/yarn-offline-mirror/$(basename "$archive" .tar)"
     export YARN_YARN_OFFLINE_MIRROR="$work/yarn-offline-mirror"
     echo "argo-ui from $archive (yarn offline mirror)"
   fi
-  (cd "$src/ui" && "$yarn" install --frozen-lockfile --non-interactive --network-timeout 600000)
+  if ! (cd "$src/ui" && "$yarn" install --frozen-lockfile --non-interactive --network-timeout 600000); then
+    if [[ -z "${PROGRESSIVE_SYNC_VENDOR_DIR:-}" ]]; then
+      echo "hint: where GitHub is out of reach (argo-ui comes from there), set PROGRESSIVE_SYNC_VENDOR_DIR" \
+        "to a folder holding argo-ui.git-<commit>.tar (see the header of hack/tools/build.sh)"
+    fi
+    return 1
+  fi
   (cd "$src/ui" && "$yarn" build)
   [[ -f "$src/ui/dist/app/index.html" ]] || die "yarn build made no ui/dist/app/index.html"
   install_result "$src/ui/dist/app" "$ui_dir/app"
@@ -480,6 +486,9 @@ rm -rf "$work"
 
 all_done || die "the build finished but $toolset is incomplete"
 summary="nothing to build"
-[[ ${#timings[@]} -eq 0 ]] || summary="built ${timings[*]}"
+if [[ ${#timings[@]} -gt 0 ]]; then
+  summary="built $(printf '%s, ' "${timings[@]}")"
+  summary="${summary%, }"
+fi
 log "ready in $((SECONDS - started))s ($summary): $toolset"
 echo "$toolset"

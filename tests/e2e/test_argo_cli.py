@@ -1,10 +1,10 @@
 """The real `argo` CLI against the local control plane, on rollouts run by the local executor.
 
-Real: the argo CLI of the pinned Argo Workflows (built by hack/tools/build-argo.sh; these tests are
-skipped without it), talking to kube-apiserver directly (no Argo Server), the steps, the local
-executor; simulated: Argo CD (the fleet simulator). It shows that what people do in production,
-`argo get`, `argo resume` at an approval gate and `argo stop`, works on Workflows the local
-executor runs, because both sides read and write the same fields.
+Real: the argo CLI of the pinned Argo Workflows (built by `make tools`), talking to kube-apiserver
+directly (no Argo Server), the steps, the local executor; simulated: Argo CD (the fleet simulator).
+It shows that what people do in production, `argo get`, `argo resume` at an approval gate and
+`argo stop`, works on Workflows the local executor runs, because both sides read and write the same
+fields.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import pytest
 from orchestrator.api.models import RolloutPhase
 from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.kube.client import Kube
-from tests.integration.test_argo_lint import find_argo
 from tests.support.rollout_rig import RolloutRig, rollout_rig
 from tests.support.wait import wait_for
 
@@ -28,16 +27,6 @@ pytestmark = pytest.mark.e2e
 
 CANARY = {"name": "canary", "targets": {"clusters": {"selector": {}}}, "maxTargets": 1}
 REST = {"name": "rest", "targets": {"clusters": {"selector": {}}}, "maxParallel": 3}
-
-
-@pytest.fixture(scope="module")
-def argo() -> Path:
-    binary = find_argo()
-    if binary is None:
-        pytest.skip(
-            "the argo CLI is not built: run hack/tools/build-argo.sh (optional, slow; see its header)"
-        )
-    return binary
 
 
 @pytest.fixture

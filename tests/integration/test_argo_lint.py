@@ -1,17 +1,15 @@
 """`argo lint --offline` on everything we render: Argo's own validation, where the argo CLI builds.
 
-The argo CLI is optional: `hack/tools/build-argo.sh` builds it from Go modules into the tool
-cache (next to kube-apiserver). Without it these tests are skipped and say how to build it. Real:
-the argo CLI of the pinned Argo Workflows version, its offline linter (template references,
-variables, DAG structure). Input: the committed WorkflowTemplates and the Workflows `render`
-makes of every example ProgressiveSync.
+`make tools` builds the argo CLI from Go modules into the tool cache (the `argo` fixture finds it
+there and fails saying how to build it when it is missing). Real: the argo CLI of the pinned Argo
+Workflows version, its offline linter (template references, variables, DAG structure). Input: the
+committed WorkflowTemplates and the Workflows `render` makes of every example ProgressiveSync.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -27,31 +25,6 @@ pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted([*(REPO / "examples").glob("*.yaml"), render.EXAMPLE_PS])
-
-
-def find_argo() -> Path | None:
-    """The argo binary: next to the Kubernetes tools, in the tool cache, or on PATH."""
-    candidates = []
-    if os.environ.get("KUBEBUILDER_ASSETS"):
-        candidates.append(Path(os.environ["KUBEBUILDER_ASSETS"]) / "argo")
-    printed = subprocess.run(
-        [str(REPO / "hack/tools/build-argo.sh"), "--print"], capture_output=True, text=True, check=False
-    )
-    if printed.returncode == 0 and printed.stdout.strip():
-        candidates.append(Path(printed.stdout.strip()))
-    if shutil.which("argo"):
-        candidates.append(Path(str(shutil.which("argo"))))
-    return next((c for c in candidates if c.is_file() and os.access(c, os.X_OK)), None)
-
-
-@pytest.fixture(scope="module")
-def argo() -> Path:
-    binary = find_argo()
-    if binary is None:
-        pytest.skip(
-            "the argo CLI is not built: run hack/tools/build-argo.sh (optional, slow; see its header)"
-        )
-    return binary
 
 
 def progressive_syncs() -> list[ProgressiveSync]:
