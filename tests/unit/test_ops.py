@@ -14,28 +14,29 @@ from typing import Any
 import pytest
 
 from orchestrator.api.metadata import workflow_name
-from orchestrator.api.models import StagePhase
+from orchestrator.api.models import StagePhase, StageStatus
 from orchestrator.ops import decisions as ops
 from orchestrator.ops import tables
 from orchestrator.ops.live import LiveDisplay
-from tests.support.clock import ManualClock
-from tests.support.ops_builders import (
+from tests.support.builders import (
+    OPERATOR_STAGES,
     make_bake_node,
     make_gate_node,
     make_ps,
     make_stage_status,
     make_workflow,
 )
+from tests.support.clock import ManualClock
 
 NOW = datetime(2026, 11, 29, 10, 2, 5, tzinfo=UTC)
 WF = workflow_name("myservice", "7f3c2a1")
 
 
 def ps(**kwargs: Any) -> ops.ProgressiveSync:
-    return ops.parse_progressive_sync(make_ps(**kwargs))
+    return ops.parse_progressive_sync(make_ps(stages=OPERATOR_STAGES, **kwargs))
 
 
-def running_stages() -> list[dict[str, Any]]:
+def running_stages() -> list[StageStatus]:
     return [
         make_stage_status(
             "canary",
@@ -52,7 +53,7 @@ def running_stages() -> list[dict[str, Any]]:
             targets=("us-1", "ap-1", "eu-2"),
             completed=("us-1",),
             syncing=("ap-1",),
-            failed=(("eu-2", "Degraded after the sync"),),
+            failed={"eu-2": "Degraded after the sync"},
             started_at="2026-11-29T10:00:10Z",
         ),
         make_stage_status("everything else"),
@@ -222,8 +223,8 @@ def test_change_lines_report_only_what_changed() -> None:
     assert not any("everything else" in line for line in first)  # pending stages stay quiet at first
     assert ops.change_lines(before, before) == []
     stages = running_stages()
-    stages[1]["syncing"] = []
-    stages[1]["completed"] = ["us-1", "ap-1"]
+    stages[1].syncing = []
+    stages[1].completed = ["us-1", "ap-1"]
     after = ops.rollout_view(ps(phase="Progressing", stage_status=stages))
     assert ops.change_lines(before, after) == [
         "stage 'one per region': Progressing 3/3, failed eu-2 (Degraded after the sync)"
@@ -407,7 +408,7 @@ def test_unknown_phase_in_status_is_refused_clearly() -> None:
 
 def test_long_stage_messages_are_cut_in_the_table_only() -> None:
     stages = running_stages()
-    stages[1]["message"] = "did not finish: " + "x" * 200
+    stages[1].message = "did not finish: " + "x" * 200
     view = ops.rollout_view(ps(phase="Failed", stage_status=stages))
     row = next(
         line for line in tables.render_table(view, NOW).splitlines() if line.startswith("one per region")

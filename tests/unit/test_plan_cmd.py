@@ -12,7 +12,7 @@ import yaml
 from click.testing import CliRunner, Result
 
 from orchestrator.cli.main import main
-from tests.support.fleet_builders import cluster_secret_object, make_app_object
+from tests.support.builders import make_application, make_cluster_secret
 
 EXAMPLE_FLEET = Path("examples/fleet.yaml")
 MARKER = "CREDENTIAL-MARKER-5b1f0c"
@@ -213,16 +213,14 @@ def test_cluster_credentials_never_appear_in_any_output(tmp_path: Path, output: 
     config = json.dumps({"bearerToken": MARKER, "tlsClientConfig": {"caData": MARKER}})
     regions = ("eu-west-1", "us-east-1")
     secrets = [
-        cluster_secret_object(f"{r}-{i}", labels={"region": r}, config=config)
-        for r in regions
-        for i in (1, 2)
+        make_cluster_secret(f"{r}-{i}", labels={"region": r}, config=config) for r in regions for i in (1, 2)
     ]
     secrets[0]["stringData"] = {"config": config}  # a manifest not yet applied carries stringData too
     apps = [
-        make_app_object(cluster=s["metadata"]["name"].removeprefix("cluster-"), owner_uid=None)
+        make_application(cluster=s["metadata"]["name"].removeprefix("cluster-"), owner_uid=None)
         for s in secrets
     ]
-    apps.append(make_app_object("orphan", cluster="gone"))  # errors and warnings mention clusters too
+    apps.append(make_application("orphan", cluster="gone"))  # errors and warnings mention clusters too
     fleet = write(tmp_path, "fleet.yaml", {"apiVersion": "v1", "kind": "List", "items": secrets}, *apps)
     ps_file = write(tmp_path, "ps.yaml", ps_manifest(name="myservice"))  # the builders' ApplicationSet
     result = run("-f", ps_file, "--fleet", fleet, "-o", output)

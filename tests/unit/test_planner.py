@@ -21,7 +21,7 @@ from orchestrator.planning.planner import (
     progress_from_status,
     release_id,
 )
-from tests.support.fleet_builders import (
+from tests.support.builders import (
     NEW_REVISION,
     OLD_REVISION,
     make_app,

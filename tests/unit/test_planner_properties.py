@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from orchestrator.api.models import ProgressiveSyncSpec, StagePhase
 from orchestrator.argocd.fleet import AppView, Cluster, HealthStatus, SyncStatus
 from orchestrator.planning.planner import RolloutPlan, RolloutProgress, StageProgress, plan_rollout
-from tests.support.fleet_builders import (
+from tests.support.builders import (
     NEW_REVISION,
     make_app,
     make_app_set,

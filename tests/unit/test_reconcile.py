@@ -35,6 +35,8 @@ from orchestrator.watcher.decide import (
     spec_hash,
 )
 from orchestrator.workflows.view import WorkflowView, workflow_view_from_object
+from tests.support import builders
+from tests.support.builders import make_stage
 from workflow_templates.settings import WorkflowSettings
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -46,15 +48,8 @@ POLICY = ReconcilePolicy(finalize_grace_seconds=30, deletion_grace_seconds=30)
 def make_spec(
     *, paused: bool = False, stages: tuple[str, ...] = ("canary", "rest"), max_parallel: int = 1
 ) -> ProgressiveSyncSpec:
-    return ProgressiveSyncSpec.model_validate(
-        {
-            "appSetRef": {"name": "myservice"},
-            "paused": paused,
-            "stages": [
-                {"name": name, "targets": {"clusters": {"selector": {}}}, "maxParallel": max_parallel}
-                for name in stages
-            ],
-        }
+    return builders.make_spec(
+        *(make_stage(name, max_parallel=max_parallel) for name in stages), paused=paused
     )
 
 

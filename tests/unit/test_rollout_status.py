@@ -14,7 +14,7 @@ from orchestrator.api.models import (
     RolloutStatus,
     StagePhase,
 )
-from tests.support.sync_builders import T0, at, make_stage
+from tests.support.builders import T0, at, make_stage_status
 
 Mutation = Callable[[ProgressiveSyncStatus], ProgressiveSyncStatus]
 
@@ -49,13 +49,15 @@ MUTATIONS: list[tuple[str, Mutation]] = [
 @pytest.mark.parametrize("mutation", [m for _, m in MUTATIONS], ids=[n for n, _ in MUTATIONS])
 def test_every_mutation_is_idempotent(mutation: Mutation) -> None:
     """A conflict makes the writer apply the same mutation again: the second time changes nothing."""
-    once = mutation(status_with(make_stage(targets=("a", "b"), syncing=("a", "b"))))
+    once = mutation(
+        status_with(make_stage_status(targets=("a", "b"), syncing=("a", "b"), phase=StagePhase.PROGRESSING))
+    )
     twice = mutation(once.model_copy(deep=True))
     assert twice.to_api() == once.to_api()
 
 
 def test_start_rollout_replaces_another_rollout_and_lists_stages() -> None:
-    old = status_with(make_stage(phase=StagePhase.SUCCEEDED, completed=("a",)), rollout_id="r0")
+    old = status_with(make_stage_status(phase=StagePhase.SUCCEEDED, completed=("a",)), rollout_id="r0")
     new = rs.start_rollout(old, rollout_id="r1", stage_names=["canary", "rest"], now=at(5), revision="abc")
     assert new.rollout == RolloutStatus(id="r1", revision="abc", started_at=at(5))
     assert [(s.name, s.phase) for s in new.stages or []] == [
@@ -67,7 +69,7 @@ def test_start_rollout_replaces_another_rollout_and_lists_stages() -> None:
 
 
 def test_syncing_then_completed_then_syncing_again_keeps_it_completed() -> None:
-    status = status_with(make_stage(targets=("a",)), progress="0/3")
+    status = status_with(make_stage_status(targets=("a",), phase=StagePhase.PROGRESSING), progress="0/3")
     status = rs.mark_syncing(status, stage="canary", cluster="a")
     assert rs.find_stage(status, "canary").syncing == ["a"]  # type: ignore[union-attr]
     status = rs.mark_completed(status, stage="canary", cluster="a")
@@ -78,7 +80,7 @@ def test_syncing_then_completed_then_syncing_again_keeps_it_completed() -> None:
 
 
 def test_first_failure_reason_wins() -> None:
-    status = status_with(make_stage(targets=("a",), syncing=("a",)))
+    status = status_with(make_stage_status(targets=("a",), syncing=("a",), phase=StagePhase.PROGRESSING))
     status = rs.mark_failed(status, stage="canary", cluster="a", reason="first")
     status = rs.mark_failed(status, stage="canary", cluster="a", reason="second")
     stage = rs.find_stage(status, "canary")
@@ -89,7 +91,11 @@ def test_first_failure_reason_wins() -> None:
 
 def test_close_failed_stage_fails_the_rollout() -> None:
     status = rs.close_stage(
-        status_with(make_stage()), stage="canary", phase=StagePhase.FAILED, message="m", now=T0
+        status_with(make_stage_status(phase=StagePhase.PROGRESSING)),
+        stage="canary",
+        phase=StagePhase.FAILED,
+        message="m",
+        now=T0,
     )
     assert (status.phase, status.message) == (RolloutPhase.FAILED, "stage 'canary' failed: m")
 
@@ -105,9 +111,11 @@ def test_finalize_marks_unfinished_stages(
     phase: RolloutPhase, progressing_to: StagePhase, pending_to: StagePhase
 ) -> None:
     status = status_with(
-        make_stage("canary", phase=StagePhase.SUCCEEDED, completed=("a",), targets=("a",), finished_at=at(1)),
-        make_stage("wave", targets=("b", "c"), completed=("b",)),
-        make_stage("rest", phase=StagePhase.PENDING),
+        make_stage_status(
+            "canary", phase=StagePhase.SUCCEEDED, completed=("a",), targets=("a",), finished_at=at(1)
+        ),
+        make_stage_status("wave", targets=("b", "c"), completed=("b",), phase=StagePhase.PROGRESSING),
+        make_stage_status("rest", phase=StagePhase.PENDING),
     )
     status = rs.finalize_rollout(status, phase=phase, reason="why", now=at(9))
     by_name = {s.name: s for s in status.stages or []}
@@ -145,7 +153,7 @@ def test_condition_transition_time_moves_only_on_change() -> None:
 def test_starting_a_stage_makes_a_pending_rollout_progressing(
     before: RolloutPhase | None, after: RolloutPhase
 ) -> None:
-    status = status_with(make_stage(phase=StagePhase.PENDING))
+    status = status_with(make_stage_status(phase=StagePhase.PENDING))
     status.phase = before
     status = rs.start_stage(status, stage="canary", targets=["a"], message="m", now=T0)
     assert status.phase == after

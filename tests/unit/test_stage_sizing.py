@@ -16,23 +16,12 @@ import pytest
 
 from orchestrator.api.models import ProgressiveSync
 from orchestrator.planning.planner import plan_rollout
-from tests.support.fleet_builders import make_app, make_app_set, make_cluster, make_stage
+from tests.support.builders import make_app, make_app_set, make_cluster, make_ps_model, make_stage
 from workflow_templates import names
 from workflow_templates.builder import assumed_sizes, build_workflow
 from workflow_templates.settings import WorkflowSettings
 
 SETTINGS = WorkflowSettings()
-
-
-def make_ps(*stages: dict[str, Any]) -> ProgressiveSync:
-    return ProgressiveSync.model_validate(
-        {
-            "apiVersion": "progressivesync.io/v1alpha1",
-            "kind": "ProgressiveSync",
-            "metadata": {"name": "myservice", "namespace": "argocd"},
-            "spec": {"appSetRef": {"name": "myservice"}, "stages": list(stages)},
-        }
-    )
 
 
 def fanout_parallelism(ps: ProgressiveSync, plan: Any) -> dict[str, int]:
@@ -75,7 +64,7 @@ def plan_over(ps: ProgressiveSync, clusters: int) -> Any:
 def test_a_stage_is_sized_alike_by_the_planner_the_builder_and_render_without_a_fleet(
     clusters: int, stage: dict[str, Any]
 ) -> None:
-    ps = make_ps(stage)
+    ps = make_ps_model(stages=[stage])
     plan = plan_over(ps, clusters)
     planned = plan.stages[0]
     assumed = assumed_sizes(ps, clusters)[planned.name]
@@ -94,7 +83,7 @@ def test_a_stage_is_sized_alike_by_the_planner_the_builder_and_render_without_a_
 def test_a_stage_left_without_clusters_gets_the_same_parallelism_with_or_without_a_fleet(
     max_parallel: int | str, parallelism: int
 ) -> None:
-    ps = make_ps(make_stage("all"), make_stage("rest", max_parallel=max_parallel))
+    ps = make_ps_model(stages=[make_stage("all"), make_stage("rest", max_parallel=max_parallel)])
     plan = plan_over(ps, 4)
     assert plan.stage("rest").targets == ()
     assert fanout_parallelism(ps, plan)["rest"] == parallelism

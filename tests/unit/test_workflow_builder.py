@@ -14,10 +14,11 @@ import pytest
 from orchestrator.api.metadata import NAME_LABEL, ROLLOUT_ID_LABEL, label_value, workflow_name
 from orchestrator.api.models import ProgressiveSync
 from orchestrator.planning.planner import plan_rollout
-from tests.support.fleet_builders import (
+from tests.support.builders import (
     NEW_REVISION,
     make_app,
     make_app_set,
+    make_ps_model,
     make_stage,
     regional_fleet,
 )
@@ -39,16 +40,7 @@ def make_ps(
     *stages: dict[str, Any], name: str = "myservice", uid: str | None = "uid-1", **spec: Any
 ) -> ProgressiveSync:
     """A ProgressiveSync with these stages (default one stage over every cluster)."""
-    return ProgressiveSync.model_validate(
-        {
-            "metadata": {"name": name, "namespace": "argocd", **({"uid": uid} if uid else {})},
-            "spec": {
-                "appSetRef": {"name": "myservice"},
-                "stages": list(stages) or [make_stage("all")],
-                **spec,
-            },
-        }
-    )
+    return make_ps_model(name, stages=stages, app_set="myservice", uid=uid, **spec)
 
 
 def build(ps: ProgressiveSync, sizes: dict[str, StageSize] | None = None, **settings: Any) -> dict[str, Any]:

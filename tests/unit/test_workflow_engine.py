@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from orchestrator.api.models import ProgressiveSync
 from orchestrator.core.clock import parse_time
 from orchestrator.engine.operator import (
     PodLaunch,
@@ -27,8 +26,8 @@ from orchestrator.engine.operator import (
     parse_duration,
     retry_expression_holds,
 )
+from tests.support.builders import make_ps_model, make_stage
 from tests.support.engine_driver import Drive, arg, argv_step
-from tests.support.fleet_builders import make_stage
 from workflow_templates.builder import StageSize, build_workflow
 from workflow_templates.settings import WorkflowSettings
 
@@ -39,15 +38,8 @@ def rollout(
     *stages: dict[str, Any], tolerate: int = 0, sizes: dict[str, StageSize] | None = None
 ) -> dict[str, Any]:
     """A rendered rollout Workflow (with a namespace and uid, as the API server would add)."""
-    ps = ProgressiveSync.model_validate(
-        {
-            "metadata": {"name": "svc", "namespace": "ns", "uid": "u1"},
-            "spec": {
-                "appSetRef": {"name": "svc"},
-                "stages": list(stages),
-                "failurePolicy": {"maxFailedClusters": tolerate},
-            },
-        }
+    ps = make_ps_model(
+        "svc", namespace="ns", uid="u1", stages=stages, failurePolicy={"maxFailedClusters": tolerate}
     )
     plan = sizes or {
         s.name: StageSize(4, s.max_parallel if isinstance(s.max_parallel, int) else 1) for s in ps.spec.stages

@@ -1,0 +1,448 @@
+"""One keyword builder per kind of object the tests use (STYLE.md #9).
+
+Each builder sets what a test names and fills the rest with a plain, valid default, so a test reads
+as the one fact it checks: `make_app(cluster="eu-1", health="Degraded")`. Wire-form builders return
+dicts as the API server returns them, usable for pure tests and for creating real objects; view
+builders return what the code under test reads (`make_spec`, `make_stage_status`, `make_cluster`,
+`make_app_set`, `make_app`). Nothing here talks to a cluster.
+
+Kinds, in order: stages and specs, ProgressiveSyncs (with a status), stage statuses, Argo CD
+clusters (view and Secret), ApplicationSets, Applications (at any point of a sync) and the sync
+operations on them, rollout Workflows and their nodes.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from orchestrator.api.metadata import NAME_LABEL, ROLLOUT_ID_LABEL, label_value, workflow_name
+from orchestrator.api.models import (
+    API_VERSION,
+    KIND,
+    ClusterFailure,
+    ProgressiveSync,
+    ProgressiveSyncSpec,
+    StagePhase,
+    StageStatus,
+)
+from orchestrator.argocd.fleet import AppSetView, AppView, Cluster, app_view_from_object
+from orchestrator.kube.client import CLUSTER_SECRET_TYPE, CLUSTER_SECRET_TYPE_LABEL
+from workflow_templates import names
+
+APP_SET = "myservice"
+APP_SET_UID = "00000000-0000-4000-8000-0000000000a5"
+PS_NAME = "myservice"
+NEW_REVISION = "4f1c2e9b7a3d5c8e1f0a2b4c6d8e0f1a3b5c7d9e"
+OLD_REVISION = "9d2b7e4a1c3f5e7d9b0a2c4e6f8a1b3d5e7f9c0b"
+ROLLOUT_ID = "7f3c2a1"
+STARTED = "2026-11-29T10:00:00Z"
+
+
+# --- stages and specs ---------------------------------------------------------------------------
+
+
+def make_stage(
+    name: str,
+    *,
+    labels: Mapping[str, str] | None = None,
+    expressions: Sequence[Mapping[str, Any]] | None = None,
+    region: str | None = None,
+    max_targets: int | str | None = None,
+    max_parallel: int | str | None = None,
+    spread_by: str | None = None,
+    approval: str | None = None,
+    bake_seconds: int | None = None,
+) -> dict[str, Any]:
+    """A stage in wire form; without `labels`, `expressions` or `region` it matches every cluster."""
+    selector: dict[str, Any] = {}
+    match_labels = {**(labels or {}), **({"region": region} if region else {})}
+    if match_labels:
+        selector["matchLabels"] = match_labels
+    if expressions:
+        selector["matchExpressions"] = [dict(e) for e in expressions]
+    stage: dict[str, Any] = {"name": name, "targets": {"clusters": {"selector": selector}}}
+    for key, value in (
+        ("maxTargets", max_targets),
+        ("maxParallel", max_parallel),
+        ("spreadBy", spread_by),
+        ("approval", approval),
+        ("bakeSeconds", bake_seconds),
+    ):
+        if value is not None:
+            stage[key] = value
+    return stage
+
+
+def canary_then_rest(*, canary_parallel: int = 1, rest_parallel: int = 1) -> list[dict[str, Any]]:
+    """A canary of one cluster in region eu, then everything else."""
+    return [
+        make_stage("canary", region="eu", max_targets=1, max_parallel=canary_parallel),
+        make_stage("rest", max_parallel=rest_parallel),
+    ]
+
+
+def make_spec(
+    *stages: dict[str, Any], app_set: str = APP_SET, allow_partial: bool | None = None, **fields: Any
+) -> ProgressiveSyncSpec:
+    """A validated spec with these stages (default: one stage taking every cluster).
+
+    `fields` are other spec fields in wire form (`paused=True`, `progressDeadlineSeconds=60`).
+    """
+    if allow_partial is not None:
+        fields["allowPartialRollout"] = allow_partial
+    return ProgressiveSyncSpec.model_validate(
+        {"appSetRef": {"name": app_set}, "stages": list(stages) or [make_stage("all")], **fields}
+    )
+
+
+# The operator commands' tests: a canary in eu-west-1, one per region, the rest behind a gate.
+OPERATOR_STAGES = (
+    make_stage("canary", region="eu-west-1"),
+    make_stage("one per region"),
+    make_stage("everything else", approval="Manual"),
+)
+
+
+# --- ProgressiveSyncs ---------------------------------------------------------------------------
+
+
+def make_ps(
+    name: str = PS_NAME,
+    *,
+    namespace: str | None = "argocd",
+    stages: Sequence[dict[str, Any]] = (),
+    app_set: str | None = None,
+    uid: str | None = None,
+    generation: int | None = None,
+    phase: str | None = None,
+    message: str = "",
+    observed_generation: int | None = None,
+    rollout_id: str | None = ROLLOUT_ID,
+    workflow: str | None = None,
+    attempt: int = 1,
+    finished_at: str | None = None,
+    stage_status: Sequence[StageStatus] | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
+    """A ProgressiveSync object (default: one stage over every cluster, ApplicationSet `name`).
+
+    `spec` are more spec fields in wire form (`paused=True`, `progressDeadlineSeconds=60`). With
+    `phase`, a status describing rollout `rollout_id` (None: no rollout) in that phase, with
+    `stage_status` as its stages.
+    """
+    metadata: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        metadata["namespace"] = namespace
+    if uid is not None:
+        metadata["uid"] = uid
+    if generation is not None:
+        metadata["generation"] = generation
+    obj: dict[str, Any] = {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": metadata,
+        "spec": {
+            "appSetRef": {"name": app_set or name},
+            "stages": [dict(stage) for stage in stages] or [make_stage("all")],
+            **spec,
+        },
+    }
+    if phase is not None:
+        status: dict[str, Any] = {"phase": phase, "message": message}
+        if observed_generation is not None:
+            status["observedGeneration"] = observed_generation
+        if rollout_id is not None:
+            rollout: dict[str, Any] = {
+                "id": rollout_id,
+                "revision": "4f1c2e9b7a3d",
+                "workflow": workflow if workflow is not None else workflow_name(name, rollout_id),
+                "attempt": attempt,
+                "startedAt": STARTED,
+            }
+            if finished_at:
+                rollout["finishedAt"] = finished_at
+            status["rollout"] = rollout
+        status["stages"] = [
+            s.model_dump(by_alias=True, exclude_none=True, mode="json") for s in stage_status or ()
+        ]
+        obj["status"] = status
+    return obj
+
+
+def make_ps_model(name: str = PS_NAME, **kwargs: Any) -> ProgressiveSync:
+    """The validated `ProgressiveSync` of `make_ps(name, **kwargs)`."""
+    return ProgressiveSync.model_validate(make_ps(name, **kwargs))
+
+
+# --- stage statuses -----------------------------------------------------------------------------
+
+
+def make_stage_status(
+    name: str = "canary",
+    *,
+    phase: StagePhase | str = StagePhase.PENDING,
+    targets: Sequence[str] = (),
+    completed: Sequence[str] = (),
+    syncing: Sequence[str] = (),
+    failed: Mapping[str, str] | None = None,
+    message: str = "",
+    started_at: datetime | str | None = None,
+    finished_at: datetime | str | None = None,
+) -> StageStatus:
+    """One `status.stages` entry; `failed` maps each failed cluster to its reason."""
+    return StageStatus.model_validate(
+        {
+            "name": name,
+            "phase": StagePhase(phase),
+            "message": message,
+            "targets": list(targets),
+            "syncing": list(syncing),
+            "completed": list(completed),
+            "failed": [
+                ClusterFailure(name=cluster, reason=reason) for cluster, reason in (failed or {}).items()
+            ],
+            "startedAt": started_at,
+            "finishedAt": finished_at,
+        }
+    )
+
+
+# --- Argo CD clusters and ApplicationSets -------------------------------------------------------
+
+
+def server_of(cluster: str) -> str:
+    """The API server URL the builders give a cluster."""
+    return f"https://{cluster}.k8s.example.internal:6443"
+
+
+def make_cluster(
+    name: str = "c1",
+    *,
+    region: str | None = None,
+    zone: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    server: str | None = None,
+    secret_name: str | None = None,
+) -> Cluster:
+    """A cluster with the `region`/`zone` labels given (and any other `labels`)."""
+    all_labels = dict(labels or {})
+    if region is not None:
+        all_labels["region"] = region
+    if zone is not None:
+        all_labels["zone"] = zone
+    return Cluster(
+        name=name,
+        server=server if server is not None else server_of(name),
+        labels=all_labels,
+        secret_name=secret_name if secret_name is not None else f"cluster-{name}",
+    )
+
+
+def regional_fleet(regions: Mapping[str, int]) -> list[Cluster]:
+    """Clusters `<region>-<i>` with a region label and zone `<region>a`/`b` alternating."""
+    return [
+        make_cluster(f"{region}-{i}", region=region, zone=f"{region}{'ab'[i % 2]}")
+        for region, count in regions.items()
+        for i in range(1, count + 1)
+    ]
+
+
+def b64(text: str) -> str:
+    """Base64 of a text, as Secret data holds it."""
+    return base64.b64encode(text.encode()).decode()
+
+
+def make_cluster_secret(
+    name: str, *, labels: Mapping[str, str] | None = None, config: str = "{}", server: str | None = None
+) -> dict[str, Any]:
+    """An Argo CD cluster Secret object; `config` is stored base64-encoded like real credentials."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {
+            "name": f"cluster-{name}",
+            "namespace": "argocd",
+            "labels": {CLUSTER_SECRET_TYPE_LABEL: CLUSTER_SECRET_TYPE, **(labels or {})},
+        },
+        "data": {"name": b64(name), "server": b64(server or server_of(name)), "config": b64(config)},
+    }
+
+
+def make_app_set(name: str = APP_SET, *, uid: str = APP_SET_UID) -> AppSetView:
+    """The ApplicationSet the specs of `make_spec` name."""
+    return AppSetView(name=name, namespace="argocd", uid=uid)
+
+
+# --- Applications -------------------------------------------------------------------------------
+
+
+def make_application(
+    name: str | None = None,
+    *,
+    cluster: str = "c1",
+    by: str = "server",
+    server: str | None = None,
+    owner: str | None = APP_SET,
+    owner_kind: str = "ApplicationSet",
+    owner_uid: str | None = APP_SET_UID,
+    sync: str = "OutOfSync",
+    revision: str | None = NEW_REVISION,
+    revisions: list[str] | None = None,
+    health: str = "Healthy",
+    automated: dict[str, Any] | None = None,
+    operation: bool = False,
+    operation_phase: str | None = None,
+    operation_revision: str | None = None,
+    finished_at: str | None = None,
+    reconciled_at: str | None = None,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """An Application object as the API server returns it.
+
+    `by` is "server" or "name" (how `spec.destination` names the cluster) or "both"; `revisions`
+    makes it multi-source; `automated` is put under `spec.syncPolicy.automated` when not None.
+    """
+    app_name = name or f"{APP_SET}-{cluster}"
+    metadata: dict[str, Any] = {"name": app_name, "namespace": "argocd", "uid": f"uid-{app_name}"}
+    if owner is not None:
+        ref: dict[str, Any] = {"apiVersion": "argoproj.io/v1alpha1", "kind": owner_kind, "name": owner}
+        if owner_uid is not None:
+            ref["uid"] = owner_uid
+        metadata["ownerReferences"] = [ref]
+    if annotations:
+        metadata["annotations"] = annotations
+    destination: dict[str, Any] = {"namespace": "myservice"}
+    if by in ("server", "both"):
+        destination["server"] = server if server is not None else server_of(cluster)
+    if by in ("name", "both"):
+        destination["name"] = cluster
+    spec: dict[str, Any] = {"project": "default", "destination": destination}
+    sync_status: dict[str, Any] = {"status": sync}
+    sync_result: dict[str, Any] = {}
+    if revisions is not None:
+        spec["sources"] = [{"repoURL": f"https://git.example/{i}.git"} for i in range(len(revisions))]
+        sync_status["revisions"] = revisions
+        if operation_revision is not None:
+            sync_result["revisions"] = operation_revision.split(",")
+    else:
+        spec["source"] = {"repoURL": "https://git.example/deploy.git", "targetRevision": "main"}
+        if revision is not None:
+            sync_status["revision"] = revision
+        if operation_revision is not None:
+            sync_result["revision"] = operation_revision
+    if automated is not None:
+        spec["syncPolicy"] = {"automated": automated}
+    status: dict[str, Any] = {"sync": sync_status, "health": {"status": health}}
+    if operation_phase is not None:
+        state: dict[str, Any] = {"phase": operation_phase, "startedAt": "2026-11-29T10:00:00Z"}
+        if finished_at is not None:
+            state["finishedAt"] = finished_at
+        if sync_result:
+            state["syncResult"] = sync_result
+        status["operationState"] = state
+    if reconciled_at is not None:
+        status["reconciledAt"] = reconciled_at
+    obj: dict[str, Any] = {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Application",
+        "metadata": metadata,
+        "spec": spec,
+        "status": status,
+    }
+    if operation:
+        obj["operation"] = {"sync": {"revision": NEW_REVISION}}
+    return obj
+
+
+def make_app(name: str | None = None, **kwargs: Any) -> AppView:
+    """The `AppView` of `make_application(...)`."""
+    return app_view_from_object(make_application(name, **kwargs))
+
+
+def up_to_date(cluster: str, **kwargs: Any) -> AppView:
+    """An Application of `cluster` that is Synced at the new revision and Healthy."""
+    return make_app(cluster=cluster, **{"sync": "Synced", "health": "Healthy", **kwargs})
+
+
+# --- rollout Workflows --------------------------------------------------------------------------
+
+
+def make_gate_node(
+    workflow_name: str, stage: str, *, phase: str = "Running", with_input: bool = True
+) -> dict[str, Any]:
+    """The approval suspend node of `stage`, as Argo writes it into `status.nodes`."""
+    task = names.sanitize_task_name(stage)
+    node: dict[str, Any] = {
+        "id": f"{workflow_name}-gate-{task}",
+        "name": f"{workflow_name}.{task}.{names.APPROVE_TASK}",
+        "displayName": names.APPROVE_TASK,
+        "type": "Suspend",
+        "templateName": names.APPROVAL_TEMPLATE,
+        "phase": phase,
+        "startedAt": STARTED,
+    }
+    if with_input:
+        node["inputs"] = {"parameters": [{"name": "stage", "value": stage}]}
+    return node
+
+
+def make_bake_node(workflow_name: str, stage: str) -> dict[str, Any]:
+    """A running bake wait after `stage` (a suspend node with a duration, not a gate)."""
+    task = names.sanitize_task_name(stage)
+    return {
+        "id": f"{workflow_name}-bake-{task}",
+        "name": f"{workflow_name}.{task}.{names.BAKE_TASK}",
+        "displayName": names.BAKE_TASK,
+        "type": "Suspend",
+        "templateName": names.bake_template_name(60),
+        "phase": "Running",
+        "startedAt": STARTED,
+    }
+
+
+def make_workflow(
+    ps_name: str = PS_NAME,
+    *,
+    namespace: str = "argocd",
+    rollout_id: str = ROLLOUT_ID,
+    phase: str = "Running",
+    shutdown: str | None = None,
+    suspend: bool = False,
+    nodes: Sequence[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The rollout Workflow with `nodes` in `status.nodes` (keyed by id)."""
+    name = workflow_name(ps_name, rollout_id)
+    spec: dict[str, Any] = {"entrypoint": names.ENTRYPOINT, "templates": []}
+    if shutdown:
+        spec["shutdown"] = shutdown
+    if suspend:
+        spec["suspend"] = True
+    return {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Workflow",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {NAME_LABEL: label_value(ps_name), ROLLOUT_ID_LABEL: rollout_id},
+        },
+        "spec": spec,
+        "status": {
+            "phase": phase,
+            "startedAt": STARTED,
+            "nodes": {node["id"]: node for node in nodes or []},
+        },
+    }
+
+
+# --- time -----------------------------------------------------------------------------------------
+
+T0 = datetime(2030, 1, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def at(seconds: float) -> datetime:
+    """T0 plus `seconds`."""
+    return T0 + timedelta(seconds=seconds)
