@@ -64,6 +64,8 @@ class Tuning:
     watch_window_seconds: int = 30
     # One sleep per retry of an Application update that lost a race (409).
     app_conflict_backoffs: tuple[float, ...] = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
+    # How long a refresh we asked Argo CD for may stay unanswered before we ask again.
+    refresh_again_seconds: float = 10.0
     status: StatusWriterSettings = field(default_factory=StatusWriterSettings)
 
 

@@ -2,13 +2,19 @@
 
 For each Application of the ApplicationSet on the cluster (`orchestrator.argocd.appsync` decides):
 
-- this rollout already synced it (our rollout-id annotation) -> write nothing;
+- this rollout already synced it (our rollout id in the operation's `info`, or a sync of ours in
+  its history since the rollout started) -> write nothing: a retried step never syncs twice, so
+  hooks never run twice;
+- it is being deleted -> the cluster fails (Argo CD refuses to sync it);
 - someone's operation is in progress -> never overwrite it: follow the Application with a watch
   until that operation ends, then decide again; if it is still running at the progress deadline
   the cluster fails with a reason naming who started it;
-- otherwise one update carrying the resourceVersion sets `.operation` (revision pinned), nulls the
-  finished `status.operationState` and sets the refresh, rollout-id and stage annotations. A 409
-  means someone wrote in between: read again and decide again (bounded).
+- it is already Synced at its release revision (someone else synced it) -> adopt it: no sync,
+  `wait-healthy` waits for its health;
+- otherwise one update carrying the resourceVersion sets `.operation` (revision pinned, our rollout
+  id and stage in `info`) and nulls the finished `status.operationState`. A 409 means someone
+  wrote in between: read again and decide again (bounded). Annotations are never written: the
+  ApplicationSet controller owns them.
 
 Then the cluster is listed in the stage's `syncing` (status writer: no change, no write). Running
 the step twice for the same rollout writes nothing the second time.
@@ -20,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -53,6 +60,7 @@ class SyncResult:
     cluster: str
     requested: tuple[str, ...] = ()  # Applications whose sync this run wrote
     already: tuple[str, ...] = ()  # Applications this rollout had synced before: nothing written
+    adopted: tuple[str, ...] = ()  # Applications someone else brought to the release: not synced
     failure: str = ""  # why the cluster failed (empty: it did not)
     waited_for: tuple[str, ...] = field(default=())  # Applications whose foreign operation we waited out
 
@@ -71,11 +79,13 @@ class SyncResult:
             parts.append(f"requested the sync of {', '.join(self.requested)}")
         if self.already:
             parts.append(f"already synced by this rollout: {', '.join(self.already)}")
+        if self.adopted:
+            parts.append(f"already at the release revision, adopted: {', '.join(self.adopted)}")
         return f"sync: cluster {self.cluster}: " + "; ".join(parts)
 
 
 class _Busy(Exception):
-    """Someone's operation was still in progress at the deadline."""
+    """Someone's operation was still in progress at the deadline, or the Application cannot be synced."""
 
 
 def sync_cluster(
@@ -124,8 +134,8 @@ def sync_cluster(
             raise UsageProblem(f"--revision: {exc}") from exc
 
     deadline = clock.now() + timedelta(seconds=ps.spec.progress_deadline_seconds)
-    requested: list[str] = []
-    already: list[str] = []
+    since = ps.status.rollout.started_at if ps.status and ps.status.rollout else None
+    outcomes: dict[appsync.SyncAction, list[str]] = defaultdict(list)
     waited: list[str] = []
     for app in apps:
         name = appsync.app_name(app)
@@ -138,6 +148,7 @@ def sync_cluster(
                 stage=stage,
                 prune=ps.spec.sync_options.prune,
                 sync_options=ps.spec.sync_options.options or [],
+                since=since,
                 clock=clock,
                 deadline=deadline,
                 tuning=tuning,
@@ -146,7 +157,7 @@ def sync_cluster(
             return _fail(
                 kube, rollout, tuning, stage=stage, cluster=cluster, reason=f"cluster {cluster}: {exc}"
             )
-        (requested if outcome == appsync.SyncAction.REQUEST else already).append(name)
+        outcomes[outcome].append(name)
         if did_wait:
             waited.append(name)
 
@@ -158,7 +169,13 @@ def sync_cluster(
         what=f"cluster {cluster} syncing",
         settings=tuning.status,
     )
-    return SyncResult(cluster, tuple(requested), tuple(already), waited_for=tuple(waited))
+    return SyncResult(
+        cluster,
+        requested=tuple(outcomes[appsync.SyncAction.REQUEST]),
+        already=tuple(outcomes[appsync.SyncAction.ALREADY_REQUESTED]),
+        adopted=tuple(outcomes[appsync.SyncAction.ADOPT]),
+        waited_for=tuple(waited),
+    )
 
 
 def _sync_one(
@@ -170,6 +187,7 @@ def _sync_one(
     stage: str,
     prune: bool,
     sync_options: list[str],
+    since: datetime | None,
     clock: Clock,
     deadline: datetime,
     tuning: Tuning,
@@ -180,13 +198,17 @@ def _sync_one(
     conflicts = 0
     waited = False
     while True:
-        decision = appsync.decide_sync(app, rollout.rollout_id)
-        if decision.action == appsync.SyncAction.ALREADY_REQUESTED:
+        decision = appsync.decide_sync(app, rollout.rollout_id, pins=revisions, since=since)
+        if decision.action in (appsync.SyncAction.ALREADY_REQUESTED, appsync.SyncAction.ADOPT):
             log.info("%s; writing nothing", decision.reason)
             return decision.action, waited
+        if decision.action == appsync.SyncAction.REFUSED:
+            raise _Busy(decision.reason)
         if decision.action == appsync.SyncAction.BUSY:
             log.info("%s; not overwriting it, waiting for it to end", decision.reason)
-            app = _wait_until_free(kube, rollout, name, clock=clock, deadline=deadline, tuning=tuning)
+            app = _wait_until_free(
+                kube, rollout, name, since=since, clock=clock, deadline=deadline, tuning=tuning
+            )
             waited = True
             continue
         body = appsync.build_sync_request(
@@ -223,7 +245,14 @@ def _sync_one(
 
 
 def _wait_until_free(
-    kube: Kube, rollout: RolloutRef, name: str, *, clock: Clock, deadline: datetime, tuning: Tuning
+    kube: Kube,
+    rollout: RolloutRef,
+    name: str,
+    *,
+    since: datetime | None,
+    clock: Clock,
+    deadline: datetime,
+    tuning: Tuning,
 ) -> dict[str, Any]:
     """Follow the Application until its operation ends (or it is ours); _Busy at the deadline."""
 
@@ -238,7 +267,7 @@ def _wait_until_free(
             app = snapshot.apps[name]
             if app is None:
                 raise _Busy(f"Application {name} was deleted while we waited to sync it")
-            decision = appsync.decide_sync(app, rollout.rollout_id)
+            decision = appsync.decide_sync(app, rollout.rollout_id, since=since)
             if decision.action != appsync.SyncAction.BUSY:
                 return app
             reason = decision.reason

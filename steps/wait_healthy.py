@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from orchestrator.api.models import ProgressiveSync, ProgressiveSyncStatus
 from orchestrator.api.rollout_status import find_stage, mark_completed, mark_failed
@@ -29,11 +31,12 @@ from orchestrator.argocd import appsync
 from orchestrator.argocd.appwatch import SnapshotCause, follow_applications
 from orchestrator.argocd.assess import ClusterPhase, assess_cluster
 from orchestrator.core.clock import Clock, format_time
-from orchestrator.kube.client import Kube
+from orchestrator.kube.client import APPLICATIONS, Kube
 from orchestrator.kube.status_writer import update_status
 from steps.common import (
     RolloutRef,
     Tuning,
+    UsageProblem,
     apps_of_cluster,
     check_revision,
     check_rollout,
@@ -138,7 +141,8 @@ def _follow(
         return WaitResult(
             cluster, ClusterPhase.FAILED, f"cluster {cluster}: no Argo CD cluster Secret has this name"
         )
-    names = [appsync.app_name(app) for app in apps_of_cluster(kube, rollout, ps, found, clusters)]
+    apps = apps_of_cluster(kube, rollout, ps, found, clusters)
+    names = [appsync.app_name(app) for app in apps]
     if not names:
         return WaitResult(
             cluster,
@@ -146,15 +150,24 @@ def _follow(
             f"cluster {cluster}: no Application of ApplicationSet {ps.spec.app_set_ref.name} targets it",
         )
 
+    pins: dict[str, list[str]] = {}
+    for app in apps:
+        try:
+            pins[appsync.app_name(app)] = appsync.pinned_revisions(revision, app)
+        except appsync.RevisionError as exc:
+            raise UsageProblem(f"--revision: {exc}") from exc
+    since = ps.status.rollout.started_at if ps.status and ps.status.rollout else None
     progress_deadline = timedelta(seconds=ps.spec.progress_deadline_seconds)
     started: datetime | None = None
     deadline: datetime | None = None
     last_cluster_check = clock.now()
     cluster_exists = True
     last_reason = ""
+    refreshes = _Refreshes(kube, rollout.argocd_namespace, tuning, clock)
 
     def window() -> int:
         left = (deadline - clock.now()).total_seconds() if deadline else tuning.watch_window_seconds
+        left = min(left, refreshes.seconds_to_next(clock.now()))
         return max(1, min(tuning.watch_window_seconds, math.ceil(left)))
 
     snapshots = follow_applications(kube, rollout.argocd_namespace, names, window_seconds=window)
@@ -184,22 +197,72 @@ def _follow(
                     find_cluster(list_clusters(kube, rollout.argocd_namespace), cluster) is not None
                 )
                 last_cluster_check = now
-            phase, reason = assess_cluster(
+            verdict = assess_cluster(
                 cluster,
                 snapshot.apps,
-                revision=revision,
+                pins=pins,
                 rollout_id=rollout.rollout_id,
                 started=started,
                 now=now,
                 deadline=deadline,
                 cluster_exists=cluster_exists,
+                since=since,
+                degraded_grace=timedelta(seconds=ps.spec.degraded_grace_seconds),
             )
-            if phase != ClusterPhase.WAITING:
-                log.info("%s", reason)
-                return WaitResult(cluster, phase, reason)
-            if reason != last_reason:
-                log.info("%s", reason)
-                last_reason = reason
+            if verdict.phase != ClusterPhase.WAITING:
+                log.info("%s", verdict.reason)
+                return WaitResult(cluster, verdict.phase, verdict.reason)
+            if verdict.reason != last_reason:
+                log.info("%s", verdict.reason)
+                last_reason = verdict.reason
+            refreshes.request(verdict.refresh, snapshot.apps)
     finally:
         snapshots.close()
     raise AssertionError("unreachable: the Application follower never ends on its own")
+
+
+class _Refreshes:
+    """Asks Argo CD to compare an Application again when only a fresh comparison can tell (bounded).
+
+    A request goes out once the second of the sync's `finishedAt` is over (so that the comparison
+    it triggers is stamped later; a wait of at most `_SECOND_TICK`), then again only after
+    `refresh_again_seconds` without an answer.
+    """
+
+    def __init__(self, kube: Kube, namespace: str, tuning: Tuning, clock: Clock) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.clock = clock
+        self.again = timedelta(seconds=tuning.refresh_again_seconds)
+        self.asked: dict[str, datetime] = {}
+        self.due: dict[str, datetime] = {}
+
+    def request(self, wanted: Mapping[str, datetime], apps: Mapping[str, Mapping[str, Any] | None]) -> None:
+        self.due = dict(wanted)
+        for name, after in sorted(wanted.items()):
+            if apps.get(name) is None:
+                continue
+            asked = self.asked.get(name)
+            if asked is not None and self.clock.now() - asked < self.again:
+                continue
+            wait = (after - self.clock.now()).total_seconds()
+            if wait > _SECOND_TICK:
+                continue  # the watch window ends by then (seconds_to_next)
+            if wait > 0:
+                self.clock.sleep(wait)
+            log.info("Application %s: asking Argo CD to compare it again (health predates the sync)", name)
+            self.kube.patch(APPLICATIONS, self.namespace, name, appsync.refresh_patch())
+            self.asked[name] = self.clock.now()
+
+    def seconds_to_next(self, now: datetime) -> float:
+        """Seconds until the next refresh may be sent (infinity when none is due)."""
+        times = [
+            max(after, self.asked[name] + self.again) if name in self.asked else after
+            for name, after in self.due.items()
+        ]
+        return max(0.0, min(((t - now).total_seconds() for t in times), default=math.inf))
+
+
+# Argo CD stamps reconciledAt in whole seconds: the refresh waits at most this long for the second
+# of the sync's finishedAt to be over.
+_SECOND_TICK = 1.5

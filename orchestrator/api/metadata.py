@@ -2,7 +2,7 @@
 and annotations, the finalizer, and the patch bodies the operator commands send to a ProgressiveSync.
 
 These names are a contract with whoever reads them (a restarted watcher rebuilding a rollout from its
-Workflow, `kubectl get -l`, dashboards, the steps reading an Application's last sync request), so
+Workflow, `kubectl get -l`, dashboards, the steps recognising their own sync by its `info`), so
 none of them changes lightly. Argo's and Argo CD's own names stay next to their views: Argo
 Workflows' annotations and template names in `workflow_templates.names`, the Workflow patch bodies
 (stop, suspend, resume) in `orchestrator.workflows.control`, Argo CD's cluster Secret label in
@@ -47,11 +47,14 @@ FINALIZER = "progressivesync.io/workflow"
 # A fresh value asks the watcher for another attempt of a failed or cancelled release.
 RETRY_ANNOTATION = "progressivesync.io/retry"
 
-# --- on Applications --------------------------------------------------------------------------
+# --- on Applications: nothing in their metadata -----------------------------------------------
 
-# Written with every sync request: which rollout and stage asked for the Application's last sync.
-APP_ROLLOUT_ID_ANNOTATION = "progressivesync.io/rollout-id"
-APP_STAGE_ANNOTATION = "progressivesync.io/stage"
+# The ApplicationSet controller rewrites the annotations and labels of the Applications it
+# generates, so our sync request is known by its `operation.info` entries instead (Argo CD keeps
+# them in `status.operationState.operation`): which rollout and stage asked, and when.
+INFO_ROLLOUT_ID = "rollout-id"
+INFO_STAGE = "stage"
+INFO_REQUESTED_AT = "requested-at"
 
 # --- names ------------------------------------------------------------------------------------
 

@@ -404,7 +404,12 @@ class FailurePolicy(_Model):
 
 
 class SyncOptions(_Model):
-    """Passed into every sync operation the rollout writes."""
+    """Passed into every sync operation the rollout writes.
+
+    Each operation also carries the Application's own `spec.syncPolicy.syncOptions` (first; ours win
+    for the same key) and its `retry` (`orchestrator.argocd.appsync.merge_sync_options`,
+    `operation_retry`), as every Argo CD trigger does.
+    """
 
     prune: StrictBool = False
     """Delete resources that are no longer in Git while syncing."""
@@ -446,6 +451,8 @@ class ProgressiveSyncSpec(_Model):
     """The stages, run in order; at least one, names unique."""
     progress_deadline_seconds: Annotated[StrictInt, Field(ge=1, le=MAX_DEADLINE_SECONDS)] = 600
     """Per cluster: seconds from sync until Synced and Healthy before the cluster counts as failed."""
+    degraded_grace_seconds: Annotated[StrictInt, Field(ge=0, le=MAX_DEADLINE_SECONDS)] = 120
+    """Per cluster: seconds health may read Degraded after the sync before the cluster fails; 0: at once."""
     failure_policy: FailurePolicy = Field(default_factory=FailurePolicy, json_schema_extra={"default": {}})
     """When a stage counts as failed."""
     sync_options: SyncOptions = Field(default_factory=SyncOptions, json_schema_extra={"default": {}})

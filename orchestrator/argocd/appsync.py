@@ -7,6 +7,13 @@ resourceVersion sets `.operation` and nulls the finished `status.operationState`
 decides (`decide_sync`) and builds that update (`build_sync_request`); it also reads what the
 controller reports back (operation phase, result revision, who started an operation).
 
+**Which sync is ours.** The ApplicationSet controller rewrites the annotations and labels of the
+Applications it generates on every reconcile, so nothing of ours is kept there. Our sync is known by
+what Argo CD itself keeps: our rollout id in the operation's `info` (in `.operation` while it is
+requested, in `status.operationState.operation` once the controller took it up), and, after someone
+else's operation replaced that state, the `status.history` entry Argo CD appends for every finished
+sync (initiator `progressive-sync`, started after the rollout began, at the revision we pin).
+
 The revision is always pinned: an empty revision means "whatever targetRevision resolves to now"
 and could roll out a commit nobody planned, so `pinned_revisions` refuses it.
 
@@ -17,21 +24,20 @@ Nothing here talks to the API server or reads the clock.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from orchestrator.api.metadata import APP_ROLLOUT_ID_ANNOTATION, APP_STAGE_ANNOTATION
+from orchestrator.api.metadata import INFO_REQUESTED_AT, INFO_ROLLOUT_ID, INFO_STAGE
 from orchestrator.core.clock import format_time, parse_time
 
 REFRESH_ANNOTATION = "argocd.argoproj.io/refresh"
 INITIATOR = "progressive-sync"
-# Names of our entries in `.operation.info` (Argo CD shows them in its UI next to the operation).
-INFO_ROLLOUT_ID = "rollout-id"
-INFO_STAGE = "stage"
-INFO_REQUESTED_AT = "requested-at"
+# Names of our entries in `.operation.info` (Argo CD shows them in its UI next to the operation)
+# live in `orchestrator.api.metadata`: INFO_ROLLOUT_ID, INFO_STAGE, INFO_REQUESTED_AT.
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed", "Error"})
 RUNNING_PHASES = frozenset({"Running", "Terminating"})
@@ -100,14 +106,51 @@ def initiator(op: Mapping[str, Any] | None) -> str:
     return "unknown"
 
 
-def synced_by_rollout(app: Mapping[str, Any]) -> str | None:
-    """The rollout id in our annotation: the rollout that requested this Application's last sync."""
-    return app_annotations(app).get(APP_ROLLOUT_ID_ANNOTATION)
-
-
 def operation_is_ours(op: Mapping[str, Any] | None, rollout_id: str) -> bool:
     """True when the operation carries our rollout id in its info."""
     return info_value(op, INFO_ROLLOUT_ID) == rollout_id
+
+
+def requested_by_rollout(app: Mapping[str, Any], rollout_id: str) -> bool:
+    """True when `.operation` is our request of this rollout (the controller may not have taken it up)."""
+    return operation_is_ours(operation(app), rollout_id)
+
+
+def state_is_ours(app: Mapping[str, Any], rollout_id: str) -> bool:
+    """True when `status.operationState` is the controller's run of this rollout's operation."""
+    state = operation_state(app)
+    return state is not None and operation_is_ours(state.get("operation"), rollout_id)
+
+
+def synced_in_history(app: Mapping[str, Any], *, since: datetime | None) -> bool:
+    """True when `status.history` shows a sync we started at or after `since`.
+
+    Argo CD appends one entry per finished sync and keeps `initiatedBy` and `deployStartedAt`, but
+    not the operation's `info`: this is how a sync of ours is still recognised after someone
+    else's operation replaced `status.operationState`. An earlier attempt of the same release
+    started before this rollout did, so it does not count.
+    """
+    if since is None:
+        return False
+    for entry in (app.get("status") or {}).get("history") or []:
+        if not isinstance(entry, Mapping):
+            continue
+        if ((entry.get("initiatedBy") or {}).get("username")) != INITIATOR:
+            continue
+        started = parse_time(entry.get("deployStartedAt"))
+        if started is not None and started >= since:
+            return True
+    return False
+
+
+def synced_by_rollout(app: Mapping[str, Any], rollout_id: str, *, since: datetime | None = None) -> bool:
+    """True when this rollout requested a sync of the Application already (requested, running or
+    finished), by the marks Argo CD keeps; see the module docstring."""
+    return (
+        requested_by_rollout(app, rollout_id)
+        or state_is_ours(app, rollout_id)
+        or synced_in_history(app, since=since)
+    )
 
 
 def sync_started_at(app: Mapping[str, Any], rollout_id: str) -> datetime | None:
@@ -124,6 +167,50 @@ def sync_started_at(app: Mapping[str, Any], rollout_id: str) -> datetime | None:
     return None
 
 
+def sync_status(app: Mapping[str, Any]) -> str:
+    """`status.sync.status` (Synced, OutOfSync, Unknown; Unknown when absent)."""
+    return str(((app.get("status") or {}).get("sync") or {}).get("status") or "Unknown")
+
+
+def compared_revisions(app: Mapping[str, Any]) -> list[str]:
+    """The commit(s) Argo CD last compared the Application against (`status.sync.revision(s)`)."""
+    sync = (app.get("status") or {}).get("sync") or {}
+    if source_count(app):
+        return [str(r) for r in sync.get("revisions") or []]
+    return [str(sync["revision"])] if sync.get("revision") else []
+
+
+def is_being_deleted(app: Mapping[str, Any]) -> bool:
+    """True when `metadata.deletionTimestamp` is set (Argo CD's API server refuses to sync it)."""
+    return bool((app.get("metadata") or {}).get("deletionTimestamp"))
+
+
+_HEX = re.compile(r"[0-9a-fA-F]+")
+SHORT_SHA_MIN = 7
+
+
+def revision_resolves(pin: str, resolved: str) -> bool:
+    """True when `resolved` (the full SHA Argo CD reports) is what the pin `pin` names.
+
+    Argo CD stores the resolved commit (`syncResult.revision`, `status.sync.revision`) whatever the
+    pin was written as: equal strings match; a hex pin of 7+ digits matches the full SHA it starts
+    (a short SHA); a pin that is not hex (a tag or a branch) cannot be resolved here, so whatever
+    Argo CD resolved it to is taken (only ever asked about a pin of ours or a release revision).
+    """
+    if pin == resolved:
+        return True
+    if _HEX.fullmatch(pin):
+        return len(pin) >= SHORT_SHA_MIN and resolved.lower().startswith(pin.lower())
+    return bool(pin) and bool(resolved)
+
+
+def revisions_resolve(pins: Sequence[str], resolved: Sequence[str]) -> bool:
+    """`revision_resolves` for every source, in source order (the counts must agree)."""
+    return len(pins) == len(resolved) and all(
+        revision_resolves(pin, full) for pin, full in zip(pins, resolved, strict=True)
+    )
+
+
 # --- deciding and building the sync -----------------------------------------------------------
 
 
@@ -132,7 +219,9 @@ class SyncAction(StrEnum):
 
     REQUEST = "Request"  # write our operation now
     ALREADY_REQUESTED = "AlreadyRequested"  # this rollout already synced it: write nothing
+    ADOPT = "Adopt"  # someone already brought it to the release revision: no sync, wait for health
     BUSY = "Busy"  # someone's operation is in progress: never overwrite it
+    REFUSED = "Refused"  # it cannot be synced (being deleted): the cluster fails
 
 
 @dataclass(frozen=True)
@@ -143,11 +232,25 @@ class SyncDecision:
     reason: str
 
 
-def decide_sync(app: Mapping[str, Any], rollout_id: str) -> SyncDecision:
-    """Ordered early returns: ours already, someone else's operation in progress, else request."""
+def decide_sync(
+    app: Mapping[str, Any],
+    rollout_id: str,
+    *,
+    pins: Sequence[str] | None = None,
+    since: datetime | None = None,
+) -> SyncDecision:
+    """Ordered early returns: ours already, being deleted, someone else's operation in progress,
+    already at the release revision (adopt), else request.
+
+    `pins` are the revisions the Application is to reach (one per source; None: do not adopt);
+    `since` is when the rollout started (a sync of ours in the Application's history after it
+    counts as this rollout's).
+    """
     name = app_name(app)
-    if synced_by_rollout(app) == rollout_id:
+    if synced_by_rollout(app, rollout_id, since=since):
         return SyncDecision(SyncAction.ALREADY_REQUESTED, f"{name}: already synced by rollout {rollout_id}")
+    if is_being_deleted(app):
+        return SyncDecision(SyncAction.REFUSED, f"{name}: the Application is being deleted; it is not synced")
     op = operation(app)
     if op is not None:
         return SyncDecision(
@@ -160,6 +263,14 @@ def decide_sync(app: Mapping[str, Any], rollout_id: str) -> SyncDecision:
         return SyncDecision(
             SyncAction.BUSY,
             f"{name}: an operation started by {initiator(state.get('operation'))} is {state.get('phase')}",
+        )
+    compared = compared_revisions(app)
+    if pins is not None and sync_status(app) == "Synced" and compared and revisions_resolve(pins, compared):
+        by = initiator(state.get("operation")) if state else "someone"
+        return SyncDecision(
+            SyncAction.ADOPT,
+            f"{name}: already Synced at {','.join(compared)} (last operation by {by}): adopted, not "
+            "synced again; waiting for its health",
         )
     return SyncDecision(SyncAction.REQUEST, f"{name}: no operation in progress")
 
@@ -187,6 +298,53 @@ def pinned_revisions(revision: str, app: Mapping[str, Any]) -> list[str]:
     return parts
 
 
+# What Argo CD's own automated syncers (auto-sync in controller/appcontroller.go, RollingSync in
+# applicationset/.../progressive_sync.go) put into an operation when the Application sets no retry.
+DEFAULT_RETRY: Mapping[str, Any] = {"limit": 5}
+
+
+def _option_key(option: str) -> str:
+    return option.split("=", 1)[0].strip()
+
+
+def merge_sync_options(app_options: Sequence[str], ours: Sequence[str]) -> list[str]:
+    """The sync options of our operation: the Application's own, then the ProgressiveSync's.
+
+    Argo CD applies only the operation's list (`SyncAppState`), and every upstream trigger (API
+    server `Sync`, auto-sync, RollingSync) starts from `spec.syncPolicy.syncOptions`, so ours must
+    too, or `ServerSideApply=true` apps get applied client-side and `CreateNamespace=true` is lost.
+    Where both name the same key (`Key=value`), the ProgressiveSync's value wins, as a sync
+    request's options win over the Application's in the API server; order is kept, duplicates go.
+    """
+    own_keys = {_option_key(option) for option in ours}
+    merged = [option for option in app_options if _option_key(option) not in own_keys]
+    merged += list(ours)
+    return list(dict.fromkeys(merged))
+
+
+def operation_retry(app: Mapping[str, Any]) -> dict[str, Any]:
+    """The retry strategy of our operation: the Application's `spec.syncPolicy.retry`, pinned.
+
+    Without one, Argo CD's automated syncers use `{limit: 5}` (default backoff 5s x2 up to 3m), and
+    so do we: a first transient failure must not fail the cluster. `refresh: true` would make Argo
+    CD retry with whatever the branch resolves to then instead of our pinned revision, so it is
+    dropped (a newer commit is a new release, rolled out by its own rollout).
+    """
+    policy = ((app.get("spec") or {}).get("syncPolicy")) or {}
+    retry = policy.get("retry")
+    if not isinstance(retry, Mapping):
+        return dict(DEFAULT_RETRY)
+    pinned = copy.deepcopy(dict(retry))
+    pinned.pop("refresh", None)
+    return pinned
+
+
+def application_sync_options(app: Mapping[str, Any]) -> list[str]:
+    """`spec.syncPolicy.syncOptions` of the Application (strings only)."""
+    policy = ((app.get("spec") or {}).get("syncPolicy")) or {}
+    return [str(option) for option in policy.get("syncOptions") or [] if isinstance(option, str)]
+
+
 def build_sync_request(
     app: Mapping[str, Any],
     *,
@@ -199,8 +357,11 @@ def build_sync_request(
 ) -> dict[str, Any]:
     """The Application with our sync operation set, as ONE update body (it keeps resourceVersion).
 
-    Sets `.operation` (revision pinned), nulls the finished `status.operationState` (a left-over
-    one would be resumed instead of ours), asks for a refresh, and records rollout id and stage.
+    Sets `.operation` (revision pinned, our rollout id and stage in `info`, the Application's own
+    sync options merged with `sync_options` by `merge_sync_options`, its retry by
+    `operation_retry`) and nulls the finished `status.operationState` (a left-over one would be
+    resumed instead of ours). Metadata is left as it is: the ApplicationSet controller owns the
+    annotations, and Argo CD refreshes an Application by itself when an operation completes.
     """
     if not revisions or any(not revision for revision in revisions):
         raise RevisionError("refusing to build a sync operation without a pinned revision")
@@ -210,8 +371,9 @@ def build_sync_request(
         sync["revisions"] = list(revisions)
     else:
         sync["revision"] = revisions[0]
-    if sync_options:
-        sync["syncOptions"] = list(sync_options)
+    options = merge_sync_options(application_sync_options(app), sync_options)
+    if options:
+        sync["syncOptions"] = options
     body["operation"] = {
         "initiatedBy": {"username": INITIATOR, "automated": True},
         "info": [
@@ -220,21 +382,28 @@ def build_sync_request(
             {"name": INFO_REQUESTED_AT, "value": format_time(now)},
         ],
         "sync": sync,
+        "retry": operation_retry(app),
     }
     status = body.get("status")
     if isinstance(status, dict) and "operationState" in status:
         status = dict(status)
         status.pop("operationState")
         body["status"] = status
-    metadata = dict(body.get("metadata") or {})
-    metadata["annotations"] = {
-        **(metadata.get("annotations") or {}),
-        REFRESH_ANNOTATION: "normal",
-        APP_ROLLOUT_ID_ANNOTATION: rollout_id,
-        APP_STAGE_ANNOTATION: stage,
-    }
-    body["metadata"] = metadata
     return body
+
+
+def refresh_patch(level: str = "normal") -> dict[str, Any]:
+    """The merge patch that asks Argo CD to compare an Application again (`argocd.argoproj.io/refresh`).
+
+    The ApplicationSet controller keeps this annotation (it is in its default preserved list), and
+    the application controller removes it once it compared.
+    """
+    return {"metadata": {"annotations": {REFRESH_ANNOTATION: level}}}
+
+
+def refresh_requested(app: Mapping[str, Any]) -> bool:
+    """True while a refresh we (or anyone) asked for is pending (the annotation is still there)."""
+    return REFRESH_ANNOTATION in app_annotations(app)
 
 
 def result_revisions(state: Mapping[str, Any] | None) -> list[str]:

@@ -15,7 +15,8 @@ a stale Healthy from the previous revision never counts.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -32,118 +33,345 @@ class ClusterPhase(StrEnum):
     FAILED = "Failed"
 
 
+class Notice(StrEnum):
+    """Something a waiting (or done) Application shows that a person should hear about while it lasts.
+
+    A plain wait (the operation runs, health Progressing) has no notice: `syncing` says it all.
+    These are written next to the cluster in the stage status (`status.stages[].waiting`).
+    """
+
+    SYNC_WINDOW = "SyncWindow"  # Argo CD holds our sync: a sync window denies it now
+    RETRYING = "Retrying"  # an attempt failed; Argo CD retries the operation (retry.limit)
+    DEGRADED = "Degraded"  # Degraded within the grace period after the sync
+    SUSPENDED = "Suspended"  # e.g. an Argo Rollouts canary paused at a step
+    MISSING = "Missing"
+    UNKNOWN = "Unknown"  # health or sync status Unknown
+    OUT_OF_SYNC = "OutOfSync"  # still OutOfSync after the sync succeeded
+    PRUNE_SKIPPED = "PruneSkipped"  # done, but resources that only pruning removes are left (prune off)
+    BUSY = "Busy"  # someone else's operation runs on it
+    ADOPTED = "Adopted"  # done: someone else had synced it to the release revision; not synced again
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The decision for one Application or one cluster: phase, a reason for people, and a notice."""
+
+    phase: ClusterPhase
+    reason: str
+    notice: Notice | None = None
+    # Set when only a fresh comparison can tell: the sync finished no earlier than Argo CD last
+    # compared (whole seconds). From this time on (a second after finishedAt, so that the new
+    # reconciledAt can be later) a refresh request gets the answer in seconds instead of at the
+    # next periodic comparison: Argo CD updates health after a sync without moving reconciledAt.
+    refresh_after: datetime | None = None
+
+
+# Argo CD's message on a Running operation a sync window holds back (controller/sync.go).
+SYNC_WINDOW_MESSAGE = "blocked by sync window"
+# The default of `spec.degradedGraceSeconds`: how long a Degraded right after a sync may last.
+DEFAULT_DEGRADED_GRACE = timedelta(seconds=120)
+
+
 def assess_application(
-    name: str, app: Mapping[str, Any] | None, *, revision: str, rollout_id: str
-) -> tuple[ClusterPhase, str]:
-    """Decide one Application; `app` is None when it no longer exists."""
+    name: str,
+    app: Mapping[str, Any] | None,
+    *,
+    pins: Sequence[str],
+    rollout_id: str,
+    now: datetime,
+    since: datetime | None = None,
+    degraded_grace: timedelta = DEFAULT_DEGRADED_GRACE,
+) -> Verdict:
+    """Decide one Application; `app` is None when it no longer exists. See DESIGN.md §3 (Done, Failed).
+
+    `pins` are the revisions this Application is to reach (one per source); `since` is when the
+    rollout started (a sync of ours in the Application's history after it counts as ours).
+    """
     if app is None:
-        return ClusterPhase.FAILED, f"Application {name} was deleted"
-    if appsync.synced_by_rollout(app) != rollout_id:
-        return ClusterPhase.WAITING, f"{name}: the sync of rollout {rollout_id} was not requested yet"
+        return Verdict(ClusterPhase.FAILED, f"Application {name} was deleted")
+    if appsync.is_being_deleted(app):
+        return Verdict(ClusterPhase.FAILED, f"Application {name} is being deleted")
     op = appsync.operation(app)
     state = appsync.operation_state(app)
-    state_is_ours = state is not None and appsync.operation_is_ours(state.get("operation"), rollout_id)
-    if op is not None and not state_is_ours:
-        if appsync.operation_is_ours(op, rollout_id):
-            return ClusterPhase.WAITING, f"{name}: sync operation not picked up by Argo CD yet"
-        return ClusterPhase.WAITING, f"{name}: an operation started by {appsync.initiator(op)} is in progress"
-    if state is None:
-        return ClusterPhase.WAITING, f"{name}: sync operation not started yet"
-    if not state_is_ours:
-        return (
+    if op is not None and not appsync.operation_is_ours(op, rollout_id):
+        # A new operation someone requested replaces whatever the state says once Argo CD takes it up.
+        return Verdict(
             ClusterPhase.WAITING,
-            f"{name}: the current operation was started by {appsync.initiator(state.get('operation'))}, "
-            f"not by rollout {rollout_id}",
+            f"{name}: an operation started by {appsync.initiator(op)} is in progress",
+            Notice.BUSY,
         )
+    if appsync.state_is_ours(app, rollout_id):
+        assert state is not None
+        return _assess_our_operation(name, app, state, pins=pins, now=now, degraded_grace=degraded_grace)
+    if op is not None:
+        return Verdict(ClusterPhase.WAITING, f"{name}: sync operation not picked up by Argo CD yet")
+    if state is not None and state.get("phase") in appsync.RUNNING_PHASES:
+        return Verdict(
+            ClusterPhase.WAITING,
+            f"{name}: an operation started by {appsync.initiator(state.get('operation'))} is "
+            f"{state.get('phase')}",
+            Notice.BUSY,
+        )
+    compared = appsync.compared_revisions(app)
+    if appsync.sync_status(app) == "Synced" and compared and appsync.revisions_resolve(pins, compared):
+        # Someone (a person, or a sync of ours someone else's operation replaced) already brought it
+        # to the release revision: adopt it, never sync it again; only its health is left to wait for.
+        by = appsync.initiator(state.get("operation")) if state else "someone"
+        finished = parse_time(state.get("finishedAt")) if state else None
+        return _assess_health(
+            name,
+            app,
+            target=compared,
+            finished=finished,
+            prune=bool(((state or {}).get("operation") or {}).get("sync", {}).get("prune")),
+            now=now,
+            degraded_grace=degraded_grace,
+            fallback_start=since,
+            adopted_from=by,
+        )
+    if appsync.synced_in_history(app, since=since):
+        current = appsync.initiator(state.get("operation")) if state else "unknown"
+        return Verdict(
+            ClusterPhase.WAITING,
+            f"{name}: rollout {rollout_id} synced it, then an operation by {current} left it "
+            f"{appsync.sync_status(app)} at {','.join(compared) or '(no revision)'}",
+        )
+    return Verdict(ClusterPhase.WAITING, f"{name}: the sync of rollout {rollout_id} was not requested yet")
+
+
+def _assess_our_operation(
+    name: str,
+    app: Mapping[str, Any],
+    state: Mapping[str, Any],
+    *,
+    pins: Sequence[str],
+    now: datetime,
+    degraded_grace: timedelta,
+) -> Verdict:
+    """Our operation is (or was) the controller's: judge it, then the Application it left."""
     phase = str(state.get("phase", ""))
+    message = str(state.get("message") or "")
+    if phase == "Running" and state.get("finishedAt"):
+        # Between Argo CD's own retries the state stays Running with finishedAt set
+        # (controller/appcontroller.go): not final.
+        limit = ((state.get("operation") or {}).get("retry") or {}).get("limit", 0)
+        return Verdict(
+            ClusterPhase.WAITING,
+            f"{name}: a sync attempt failed; Argo CD retries it (attempt {state.get('retryCount', 0)} "
+            f"of {limit}): {message or 'no message'}",
+            Notice.RETRYING,
+        )
+    if phase == "Running" and SYNC_WINDOW_MESSAGE in message:
+        return Verdict(
+            ClusterPhase.WAITING,
+            f"{name}: Argo CD holds the sync: {message}; it starts when the window allows "
+            "(the progress deadline keeps running)",
+            Notice.SYNC_WINDOW,
+        )
     if phase in appsync.RUNNING_PHASES:
-        return ClusterPhase.WAITING, f"{name}: sync operation {phase}"
+        return Verdict(ClusterPhase.WAITING, f"{name}: sync operation {phase}")
     if phase in ("Failed", "Error"):
-        retry = ((state.get("operation") or {}).get("retry")) or {}
-        limit = int(retry.get("limit", 0) or 0)
-        attempts = int(state.get("retryCount", 0) or 0)
-        # Argo CD sets Failed between retries and runs the operation again until retries run out.
-        if limit < 0 or attempts < limit:
-            return (
-                ClusterPhase.WAITING,
-                f"{name}: sync operation {phase}; Argo CD retries ({attempts}/{limit})",
-            )
-        message = state.get("message") or "no message"
-        return ClusterPhase.FAILED, f"{name}: sync operation {phase}: {message}"
+        # A stored Failed or Error is final: retries happen while the state says Running.
+        return Verdict(ClusterPhase.FAILED, f"{name}: sync operation {phase}: {message or 'no message'}")
     if phase != "Succeeded":
-        return ClusterPhase.WAITING, f"{name}: sync operation phase {phase or 'unknown'}"
-    try:
-        pinned = appsync.pinned_revisions(revision, app)
-    except appsync.RevisionError as exc:
-        return ClusterPhase.FAILED, f"{name}: {exc}"
+        return Verdict(ClusterPhase.WAITING, f"{name}: sync operation phase {phase or 'unknown'}")
+    requested = _requested_revisions(state) or list(pins)
     applied = appsync.result_revisions(state)
-    if applied != pinned:
-        return (
+    if not appsync.revisions_resolve(requested, applied) or not appsync.revisions_resolve(pins, applied):
+        return Verdict(
             ClusterPhase.FAILED,
             f"{name}: sync Succeeded at revision {','.join(applied) or '(none)'}, "
-            f"not the pinned {','.join(pinned)}",
+            f"not the pinned {','.join(pins)}",
         )
+    return _assess_health(
+        name,
+        app,
+        target=applied,
+        finished=parse_time(state.get("finishedAt")),
+        prune=bool(((state.get("operation") or {}).get("sync") or {}).get("prune")),
+        now=now,
+        degraded_grace=degraded_grace,
+    )
+
+
+def _assess_health(
+    name: str,
+    app: Mapping[str, Any],
+    *,
+    target: Sequence[str],
+    finished: datetime | None,
+    prune: bool,
+    now: datetime,
+    degraded_grace: timedelta,
+    fallback_start: datetime | None = None,
+    adopted_from: str = "",
+) -> Verdict:
+    """After a sync reached `target` (full SHAs): is what Argo CD reports about it fresh, Synced, Healthy?"""
     status = app.get("status") or {}
-    sync_status = (status.get("sync") or {}).get("status") or "Unknown"
-    if sync_status != "Synced":
-        return ClusterPhase.WAITING, f"{name}: sync status {sync_status}, waiting for Synced"
-    finished = parse_time(state.get("finishedAt"))
     reconciled = parse_time(status.get("reconciledAt"))
-    if finished is None or reconciled is None or reconciled < finished:
-        # A Healthy read before the controller reconciled after the sync is from the previous
-        # revision: Argo CD's own RollingSync trusted it and started later waves too early.
+    compared = appsync.compared_revisions(app)
+    # Argo CD writes the operation state before its next comparison, and keeps reconciledAt and
+    # finishedAt in whole seconds: only a comparison strictly after the sync describes its result.
+    fresh = finished is None or (reconciled is not None and reconciled > finished)
+    if not fresh:
         seen = format_time(reconciled) if reconciled else "never"
         until = format_time(finished) if finished else "(no finishedAt)"
-        return (
+        return Verdict(
             ClusterPhase.WAITING,
             f"{name}: health not observed since the sync finished at {until} (last reconciled {seen})",
+            refresh_after=finished + timedelta(seconds=1) if finished is not None else None,
+        )
+    sync_status = appsync.sync_status(app)
+    notes: list[str] = []
+    if compared and list(compared) != list(target):
+        # Argo CD compared it against a newer commit since (the branch moved on): its sync status
+        # is about that commit; the health of what we applied is still what it reports.
+        notes.append(f"Argo CD now compares it against {','.join(compared)}")
+    elif sync_status == "Unknown":
+        return Verdict(ClusterPhase.WAITING, f"{name}: sync status Unknown", Notice.UNKNOWN)
+    elif sync_status == "OutOfSync":
+        leftovers = _prune_only_leftovers(status)
+        if leftovers is None or prune:
+            return Verdict(
+                ClusterPhase.WAITING,
+                f"{name}: still OutOfSync after the sync at {','.join(target)}",
+                Notice.OUT_OF_SYNC,
+            )
+        notes.append(
+            f"{len(leftovers)} resource(s) that only pruning removes are left (prune is off): "
+            + ", ".join(leftovers[:5])
+            + (" ..." if len(leftovers) > 5 else "")
         )
     health = status.get("health") or {}
     health_status = health.get("status") or "Unknown"
+    detail = f": {health['message']}" if health.get("message") else ""
     if health_status == "Degraded":
-        detail = f": {health['message']}" if health.get("message") else ""
-        return ClusterPhase.FAILED, f"{name}: health Degraded after the sync{detail}"
+        start = finished or fallback_start or now
+        degraded_for = now - start
+        if degraded_for < degraded_grace:
+            return Verdict(
+                ClusterPhase.WAITING,
+                f"{name}: health Degraded {int(degraded_for.total_seconds())}s after the sync (grace "
+                f"{int(degraded_grace.total_seconds())}s){detail}",
+                Notice.DEGRADED,
+            )
+        return Verdict(
+            ClusterPhase.FAILED,
+            f"{name}: health Degraded after the sync, past the grace of "
+            f"{int(degraded_grace.total_seconds())}s{detail}",
+        )
+    if health_status == "Suspended":
+        return Verdict(
+            ClusterPhase.WAITING,
+            f"{name}: health Suspended (e.g. a paused Argo Rollouts canary){detail}; waiting for Healthy",
+            Notice.SUSPENDED,
+        )
+    if health_status in ("Missing", "Unknown"):
+        return Verdict(
+            ClusterPhase.WAITING,
+            f"{name}: health {health_status}{detail}; waiting for Healthy",
+            Notice(health_status),
+        )
     if health_status != "Healthy":
-        return ClusterPhase.WAITING, f"{name}: health {health_status}, waiting for Healthy"
-    return ClusterPhase.DONE, f"{name}: Synced and Healthy at {','.join(pinned)}"
+        return Verdict(ClusterPhase.WAITING, f"{name}: health {health_status}, waiting for Healthy")
+    adopted = f" (synced by {adopted_from}; adopted, not synced again)" if adopted_from else ""
+    reason = f"{name}: Synced and Healthy at {','.join(target)}{adopted}"
+    notice = Notice.ADOPTED if adopted_from else None
+    if notes:
+        reason = f"{reason}; {'; '.join(notes)}"
+        if any("pruning" in note for note in notes):
+            notice = Notice.PRUNE_SKIPPED
+    return Verdict(ClusterPhase.DONE, reason, notice)
+
+
+def _requested_revisions(state: Mapping[str, Any]) -> list[str]:
+    sync = (state.get("operation") or {}).get("sync") or {}
+    if sync.get("revisions"):
+        return [str(r) for r in sync["revisions"]]
+    return [str(sync["revision"])] if sync.get("revision") else []
+
+
+def _prune_only_leftovers(status: Mapping[str, Any]) -> list[str] | None:
+    """The OutOfSync resources when every one of them only waits for pruning; else None."""
+    leftovers: list[str] = []
+    for resource in status.get("resources") or []:
+        if not isinstance(resource, Mapping) or resource.get("status") != "OutOfSync":
+            continue
+        if resource.get("requiresPruning") is not True:
+            return None
+        leftovers.append(f"{resource.get('kind', '?')}/{resource.get('name', '?')}")
+    return leftovers or None
+
+
+@dataclass(frozen=True)
+class ClusterVerdict:
+    """The decision for one cluster, and the notices of its Applications worth a line in the status."""
+
+    phase: ClusterPhase
+    reason: str
+    notices: tuple[str, ...] = ()
+    # Applications to ask Argo CD to compare again, and from when (see Verdict.refresh_after).
+    refresh: Mapping[str, datetime] = field(default_factory=dict)
 
 
 def assess_cluster(
     cluster: str,
     apps: Mapping[str, Mapping[str, Any] | None],
     *,
-    revision: str,
+    pins: Mapping[str, Sequence[str]],
     rollout_id: str,
     started: datetime,
     now: datetime,
     deadline: datetime,
     cluster_exists: bool = True,
-) -> tuple[ClusterPhase, str]:
-    """Decide one cluster from its Applications (name -> object, None when deleted)."""
+    since: datetime | None = None,
+    degraded_grace: timedelta = DEFAULT_DEGRADED_GRACE,
+) -> ClusterVerdict:
+    """Decide one cluster from its Applications (name -> object, None when deleted).
+
+    `pins` gives each Application's release revisions (one per source).
+    """
     if not cluster_exists:
-        return ClusterPhase.FAILED, f"cluster {cluster}: its Argo CD cluster Secret was deleted"
+        return ClusterVerdict(
+            ClusterPhase.FAILED, f"cluster {cluster}: its Argo CD cluster Secret was deleted"
+        )
     if not apps:
-        return ClusterPhase.FAILED, f"cluster {cluster}: no Application of the ApplicationSet targets it"
+        return ClusterVerdict(
+            ClusterPhase.FAILED, f"cluster {cluster}: no Application of the ApplicationSet targets it"
+        )
     verdicts = {
-        name: assess_application(name, app, revision=revision, rollout_id=rollout_id)
+        name: assess_application(
+            name,
+            app,
+            pins=pins.get(name, ()),
+            rollout_id=rollout_id,
+            now=now,
+            since=since,
+            degraded_grace=degraded_grace,
+        )
         for name, app in sorted(apps.items())
     }
-    failed = [reason for phase, reason in verdicts.values() if phase == ClusterPhase.FAILED]
+    notices = tuple(v.reason for v in verdicts.values() if v.notice is not None)
+    failed = [v.reason for v in verdicts.values() if v.phase == ClusterPhase.FAILED]
     if failed:
-        return ClusterPhase.FAILED, f"cluster {cluster}: " + "; ".join(failed)
-    waiting = [reason for phase, reason in verdicts.values() if phase == ClusterPhase.WAITING]
+        return ClusterVerdict(ClusterPhase.FAILED, f"cluster {cluster}: " + "; ".join(failed))
+    waiting = [v.reason for v in verdicts.values() if v.phase == ClusterPhase.WAITING]
     if not waiting:
         count = len(verdicts)
         noun = "Application" if count == 1 else "Applications"
-        return ClusterPhase.DONE, f"cluster {cluster}: {count} {noun} Synced and Healthy"
+        remarks = f" ({'; '.join(notices)})" if notices else ""
+        return ClusterVerdict(
+            ClusterPhase.DONE, f"cluster {cluster}: {count} {noun} Synced and Healthy{remarks}", notices
+        )
     if now >= deadline:
         seconds = int((deadline - started).total_seconds())
-        return (
+        return ClusterVerdict(
             ClusterPhase.FAILED,
             f"cluster {cluster}: progress deadline of {seconds}s passed "
             f"(sync started {format_time(started)}); still waiting for " + "; ".join(waiting),
         )
-    return ClusterPhase.WAITING, f"cluster {cluster}: " + "; ".join(waiting)
+    refresh = {name: v.refresh_after for name, v in verdicts.items() if v.refresh_after is not None}
+    return ClusterVerdict(ClusterPhase.WAITING, f"cluster {cluster}: " + "; ".join(waiting), notices, refresh)
 
 
 def assess_stage(stage: StageStatus, *, max_failed_clusters: int) -> tuple[StagePhase, str]:

@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from orchestrator.api.metadata import APP_ROLLOUT_ID_ANNOTATION, APP_STAGE_ANNOTATION
+from orchestrator.api.metadata import INFO_ROLLOUT_ID, INFO_STAGE
 from orchestrator.kube.client import (
     CLUSTER_SECRET_TYPE,
     CLUSTER_SECRET_TYPE_LABEL,
@@ -163,7 +163,8 @@ class AppView:
     `operation_revisions` is `(status.operationState.syncResult.revision,)`; for a multi-source one
     (`spec.sources`) they are the `revisions` lists, one per source, in source order. Empty strings
     and empty tuples mean "not known yet". Timestamps are timezone-aware, or None when absent or
-    unreadable.
+    unreadable. `rollout_id` and `rollout_stage` are the `info` entries of the Application's current
+    operation (`.operation`, else `status.operationState.operation`) when progress-sync started it.
     """
 
     name: str
@@ -284,7 +285,11 @@ def app_view_from_object(obj: Mapping[str, Any]) -> AppView:
     sync = _mapping(status.get("sync"))
     operation_state = _mapping(status.get("operationState"))
     sync_result = _mapping(operation_state.get("syncResult"))
-    annotations = _mapping(metadata.get("annotations"))
+    current_operation = _mapping(obj.get("operation")) or _mapping(operation_state.get("operation"))
+    info = {
+        _text(entry.get("name")): _text(entry.get("value"))
+        for entry in _mappings(current_operation.get("info"))
+    }
     multi_source = bool(spec.get("sources"))
     return AppView(
         name=name,
@@ -316,8 +321,8 @@ def app_view_from_object(obj: Mapping[str, Any]) -> AppView:
         operation_finished_at=_timestamp(operation_state.get("finishedAt")),
         operation_message=_text(operation_state.get("message")),
         reconciled_at=_timestamp(status.get("reconciledAt")),
-        rollout_id=_text(annotations.get(APP_ROLLOUT_ID_ANNOTATION)),
-        rollout_stage=_text(annotations.get(APP_STAGE_ANNOTATION)),
+        rollout_id=info.get(INFO_ROLLOUT_ID, ""),
+        rollout_stage=info.get(INFO_STAGE, ""),
     )
 
 

@@ -438,6 +438,9 @@ class FleetSimulator:
         op = appsync.operation(app)
         state = appsync.operation_state(app)
         phase = (state or {}).get("phase")
+        if appsync.refresh_requested(app) and op is None:
+            self._refresh(name)
+            return
         if op is not None and phase not in appsync.RUNNING_PHASES:
             self._pick_up(name)
             return
@@ -472,6 +475,19 @@ class FleetSimulator:
                 return None
         log.warning("simulator: Application %s kept conflicting; giving up this transition", name)
         return None
+
+    def _refresh(self, name: str) -> None:
+        """`argocd.argoproj.io/refresh`: compare now (reconciledAt moves) and remove the annotation."""
+        now = self.clock.now()
+
+        def change(app: dict[str, Any]) -> dict[str, Any] | None:
+            annotations = (app.get("metadata") or {}).get("annotations") or {}
+            if annotations.pop(appsync.REFRESH_ANNOTATION, None) is None:
+                return None
+            app.setdefault("status", {})["reconciledAt"] = format_time(now)
+            return app
+
+        self._update(name, change)
 
     def _pick_up(self, name: str) -> None:
         now = self.clock.now()

@@ -186,7 +186,7 @@ def test_a_failing_cluster_fails_its_stage_and_no_later_stage_starts(
     with rollout_rig(
         control_plane, kube, namespace, tmp_path, cluster_behaviour={"*-us-east-1*": {"degrade": True}}
     ) as rig:
-        rig.start_rollout(THREE_STAGES, deadline_seconds=30)
+        rig.start_rollout(THREE_STAGES, deadline_seconds=30, degraded_grace_seconds=0)
         rig.start_executor()
         done = rig.wait_finished()
         assert done["status"]["phase"] == "Failed"

@@ -125,7 +125,7 @@ def test_a_409_caused_by_someone_starting_an_operation_never_overwrites_it(
     assert result.failed and "started by alice" in result.failure
     app = kube.get(APPLICATIONS, namespace, app_name)
     assert app["operation"] == foreign_operation("alice")
-    assert appsync.synced_by_rollout(app) is None
+    assert not appsync.synced_by_rollout(app, "r1")
 
 
 def test_a_409_on_the_status_is_retried_and_both_updates_are_kept(

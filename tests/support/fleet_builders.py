@@ -73,6 +73,7 @@ def make_app_object(
     finished_at: str | None = None,
     reconciled_at: str | None = None,
     annotations: dict[str, str] | None = None,
+    operation_info: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """An Application object as the API server returns it.
 
@@ -128,6 +129,8 @@ def make_app_object(
     }
     if operation:
         obj["operation"] = {"sync": {"revision": NEW_REVISION}}
+        if operation_info:
+            obj["operation"]["info"] = [{"name": k, "value": v} for k, v in operation_info.items()]
     return obj
 
 

@@ -110,6 +110,7 @@ def make_progressive_sync(
     stages: list[dict[str, Any]] | None = None,
     deadline_seconds: int = 60,
     max_failed_clusters: int = 0,
+    degraded_grace_seconds: int | None = None,
     status: dict[str, Any] | None = None,
 ) -> ProgressiveSync:
     """Create a ProgressiveSync (and, with `status`, write its status subresource)."""
@@ -124,6 +125,8 @@ def make_progressive_sync(
             "failurePolicy": {"maxFailedClusters": max_failed_clusters},
         },
     }
+    if degraded_grace_seconds is not None:
+        body["spec"]["degradedGraceSeconds"] = degraded_grace_seconds
     created = kube.create(PROGRESSIVE_SYNCS, namespace, body)
     if status is not None:
         created["status"] = status

@@ -12,7 +12,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from orchestrator.api.metadata import APP_ROLLOUT_ID_ANNOTATION, APP_STAGE_ANNOTATION
 from orchestrator.api.models import ClusterFailure, StagePhase, StageStatus
 from orchestrator.argocd import appsync
 from orchestrator.core.clock import format_time
@@ -40,8 +39,9 @@ def our_operation(
     revision: str = REVISION,
     requested_at: datetime = T0,
     retry_limit: int | None = None,
+    sources: int = 0,
 ) -> dict[str, Any]:
-    """The `.operation` the sync step writes."""
+    """The `.operation` the sync step writes (`sources`: a multi-source Application's, one pin each)."""
     op: dict[str, Any] = {
         "initiatedBy": {"username": appsync.INITIATOR, "automated": True},
         "info": [
@@ -49,8 +49,9 @@ def our_operation(
             {"name": appsync.INFO_STAGE, "value": "canary"},
             {"name": appsync.INFO_REQUESTED_AT, "value": format_time(requested_at)},
         ],
-        "sync": {"revision": revision, "prune": False},
+        "sync": {"revisions": [revision] * sources} if sources else {"revision": revision},
     }
+    op["sync"]["prune"] = False
     if retry_limit is not None:
         op["retry"] = {"limit": retry_limit}
     return op
@@ -61,6 +62,24 @@ def foreign_operation(username: str = "alice", revision: str = OLD_REVISION) -> 
     return {"initiatedBy": {"username": username}, "sync": {"revision": revision}}
 
 
+def history_entry(
+    *,
+    username: str = appsync.INITIATOR,
+    revision: str = REVISION,
+    started_at: datetime = T0,
+    deployed_at: datetime | None = None,
+    entry_id: int = 1,
+) -> dict[str, Any]:
+    """One `status.history` entry, as Argo CD appends it when a sync finishes."""
+    return {
+        "id": entry_id,
+        "revision": revision,
+        "deployStartedAt": format_time(started_at),
+        "deployedAt": format_time(deployed_at or started_at + timedelta(seconds=5)),
+        "initiatedBy": {"username": username},
+    }
+
+
 def make_application(
     name: str = "myservice-c1",
     *,
@@ -68,7 +87,7 @@ def make_application(
     cluster: str = "c1",
     by: str = "server",
     owner_uid: str | None = None,
-    synced_by: str | None = None,
+    history: list[dict[str, Any]] | None = None,
     operation: dict[str, Any] | None = None,
     phase: str | None = None,
     state_operation: dict[str, Any] | None = None,
@@ -85,7 +104,7 @@ def make_application(
     sources: int = 0,
 ) -> dict[str, Any]:
     """An Application object. With `phase`, it carries an operationState of rollout `r1`'s operation
-    (unless `state_operation` says otherwise) and our annotation (unless `synced_by` says otherwise)."""
+    (unless `state_operation` says otherwise); `history` is its `status.history`."""
     metadata: dict[str, Any] = {
         "name": name,
         "ownerReferences": [
@@ -99,13 +118,6 @@ def make_application(
     }
     if namespace:
         metadata["namespace"] = namespace
-    if synced_by is None and (phase is not None or operation is not None):
-        synced_by = ROLLOUT
-    if synced_by:
-        metadata["annotations"] = {
-            APP_ROLLOUT_ID_ANNOTATION: synced_by,
-            APP_STAGE_ANNOTATION: "canary",
-        }
     destination = {"server": server_of(cluster)} if by == "server" else {"name": cluster}
     destination["namespace"] = "myservice"
     spec: dict[str, Any] = {"project": "default", "destination": destination}
@@ -123,9 +135,11 @@ def make_application(
         status["health"]["message"] = health_message
     if reconciled_at is not None:
         status["reconciledAt"] = format_time(reconciled_at)
+    if history is not None:
+        status["history"] = history
     if phase is not None:
         state: dict[str, Any] = {
-            "operation": state_operation if state_operation is not None else our_operation(),
+            "operation": state_operation if state_operation is not None else our_operation(sources=sources),
             "phase": phase,
             "startedAt": format_time(started_at or T0),
         }

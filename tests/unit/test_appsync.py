@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from orchestrator.argocd import appsync
 from orchestrator.argocd.appsync import RevisionError, SyncAction
@@ -15,9 +17,15 @@ from tests.support.sync_builders import (
     T0,
     at,
     foreign_operation,
+    history_entry,
     make_application,
     our_operation,
 )
+
+
+def _deleting(app: dict[str, Any]) -> dict[str, Any]:
+    app["metadata"]["deletionTimestamp"] = "2030-01-01T12:00:00Z"
+    return app
 
 
 @pytest.mark.parametrize(
@@ -25,16 +33,42 @@ from tests.support.sync_builders import (
     [
         pytest.param(make_application(), SyncAction.REQUEST, "no operation", id="idle-app-is-synced"),
         pytest.param(
-            make_application(phase="Succeeded", synced_by="r0", state_operation=foreign_operation()),
+            make_application(phase="Succeeded", state_operation=foreign_operation()),
             SyncAction.REQUEST,
             "no operation",
             id="finished-operation-of-another-rollout-is-replaced",
         ),
         pytest.param(
-            make_application(synced_by=ROLLOUT, phase="Succeeded"),
+            make_application(phase="Succeeded"),
             SyncAction.ALREADY_REQUESTED,
             "already synced by rollout r1",
             id="already-synced-by-this-rollout",
+        ),
+        pytest.param(
+            make_application(phase="Running"),
+            SyncAction.ALREADY_REQUESTED,
+            "already synced by rollout r1",
+            id="our-running-operation-is-a-no-op",
+        ),
+        pytest.param(
+            make_application(
+                phase="Succeeded",
+                state_operation=foreign_operation("alice", revision=REVISION),
+                history=[history_entry(started_at=at(5)), history_entry(username="alice", started_at=at(9))],
+            ),
+            SyncAction.ALREADY_REQUESTED,
+            "already synced by rollout r1",
+            id="ours-in-history-after-someone-else-synced-again",
+        ),
+        pytest.param(
+            make_application(
+                phase="Succeeded",
+                state_operation=foreign_operation("alice"),
+                history=[history_entry(started_at=at(-60))],
+            ),
+            SyncAction.REQUEST,
+            "no operation",
+            id="ours-in-history-before-this-rollout-began-is-another-rollouts",
         ),
         pytest.param(
             make_application(operation=our_operation()),
@@ -43,29 +77,66 @@ from tests.support.sync_builders import (
             id="our-pending-operation-is-a-no-op",
         ),
         pytest.param(
-            make_application(synced_by="r0", operation=foreign_operation("alice")),
+            make_application(operation=foreign_operation("alice")),
             SyncAction.BUSY,
             "started by alice is in progress",
             id="someone-elses-operation-is-never-overwritten",
         ),
         pytest.param(
-            make_application(synced_by="r0", phase="Running", state_operation=foreign_operation("bob")),
+            make_application(phase="Running", state_operation=foreign_operation("bob")),
             SyncAction.BUSY,
             "started by bob is Running",
             id="running-operation-state-without-operation-is-busy",
         ),
+        # Finding 7: someone else already synced it to the release revision (still Progressing).
+        pytest.param(
+            make_application(
+                phase="Succeeded",
+                state_operation=foreign_operation("alice", revision=REVISION),
+                result_revision=REVISION,
+                sync="Synced",
+                health="Progressing",
+            ),
+            SyncAction.ADOPT,
+            "already Synced at 4f1c2e9b7a3d5c8e1f0a2b4c6d8e0f1a3b5c7d9e (last operation by alice): adopted",
+            id="synced-at-the-release-by-someone-else-is-adopted",
+        ),
+        pytest.param(
+            make_application(
+                phase="Succeeded",
+                state_operation=foreign_operation("alice"),
+                result_revision=OLD_REVISION,
+                sync="Synced",
+                sync_revision=OLD_REVISION,
+            ),
+            SyncAction.REQUEST,
+            "no operation",
+            id="synced-at-an-older-revision-is-synced",
+        ),
+        pytest.param(
+            make_application(sync="Synced", sync_revision=REVISION, health="Healthy"),
+            SyncAction.ADOPT,
+            "adopted",
+            id="already-up-to-date-is-left-alone",
+        ),
+        pytest.param(
+            _deleting(make_application()),
+            SyncAction.REFUSED,
+            "being deleted",
+            id="being-deleted-is-refused",
+        ),
     ],
 )
 def test_decide_sync(app: dict[str, Any], expected: SyncAction, reason_has: str) -> None:
-    decision = appsync.decide_sync(app, ROLLOUT)
+    decision = appsync.decide_sync(app, ROLLOUT, pins=[REVISION], since=T0)
     assert decision.action == expected
     assert reason_has in decision.reason
 
 
-def test_build_sync_request_sets_operation_clears_finished_state_and_annotates() -> None:
-    app = make_application(phase="Succeeded", synced_by="r0", state_operation=foreign_operation())
+def test_build_sync_request_sets_operation_clears_finished_state_and_leaves_metadata() -> None:
+    app = make_application(phase="Succeeded", state_operation=foreign_operation())
     app["metadata"]["resourceVersion"] = "42"
-    app["metadata"]["annotations"]["team"] = "payments"
+    app["metadata"]["annotations"] = {"team": "payments"}
     body = appsync.build_sync_request(
         app,
         revisions=[REVISION],
@@ -89,15 +160,12 @@ def test_build_sync_request_sets_operation_clears_finished_state_and_annotates()
             "syncOptions": ["ServerSideApply=true"],
             "syncStrategy": {"hook": {}},
         },
+        "retry": {"limit": 5},
     }
     assert "operationState" not in body["status"]
     assert body["status"]["sync"] == app["status"]["sync"]
-    assert body["metadata"]["annotations"] == {
-        "team": "payments",
-        "argocd.argoproj.io/refresh": "normal",
-        "progressivesync.io/rollout-id": ROLLOUT,
-        "progressivesync.io/stage": "canary",
-    }
+    # The ApplicationSet controller owns the annotations: nothing of ours goes there.
+    assert body["metadata"] == app["metadata"]
     assert "operation" not in app and app["status"]["operationState"], "the input is not changed"
 
 
@@ -159,7 +227,7 @@ def test_build_sync_request_refuses_an_empty_revision() -> None:
         pytest.param(make_application(operation=our_operation(requested_at=at(3))), at(3), id="requested-at"),
         pytest.param(make_application(), None, id="never-synced"),
         pytest.param(
-            make_application(phase="Running", state_operation=foreign_operation(), synced_by="r0"),
+            make_application(phase="Running", state_operation=foreign_operation()),
             None,
             id="someone-elses-operation",
         ),
@@ -173,3 +241,131 @@ def test_result_revisions() -> None:
     assert appsync.result_revisions({"syncResult": {"revision": OLD_REVISION}}) == [OLD_REVISION]
     assert appsync.result_revisions({"syncResult": {"revisions": ["a", "b"]}}) == ["a", "b"]
     assert appsync.result_revisions(None) == []
+
+
+@pytest.mark.parametrize(
+    ("pin", "resolved", "matches"),
+    [
+        pytest.param(REVISION, REVISION, True, id="full-sha"),
+        pytest.param(REVISION[:7], REVISION, True, id="short-sha"),
+        pytest.param(REVISION[:7].upper(), REVISION, True, id="short-sha-any-case"),
+        pytest.param(REVISION[:6], REVISION, False, id="too-short-to-be-a-sha"),
+        pytest.param(OLD_REVISION[:7], REVISION, False, id="another-commit"),
+        pytest.param(OLD_REVISION, REVISION, False, id="another-full-sha"),
+        pytest.param("v1.4.2", REVISION, True, id="tag-resolved-by-argo-cd"),
+        pytest.param("main", "", False, id="nothing-resolved"),
+    ],
+)
+def test_revision_resolves(pin: str, resolved: str, matches: bool) -> None:
+    assert appsync.revision_resolves(pin, resolved) is matches
+
+
+@given(sha=st.text(alphabet="0123456789abcdef", min_size=40, max_size=40), cut=st.integers(0, 40))
+def test_a_full_sha_resolves_exactly_its_prefixes_of_seven_or_more(sha: str, cut: int) -> None:
+    assert appsync.revision_resolves(sha[:cut], sha) is (cut >= appsync.SHORT_SHA_MIN)
+
+
+def test_revisions_resolve_needs_one_per_source() -> None:
+    assert appsync.revisions_resolve([REVISION, "b" * 40], [REVISION, "b" * 40])
+    assert not appsync.revisions_resolve([REVISION], [REVISION, REVISION])
+
+
+# --- finding 2: the Application's own sync policy goes into our operation -------------------------
+
+
+def _with_policy(**policy: Any) -> dict[str, Any]:
+    app = make_application()
+    app["spec"]["syncPolicy"] = policy
+    return app
+
+
+@pytest.mark.parametrize(
+    ("app_options", "ours", "expected"),
+    [
+        pytest.param(
+            ["CreateNamespace=true", "ServerSideApply=true"],
+            [],
+            ["CreateNamespace=true", "ServerSideApply=true"],
+            id="the-applications-own-options-are-kept",
+        ),
+        pytest.param(
+            ["CreateNamespace=true"],
+            ["PruneLast=true"],
+            ["CreateNamespace=true", "PruneLast=true"],
+            id="added",
+        ),
+        pytest.param(
+            ["ServerSideApply=true", "CreateNamespace=true"],
+            ["ServerSideApply=false"],
+            ["CreateNamespace=true", "ServerSideApply=false"],
+            id="the-progressivesyncs-value-wins-for-the-same-key",
+        ),
+        pytest.param(["Validate=false"], ["Validate=false"], ["Validate=false"], id="no-duplicates"),
+        pytest.param([], [], [], id="none"),
+    ],
+)
+def test_merge_sync_options(app_options: list[str], ours: list[str], expected: list[str]) -> None:
+    assert appsync.merge_sync_options(app_options, ours) == expected
+
+
+OPTION = st.builds(
+    lambda key, value: f"{key}={value}",
+    st.sampled_from(["CreateNamespace", "ServerSideApply", "PruneLast", "Validate", "Replace"]),
+    st.sampled_from(["true", "false"]),
+)
+
+
+@given(app_options=st.lists(OPTION, max_size=6), ours=st.lists(OPTION, max_size=6))
+def test_merged_options_keep_ours_and_the_applications_other_keys(
+    app_options: list[str], ours: list[str]
+) -> None:
+    merged = appsync.merge_sync_options(app_options, ours)
+    assert set(ours) <= set(merged)
+    our_keys = {option.split("=")[0] for option in ours}
+    assert {o for o in app_options if o.split("=")[0] not in our_keys} <= set(merged)
+    assert all(o in ours for o in merged if o.split("=")[0] in our_keys)
+    assert len(merged) == len(set(merged))
+
+
+@pytest.mark.parametrize(
+    ("app", "expected"),
+    [
+        pytest.param(make_application(), {"limit": 5}, id="argo-cds-automated-default-without-one"),
+        pytest.param(
+            _with_policy(
+                retry={"limit": 2, "backoff": {"duration": "10s", "factor": 3, "maxDuration": "1m"}}
+            ),
+            {"limit": 2, "backoff": {"duration": "10s", "factor": 3, "maxDuration": "1m"}},
+            id="the-applications-own-retry",
+        ),
+        pytest.param(
+            _with_policy(retry={"limit": -1, "refresh": True}),
+            {"limit": -1},
+            id="refresh-dropped-it-would-unpin-the-revision",
+        ),
+    ],
+)
+def test_operation_retry(app: dict[str, Any], expected: dict[str, Any]) -> None:
+    assert appsync.operation_retry(app) == expected
+
+
+def test_build_sync_request_carries_the_applications_sync_policy() -> None:
+    app = _with_policy(
+        syncOptions=["ServerSideApply=true", "CreateNamespace=true"],
+        retry={"limit": 3, "backoff": {"duration": "5s"}},
+    )
+    body = appsync.build_sync_request(
+        app,
+        revisions=[REVISION],
+        rollout_id=ROLLOUT,
+        stage="canary",
+        prune=False,
+        sync_options=["PruneLast=true"],
+        now=T0,
+    )
+    assert body["operation"]["sync"]["syncOptions"] == [
+        "ServerSideApply=true",
+        "CreateNamespace=true",
+        "PruneLast=true",
+    ]
+    assert body["operation"]["retry"] == {"limit": 3, "backoff": {"duration": "5s"}}

@@ -9,6 +9,7 @@ import pytest
 from orchestrator.api.models import RolloutPhase, StagePhase
 from orchestrator.argocd.assess import (
     ClusterPhase,
+    Notice,
     WorkflowOutcome,
     assess_application,
     assess_cluster,
@@ -30,23 +31,58 @@ from tests.support.sync_builders import (
 D, W, F = ClusterPhase.DONE, ClusterPhase.WAITING, ClusterPhase.FAILED
 
 
+NOW = at(20)
+ALICE_SYNCED = foreign_operation("alice", revision=REVISION)
+
+
+def pruning_leftovers(*names: str, prune_needed: bool = True) -> list[dict[str, Any]]:
+    """`status.resources` with one Synced Deployment and the named ConfigMaps OutOfSync."""
+    resources: list[dict[str, Any]] = [{"kind": "Deployment", "name": "web", "status": "Synced"}]
+    for name in names:
+        entry: dict[str, Any] = {"kind": "ConfigMap", "name": name, "status": "OutOfSync"}
+        if prune_needed:
+            entry["requiresPruning"] = True
+        resources.append(entry)
+    return resources
+
+
+def with_status(app: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    app["status"].update(fields)
+    return app
+
+
+def deleting(app: dict[str, Any]) -> dict[str, Any]:
+    app["metadata"]["deletionTimestamp"] = "2030-01-01T12:00:15Z"
+    return app
+
+
 @pytest.mark.parametrize(
     ("app", "expected", "reason_has"),
     [
         pytest.param(done_application(), D, "Synced and Healthy", id="done"),
         pytest.param(None, F, "was deleted", id="deleted-application-fails"),
+        pytest.param(deleting(done_application()), F, "is being deleted", id="deletion-timestamp-fails"),
         pytest.param(make_application(), W, "not requested yet", id="not-synced-by-this-rollout"),
         pytest.param(
-            done_application(synced_by="r0"),
+            done_application(
+                state_operation=our_operation(rollout_id="r0", revision=OLD_REVISION),
+                result_revision=OLD_REVISION,
+                sync_revision=OLD_REVISION,
+            ),
             W,
             "not requested yet",
             id="done-for-another-rollout-is-not-done",
+        ),
+        # Finding 1: no annotation of ours survives the ApplicationSet controller; the operation's
+        # info is what identifies our sync (the builders write no annotation at all).
+        pytest.param(
+            done_application(), D, "Synced and Healthy", id="ours-by-operation-info-without-any-annotation"
         ),
         pytest.param(
             make_application(operation=our_operation()), W, "not picked up", id="our-operation-not-picked-up"
         ),
         pytest.param(
-            make_application(synced_by=ROLLOUT, operation=foreign_operation("alice")),
+            make_application(phase="Succeeded", finished_at=at(5), operation=foreign_operation("alice")),
             W,
             "started by alice",
             id="someone-elses-operation-in-progress",
@@ -67,24 +103,40 @@ D, W, F = ClusterPhase.DONE, ClusterPhase.WAITING, ClusterPhase.FAILED
             "Error",
             id="operation-error",
         ),
+        # Finding 6: between Argo CD's own retries the state is Running with finishedAt set; a
+        # stored Failed is final, retries left or not.
         pytest.param(
-            make_application(phase="Failed", state_operation=our_operation(retry_limit=3), retry_count=1),
+            make_application(
+                phase="Running",
+                state_operation=our_operation(retry_limit=5),
+                retry_count=1,
+                finished_at=at(5),
+                message="one or more objects failed to apply. Retrying attempt #1 at 12:00PM.",
+            ),
             W,
-            "retries (1/3)",
-            id="failed-with-retries-left-waits",
+            "Argo CD retries it (attempt 1 of 5)",
+            id="running-with-finished-at-is-between-retries",
         ),
         pytest.param(
-            make_application(phase="Failed", state_operation=our_operation(retry_limit=3), retry_count=3),
+            make_application(
+                phase="Failed", state_operation=our_operation(retry_limit=5), retry_count=1, finished_at=at(5)
+            ),
             F,
-            "Failed",
-            id="failed-after-retries-run-out",
+            "sync operation Failed",
+            id="stored-failed-is-final-even-with-retries-left",
+        ),
+        pytest.param(
+            make_application(phase="Running", message="Sync operation blocked by sync window"),
+            W,
+            "Argo CD holds the sync: Sync operation blocked by sync window",
+            id="blocked-by-sync-window-waits-and-says-so",
         ),
         pytest.param(
             make_application(
                 phase="Succeeded", state_operation=foreign_operation("bob"), result_revision=REVISION
             ),
             W,
-            "started by bob",
+            "not requested yet",
             id="operation-state-of-someone-else-is-not-ours",
         ),
         pytest.param(
@@ -93,8 +145,53 @@ D, W, F = ClusterPhase.DONE, ClusterPhase.WAITING, ClusterPhase.FAILED
             "not the pinned",
             id="succeeded-at-another-revision",
         ),
+        # Finding 6: the resolved full SHA against a pin written short.
         pytest.param(
-            done_application(sync="OutOfSync"), W, "sync status OutOfSync", id="succeeded-but-out-of-sync"
+            done_application(state_operation=our_operation(revision=REVISION[:7])),
+            D,
+            "Synced and Healthy",
+            id="short-sha-pin-resolves-to-the-full-sha",
+        ),
+        pytest.param(
+            done_application(state_operation=our_operation(revision="v1.4.2")),
+            D,
+            "Synced and Healthy",
+            id="tag-pin-is-what-argo-cd-resolved",
+        ),
+        pytest.param(
+            done_application(sync="OutOfSync"),
+            W,
+            "still OutOfSync after the sync",
+            id="succeeded-but-out-of-sync",
+        ),
+        # Finding 6: prune off and a manifest removed from Git: OutOfSync for ever, by design.
+        pytest.param(
+            with_status(done_application(sync="OutOfSync"), resources=pruning_leftovers("old-config")),
+            D,
+            "1 resource(s) that only pruning removes are left (prune is off): ConfigMap/old-config",
+            id="prune-off-leftovers-count-as-done-and-say-so",
+        ),
+        pytest.param(
+            with_status(
+                done_application(sync="OutOfSync"),
+                resources=pruning_leftovers("old-config", prune_needed=False),
+            ),
+            W,
+            "still OutOfSync",
+            id="out-of-sync-for-another-reason-waits",
+        ),
+        # Finding 6: the stale in-between state.
+        pytest.param(
+            done_application(sync_revision=OLD_REVISION, reconciled_at=at(10)),
+            W,
+            "health not observed since the sync finished",
+            id="stale-state-old-revision-reconciled-in-the-same-second",
+        ),
+        pytest.param(
+            done_application(reconciled_at=at(10)),
+            W,
+            "health not observed since the sync finished",
+            id="reconciled-in-the-same-second-proves-nothing",
         ),
         pytest.param(
             done_application(reconciled_at=at(9)),
@@ -109,13 +206,25 @@ D, W, F = ClusterPhase.DONE, ClusterPhase.WAITING, ClusterPhase.FAILED
             id="never-reconciled-is-not-done",
         ),
         pytest.param(
-            done_application(reconciled_at=at(10)), D, "Healthy", id="reconciled-in-the-same-second-counts"
+            done_application(sync_revision=OLD_REVISION, sync="OutOfSync"),
+            D,
+            f"Argo CD now compares it against {OLD_REVISION}",
+            id="compared-against-a-newer-commit-since-judged-by-health",
         ),
+        # Finding 6: Degraded within the grace after the sync waits; past it, fails.
         pytest.param(
             done_application(health="Degraded", health_message="0/3 pods ready"),
+            W,
+            "health Degraded 10s after the sync (grace 120s): 0/3 pods ready",
+            id="transient-degraded-within-the-grace-waits",
+        ),
+        pytest.param(
+            done_application(
+                health="Degraded", health_message="0/3 pods ready", finished_at=at(-200), reconciled_at=at(0)
+            ),
             F,
-            "Degraded after the sync: 0/3 pods ready",
-            id="degraded-after-sync-fails",
+            "health Degraded after the sync, past the grace of 120s: 0/3 pods ready",
+            id="degraded-past-the-grace-fails",
         ),
         pytest.param(
             done_application(health="Degraded", reconciled_at=at(9)),
@@ -124,21 +233,85 @@ D, W, F = ClusterPhase.DONE, ClusterPhase.WAITING, ClusterPhase.FAILED
             id="stale-degraded-before-reconcile-waits",
         ),
         pytest.param(done_application(health="Progressing"), W, "health Progressing", id="progressing-waits"),
-        pytest.param(done_application(health="Missing"), W, "health Missing", id="missing-waits"),
+        pytest.param(
+            done_application(health="Suspended", health_message="CanaryPauseStep"),
+            W,
+            "health Suspended (e.g. a paused Argo Rollouts canary): CanaryPauseStep",
+            id="suspended-waits-with-words",
+        ),
+        pytest.param(done_application(health="Missing"), W, "health Missing", id="missing-waits-with-words"),
+        pytest.param(done_application(health="Unknown"), W, "health Unknown", id="unknown-waits-with-words"),
+        pytest.param(done_application(sync="Unknown"), W, "sync status Unknown", id="unknown-sync-status"),
         pytest.param(done_application(sources=2), D, "Healthy", id="multi-source-done-at-all-revisions"),
+        # Finding 7: someone else already synced it to the release revision: adopted, not synced.
+        pytest.param(
+            make_application(
+                phase="Succeeded",
+                state_operation=ALICE_SYNCED,
+                result_revision=REVISION,
+                finished_at=at(5),
+                sync="Synced",
+                health="Progressing",
+                reconciled_at=at(6),
+            ),
+            W,
+            "health Progressing",
+            id="adopted-sync-of-someone-else-waits-for-health",
+        ),
+        pytest.param(
+            make_application(
+                phase="Succeeded",
+                state_operation=ALICE_SYNCED,
+                result_revision=REVISION,
+                finished_at=at(5),
+                sync="Synced",
+                health="Healthy",
+                reconciled_at=at(6),
+            ),
+            D,
+            "synced by alice; adopted, not synced again",
+            id="adopted-sync-of-someone-else-done-when-healthy",
+        ),
+        pytest.param(
+            make_application(sync="Synced", health="Healthy"),
+            D,
+            "adopted",
+            id="already-up-to-date-without-any-operation",
+        ),
     ],
 )
 def test_assess_application(app: dict[str, Any] | None, expected: ClusterPhase, reason_has: str) -> None:
-    revision = f"{REVISION},{REVISION}" if app and app["spec"].get("sources") else REVISION
-    phase, reason = assess_application("myservice-c1", app, revision=revision, rollout_id=ROLLOUT)
-    assert (phase, reason_has in reason) == (expected, True), reason
+    pins = [REVISION, REVISION] if app and app["spec"].get("sources") else [REVISION]
+    verdict = assess_application("myservice-c1", app, pins=pins, rollout_id=ROLLOUT, now=NOW, since=at(0))
+    assert (verdict.phase, reason_has in verdict.reason) == (expected, True), verdict.reason
+
+
+@pytest.mark.parametrize(
+    ("app", "notice"),
+    [
+        pytest.param(
+            make_application(phase="Running", message="blocked by sync window"),
+            Notice.SYNC_WINDOW,
+            id="window",
+        ),
+        pytest.param(done_application(health="Suspended"), Notice.SUSPENDED, id="suspended"),
+        pytest.param(done_application(health="Missing"), Notice.MISSING, id="missing"),
+        pytest.param(done_application(health="Unknown"), Notice.UNKNOWN, id="unknown"),
+        pytest.param(done_application(health="Degraded"), Notice.DEGRADED, id="degraded-in-grace"),
+        pytest.param(done_application(health="Progressing"), None, id="progressing-is-no-news"),
+        pytest.param(make_application(phase="Running"), None, id="running-is-no-news"),
+    ],
+)
+def test_waits_worth_a_word_carry_a_notice(app: dict[str, Any], notice: Notice | None) -> None:
+    verdict = assess_application("a", app, pins=[REVISION], rollout_id=ROLLOUT, now=NOW)
+    assert verdict.notice == notice, verdict.reason
 
 
 def _cluster(apps: dict[str, Any], *, now_s: float = 20, deadline_s: float = 600, exists: bool = True):
     return assess_cluster(
         "c1",
         apps,
-        revision=REVISION,
+        pins=dict.fromkeys(apps, (REVISION,)),
         rollout_id=ROLLOUT,
         started=at(0),
         now=at(now_s),
@@ -161,11 +334,14 @@ def _cluster(apps: dict[str, Any], *, now_s: float = 20, deadline_s: float = 600
             id="one-still-progressing",
         ),
         pytest.param(
-            {"a": done_application(), "b": done_application(health="Degraded")},
+            {
+                "a": done_application(),
+                "b": done_application(health="Degraded", finished_at=at(-200), reconciled_at=at(0)),
+            },
             {},
             F,
             "b: health Degraded",
-            id="one-degraded-fails-the-cluster",
+            id="one-degraded-past-the-grace-fails-the-cluster",
         ),
         pytest.param(
             {"a": done_application(), "b": None}, {}, F, "Application b was deleted", id="one-deleted"
@@ -204,9 +380,9 @@ def _cluster(apps: dict[str, Any], *, now_s: float = 20, deadline_s: float = 600
 def test_assess_cluster(
     apps: dict[str, Any], kwargs: dict[str, Any], expected: ClusterPhase, reason_has: str
 ) -> None:
-    phase, reason = _cluster(apps, **kwargs)
-    assert phase == expected, reason
-    assert reason_has in reason
+    verdict = _cluster(apps, **kwargs)
+    assert verdict.phase == expected, verdict.reason
+    assert reason_has in verdict.reason
 
 
 @pytest.mark.parametrize(
@@ -310,3 +486,17 @@ def test_assess_rollout(
     phase, reason = assess_rollout("myservice-r1", outcome, shutdown=shutdown, stages=stages)
     assert phase == expected, reason
     assert reason_has in reason
+
+
+def test_a_fresh_comparison_is_asked_for_after_the_second_of_finished_at() -> None:
+    # finishedAt and reconciledAt in the same whole second: only a later comparison can tell.
+    verdict = assess_application(
+        "a", done_application(reconciled_at=at(10)), pins=[REVISION], rollout_id=ROLLOUT, now=at(10.4)
+    )
+    assert verdict.phase == W and verdict.refresh_after == at(11)
+    assert (
+        assess_application(
+            "a", done_application(), pins=[REVISION], rollout_id=ROLLOUT, now=NOW
+        ).refresh_after
+        is None
+    )

@@ -103,11 +103,16 @@ from tests.support.fleet_builders import (
             id="health-reconciled-before-the-sync-finished-is-stale",
         ),
         pytest.param(
+            make_app_object(operation=True, operation_info={"rollout-id": "7f3c2a1", "stage": "canary"}),
+            {"rollout_id": "7f3c2a1", "rollout_stage": "canary"},
+            id="our-operation-info",
+        ),
+        pytest.param(
             make_app_object(
                 annotations={"progressivesync.io/rollout-id": "7f3c2a1", "progressivesync.io/stage": "canary"}
             ),
-            {"rollout_id": "7f3c2a1", "rollout_stage": "canary"},
-            id="our-annotations",
+            {"rollout_id": "", "rollout_stage": ""},
+            id="annotations-mean-nothing-the-applicationset-controller-owns-them",
         ),
     ],
 )

@@ -1,0 +1,288 @@
+"""Argo CD's contract (issue 12), one rule at a time, with Argo CD played by hand on the real API server.
+
+The steps run as a container runs them (`python -m steps ...`, the chart's RBAC for step pods); the
+test writes each Application exactly as Argo CD's ApplicationSet controller and application
+controller would, one write at a time (tests/support/argocd_play.py), and checks what the steps did
+in between: their writes (the API server's audit log), their exit codes and the stage status.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.api.rollout_status import find_stage
+from orchestrator.argocd import appsync
+from orchestrator.devenv.controlplane import DevCluster
+from orchestrator.kube.client import APPLICATIONS, PROGRESSIVE_SYNCS, Kube
+from tests.support.argocd_play import ArgoWorld
+from tests.support.steps_harness import (
+    StepRunner,
+    describe,
+    make_progressive_sync,
+    read_progressive_sync,
+    steps_kubeconfig,
+    writes_by,
+)
+from tests.support.sync_builders import OLD_REVISION, REVISION
+from tests.support.wait import wait_for
+
+pytestmark = pytest.mark.integration
+
+ALL = [{"name": "all", "targets": {"clusters": {"selector": {}}}, "maxParallel": 2}]
+
+
+def now() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+@dataclass
+class Rig:
+    kube: Kube
+    namespace: str
+    world: ArgoWorld
+    runner: StepRunner
+    control_plane: DevCluster
+    tmp_path: Path
+
+    def run(self, step: str, cluster: str, *extra: str, code: int = 0) -> str:
+        result = self.runner.run(step, "--stage", "all", "--cluster", cluster, "--revision", REVISION, *extra)
+        assert result.returncode == code, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
+        return result.stdout
+
+    def start(self, step: str, cluster: str) -> tuple[Any, Path]:
+        log = self.tmp_path / f"{step}-{cluster}.log"
+        process = self.runner.start(
+            step, "--stage", "all", "--cluster", cluster, "--revision", REVISION, log_path=log
+        )
+        return process, log
+
+    def stage(self) -> Any:
+        found = find_stage(read_progressive_sync(self.kube, self.namespace).status, "all")
+        assert found is not None
+        return found
+
+    def app_writes(self, mark: int) -> list[str]:
+        return describe([w for w in writes_by(self.control_plane, mark) if w.resource == "applications"])
+
+
+@pytest.fixture
+def rig(control_plane: DevCluster, kube: Kube, namespace: str, tmp_path: Path) -> Iterator[Rig]:
+    world = ArgoWorld.create(
+        kube, namespace, clusters=["c1", "c2"], revision=REVISION, previous=OLD_REVISION, now=now()
+    )
+    runner = StepRunner(
+        kubeconfig=steps_kubeconfig(control_plane, kube),
+        namespace=namespace,
+        outputs_dir=tmp_path / "outputs",
+        extra_env={"PROGRESSIVE_SYNC_WATCH_WINDOW_SECONDS": "2"},
+    )
+    yield Rig(kube, namespace, world, runner, control_plane, tmp_path)
+
+
+def select(rig: Rig) -> list[str]:
+    result = rig.runner.run("select", "--stage", "all")
+    assert result.returncode == 0, result.stdout + result.stderr
+    return list(json.loads(rig.runner.targets()))
+
+
+def finish(process: Any, log: Path, timeout: float = 60) -> tuple[int, str]:
+    try:
+        code = process.wait(timeout=timeout)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    return code, log.read_text()
+
+
+# --- finding 1: our sync is known by what Argo CD keeps, not by annotations ---------------------
+
+
+def test_our_sync_is_known_by_its_operation_after_the_applicationset_controller_rewrites_annotations(
+    rig: Rig,
+) -> None:
+    make_progressive_sync(rig.kube, rig.namespace, stages=ALL)
+    assert "c1" in select(rig)
+    rig.run("sync", "c1")
+    world = rig.world
+    world.appset_reconciles("c1")  # whatever we might have put there is gone within seconds
+    started = now()
+    world.takes_up("c1", started)
+    world.appset_reconciles("c1")
+    assert world.get("c1")["metadata"]["annotations"] == {"team": "payments"}
+
+    # A retried sync step while Argo CD runs our operation: nothing is written, nothing synced twice.
+    mark = rig.control_plane.audit_mark()
+    assert "already synced by this rollout" in rig.run("sync", "c1")
+    assert rig.app_writes(mark) == []
+
+    world.completes("c1", started + timedelta(seconds=1))
+    world.compares("c1", started + timedelta(seconds=2), sync="Synced", revision=REVISION)
+    world.appset_reconciles("c1")
+    assert "cluster c1 done" in rig.run("wait-healthy", "c1")
+    assert rig.stage().completed == ["c1"]
+
+    # Alice syncs it again afterwards: the state is hers now, our sync is in the history.
+    world.someone_syncs("c1", "alice", REVISION)
+    world.takes_up("c1", started + timedelta(seconds=3))
+    world.completes("c1", started + timedelta(seconds=4))
+    assert not appsync.state_is_ours(world.get("c1"), "r1")
+    mark = rig.control_plane.audit_mark()
+    assert "already synced by this rollout" in rig.run("sync", "c1")
+    assert rig.app_writes(mark) == [], "hooks never run twice"
+
+
+# --- finding 6: done and failed --------------------------------------------------------------
+
+
+def test_the_stale_in_between_state_is_not_done_and_a_refresh_is_asked_for(rig: Rig) -> None:
+    make_progressive_sync(rig.kube, rig.namespace, stages=ALL)
+    select(rig)
+    rig.run("sync", "c1")
+    world = rig.world
+    finished = now()
+    world.takes_up("c1", finished - timedelta(seconds=2))
+    # Argo CD writes the operation state first; its last comparison (same second, whole seconds)
+    # still names the old commit, and the Healthy is the previous revision's.
+    world.completes("c1", finished)
+    world.compares("c1", finished, sync="Synced", revision=OLD_REVISION)
+    process, log = rig.start("wait-healthy", "c1")
+    try:
+        wait_for(
+            lambda: "health not observed since the sync finished" in log.read_text(),
+            timeout=30,
+            what="wait-healthy to see the stale state",
+        )
+        assert process.poll() is None, log.read_text()
+        assert rig.stage().completed == []
+        # It asks Argo CD for a new comparison instead of waiting minutes for the periodic one.
+        wait_for(lambda: appsync.refresh_requested(world.get("c1")), timeout=30, what="a refresh request")
+        world.compares("c1", now() + timedelta(seconds=1), sync="Synced", revision=REVISION)
+        code, output = finish(process, log)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert code == 0, output
+    assert rig.stage().completed == ["c1"]
+
+
+def test_running_with_finished_at_between_argo_cd_retries_is_not_final(rig: Rig) -> None:
+    make_progressive_sync(rig.kube, rig.namespace, stages=ALL)
+    select(rig)
+    rig.run("sync", "c1")
+    world = rig.world
+    started = now()
+    world.takes_up("c1", started)
+    world.attempt_fails_with_retries_left("c1", started + timedelta(seconds=1), "the server timed out")
+    process, log = rig.start("wait-healthy", "c1")
+    try:
+        wait_for(lambda: "Argo CD retries it" in log.read_text(), timeout=30, what="the retry to be seen")
+        assert process.poll() is None, log.read_text()
+        world.completes("c1", started + timedelta(seconds=2))
+        world.compares("c1", started + timedelta(seconds=3), sync="Synced", revision=REVISION)
+        code, output = finish(process, log)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert code == 0, output
+
+
+def test_a_stored_failed_is_final(rig: Rig) -> None:
+    make_progressive_sync(rig.kube, rig.namespace, stages=ALL)
+    select(rig)
+    rig.run("sync", "c1")
+    started = now()
+    rig.world.takes_up("c1", started)
+    rig.world.completes("c1", started, phase="Failed", message="one or more objects failed to apply")
+    output = rig.run("wait-healthy", "c1", code=1)
+    assert "sync operation Failed: one or more objects failed to apply" in output
+    assert [f.name for f in rig.stage().failed] == ["c1"]
+
+
+def test_an_application_being_deleted_is_not_synced(rig: Rig) -> None:
+    make_progressive_sync(rig.kube, rig.namespace, stages=ALL)
+    select(rig)
+    rig.world.write("c1", lambda app: app["metadata"].update(finalizers=["example.test/hold"]))
+    rig.kube.delete(APPLICATIONS, rig.namespace, rig.world.app("c1"))
+    assert rig.world.get("c1")["metadata"].get("deletionTimestamp")
+    try:
+        mark = rig.control_plane.audit_mark()
+        output = rig.run("sync", "c1", code=1)
+        assert "being deleted" in output
+        assert rig.app_writes(mark) == []
+        assert "being deleted" in rig.stage().failed[0].reason
+    finally:
+        rig.world.write("c1", lambda app: app["metadata"].update(finalizers=[]))
+
+
+# --- finding 7: adopt a sync someone else already made ------------------------------------------
+
+
+def test_a_sync_someone_else_made_is_adopted_not_repeated(rig: Rig) -> None:
+    world = rig.world
+    done = now() - timedelta(seconds=30)
+    # Alice synced c1 to the release revision in the UI; it is still Progressing.
+    world.someone_syncs("c1", "alice", REVISION)
+    world.takes_up("c1", done - timedelta(seconds=5))
+    world.completes("c1", done)
+    world.compares("c1", done + timedelta(seconds=1), sync="Synced", revision=REVISION, health="Progressing")
+    make_progressive_sync(rig.kube, rig.namespace, stages=ALL)
+    assert "c1" in select(rig), "Synced but not Healthy yet: the cluster is still to be watched"
+
+    mark = rig.control_plane.audit_mark()
+    output = rig.run("sync", "c1")
+    assert "adopted" in output
+    assert rig.app_writes(mark) == [], "no second sync"
+    process, log = rig.start("wait-healthy", "c1")
+    try:
+        wait_for(lambda: "health Progressing" in log.read_text(), timeout=30, what="the wait for health")
+        world.health_moves("c1", "Healthy")
+        code, output = finish(process, log)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert code == 0, output
+    assert "adopted, not synced again" in output
+
+
+# --- finding 2: the Application's own sync policy is carried into the operation ------------------
+
+
+def test_the_operation_carries_the_applications_sync_options_and_retry(rig: Rig) -> None:
+    def own_policy(app: dict[str, Any]) -> None:
+        app["spec"]["syncPolicy"] = {
+            "syncOptions": ["ServerSideApply=true", "CreateNamespace=true"],
+            "retry": {
+                "limit": 3,
+                "backoff": {"duration": "10s", "factor": 2, "maxDuration": "2m"},
+                "refresh": True,
+            },
+        }
+
+    rig.world.write("c1", own_policy)
+    make_progressive_sync(rig.kube, rig.namespace, stages=ALL)
+    ps = rig.kube.get(PROGRESSIVE_SYNCS, rig.namespace, "myservice")
+    ps["spec"]["syncOptions"] = {"prune": True, "options": ["PruneLast=true", "CreateNamespace=false"]}
+    rig.kube.replace(PROGRESSIVE_SYNCS, rig.namespace, ps)
+    select(rig)
+    rig.run("sync", "c1")
+    operation = rig.world.get("c1")["operation"]
+    assert operation["sync"]["syncOptions"] == [
+        "ServerSideApply=true",
+        "PruneLast=true",
+        "CreateNamespace=false",
+    ]
+    assert operation["sync"]["prune"] is True
+    assert operation["retry"] == {
+        "limit": 3,
+        "backoff": {"duration": "10s", "factor": 2, "maxDuration": "2m"},
+    }
+    # An Application without a policy gets Argo CD's automated default.
+    rig.run("sync", "c2")
+    assert rig.world.get("c2")["operation"]["retry"] == {"limit": 5}
