@@ -14,7 +14,7 @@ from orchestrator.api.models import ProgressiveSync
 from orchestrator.cli.watch_cmd import build_settings, watch
 from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.watcher.settings import Engine, Settings
-from tests.support.fleet_builders import make_stage
+from tests.support.builders import make_stage
 from tests.support.kubectl import Kubectl
 from workflow_templates.builder import assumed_sizes, build_workflow
 from workflow_templates.settings import StepResources

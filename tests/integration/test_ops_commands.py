@@ -26,7 +26,8 @@ from orchestrator.api.metadata import RETRY_ANNOTATION, workflow_name
 from orchestrator.cli.main import main
 from orchestrator.devenv import controlplane as devcluster
 from orchestrator.kube.client import PROGRESSIVE_SYNCS, WORKFLOWS, Kube
-from tests.support.ops_builders import (
+from tests.support.builders import (
+    OPERATOR_STAGES,
     PS_NAME,
     make_gate_node,
     make_ps,
@@ -53,7 +54,7 @@ def cli(control_plane: devcluster.DevCluster, namespace: str) -> Iterator[Any]:
 
 def create_ps(kube: Kube, namespace: str, **kwargs: Any) -> dict[str, Any]:
     """Create the ProgressiveSync of `make_ps(**kwargs)`, then write its status through /status."""
-    obj = make_ps(namespace=namespace, **kwargs)
+    obj = make_ps(namespace=namespace, stages=OPERATOR_STAGES, **kwargs)
     status = obj.pop("status", None)
     created = kube.create(PROGRESSIVE_SYNCS, namespace, obj)
     if status is not None:
@@ -218,7 +219,7 @@ def test_status_watch_follows_until_finished(
                 phase=end_phase,
                 targets=("us-1", "ap-1"),
                 completed=("us-1", "ap-1") if end_phase == "Succeeded" else ("us-1",),
-                failed=(("ap-1", "Degraded after the sync"),) if end_phase == "Failed" else (),
+                failed={"ap-1": "Degraded after the sync"} if end_phase == "Failed" else None,
             ),
             make_stage_status(
                 "everything else", phase="Succeeded" if end_phase == "Succeeded" else "Cancelled"
@@ -231,7 +232,7 @@ def test_status_watch_follows_until_finished(
             {
                 "status": {
                     "phase": end_phase,
-                    "stages": stages,
+                    "stages": [stage.to_api() for stage in stages],
                     "rollout": {"id": "7f3c2a1", "finishedAt": "2026-11-29T10:05:00Z"},
                 }
             },

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from orchestrator.cli.main import main
 from orchestrator.devenv import controlplane as devcluster
 from orchestrator.kube.client import APPLICATION_SETS, APPLICATIONS, SECRETS, Kube
-from tests.support.fleet_builders import cluster_secret_object, make_app_object
+from tests.support.builders import make_application, make_cluster_secret
 
 pytestmark = pytest.mark.integration
 
@@ -46,13 +46,13 @@ def test_live_plan_reads_the_fleet_through_the_adapter(
     uid = app_set["metadata"]["uid"]
     clusters = [("eu-1", "eu"), ("eu-2", "eu"), ("us-1", "us"), ("us-2", "us")]
     for name, region in clusters:
-        secret = cluster_secret_object(
+        secret = make_cluster_secret(
             name, labels={"region": region}, config=json.dumps({"bearerToken": MARKER})
         )
         kube.create(SECRETS, namespace, _in(namespace, secret))
-        kube.create(APPLICATIONS, namespace, _in(namespace, make_app_object(cluster=name, owner_uid=uid)))
+        kube.create(APPLICATIONS, namespace, _in(namespace, make_application(cluster=name, owner_uid=uid)))
     # Same owner name, another uid: an older ApplicationSet's Application, not ours.
-    stray = make_app_object("stray", cluster="eu-1", owner_uid="5d0c4a36-0000-4000-8000-000000000000")
+    stray = make_application("stray", cluster="eu-1", owner_uid="5d0c4a36-0000-4000-8000-000000000000")
     kube.create(APPLICATIONS, namespace, _in(namespace, stray))
 
     ps_file = tmp_path / "ps.yaml"

@@ -16,6 +16,7 @@ import pytest
 from orchestrator.devenv import controlplane as devcluster
 from orchestrator.kube.client import EVENTS, PROGRESSIVE_SYNCS, WORKFLOWS, Kube, NotFound
 from orchestrator.watcher.loop import Watcher
+from tests.support.builders import canary_then_rest
 from tests.support.wait import wait_for
 from tests.support.watcher_harness import (
     FAST_FLEET,
@@ -28,7 +29,6 @@ from tests.support.watcher_harness import (
     stage_of,
     status_of,
     sync_starts,
-    two_stages,
     workflows_of,
 )
 
@@ -126,7 +126,7 @@ def test_a_spec_change_stops_the_rollout_and_starts_one_for_the_new_spec(
             timeout=120,
             what="canary selected",
         )
-        patch_spec(kube, namespace, "web", {"stages": two_stages(rest_parallel=2)})
+        patch_spec(kube, namespace, "web", {"stages": canary_then_rest(rest_parallel=2)})
         wait_for(
             lambda: kube.get(WORKFLOWS, namespace, first)["spec"].get("shutdown") == "Stop",
             what="the old Workflow stopped",

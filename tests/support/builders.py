@@ -165,9 +165,7 @@ def make_ps(
             if finished_at:
                 rollout["finishedAt"] = finished_at
             status["rollout"] = rollout
-        status["stages"] = [
-            s.model_dump(by_alias=True, exclude_none=True, mode="json") for s in stage_status or ()
-        ]
+        status["stages"] = [stage.to_api() for stage in stage_status or ()]
         obj["status"] = status
     return obj
 

@@ -28,6 +28,7 @@ from orchestrator.kube.client import APPLICATIONS, PROGRESSIVE_SYNCS, WORKFLOWS,
 from orchestrator.simulator.appcontroller import FleetSimulator, SimulatorConfig, read_events, seed_fleet
 from orchestrator.watcher.loop import Watcher
 from orchestrator.watcher.settings import Engine, Settings
+from tests.support.builders import canary_then_rest, make_ps
 from tests.support.wait import wait_for
 
 REVISION_1 = "1111111111111111111111111111111111111111"
@@ -63,34 +64,18 @@ def seed(
     )
 
 
-def two_stages(*, canary_parallel: int = 1, rest_parallel: int = 1) -> list[dict[str, Any]]:
-    """A canary in region eu (one cluster), then everything else."""
-    return [
-        {
-            "name": "canary",
-            "targets": {"clusters": {"selector": {"matchLabels": {"region": "eu"}}}},
-            "maxTargets": 1,
-            "maxParallel": canary_parallel,
-        },
-        {"name": "rest", "targets": {"clusters": {"selector": {}}}, "maxParallel": rest_parallel},
-    ]
-
-
-def ps_object(
-    name: str, app_set: str, *, stages: list[dict[str, Any]] | None = None, paused: bool = False
+def create_ps(
+    kube: Kube,
+    namespace: str,
+    name: str,
+    app_set: str,
+    *,
+    stages: list[dict[str, Any]] | None = None,
+    paused: bool = False,
 ) -> dict[str, Any]:
-    """A ProgressiveSync object."""
-    return {
-        "apiVersion": "progressivesync.io/v1alpha1",
-        "kind": "ProgressiveSync",
-        "metadata": {"name": name},
-        "spec": {"appSetRef": {"name": app_set}, "stages": stages or two_stages(), "paused": paused},
-    }
-
-
-def create_ps(kube: Kube, namespace: str, name: str, app_set: str, **kwargs: Any) -> dict[str, Any]:
-    """Create a ProgressiveSync."""
-    return kube.create(PROGRESSIVE_SYNCS, namespace, ps_object(name, app_set, **kwargs))
+    """Create a ProgressiveSync of `app_set` (default stages: a canary in region eu, then the rest)."""
+    body = make_ps(name, namespace=None, app_set=app_set, stages=stages or canary_then_rest(), paused=paused)
+    return kube.create(PROGRESSIVE_SYNCS, namespace, body)
 
 
 def patch_spec(kube: Kube, namespace: str, name: str, spec: dict[str, Any]) -> None:

@@ -1,6 +1,6 @@
 """The operator commands' pure side: the status view, its renderings, and every decision.
 
-No cluster: objects come from `tests.support.ops_builders`, `now` is a fixed time.
+No cluster: objects come from `tests.support.builders`, `now` is a fixed time.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ resolved in three places: the planner (what `plan` shows and `select` takes), th
 plan (the fan-out template's `parallelism`, the deadline, the description the watcher creates) and
 `render` without a fleet (which assumes every stage has N clusters). Here each stage has N
 out-of-date clusters available, so all three must give the same numbers. Pure: the real planner
-over fleets built with tests/support/fleet_builders; nothing talks to a cluster.
+over fleets built with tests/support/builders; nothing talks to a cluster.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The rollout Workflow as built by workflow_templates.builder: names, shape, sizes, deadline.
 
 Pure tests: the builder gets specs built here and plans made by the real planner over fleets built
-with tests/support/fleet_builders; nothing talks to a cluster. `validate.problems` (every reference
+with tests/support/builders; nothing talks to a cluster. `validate.problems` (every reference
 resolves) runs on every Workflow built here.
 """
 
