@@ -8,6 +8,9 @@ simulator plays its application controller) and no Argo Workflows controller (th
 runs our Workflows). Nothing fakes the Kubernetes API.
 
 One control plane serves the whole session; each test that needs objects gets a fresh namespace.
+
+The real-stack tier (`real_node`, `real_stack`, `real_namespace`, from tests/support/realstack.py; marked
+`realstack`) adds a real node, the real Argo Workflows controller and Argo Server: see there.
 """
 
 from __future__ import annotations
@@ -25,6 +28,12 @@ from orchestrator.devenv import tools
 from orchestrator.kube.client import NAMESPACES, Kube, NotFound
 from orchestrator.kube.crds import all_crd_documents, apply_crds
 from tests.support.kubectl import Kubectl
+from tests.support.realstack import (  # noqa: F401 - fixtures
+    real_namespace,
+    real_node,
+    real_stack,
+    real_stack_session,
+)
 
 
 @pytest.fixture(scope="session")
@@ -85,3 +94,10 @@ def pytest_report_header() -> list[str]:
         f"KUBEBUILDER_ASSETS: {os.environ.get('KUBEBUILDER_ASSETS', '(unset)')}",
         f"{tools.TOOLS_DIR_VARIABLE}: {folder}",
     ]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that uses the real stack is marked `realstack` (select or deselect them with -m)."""
+    for item in items:
+        if "real_stack_session" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.realstack)

@@ -5,6 +5,8 @@ file in a temporary directory (the terminal shows the rollout, not the logs), ru
 `orchestrator.devenv.demo.run_demo` and prints its summary. Exit codes: 0 the rollout Succeeded; 1 it
 failed (as it must with `--fail-cluster`) or the demo could not run; 2 bad usage; 130 interrupted.
 Ctrl-C and SIGTERM stop everything the demo started and remove its temporary files.
+`--engine argo` runs the Workflow on the real Argo Workflows controller with real pods (the
+dev stack with a node; root, one per machine); `make demo` stays on the local engine.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from orchestrator.cli.logsetup import configure_logging
 from orchestrator.core.clock import SystemClock
 from orchestrator.devenv.controlplane import ControlPlaneError
 from orchestrator.devenv.demo import DemoError, DemoSettings, demo_cluster_names, run_demo, summary
+from orchestrator.devenv.machine import MachineError
+from orchestrator.devenv.tools import ToolsMissing
+from orchestrator.watcher.settings import Engine
 
 LOG_TAIL_LINES = 40
 
@@ -51,12 +56,23 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     help="Give up when the rollout has not finished after this many seconds.",
 )
 @click.option(
+    "--engine",
+    type=click.Choice(["local", "argo"]),
+    default="local",
+    show_default=True,
+    help="Who runs the rollout's Workflow: the local executor (steps as subprocesses), or the real "
+    "Argo Workflows controller on a real node (steps as pods; needs root, one node per machine).",
+)
+# The real Argo CD joins here as `--argocd real` (the fleet simulator plays it until then).
+@click.option(
     "--tools-dir",
     type=click.Path(file_okay=False, path_type=Path),
     envvar="KUBEBUILDER_ASSETS",
     help="Folder with etcd, kube-apiserver and kubectl (default: $KUBEBUILDER_ASSETS).",
 )
-def demo(fail_cluster: str | None, sync_seconds: float, timeout: float, tools_dir: Path | None) -> None:
+def demo(
+    fail_cluster: str | None, sync_seconds: float, timeout: float, engine: str, tools_dir: Path | None
+) -> None:
     """Run a 3-stage rollout over a simulated 12-cluster fleet on a local control plane."""
     if fail_cluster is not None and fail_cluster not in demo_cluster_names():
         raise click.BadParameter(
@@ -77,13 +93,14 @@ def demo(fail_cluster: str | None, sync_seconds: float, timeout: float, tools_di
                 fail_cluster=fail_cluster,
                 timeout_seconds=timeout,
                 tty=sys.stdout.isatty(),
+                engine=Engine(engine),
             )
             try:
                 result = run_demo(settings, lambda text: click.echo(text, nl=False), clock)
             except KeyboardInterrupt:
                 click.echo("\ninterrupted: everything the demo started is stopped and removed", err=True)
                 sys.exit(130)
-            except (DemoError, ControlPlaneError) as exc:
+            except (DemoError, ControlPlaneError, MachineError, ToolsMissing) as exc:
                 _show_log_tail(log_path)
                 click.echo(f"error: {exc}", err=True)
                 sys.exit(1)

@@ -1,22 +1,26 @@
-"""`progressive-sync dev-cluster up|down`: a real local control plane for trying things by hand.
+"""`progressive-sync dev-cluster up|down`: the dev stack, for trying things by hand.
 
-`up` starts etcd + kube-apiserver (see `orchestrator.devenv.controlplane`), applies the CRDs that
-progressive-sync and its peers need, prints the `export KUBECONFIG=...` line and stays in the
-foreground until Ctrl-C, SIGTERM or `dev-cluster down`. `down` signals the running `up`.
+`up` starts etcd + kube-apiserver (see `orchestrator.devenv.controlplane`) and applies the CRDs
+progressive-sync and its peers need; `--node` adds a real node (containerd, kubelet, scheduler,
+controller-manager: pods run), `--argo-workflows` adds the real Argo Workflows controller and Argo
+Server (and implies `--node`). It prints `export` lines (KUBECONFIG, and with Argo the step image,
+the Argo Server, the tools on PATH) and stays in the foreground until Ctrl-C, SIGTERM or
+`dev-cluster down`; then it stops everything and undoes every change to the machine
+(`orchestrator.devenv.stack`). `down` signals the running `up`, and when none runs, cleans up what a
+killed one left on the machine.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sys
 import threading
 from pathlib import Path
 
 import click
-
-from orchestrator.devenv import controlplane as devcluster
 
 
 def _default_state_dir() -> Path:
@@ -36,7 +40,7 @@ state_dir_option = click.option(
 
 @click.group("dev-cluster")
 def dev_cluster() -> None:
-    """A local control plane (etcd + kube-apiserver, no nodes) for demos and trying things."""
+    """A local control plane, optionally with a real node and real Argo Workflows."""
 
 
 @dev_cluster.command("up")
@@ -45,11 +49,25 @@ def dev_cluster() -> None:
     "--tools-dir",
     type=click.Path(file_okay=False, path_type=Path),
     envvar="KUBEBUILDER_ASSETS",
-    help="Folder with etcd, kube-apiserver and kubectl (default: $KUBEBUILDER_ASSETS; see `make tools`).",
+    help="Folder with the tools `make tools` builds (default: $KUBEBUILDER_ASSETS).",
 )
-def up(state_dir: Path, tools_dir: Path | None) -> None:
-    """Start the control plane and keep it running until Ctrl-C or `dev-cluster down`."""
-    from orchestrator.kube.crds import apply_all_crds  # noqa: PLC0415 - keeps `--help` fast
+@click.option("--node", is_flag=True, help="Add a real node: pods run (root; one per machine).")
+@click.option(
+    "--argo-workflows",
+    is_flag=True,
+    help="Add the real Argo Workflows controller and Argo Server (implies --node).",
+)
+# The real Argo CD joins here as `--argocd` (its own module in orchestrator/devenv).
+@click.option(
+    "--requeue-time",
+    default="10s",
+    show_default=True,
+    help="How soon the Argo controller looks at a Workflow again (its DEFAULT_REQUEUE_TIME).",
+)
+def up(state_dir: Path, tools_dir: Path | None, node: bool, argo_workflows: bool, requeue_time: str) -> None:
+    """Start the stack and keep it running until Ctrl-C or `dev-cluster down`."""
+    from orchestrator.devenv import machine  # noqa: PLC0415 - keeps `--help` fast
+    from orchestrator.devenv.stack import DevStack, StackOptions, shell_exports  # noqa: PLC0415
 
     pid_file = state_dir / "up.json"
     if pid_file.exists():
@@ -60,21 +78,36 @@ def up(state_dir: Path, tools_dir: Path | None) -> None:
                 f"export KUBECONFIG={existing['kubeconfig']} or run `progressive-sync dev-cluster down`"
             )
     if state_dir.exists():
-        import shutil  # noqa: PLC0415
-
         shutil.rmtree(state_dir)
     state_dir.mkdir(parents=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    options = StackOptions(
+        node=node,
+        argo_workflows=argo_workflows,
+        requeue_time=requeue_time,
+        tools_dir=tools_dir,
+        workdir=state_dir,
+    )
+    if options.wants_node:
+        click.echo("# starting the control plane and a real node (about half a minute)...", err=True)
     try:
-        cluster = devcluster.DevCluster.start(tools_dir, workdir=state_dir)
-    except devcluster.ControlPlaneError as exc:
+        stack = DevStack.start(options)
+    except (machine.MachineError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from exc
     try:
-        apply_all_crds(cluster.kubeconfig)
-        pid_file.write_text(json.dumps({"pid": os.getpid(), "kubeconfig": str(cluster.kubeconfig)}))
-        click.echo(f"# kube-apiserver at {cluster.api_url}; logs in {state_dir}")
-        click.echo(f"export KUBECONFIG={cluster.kubeconfig}")
+        assert stack.cluster is not None
+        pid_file.write_text(json.dumps({"pid": os.getpid(), "kubeconfig": str(stack.cluster.kubeconfig)}))
+        click.echo(f"# kube-apiserver at {stack.cluster.api_url}; logs in {state_dir}")
+        if stack.node is not None:
+            click.echo(f"# node {stack.node.name} Ready; its logs in {stack.node.root / 'logs'}")
+        if stack.argo is not None:
+            click.echo(
+                f"# Argo Workflows controller (namespace argo); Argo Server and UI: {stack.argo.server_url}"
+            )
+            click.echo("# rollouts run in namespace argocd; steps as service account progressive-sync-steps")
+        for line in shell_exports(stack.exports()):
+            click.echo(line)
         click.echo("# running until Ctrl-C or `progressive-sync dev-cluster down`", err=True)
         sys.stdout.flush()
         try:
@@ -83,35 +116,60 @@ def up(state_dir: Path, tools_dir: Path | None) -> None:
         except KeyboardInterrupt:
             pass
     finally:
-        cluster.stop()
+        stack.stop()
         pid_file.unlink(missing_ok=True)
         click.echo("dev-cluster stopped", err=True)
 
 
 @dev_cluster.command("down")
 @state_dir_option
-def down(state_dir: Path) -> None:
-    """Stop the control plane that `dev-cluster up` started."""
+@click.option(
+    "--wait/--no-wait", default=True, show_default=True, help="Wait until the stack has stopped (up to 60 s)."
+)
+def down(state_dir: Path, wait: bool) -> None:
+    """Stop the stack `dev-cluster up` started; clean up what a killed one left on this machine."""
+    from orchestrator.devenv import machine  # noqa: PLC0415
+
     pid_file = state_dir / "up.json"
-    if not pid_file.exists():
+    pid = int(json.loads(pid_file.read_text()).get("pid", 0)) if pid_file.exists() else 0
+    if _alive(pid):
+        os.kill(pid, signal.SIGTERM)
+        click.echo(f"asked dev-cluster (pid {pid}) to stop")
+        if wait and not _wait_gone(pid, 60.0):
+            raise click.ClickException(f"dev-cluster (pid {pid}) did not stop within 60s")
+        return
+    pid_file.unlink(missing_ok=True)
+    if os.geteuid() != 0:
         click.echo("no dev-cluster is running")
         return
-    pid = int(json.loads(pid_file.read_text()).get("pid", 0))
-    if not _alive(pid):
-        pid_file.unlink(missing_ok=True)
-        click.echo("no dev-cluster is running (removed a stale pid file)")
-        return
-    os.kill(pid, signal.SIGTERM)
-    click.echo(f"asked dev-cluster (pid {pid}) to stop")
+    try:
+        with machine.node_lock():
+            done = machine.clean_up()
+    except machine.NodeBusy as exc:
+        raise click.ClickException(str(exc)) from exc
+    if done:
+        click.echo(f"no dev-cluster is running; cleaned up what a stopped one left: {'; '.join(done)}")
+    else:
+        click.echo("no dev-cluster is running")
 
 
 def _alive(pid: int) -> bool:
+    """True while `pid` runs (an exited child its parent has not reaped yet counts as gone)."""
     if pid <= 0:
         return False
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
         return False
-    except PermissionError:
-        return True
-    return True
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def _wait_gone(pid: int, timeout: float) -> bool:
+    import time  # noqa: PLC0415
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.2)
+    return False

@@ -6,8 +6,14 @@ loopback ports with generated certificates, RBAC authorization, an audit log of 
 tests can count writes made by any process), an admin kubeconfig, and client certificates minted
 on demand for restricted users. `stop()` ends both process groups and removes the temp dir.
 
-There is no scheduler, controller-manager or kubelet: Pods never run, garbage collection never
-happens and namespaces are never finalized. Callers clean up by deleting what they created.
+On its own there is no scheduler, controller-manager or kubelet: Pods never run, garbage collection
+never happens and namespaces are never finalized; callers clean up by deleting what they created.
+`DevCluster.start(node_ready=True)` prepares it for the real node of `orchestrator.devenv.node`:
+the ServiceAccount admission plugin on (pods get their tokens), the Node authorizer and
+NodeRestriction (the kubelet's own credentials, as in a real cluster), serving-cert SANs for the
+`kubernetes` Service IP and `kubernetes.default.svc` (pods reach the API server through a DNAT of
+that IP), and the kubelet client wiring (`--kubelet-preferred-address-types=InternalIP`, a client
+certificate for logs/exec, the kubelet's serving cert checked against our CA).
 """
 
 from __future__ import annotations
@@ -44,6 +50,14 @@ log = logging.getLogger(__name__)
 
 REQUIRED_TOOLS = ("etcd", "kube-apiserver", "kubectl")
 SERVICE_CIDR = "10.0.0.0/24"
+# The `kubernetes` Service's ClusterIP (the first address of SERVICE_CIDR) and its DNS names.
+SERVICE_IP = "10.0.0.1"
+SERVICE_DNS_NAMES = (
+    "kubernetes",
+    "kubernetes.default",
+    "kubernetes.default.svc",
+    "kubernetes.default.svc.cluster.local",
+)
 
 # Every write (and watch-free read) by anyone, at Metadata level: enough to count writes per
 # object and per user without logging request bodies (which could hold secrets).
@@ -230,6 +244,26 @@ def _die_with_parent() -> None:
         _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+def spawn_logged(
+    name: str, argv: Sequence[str], log_dir: Path, *, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """Start `argv` in its own process group, output to `log_dir/<name>.log`, dying with this thread."""
+    log_file = (log_dir / f"{name}.log").open("ab")
+    try:
+        return subprocess.Popen(
+            list(argv),
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,  # its own process group, stopped as a whole
+            preexec_fn=_die_with_parent,  # noqa: PLW1509 - see _die_with_parent
+            close_fds=True,
+        )
+    finally:
+        log_file.close()
+
+
 def _stop_process_group(process: subprocess.Popen[bytes], grace_seconds: float = 10.0) -> None:
     if process.poll() is not None:
         return
@@ -282,6 +316,7 @@ class DevCluster:
     api_url: str
     etcd_url: str
     kubeconfig: Path
+    node_ready: bool = False
     _processes: list[subprocess.Popen[bytes]] = field(default_factory=list, repr=False)
     _ca: _KeyPair | None = field(default=None, repr=False)
     _owns_workdir: bool = True
@@ -294,8 +329,12 @@ class DevCluster:
         workdir: str | os.PathLike[str] | None = None,
         extra_apiserver_args: Sequence[str] = (),
         ready_timeout: float = 90.0,
+        node_ready: bool = False,
     ) -> DevCluster:
-        """Start etcd and kube-apiserver and wait until they serve; stops everything on failure."""
+        """Start etcd and kube-apiserver and wait until they serve; stops everything on failure.
+
+        `node_ready`: configure the API server for a real node (see the module doc).
+        """
         tools = find_tools_dir(tools_dir)
         owns_workdir = workdir is None
         root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="progressive-sync-devcluster-"))
@@ -309,6 +348,7 @@ class DevCluster:
             api_url=f"https://127.0.0.1:{api_port}",
             etcd_url="",
             kubeconfig=root / "admin.kubeconfig",
+            node_ready=node_ready,
             _ca=ca,
             _owns_workdir=owns_workdir,
         )
@@ -325,17 +365,7 @@ class DevCluster:
     # -- start-up -------------------------------------------------------------------------
 
     def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
-        log_file = (self.workdir / f"{name}.log").open("wb")
-        process = subprocess.Popen(
-            argv,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,  # its own process group, stopped as a whole
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 - see _die_with_parent
-            close_fds=True,
-        )
-        log_file.close()
+        process = spawn_logged(name, argv, self.workdir)
         self._processes.append(process)
         return process
 
@@ -362,7 +392,10 @@ class DevCluster:
     def _start_apiserver(self, port: int, ca: _KeyPair, now: dt.datetime, extra: Sequence[str]) -> None:
         certs = self.workdir / "certs"
         certs.mkdir()
-        serving = _issue(ca, now, common_name="kube-apiserver", server_sans=["localhost", "127.0.0.1"])
+        sans = ["localhost", "127.0.0.1"]
+        if self.node_ready:
+            sans += [SERVICE_IP, *SERVICE_DNS_NAMES]
+        serving = _issue(ca, now, common_name="kube-apiserver", server_sans=sans)
         sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         files = {
             "ca.crt": ca.cert_pem(),
@@ -379,6 +412,30 @@ class DevCluster:
             (certs / filename).write_bytes(content)
             (certs / filename).chmod(0o600)
         (self.workdir / "audit-policy.yaml").write_text(yaml.safe_dump(AUDIT_POLICY))
+        self._spawn_apiserver(port, certs, now, extra)
+
+    def _node_args(self, certs: Path, now: dt.datetime) -> list[str]:
+        """What kube-apiserver needs to serve a real node (see the module doc)."""
+        if not self.node_ready:
+            # No pod ever runs: no token to mount, so ServiceAccount admission would only get in the way.
+            return ["--authorization-mode=RBAC", "--disable-admission-plugins=ServiceAccount"]
+        assert self._ca is not None
+        client = _issue(
+            self._ca, now, common_name="kube-apiserver-kubelet-client", organizations=["system:masters"]
+        )
+        (certs / "kubelet-client.crt").write_bytes(client.cert_pem())
+        (certs / "kubelet-client.key").write_bytes(client.key_pem())
+        (certs / "kubelet-client.key").chmod(0o600)
+        return [
+            "--authorization-mode=Node,RBAC",
+            "--enable-admission-plugins=NodeRestriction",
+            "--kubelet-preferred-address-types=InternalIP",
+            f"--kubelet-client-certificate={certs / 'kubelet-client.crt'}",
+            f"--kubelet-client-key={certs / 'kubelet-client.key'}",
+            f"--kubelet-certificate-authority={certs / 'ca.crt'}",
+        ]
+
+    def _spawn_apiserver(self, port: int, certs: Path, now: dt.datetime, extra: Sequence[str]) -> None:
         self._spawn(
             "kube-apiserver",
             [
@@ -395,8 +452,7 @@ class DevCluster:
                 f"--service-account-key-file={certs / 'sa.pub'}",
                 f"--service-account-signing-key-file={certs / 'sa.key'}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
-                "--authorization-mode=RBAC",
-                "--disable-admission-plugins=ServiceAccount",
+                *self._node_args(certs, now),
                 "--allow-privileged=true",
                 f"--audit-policy-file={self.workdir / 'audit-policy.yaml'}",
                 f"--audit-log-path={self.audit_log_path}",
@@ -457,7 +513,34 @@ class DevCluster:
                 tails.append(f"--- {name}.log ---\n" + "\n".join(text))
         return "\n".join(tails)
 
-    # -- users ----------------------------------------------------------------------------
+    # -- users and certificates ------------------------------------------------------------
+
+    @property
+    def ca_cert_path(self) -> Path:
+        """The CA that signed the API server's serving cert and every client cert minted here."""
+        return self.workdir / "certs" / "ca.crt"
+
+    @property
+    def service_account_key_path(self) -> Path:
+        """The private key that signs service-account tokens (kube-controller-manager needs it)."""
+        return self.workdir / "certs" / "sa.key"
+
+    @property
+    def api_port(self) -> int:
+        """The loopback port kube-apiserver listens on."""
+        return int(self.api_url.rsplit(":", 1)[1])
+
+    def issue_serving_cert(self, name: str, sans: Sequence[str], folder: Path) -> tuple[Path, Path]:
+        """A serving certificate for `sans` signed by our CA, written to `folder`; (cert, key) paths."""
+        if self._ca is None:
+            raise ControlPlaneError("this DevCluster has no CA to sign certificates with")
+        pair = _issue(self._ca, dt.datetime.now(dt.UTC), common_name=name, server_sans=sans)
+        folder.mkdir(parents=True, exist_ok=True)
+        cert, key = folder / f"{name}.crt", folder / f"{name}.key"
+        cert.write_bytes(pair.cert_pem())
+        key.write_bytes(pair.key_pem())
+        key.chmod(0o600)
+        return cert, key
 
     def mint_user(self, user: str, groups: Sequence[str] = (), *, filename: str | None = None) -> Path:
         """A kubeconfig for `user` in `groups`, by a client certificate the API server trusts."""

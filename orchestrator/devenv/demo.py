@@ -4,10 +4,16 @@
 seeds a simulated fleet (12 clusters in 3 regions, one ApplicationSet, 12 Applications OutOfSync at
 a new revision; `orchestrator.simulator.appcontroller.seed_fleet`), labels one cluster Secret
 `canary: "true"`,
-starts the fleet simulator and the watcher with the local engine (both as threads of this process;
-the executor runs each step as a subprocess), applies the 3-stage ProgressiveSync of
+starts the fleet simulator and the watcher (both as threads of this process), applies the 3-stage
+ProgressiveSync of
 `examples/demo.yaml`, shows the rollout live, and returns how it ended and how long each stage
 took. Everything it started is stopped, in reverse order, however it ends (Ctrl-C included).
+
+Two engines run the rollout Workflow. `local` (the default, `make demo`): the local executor, in
+the watcher's process, runs each step as a subprocess. `argo`: the real stack
+(`orchestrator.devenv.stack`: a real node, the real Argo Workflows controller) runs each step as a
+pod of the locally built step image, under the chart's steps service account and RBAC; the
+simulator still plays Argo CD. The argo engine needs root and takes the machine's node lock.
 
 Why threads and not processes for the watcher and the simulator: one process owns everything, so
 Ctrl-C, SIGTERM and an error all unwind through one `ExitStack`, and nothing outlives the demo
@@ -38,6 +44,7 @@ from typing import Any
 from orchestrator.api.models import API_VERSION, RolloutPhase, StagePhase
 from orchestrator.core.clock import Clock
 from orchestrator.devenv.controlplane import DevCluster
+from orchestrator.devenv.stack import DevStack, StackOptions
 from orchestrator.kube.client import NAMESPACES, PROGRESSIVE_SYNCS, SECRETS, AlreadyExists, Kube
 from orchestrator.kube.crds import all_crd_documents, apply_crds
 from orchestrator.ops import actions as ops_actions
@@ -54,6 +61,7 @@ from orchestrator.simulator.appcontroller import (
 )
 from orchestrator.watcher.loop import Watcher
 from orchestrator.watcher.settings import Engine, LogFormat, Settings
+from workflow_templates.settings import WorkflowSettings
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +126,7 @@ class DemoSettings:
     fail_cluster: str | None = None
     timeout_seconds: float = 300.0
     tty: bool = False
+    engine: Engine = Engine.LOCAL
 
 
 @dataclass
@@ -166,23 +175,42 @@ def run_demo(settings: DemoSettings, write: Callable[[str], None], clock: Clock)
         raise DemoError(f"--fail-cluster {canary!r} is not a demo cluster; pick one of: {', '.join(names)}")
     started = time.monotonic()
     with contextlib.ExitStack() as stack:
-        write("Starting a local control plane (etcd + kube-apiserver)...\n")
-        cluster = DevCluster.start(settings.tools_dir)
-        stack.callback(cluster.stop)
+        if settings.engine == Engine.ARGO:
+            write(
+                "Starting a local control plane, a real node and the real Argo Workflows controller "
+                "(about half a minute)...\n"
+            )
+            dev_stack = DevStack.start(
+                StackOptions(argo_workflows=True, namespaces=(NAMESPACE,), tools_dir=settings.tools_dir)
+            )
+            stack.callback(dev_stack.stop)
+            assert dev_stack.cluster is not None and dev_stack.steps_image is not None
+            cluster = dev_stack.cluster
+            workflow = WorkflowSettings(image=dev_stack.steps_image.reference, image_pull_policy="Never")
+            if dev_stack.argo is not None and dev_stack.argo.server_url:
+                write(f"The Argo UI shows the rollout's Workflow at {dev_stack.argo.server_url}\n")
+        else:
+            write("Starting a local control plane (etcd + kube-apiserver)...\n")
+            cluster = DevCluster.start(settings.tools_dir)
+            stack.callback(cluster.stop)
+            workflow = WorkflowSettings()
         kube = Kube.from_kubeconfig(str(cluster.kubeconfig))
         stack.callback(kube.close)
-        apply_crds(kube, all_crd_documents())
+        if settings.engine == Engine.LOCAL:
+            apply_crds(kube, all_crd_documents())
         _seed(kube, canary, write)
         events_log = (settings.workdir / "simulator-events.jsonl") if settings.workdir else None
         simulator = FleetSimulator(
             kube, NAMESPACE, _simulator_config(settings), clock=clock, events_log=events_log
         ).start()
         stack.callback(simulator.stop)
-        watcher = Watcher(kube, watcher_settings(cluster.kubeconfig), clock=clock).start()
+        watcher = Watcher(
+            kube, watcher_settings(cluster.kubeconfig, settings.engine, workflow), clock=clock
+        ).start()
         stack.callback(watcher.stop)
         write(
-            "Simulator and watcher (local engine) are running; applying the ProgressiveSync "
-            f"{NAMESPACE}/{NAME} (examples/demo.yaml):\n"
+            f"Simulator and watcher ({settings.engine.value} engine) are running; "
+            f"applying the ProgressiveSync {NAMESPACE}/{NAME} (examples/demo.yaml):\n"
         )
         for line in _describe_stages(canary):
             write(f"  {line}\n")
@@ -220,14 +248,17 @@ def run_demo(settings: DemoSettings, write: Callable[[str], None], clock: Clock)
     )
 
 
-def watcher_settings(kubeconfig: Path) -> Settings:
-    """The watcher of the demo: one namespace, the local engine, plain-text logs."""
+def watcher_settings(
+    kubeconfig: Path, engine: Engine = Engine.LOCAL, workflow: WorkflowSettings | None = None
+) -> Settings:
+    """The watcher of the demo: one namespace, the engine asked for, plain-text logs."""
     return Settings(
         namespaces=(NAMESPACE,),
         kubeconfig=str(kubeconfig),
-        engine=Engine.LOCAL,
+        engine=engine,
         log_format=LogFormat.TEXT,
         workers=2,
+        workflow=workflow or WorkflowSettings(),
     )
 
 

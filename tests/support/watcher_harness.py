@@ -230,6 +230,7 @@ class WatcherProcess:
     namespace: str
     log_path: Path
     extra_args: Sequence[str] = ()
+    env: dict[str, str] | None = None  # None: this process's environment
     process: subprocess.Popen[bytes] | None = None
     starts: int = 0
     _log_offsets: list[int] = field(default_factory=list)
@@ -259,6 +260,7 @@ class WatcherProcess:
                 stdout=log,
                 stderr=log,
                 stdin=subprocess.DEVNULL,
+                env=self.env,
                 preexec_fn=_die_with_parent,  # noqa: PLW1509
             )
         self.starts += 1
