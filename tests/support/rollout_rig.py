@@ -1,28 +1,35 @@
-"""A rollout end to end on the real control plane: fleet, simulator, Workflow, local executor.
+"""A rollout end to end on either engine: fleet, simulator, ProgressiveSync, Workflow, and what happened.
 
-`RolloutRig` seeds a simulated fleet (cluster Secrets, an ApplicationSet, one Application per
-cluster), starts the fleet simulator (it plays Argo CD and logs every sync start, finish and
-health settle with a time), creates the ProgressiveSync, plans the rollout over the live fleet and
-creates the Workflow exactly as the watcher would (`build_workflow`), and runs it with the local
-executor, whose steps use the steps' own restricted user (tests/support/steps_harness). It does not
-start the watcher: the tests here are about the Workflow and its executor.
+`RolloutRig(engine)` seeds a simulated fleet (cluster Secrets, an ApplicationSet, one Application per
+cluster) in the engine's namespace and starts the fleet simulator when asked (`simulate`, with
+behaviours per cluster: it plays Argo CD and logs every sync start, finish and health settle with a
+time). A test then either creates the rollout's Workflow itself, exactly as the watcher would
+(`start_rollout`: plan over the live fleet, `build_workflow`), or runs the watcher
+(`watcher()`/`watcher_process()`) and lets it do so. The engine (tests/support/engines.py) runs the
+Workflow: the local executor, or the real Argo Workflows controller.
+
+Readers return what the scenarios compare across engines: the Applications the simulator synced
+(`sync_starts`, from its events log), the steps' writes (the API server's audit log), the stage
+phases and the ProgressiveSync's status, the Workflow and its nodes.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.api.models import ProgressiveSync
+import yaml
+
+from orchestrator.api.metadata import NAME_LABEL, label_value
+from orchestrator.api.models import ProgressiveSync, StagePhase
 from orchestrator.argocd.fleet import app_set_view_from_object, app_view_from_object, cluster_from_secret
-from orchestrator.devenv.controlplane import DevCluster
-from orchestrator.engine.executor import ExecutorSettings, LocalExecutor
-from orchestrator.kube.client import APPLICATION_SETS, APPLICATIONS, PROGRESSIVE_SYNCS, WORKFLOWS, Kube
+from orchestrator.kube.client import APPLICATION_SETS, APPLICATIONS, PROGRESSIVE_SYNCS, SECRETS, WORKFLOWS
 from orchestrator.planning.planner import RolloutPlan, plan_rollout
 from orchestrator.simulator.appcontroller import (
+    ANNOTATION_PREFIX,
     Behaviour,
     FleetSimulator,
     SeedResult,
@@ -31,96 +38,162 @@ from orchestrator.simulator.appcontroller import (
     read_events,
     seed_fleet,
 )
-from tests.support.steps_harness import STEPS_USER, make_progressive_sync, steps_kubeconfig
+from orchestrator.watcher.loop import Watcher
+from tests.support.engines import RolloutEngine
+from tests.support.steps_harness import make_progressive_sync
 from tests.support.wait import wait_for
+from tests.support.watcher_harness import Fleet, WatcherProcess, in_process_watcher, release
 from workflow_templates.builder import build_workflow, workflow_object
-from workflow_templates.settings import WorkflowSettings
 
 REVISION = "4f1c2e9b7a3d5c8e1f0a2b4c6d8e0f1a3b5c7d9e"
+REVISION_2 = "5a2d3f0c8b4e6d9f2a1b3c5d7e9f1a2b4c6d8e0f"
 REGIONS = ("eu-west-1", "us-east-1", "ap-south-1")
 FINISHED = ("Succeeded", "Failed", "Error")
+PS_NAME = "myservice"
+# Short retries, so a failure that is not retried does not wait long (Argo waits the backoff first).
+RETRIES = {"retry_backoff": "1s", "retry_backoff_cap": "2s"}
 
 
 @dataclass
 class RolloutRig:
-    """Everything one end-to-end rollout test needs; `close()` stops what it started."""
+    """Everything one end-to-end rollout needs; `close()` stops what it started."""
 
-    control_plane: DevCluster
-    kube: Kube
-    namespace: str
-    workdir: Path
+    engine: RolloutEngine
     clusters: int = 12
     behaviour: Behaviour = field(default_factory=lambda: Behaviour(sync_seconds=0.3, health_seconds=0.3))
-    cluster_behaviour: dict[str, dict[str, Any]] = field(default_factory=dict)
     fleet: SeedResult | None = None
     simulator: FleetSimulator | None = None
-    executor: LocalExecutor | None = None
     ps: ProgressiveSync | None = None
     workflow_name: str = ""
+    _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+
+    @property
+    def kube(self) -> Any:
+        return self.engine.kube
+
+    @property
+    def namespace(self) -> str:
+        return self.engine.namespace
 
     @property
     def events_path(self) -> Path:
-        return self.workdir / "simulator-events.jsonl"
+        return self.engine.workdir / "simulator-events.jsonl"
+
+    # -- the world -------------------------------------------------------------------------
 
     def seed(self) -> SeedResult:
         self.fleet = seed_fleet(
             self.kube, self.namespace, clusters=self.clusters, regions=REGIONS, revision=REVISION
         )
-        config = SimulatorConfig(self.behaviour, tuple(self.cluster_behaviour.items()))
+        return self.fleet
+
+    def simulate(self, per_cluster: Mapping[str, Mapping[str, Any]] | None = None) -> FleetSimulator:
+        """Start the simulator; `per_cluster` maps cluster names (fnmatch patterns) to behaviours in
+        the simulator's YAML keys (`syncSeconds`, `healthSeconds`, `fail`, `degrade`, `hang`)."""
+        config = SimulatorConfig.from_yaml(
+            yaml.safe_dump(
+                {
+                    "defaults": {
+                        "syncSeconds": self.behaviour.sync_seconds,
+                        "healthSeconds": self.behaviour.health_seconds,
+                    },
+                    "clusters": dict(per_cluster or {}),
+                }
+            )
+        )
         self.simulator = FleetSimulator(
             self.kube, self.namespace, config, events_log=self.events_path
         ).start()
-        return self.fleet
+        self._stack.callback(self.simulator.stop)
+        return self.simulator
 
-    def executor_settings(self) -> ExecutorSettings:
-        return ExecutorSettings(
-            kubeconfig=steps_kubeconfig(self.control_plane, self.kube),
-            namespace=self.namespace,
-            workdir=self.workdir / "executor",
-            resync_seconds=0.5,
-            kill_grace_seconds=3.0,
-            step_timeout_seconds=120.0,
-            watch_timeout_seconds=20,
+    def run_engine(self) -> None:
+        """The engine runs Workflows from now until `close()`."""
+        self._stack.enter_context(self.engine.running())
+
+    def watcher(self, **changes: Any) -> Watcher:
+        """The watcher in this process, building Workflows for this engine, until `close()`."""
+        changes.setdefault("workflow", self.engine.workflow_settings(**RETRIES))
+        return self._stack.enter_context(in_process_watcher(self.kube, self.namespace, **changes))
+
+    def watcher_process(self) -> WatcherProcess:
+        """`progressive-sync watch` as a child process (not started; stopped at `close()`)."""
+        process = self.engine.watcher_process(self.engine.workdir / "watcher.log")
+        self._stack.callback(process.stop)
+        return process
+
+    def release(self, revision: str) -> None:
+        """A new commit: every Application turns OutOfSync at `revision` (what Argo CD would report)."""
+        assert self.fleet is not None
+        fleet = Fleet(
+            self.namespace,
+            self.fleet.app_set,
+            tuple(c.name for c in self.fleet.clusters),
+            tuple(self.fleet.applications),
+        )
+        release(self.kube, fleet, revision)
+
+    def set_behaviour(self, cluster: str, **behaviour: str) -> None:
+        """Change how the simulator treats a cluster from now on (annotations on its Secret)."""
+        secret = next(s for s in self.kube.list_cluster_secrets(self.namespace) if s.name == cluster)
+        annotations = {f"{ANNOTATION_PREFIX}{key}": value for key, value in behaviour.items()}
+        patch = {"metadata": {"annotations": annotations}}
+        self.kube.patch(SECRETS, self.namespace, secret.secret_name, patch)
+
+    def progressive_sync_model(self, stages: list[dict[str, Any]], **spec: Any) -> ProgressiveSync:
+        """The ProgressiveSync these stages make, without creating it (to plan before it exists)."""
+        return ProgressiveSync.model_validate(
+            {
+                "metadata": {"name": PS_NAME, "namespace": self.namespace},
+                "spec": {"appSetRef": {"name": PS_NAME}, "stages": stages, **spec},
+            }
         )
 
-    def start_executor(self) -> LocalExecutor:
-        self.executor = LocalExecutor(self.kube, self.executor_settings()).start()
-        return self.executor
+    def create_ps(self, stages: list[dict[str, Any]], *, deadline_seconds: int = 60, **ps: Any) -> None:
+        self.ps = make_progressive_sync(
+            self.kube, self.namespace, stages=stages, deadline_seconds=deadline_seconds, **ps
+        )
 
-    def stop_executor(self) -> None:
-        if self.executor is not None:
-            self.executor.stop()
-            self.executor = None
-
-    def plan(self) -> RolloutPlan:
-        assert self.ps is not None
+    def plan(self, ps: ProgressiveSync | None = None) -> RolloutPlan:
+        """The planner over the live fleet, as the watcher and `select` run it."""
+        ps = ps or self.ps
+        assert ps is not None
         secrets = self.kube.list_cluster_secrets(self.namespace)
         apps, _ = self.kube.list(APPLICATIONS, self.namespace)
-        app_set = self.kube.get(APPLICATION_SETS, self.namespace, self.ps.spec.app_set_ref.name)
+        app_set = self.kube.get(APPLICATION_SETS, self.namespace, ps.spec.app_set_ref.name)
         return plan_rollout(
-            self.ps.spec,
-            ps_name=self.ps.metadata.name,
+            ps.spec,
+            ps_name=ps.metadata.name,
             appset=app_set_view_from_object(app_set),
             clusters=[cluster_from_secret(secret) for secret in secrets],
             apps=[app_view_from_object(app) for app in apps],
         )
 
-    def start_rollout(self, stages: list[dict[str, Any]], *, deadline_seconds: int = 60, **ps: Any) -> str:
-        """Create the ProgressiveSync and its rollout's Workflow (as the watcher would); its name."""
-        self.ps = make_progressive_sync(
-            self.kube, self.namespace, stages=stages, deadline_seconds=deadline_seconds, **ps
-        )
+    def planned_targets(self, stages: list[dict[str, Any]], stage: str) -> list[str]:
+        """The clusters `stage` will take, in rollout order (before the ProgressiveSync exists)."""
+        return list(self.plan(self.progressive_sync_model(stages)).stage(stage).targets)
+
+    def start_rollout(
+        self,
+        stages: list[dict[str, Any]] | None = None,
+        *,
+        deadline_seconds: int = 60,
+        rollout_id: str | None = None,
+        **ps: Any,
+    ) -> str:
+        """Create the ProgressiveSync (once) and a rollout Workflow as the watcher would; its name."""
+        if self.ps is None:
+            assert stages is not None
+            self.create_ps(stages, deadline_seconds=deadline_seconds, **ps)
+        assert self.ps is not None
         plan = self.plan()
         assert not plan.errors, plan.errors
-        settings = WorkflowSettings(
-            argocd_namespace=self.namespace, retry_backoff="1s", retry_backoff_cap="2s"
-        )
         workflow = build_workflow(
             self.ps,
-            rollout_id=plan.release_id(self.ps.metadata.generation or 1),
+            rollout_id=rollout_id or plan.release_id(self.ps.metadata.generation or 1),
             revision=",".join(plan.revisions),
             plan=plan,
-            settings=settings,
+            settings=self.engine.workflow_settings(**RETRIES),
         )
         created = self.kube.create(WORKFLOWS, self.namespace, workflow_object(workflow))
         self.workflow_name = str(created["metadata"]["name"])
@@ -128,44 +201,71 @@ class RolloutRig:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def workflow(self) -> dict[str, Any]:
-        return self.kube.get(WORKFLOWS, self.namespace, self.workflow_name)
-
-    def phase(self) -> str:
-        return str((self.workflow().get("status") or {}).get("phase", ""))
-
-    def wait_finished(self, timeout: float = 180.0) -> dict[str, Any]:
-        wait_for(
-            lambda: self.phase() in FINISHED, timeout=timeout, interval=0.2, what="the Workflow to finish"
+    def workflows(self) -> list[dict[str, Any]]:
+        items, _ = self.kube.list(
+            WORKFLOWS, self.namespace, label_selector=f"{NAME_LABEL}={label_value(PS_NAME)}"
         )
-        return self.workflow()
+        return sorted(items, key=lambda w: str(w["metadata"]["creationTimestamp"]))
 
-    def nodes(self, **match: str) -> list[dict[str, Any]]:
-        nodes = (self.workflow().get("status") or {}).get("nodes") or {}
+    def workflow(self, workflow: str = "") -> dict[str, Any]:
+        return self.kube.get(WORKFLOWS, self.namespace, workflow or self.workflow_name)
+
+    def phase(self, workflow: str = "") -> str:
+        return str((self.workflow(workflow).get("status") or {}).get("phase", ""))
+
+    def wait_finished(self, workflow: str = "", timeout: float = 300.0) -> dict[str, Any]:
+        wait_for(
+            lambda: self.phase(workflow) in FINISHED,
+            timeout=timeout,
+            interval=0.5,
+            what=f"Workflow {workflow or self.workflow_name} to finish",
+        )
+        return self.workflow(workflow)
+
+    def nodes(self, workflow: str = "", **match: str) -> list[dict[str, Any]]:
+        """Status nodes of the Workflow whose fields equal every keyword given (e.g. type="Pod")."""
+        nodes = (self.workflow(workflow).get("status") or {}).get("nodes") or {}
         return [n for n in nodes.values() if all(n.get(k) == v for k, v in match.items())]
 
     def progressive_sync(self) -> ProgressiveSync:
-        assert self.ps is not None
-        return ProgressiveSync.model_validate(
-            self.kube.get(PROGRESSIVE_SYNCS, self.namespace, self.ps.metadata.name)
+        return ProgressiveSync.model_validate(self.kube.get(PROGRESSIVE_SYNCS, self.namespace, PS_NAME))
+
+    def status(self) -> dict[str, Any]:
+        return self.kube.get(PROGRESSIVE_SYNCS, self.namespace, PS_NAME).get("status") or {}
+
+    def wait_phase(self, phase: str, timeout: float = 300.0) -> dict[str, Any]:
+        wait_for(
+            lambda: self.status().get("phase") == phase,
+            timeout=timeout,
+            interval=0.5,
+            what=f"the ProgressiveSync {phase} (status: {self.status()})",
         )
+        return self.status()
 
-    def events(self) -> list[dict[str, Any]]:
-        return read_events(self.events_path)
-
-    def sync_starts(self) -> dict[str, int]:
-        """Application name -> how many sync operations the simulator picked up for it."""
-        counts: dict[str, int] = {}
-        for event in self.events():
-            if event["event"] == "sync-start":
-                counts[event["app"]] = counts.get(event["app"], 0) + 1
-        return counts
+    def stage_phases(self) -> dict[str, StagePhase | None]:
+        status = self.progressive_sync().status
+        return {stage.name: stage.phase for stage in (status.stages if status and status.stages else [])}
 
     def stage_targets(self) -> dict[str, list[str]]:
         status = self.progressive_sync().status
         return {
             stage.name: list(stage.targets) for stage in (status.stages if status and status.stages else [])
         }
+
+    def events(self) -> list[dict[str, Any]]:
+        return read_events(self.events_path) if self.events_path.exists() else []
+
+    def sync_starts(self) -> dict[str, int]:
+        """Cluster name -> how many sync operations the simulator picked up there."""
+        counts: dict[str, int] = {}
+        for event in self.events():
+            if event["event"] == "sync-start":
+                counts[event["cluster"]] = counts.get(event["cluster"], 0) + 1
+        return counts
+
+    def all_clusters(self) -> list[str]:
+        assert self.fleet is not None
+        return sorted(cluster.name for cluster in self.fleet.clusters)
 
     def in_flight(self, clusters: list[str]) -> int:
         return max_in_flight(e for e in self.events() if e["cluster"] in clusters)
@@ -176,21 +276,27 @@ class RolloutRig:
         starts = [e["time"] for e in self.events() if e["cluster"] in clusters and e["event"] == "sync-start"]
         return (min(starts), max(times))
 
-    def steps_writes(self, mark: int) -> list[Any]:
-        return [e for e in self.control_plane.audit_events_since(mark) if e.user == STEPS_USER]
+    def app_writes_by_steps(self, mark: int) -> dict[str, int]:
+        """Application name -> updates the steps' user made since `mark` (the API server's audit log)."""
+        counts: dict[str, int] = {}
+        for event in self.engine.cluster.audit_events_since(mark):
+            if (
+                event.user == self.engine.steps_user
+                and event.resource == "applications"
+                and event.verb == "update"
+                and event.code == 200
+            ):
+                counts[event.name] = counts.get(event.name, 0) + 1
+        return counts
 
     def close(self) -> None:
-        self.stop_executor()
-        if self.simulator is not None:
-            self.simulator.stop()
+        self._stack.close()
 
 
 @contextlib.contextmanager
-def rollout_rig(
-    control_plane: DevCluster, kube: Kube, namespace: str, workdir: Path, **kwargs: Any
-) -> Iterator[RolloutRig]:
-    """A seeded fleet with its simulator running; the test starts the rollout and the executor."""
-    rig = RolloutRig(control_plane, kube, namespace, workdir, **kwargs)
+def rollout_rig(engine: RolloutEngine, **kwargs: Any) -> Iterator[RolloutRig]:
+    """A seeded fleet on `engine` (the test starts the simulator, the engine and the rollout)."""
+    rig = RolloutRig(engine, **kwargs)
     try:
         rig.seed()
         yield rig

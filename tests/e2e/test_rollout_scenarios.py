@@ -1,0 +1,482 @@
+"""The rollout scenarios, each on both engines: the local executor and the real Argo Workflows controller.
+
+Real on both: kube-apiserver + etcd, our CRDs and Argo's, the steps (subprocesses with the steps'
+restricted user locally; pods with the chart's service account on the real node), the Workflow as
+`build_workflow` makes it, the watcher where a scenario needs it (in this process, or as a child
+process to SIGKILL), the real `argo` CLI and the `progressive-sync` CLI, the audit log. Simulated on
+both: Argo CD (the fleet simulator plays its application controller and logs each sync with a time).
+
+Each scenario asserts the same things on both engines, against the same expectations: which clusters
+were synced and how often (the simulator's log, and the steps' Application writes in the audit log),
+the stage phases, and the ProgressiveSync's final status. The real-engine runs are the list of issue
+11 and no more: real pods cost seconds each (tests/support/engines.py says how the engines differ).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from orchestrator.api.models import RolloutPhase, StagePhase
+from orchestrator.cli.main import main
+from orchestrator.core.clock import parse_time
+from orchestrator.kube.client import WORKFLOWS
+from orchestrator.workflows import control as workflow_control
+from tests.support.engines import ENGINES, RolloutEngine, rollout_engine
+from tests.support.rollout_rig import REVISION_2, RolloutRig, rollout_rig
+from tests.support.wait import wait_for
+from workflow_templates import pieces
+
+# Real pods take seconds each: a scenario on the real controller may take minutes.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+
+TIMEOUT = 600.0
+CANARY = {
+    "name": "canary in eu-west-1",
+    "targets": {"clusters": {"selector": {"matchLabels": {"region": "eu-west-1"}}}},
+    "maxTargets": 1,
+    "maxParallel": 1,
+}
+PER_REGION = {
+    "name": "one per other region",
+    "targets": {
+        "clusters": {
+            "selector": {
+                "matchExpressions": [{"key": "region", "operator": "NotIn", "values": ["eu-west-1"]}]
+            }
+        }
+    },
+    "maxTargets": 2,
+    "maxParallel": 2,
+    "spreadBy": "region",
+}
+REST = {"name": "everything else", "targets": {"clusters": {"selector": {}}}, "maxParallel": "25%"}
+THREE_STAGES = [CANARY, PER_REGION, REST]
+# For the scenarios about control rather than scale: a canary, then the rest two at a time.
+TWO_STAGES = [CANARY, {**REST, "maxParallel": 2}]
+SUCCEEDED, FAILED, CANCELLED, SKIPPED = (
+    StagePhase.SUCCEEDED,
+    StagePhase.FAILED,
+    StagePhase.CANCELLED,
+    StagePhase.SKIPPED,
+)
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RolloutEngine]:
+    with rollout_engine(request, request.param, tmp_path) as running:
+        yield running
+
+
+@pytest.fixture
+def rig(engine: RolloutEngine) -> Iterator[RolloutRig]:
+    """Six clusters, two per region."""
+    with rollout_rig(engine, clusters=6) as running:
+        yield running
+
+
+def cli(rig: RolloutRig, *args: str) -> Result:
+    return CliRunner().invoke(main, [*args, "-n", rig.namespace, "--kubeconfig", str(rig.engine.kubeconfig)])
+
+
+def once_each(clusters: list[str]) -> dict[str, int]:
+    return dict.fromkeys(clusters, 1)
+
+
+def exit_handler(rig: RolloutRig, workflow: str = "") -> dict[str, Any]:
+    [node] = rig.nodes(workflow, name=f"{workflow or rig.workflow_name}.onExit")
+    return node
+
+
+# --- 1. twelve clusters succeed ---------------------------------------------------------------
+
+
+def test_twelve_clusters_in_three_stages_succeed_in_order_within_max_parallel(engine: RolloutEngine) -> None:
+    with rollout_rig(engine, clusters=12) as rig:
+        rig.simulate()
+        rig.run_engine()
+        mark = engine.cluster.audit_mark()
+        rig.start_rollout(THREE_STAGES)
+        done = rig.wait_finished()
+
+        assert done["status"]["phase"] == "Succeeded", done["status"].get("message")
+        assert rig.progressive_sync().status.phase == RolloutPhase.SUCCEEDED  # type: ignore[union-attr]
+        assert rig.stage_phases() == {s["name"]: SUCCEEDED for s in THREE_STAGES}
+        assert rig.sync_starts() == once_each(rig.all_clusters())
+        assert rig.fleet is not None
+        assert rig.app_writes_by_steps(mark) == once_each(list(rig.fleet.applications))
+        targets = rig.stage_targets()
+        assert [len(targets[s["name"]]) for s in THREE_STAGES] == [1, 2, 9]
+        windows = [rig.window(targets[s["name"]]) for s in THREE_STAGES]
+        for (_, earlier_end), (later_start, _) in itertools.pairwise(windows):
+            assert later_start >= earlier_end, "a stage started before the one before it finished"
+        assert [rig.in_flight(targets[s["name"]]) for s in THREE_STAGES] == [1, 2, 2]  # 25% of 9 is 2
+        assert exit_handler(rig)["phase"] == "Succeeded"
+        # One pod (and its Retry node) per cluster.
+        assert len(rig.nodes(templateName="cluster", type="Pod")) == 12
+
+
+# --- 2. a failing canary --------------------------------------------------------------------------
+
+
+def test_a_failing_canary_fails_the_rollout_and_nothing_after_it_syncs(rig: RolloutRig) -> None:
+    [canary] = rig.planned_targets(TWO_STAGES, CANARY["name"])
+    rig.simulate({canary: {"degrade": True}})
+    rig.run_engine()
+    rig.start_rollout(TWO_STAGES, deadline_seconds=60)
+    done = rig.wait_finished(timeout=TIMEOUT)
+
+    assert done["status"]["phase"] == "Failed"
+    assert rig.sync_starts() == {canary: 1}
+    assert rig.stage_phases() == {CANARY["name"]: FAILED, "everything else": CANCELLED}
+    status = rig.progressive_sync().status
+    assert status is not None and status.phase == RolloutPhase.FAILED
+    canary_stage = status.stages[0]  # type: ignore[index]
+    assert [f.name for f in canary_stage.failed] == [canary]
+    # Argo marks the tasks behind a failed stage Omitted; the exit handler recorded the end.
+    [later] = rig.nodes(name=f"{rig.workflow_name}.everything-else")
+    assert (later["type"], later["phase"]) == ("Skipped", "Omitted")
+    assert exit_handler(rig)["phase"] == "Succeeded"
+
+
+# --- 3. a cluster failing while a sibling runs ---------------------------------------------------
+
+ONE_STAGE_OF_THREE = [{"name": "all", "targets": {"clusters": {"selector": {}}}, "maxParallel": 2}]
+
+
+def test_a_cluster_failing_while_a_sibling_runs_ends_failed_and_the_next_release_runs(
+    engine: RolloutEngine,
+) -> None:
+    """Issue 11 finding 1: on Argo, failFast over cluster DAGs hung here for ever (mutex held)."""
+    with rollout_rig(engine, clusters=3) as rig:
+        slow, bad, third = rig.planned_targets(ONE_STAGE_OF_THREE, "all")
+        rig.simulate({slow: {"healthSeconds": 15}, bad: {"degrade": True}})
+        rig.run_engine()
+        rig.watcher()
+        rig.create_ps(ONE_STAGE_OF_THREE, deadline_seconds=120)
+        status = rig.wait_phase("Failed", timeout=TIMEOUT)
+
+        first = rig.workflows()[0]
+        rig.workflow_name = first["metadata"]["name"]
+        done = rig.wait_finished(timeout=TIMEOUT)
+        assert done["status"]["phase"] == "Failed"
+        assert exit_handler(rig)["phase"] == "Succeeded"  # the exit handler ran and recorded the end
+        stage = status["stages"][0]
+        assert (stage["phase"], stage["completed"], [f["name"] for f in stage["failed"]]) == (
+            "Failed",
+            [slow],
+            [bad],
+        )
+        # The sibling in flight finished; the cluster not yet started never synced.
+        assert rig.sync_starts() == {slow: 1, bad: 1}
+        [not_started] = rig.nodes(name=f"{rig.workflow_name}.all.clusters.cluster(2:{third})")
+        assert not_started["phase"] == "Failed"
+
+        # The mutex is free: the next release rolls out (the bad cluster is fixed meanwhile).
+        rig.set_behaviour(bad, degrade="false")
+        # Paused while the Applications turn OutOfSync one by one, so the watcher sees one release,
+        # not the mix of old and new revisions on the way (issue 12 is about that mix).
+        assert cli(rig, "pause", "myservice").exit_code == 0
+        rig.release(REVISION_2)
+        assert cli(rig, "resume", "myservice").exit_code == 0
+        wait_for(lambda: len(rig.workflows()) == 2, timeout=60, interval=0.5, what="the next rollout")
+        second = rig.workflows()[1]["metadata"]["name"]
+        assert rig.wait_finished(second, timeout=TIMEOUT)["status"]["phase"] == "Succeeded"
+        assert rig.wait_phase("Succeeded")["rollout"]["revision"] == REVISION_2
+        assert rig.sync_starts() == {slow: 2, bad: 2, third: 1}
+
+
+# --- 4. the per-cluster deadline ---------------------------------------------------------------------
+
+
+def test_a_cluster_past_its_progress_deadline_fails_its_stage(rig: RolloutRig) -> None:
+    [canary] = rig.planned_targets(TWO_STAGES, CANARY["name"])
+    rig.simulate({canary: {"hang": True}})
+    rig.run_engine()
+    started = time.monotonic()
+    rig.start_rollout(TWO_STAGES, deadline_seconds=20)
+    done = rig.wait_finished(timeout=TIMEOUT)
+
+    assert done["status"]["phase"] == "Failed"
+    assert time.monotonic() - started >= 20
+    assert rig.sync_starts() == {canary: 1}
+    assert rig.stage_phases() == {CANARY["name"]: FAILED, "everything else": CANCELLED}
+    [failure] = rig.progressive_sync().status.stages[0].failed  # type: ignore[union-attr,index]
+    assert failure.name == canary and "progress deadline of 20s passed" in failure.reason
+    assert rig.progressive_sync().status.phase == RolloutPhase.FAILED  # type: ignore[union-attr]
+
+
+# --- 5. cancel ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["argo-stop", "progressive-sync-cancel"])
+def test_cancel_stops_the_rollout_and_it_ends_cancelled(rig: RolloutRig, how: str) -> None:
+    [canary] = rig.planned_targets(TWO_STAGES, CANARY["name"])
+    rig.simulate({canary: {"hang": True}})
+    rig.run_engine()
+    rig.watcher()
+    rig.create_ps(TWO_STAGES, deadline_seconds=600)
+    wait_for(
+        lambda: rig.sync_starts() == {canary: 1}, timeout=TIMEOUT, interval=0.5, what="the canary syncing"
+    )
+    rig.workflow_name = rig.workflows()[0]["metadata"]["name"]
+
+    if how == "argo-stop":
+        rig.engine.argo("stop", rig.workflow_name)
+    else:
+        cancelled = cli(rig, "cancel", "myservice")
+        assert cancelled.exit_code == 0, cancelled.output
+    status = rig.wait_phase("Cancelled", timeout=TIMEOUT)
+
+    done = rig.wait_finished()
+    assert (done["status"]["phase"], done["status"]["message"]) == ("Failed", "Stopped with strategy 'Stop'")
+    assert exit_handler(rig)["phase"] == "Succeeded"
+    assert rig.sync_starts() == {canary: 1}
+    assert [s["phase"] for s in status["stages"]] == ["Cancelled", "Cancelled"]
+
+
+# --- 6. the approval gate ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["argo-resume", "progressive-sync-approve"])
+def test_the_approval_gate_waits_until_approved(rig: RolloutRig, how: str) -> None:
+    gated = [CANARY, {**REST, "maxParallel": 3, "approval": "Manual"}]
+    rig.simulate()
+    rig.run_engine()
+    rig.watcher()
+    rig.create_ps(gated)
+    wait_for(
+        lambda: (
+            rig.workflows()
+            and rig.nodes(rig.workflows()[0]["metadata"]["name"], templateName="approval", phase="Running")
+        ),
+        timeout=TIMEOUT,
+        interval=0.5,
+        what="the gate of stage 'everything else' waiting",
+    )
+    rig.workflow_name = rig.workflows()[0]["metadata"]["name"]
+    assert len(rig.sync_starts()) == 1  # only the canary
+    assert rig.stage_phases() == {CANARY["name"]: SUCCEEDED, "everything else": StagePhase.PENDING}
+
+    if how == "argo-resume":
+        rig.engine.argo("resume", rig.workflow_name)
+    else:
+        approved = cli(rig, "approve", "myservice")
+        assert approved.exit_code == 0, approved.output
+    rig.wait_phase("Succeeded", timeout=TIMEOUT)
+
+    assert rig.sync_starts() == once_each(rig.all_clusters())
+    assert rig.stage_phases() == {CANARY["name"]: SUCCEEDED, "everything else": SUCCEEDED}
+    if how == "argo-resume":
+        rig.wait_finished()
+        table = rig.engine.argo("get", rig.workflow_name).stdout
+        assert "Succeeded" in table and "canary-in-eu-west-1" in table
+
+
+# --- 7. pause and resume --------------------------------------------------------------------------
+
+
+def test_pause_holds_new_clusters_and_resume_finishes_the_rollout(rig: RolloutRig) -> None:
+    [canary] = rig.planned_targets(TWO_STAGES, CANARY["name"])
+    rig.simulate({canary: {"healthSeconds": 8}})
+    rig.run_engine()
+    rig.watcher()
+    rig.create_ps(TWO_STAGES)
+    wait_for(
+        lambda: rig.sync_starts() == {canary: 1}, timeout=TIMEOUT, interval=0.5, what="the canary syncing"
+    )
+
+    paused = cli(rig, "pause", "myservice")
+    assert paused.exit_code == 0, paused.output
+    rig.wait_phase("Paused")
+    rig.workflow_name = rig.workflows()[0]["metadata"]["name"]
+    # The canary's step finishes; nothing new starts while paused (not even the stage's record).
+    wait_for(
+        lambda: (
+            canary in rig.status()["stages"][0].get("completed", [])
+            and not rig.nodes(type="Pod", phase="Running")
+            and not rig.nodes(type="Pod", phase="Pending")
+        ),
+        timeout=TIMEOUT,
+        interval=0.5,
+        what="the running steps to end",
+    )
+    assert rig.sync_starts() == {canary: 1}
+    assert rig.workflow()["spec"].get("suspend") is True
+    assert rig.stage_phases()[CANARY["name"]] == StagePhase.PROGRESSING
+
+    resumed = cli(rig, "resume", "myservice")
+    assert resumed.exit_code == 0, resumed.output
+    rig.wait_phase("Succeeded", timeout=TIMEOUT)
+    assert rig.sync_starts() == once_each(rig.all_clusters())
+
+
+# --- 8. the watcher SIGKILLed mid-rollout -------------------------------------------------------------
+
+
+def test_a_watcher_killed_mid_rollout_leaves_one_rollout_that_syncs_each_cluster_once(
+    rig: RolloutRig,
+) -> None:
+    rig.simulate({"*": {"healthSeconds": 2}})
+    rig.run_engine()
+    watcher = rig.watcher_process().start()
+    mark = rig.engine.cluster.audit_mark()
+    rig.create_ps(TWO_STAGES)
+    wait_for(lambda: len(rig.sync_starts()) >= 2, timeout=TIMEOUT, interval=0.5, what="the second stage")
+    watcher.kill()
+    watcher.start()
+    rig.wait_phase("Succeeded", timeout=TIMEOUT)
+
+    assert len(rig.workflows()) == 1
+    assert rig.sync_starts() == once_each(rig.all_clusters())
+    assert rig.fleet is not None
+    assert rig.app_writes_by_steps(mark) == once_each(list(rig.fleet.applications))
+    assert rig.stage_phases() == {CANARY["name"]: SUCCEEDED, "everything else": SUCCEEDED}
+
+
+# --- 9. exit 75 retried inside the intended window ------------------------------------------------
+
+PROBE_SETTINGS = {"retry_limit": 2, "retry_backoff": "1s", "retry_factor": 2, "retry_backoff_cap": "2s"}
+
+
+def probe_workflow(engine: RolloutEngine, name: str, script: str) -> dict[str, Any]:
+    """One step, with the rollout steps' retryStrategy, that runs `<the steps' python> -c script`."""
+    settings = engine.workflow_settings(**PROBE_SETTINGS)
+    strategy = pieces.retry_strategy(settings).build().model_dump(by_alias=True, exclude_none=True)
+    return {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Workflow",
+        "metadata": {"name": name, "labels": {"progressivesync.io/name": "probe"}},
+        "spec": {
+            "entrypoint": "probe",
+            "serviceAccountName": settings.service_account,
+            "templates": [
+                {
+                    "name": "probe",
+                    "retryStrategy": strategy,
+                    "container": {
+                        "image": settings.image,
+                        "imagePullPolicy": settings.image_pull_policy,
+                        "command": [settings.command[0], "-c", script],
+                    },
+                }
+            ],
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "script", "attempts", "message"),
+    [
+        pytest.param("at-once", "raise SystemExit(75)", 3, "No more retries left", id="exits-75-at-once"),
+        # Longer than the whole backoff window: with backoff.maxDuration (2s here) it was never retried.
+        pytest.param(
+            "after-4s",
+            "import time; time.sleep(4); raise SystemExit(75)",
+            3,
+            "No more retries left",
+            id="runs-4s-then-exits-75",
+        ),
+        pytest.param(
+            "exit-1",
+            "raise SystemExit(1)",
+            1,
+            "retryStrategy.expression evaluated to false",
+            id="exit-1-is-final",
+        ),
+    ],
+)
+def test_exit_75_is_retried_limit_times_with_capped_waits(
+    engine: RolloutEngine, name: str, script: str, attempts: int, message: str
+) -> None:
+    with engine.running():
+        engine.kube.create(WORKFLOWS, engine.namespace, probe_workflow(engine, name, script))
+        wait_for(
+            lambda: (
+                (engine.kube.get(WORKFLOWS, engine.namespace, name).get("status") or {}).get("phase")
+                in ("Succeeded", "Failed", "Error")
+            ),
+            timeout=TIMEOUT,
+            interval=0.5,
+            what=f"Workflow {name} to finish",
+        )
+    done = engine.kube.get(WORKFLOWS, engine.namespace, name)
+    nodes = done["status"]["nodes"]
+    [retry] = [n for n in nodes.values() if n["type"] == "Retry"]
+    pods = sorted((n for n in nodes.values() if n["type"] == "Pod"), key=lambda n: n["name"])
+    assert (done["status"]["phase"], retry["phase"], retry.get("message")) == ("Failed", "Failed", message)
+    assert len(pods) == attempts  # limit 2: three attempts, however long each ran
+    assert {p["outputs"]["exitCode"] for p in pods} == {"75" if attempts > 1 else "1"}
+    # The waits between attempts: 1s, then 2s (1s x 2, at the cap), not the 4s factor 2 would give.
+    # Argo's timestamps have whole seconds and its controller requeues: a second of slack below,
+    # three above.
+    waits = [
+        (parse_time(later["startedAt"]) - parse_time(earlier["finishedAt"])).total_seconds()  # type: ignore[operator]
+        for earlier, later in itertools.pairwise(pods)
+    ]
+    expected = [min(1 * 2**i, 2) for i in range(attempts - 1)]
+    assert all(e - 1 <= w <= e + 3 for w, e in zip(waits, expected, strict=True)), (waits, expected)
+
+
+# --- 10. maxFailedClusters tolerance -------------------------------------------------------------------
+
+
+def test_failures_within_max_failed_clusters_let_the_rollout_succeed(rig: RolloutRig) -> None:
+    stages = [CANARY, {**REST, "maxParallel": 2}]
+    rest = rig.planned_targets(stages, "everything else")
+    rig.simulate({rest[0]: {"degrade": True}})
+    rig.run_engine()
+    rig.start_rollout(stages, max_failed_clusters=1)
+    done = rig.wait_finished(timeout=TIMEOUT)
+
+    assert done["status"]["phase"] == "Succeeded"
+    assert rig.sync_starts() == once_each(rig.all_clusters())
+    assert rig.stage_phases() == {CANARY["name"]: SUCCEEDED, "everything else": SUCCEEDED}
+    stage = rig.progressive_sync().status.stages[1]  # type: ignore[union-attr,index]
+    assert [f.name for f in stage.failed] == [rest[0]]
+    assert stage.message == f"{len(rest) - 1} of {len(rest)} clusters updated, 1 failed (at most 1 tolerated)"
+    # The failed cluster shows failed in the Workflow; the stage and the rollout do not.
+    [failed] = rig.nodes(name=f"{rig.workflow_name}.everything-else.clusters.cluster(0:{rest[0]})")
+    assert failed["phase"] == "Failed"
+
+
+# --- 11. a second release queued on the mutex -----------------------------------------------------------
+
+
+def test_a_second_rollout_waits_on_the_mutex_and_runs_after_the_first(rig: RolloutRig) -> None:
+    [canary] = rig.planned_targets(TWO_STAGES, CANARY["name"])
+    rig.simulate({canary: {"healthSeconds": 6}})
+    rig.run_engine()
+    first = rig.start_rollout(TWO_STAGES, rollout_id="first")
+    wait_for(lambda: rig.phase(first) == "Running", timeout=TIMEOUT, interval=0.5, what="the first rollout")
+    second = rig.start_rollout(rollout_id="second")
+    third = rig.start_rollout(rollout_id="third")
+    wait_for(
+        lambda: rig.phase(second) == "Pending" and rig.phase(third) == "Pending",
+        timeout=60,
+        interval=0.5,
+        what="the later rollouts queued",
+    )
+    assert "lock" in rig.workflow(second)["status"].get("message", "")
+    # Terminated while queued: Argo marks it Succeeded at once, without a node (docs/workflow.md).
+    workflow_control.terminate(rig.kube, rig.namespace, third)
+    wait_for(lambda: rig.phase(third) == "Succeeded", timeout=60, interval=0.5, what="the third to end")
+    assert not (rig.workflow(third)["status"].get("nodes") or {})
+    assert rig.phase(first) == "Running"
+
+    assert rig.wait_finished(first, timeout=TIMEOUT)["status"]["phase"] == "Succeeded"
+    done = rig.wait_finished(second, timeout=TIMEOUT)
+    assert done["status"]["phase"] == "Succeeded"
+    assert parse_time(done["status"]["startedAt"]) >= parse_time(rig.workflow(first)["status"]["finishedAt"])  # type: ignore[operator]
+    # The first synced every cluster; the second found nothing left to do.
+    assert rig.sync_starts() == once_each(rig.all_clusters())
+    status = rig.progressive_sync().status
+    assert status is not None and status.rollout is not None
+    assert (status.rollout.id, status.phase) == ("second", RolloutPhase.SUCCEEDED)
+    assert rig.stage_phases() == {CANARY["name"]: SKIPPED, "everything else": SKIPPED}
