@@ -29,10 +29,10 @@ from typing import Any
 
 import pytest
 
+from orchestrator.devenv import tools
 from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.engine.executor import ExecutorSettings, LocalExecutor
 from orchestrator.kube.client import Kube
-from tests.integration.test_argo_lint import find_argo
 from tests.support.steps_harness import STEPS_USER, steps_kubeconfig
 from tests.support.watcher_harness import WatcherProcess
 from workflow_templates.settings import WorkflowSettings
@@ -98,9 +98,10 @@ class RolloutEngine:
         if self.real is not None:
             result = self.real.argo(*args, namespace=self.namespace, timeout=timeout)
         else:
-            binary = find_argo()
-            if binary is None:
-                pytest.skip("the argo CLI is not built: `make tools` builds it")
+            try:
+                binary = tools.binary("argo")
+            except tools.ToolsMissing as exc:
+                pytest.fail(str(exc))
             env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
             for name in ("ARGO_SERVER", "ARGO_SECURE", "ARGO_HTTP1", "ARGO_TOKEN"):
                 env.pop(name, None)

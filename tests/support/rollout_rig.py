@@ -150,6 +150,8 @@ class RolloutRig:
         )
 
     def create_ps(self, stages: list[dict[str, Any]], *, deadline_seconds: int = 60, **ps: Any) -> None:
+        """Create the ProgressiveSync; a Degraded cluster fails at once unless a test says otherwise."""
+        ps.setdefault("degraded_grace_seconds", 0)
         self.ps = make_progressive_sync(
             self.kube, self.namespace, stages=stages, deadline_seconds=deadline_seconds, **ps
         )
