@@ -22,6 +22,8 @@ from orchestrator.argocd import appsync
 from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.kube.client import APPLICATIONS, PROGRESSIVE_SYNCS, Kube
 from tests.support.argocd_play import ArgoWorld
+from tests.support.builders import NEW_REVISION as REVISION
+from tests.support.builders import OLD_REVISION
 from tests.support.steps_harness import (
     StepRunner,
     describe,
@@ -30,7 +32,6 @@ from tests.support.steps_harness import (
     steps_kubeconfig,
     writes_by,
 )
-from tests.support.sync_builders import OLD_REVISION, REVISION
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.integration

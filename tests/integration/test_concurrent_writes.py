@@ -24,6 +24,8 @@ from orchestrator.kube.status_writer import update_status
 from orchestrator.simulator.appcontroller import seed_fleet
 from steps.common import RolloutRef
 from steps.sync import sync_cluster
+from tests.support.builders import NEW_REVISION as REVISION
+from tests.support.builders import foreign_operation
 from tests.support.steps_harness import (
     STEPS_USER,
     describe,
@@ -32,7 +34,6 @@ from tests.support.steps_harness import (
     steps_kubeconfig,
     writes_by,
 )
-from tests.support.sync_builders import REVISION, foreign_operation
 
 pytestmark = pytest.mark.integration
 

@@ -31,13 +31,13 @@ from orchestrator.kube.client import (
     Kube,
 )
 from orchestrator.simulator.appcontroller import seed_fleet
+from tests.support.builders import NEW_REVISION as REVISION
 from tests.support.steps_harness import (
     StepRunner,
     make_progressive_sync,
     read_progressive_sync,
     steps_kubeconfig,
 )
-from tests.support.sync_builders import REVISION
 
 pytestmark = pytest.mark.integration
 

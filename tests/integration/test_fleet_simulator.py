@@ -27,7 +27,7 @@ from orchestrator.simulator.appcontroller import (
     seed_fleet,
     sync_order,
 )
-from tests.support.sync_builders import REVISION
+from tests.support.builders import NEW_REVISION as REVISION
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.integration

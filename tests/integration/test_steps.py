@@ -32,6 +32,8 @@ from orchestrator.simulator.appcontroller import (
 )
 from steps.common import RolloutRef
 from steps.wait_healthy import wait_healthy
+from tests.support.builders import NEW_REVISION as REVISION
+from tests.support.builders import foreign_operation
 from tests.support.clock import ManualClock
 from tests.support.steps_harness import (
     StepRunner,
@@ -41,7 +43,6 @@ from tests.support.steps_harness import (
     steps_kubeconfig,
     writes_by,
 )
-from tests.support.sync_builders import REVISION, foreign_operation
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.integration

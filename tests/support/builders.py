@@ -7,8 +7,9 @@ builders return what the code under test reads (`make_spec`, `make_stage_status`
 `make_app_set`, `make_app`). Nothing here talks to a cluster.
 
 Kinds, in order: stages and specs, ProgressiveSyncs (with a status), stage statuses, Argo CD
-clusters (view and Secret), ApplicationSets, Applications (at any point of a sync) and the sync
-operations on them, rollout Workflows and their nodes.
+clusters (view and Secret), ApplicationSets, Applications at any point of a sync (`make_application`,
+its view `make_app`) with the operations and history entries on them, rollout Workflows and their
+nodes. Times are RFC 3339 text or datetimes counted from `T0` (`at(seconds)`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ from orchestrator.api.models import (
     StagePhase,
     StageStatus,
 )
+from orchestrator.argocd import appsync
 from orchestrator.argocd.fleet import AppSetView, AppView, Cluster, app_view_from_object
+from orchestrator.core.clock import format_time
 from orchestrator.kube.client import CLUSTER_SECRET_TYPE, CLUSTER_SECRET_TYPE_LABEL
 from workflow_templates import names
 
@@ -37,8 +40,16 @@ APP_SET_UID = "00000000-0000-4000-8000-0000000000a5"
 PS_NAME = "myservice"
 NEW_REVISION = "4f1c2e9b7a3d5c8e1f0a2b4c6d8e0f1a3b5c7d9e"
 OLD_REVISION = "9d2b7e4a1c3f5e7d9b0a2c4e6f8a1b3d5e7f9c0b"
-ROLLOUT_ID = "7f3c2a1"
+ROLLOUT_ID = "7f3c2a1"  # the rollout of the ProgressiveSync and Workflow builders
+ROLLOUT = "r1"  # the rollout whose sync operations the Application builders write (`our_operation`)
 STARTED = "2026-11-29T10:00:00Z"
+# The time the Argo CD builders count from.
+T0 = datetime(2030, 1, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def at(seconds: float) -> datetime:
+    """T0 plus `seconds`."""
+    return T0 + timedelta(seconds=seconds)
 
 
 # --- stages and specs ---------------------------------------------------------------------------
@@ -278,72 +289,164 @@ def make_app_set(name: str = APP_SET, *, uid: str = APP_SET_UID) -> AppSetView:
 # --- Applications -------------------------------------------------------------------------------
 
 
+def requested_operation(
+    *, revision: str = NEW_REVISION, info: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """A requested `.operation` (a sync to `revision`), with `.info` entries when given."""
+    operation: dict[str, Any] = {"sync": {"revision": revision}}
+    if info:
+        operation["info"] = [{"name": key, "value": value} for key, value in info.items()]
+    return operation
+
+
+def our_operation(
+    *,
+    rollout_id: str = ROLLOUT,
+    revision: str = NEW_REVISION,
+    requested_at: datetime = T0,
+    retry_limit: int | None = None,
+    sources: int = 0,
+) -> dict[str, Any]:
+    """The `.operation` the sync step writes (`sources`: a multi-source Application's, one pin each)."""
+    op: dict[str, Any] = {
+        "initiatedBy": {"username": appsync.INITIATOR, "automated": True},
+        "info": [
+            {"name": appsync.INFO_ROLLOUT_ID, "value": rollout_id},
+            {"name": appsync.INFO_STAGE, "value": "canary"},
+            {"name": appsync.INFO_REQUESTED_AT, "value": format_time(requested_at)},
+        ],
+        "sync": {"revisions": [revision] * sources} if sources else {"revision": revision},
+    }
+    op["sync"]["prune"] = False
+    if retry_limit is not None:
+        op["retry"] = {"limit": retry_limit}
+    return op
+
+
+def foreign_operation(username: str = "alice", revision: str = OLD_REVISION) -> dict[str, Any]:
+    """An operation someone else started (a person in the Argo CD UI)."""
+    return {"initiatedBy": {"username": username}, "sync": {"revision": revision}}
+
+
+def history_entry(
+    *,
+    username: str = appsync.INITIATOR,
+    revision: str = NEW_REVISION,
+    started_at: datetime = T0,
+    deployed_at: datetime | None = None,
+    entry_id: int = 1,
+) -> dict[str, Any]:
+    """One `status.history` entry, as Argo CD appends it when a sync finishes."""
+    return {
+        "id": entry_id,
+        "revision": revision,
+        "deployStartedAt": format_time(started_at),
+        "deployedAt": format_time(deployed_at or started_at + timedelta(seconds=5)),
+        "initiatedBy": {"username": username},
+    }
+
+
+def _stamp(value: datetime | str) -> str:
+    return value if isinstance(value, str) else format_time(value)
+
+
 def make_application(
     name: str | None = None,
     *,
+    namespace: str | None = "argocd",
     cluster: str = "c1",
     by: str = "server",
     server: str | None = None,
     owner: str | None = APP_SET,
     owner_kind: str = "ApplicationSet",
     owner_uid: str | None = APP_SET_UID,
+    annotations: Mapping[str, str] | None = None,
+    automated: Mapping[str, Any] | None = None,
     sync: str = "OutOfSync",
     revision: str | None = NEW_REVISION,
-    revisions: list[str] | None = None,
+    revisions: Sequence[str] | None = None,
+    sources: int = 0,
     health: str = "Healthy",
-    automated: dict[str, Any] | None = None,
-    operation: bool = False,
-    operation_phase: str | None = None,
-    operation_revision: str | None = None,
-    finished_at: str | None = None,
-    reconciled_at: str | None = None,
-    annotations: dict[str, str] | None = None,
+    health_message: str | None = None,
+    reconciled_at: datetime | str | None = None,
+    history: Sequence[Mapping[str, Any]] | None = None,
+    operation: Mapping[str, Any] | bool | None = None,
+    operation_info: Mapping[str, str] | None = None,
+    phase: str | None = None,
+    state_operation: Mapping[str, Any] | None = None,
+    result_revision: str | Sequence[str] | None = None,
+    started_at: datetime | str | None = None,
+    finished_at: datetime | str | None = None,
+    retry_count: int | None = None,
+    message: str | None = None,
 ) -> dict[str, Any]:
-    """An Application object as the API server returns it.
+    """An Application object as the API server returns it, at any point of a sync.
 
-    `by` is "server" or "name" (how `spec.destination` names the cluster) or "both"; `revisions`
-    makes it multi-source; `automated` is put under `spec.syncPolicy.automated` when not None.
+    `by` is "server", "name" or "both" (how `spec.destination` names the cluster). Multi-source:
+    `revisions` (one per source) or `sources` (that many, each at `revision`). `automated` goes
+    under `spec.syncPolicy.automated`. `operation` is a requested `.operation` (True: a sync to the
+    new revision, with `operation_info` as its info). With `phase`, `status.operationState` holds
+    `state_operation` (default: ours, `our_operation`), started at `started_at` (default T0),
+    and `result_revision` (one, or one per source) in its syncResult.
     """
     app_name = name or f"{APP_SET}-{cluster}"
-    metadata: dict[str, Any] = {"name": app_name, "namespace": "argocd", "uid": f"uid-{app_name}"}
+    metadata: dict[str, Any] = {"name": app_name, "uid": f"uid-{app_name}"}
+    if namespace is not None:
+        metadata["namespace"] = namespace
     if owner is not None:
         ref: dict[str, Any] = {"apiVersion": "argoproj.io/v1alpha1", "kind": owner_kind, "name": owner}
         if owner_uid is not None:
             ref["uid"] = owner_uid
         metadata["ownerReferences"] = [ref]
     if annotations:
-        metadata["annotations"] = annotations
+        metadata["annotations"] = dict(annotations)
     destination: dict[str, Any] = {"namespace": "myservice"}
     if by in ("server", "both"):
         destination["server"] = server if server is not None else server_of(cluster)
     if by in ("name", "both"):
         destination["name"] = cluster
     spec: dict[str, Any] = {"project": "default", "destination": destination}
+    if sources and revisions is None and revision is not None:
+        revisions = [revision] * sources
     sync_status: dict[str, Any] = {"status": sync}
-    sync_result: dict[str, Any] = {}
     if revisions is not None:
         spec["sources"] = [{"repoURL": f"https://git.example/{i}.git"} for i in range(len(revisions))]
-        sync_status["revisions"] = revisions
-        if operation_revision is not None:
-            sync_result["revisions"] = operation_revision.split(",")
+        sync_status["revisions"] = list(revisions)
     else:
         spec["source"] = {"repoURL": "https://git.example/deploy.git", "targetRevision": "main"}
         if revision is not None:
             sync_status["revision"] = revision
-        if operation_revision is not None:
-            sync_result["revision"] = operation_revision
     if automated is not None:
-        spec["syncPolicy"] = {"automated": automated}
+        spec["syncPolicy"] = {"automated": dict(automated)}
     status: dict[str, Any] = {"sync": sync_status, "health": {"status": health}}
-    if operation_phase is not None:
-        state: dict[str, Any] = {"phase": operation_phase, "startedAt": "2026-11-29T10:00:00Z"}
-        if finished_at is not None:
-            state["finishedAt"] = finished_at
-        if sync_result:
-            state["syncResult"] = sync_result
-        status["operationState"] = state
+    if health_message:
+        status["health"]["message"] = health_message
     if reconciled_at is not None:
-        status["reconciledAt"] = reconciled_at
+        status["reconciledAt"] = _stamp(reconciled_at)
+    if history is not None:
+        status["history"] = [dict(entry) for entry in history]
+    if phase is not None:
+        count = len(revisions) if revisions is not None else 0
+        state: dict[str, Any] = {
+            "operation": dict(state_operation)
+            if state_operation is not None
+            else our_operation(sources=count),
+            "phase": phase,
+            "startedAt": _stamp(started_at or T0),
+        }
+        if finished_at is not None:
+            state["finishedAt"] = _stamp(finished_at)
+        if result_revision is not None:
+            if count:
+                results = [result_revision] * count if isinstance(result_revision, str) else result_revision
+                state["syncResult"] = {"revisions": list(results)}
+            else:
+                state["syncResult"] = {"revision": result_revision}
+        if retry_count is not None:
+            state["retryCount"] = retry_count
+        if message is not None:
+            state["message"] = message
+        status["operationState"] = state
     obj: dict[str, Any] = {
         "apiVersion": "argoproj.io/v1alpha1",
         "kind": "Application",
@@ -351,9 +454,25 @@ def make_application(
         "spec": spec,
         "status": status,
     }
-    if operation:
-        obj["operation"] = {"sync": {"revision": NEW_REVISION}}
+    if operation is True:
+        obj["operation"] = requested_operation(info=operation_info)
+    elif operation:
+        obj["operation"] = dict(operation)
     return obj
+
+
+def done_application(**overrides: Any) -> dict[str, Any]:
+    """An Application our rollout finished: Succeeded at the new revision, Synced, Healthy, reconciled."""
+    values: dict[str, Any] = {
+        "phase": "Succeeded",
+        "result_revision": NEW_REVISION,
+        "finished_at": at(10),
+        "sync": "Synced",
+        "health": "Healthy",
+        "reconciled_at": at(12),
+    }
+    values.update(overrides)
+    return make_application(**values)
 
 
 def make_app(name: str | None = None, **kwargs: Any) -> AppView:
@@ -434,13 +553,3 @@ def make_workflow(
             "nodes": {node["id"]: node for node in nodes or []},
         },
     }
-
-
-# --- time -----------------------------------------------------------------------------------------
-
-T0 = datetime(2030, 1, 1, 12, 0, 0, tzinfo=UTC)
-
-
-def at(seconds: float) -> datetime:
-    """T0 plus `seconds`."""
-    return T0 + timedelta(seconds=seconds)

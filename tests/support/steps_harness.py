@@ -19,6 +19,7 @@ from typing import Any
 from orchestrator.api.models import ProgressiveSync
 from orchestrator.devenv.controlplane import AuditEvent, DevCluster
 from orchestrator.kube.client import PROGRESSIVE_SYNCS, AlreadyExists, Kube, Resource
+from tests.support.builders import make_ps, make_stage
 
 CLUSTER_ROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole")
 CLUSTER_ROLE_BINDINGS = Resource(
@@ -27,10 +28,7 @@ CLUSTER_ROLE_BINDINGS = Resource(
 
 STEPS_USER = "progressive-sync-steps"
 # A canary of one cluster, then the rest three at a time.
-DEFAULT_STAGES = [
-    {"name": "canary", "targets": {"clusters": {"selector": {}}}, "maxTargets": 1},
-    {"name": "rest", "targets": {"clusters": {"selector": {}}}, "maxParallel": 3},
-]
+DEFAULT_STAGES = [make_stage("canary", max_targets=1), make_stage("rest", max_parallel=3)]
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -114,19 +112,16 @@ def make_progressive_sync(
     status: dict[str, Any] | None = None,
 ) -> ProgressiveSync:
     """Create a ProgressiveSync (and, with `status`, write its status subresource)."""
-    body = {
-        "apiVersion": "progressivesync.io/v1alpha1",
-        "kind": "ProgressiveSync",
-        "metadata": {"name": name},
-        "spec": {
-            "appSetRef": {"name": app_set},
-            "stages": stages or DEFAULT_STAGES,
-            "progressDeadlineSeconds": deadline_seconds,
-            "failurePolicy": {"maxFailedClusters": max_failed_clusters},
-        },
-    }
-    if degraded_grace_seconds is not None:
-        body["spec"]["degradedGraceSeconds"] = degraded_grace_seconds
+    grace = {} if degraded_grace_seconds is None else {"degradedGraceSeconds": degraded_grace_seconds}
+    body = make_ps(
+        name,
+        namespace=None,
+        app_set=app_set,
+        stages=stages or DEFAULT_STAGES,
+        progressDeadlineSeconds=deadline_seconds,
+        failurePolicy={"maxFailedClusters": max_failed_clusters},
+        **grace,
+    )
     created = kube.create(PROGRESSIVE_SYNCS, namespace, body)
     if status is not None:
         created["status"] = status

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from orchestrator.argocd import appsync
 from orchestrator.argocd.appsync import RevisionError, SyncAction
-from tests.support.sync_builders import (
+from tests.support.builders import (
+    NEW_REVISION,
     OLD_REVISION,
-    REVISION,
     ROLLOUT,
     T0,
     at,
@@ -53,7 +53,7 @@ def _deleting(app: dict[str, Any]) -> dict[str, Any]:
         pytest.param(
             make_application(
                 phase="Succeeded",
-                state_operation=foreign_operation("alice", revision=REVISION),
+                state_operation=foreign_operation("alice", revision=NEW_REVISION),
                 history=[history_entry(started_at=at(5)), history_entry(username="alice", started_at=at(9))],
             ),
             SyncAction.ALREADY_REQUESTED,
@@ -92,8 +92,8 @@ def _deleting(app: dict[str, Any]) -> dict[str, Any]:
         pytest.param(
             make_application(
                 phase="Succeeded",
-                state_operation=foreign_operation("alice", revision=REVISION),
-                result_revision=REVISION,
+                state_operation=foreign_operation("alice", revision=NEW_REVISION),
+                result_revision=NEW_REVISION,
                 sync="Synced",
                 health="Progressing",
             ),
@@ -107,14 +107,14 @@ def _deleting(app: dict[str, Any]) -> dict[str, Any]:
                 state_operation=foreign_operation("alice"),
                 result_revision=OLD_REVISION,
                 sync="Synced",
-                sync_revision=OLD_REVISION,
+                revision=OLD_REVISION,
             ),
             SyncAction.REQUEST,
             "no operation",
             id="synced-at-an-older-revision-is-synced",
         ),
         pytest.param(
-            make_application(sync="Synced", sync_revision=REVISION, health="Healthy"),
+            make_application(sync="Synced", revision=NEW_REVISION, health="Healthy"),
             SyncAction.ADOPT,
             "adopted",
             id="already-up-to-date-is-left-alone",
@@ -128,7 +128,7 @@ def _deleting(app: dict[str, Any]) -> dict[str, Any]:
     ],
 )
 def test_decide_sync(app: dict[str, Any], expected: SyncAction, reason_has: str) -> None:
-    decision = appsync.decide_sync(app, ROLLOUT, pins=[REVISION], since=T0)
+    decision = appsync.decide_sync(app, ROLLOUT, pins=[NEW_REVISION], since=T0)
     assert decision.action == expected
     assert reason_has in decision.reason
 
@@ -139,7 +139,7 @@ def test_build_sync_request_sets_operation_clears_finished_state_and_leaves_meta
     app["metadata"]["annotations"] = {"team": "payments"}
     body = appsync.build_sync_request(
         app,
-        revisions=[REVISION],
+        revisions=[NEW_REVISION],
         rollout_id=ROLLOUT,
         stage="canary",
         prune=True,
@@ -155,7 +155,7 @@ def test_build_sync_request_sets_operation_clears_finished_state_and_leaves_meta
             {"name": "requested-at", "value": "2030-01-01T12:00:00Z"},
         ],
         "sync": {
-            "revision": REVISION,
+            "revision": NEW_REVISION,
             "prune": True,
             "syncOptions": ["ServerSideApply=true"],
             "syncStrategy": {"hook": {}},
@@ -179,7 +179,7 @@ def test_build_sync_request_multi_source_uses_revisions() -> None:
 
 
 @pytest.mark.parametrize(
-    "revision", ["", "  ", ",", f"{REVISION},"], ids=["empty", "blank", "comma", "one-empty"]
+    "revision", ["", "  ", ",", f"{NEW_REVISION},"], ids=["empty", "blank", "comma", "one-empty"]
 )
 def test_an_empty_revision_is_never_pinned(revision: str) -> None:
     with pytest.raises(RevisionError, match="empty"):
@@ -189,7 +189,7 @@ def test_an_empty_revision_is_never_pinned(revision: str) -> None:
 @pytest.mark.parametrize(
     ("revision", "sources", "expected"),
     [
-        pytest.param(REVISION, 0, [REVISION], id="single-source"),
+        pytest.param(NEW_REVISION, 0, [NEW_REVISION], id="single-source"),
         pytest.param("a1,b2", 2, ["a1", "b2"], id="multi-source-one-per-source"),
         pytest.param(" a1 , b2 ", 2, ["a1", "b2"], id="blanks-stripped"),
     ],
@@ -200,7 +200,10 @@ def test_pinned_revisions(revision: str, sources: int, expected: list[str]) -> N
 
 @pytest.mark.parametrize(
     ("revision", "sources"),
-    [pytest.param(REVISION, 2, id="one-for-two-sources"), pytest.param("a1,b2", 0, id="two-for-one-source")],
+    [
+        pytest.param(NEW_REVISION, 2, id="one-for-two-sources"),
+        pytest.param("a1,b2", 0, id="two-for-one-source"),
+    ],
 )
 def test_revision_count_must_fit_the_sources(revision: str, sources: int) -> None:
     with pytest.raises(RevisionError, match="comma-separated"):
@@ -246,13 +249,13 @@ def test_result_revisions() -> None:
 @pytest.mark.parametrize(
     ("pin", "resolved", "matches"),
     [
-        pytest.param(REVISION, REVISION, True, id="full-sha"),
-        pytest.param(REVISION[:7], REVISION, True, id="short-sha"),
-        pytest.param(REVISION[:7].upper(), REVISION, True, id="short-sha-any-case"),
-        pytest.param(REVISION[:6], REVISION, False, id="too-short-to-be-a-sha"),
-        pytest.param(OLD_REVISION[:7], REVISION, False, id="another-commit"),
-        pytest.param(OLD_REVISION, REVISION, False, id="another-full-sha"),
-        pytest.param("v1.4.2", REVISION, True, id="tag-resolved-by-argo-cd"),
+        pytest.param(NEW_REVISION, NEW_REVISION, True, id="full-sha"),
+        pytest.param(NEW_REVISION[:7], NEW_REVISION, True, id="short-sha"),
+        pytest.param(NEW_REVISION[:7].upper(), NEW_REVISION, True, id="short-sha-any-case"),
+        pytest.param(NEW_REVISION[:6], NEW_REVISION, False, id="too-short-to-be-a-sha"),
+        pytest.param(OLD_REVISION[:7], NEW_REVISION, False, id="another-commit"),
+        pytest.param(OLD_REVISION, NEW_REVISION, False, id="another-full-sha"),
+        pytest.param("v1.4.2", NEW_REVISION, True, id="tag-resolved-by-argo-cd"),
         pytest.param("main", "", False, id="nothing-resolved"),
     ],
 )
@@ -266,8 +269,8 @@ def test_a_full_sha_resolves_exactly_its_prefixes_of_seven_or_more(sha: str, cut
 
 
 def test_revisions_resolve_needs_one_per_source() -> None:
-    assert appsync.revisions_resolve([REVISION, "b" * 40], [REVISION, "b" * 40])
-    assert not appsync.revisions_resolve([REVISION], [REVISION, REVISION])
+    assert appsync.revisions_resolve([NEW_REVISION, "b" * 40], [NEW_REVISION, "b" * 40])
+    assert not appsync.revisions_resolve([NEW_REVISION], [NEW_REVISION, NEW_REVISION])
 
 
 # --- finding 2: the Application's own sync policy goes into our operation -------------------------
@@ -356,7 +359,7 @@ def test_build_sync_request_carries_the_applications_sync_policy() -> None:
     )
     body = appsync.build_sync_request(
         app,
-        revisions=[REVISION],
+        revisions=[NEW_REVISION],
         rollout_id=ROLLOUT,
         stage="canary",
         prune=False,

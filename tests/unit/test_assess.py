@@ -16,15 +16,15 @@ from orchestrator.argocd.assess import (
     assess_rollout,
     assess_stage,
 )
-from tests.support.sync_builders import (
+from tests.support.builders import (
+    NEW_REVISION,
     OLD_REVISION,
-    REVISION,
     ROLLOUT,
     at,
     done_application,
     foreign_operation,
     make_application,
-    make_stage,
+    make_stage_status,
     our_operation,
 )
 
@@ -32,7 +32,7 @@ D, W, F = ClusterPhase.DONE, ClusterPhase.WAITING, ClusterPhase.FAILED
 
 
 NOW = at(20)
-ALICE_SYNCED = foreign_operation("alice", revision=REVISION)
+ALICE_SYNCED = foreign_operation("alice", revision=NEW_REVISION)
 
 
 def pruning_leftovers(*names: str, prune_needed: bool = True) -> list[dict[str, Any]]:
@@ -67,7 +67,7 @@ def deleting(app: dict[str, Any]) -> dict[str, Any]:
             done_application(
                 state_operation=our_operation(rollout_id="r0", revision=OLD_REVISION),
                 result_revision=OLD_REVISION,
-                sync_revision=OLD_REVISION,
+                revision=OLD_REVISION,
             ),
             W,
             "not requested yet",
@@ -133,7 +133,7 @@ def deleting(app: dict[str, Any]) -> dict[str, Any]:
         ),
         pytest.param(
             make_application(
-                phase="Succeeded", state_operation=foreign_operation("bob"), result_revision=REVISION
+                phase="Succeeded", state_operation=foreign_operation("bob"), result_revision=NEW_REVISION
             ),
             W,
             "not requested yet",
@@ -147,7 +147,7 @@ def deleting(app: dict[str, Any]) -> dict[str, Any]:
         ),
         # Finding 6: the resolved full SHA against a pin written short.
         pytest.param(
-            done_application(state_operation=our_operation(revision=REVISION[:7])),
+            done_application(state_operation=our_operation(revision=NEW_REVISION[:7])),
             D,
             "Synced and Healthy",
             id="short-sha-pin-resolves-to-the-full-sha",
@@ -182,7 +182,7 @@ def deleting(app: dict[str, Any]) -> dict[str, Any]:
         ),
         # Finding 6: the stale in-between state.
         pytest.param(
-            done_application(sync_revision=OLD_REVISION, reconciled_at=at(10)),
+            done_application(revision=OLD_REVISION, reconciled_at=at(10)),
             W,
             "health not observed since the sync finished",
             id="stale-state-old-revision-reconciled-in-the-same-second",
@@ -206,7 +206,7 @@ def deleting(app: dict[str, Any]) -> dict[str, Any]:
             id="never-reconciled-is-not-done",
         ),
         pytest.param(
-            done_application(sync_revision=OLD_REVISION, sync="OutOfSync"),
+            done_application(revision=OLD_REVISION, sync="OutOfSync"),
             D,
             f"Argo CD now compares it against {OLD_REVISION}",
             id="compared-against-a-newer-commit-since-judged-by-health",
@@ -248,7 +248,7 @@ def deleting(app: dict[str, Any]) -> dict[str, Any]:
             make_application(
                 phase="Succeeded",
                 state_operation=ALICE_SYNCED,
-                result_revision=REVISION,
+                result_revision=NEW_REVISION,
                 finished_at=at(5),
                 sync="Synced",
                 health="Progressing",
@@ -262,7 +262,7 @@ def deleting(app: dict[str, Any]) -> dict[str, Any]:
             make_application(
                 phase="Succeeded",
                 state_operation=ALICE_SYNCED,
-                result_revision=REVISION,
+                result_revision=NEW_REVISION,
                 finished_at=at(5),
                 sync="Synced",
                 health="Healthy",
@@ -281,7 +281,7 @@ def deleting(app: dict[str, Any]) -> dict[str, Any]:
     ],
 )
 def test_assess_application(app: dict[str, Any] | None, expected: ClusterPhase, reason_has: str) -> None:
-    pins = [REVISION, REVISION] if app and app["spec"].get("sources") else [REVISION]
+    pins = [NEW_REVISION, NEW_REVISION] if app and app["spec"].get("sources") else [NEW_REVISION]
     verdict = assess_application("myservice-c1", app, pins=pins, rollout_id=ROLLOUT, now=NOW, since=at(0))
     assert (verdict.phase, reason_has in verdict.reason) == (expected, True), verdict.reason
 
@@ -303,7 +303,7 @@ def test_assess_application(app: dict[str, Any] | None, expected: ClusterPhase, 
     ],
 )
 def test_waits_worth_a_word_carry_a_notice(app: dict[str, Any], notice: Notice | None) -> None:
-    verdict = assess_application("a", app, pins=[REVISION], rollout_id=ROLLOUT, now=NOW)
+    verdict = assess_application("a", app, pins=[NEW_REVISION], rollout_id=ROLLOUT, now=NOW)
     assert verdict.notice == notice, verdict.reason
 
 
@@ -311,7 +311,7 @@ def _cluster(apps: dict[str, Any], *, now_s: float = 20, deadline_s: float = 600
     return assess_cluster(
         "c1",
         apps,
-        pins=dict.fromkeys(apps, (REVISION,)),
+        pins=dict.fromkeys(apps, (NEW_REVISION,)),
         rollout_id=ROLLOUT,
         started=at(0),
         now=at(now_s),
@@ -389,35 +389,41 @@ def test_assess_cluster(
     ("stage", "max_failed", "expected", "message"),
     [
         pytest.param(
-            make_stage(targets=("a",), completed=("a",)),
+            make_stage_status(phase=StagePhase.PROGRESSING, targets=("a",), completed=("a",)),
             0,
             StagePhase.SUCCEEDED,
             "1 of 1 clusters updated",
             id="all-updated",
         ),
         pytest.param(
-            make_stage(targets=("a", "b"), completed=("a",), failed={"b": "Degraded"}),
+            make_stage_status(
+                phase=StagePhase.PROGRESSING, targets=("a", "b"), completed=("a",), failed={"b": "Degraded"}
+            ),
             0,
             StagePhase.FAILED,
             "1 of 2 clusters failed (at most 0 tolerated): b (Degraded); 1 updated",
             id="one-failed-cluster-halts-stage",
         ),
         pytest.param(
-            make_stage(targets=("a", "b"), completed=("a",), failed={"b": "Degraded"}),
+            make_stage_status(
+                phase=StagePhase.PROGRESSING, targets=("a", "b"), completed=("a",), failed={"b": "Degraded"}
+            ),
             1,
             StagePhase.SUCCEEDED,
             "1 of 2 clusters updated, 1 failed (at most 1 tolerated)",
             id="failure-within-policy",
         ),
         pytest.param(
-            make_stage(targets=("a", "b"), completed=("a",), syncing=("b",)),
+            make_stage_status(
+                phase=StagePhase.PROGRESSING, targets=("a", "b"), completed=("a",), syncing=("b",)
+            ),
             0,
             StagePhase.FAILED,
             "1 of 2 clusters did not finish: b; 1 updated, 0 failed",
             id="unfinished-cluster-fails",
         ),
         pytest.param(
-            make_stage(phase=StagePhase.SKIPPED, message="matches nothing"),
+            make_stage_status(phase=StagePhase.SKIPPED, message="matches nothing"),
             0,
             StagePhase.SKIPPED,
             "matches nothing",
@@ -436,8 +442,8 @@ def test_assess_stage(stage: Any, max_failed: int, expected: StagePhase, message
             WorkflowOutcome.SUCCEEDED,
             None,
             [
-                make_stage(phase=StagePhase.SUCCEEDED, completed=("a",)),
-                make_stage("rest", phase=StagePhase.SKIPPED),
+                make_stage_status(phase=StagePhase.SUCCEEDED, completed=("a",)),
+                make_stage_status("rest", phase=StagePhase.SKIPPED),
             ],
             RolloutPhase.SUCCEEDED,
             "2 stage(s) finished; 1 cluster(s) updated",
@@ -446,7 +452,7 @@ def test_assess_stage(stage: Any, max_failed: int, expected: StagePhase, message
         pytest.param(
             WorkflowOutcome.FAILED,
             "Stop",
-            [make_stage()],
+            [make_stage_status(phase=StagePhase.PROGRESSING)],
             RolloutPhase.CANCELLED,
             "was stopped (Stop)",
             id="stopped-is-cancelled",
@@ -454,7 +460,7 @@ def test_assess_stage(stage: Any, max_failed: int, expected: StagePhase, message
         pytest.param(
             WorkflowOutcome.FAILED,
             None,
-            [make_stage(phase=StagePhase.FAILED, message="1 of 1 clusters failed")],
+            [make_stage_status(phase=StagePhase.FAILED, message="1 of 1 clusters failed")],
             RolloutPhase.FAILED,
             "stage 'canary' failed: 1 of 1 clusters failed",
             id="failed-stage",
@@ -462,18 +468,27 @@ def test_assess_stage(stage: Any, max_failed: int, expected: StagePhase, message
         pytest.param(
             WorkflowOutcome.FAILED,
             None,
-            [make_stage(targets=("a",), failed={"a": "cluster a: health Degraded"})],
+            [
+                make_stage_status(
+                    phase=StagePhase.PROGRESSING, targets=("a",), failed={"a": "cluster a: health Degraded"}
+                )
+            ],
             RolloutPhase.FAILED,
             "ended Failed; failed: a (cluster a: health Degraded)",
             id="workflow-failed-mid-stage-names-clusters",
         ),
         pytest.param(
-            WorkflowOutcome.ERROR, None, [make_stage()], RolloutPhase.FAILED, "ended Error", id="error"
+            WorkflowOutcome.ERROR,
+            None,
+            [make_stage_status(phase=StagePhase.PROGRESSING)],
+            RolloutPhase.FAILED,
+            "ended Error",
+            id="error",
         ),
         pytest.param(
             WorkflowOutcome.SUCCEEDED,
             None,
-            [make_stage(phase=StagePhase.PENDING)],
+            [make_stage_status(phase=StagePhase.PENDING)],
             RolloutPhase.FAILED,
             "never finished: canary",
             id="succeeded-with-unfinished-stage-is-not-success",
@@ -491,12 +506,12 @@ def test_assess_rollout(
 def test_a_fresh_comparison_is_asked_for_after_the_second_of_finished_at() -> None:
     # finishedAt and reconciledAt in the same whole second: only a later comparison can tell.
     verdict = assess_application(
-        "a", done_application(reconciled_at=at(10)), pins=[REVISION], rollout_id=ROLLOUT, now=at(10.4)
+        "a", done_application(reconciled_at=at(10)), pins=[NEW_REVISION], rollout_id=ROLLOUT, now=at(10.4)
     )
     assert verdict.phase == W and verdict.refresh_after == at(11)
     assert (
         assess_application(
-            "a", done_application(), pins=[REVISION], rollout_id=ROLLOUT, now=NOW
+            "a", done_application(), pins=[NEW_REVISION], rollout_id=ROLLOUT, now=NOW
         ).refresh_after
         is None
     )

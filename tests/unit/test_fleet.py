@@ -20,14 +20,14 @@ from orchestrator.argocd.fleet import (
     load_fleet,
 )
 from orchestrator.kube.client import ClusterSecret
-from tests.support.fleet_builders import (
+from tests.support.builders import (
     APP_SET,
     APP_SET_UID,
     b64,
-    cluster_secret_object,
     make_app,
-    make_app_object,
+    make_application,
     make_cluster,
+    make_cluster_secret,
 )
 
 
@@ -35,7 +35,7 @@ from tests.support.fleet_builders import (
     ("obj", "expected"),
     [
         pytest.param(
-            make_app_object(cluster="eu-1"),
+            make_application(cluster="eu-1"),
             {
                 "name": "myservice-eu-1",
                 "destination_server": "https://eu-1.k8s.example.internal:6443",
@@ -48,36 +48,34 @@ from tests.support.fleet_builders import (
             id="out-of-sync-app-by-server",
         ),
         pytest.param(
-            make_app_object(cluster="eu-1", by="name"),
+            make_application(cluster="eu-1", by="name"),
             {"destination_server": "", "destination_name": "eu-1"},
             id="destination-by-name",
         ),
         pytest.param(
-            make_app_object(server="https://api.example:6443/"),
+            make_application(server="https://api.example:6443/"),
             {"destination_server": "https://api.example:6443"},
             id="trailing-slash-of-server-is-dropped",
         ),
-        pytest.param(make_app_object(automated={}), {"automated_sync": True}, id="automated-empty-is-on"),
+        pytest.param(make_application(automated={}), {"automated_sync": True}, id="automated-empty-is-on"),
         pytest.param(
-            make_app_object(automated={"prune": True, "selfHeal": True}),
+            make_application(automated={"prune": True, "selfHeal": True}),
             {"automated_sync": True},
             id="automated-with-options-is-on",
         ),
         pytest.param(
-            make_app_object(automated={"enabled": False}),
+            make_application(automated={"enabled": False}),
             {"automated_sync": False},
             id="automated-enabled-false-is-off",
         ),
-        pytest.param(make_app_object(operation=True), {"operation_in_progress": True}, id="operation-set"),
+        pytest.param(make_application(operation=True), {"operation_in_progress": True}, id="operation-set"),
         pytest.param(
-            make_app_object(sync="Weird", health="Strange"),
+            make_application(sync="Weird", health="Strange"),
             {"sync_status": SyncStatus.UNKNOWN, "health_status": HealthStatus.UNKNOWN},
             id="unknown-statuses-read-as-unknown",
         ),
         pytest.param(
-            make_app_object(
-                revisions=["aaa", "bbb"], operation_phase="Succeeded", operation_revision="aaa,bbb"
-            ),
+            make_application(revisions=["aaa", "bbb"], phase="Succeeded", result_revision=["aaa", "bbb"]),
             {
                 "multi_source": True,
                 "sync_revisions": ("aaa", "bbb"),
@@ -87,9 +85,9 @@ from tests.support.fleet_builders import (
             id="multi-source-revisions-in-source-order",
         ),
         pytest.param(
-            make_app_object(
-                operation_phase="Succeeded",
-                operation_revision="old",
+            make_application(
+                phase="Succeeded",
+                result_revision="old",
                 finished_at="2026-11-29T10:05:00Z",
                 reconciled_at="2026-11-29T10:04:00Z",
             ),
@@ -103,12 +101,12 @@ from tests.support.fleet_builders import (
             id="health-reconciled-before-the-sync-finished-is-stale",
         ),
         pytest.param(
-            make_app_object(operation=True, operation_info={"rollout-id": "7f3c2a1", "stage": "canary"}),
+            make_application(operation=True, operation_info={"rollout-id": "7f3c2a1", "stage": "canary"}),
             {"rollout_id": "7f3c2a1", "rollout_stage": "canary"},
             id="our-operation-info",
         ),
         pytest.param(
-            make_app_object(
+            make_application(
                 annotations={"progressivesync.io/rollout-id": "7f3c2a1", "progressivesync.io/stage": "canary"}
             ),
             {"rollout_id": "", "rollout_stage": ""},
@@ -123,7 +121,7 @@ def test_app_view_reads_application_fields(obj: dict[str, Any], expected: dict[s
 
 
 def test_malformed_status_values_read_as_unknown() -> None:
-    obj = make_app_object()
+    obj = make_application()
     obj["status"]["sync"]["status"] = ["not", "a", "string"]
     obj["status"]["health"] = {"status": {"nested": True}}
     view = app_view_from_object(obj)
@@ -153,7 +151,7 @@ def test_app_without_name_is_an_error() -> None:
     ],
 )
 def test_ownership(owner_kwargs: dict[str, Any], app_set_uid: str, owned: bool) -> None:
-    view = app_view_from_object(make_app_object(**owner_kwargs))
+    view = app_view_from_object(make_application(**owner_kwargs))
     assert view.is_owned_by(APP_SET, app_set_uid) is owned
 
 
@@ -171,12 +169,12 @@ def test_load_fleet_reads_lists_and_single_documents() -> None:
         "apiVersion": "v1",
         "kind": "List",
         "items": [
-            cluster_secret_object("eu-1", labels={"region": "eu"}),
-            cluster_secret_object("us-1", labels={"region": "us"}),
+            make_cluster_secret("eu-1", labels={"region": "eu"}),
+            make_cluster_secret("us-1", labels={"region": "us"}),
             {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "repo"}, "data": {"url": b64("x")}},
         ],
     }
-    apps = {"apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationList", "items": [make_app_object()]}
+    apps = {"apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationList", "items": [make_application()]}
     app_set = {"kind": "ApplicationSet", "metadata": {"name": APP_SET, "uid": APP_SET_UID}}
     text = yaml.safe_dump_all([secrets, apps, app_set, {"kind": "ConfigMap", "metadata": {"name": "x"}}])
     fleet = load_fleet(text)
@@ -210,7 +208,7 @@ def test_load_fleet_rejects_what_it_cannot_read(text: str, message: str) -> None
 
 
 def test_malformed_cluster_secret_names_the_secret_but_not_its_data() -> None:
-    secret = cluster_secret_object("eu-1")
+    secret = make_cluster_secret("eu-1")
     secret["data"]["server"] = "%%%not-base64-SECRETMARK%%%"
     with pytest.raises(FleetError) as raised:
         load_fleet(yaml.safe_dump(secret))

@@ -317,7 +317,7 @@ def test_skipped_stage_says_why() -> None:
             [
                 up_to_date(
                     "eu-1",
-                    operation_phase="Succeeded",
+                    phase="Succeeded",
                     finished_at="2026-11-29T10:05:00Z",
                     reconciled_at="2026-11-29T10:04:59Z",
                 )
@@ -331,7 +331,7 @@ def test_skipped_stage_says_why() -> None:
             [
                 up_to_date(
                     "eu-1",
-                    operation_phase="Succeeded",
+                    phase="Succeeded",
                     finished_at="2026-11-29T10:05:00Z",
                     reconciled_at="2026-11-29T10:06:00Z",
                 )
