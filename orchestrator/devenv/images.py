@@ -540,14 +540,20 @@ def _add_bytecode(archive: tarfile.TarFile, file: _File, data: bytes, made: set[
         _add_member(archive, target, compiled.read_bytes(), 0o644, 0)
 
 
-def _prune(cache: Path, prefix: str, *, keep: int, current: Path) -> None:
-    """Remove all but the `keep` most recently used layers named `prefix*` (never `current`)."""
-    current.touch()
+def _prune(cache: Path, prefix: str, *, keep: int, current: Path, idle_seconds: float = 3600.0) -> None:
+    """Remove layers named `prefix*` beyond the `keep` most recently used, unused for `idle_seconds`.
+
+    Several checkouts share the cache, each with its own step image: a layer another checkout used
+    in the last hour (it may be importing it right now) is never removed.
+    """
+    current.touch()  # "used now"
     layers = sorted(cache.glob(f"{prefix}*.tar"), key=lambda p: p.stat().st_mtime, reverse=True)
+    cutoff = time.time() - idle_seconds
     for old in layers[keep:]:
-        if old != current:
-            old.unlink(missing_ok=True)
-            old.with_name(old.name + ".sha256").unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            if old != current and old.stat().st_mtime < cutoff:
+                old.unlink()
+                old.with_name(old.name + ".sha256").unlink(missing_ok=True)
 
 
 def _run(

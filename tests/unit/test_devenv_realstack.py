@@ -200,3 +200,20 @@ def test_the_node_lock_is_taken_once(tmp_path: Path) -> None:
 def test_export_lines_quote_values_and_let_the_shell_expand_path() -> None:
     lines = shell_exports([("KUBECONFIG", "/tmp/a b/admin.kubeconfig"), ("PATH", "/tools:$PATH")])
     assert lines == ["export KUBECONFIG='/tmp/a b/admin.kubeconfig'", 'export PATH="/tools:$PATH"']
+
+
+def test_old_step_layers_are_pruned_but_not_those_another_checkout_used_lately(tmp_path: Path) -> None:
+    import os
+    import time
+
+    now = time.time()
+    ages = {"steps-a": 10, "steps-b": 7200, "steps-c": 9000, "steps-d": 100, "steps-current": 99999}
+    for stem, age in ages.items():
+        (tmp_path / f"{stem}.tar").write_bytes(b"x")
+        (tmp_path / f"{stem}.tar.sha256").write_text("sha256:x")
+        os.utime(tmp_path / f"{stem}.tar", (now - age, now - age))
+    images._prune(tmp_path, "steps-", keep=2, current=tmp_path / "steps-current.tar")
+    left = sorted(p.name for p in tmp_path.glob("*.tar"))
+    # kept: the current one and the most recent; steps-d is beyond `keep` but used a minute ago.
+    assert left == ["steps-a.tar", "steps-current.tar", "steps-d.tar"]
+    assert not (tmp_path / "steps-b.tar.sha256").exists()
