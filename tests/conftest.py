@@ -96,8 +96,20 @@ def pytest_report_header() -> list[str]:
     ]
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test that uses the real stack is marked `realstack` (select or deselect them with -m)."""
+    """Every test that uses the real stack is marked `realstack` (before -m selects by markers)."""
     for item in items:
         if "real_stack_session" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.realstack)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The selected real-stack tests run last, together: the machine's node (started by the first of
+    them) is held only meanwhile, and stops with the session's fixtures right after the last."""
+    items = session.items
+    real = [item for item in items if item.get_closest_marker("realstack") is not None]
+    # Those that stop the session's stack (to use the machine without it) go last: no restart after.
+    real.sort(key=lambda item: item.get_closest_marker("stops_the_real_stack") is not None)
+    items[:] = [item for item in items if item not in real] + real

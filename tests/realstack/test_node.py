@@ -18,6 +18,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from orchestrator.devenv import machine
 from orchestrator.devenv.node import PODS
 from orchestrator.devenv.stack import DevStack, StackOptions
@@ -137,6 +139,7 @@ OWNER = textwrap.dedent(
 )
 
 
+@pytest.mark.stops_the_real_stack
 def test_a_node_whose_owner_was_sigkilled_is_cleaned_up_by_the_next_start(
     real_stack_session: RealStackSession, tmp_path: Path
 ) -> None:
