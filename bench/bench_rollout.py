@@ -61,14 +61,10 @@ from orchestrator.kube.client import (
     Kube,
 )
 from orchestrator.kube.crds import all_crd_documents, apply_crds
-from orchestrator.simulator.appcontroller import (
-    ANNOTATION_PREFIX,
-    Behaviour,
-    FleetSimulator,
-    SimulatorConfig,
-    read_events,
-    seed_fleet,
-)
+from orchestrator.simulator.appcontroller import FleetSimulator
+from orchestrator.simulator.config import ANNOTATION_PREFIX, Behaviour, SimulatorConfig
+from orchestrator.simulator.events import read_events
+from orchestrator.simulator.seed import seed_fleet
 from orchestrator.watcher.loop import Watcher
 from orchestrator.watcher.settings import Engine, LogFormat, Settings
 

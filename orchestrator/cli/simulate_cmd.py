@@ -1,8 +1,10 @@
 """`progressive-sync simulate run|seed`: the fleet simulator on the command line.
 
 `run` plays Argo CD's application controller for the Applications of one namespace until Ctrl-C or
-SIGTERM (see `orchestrator.simulator.appcontroller`); `seed` creates a fleet to play with. Both
-talk to the API server named by `--kubeconfig` (default: $KUBECONFIG, then the in-cluster service account).
+SIGTERM (see `orchestrator.simulator.appcontroller` and docs/simulator.md); `seed` creates a fleet to
+play with; `publish` points the simulated Git repository's refs at commits (a new release). All
+talk to the API server named by `--kubeconfig` (default: $KUBECONFIG, then the in-cluster service
+account). `run` rides out API server outages: it retries for as long as it runs.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 
 import click
 
-from orchestrator.kube.client import Kube, KubeError
+from orchestrator.kube.client import Kube, KubeError, KubeSettings
 
 kubeconfig_option = click.option(
     "--kubeconfig",
@@ -32,9 +34,9 @@ namespace_option = click.option(
 )
 
 
-def _kube(kubeconfig: str | None) -> Kube:
+def _kube(kubeconfig: str | None, settings: KubeSettings | None = None) -> Kube:
     try:
-        return Kube.from_kubeconfig(kubeconfig)
+        return Kube.from_kubeconfig(kubeconfig, settings=settings)
     except KubeError as exc:
         raise click.UsageError(f"{exc}") from exc
 
@@ -51,13 +53,14 @@ def simulate() -> None:
     "--config",
     "config_path",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="YAML behaviour per cluster: defaults {syncSeconds, healthSeconds, fail, degrade, hang} and "
-    "clusters {<name or glob>: {...}}.",
+    help="YAML behaviour per cluster: defaults {syncSeconds, healthSeconds, health, fail, hang, ...}, "
+    "clusters {<name or glob>: {...}}, preservedAnnotations, preservedLabels (docs/simulator.md).",
 )
 @click.option(
     "--events-log",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Append one JSON line per sync start/finish and health change (for order and concurrency).",
+    help="Append one JSON line per transition written: sync start/finish, comparisons, health changes "
+    "(docs/simulator.md).",
 )
 @click.option(
     "--sync-seconds", type=click.FloatRange(min=0), help="Default sync duration (overrides the file)."
@@ -75,7 +78,8 @@ def run(
     """Pick up sync operations on Applications and play them through, until Ctrl-C / SIGTERM."""
     from dataclasses import replace  # noqa: PLC0415
 
-    from orchestrator.simulator.appcontroller import ConfigError, FleetSimulator, SimulatorConfig  # noqa: PLC0415
+    from orchestrator.simulator.appcontroller import FleetSimulator  # noqa: PLC0415
+    from orchestrator.simulator.config import ConfigError, SimulatorConfig  # noqa: PLC0415
 
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     try:
@@ -88,7 +92,9 @@ def run(
     if health_seconds is not None:
         defaults["health_seconds"] = health_seconds
     config = replace(config, defaults=replace(config.defaults, **defaults))
-    kube = _kube(kubeconfig)
+    # The simulator retries on its own, for as long as it runs: the adapter's own retries stay short so
+    # that a stop is never stuck behind them.
+    kube = _kube(kubeconfig, KubeSettings(read_timeout=15.0, retry_backoffs=(0.2, 0.5)))
     simulator = FleetSimulator(kube, namespace, config, events_log=events_log)
 
     def stop(signum: int, _frame: Any) -> None:
@@ -100,9 +106,6 @@ def run(
     click.echo(f"simulate: playing Argo CD's application controller in namespace {namespace} on {kube.host}")
     try:
         simulator.run_forever()
-    except KubeError as exc:
-        click.echo(f"simulate: {exc}", err=True)
-        sys.exit(75)
     finally:
         kube.close()
 
@@ -135,7 +138,7 @@ def seed(
     env_label: str,
 ) -> None:
     """Create N cluster Secrets, an ApplicationSet and one Application per cluster, OutOfSync."""
-    from orchestrator.simulator.appcontroller import seed_fleet  # noqa: PLC0415
+    from orchestrator.simulator.seed import seed_fleet  # noqa: PLC0415
 
     region_list = [region.strip() for region in regions.split(",") if region.strip()]
     if not region_list:
@@ -162,3 +165,32 @@ def seed(
         f"and {len(result.applications)} Applications in {namespace} "
         f"({result.created} created, {result.existing} already there)"
     )
+
+
+@simulate.command("publish")
+@namespace_option
+@kubeconfig_option
+@click.argument("refs", nargs=-1, required=True)
+def publish(*, namespace: str, kubeconfig: str | None, refs: tuple[str, ...]) -> None:
+    """Point refs of the simulated Git repository at commits: REF=SHA... (e.g. main=4f1c2e9b...).
+
+    Applications whose targetRevision is REF compare against SHA from their next refresh on.
+    """
+    from orchestrator.simulator.seed import publish_refs  # noqa: PLC0415
+
+    parsed: dict[str, str] = {}
+    for item in refs:
+        ref, _, sha = item.partition("=")
+        if not ref.strip() or not sha.strip():
+            raise click.UsageError(
+                f"{item!r}: expected REF=SHA, e.g. main=4f1c2e9b7a3d5c8e1f0a2b4c6d8e0f1a3b5c7d9e"
+            )
+        parsed[ref.strip()] = sha.strip()
+    kube = _kube(kubeconfig)
+    try:
+        publish_refs(kube, namespace, parsed)
+    except KubeError as exc:
+        raise click.ClickException(str(exc)) from exc
+    finally:
+        kube.close()
+    click.echo(f"published {', '.join(f'{ref}={sha}' for ref, sha in parsed.items())} in {namespace}")

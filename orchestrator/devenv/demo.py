@@ -51,14 +51,10 @@ from orchestrator.ops import actions as ops_actions
 from orchestrator.ops import decisions as ops
 from orchestrator.ops import tables
 from orchestrator.ops.live import LiveDisplay
-from orchestrator.simulator.appcontroller import (
-    Behaviour,
-    FleetSimulator,
-    SimulatorConfig,
-    read_events,
-    seed_clusters,
-    seed_fleet,
-)
+from orchestrator.simulator.appcontroller import FleetSimulator
+from orchestrator.simulator.config import Behaviour, SimulatorConfig
+from orchestrator.simulator.events import read_events
+from orchestrator.simulator.seed import seed_clusters, seed_fleet
 from orchestrator.watcher.loop import Watcher
 from orchestrator.watcher.settings import Engine, LogFormat, Settings
 from workflow_templates.settings import WorkflowSettings

@@ -134,6 +134,7 @@ APPLICATION_SETS = Resource("argoproj.io", "v1alpha1", "applicationsets", "Appli
 WORKFLOWS = Resource("argoproj.io", "v1alpha1", "workflows", "Workflow")
 WORKFLOW_TEMPLATES = Resource("argoproj.io", "v1alpha1", "workflowtemplates", "WorkflowTemplate")
 SECRETS = Resource("", "v1", "secrets", "Secret")
+CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap")
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace")
 EVENTS = Resource("", "v1", "events", "Event")
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition")

@@ -21,7 +21,7 @@ from orchestrator.cli.main import main
 from orchestrator.devenv import controlplane as devcluster
 from orchestrator.kube.client import APPLICATIONS, Kube
 from orchestrator.ops import actions as ops_actions
-from orchestrator.simulator.appcontroller import ANNOTATION_PREFIX
+from orchestrator.simulator.config import ANNOTATION_PREFIX
 from tests.support.wait import wait_for
 from tests.support.watcher_harness import (
     FAST_FLEET,

@@ -21,7 +21,7 @@ from orchestrator.core.clock import SystemClock
 from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.kube.client import APPLICATIONS, PROGRESSIVE_SYNCS, Kube, Resource
 from orchestrator.kube.status_writer import update_status
-from orchestrator.simulator.appcontroller import seed_fleet
+from orchestrator.simulator.seed import seed_fleet
 from steps.common import RolloutRef
 from steps.sync import sync_cluster
 from tests.support.builders import NEW_REVISION as REVISION

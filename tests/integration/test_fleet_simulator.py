@@ -1,7 +1,13 @@
-"""The fleet simulator against the real API server: `simulate seed` builds a fleet the planner and
-the steps accept, and the simulated controller moves Applications through an operation the way
-Argo CD does (pick up, Running, Succeeded/Failed, `.operation` removed, Synced, Progressing ->
-Healthy/Degraded, `reconciledAt` after `finishedAt`), with behaviour per cluster."""
+"""The fleet simulator against the real API server: `simulate seed` builds a fleet the planner and the
+steps accept, and the simulated controllers move Applications the way Argo CD does (pick up,
+Running, Succeeded/Failed with `.operation` removed, then the comparison: Synced, Progressing ->
+Healthy/Degraded), with behaviour per cluster; the ApplicationSet controller takes annotations back;
+the Git refs and the refresh annotation move `status.sync`; terminate and deletion end what they end.
+
+Requests are written the way Argo CD's API server writes them (`.operation` set and the finished
+`operationState` dropped in one update), not through progressive-sync's own code: these tests are
+about the simulator, not about what we send.
+"""
 
 from __future__ import annotations
 
@@ -15,51 +21,26 @@ from typing import Any
 
 import pytest
 
-from orchestrator.argocd import appsync
-from orchestrator.core.clock import SystemClock, parse_time
+from orchestrator.core.clock import parse_time
 from orchestrator.devenv.controlplane import DevCluster
-from orchestrator.kube.client import APPLICATION_SETS, APPLICATIONS, SECRETS, Kube
-from orchestrator.simulator.appcontroller import (
-    FleetSimulator,
-    SimulatorConfig,
-    max_in_flight,
-    read_events,
-    seed_fleet,
-    sync_order,
-)
-from tests.support.builders import NEW_REVISION as REVISION
+from orchestrator.kube.client import APPLICATION_SETS, APPLICATIONS, SECRETS, Kube, NotFound
+from orchestrator.simulator.appcontroller import FleetSimulator
+from orchestrator.simulator.config import ANNOTATION_PREFIX, SimulatorConfig
+from orchestrator.simulator.events import max_in_flight, read_events, sync_order, sync_starts
+from orchestrator.simulator.seed import publish_refs, seed_fleet
+from tests.support.app_requests import REVISION, annotate, change, request_sync, settled
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.integration
 
 CLI = [sys.executable, "-m", "orchestrator.cli.main"]
 
-
-def request_sync(kube: Kube, namespace: str, name: str, *, revision: str = REVISION) -> None:
-    app = kube.get(APPLICATIONS, namespace, name)
-    body = appsync.build_sync_request(
-        app,
-        revisions=[revision or "placeholder"],
-        rollout_id="r1",
-        stage="canary",
-        prune=False,
-        sync_options=[],
-        now=SystemClock().now(),
-    )
-    if not revision:  # what a careless caller sends; the steps never do
-        body["operation"]["sync"]["revision"] = ""
-    kube.replace(APPLICATIONS, namespace, body)
+OLD = "9d2b7e4a1c3f5e7d9b0a2c4e6f8a1b3d5e7f9c0b"
+SYNC_EVENTS = ("sync-start", "sync-finish", "healthy", "degraded")
 
 
-def settled(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
-    app = kube.get(APPLICATIONS, namespace, name)
-    state = appsync.operation_state(app) or {}
-    health = (app.get("status") or {}).get("health", {}).get("status")
-    if state.get("phase") == "Failed" or (
-        health in ("Healthy", "Degraded") and state.get("phase") == "Succeeded"
-    ):
-        return app
-    return None
+def events_of(log: Path, app: str, kinds: tuple[str, ...] = SYNC_EVENTS) -> list[str]:
+    return [e["event"] for e in read_events(log) if e["app"] == app and e["event"] in kinds]
 
 
 @pytest.fixture
@@ -69,7 +50,7 @@ def simulator(kube: Kube, namespace: str, tmp_path: Path) -> Iterator[FleetSimul
 defaults: {syncSeconds: 0.4, healthSeconds: 0.4}
 clusters:
   "*-us-east-1?": {fail: true}
-  "*-ap-south-1?": {degrade: true}
+  "*-ap-south-1?": {health: Degraded}
 """
     )
     sim = FleetSimulator(
@@ -133,28 +114,33 @@ def test_the_simulator_plays_success_failure_and_degradation(
     )
 
     state = ok["status"]["operationState"]
-    assert "operation" not in ok and appsync.REFRESH_ANNOTATION not in ok["metadata"].get("annotations", {})
-    assert (state["phase"], state["syncResult"]) == ("Succeeded", {"revision": REVISION})
-    assert appsync.operation_is_ours(state["operation"], "r1")
-    assert ok["status"]["sync"] == {"status": "Synced", "revision": REVISION}
-    assert ok["status"]["health"] == {"status": "Healthy"}
+    assert "operation" not in ok
+    assert state["phase"] == "Succeeded" and state["syncResult"]["revision"] == REVISION
+    assert state["operation"]["info"] == [{"name": "rollout-id", "value": "r1"}]
+    assert ok["status"]["sync"]["status"] == "Synced" and ok["status"]["sync"]["revision"] == REVISION
+    assert ok["status"]["health"]["status"] == "Healthy"
     assert parse_time(ok["status"]["reconciledAt"]) >= parse_time(state["finishedAt"])  # type: ignore[operator]
+    assert ok["status"]["history"][-1]["revision"] == REVISION
 
     assert failed["status"]["operationState"]["phase"] == "Failed" and "operation" not in failed
     assert failed["status"]["sync"]["status"] == "OutOfSync"
     assert degraded["status"]["health"]["status"] == "Degraded"
 
-    events = read_events(tmp_path / "events.jsonl")
-    by_cluster: dict[str, list[str]] = {}
-    for event in events:
-        by_cluster.setdefault(event["cluster"], []).append(event["event"])
+    log = tmp_path / "events.jsonl"
     clusters = [c.name for c in fleet.clusters]
+    by_cluster = {
+        cluster: [
+            e["event"] for e in read_events(log) if e["cluster"] == cluster and e["event"] in SYNC_EVENTS
+        ]
+        for cluster in clusters
+    }
     assert by_cluster == {
         clusters[0]: ["sync-start", "sync-finish", "healthy"],
         clusters[1]: ["sync-start", "sync-finish"],
         clusters[2]: ["sync-start", "sync-finish", "degraded"],
     }
-    assert all(e["revision"] == REVISION for e in events if e["event"].startswith("sync"))
+    events = read_events(log)
+    assert all(e["revision"] == REVISION for e in events if e["event"] in ("sync-start", "sync-finish"))
     assert max_in_flight(events) == 3, "all three were synced at once"
 
 
@@ -165,43 +151,162 @@ def test_an_empty_revision_resolves_to_whatever_argo_cd_compared_against(
     fleet = seed_fleet(kube, namespace, clusters=1, regions=["eu-west-1"], revision="f00dcafe")
     request_sync(kube, namespace, fleet.applications[0], revision="")
     app = wait_for(lambda: settled(kube, namespace, fleet.applications[0]), timeout=30)
-    assert app["status"]["operationState"]["syncResult"] == {"revision": "f00dcafe"}
+    assert app["status"]["operationState"]["syncResult"]["revision"] == "f00dcafe"
 
 
-def test_hang_stays_running_and_a_new_simulator_resumes_a_picked_up_operation(
+def test_hang_stays_running_until_terminated_and_a_new_simulator_resumes_an_operation(
     kube: Kube, namespace: str, tmp_path: Path
 ) -> None:
     fleet = seed_fleet(kube, namespace, clusters=2, regions=["eu-west-1"], revision=REVISION)
     hung, resumed = fleet.applications
-    app = kube.get(APPLICATIONS, namespace, hung)
-    app["metadata"]["annotations"] = {"simulator.progressivesync.io/hang": "true"}
-    kube.replace(APPLICATIONS, namespace, app)
-    app = kube.get(APPLICATIONS, namespace, resumed)
-    app["metadata"]["annotations"] = {"simulator.progressivesync.io/sync-seconds": "3600"}
-    kube.replace(APPLICATIONS, namespace, app)
+    annotate(kube, namespace, hung, {f"{ANNOTATION_PREFIX}hang": "true"})
+    annotate(kube, namespace, resumed, {f"{ANNOTATION_PREFIX}sync-seconds": "3600"})
     log = tmp_path / "events.jsonl"
-    with FleetSimulator(kube, namespace, events_log=log, watch_window_seconds=1):
+    with FleetSimulator(kube, namespace, events_log=log, watch_window_seconds=1) as first:
         for name in fleet.applications:
             request_sync(kube, namespace, name)
-        wait_for(lambda: len(read_events(log)) == 2, timeout=30, what="both syncs to start")
+        wait_for(
+            lambda: sync_starts(read_events(log)) == {hung: 1, resumed: 1}, timeout=30, what="both starts"
+        )
+    assert first.error is None
     for name in fleet.applications:
         assert kube.get(APPLICATIONS, namespace, name)["status"]["operationState"]["phase"] == "Running"
 
-    # The slow one gets fast; a new simulator (a restarted controller) finishes it; the hung one stays.
-    app = kube.get(APPLICATIONS, namespace, resumed)
-    app["metadata"]["annotations"] = {"simulator.progressivesync.io/sync-seconds": "0.2"}
-    kube.replace(APPLICATIONS, namespace, app)
+    # The slow one gets fast; a new simulator (a restarted controller) finishes it; the hung one stays
+    # Running until terminated (what `argocd app terminate-op` does).
+    annotate(kube, namespace, resumed, {f"{ANNOTATION_PREFIX}sync-seconds": "0.2"})
     config = SimulatorConfig.from_yaml("defaults: {healthSeconds: 0.2}")
-    with FleetSimulator(kube, namespace, config, events_log=log, watch_window_seconds=1):
+    with FleetSimulator(kube, namespace, config, events_log=log, watch_window_seconds=1) as second:
         wait_for(
             lambda: settled(kube, namespace, resumed), timeout=30, what="the resumed operation to finish"
         )
-    assert kube.get(APPLICATIONS, namespace, hung)["status"]["operationState"]["phase"] == "Running"
-    assert [(e["app"], e["event"]) for e in read_events(log) if e["event"] != "sync-start"] == [
-        (resumed, "sync-finish"),
-        (resumed, "healthy"),
-    ]
+        assert kube.get(APPLICATIONS, namespace, hung)["status"]["operationState"]["phase"] == "Running"
+        change(kube, namespace, hung, lambda app: app["status"]["operationState"].update(phase="Terminating"))
+        ended = wait_for(lambda: settled(kube, namespace, hung), timeout=30, what="the terminated operation")
+    assert second.error is None
+    state = ended["status"]["operationState"]
+    assert (state["phase"], state["message"]) == ("Failed", "Operation terminated")
+    assert events_of(log, resumed) == ["sync-start", "sync-finish", "healthy"]
+    assert events_of(log, hung) == ["sync-start", "sync-finish"]
     assert sorted(sync_order(read_events(log))) == sorted(c.name for c in fleet.clusters)
+
+
+def test_the_applicationset_controller_takes_annotations_back(
+    kube: Kube, namespace: str, tmp_path: Path
+) -> None:
+    fleet = seed_fleet(
+        kube,
+        namespace,
+        clusters=2,
+        regions=["eu-west-1"],
+        revision=REVISION,
+        app_set_template_metadata={"labels": {"team": "payments"}},
+    )
+    rewritten, untouched = fleet.applications
+    config = SimulatorConfig.from_yaml(
+        f"""
+defaults: {{syncSeconds: 0.2, healthSeconds: 0.2}}
+clusters:
+  {fleet.clusters[0].name}: {{appSetController: true}}
+"""
+    )
+    log = tmp_path / "events.jsonl"
+    with FleetSimulator(kube, namespace, config, events_log=log, watch_window_seconds=1) as sim:
+        for name in fleet.applications:
+            annotate(kube, namespace, name, {"progressivesync.io/rollout-id": "r1"})
+
+        def ours_gone() -> dict[str, Any] | None:
+            app = kube.get(APPLICATIONS, namespace, rewritten)
+            return (
+                None if "progressivesync.io/rollout-id" in (app["metadata"].get("annotations") or {}) else app
+            )
+
+        app = wait_for(ours_gone, timeout=30, what="the ApplicationSet controller to rewrite")
+        assert app["metadata"]["labels"] == {"team": "payments"}
+        # Any annotation change requeues it: a second write is undone too, the operation is kept.
+        request_sync(kube, namespace, rewritten)
+        annotate(kube, namespace, rewritten, {"progressivesync.io/stage": "canary"})
+        wait_for(lambda: settled(kube, namespace, rewritten), timeout=30, what="the sync to finish")
+        wait_for(ours_gone, timeout=30, what="the second rewrite")
+        assert "progressivesync.io/stage" not in (
+            kube.get(APPLICATIONS, namespace, rewritten)["metadata"].get("annotations") or {}
+        )
+    assert sim.error is None
+    other = kube.get(APPLICATIONS, namespace, untouched)
+    assert other["metadata"]["annotations"]["progressivesync.io/rollout-id"] == "r1"
+    assert any(e["event"] == "appset-rewrite" and e["app"] == rewritten for e in read_events(log))
+
+
+def test_a_release_reaches_applications_one_by_one_and_a_refresh_at_once(
+    kube: Kube, namespace: str, tmp_path: Path
+) -> None:
+    fleet = seed_fleet(kube, namespace, clusters=2, regions=["eu-west-1"], revision=OLD, synced=True)
+    fast, slow = fleet.applications
+    publish_refs(kube, namespace, {"main": OLD})
+    config = SimulatorConfig.from_yaml(
+        f"""
+defaults: {{refreshSeconds: 1}}
+clusters:
+  {fleet.clusters[1].name}: {{refreshSeconds: 3600}}
+"""
+    )
+    log = tmp_path / "events.jsonl"
+    with FleetSimulator(kube, namespace, config, events_log=log, watch_window_seconds=1) as sim:
+
+        def sync_of(name: str) -> dict[str, Any]:
+            return dict(kube.get(APPLICATIONS, namespace, name)["status"]["sync"])
+
+        publish_refs(kube, namespace, {"main": REVISION})  # the push
+        wait_for(
+            lambda: sync_of(fast)["status"] == "OutOfSync" and sync_of(fast)["revision"] == REVISION,
+            timeout=30,
+            what="the fast-refreshing Application to see the release",
+        )
+        assert sync_of(slow)["status"] == "Synced" and sync_of(slow)["revision"] == OLD, "not refreshed yet"
+        annotate(kube, namespace, slow, {"argocd.argoproj.io/refresh": "normal"})
+        wait_for(
+            lambda: sync_of(slow)["revision"] == REVISION and sync_of(slow)["status"] == "OutOfSync",
+            timeout=30,
+            what="the refresh annotation to be honoured",
+        )
+        slow_app = kube.get(APPLICATIONS, namespace, slow)
+        assert "argocd.argoproj.io/refresh" not in (slow_app["metadata"].get("annotations") or {})
+        # A pin written as a tag or short SHA is stored resolved.
+        publish_refs(kube, namespace, {"main": REVISION, "v2.0.0": REVISION})
+        request_sync(kube, namespace, slow, revision="v2.0.0")
+        synced = wait_for(lambda: settled(kube, namespace, slow), timeout=30, what="the tag sync")
+    assert sim.error is None
+    assert synced["status"]["operationState"]["syncResult"]["revision"] == REVISION
+    assert synced["status"]["sync"]["revision"] == REVISION and synced["status"]["sync"]["status"] == "Synced"
+
+
+def test_an_application_being_deleted_keeps_argo_cds_finalizer_for_deletion_seconds(
+    kube: Kube, namespace: str, tmp_path: Path
+) -> None:
+    fleet = seed_fleet(kube, namespace, clusters=1, regions=["eu-west-1"], revision=REVISION)
+    name = fleet.applications[0]
+    change(
+        kube,
+        namespace,
+        name,
+        lambda app: app["metadata"].update(finalizers=["resources-finalizer.argocd.argoproj.io"]),
+    )
+    config = SimulatorConfig.from_yaml("defaults: {deletionSeconds: 2}")
+    log = tmp_path / "events.jsonl"
+    with FleetSimulator(kube, namespace, config, events_log=log, watch_window_seconds=1) as sim:
+        kube.delete(APPLICATIONS, namespace, name)
+        assert kube.get(APPLICATIONS, namespace, name)["metadata"]["deletionTimestamp"]
+
+        def gone() -> bool:
+            try:
+                kube.get(APPLICATIONS, namespace, name)
+            except NotFound:
+                return True
+            return False
+
+        wait_for(gone, timeout=30, what="the finalizer to be removed")
+    assert sim.error is None
+    assert [e["event"] for e in read_events(log)] == ["finalized"]
 
 
 def test_simulate_run_on_the_command_line_stops_on_sigterm(
@@ -238,4 +343,4 @@ def test_simulate_run_on_the_command_line_stops_on_sigterm(
             process.kill()
     assert process.returncode == 0, stderr
     assert "playing Argo CD's application controller" in stdout
-    assert [e["event"] for e in read_events(log)] == ["sync-start", "sync-finish", "healthy"]
+    assert events_of(log, fleet.applications[0]) == ["sync-start", "sync-finish", "healthy"]

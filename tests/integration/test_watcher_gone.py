@@ -22,7 +22,7 @@ import pytest
 from orchestrator.devenv import controlplane as devcluster
 from orchestrator.kube.client import APPLICATIONS, NAMESPACES, Kube
 from orchestrator.kube.crds import all_crd_documents, apply_crds
-from orchestrator.simulator.appcontroller import ANNOTATION_PREFIX
+from orchestrator.simulator.config import ANNOTATION_PREFIX
 from tests.support import etcd
 from tests.support.wait import wait_for
 from tests.support.watcher_harness import (

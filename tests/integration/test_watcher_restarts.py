@@ -20,7 +20,8 @@ import pytest
 
 from orchestrator.devenv import controlplane as devcluster
 from orchestrator.kube.client import APPLICATIONS, PROGRESSIVE_SYNCS, Kube
-from orchestrator.simulator.appcontroller import FleetSimulator, SimulatorConfig
+from orchestrator.simulator.appcontroller import FleetSimulator
+from orchestrator.simulator.config import SimulatorConfig
 from tests.support.wait import wait_for
 from tests.support.watcher_harness import (
     WatcherProcess,

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.kube.client import PROGRESSIVE_SYNCS, WORKFLOWS
-from orchestrator.simulator.appcontroller import FleetSimulator, SimulatorConfig
+from orchestrator.simulator.appcontroller import FleetSimulator
+from orchestrator.simulator.config import SimulatorConfig
 from tests.support.realstack import RealStack
 from tests.support.wait import wait_for
 from tests.support.watcher_harness import FAST_FLEET, create_ps, phase_of, seed, sync_starts, workflows_of

@@ -28,16 +28,10 @@ from orchestrator.api.models import ProgressiveSync, StagePhase
 from orchestrator.argocd.fleet import app_set_view_from_object, app_view_from_object, cluster_from_secret
 from orchestrator.kube.client import APPLICATION_SETS, APPLICATIONS, PROGRESSIVE_SYNCS, SECRETS, WORKFLOWS
 from orchestrator.planning.planner import RolloutPlan, plan_rollout
-from orchestrator.simulator.appcontroller import (
-    ANNOTATION_PREFIX,
-    Behaviour,
-    FleetSimulator,
-    SeedResult,
-    SimulatorConfig,
-    max_in_flight,
-    read_events,
-    seed_fleet,
-)
+from orchestrator.simulator.appcontroller import FleetSimulator
+from orchestrator.simulator.config import ANNOTATION_PREFIX, Behaviour, SimulatorConfig
+from orchestrator.simulator.events import max_in_flight, read_events
+from orchestrator.simulator.seed import SeedResult, seed_fleet
 from orchestrator.watcher.loop import Watcher
 from tests.support.engines import RolloutEngine
 from tests.support.steps_harness import make_progressive_sync

@@ -25,7 +25,10 @@ from typing import Any
 from orchestrator.api.metadata import NAME_LABEL, label_value
 from orchestrator.engine.executor import ExecutorSettings, LocalExecutor
 from orchestrator.kube.client import APPLICATIONS, PROGRESSIVE_SYNCS, WORKFLOWS, Conflict, Kube, NotFound
-from orchestrator.simulator.appcontroller import FleetSimulator, SimulatorConfig, read_events, seed_fleet
+from orchestrator.simulator.appcontroller import FleetSimulator
+from orchestrator.simulator.config import SimulatorConfig
+from orchestrator.simulator.events import read_events
+from orchestrator.simulator.seed import seed_fleet
 from orchestrator.watcher.loop import Watcher
 from orchestrator.watcher.settings import Engine, Settings
 from tests.support.builders import canary_then_rest, make_ps

@@ -14,7 +14,7 @@ from orchestrator.devenv.demo import (
     demo_cluster_names,
     demo_progressive_sync,
 )
-from orchestrator.simulator.appcontroller import seed_clusters
+from orchestrator.simulator.seed import seed_clusters
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "demo.yaml"
 

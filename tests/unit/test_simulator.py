@@ -6,14 +6,9 @@ from typing import Any
 
 import pytest
 
-from orchestrator.simulator.appcontroller import (
-    Behaviour,
-    ConfigError,
-    SimulatorConfig,
-    max_in_flight,
-    seed_clusters,
-    sync_order,
-)
+from orchestrator.simulator.config import Behaviour, ConfigError, Health, SimulatorConfig, SyncWindow
+from orchestrator.simulator.events import max_in_flight, sync_order
+from orchestrator.simulator.seed import seed_clusters
 
 CONFIG = SimulatorConfig.from_yaml(
     """
@@ -70,6 +65,12 @@ def test_behaviour_precedence(
         pytest.param("defaults: {fail: maybe}", "not true/false", id="not-a-bool"),
         pytest.param("clusters: {a: 3}", "expected a mapping", id="entry-not-a-mapping"),
         pytest.param("cluster: {}", "unknown key(s) cluster", id="top-level-typo"),
+        pytest.param("defaults: {health: Sick}", "not one of Healthy, Degraded", id="not-a-health"),
+        pytest.param("defaults: {syncWindow: maybe}", "not one of none, deny", id="not-a-window"),
+        pytest.param("defaults: {failAttempts: 1.5}", "not a whole number", id="not-a-count"),
+        pytest.param("defaults: {requireSyncOptions: 3}", "not a list", id="not-a-list"),
+        pytest.param("preservedAnnotations: a", "expected a list of strings", id="preserved-not-a-list"),
+        pytest.param("defaults: [", "not YAML", id="not-yaml"),
     ],
 )
 def test_config_errors_name_the_key(text: str, error: str) -> None:
@@ -152,3 +153,30 @@ def test_seed_clusters_spread_over_regions_then_zones() -> None:
         ("cells-6-us-east-1c", "us-east-1", "us-east-1c"),
         ("cells-7-eu-west-1a", "eu-west-1", "eu-west-1a"),
     ]
+
+
+def test_every_behaviour_has_a_yaml_key_and_an_annotation() -> None:
+    config = SimulatorConfig.from_yaml(
+        """
+defaults:
+  health: suspended
+  recoverSeconds: 4
+  failAttempts: 2
+  syncWindow: deny
+  requireSyncOptions: [CreateNamespace=true]
+preservedAnnotations: [corp/owner]
+"""
+    )
+    behaviour = config.behaviour_for(
+        "c",
+        secret_annotations={"simulator.progressivesync.io/require-sync-options": "A=1, B=2"},
+        app_annotations={"simulator.progressivesync.io/sync-window": "none"},
+    )
+    assert behaviour == Behaviour(
+        health=Health.SUSPENDED,
+        recover_seconds=4.0,
+        fail_attempts=2,
+        sync_window=SyncWindow.NONE,
+        require_sync_options=("A=1", "B=2"),
+    )
+    assert config.preserved_annotations == ("corp/owner",)
