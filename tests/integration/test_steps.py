@@ -353,7 +353,11 @@ def test_cluster_syncs_then_waits_until_done_and_a_second_run_writes_nothing(rig
     stage = rig.stage()
     assert (stage.completed, stage.syncing, stage.failed) == ([cluster], [], [])
     events = [e["event"] for e in read_events(rig.tmp_path / "sim-events.jsonl") if e["cluster"] == cluster]
-    assert events == ["sync-start", "sync-finish", "healthy"]
+    assert [e for e in events if e in ("sync-start", "sync-finish", "healthy")] == [
+        "sync-start",
+        "sync-finish",
+        "healthy",
+    ]
 
     mark = rig.control_plane.audit_mark()
     again = rig.runner.run("cluster", "--stage", "canary", "--cluster", cluster, "--revision", REVISION)
