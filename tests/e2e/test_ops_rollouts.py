@@ -38,6 +38,7 @@ from tests.support.watcher_harness import (
 pytestmark = pytest.mark.e2e
 
 ROLLOUT_TIMEOUT = 120.0
+QUICK_RETRY = {"retry": {"limit": 1, "backoff": {"duration": "1s"}}}
 
 
 def stages(*, manual_rest: bool = False) -> list[dict[str, Any]]:
@@ -63,7 +64,9 @@ class Rig:
         self.namespace = namespace
         self.kubeconfig = kubeconfig
         self.events_log = events_log
-        self.fleet: Fleet = seed(kube, namespace, clusters=3)
+        # Argo CD retries a failed sync (5 times by default, from 5 s apart): one quick retry here, so a
+        # failure is final within the tests' timeouts.
+        self.fleet: Fleet = seed(kube, namespace, clusters=3, sync_policy=QUICK_RETRY)
         self.canary = self.fleet.clusters[0]  # cells-1-eua, alone in zone eua
         self._stack = ExitStack()
 

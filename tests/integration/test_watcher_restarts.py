@@ -141,8 +141,8 @@ def test_killed_at_thirteen_points_of_a_rollout_it_still_runs_it_exactly_once(  
     assert status["progress"] == "3/3"
     assert sync_starts(events) == dict.fromkeys(fleet.apps, 1), "every Application synced exactly once"
     for app in fleet.apps:
-        annotations = kube.get(APPLICATIONS, namespace, app)["metadata"].get("annotations") or {}
-        assert annotations.get("progressivesync.io/rollout-id") == rollout_id
+        operation = kube.get(APPLICATIONS, namespace, app)["status"]["operationState"]["operation"]
+        assert {"name": "rollout-id", "value": rollout_id} in operation["info"], "synced by this rollout"
     creates = [
         e
         for e in control_plane.audit_events_since(mark)

@@ -53,11 +53,24 @@ class Fleet:
 
 
 def seed(
-    kube: Kube, namespace: str, *, clusters: int = 2, app_set: str = "myservice", revision: str = REVISION_1
+    kube: Kube,
+    namespace: str,
+    *,
+    clusters: int = 2,
+    app_set: str = "myservice",
+    revision: str = REVISION_1,
+    sync_policy: dict[str, Any] | None = None,
 ) -> Fleet:
-    """Clusters across regions eu and us, an ApplicationSet, Applications OutOfSync at `revision`."""
+    """Clusters across regions eu and us, an ApplicationSet, Applications OutOfSync at `revision`
+    (with `sync_policy` as their `spec.syncPolicy`)."""
     result = seed_fleet(
-        kube, namespace, clusters=clusters, regions=["eu", "us"], revision=revision, app_set=app_set
+        kube,
+        namespace,
+        clusters=clusters,
+        regions=["eu", "us"],
+        revision=revision,
+        app_set=app_set,
+        sync_policy=sync_policy,
     )
     return Fleet(
         namespace=namespace,
