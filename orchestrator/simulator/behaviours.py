@@ -774,20 +774,28 @@ def _refresh_step(app: Mapping[str, Any], world: World, now: datetime, timeline:
     annotations = (app.get("metadata") or {}).get("annotations") or {}
     if REFRESH_ANNOTATION not in annotations:
         return Decision()
-    new = _new_app(app)
-    new["status"] = _compare(app, world, now)
+    state = _state(app)
+    if _post_sync_pending(app, state, timeline):
+        # The first comparison after a sync, whoever asks for it, sees what the sync applied.
+        assert state is not None
+        step = _post_sync_compare(app, state, world, now)
+    else:
+        new = _new_app(app)
+        new["status"] = _compare(app, world, now)
+        sync = new["status"].get("sync") or {}
+        event = Event("compared", {"status": sync.get("status"), "revision": _joined(sync)})
+        step = Step("refresh", new, (event,), ((("status", "reconciledAt"), new["status"]["reconciledAt"]),))
     remaining = {k: v for k, v in annotations.items() if k != REFRESH_ANNOTATION}
-    new["metadata"]["annotations"] = remaining
-    sync = new["status"].get("sync") or {}
-    events = (
-        Event("compared", {"status": sync.get("status"), "revision": _joined(sync)}),
-        Event("refresh-consumed", {"refresh": annotations[REFRESH_ANNOTATION]}),
+    step.app["metadata"]["annotations"] = remaining
+    return Decision(
+        Step(
+            "refresh",
+            step.app,
+            (*step.events, Event("refresh-consumed", {"refresh": annotations[REFRESH_ANNOTATION]})),
+            ((("metadata", "annotations", REFRESH_ANNOTATION), None), *step.proof),
+            step.marks,
+        )
     )
-    proof = (
-        (("metadata", "annotations", REFRESH_ANNOTATION), None),
-        (("status", "reconciledAt"), new["status"]["reconciledAt"]),
-    )
-    return Decision(Step("refresh", new, events, proof))
 
 
 def _joined(sync: Mapping[str, Any]) -> str:
@@ -801,7 +809,7 @@ def _post_sync_step(app: Mapping[str, Any], world: World, now: datetime, timelin
         return Decision()
     name, started = _name(app), str(state.get("startedAt") or "")
     status = app.get("status") or {}
-    finished_key, compared_key = f"finished:{name}:{started}", f"compared:{name}:{started}"
+    finished_key = f"finished:{name}:{started}"
     if _compared_after_sync(app, state, timeline):
         return Decision()
     behaviour = world.behaviour
@@ -831,6 +839,21 @@ def _post_sync_step(app: Mapping[str, Any], world: World, now: datetime, timelin
     due = seen + timedelta(seconds=behaviour.stale_seconds)
     if now < due:
         return Decision(wake_at=due)
+    return Decision(_post_sync_compare(app, state, world, now))
+
+
+def _post_sync_pending(app: Mapping[str, Any], state: Mapping[str, Any] | None, timeline: Timeline) -> bool:
+    """An operation completed and the comparison after it has not been written yet."""
+    if state is None or state.get("phase") not in COMPLETED or _operation(app) is not None:
+        return False
+    return not _compared_after_sync(app, state, timeline)
+
+
+def _post_sync_compare(app: Mapping[str, Any], state: Mapping[str, Any], world: World, now: datetime) -> Step:
+    """The comparison after an operation: a successful sync applied its revision, health Progressing."""
+    name, started = _name(app), str(state.get("startedAt") or "")
+    status = app.get("status") or {}
+    succeeded = state.get("phase") == "Succeeded"
     new = _new_app(app)
     new["status"] = _compare(
         app, world, now, health="Progressing" if succeeded else None, after_sync=succeeded
@@ -843,8 +866,8 @@ def _post_sync_step(app: Mapping[str, Any], world: World, now: datetime, timelin
         (("status", "reconciledAt"), new["status"]["reconciledAt"]),
         (("status", "sync"), new["status"]["sync"]),
     )
-    return Decision(
-        Step("compare", new, tuple(events), proof, (compared_key, f"progressing:{name}:{started}"))
+    return Step(
+        "compare", new, tuple(events), proof, (f"compared:{name}:{started}", f"progressing:{name}:{started}")
     )
 
 

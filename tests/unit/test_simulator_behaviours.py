@@ -435,6 +435,23 @@ def test_the_stale_in_between_state() -> None:
     assert parse_time(real["reconciledAt"]) == parse_time(finished_at) + timedelta(seconds=5)  # type: ignore[operator]
 
 
+def test_a_refresh_right_after_a_sync_is_the_comparison_after_it() -> None:
+    """Asked for during the stale state, a comparison sees what the sync applied (not the old health)."""
+    played = play(make_app(operation=sync_op()), world(stale_seconds=60, health=Health.DEGRADED), seconds=5)
+    assert played.names[-1] == "stale-compare"
+    played.app["metadata"]["annotations"][REFRESH_ANNOTATION] = "normal"
+    play(played.app, world(stale_seconds=60, health=Health.DEGRADED), played=played)
+    assert played.names[-2:] == ["refresh", "health"]
+    refreshed = played.written("refresh")
+    assert (
+        refreshed["status"]["sync"]["revision"] == NEW
+        and refreshed["status"]["health"]["status"] == "Progressing"
+    )
+    assert REFRESH_ANNOTATION not in refreshed["metadata"]["annotations"]
+    assert played.app["status"]["health"]["status"] == "Degraded"
+    assert "compare" not in played.names, "no second comparison after the refresh"
+
+
 @pytest.mark.parametrize(
     ("behaviour", "healths", "sync"),
     [
