@@ -26,6 +26,7 @@ from typing import Any, NoReturn, Protocol
 
 import click
 
+from orchestrator.api.release import Revisions, RevisionsError, revisions_from_json
 from orchestrator.argocd.assess import WorkflowOutcome
 from orchestrator.core.clock import SystemClock
 from orchestrator.kube.client import Forbidden, Invalid, Kube, KubeError, NotFound
@@ -185,6 +186,29 @@ def _run(
     return (EXIT_ROLLOUT_FAILED if result.failed else EXIT_OK), result.summary
 
 
+_revisions_option = _option(
+    "revisions",
+    default="",
+    help=(
+        "The release's revisions as JSON, one list per distinct revision set, one entry per source: "
+        "'[[\"4f1c2e9...\"]]'. Each Application is pinned to the one Argo CD compared it against."
+    ),
+)
+
+
+def _release_revisions(text: str) -> tuple[Revisions, ...]:
+    """`--revisions` read; UsageProblem (exit 2) naming the option when it is missing or malformed."""
+    if not text.strip():
+        raise UsageProblem(
+            "--revisions is empty: refusing to sync without a pinned revision "
+            "(an empty one rolls out whatever targetRevision resolves to now)"
+        )
+    try:
+        return revisions_from_json(text)
+    except RevisionsError as exc:
+        raise UsageProblem(f"--revisions: {exc}") from exc
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 def main() -> None:
     """The steps of a progressive-sync rollout Workflow (docs/CONTRACTS.md)."""
@@ -215,12 +239,8 @@ def select_command(stage: str, **options: Any) -> None:
 @common_options
 @_option("stage", required=True, help="The stage the cluster belongs to.")
 @_option("cluster", required=True, help="The cluster (Argo CD cluster name).")
-@_option(
-    "revision",
-    default="",
-    help="The release revision to pin (multi-source: one per source, comma-separated).",
-)
-def sync_command(stage: str, cluster: str, revision: str, **options: Any) -> None:
+@_revisions_option
+def sync_command(stage: str, cluster: str, revisions: str, **options: Any) -> None:
     """Request the pinned sync of the cluster's Applications (once per rollout)."""
     settings = _settings(options)
     run_step(
@@ -231,7 +251,7 @@ def sync_command(stage: str, cluster: str, revision: str, **options: Any) -> Non
             settings.rollout,
             stage=stage,
             cluster=cluster,
-            revision=revision,
+            revisions=_release_revisions(revisions),
             clock=SystemClock(),
             tuning=settings.tuning,
         ),
@@ -242,8 +262,8 @@ def sync_command(stage: str, cluster: str, revision: str, **options: Any) -> Non
 @common_options
 @_option("stage", required=True, help="The stage the cluster belongs to.")
 @_option("cluster", required=True, help="The cluster (Argo CD cluster name).")
-@_option("revision", default="", help="The release revision the sync pinned.")
-def wait_healthy_command(stage: str, cluster: str, revision: str, **options: Any) -> None:
+@_revisions_option
+def wait_healthy_command(stage: str, cluster: str, revisions: str, **options: Any) -> None:
     """Follow the cluster's Applications until done or failed; record the outcome."""
     settings = _settings(options)
     run_step(
@@ -254,7 +274,7 @@ def wait_healthy_command(stage: str, cluster: str, revision: str, **options: Any
             settings.rollout,
             stage=stage,
             cluster=cluster,
-            revision=revision,
+            revisions=_release_revisions(revisions),
             clock=SystemClock(),
             tuning=settings.tuning,
         ),
@@ -265,12 +285,8 @@ def wait_healthy_command(stage: str, cluster: str, revision: str, **options: Any
 @common_options
 @_option("stage", required=True, help="The stage the cluster belongs to.")
 @_option("cluster", required=True, help="The cluster (Argo CD cluster name).")
-@_option(
-    "revision",
-    default="",
-    help="The release revision to pin (multi-source: one per source, comma-separated).",
-)
-def cluster_command(stage: str, cluster: str, revision: str, **options: Any) -> None:
+@_revisions_option
+def cluster_command(stage: str, cluster: str, revisions: str, **options: Any) -> None:
     """Sync the cluster, then wait until it is done or failed (not started when the stage failed)."""
     settings = _settings(options)
     run_step(
@@ -281,7 +297,7 @@ def cluster_command(stage: str, cluster: str, revision: str, **options: Any) -> 
             settings.rollout,
             stage=stage,
             cluster=cluster,
-            revision=revision,
+            revisions=_release_revisions(revisions),
             clock=SystemClock(),
             tuning=settings.tuning,
         ),

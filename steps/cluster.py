@@ -23,10 +23,12 @@ Caller: `python -m steps cluster` (steps.cli); tests call `run_cluster` directly
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
 from orchestrator.api.models import ProgressiveSync
+from orchestrator.api.release import Revisions
 from orchestrator.api.rollout_status import find_stage
 from orchestrator.argocd.assess import ClusterPhase
 from orchestrator.core.clock import Clock
@@ -86,7 +88,7 @@ def run_cluster(
     *,
     stage: str,
     cluster: str,
-    revision: str,
+    revisions: Sequence[Revisions],
     clock: Clock,
     tuning: Tuning | None = None,
 ) -> ClusterResult:
@@ -104,12 +106,12 @@ def run_cluster(
         return ClusterResult(cluster, ClusterOutcome.NOT_STARTED, refused)
 
     synced = sync_cluster(
-        kube, rollout, stage=stage, cluster=cluster, revision=revision, clock=clock, tuning=tuning
+        kube, rollout, stage=stage, cluster=cluster, revisions=revisions, clock=clock, tuning=tuning
     )
     if synced.failed:
         return ClusterResult(cluster, ClusterOutcome.FAILED, synced.failure)
     waited = wait_healthy(
-        kube, rollout, stage=stage, cluster=cluster, revision=revision, clock=clock, tuning=tuning
+        kube, rollout, stage=stage, cluster=cluster, revisions=revisions, clock=clock, tuning=tuning
     )
     outcome = ClusterOutcome.DONE if waited.phase == ClusterPhase.DONE else ClusterOutcome.FAILED
     return ClusterResult(cluster, outcome, waited.reason)

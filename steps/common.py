@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.api.models import ProgressiveSync
+from orchestrator.api.release import Revisions, normalize_revisions
 from orchestrator.argocd.fleet import (
     AppSetView,
     Cluster,
@@ -99,15 +100,18 @@ def check_stage(ps: ProgressiveSync, stage: str) -> None:
         )
 
 
-def check_revision(revision: str) -> str:
-    """The revision, stripped; UsageProblem when empty (a sync is never sent without one)."""
-    value = (revision or "").strip()
-    if not value:
+def check_revisions(revisions: Sequence[Sequence[str]]) -> tuple[Revisions, ...]:
+    """The release's revision tuples; UsageProblem when there is none or one is empty.
+
+    A sync is never sent without a pinned revision: an empty one rolls out whatever targetRevision
+    resolves to now.
+    """
+    if not revisions or any(not r or any(not part.strip() for part in r) for r in revisions):
         raise UsageProblem(
-            "--revision is empty: refusing to sync without a pinned revision "
-            "(an empty one rolls out whatever targetRevision resolves to now)"
+            "--revisions must list the release's revisions, e.g. '[[\"4f1c2e9...\"]]': refusing to sync "
+            "without a pinned revision (an empty one rolls out whatever targetRevision resolves to now)"
         )
-    return value
+    return normalize_revisions(revisions)
 
 
 def list_clusters(kube: Kube, argocd_namespace: str) -> list[Cluster]:

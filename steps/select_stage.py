@@ -20,6 +20,7 @@ import logging
 from dataclasses import dataclass
 
 from orchestrator.api.models import ProgressiveSyncStatus, StagePhase
+from orchestrator.api.release import revision_key
 from orchestrator.api.rollout_status import close_stage, find_stage, skip_stage, start_rollout, start_stage
 from orchestrator.argocd.fleet import app_view_from_object
 from orchestrator.core.clock import Clock
@@ -89,7 +90,7 @@ def select_stage(
     planned_total = sum(len(s.targets) for s in plan.stages)
     now = clock.now()
     stage_names = [s.name for s in ps.spec.stages]
-    revision = ",".join(plan.revisions)
+    revision = " ".join(revision_key(r) for r in plan.revisions)  # for people: status.rollout.revision
 
     targets: tuple[str, ...]
     if plan.has_errors:

@@ -27,10 +27,12 @@ from __future__ import annotations
 import logging
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from orchestrator.api.release import Revisions
 from orchestrator.api.rollout_status import mark_failed, mark_syncing
 from orchestrator.argocd import appsync
 from orchestrator.argocd.appwatch import follow_applications
@@ -40,9 +42,8 @@ from orchestrator.kube.status_writer import ConflictsExhausted, update_status
 from steps.common import (
     RolloutRef,
     Tuning,
-    UsageProblem,
     apps_of_cluster,
-    check_revision,
+    check_revisions,
     check_rollout,
     check_stage,
     find_cluster,
@@ -61,6 +62,7 @@ class SyncResult:
     requested: tuple[str, ...] = ()  # Applications whose sync this run wrote
     already: tuple[str, ...] = ()  # Applications this rollout had synced before: nothing written
     adopted: tuple[str, ...] = ()  # Applications someone else brought to the release: not synced
+    left_alone: tuple[str, ...] = ()  # Synced and Healthy at a revision outside the release: not synced
     failure: str = ""  # why the cluster failed (empty: it did not)
     waited_for: tuple[str, ...] = field(default=())  # Applications whose foreign operation we waited out
 
@@ -81,7 +83,16 @@ class SyncResult:
             parts.append(f"already synced by this rollout: {', '.join(self.already)}")
         if self.adopted:
             parts.append(f"already at the release revision, adopted: {', '.join(self.adopted)}")
+        if self.left_alone:
+            parts.append(f"up to date outside this release, left alone: {', '.join(self.left_alone)}")
         return f"sync: cluster {self.cluster}: " + "; ".join(parts)
+
+
+_NOTHING_TO_WRITE = (
+    appsync.SyncAction.ALREADY_REQUESTED,
+    appsync.SyncAction.ADOPT,
+    appsync.SyncAction.UP_TO_DATE,
+)
 
 
 class _Busy(Exception):
@@ -94,13 +105,17 @@ def sync_cluster(
     *,
     stage: str,
     cluster: str,
-    revision: str,
+    revisions: Sequence[Revisions],
     clock: Clock,
     tuning: Tuning | None = None,
 ) -> SyncResult:
-    """Request the pinned sync of every Application of the ApplicationSet on `cluster`."""
+    """Request the pinned sync of every Application of the ApplicationSet on `cluster`.
+
+    `revisions` are the release's revision tuples; each Application is pinned to its own
+    (`orchestrator.argocd.appsync.release_pin`).
+    """
     tuning = tuning or Tuning()
-    revision = check_revision(revision)
+    release = check_revisions(revisions)
     ps = load_progressive_sync(kube, rollout)
     check_rollout(ps, rollout.rollout_id)
     check_stage(ps, stage)
@@ -126,13 +141,6 @@ def sync_cluster(
             cluster=cluster,
             reason=f"cluster {cluster}: no Application of ApplicationSet {app_set_name} targets it",
         )
-    pinned: dict[str, list[str]] = {}
-    for app in apps:
-        try:
-            pinned[appsync.app_name(app)] = appsync.pinned_revisions(revision, app)
-        except appsync.RevisionError as exc:
-            raise UsageProblem(f"--revision: {exc}") from exc
-
     deadline = clock.now() + timedelta(seconds=ps.spec.progress_deadline_seconds)
     since = ps.status.rollout.started_at if ps.status and ps.status.rollout else None
     outcomes: dict[appsync.SyncAction, list[str]] = defaultdict(list)
@@ -144,7 +152,7 @@ def sync_cluster(
                 kube,
                 rollout,
                 app,
-                revisions=pinned[name],
+                release=release,
                 stage=stage,
                 prune=ps.spec.sync_options.prune,
                 sync_options=ps.spec.sync_options.options or [],
@@ -174,6 +182,7 @@ def sync_cluster(
         requested=tuple(outcomes[appsync.SyncAction.REQUEST]),
         already=tuple(outcomes[appsync.SyncAction.ALREADY_REQUESTED]),
         adopted=tuple(outcomes[appsync.SyncAction.ADOPT]),
+        left_alone=tuple(outcomes[appsync.SyncAction.UP_TO_DATE]),
         waited_for=tuple(waited),
     )
 
@@ -183,7 +192,7 @@ def _sync_one(
     rollout: RolloutRef,
     app: dict[str, Any],
     *,
-    revisions: list[str],
+    release: Sequence[Revisions],
     stage: str,
     prune: bool,
     sync_options: list[str],
@@ -198,8 +207,8 @@ def _sync_one(
     conflicts = 0
     waited = False
     while True:
-        decision = appsync.decide_sync(app, rollout.rollout_id, pins=revisions, since=since)
-        if decision.action in (appsync.SyncAction.ALREADY_REQUESTED, appsync.SyncAction.ADOPT):
+        decision = appsync.decide_sync(app, rollout.rollout_id, release=release, since=since)
+        if decision.action in _NOTHING_TO_WRITE:
             log.info("%s; writing nothing", decision.reason)
             return decision.action, waited
         if decision.action == appsync.SyncAction.REFUSED:
@@ -213,7 +222,7 @@ def _sync_one(
             continue
         body = appsync.build_sync_request(
             app,
-            revisions=revisions,
+            revisions=decision.pins,
             rollout_id=rollout.rollout_id,
             stage=stage,
             prune=prune,
@@ -240,7 +249,7 @@ def _sync_one(
             clock.sleep(delay)
             app = kube.get(APPLICATIONS, rollout.argocd_namespace, name)
             continue
-        log.info("Application %s: sync requested at revision %s", name, ",".join(revisions))
+        log.info("Application %s: sync requested at revision %s", name, ",".join(decision.pins))
         return decision.action, waited
 
 
@@ -267,7 +276,7 @@ def _wait_until_free(
             app = snapshot.apps[name]
             if app is None:
                 raise _Busy(f"Application {name} was deleted while we waited to sync it")
-            decision = appsync.decide_sync(app, rollout.rollout_id, since=since)
+            decision = appsync.decide_sync(app, rollout.rollout_id, release=(), since=since)
             if decision.action != appsync.SyncAction.BUSY:
                 return app
             reason = decision.reason

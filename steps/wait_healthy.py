@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from orchestrator.api.models import ProgressiveSync, ProgressiveSyncStatus
+from orchestrator.api.release import Revisions
 from orchestrator.api.rollout_status import find_stage, mark_completed, mark_failed
 from orchestrator.argocd import appsync
 from orchestrator.argocd.appwatch import SnapshotCause, follow_applications
@@ -36,9 +37,8 @@ from orchestrator.kube.status_writer import update_status
 from steps.common import (
     RolloutRef,
     Tuning,
-    UsageProblem,
     apps_of_cluster,
-    check_revision,
+    check_revisions,
     check_rollout,
     check_stage,
     find_cluster,
@@ -77,13 +77,16 @@ def wait_healthy(
     *,
     stage: str,
     cluster: str,
-    revision: str,
+    revisions: Sequence[Revisions],
     clock: Clock,
     tuning: Tuning | None = None,
 ) -> WaitResult:
-    """Wait until `cluster` is done or failed, record it in the stage status, and return it."""
+    """Wait until `cluster` is done or failed, record it in the stage status, and return it.
+
+    `revisions` are the release's revision tuples (see `orchestrator.argocd.assess`).
+    """
     tuning = tuning or Tuning()
-    revision = check_revision(revision)
+    release = check_revisions(revisions)
     ps = load_progressive_sync(kube, rollout)
     check_rollout(ps, rollout.rollout_id)
     check_stage(ps, stage)
@@ -92,7 +95,7 @@ def wait_healthy(
         return recorded
 
     result = _follow(
-        kube, rollout, ps, stage=stage, cluster=cluster, revision=revision, clock=clock, tuning=tuning
+        kube, rollout, ps, stage=stage, cluster=cluster, release=release, clock=clock, tuning=tuning
     )
 
     def mutation(status: ProgressiveSyncStatus) -> ProgressiveSyncStatus:
@@ -131,7 +134,7 @@ def _follow(
     *,
     stage: str,
     cluster: str,
-    revision: str,
+    release: Sequence[Revisions],
     clock: Clock,
     tuning: Tuning,
 ) -> WaitResult:
@@ -150,12 +153,6 @@ def _follow(
             f"cluster {cluster}: no Application of ApplicationSet {ps.spec.app_set_ref.name} targets it",
         )
 
-    pins: dict[str, list[str]] = {}
-    for app in apps:
-        try:
-            pins[appsync.app_name(app)] = appsync.pinned_revisions(revision, app)
-        except appsync.RevisionError as exc:
-            raise UsageProblem(f"--revision: {exc}") from exc
     since = ps.status.rollout.started_at if ps.status and ps.status.rollout else None
     progress_deadline = timedelta(seconds=ps.spec.progress_deadline_seconds)
     started: datetime | None = None
@@ -200,7 +197,7 @@ def _follow(
             verdict = assess_cluster(
                 cluster,
                 snapshot.apps,
-                pins=pins,
+                release=release,
                 rollout_id=rollout.rollout_id,
                 started=started,
                 now=now,

@@ -76,9 +76,11 @@ from orchestrator.api.metadata import (
     NAME_LABEL,
     ROLLOUT_ID_LABEL,
     label_value,
+    rollout_annotations,
     workflow_name,
 )
 from orchestrator.api.models import API_VERSION, KIND, ApprovalMode, ProgressiveSync, Stage
+from orchestrator.api.release import Release
 from orchestrator.planning.sizing import StageSize, stage_size
 from workflow_templates import names, pieces
 from workflow_templates.settings import WorkflowSettings
@@ -263,20 +265,20 @@ def _describe(ps: ProgressiveSync, revision: str, sizes: StageSizes) -> str:
 def build_workflow(
     ps: ProgressiveSync,
     *,
-    rollout_id: str,
-    revision: str,
+    release: Release,
     plan: RolloutPlan | StageSizes,
     settings: WorkflowSettings,
-    identity: Mapping[str, str] | None = None,
 ) -> Workflow:
-    """The Workflow that runs rollout `rollout_id` of `ps` to `revision`.
+    """The Workflow that runs `release` (the attempt it names) of `ps`.
 
     `plan` is the planner's RolloutPlan of the fleet now (it resolves percentage maxParallel and
-    sizes the deadline), or ready-made StageSizes (render without a fleet, tests). `identity` are
-    the rollout's identity annotations (`orchestrator.api.metadata.rollout_annotations`), which let
-    a restarted watcher rebuild the rollout's status from the Workflow alone.
+    sizes the deadline), or ready-made StageSizes (render without a fleet, tests). The release's
+    identity goes into the Workflow's annotations (`orchestrator.api.metadata.rollout_annotations`,
+    so a restarted watcher rebuilds the rollout's status from the Workflow alone) and its revisions
+    into the `revisions` parameter, as data (`Release.revisions_json`), for the steps.
     Raises WorkflowBuildError when the plan does not match the spec or the Workflow would be too big.
     """
+    rollout_id = release.rollout_id
     sizes: StageSizes = plan if isinstance(plan, Mapping) else sizes_from_plan(ps, plan)
     missing = [stage.name for stage in ps.spec.stages if stage.name not in sizes]
     if missing:
@@ -305,8 +307,8 @@ def build_workflow(
 
     annotations = {
         names.TITLE_ANNOTATION: f"{meta.name}: rollout {rollout_id}",
-        names.DESCRIPTION_ANNOTATION: _describe(ps, revision, sizes),
-        **(identity or {}),
+        names.DESCRIPTION_ANNOTATION: _describe(ps, release.display, sizes),
+        **rollout_annotations(release),
     }
     if label_value(meta.name) != meta.name:
         annotations[NAME_ANNOTATION] = meta.name
@@ -332,7 +334,7 @@ def build_workflow(
         arguments=[
             Parameter(name=names.PARAM_PROGRESSIVE_SYNC, value=meta.name),
             Parameter(name=names.PARAM_ROLLOUT_ID, value=rollout_id),
-            Parameter(name=names.PARAM_REVISION, value=revision),
+            Parameter(name=names.PARAM_REVISIONS, value=release.revisions_json),
             Parameter(name=names.PARAM_ARGOCD_NAMESPACE, value=settings.argocd_namespace or namespace or ""),
         ],
         templates=templates,

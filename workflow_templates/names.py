@@ -51,7 +51,7 @@ WAIT_HEALTHY_TASK = "wait-healthy"
 # Workflow parameters every step reads (through its environment, see pieces.step_env).
 PARAM_PROGRESSIVE_SYNC = "progressive-sync"
 PARAM_ROLLOUT_ID = "rollout-id"
-PARAM_REVISION = "revision"
+PARAM_REVISIONS = "revisions"  # the release's revisions as JSON (orchestrator.api.release)
 PARAM_ARGOCD_NAMESPACE = "argocd-namespace"
 
 MAX_FIELD_NAME = 128

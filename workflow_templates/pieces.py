@@ -139,7 +139,7 @@ def step_templates(settings: WorkflowSettings) -> list[Container]:
     """The six step containers of docs/CONTRACTS.md, in contract order."""
     stage = ("--stage", _input(STAGE_INPUT))
     cluster = ("--cluster", _input(CLUSTER_INPUT))
-    revision = ("--revision", _workflow_parameter(names.PARAM_REVISION))
+    revision = ("--revisions", _workflow_parameter(names.PARAM_REVISIONS))
     per_cluster = (STAGE_INPUT, CLUSTER_INPUT)
     return [
         _step(names.SELECT_TEMPLATE, [*stage], settings, inputs=(STAGE_INPUT,), outputs=(TARGETS_OUTPUT,)),
@@ -184,7 +184,7 @@ def _rollout_parameters(*extra: str) -> list[Parameter]:
     declared = (
         names.PARAM_PROGRESSIVE_SYNC,
         names.PARAM_ROLLOUT_ID,
-        names.PARAM_REVISION,
+        names.PARAM_REVISIONS,
         names.PARAM_ARGOCD_NAMESPACE,
         *extra,
     )
@@ -216,7 +216,7 @@ def cluster_workflow_template(settings: WorkflowSettings) -> WorkflowTemplate:
     """`progressive-sync-cluster`: sync one cluster and wait until it is healthy, by hand.
 
     `argo submit --from workflowtemplate/progressive-sync-cluster -p progressive-sync=NAME
-    -p rollout-id=ID -p revision=SHA -p argocd-namespace=NS -p stage=STAGE -p cluster=CLUSTER`.
+    -p rollout-id=ID -p revisions='[["SHA"]]' -p argocd-namespace=NS -p stage=STAGE -p cluster=CLUSTER`.
     """
     entry = DAG(
         name="main",

@@ -18,6 +18,7 @@ import yaml
 from hera.workflows import Workflow
 
 from orchestrator.api.models import ProgressiveSync
+from orchestrator.api.release import Release, spec_hash
 from workflow_templates import pieces
 from workflow_templates.builder import assumed_sizes, build_workflow
 from workflow_templates.settings import IMAGE_REPOSITORY, WorkflowSettings
@@ -96,12 +97,14 @@ def golden_files(settings: WorkflowSettings | None = None) -> dict[Path, str]:
         files[HERE / f"{template.name}.yaml"] = text
         files[CHART_FILES / f"{template.name}.yaml"] = text
     ps = ProgressiveSync.model_validate(yaml.safe_load(EXAMPLE_PS.read_text()))
+    release = Release(
+        id=EXAMPLE_ROLLOUT_ID,
+        generation=ps.metadata.generation or 1,
+        spec_hash=spec_hash(ps.spec),
+        revisions=((EXAMPLE_REVISION,),),
+    )
     workflow = build_workflow(
-        ps,
-        rollout_id=EXAMPLE_ROLLOUT_ID,
-        revision=EXAMPLE_REVISION,
-        plan=assumed_sizes(ps, EXAMPLE_CLUSTERS_PER_STAGE),
-        settings=settings,
+        ps, release=release, plan=assumed_sizes(ps, EXAMPLE_CLUSTERS_PER_STAGE), settings=settings
     )
     files[EXAMPLE_WORKFLOW] = (
         HEADER

@@ -19,6 +19,7 @@ import hashlib
 from typing import Any
 
 from orchestrator.api.models import RolloutStatus
+from orchestrator.api.release import Release
 
 # --- on rollout Workflows ---------------------------------------------------------------------
 
@@ -96,19 +97,21 @@ def label_value(ps_name: str) -> str:
     return f"{prefix}-{_short_hash(ps_name)}"
 
 
-def rollout_annotations(
-    *, release_id: str, attempt: int, generation: int, spec_hash: str, revision: str, retry_token: str = ""
-) -> dict[str, str]:
-    """The identity annotations of a rollout Workflow (the builder writes them; `WorkflowView` reads them)."""
+def rollout_annotations(release: Release) -> dict[str, str]:
+    """The identity annotations of a rollout Workflow (the builder writes them; `WorkflowView` reads them).
+
+    `progressivesync.io/revision` holds `Release.display`, for people and for `status.rollout.revision`
+    of a rollout rebuilt from the Workflow; it is never parsed back into revisions.
+    """
     annotations = {
-        RELEASE_ANNOTATION: release_id,
-        ATTEMPT_ANNOTATION: str(attempt),
-        GENERATION_ANNOTATION: str(generation),
-        SPEC_HASH_ANNOTATION: spec_hash,
-        REVISION_ANNOTATION: revision,
+        RELEASE_ANNOTATION: release.id,
+        ATTEMPT_ANNOTATION: str(release.attempt),
+        GENERATION_ANNOTATION: str(release.generation),
+        SPEC_HASH_ANNOTATION: release.spec_hash,
+        REVISION_ANNOTATION: release.display,
     }
-    if retry_token:
-        annotations[RETRY_TOKEN_ANNOTATION] = retry_token
+    if release.retry_token:
+        annotations[RETRY_TOKEN_ANNOTATION] = release.retry_token
     return annotations
 
 

@@ -15,7 +15,8 @@ else's operation replaced that state, the `status.history` entry Argo CD appends
 sync (initiator `progressive-sync`, started after the rollout began, at the revision we pin).
 
 The revision is always pinned: an empty revision means "whatever targetRevision resolves to now"
-and could roll out a commit nobody planned, so `pinned_revisions` refuses it.
+and could roll out a commit nobody planned. Which of a release's revisions an Application is
+pinned to is decided per Application (`release_pin`): the one Argo CD compared it against.
 
 Callers: `steps.sync`, `orchestrator.argocd.assess` (reading results) and the fleet simulator.
 Nothing here talks to the API server or reads the clock.
@@ -180,6 +181,11 @@ def compared_revisions(app: Mapping[str, Any]) -> list[str]:
     return [str(sync["revision"])] if sync.get("revision") else []
 
 
+def health_status(app: Mapping[str, Any]) -> str:
+    """`status.health.status` (Unknown when absent)."""
+    return str(((app.get("status") or {}).get("health") or {}).get("status") or "Unknown")
+
+
 def is_being_deleted(app: Mapping[str, Any]) -> bool:
     """True when `metadata.deletionTimestamp` is set (Argo CD's API server refuses to sync it)."""
     return bool((app.get("metadata") or {}).get("deletionTimestamp"))
@@ -219,30 +225,73 @@ class SyncAction(StrEnum):
 
     REQUEST = "Request"  # write our operation now
     ALREADY_REQUESTED = "AlreadyRequested"  # this rollout already synced it: write nothing
-    ADOPT = "Adopt"  # someone already brought it to the release revision: no sync, wait for health
+    ADOPT = "Adopt"  # someone already brought it to a release revision: no sync, wait for health
+    UP_TO_DATE = "UpToDate"  # Synced and Healthy at a revision outside the release: left alone
     BUSY = "Busy"  # someone's operation is in progress: never overwrite it
-    REFUSED = "Refused"  # it cannot be synced (being deleted): the cluster fails
+    REFUSED = "Refused"  # it cannot be synced (being deleted, no revision to pin): the cluster fails
 
 
 @dataclass(frozen=True)
 class SyncDecision:
-    """The decision for one Application and why."""
+    """The decision for one Application, why, and (for REQUEST) the revisions to pin."""
 
     action: SyncAction
     reason: str
+    pins: tuple[str, ...] = ()
+
+
+def release_match(app: Mapping[str, Any], release: Sequence[Sequence[str]]) -> tuple[str, ...] | None:
+    """The release revision tuple Argo CD compared the Application against, if it is one of the release's."""
+    compared = compared_revisions(app)
+    if not compared:
+        return None
+    for revisions in release:
+        if revisions_resolve(revisions, compared):
+            return tuple(revisions)
+    return None
+
+
+def release_pin(app: Mapping[str, Any], release: Sequence[Sequence[str]]) -> tuple[str, ...]:
+    """Which of the release's revisions this Application is synced to (one per source).
+
+    The one Argo CD compared it against, when that is one of the release's (Applications of one
+    release may be at different commits: each reaches its own); otherwise, when the release has
+    exactly one revision tuple of the Application's shape (number of sources), that one (Argo CD
+    has not compared it yet, or compares it against a newer commit that a later rollout rolls
+    out). Else RevisionError: nothing can be pinned without guessing.
+    """
+    matched = release_match(app, release)
+    if matched is not None:
+        return matched
+    shape = source_count(app) or 1
+    fitting = sorted({tuple(r) for r in release if len(r) == shape})
+    if len(fitting) == 1:
+        return fitting[0]
+    kind = f"{shape} sources" if shape > 1 else "a single source"
+    offered = "; ".join(",".join(r) for r in release) or "(none)"
+    compared = ",".join(compared_revisions(app)) or "nothing yet"
+    if not fitting:
+        raise RevisionError(
+            f"Application {app_name(app)} has {kind}, and no revision of the release ({offered}) has "
+            "that many: nothing to pin"
+        )
+    raise RevisionError(
+        f"Argo CD compares Application {app_name(app)} against {compared}, which is none of the "
+        f"release's revisions ({offered}): refusing to guess which one to pin"
+    )
 
 
 def decide_sync(
     app: Mapping[str, Any],
     rollout_id: str,
     *,
-    pins: Sequence[str] | None = None,
+    release: Sequence[Sequence[str]],
     since: datetime | None = None,
 ) -> SyncDecision:
     """Ordered early returns: ours already, being deleted, someone else's operation in progress,
-    already at the release revision (adopt), else request.
+    already at a release revision (adopt), up to date outside the release, else request (pinned).
 
-    `pins` are the revisions the Application is to reach (one per source; None: do not adopt);
+    `release` are the release's revision tuples (`orchestrator.api.release.Release.revisions`);
     `since` is when the rollout started (a sync of ours in the Application's history after it
     counts as this rollout's).
     """
@@ -265,37 +314,25 @@ def decide_sync(
             f"{name}: an operation started by {initiator(state.get('operation'))} is {state.get('phase')}",
         )
     compared = compared_revisions(app)
-    if pins is not None and sync_status(app) == "Synced" and compared and revisions_resolve(pins, compared):
+    synced = sync_status(app) == "Synced"
+    if synced and release_match(app, release) is not None:
         by = initiator(state.get("operation")) if state else "someone"
         return SyncDecision(
             SyncAction.ADOPT,
             f"{name}: already Synced at {','.join(compared)} (last operation by {by}): adopted, not "
             "synced again; waiting for its health",
         )
-    return SyncDecision(SyncAction.REQUEST, f"{name}: no operation in progress")
-
-
-def pinned_revisions(revision: str, app: Mapping[str, Any]) -> list[str]:
-    """The revisions to pin for this Application: one, or one per `spec.sources` entry.
-
-    `revision` is the release revision; multi-source Applications take a comma-separated list with
-    one non-empty revision per source, in `spec.sources` order.
-    """
-    parts = [part.strip() for part in revision.split(",")] if revision else []
-    if not parts or any(not part for part in parts):
-        raise RevisionError(
-            f"revision {revision!r} is empty: refusing to send a sync without a pinned revision "
-            "(an empty one rolls out whatever targetRevision resolves to now)"
+    if synced and compared and health_status(app) == "Healthy":
+        return SyncDecision(
+            SyncAction.UP_TO_DATE,
+            f"{name}: Synced and Healthy at {','.join(compared)}, which is not a revision of this "
+            "release: left alone",
         )
-    sources = source_count(app)
-    expected = sources or 1
-    if len(parts) != expected:
-        kind = f"{sources} sources" if sources else "a single source"
-        raise RevisionError(
-            f"Application {app_name(app)} has {kind}; --revision must list {expected} "
-            f"comma-separated revision(s), got {len(parts)}: {revision!r}"
-        )
-    return parts
+    try:
+        pins = release_pin(app, release)
+    except RevisionError as exc:
+        return SyncDecision(SyncAction.REFUSED, f"{name}: {exc}")
+    return SyncDecision(SyncAction.REQUEST, f"{name}: no operation in progress", pins)
 
 
 # What Argo CD's own automated syncers (auto-sync in controller/appcontroller.go, RollingSync in

@@ -50,6 +50,7 @@ class Notice(StrEnum):
     PRUNE_SKIPPED = "PruneSkipped"  # done, but resources that only pruning removes are left (prune off)
     BUSY = "Busy"  # someone else's operation runs on it
     ADOPTED = "Adopted"  # done: someone else had synced it to the release revision; not synced again
+    LEFT_ALONE = "LeftAlone"  # done: up to date at a revision outside this release; not synced
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ def assess_application(
     name: str,
     app: Mapping[str, Any] | None,
     *,
-    pins: Sequence[str],
+    release: Sequence[Sequence[str]],
     rollout_id: str,
     now: datetime,
     since: datetime | None = None,
@@ -84,7 +85,8 @@ def assess_application(
 ) -> Verdict:
     """Decide one Application; `app` is None when it no longer exists. See DESIGN.md §3 (Done, Failed).
 
-    `pins` are the revisions this Application is to reach (one per source); `since` is when the
+    `release` are the release's revision tuples: our own operation is judged against the revisions
+    it pinned, someone else's sync is adopted when it reached one of them. `since` is when the
     rollout started (a sync of ours in the Application's history after it counts as ours).
     """
     if app is None:
@@ -102,7 +104,7 @@ def assess_application(
         )
     if appsync.state_is_ours(app, rollout_id):
         assert state is not None
-        return _assess_our_operation(name, app, state, pins=pins, now=now, degraded_grace=degraded_grace)
+        return _assess_our_operation(name, app, state, now=now, degraded_grace=degraded_grace)
     if op is not None:
         return Verdict(ClusterPhase.WAITING, f"{name}: sync operation not picked up by Argo CD yet")
     if state is not None and state.get("phase") in appsync.RUNNING_PHASES:
@@ -113,7 +115,8 @@ def assess_application(
             Notice.BUSY,
         )
     compared = appsync.compared_revisions(app)
-    if appsync.sync_status(app) == "Synced" and compared and appsync.revisions_resolve(pins, compared):
+    synced = appsync.sync_status(app) == "Synced"
+    if synced and appsync.release_match(app, release) is not None:
         # Someone (a person, or a sync of ours someone else's operation replaced) already brought it
         # to the release revision: adopt it, never sync it again; only its health is left to wait for.
         by = appsync.initiator(state.get("operation")) if state else "someone"
@@ -128,6 +131,19 @@ def assess_application(
             degraded_grace=degraded_grace,
             fallback_start=since,
             adopted_from=by,
+        )
+    if (
+        synced
+        and compared
+        and appsync.health_status(app) == "Healthy"
+        and not appsync.synced_in_history(app, since=since)
+    ):
+        # What the sync step leaves alone (appsync.decide_sync): up to date at its own revision.
+        return Verdict(
+            ClusterPhase.DONE,
+            f"{name}: Synced and Healthy at {','.join(compared)}, which is not a revision of this "
+            "release: left alone",
+            Notice.LEFT_ALONE,
         )
     if appsync.synced_in_history(app, since=since):
         current = appsync.initiator(state.get("operation")) if state else "unknown"
@@ -144,7 +160,6 @@ def _assess_our_operation(
     app: Mapping[str, Any],
     state: Mapping[str, Any],
     *,
-    pins: Sequence[str],
     now: datetime,
     degraded_grace: timedelta,
 ) -> Verdict:
@@ -175,13 +190,13 @@ def _assess_our_operation(
         return Verdict(ClusterPhase.FAILED, f"{name}: sync operation {phase}: {message or 'no message'}")
     if phase != "Succeeded":
         return Verdict(ClusterPhase.WAITING, f"{name}: sync operation phase {phase or 'unknown'}")
-    requested = _requested_revisions(state) or list(pins)
+    pins = _requested_revisions(state)
     applied = appsync.result_revisions(state)
-    if not appsync.revisions_resolve(requested, applied) or not appsync.revisions_resolve(pins, applied):
+    if not pins or not appsync.revisions_resolve(pins, applied):
         return Verdict(
             ClusterPhase.FAILED,
             f"{name}: sync Succeeded at revision {','.join(applied) or '(none)'}, "
-            f"not the pinned {','.join(pins)}",
+            f"not the pinned {','.join(pins) or '(none)'}",
         )
     return _assess_health(
         name,
@@ -318,7 +333,7 @@ def assess_cluster(
     cluster: str,
     apps: Mapping[str, Mapping[str, Any] | None],
     *,
-    pins: Mapping[str, Sequence[str]],
+    release: Sequence[Sequence[str]],
     rollout_id: str,
     started: datetime,
     now: datetime,
@@ -329,7 +344,7 @@ def assess_cluster(
 ) -> ClusterVerdict:
     """Decide one cluster from its Applications (name -> object, None when deleted).
 
-    `pins` gives each Application's release revisions (one per source).
+    `release` are the release's revision tuples (see `assess_application`).
     """
     if not cluster_exists:
         return ClusterVerdict(
@@ -343,7 +358,7 @@ def assess_cluster(
         name: assess_application(
             name,
             app,
-            pins=pins.get(name, ()),
+            release=release,
             rollout_id=rollout_id,
             now=now,
             since=since,

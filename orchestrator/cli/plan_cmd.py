@@ -20,6 +20,7 @@ from pathlib import Path
 import click
 
 from orchestrator.api.models import ProgressiveSync
+from orchestrator.api.release import revision_key
 from orchestrator.argocd.fleet import (
     AppSetView,
     Fleet,
@@ -205,7 +206,10 @@ def render_table(result: RolloutPlan, *, generation: int) -> str:
 
 
 def _summary(result: RolloutPlan, generation: int) -> str:
-    release = ", ".join(_short_revision(r) for r in result.revisions) or "none (nothing is out of date)"
+    release = (
+        ", ".join(_short_revision(revision_key(r)) for r in result.revisions)
+        or "none (nothing is out of date)"
+    )
     rollout_id = f" (id {result.release_id(generation)}, generation {generation})" if result.revisions else ""
     return (
         f"ProgressiveSync {result.ps_name}, ApplicationSet {result.app_set}: "

@@ -15,14 +15,17 @@ or a Workflow that cannot be built; 2 bad usage.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
 from hera.workflows import Workflow
 
 from orchestrator.api.models import ProgressiveSync
+from orchestrator.api.release import Release, spec_hash
 from orchestrator.cli.manifest import manifest_options, read_fleet_file, read_progressive_sync
 from orchestrator.planning.planner import RolloutPlan, plan_rollout
 from workflow_templates import pieces, validate
@@ -117,9 +120,8 @@ def render(
                 "(pass --revision to render one)"
             )
             return
-        revision = revision or ",".join(plan.revisions)
-        rollout_id = rollout_id or plan.release_id(generation)
-        built = build_workflow_or_exit(ps, rollout_id, revision, plan, settings)
+        release = _release(ps, generation, ((revision,),) if revision else plan.revisions, rollout_id)
+        built = build_workflow_or_exit(ps, release, plan, settings)
     else:
         sizes = assumed_sizes(ps, assume_clusters)
         _note(
@@ -133,9 +135,13 @@ def render(
             _note(f"assumed: revision {PLACEHOLDER_REVISION} (pass --revision or --fleet)")
         if not rollout_id:
             _note(f"assumed: rollout id {PLACEHOLDER_ROLLOUT_ID} (pass --rollout-id or --fleet)")
-        built = build_workflow_or_exit(
-            ps, rollout_id or PLACEHOLDER_ROLLOUT_ID, revision or PLACEHOLDER_REVISION, sizes, settings
+        release = _release(
+            ps,
+            ps.metadata.generation or 1,
+            ((revision or PLACEHOLDER_REVISION,),),
+            rollout_id or PLACEHOLDER_ROLLOUT_ID,
         )
+        built = build_workflow_or_exit(ps, release, sizes, settings)
     obj = built.to_dict()
     library = validate.library_of(t.to_dict() for t in pieces.workflow_templates(settings))
     problems = validate.problems(obj, library=library)
@@ -144,15 +150,22 @@ def render(
     click.echo(json.dumps(obj, indent=2) if output == "json" else to_yaml(built), nl=output == "json")
 
 
+def _release(
+    ps: ProgressiveSync, generation: int, revisions: Sequence[Sequence[str]], rollout_id: str | None
+) -> Release:
+    """The release the watcher would start (its id as the planner gives it, unless --rollout-id)."""
+    release = Release.of(generation=generation, spec_hash=spec_hash(ps.spec), revisions=revisions)
+    return dataclasses.replace(release, id=rollout_id) if rollout_id else release
+
+
 def build_workflow_or_exit(
     ps: ProgressiveSync,
-    rollout_id: str,
-    revision: str,
+    release: Release,
     plan: RolloutPlan | StageSizes,
     settings: WorkflowSettings,
 ) -> Workflow:
     """`build_workflow`, with its refusal turned into exit code 1 and a message."""
     try:
-        return build_workflow(ps, rollout_id=rollout_id, revision=revision, plan=plan, settings=settings)
+        return build_workflow(ps, release=release, plan=plan, settings=settings)
     except WorkflowBuildError as exc:
         raise click.ClickException(str(exc)) from exc

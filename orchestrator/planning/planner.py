@@ -39,6 +39,7 @@ from orchestrator.api.models import (
     ProgressiveSyncStatus,
     StagePhase,
 )
+from orchestrator.api.release import Revisions, normalize_revisions, release_id, revision_key
 from orchestrator.argocd.fleet import (
     AppSetView,
     AppView,
@@ -51,7 +52,6 @@ from orchestrator.argocd.fleet import (
 )
 from orchestrator.planning.sizing import resolve_max_targets, stage_size
 
-RELEASE_ID_LENGTH = 10
 # How many names a message lists before "and N more"; `PlanIssue.subjects` always has them all.
 NAMES_IN_MESSAGE = 8
 
@@ -148,14 +148,15 @@ class ClusterPlan:
 
     `apps` are all its counted Applications (they move together); `stale_apps` the out-of-date
     ones, each with why in `reasons`; `revisions` the distinct release revisions of `stale_apps`
-    (`fleet.revision_key` form). The cluster is out of date when `stale_apps` is not empty.
+    (one tuple per distinct set, one entry per source). The cluster is out of date when
+    `stale_apps` is not empty.
     """
 
     name: str
     apps: tuple[str, ...]
     stale_apps: tuple[str, ...] = ()
     reasons: tuple[str, ...] = ()
-    revisions: tuple[str, ...] = ()
+    revisions: tuple[Revisions, ...] = ()
 
     @property
     def is_out_of_date(self) -> bool:
@@ -214,7 +215,7 @@ class RolloutPlan:
     app_set: str
     stages: tuple[StagePlan, ...]
     clusters: Mapping[str, ClusterPlan]
-    revisions: tuple[str, ...] = ()
+    revisions: tuple[Revisions, ...] = ()
     uncovered: tuple[str, ...] = ()
     warnings: tuple[PlanIssue, ...] = ()
     errors: tuple[PlanIssue, ...] = ()
@@ -243,7 +244,12 @@ class RolloutPlan:
 
     def to_dict(self, *, generation: int | None = None) -> dict[str, Any]:
         """The stable `-o json` shape (docs/planner.md); with a generation it carries the release id."""
-        release: dict[str, Any] = {"revisions": list(self.revisions)}
+        # `revisions` keeps its documented string form (a multi-source set joined by ","), for
+        # people and old scripts; `revisionSets` is the same as data, one list per set.
+        release: dict[str, Any] = {
+            "revisions": [revision_key(r) for r in self.revisions],
+            "revisionSets": [list(r) for r in self.revisions],
+        }
         if generation is not None:
             release["generation"] = generation
             release["id"] = self.release_id(generation) if self.revisions else ""
@@ -261,16 +267,6 @@ class RolloutPlan:
             "warnings": [issue.to_dict() for issue in self.warnings],
             "errors": [issue.to_dict() for issue in self.errors],
         }
-
-
-def release_id(generation: int, revisions: Iterable[str]) -> str:
-    """A short stable id of a release: the first 10 hex digits of sha256(generation, sorted revisions).
-
-    The same spec generation rolling out the same revisions always gets the same id, whatever the
-    order the revisions come in, so the Workflow name `<ps-name>-<id>` is deterministic.
-    """
-    text = "\n".join([str(generation), *sorted(set(revisions))])
-    return hashlib.sha256(text.encode()).hexdigest()[:RELEASE_ID_LENGTH]
 
 
 # --- the rules -------------------------------------------------------------------------------
@@ -520,7 +516,7 @@ def _fleet_clusters(apps_by_cluster: Mapping[str, list[AppView]]) -> dict[str, C
         if not stale:
             fleet[name] = ClusterPlan(name=name, apps=tuple(app.name for app in apps))
             continue
-        revisions = {app.sync_revision for app, _ in stale if app.sync_revisions}
+        revisions = {app.sync_revisions for app, _ in stale if app.sync_revisions}
         fleet[name] = ClusterPlan(
             name=name,
             apps=tuple(app.name for app in apps),
@@ -533,10 +529,10 @@ def _fleet_clusters(apps_by_cluster: Mapping[str, list[AppView]]) -> dict[str, C
 
 def _release_revisions(
     issues: _Issues, owned: list[AppView], fleet: Mapping[str, ClusterPlan]
-) -> tuple[str, ...]:
+) -> tuple[Revisions, ...]:
     """The release revisions (those of the out-of-date Applications); mixed or unknown ones reported."""
     stale_names = {app for cluster in fleet.values() for app in cluster.stale_apps}
-    revisions = tuple(sorted({rev for cluster in fleet.values() for rev in cluster.revisions}))
+    revisions = normalize_revisions(rev for cluster in fleet.values() for rev in cluster.revisions)
 
     # Every Application with a revision, out of date or not: one that is Synced at another
     # revision than the rest is as worth a look as two releases in flight.

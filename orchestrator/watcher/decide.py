@@ -40,14 +40,12 @@ tests (table-driven, no API server).
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from orchestrator.api.metadata import rollout_annotations, rollout_workflow_name, workflow_name
+from orchestrator.api.metadata import rollout_workflow_name, workflow_name
 from orchestrator.api.models import (
     ConditionStatus,
     ObjectMeta,
@@ -57,11 +55,12 @@ from orchestrator.api.models import (
     RolloutPhase,
     RolloutStatus,
 )
+from orchestrator.api.release import Release, release_id, release_of, revision_key, spec_hash
 from orchestrator.api.rollout_status import set_condition, start_rollout
 from orchestrator.argocd.fleet import AppSetView
 from orchestrator.core.clock import parse_time
-from orchestrator.planning.planner import RolloutPlan, release_id
-from orchestrator.workflows.view import WorkflowView, release_of, rollout_id_for
+from orchestrator.planning.planner import RolloutPlan
+from orchestrator.workflows.view import WorkflowView
 from workflow_templates.builder import WorkflowBuildError, build_workflow, workflow_object
 from workflow_templates.settings import WorkflowSettings
 
@@ -134,15 +133,29 @@ class CreateWorkflow:
     """Create `workflow`, the Workflow of one attempt of one release (AlreadyExists: adopt it)."""
 
     name: str
-    rollout_id: str
-    release_id: str
-    attempt: int
-    generation: int
-    spec_hash: str
-    retry_token: str
-    revision: str
+    release: Release
     # The whole object to create, built by `decide` (its identity annotations included).
     workflow: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def rollout_id(self) -> str:
+        """The rollout the Workflow runs."""
+        return self.release.rollout_id
+
+    @property
+    def release_id(self) -> str:
+        """The release it rolls out."""
+        return self.release.id
+
+    @property
+    def attempt(self) -> int:
+        """Which attempt of the release."""
+        return self.release.attempt
+
+    @property
+    def retry_token(self) -> str:
+        """The retry token the attempt consumed ("" when none)."""
+        return self.release.retry_token
 
 
 @dataclass(frozen=True)
@@ -255,13 +268,6 @@ class Decision:
 
 
 # --- helpers ------------------------------------------------------------------------------------
-
-
-def spec_hash(spec: ProgressiveSyncSpec) -> str:
-    """A stable hash of the spec without `paused`: what makes a spec change a new release."""
-    body = spec.to_api()
-    body.pop("paused", None)
-    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _cond(type_: str, status: ConditionStatus, reason: str, message: str) -> ConditionPatch:
@@ -590,7 +596,7 @@ def _decide_release(ctx: _Context, policy: ReconcilePolicy) -> Decision:
         rollout.generation if same_spec and rollout and rollout.generation is not None else obs.generation
     )
     release = release_id(generation, plan.revisions)
-    revision = ",".join(plan.revisions)
+    revision = " ".join(revision_key(r) for r in plan.revisions)
     if rollout is not None and release_of(rollout.id) == release:
         if not token_is_new:
             patch = StatusPatch(observed_generation=obs.generation, conditions=(valid, paused))
@@ -618,10 +624,13 @@ def _decide_release(ctx: _Context, policy: ReconcilePolicy) -> Decision:
     return _create(
         ctx,
         policy,
-        release=release,
-        attempt=attempt,
-        generation=generation,
-        revision=revision,
+        release=Release.of(
+            generation=generation,
+            spec_hash=ctx.spec_hash,
+            revisions=plan.revisions,
+            attempt=attempt,
+            retry_token=obs.retry_token,
+        ),
         why=why,
         conditions=(valid, paused),
     )
@@ -631,40 +640,20 @@ def _create(
     ctx: _Context,
     policy: ReconcilePolicy,
     *,
-    release: str,
-    attempt: int,
-    generation: int,
-    revision: str,
+    release: Release,
     why: str,
     conditions: tuple[ConditionPatch, ...],
 ) -> Decision:
     obs = ctx.obs
     assert obs.plan is not None
-    rollout_id = rollout_id_for(release, attempt)
+    rollout_id = release.rollout_id
     workflow = workflow_name(obs.name, rollout_id)
-    identity = rollout_annotations(
-        release_id=release,
-        attempt=attempt,
-        generation=generation,
-        spec_hash=ctx.spec_hash,
-        revision=revision,
-        retry_token=obs.retry_token,
-    )
     ps = ProgressiveSync(
         metadata=ObjectMeta(name=obs.name, namespace=obs.namespace, uid=obs.uid or None),
         spec=ctx.spec,
     )
     try:
-        body = workflow_object(
-            build_workflow(
-                ps,
-                rollout_id=rollout_id,
-                revision=revision,
-                plan=obs.plan,
-                settings=policy.workflow,
-                identity=identity,
-            )
-        )
+        body = workflow_object(build_workflow(ps, release=release, plan=obs.plan, settings=policy.workflow))
     except WorkflowBuildError as exc:
         # Nothing starts and nothing else changes: the spec must change (or the limit be raised).
         patch = StatusPatch(
@@ -672,17 +661,7 @@ def _create(
             conditions=(_cond(VALID, ConditionStatus.FALSE, "WorkflowInvalid", str(exc)),),
         )
         return ctx.decision("workflow-invalid", f"cannot build the Workflow: {exc}", UpdateStatus(patch))
-    create = CreateWorkflow(
-        name=workflow,
-        rollout_id=rollout_id,
-        release_id=release,
-        attempt=attempt,
-        generation=generation,
-        spec_hash=ctx.spec_hash,
-        retry_token=obs.retry_token,
-        revision=revision,
-        workflow=body,
-    )
+    create = CreateWorkflow(name=workflow, release=release, workflow=body)
     message = f"rollout {rollout_id} started in Workflow {workflow}: {why}"
     patch = StatusPatch(
         observed_generation=obs.generation,
@@ -737,15 +716,16 @@ def _ended_conditions(phase: RolloutPhase, reason: str, message: str) -> tuple[C
 
 
 def _rollout_status(create: CreateWorkflow, now: datetime) -> RolloutStatus:
+    release = create.release
     return RolloutStatus(
-        id=create.rollout_id,
-        revision=create.revision,
+        id=release.rollout_id,
+        revision=release.display,
         workflow=create.name,
-        attempt=create.attempt,
+        attempt=release.attempt,
         started_at=now,
-        generation=create.generation,
-        spec_hash=create.spec_hash,
-        retry_token=create.retry_token or None,
+        generation=release.generation,
+        spec_hash=release.spec_hash,
+        retry_token=release.retry_token or None,
     )
 
 

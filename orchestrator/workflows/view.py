@@ -33,6 +33,7 @@ from orchestrator.api.metadata import (
     SUSPENDED_BY_ANNOTATION,
     SUSPENDED_BY_WATCHER,
 )
+from orchestrator.api.release import attempt_of, release_of
 from workflow_templates import names
 
 FINISHED_PHASES = frozenset({"Succeeded", "Failed", "Error"})
@@ -109,26 +110,6 @@ def workflow_view_from_object(obj: Mapping[str, Any]) -> WorkflowView:
         current_stage=current_stage,
         waiting=waiting,
     )
-
-
-def rollout_id_for(release_id: str, attempt: int) -> str:
-    """The rollout id of an attempt: the release id, then `-2`, `-3`, ... for retries.
-
-    Each attempt is its own rollout to the steps (a retried cluster is synced again, which the
-    steps refuse within one rollout) and gets its own Workflow, `<ps>-<rollout id>`.
-    """
-    return release_id if attempt <= 1 else f"{release_id}-{attempt}"
-
-
-def release_of(rollout_id: str) -> str:
-    """The release id of a rollout id (release ids are hex, so the first '-' starts the attempt)."""
-    return rollout_id.split("-", 1)[0]
-
-
-def attempt_of(rollout_id: str) -> int:
-    """The attempt number a rollout id carries (1 without a suffix)."""
-    _, _, suffix = rollout_id.partition("-")
-    return int(suffix) if suffix.isdigit() else 1
 
 
 # --- nodes ------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from orchestrator.api.models import ProgressiveSync
+from tests.support.builders import make_release
 from workflow_templates import pieces, render
 from workflow_templates.builder import assumed_sizes, build_workflow
 from workflow_templates.settings import WorkflowSettings
@@ -59,8 +60,7 @@ def test_rendered_workflows_pass_argo_lint(argo: Path, ps: ProgressiveSync, tmp_
         ps = ps.model_copy(update={"metadata": ps.metadata.model_copy(update={"namespace": "argocd"})})
     workflow = build_workflow(
         ps,
-        rollout_id="0123456789",
-        revision="4f1c2e9",
+        release=make_release("0123456789", revisions=(("4f1c2e9",),)),
         plan=assumed_sizes(ps, 12),
         settings=WorkflowSettings(),
     )
@@ -76,8 +76,7 @@ def test_argo_lint_does_catch_a_broken_reference(argo: Path, tmp_path: Path) -> 
         ps = ps.model_copy(update={"metadata": ps.metadata.model_copy(update={"namespace": "argocd"})})
     obj = build_workflow(
         ps,
-        rollout_id="0123456789",
-        revision="4f1c2e9",
+        release=make_release("0123456789", revisions=(("4f1c2e9",),)),
         plan=assumed_sizes(ps, 3),
         settings=WorkflowSettings(),
     ).to_dict()

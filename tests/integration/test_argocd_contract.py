@@ -17,13 +17,14 @@ from typing import Any
 
 import pytest
 
+from orchestrator.api.release import revisions_to_json
 from orchestrator.api.rollout_status import find_stage
 from orchestrator.argocd import appsync
 from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.kube.client import APPLICATIONS, PROGRESSIVE_SYNCS, Kube
 from tests.support.argocd_play import ArgoWorld
 from tests.support.builders import NEW_REVISION as REVISION
-from tests.support.builders import OLD_REVISION
+from tests.support.builders import OLD_REVISION, REVISIONS
 from tests.support.steps_harness import (
     StepRunner,
     describe,
@@ -53,14 +54,16 @@ class Rig:
     tmp_path: Path
 
     def run(self, step: str, cluster: str, *extra: str, code: int = 0) -> str:
-        result = self.runner.run(step, "--stage", "all", "--cluster", cluster, "--revision", REVISION, *extra)
+        result = self.runner.run(
+            step, "--stage", "all", "--cluster", cluster, "--revisions", REVISIONS, *extra
+        )
         assert result.returncode == code, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
         return result.stdout
 
     def start(self, step: str, cluster: str) -> tuple[Any, Path]:
         log = self.tmp_path / f"{step}-{cluster}.log"
         process = self.runner.start(
-            step, "--stage", "all", "--cluster", cluster, "--revision", REVISION, log_path=log
+            step, "--stage", "all", "--cluster", cluster, "--revisions", REVISIONS, log_path=log
         )
         return process, log
 
@@ -287,3 +290,19 @@ def test_the_operation_carries_the_applications_sync_options_and_retry(rig: Rig)
     # An Application without a policy gets Argo CD's automated default.
     rig.run("sync", "c2")
     assert rig.world.get("c2")["operation"]["retry"] == {"limit": 5}
+
+
+# --- finding 4: mixed revisions, each Application to its own ------------------------------------
+
+
+def test_two_stale_applications_at_new_and_old_each_sync_to_their_own_revision(rig: Rig) -> None:
+    # c2's Application tracks a ref still at OLD: Argo CD compared it against OLD and found it out of sync.
+    rig.world.compares("c2", now(), sync="OutOfSync", revision=OLD_REVISION)
+    make_progressive_sync(rig.kube, rig.namespace, stages=ALL)
+    assert sorted(select(rig)) == ["c1", "c2"]
+    release = revisions_to_json([(REVISION,), (OLD_REVISION,)])  # what the watcher's release carries
+    for cluster in ("c1", "c2"):
+        result = rig.runner.run("sync", "--stage", "all", "--cluster", cluster, "--revisions", release)
+        assert result.returncode == 0, result.stdout + result.stderr
+    assert rig.world.get("c1")["operation"]["sync"]["revision"] == REVISION
+    assert rig.world.get("c2")["operation"]["sync"]["revision"] == OLD_REVISION

@@ -14,7 +14,7 @@ from orchestrator.api.models import ProgressiveSync
 from orchestrator.cli.watch_cmd import build_settings, watch
 from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.watcher.settings import Engine, Settings
-from tests.support.builders import make_stage
+from tests.support.builders import make_release, make_stage
 from tests.support.kubectl import Kubectl
 from workflow_templates.builder import assumed_sizes, build_workflow
 from workflow_templates.settings import StepResources
@@ -201,7 +201,7 @@ def test_every_chart_value_reaches_the_watcher_and_the_step_pods(
         }
     )
     workflow = build_workflow(
-        ps, rollout_id="r1", revision="abc", plan=assumed_sizes(ps, 3), settings=steps
+        ps, release=make_release("r1", revisions=(("abc",),)), plan=assumed_sizes(ps, 3), settings=steps
     ).to_dict()
     assert workflow["spec"]["serviceAccountName"] == "custom-steps"
     expected = {

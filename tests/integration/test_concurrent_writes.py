@@ -85,7 +85,7 @@ def test_a_409_on_the_application_is_retried_and_keeps_the_other_writers_change(
             RolloutRef(namespace, "myservice", "r1", namespace),
             stage="canary",
             cluster=cluster,
-            revision=REVISION,
+            revisions=[(REVISION,)],
             clock=SystemClock(),
         )
     finally:
@@ -118,7 +118,7 @@ def test_a_409_caused_by_someone_starting_an_operation_never_overwrites_it(
             RolloutRef(namespace, "myservice", "r1", namespace),
             stage="canary",
             cluster=cluster,
-            revision=REVISION,
+            revisions=[(REVISION,)],
             clock=SystemClock(),
         )
     finally:

@@ -30,7 +30,7 @@ from orchestrator.simulator.seed import SeedResult, seed_fleet
 from steps.common import RolloutRef
 from steps.wait_healthy import wait_healthy
 from tests.support.builders import NEW_REVISION as REVISION
-from tests.support.builders import foreign_operation
+from tests.support.builders import REVISIONS, foreign_operation
 from tests.support.clock import ManualClock
 from tests.support.steps_harness import (
     StepRunner,
@@ -204,7 +204,7 @@ def test_sync_writes_one_pinned_update_and_a_second_run_writes_nothing(
     cluster = select_canary(runner)
     before = app_of(kube, namespace, fleet, cluster)
     mark = control_plane.audit_mark()
-    result = runner.run("sync", "--stage", "canary", "--cluster", cluster, "--revision", REVISION)
+    result = runner.run("sync", "--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS)
     assert_ok(result)
     writes = writes_by(control_plane, mark)
     assert sorted((w.resource, w.subresource, w.verb, w.code) for w in writes) == [
@@ -223,7 +223,7 @@ def test_sync_writes_one_pinned_update_and_a_second_run_writes_nothing(
     assert stage.syncing == [cluster]
 
     mark = control_plane.audit_mark()
-    again = runner.run("sync", "--stage", "canary", "--cluster", cluster, "--revision", REVISION)
+    again = runner.run("sync", "--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS)
     assert_ok(again)
     assert "already synced by this rollout" in again.stdout
     assert writes_by(control_plane, mark) == []
@@ -232,10 +232,11 @@ def test_sync_writes_one_pinned_update_and_a_second_run_writes_nothing(
 @pytest.mark.parametrize(
     ("args", "env"),
     [
-        pytest.param(("--revision", ""), {}, id="empty-flag"),
-        pytest.param((), {"PROGRESSIVE_SYNC_REVISION": ""}, id="empty-env"),
+        pytest.param(("--revisions", ""), {}, id="empty-flag"),
+        pytest.param((), {"PROGRESSIVE_SYNC_REVISIONS": ""}, id="empty-env"),
         pytest.param((), {}, id="missing"),
-        pytest.param(("--revision", f"{REVISION},{REVISION}"), {}, id="two-for-a-single-source"),
+        pytest.param(("--revisions", REVISION), {}, id="a-bare-string-is-not-data"),
+        pytest.param(("--revisions", "[[]]"), {}, id="an-empty-revision-set"),
     ],
 )
 def test_sync_never_sends_an_empty_or_unfit_revision(
@@ -246,7 +247,7 @@ def test_sync_never_sends_an_empty_or_unfit_revision(
     mark = rig.control_plane.audit_mark()
     result = rig.runner.run("sync", "--stage", "canary", "--cluster", cluster, *args, **env)
     assert_ok(result, 2)
-    assert "--revision" in result.stdout
+    assert "--revisions" in result.stdout
     assert writes_by(rig.control_plane, mark) == []
     assert "operation" not in rig.app(cluster)
 
@@ -261,7 +262,7 @@ def test_sync_never_overwrites_someone_elses_operation(
     kube.replace(APPLICATIONS, namespace, app)
 
     mark = control_plane.audit_mark()
-    result = runner.run("sync", "--stage", "canary", "--cluster", cluster, "--revision", REVISION)
+    result = runner.run("sync", "--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS)
     assert_ok(result, 1)
     assert "started by alice is in progress" in result.stdout
     assert app_of(kube, namespace, fleet, cluster)["operation"] == foreign_operation("alice")
@@ -282,7 +283,7 @@ def test_sync_waits_for_someone_elses_operation_to_end_then_syncs(
 
     log = tmp_path / "sync.log"
     process = runner.start(
-        "sync", "--stage", "canary", "--cluster", cluster, "--revision", REVISION, log_path=log
+        "sync", "--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS, log_path=log
     )
     try:
         wait_for(
@@ -310,9 +311,11 @@ def test_wait_healthy_follows_the_simulated_sync_to_done_and_a_second_run_writes
     make_progressive_sync(rig.kube, rig.namespace)
     cluster = select_canary(rig.runner)
     rig.simulate()
-    assert_ok(rig.runner.run("sync", "--stage", "canary", "--cluster", cluster, "--revision", REVISION))
+    assert_ok(rig.runner.run("sync", "--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS))
     mark = rig.control_plane.audit_mark()
-    result = rig.runner.run("wait-healthy", "--stage", "canary", "--cluster", cluster, "--revision", REVISION)
+    result = rig.runner.run(
+        "wait-healthy", "--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS
+    )
     assert_ok(result)
     assert f"cluster {cluster} done" in result.stdout
     writes = writes_by(rig.control_plane, mark)
@@ -334,7 +337,9 @@ def test_wait_healthy_follows_the_simulated_sync_to_done_and_a_second_run_writes
     ]
 
     mark = rig.control_plane.audit_mark()
-    again = rig.runner.run("wait-healthy", "--stage", "canary", "--cluster", cluster, "--revision", REVISION)
+    again = rig.runner.run(
+        "wait-healthy", "--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS
+    )
     assert_ok(again)
     assert "already recorded" in again.stdout
     assert writes_by(rig.control_plane, mark) == []
@@ -347,7 +352,7 @@ def test_cluster_syncs_then_waits_until_done_and_a_second_run_writes_nothing(rig
     make_progressive_sync(rig.kube, rig.namespace)
     cluster = select_canary(rig.runner)
     rig.simulate()
-    result = rig.runner.run("cluster", "--stage", "canary", "--cluster", cluster, "--revision", REVISION)
+    result = rig.runner.run("cluster", "--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS)
     assert_ok(result)
     assert f"cluster {cluster} done" in result.stdout
     stage = rig.stage()
@@ -360,7 +365,7 @@ def test_cluster_syncs_then_waits_until_done_and_a_second_run_writes_nothing(rig
     ]
 
     mark = rig.control_plane.audit_mark()
-    again = rig.runner.run("cluster", "--stage", "canary", "--cluster", cluster, "--revision", REVISION)
+    again = rig.runner.run("cluster", "--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS)
     assert_ok(again)
     assert "recorded as completed already" in again.stdout
     assert writes_by(rig.control_plane, mark) == []
@@ -380,7 +385,7 @@ def test_a_cluster_of_a_stage_that_failed_already_is_not_started(rig: Rig) -> No
     targets = sorted(c.name for c in rig.fleet.clusters)
     make_progressive_sync(rig.kube, rig.namespace, status=rollout_status(stage_with_a_failure(targets)))
     mark = rig.control_plane.audit_mark()
-    result = rig.runner.run("cluster", "--stage", "canary", "--cluster", targets[1], "--revision", REVISION)
+    result = rig.runner.run("cluster", "--stage", "canary", "--cluster", targets[1], "--revisions", REVISIONS)
     assert_ok(result, 1)
     assert f"cluster {targets[1]} not started: stage 'canary' has failed already" in result.stdout
     assert writes_by(rig.control_plane, mark) == [], "nothing synced, nothing recorded"
@@ -392,7 +397,7 @@ def test_a_cluster_starts_while_the_failures_are_within_the_tolerance(rig: Rig) 
         rig.kube, rig.namespace, max_failed_clusters=1, status=rollout_status(stage_with_a_failure(targets))
     )
     rig.simulate()
-    result = rig.runner.run("cluster", "--stage", "canary", "--cluster", targets[1], "--revision", REVISION)
+    result = rig.runner.run("cluster", "--stage", "canary", "--cluster", targets[1], "--revisions", REVISIONS)
     assert_ok(result)
     assert targets[1] in rig.stage().completed
 
@@ -401,10 +406,18 @@ def test_a_cluster_starts_while_the_failures_are_within_the_tolerance(rig: Rig) 
 
 
 def sync_and_start_waiting(rig: Rig, cluster: str, **env: str) -> tuple[Any, Path]:
-    assert_ok(rig.runner.run("sync", "--stage", "canary", "--cluster", cluster, "--revision", REVISION))
+    assert_ok(rig.runner.run("sync", "--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS))
     log = rig.tmp_path / "wait-healthy.log"
     process = rig.runner.start(
-        "wait-healthy", "--stage", "canary", "--cluster", cluster, "--revision", REVISION, log_path=log, **env
+        "wait-healthy",
+        "--stage",
+        "canary",
+        "--cluster",
+        cluster,
+        "--revisions",
+        REVISIONS,
+        log_path=log,
+        **env,
     )
     return process, log
 
@@ -425,7 +438,7 @@ def summary_of(output: str) -> str:
 def test_a_healthy_read_before_reconciled_at_passes_finished_at_is_not_done(rig: Rig) -> None:
     make_progressive_sync(rig.kube, rig.namespace)
     cluster = select_canary(rig.runner)
-    assert_ok(rig.runner.run("sync", "--stage", "canary", "--cluster", cluster, "--revision", REVISION))
+    assert_ok(rig.runner.run("sync", "--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS))
     # Play the controller by hand: the operation Succeeded just now, but the Healthy on the object
     # was computed a minute before (the previous revision's health).
     app = rig.app(cluster)
@@ -447,7 +460,7 @@ def test_a_healthy_read_before_reconciled_at_passes_finished_at_is_not_done(rig:
 
     log = rig.tmp_path / "wait-healthy.log"
     process = rig.runner.start(
-        "wait-healthy", "--stage", "canary", "--cluster", cluster, "--revision", REVISION, log_path=log
+        "wait-healthy", "--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS, log_path=log
     )
     try:
         wait_for(lambda: "health not observed since the sync finished" in log.read_text(), timeout=30)
@@ -597,7 +610,7 @@ def test_a_step_of_a_superseded_rollout_writes_nothing(rig: Rig) -> None:
     assert_ok(result, 1)
     assert "superseded" in result.stdout
     sync = rig.runner.run(
-        "sync", "--stage", "canary", "--cluster", rig.fleet.clusters[0].name, "--revision", REVISION
+        "sync", "--stage", "canary", "--cluster", rig.fleet.clusters[0].name, "--revisions", REVISIONS
     )
     assert_ok(sync, 1)
     assert writes_by(rig.control_plane, mark) == []
@@ -739,10 +752,12 @@ def test_every_application_of_the_cluster_is_synced_and_followed(rig: Rig) -> No
     cluster = select_canary(rig.runner)
     worker = add_second_app(rig, cluster)
     rig.simulate()
-    sync = rig.runner.run("sync", "--stage", "canary", "--cluster", cluster, "--revision", REVISION)
+    sync = rig.runner.run("sync", "--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS)
     assert_ok(sync)
     assert f"myservice-{cluster}" in sync.stdout and worker in sync.stdout
-    result = rig.runner.run("wait-healthy", "--stage", "canary", "--cluster", cluster, "--revision", REVISION)
+    result = rig.runner.run(
+        "wait-healthy", "--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS
+    )
     assert_ok(result)
     assert "2 Applications Synced and Healthy" in result.stdout
     for name in (f"myservice-{cluster}", worker):
@@ -755,7 +770,7 @@ def test_wait_healthy_reads_the_deadline_from_the_clock_it_is_given(rig: Rig, st
     """In process, with a clock an hour ahead: the deadline has passed at the first look."""
     make_progressive_sync(rig.kube, rig.namespace, deadline_seconds=600)
     cluster = select_canary(rig.runner)
-    assert_ok(rig.runner.run("sync", "--stage", "canary", "--cluster", cluster, "--revision", REVISION))
+    assert_ok(rig.runner.run("sync", "--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS))
     client = Kube.from_kubeconfig(str(steps_config))
     try:
         result = wait_healthy(
@@ -763,7 +778,7 @@ def test_wait_healthy_reads_the_deadline_from_the_clock_it_is_given(rig: Rig, st
             RolloutRef(rig.namespace, "myservice", "r1", rig.namespace),
             stage="canary",
             cluster=cluster,
-            revision=REVISION,
+            revisions=[(REVISION,)],
             clock=ManualClock(datetime.now(UTC) + timedelta(hours=1)),
         )
     finally:

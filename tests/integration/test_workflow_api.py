@@ -20,6 +20,7 @@ from click.testing import CliRunner
 from orchestrator.api.models import ProgressiveSync
 from orchestrator.cli.main import main
 from orchestrator.kube.client import PROGRESSIVE_SYNCS, WORKFLOW_TEMPLATES, WORKFLOWS, AlreadyExists, Kube
+from tests.support.builders import make_release
 from tests.support.kubectl import Kubectl
 from workflow_templates import pieces, render
 from workflow_templates.builder import assumed_sizes, build_workflow, workflow_object
@@ -42,8 +43,7 @@ def test_rendered_workflow_is_accepted_unchanged_and_owned_by_its_progressive_sy
     assert ps.metadata.uid
     workflow = build_workflow(
         ps,
-        rollout_id="7f3c2a1b9e",
-        revision="4f1c2e9",
+        release=make_release("7f3c2a1b9e", revisions=(("4f1c2e9",),)),
         plan=assumed_sizes(ps, 12),
         settings=WorkflowSettings(),
     )

@@ -29,6 +29,7 @@ from orchestrator.api.models import (
     StagePhase,
     StageStatus,
 )
+from orchestrator.api.release import Release, revisions_to_json
 from orchestrator.argocd import appsync
 from orchestrator.argocd.fleet import AppSetView, AppView, Cluster, app_view_from_object
 from orchestrator.core.clock import format_time
@@ -42,6 +43,8 @@ NEW_REVISION = "4f1c2e9b7a3d5c8e1f0a2b4c6d8e0f1a3b5c7d9e"
 OLD_REVISION = "9d2b7e4a1c3f5e7d9b0a2c4e6f8a1b3d5e7f9c0b"
 ROLLOUT_ID = "7f3c2a1"  # the rollout of the ProgressiveSync and Workflow builders
 ROLLOUT = "r1"  # the rollout whose sync operations the Application builders write (`our_operation`)
+# The steps' `--revisions` of a release of NEW_REVISION (orchestrator.api.release).
+REVISIONS = revisions_to_json([(NEW_REVISION,)])
 STARTED = "2026-11-29T10:00:00Z"
 # The time the Argo CD builders count from.
 T0 = datetime(2030, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -486,6 +489,24 @@ def up_to_date(cluster: str, **kwargs: Any) -> AppView:
 
 
 # --- rollout Workflows --------------------------------------------------------------------------
+
+
+def make_release(
+    rollout_id: str = ROLLOUT_ID,
+    *,
+    revisions: Sequence[Sequence[str]] = ((NEW_REVISION,),),
+    generation: int = 1,
+    spec_hash: str = "0123456789abcdef",
+    attempt: int = 1,
+) -> Release:
+    """A `Release` whose rollout id is `rollout_id` (as a test names it, not as its hash would be)."""
+    return Release(
+        id=rollout_id,
+        generation=generation,
+        spec_hash=spec_hash,
+        revisions=tuple(tuple(r) for r in revisions),
+        attempt=attempt,
+    )
 
 
 def make_gate_node(

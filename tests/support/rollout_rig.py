@@ -16,6 +16,7 @@ phases and the ProgressiveSync's status, the Workflow and its nodes.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ import yaml
 
 from orchestrator.api.metadata import NAME_LABEL, label_value
 from orchestrator.api.models import ProgressiveSync, StagePhase
+from orchestrator.api.release import Release, spec_hash
 from orchestrator.argocd.fleet import app_set_view_from_object, app_view_from_object, cluster_from_secret
 from orchestrator.kube.client import APPLICATION_SETS, APPLICATIONS, PROGRESSIVE_SYNCS, SECRETS, WORKFLOWS
 from orchestrator.planning.planner import RolloutPlan, plan_rollout
@@ -186,8 +188,14 @@ class RolloutRig:
         assert not plan.errors, plan.errors
         workflow = build_workflow(
             self.ps,
-            rollout_id=rollout_id or plan.release_id(self.ps.metadata.generation or 1),
-            revision=",".join(plan.revisions),
+            release=_with_id(
+                Release.of(
+                    generation=self.ps.metadata.generation or 1,
+                    spec_hash=spec_hash(self.ps.spec),
+                    revisions=plan.revisions,
+                ),
+                rollout_id,
+            ),
             plan=plan,
             settings=self.engine.workflow_settings(**RETRIES),
         )
@@ -298,3 +306,8 @@ def rollout_rig(engine: RolloutEngine, **kwargs: Any) -> Iterator[RolloutRig]:
         yield rig
     finally:
         rig.close()
+
+
+def _with_id(release: Release, rollout_id: str | None) -> Release:
+    """The release, run as `rollout_id` when a test names it (a second rollout of the same release)."""
+    return dataclasses.replace(release, id=rollout_id) if rollout_id else release

@@ -108,10 +108,17 @@ def _deleting(app: dict[str, Any]) -> dict[str, Any]:
                 result_revision=OLD_REVISION,
                 sync="Synced",
                 revision=OLD_REVISION,
+                health="Degraded",
             ),
             SyncAction.REQUEST,
             "no operation",
-            id="synced-at-an-older-revision-is-synced",
+            id="synced-and-degraded-at-an-older-revision-is-synced",
+        ),
+        pytest.param(
+            make_application(sync="Synced", revision=OLD_REVISION, health="Healthy"),
+            SyncAction.UP_TO_DATE,
+            "not a revision of this release: left alone",
+            id="up-to-date-outside-the-release-is-left-alone",
         ),
         pytest.param(
             make_application(sync="Synced", revision=NEW_REVISION, health="Healthy"),
@@ -128,7 +135,7 @@ def _deleting(app: dict[str, Any]) -> dict[str, Any]:
     ],
 )
 def test_decide_sync(app: dict[str, Any], expected: SyncAction, reason_has: str) -> None:
-    decision = appsync.decide_sync(app, ROLLOUT, pins=[NEW_REVISION], since=T0)
+    decision = appsync.decide_sync(app, ROLLOUT, release=[(NEW_REVISION,)], since=T0)
     assert decision.action == expected
     assert reason_has in decision.reason
 
@@ -178,36 +185,71 @@ def test_build_sync_request_multi_source_uses_revisions() -> None:
     assert "revision" not in body["operation"]["sync"]
 
 
-@pytest.mark.parametrize(
-    "revision", ["", "  ", ",", f"{NEW_REVISION},"], ids=["empty", "blank", "comma", "one-empty"]
-)
-def test_an_empty_revision_is_never_pinned(revision: str) -> None:
-    with pytest.raises(RevisionError, match="empty"):
-        appsync.pinned_revisions(revision, make_application())
+NEW, OLD = NEW_REVISION, OLD_REVISION
 
 
 @pytest.mark.parametrize(
-    ("revision", "sources", "expected"),
+    ("app", "release", "pins"),
     [
-        pytest.param(NEW_REVISION, 0, [NEW_REVISION], id="single-source"),
-        pytest.param("a1,b2", 2, ["a1", "b2"], id="multi-source-one-per-source"),
-        pytest.param(" a1 , b2 ", 2, ["a1", "b2"], id="blanks-stripped"),
+        pytest.param(make_application(revision=NEW), [(NEW,)], (NEW,), id="the-release-revision"),
+        # Finding 4: two stale single-source Applications at NEW and OLD, each to its own revision.
+        pytest.param(make_application(revision=NEW), [(NEW,), (OLD,)], (NEW,), id="mixed-release-at-new"),
+        pytest.param(make_application(revision=OLD), [(NEW,), (OLD,)], (OLD,), id="mixed-release-at-old"),
+        pytest.param(
+            make_application(sources=2, revision="a" * 40),
+            [(NEW,), ("a" * 40, "a" * 40)],
+            ("a" * 40, "a" * 40),
+            id="multi-source-one-per-source",
+        ),
+        pytest.param(
+            make_application(revision=""), [(NEW,)], (NEW,), id="not-compared-yet-takes-the-only-one"
+        ),
+        pytest.param(
+            make_application(revision="c" * 40),
+            [(NEW,), ("a" * 40, "b" * 40)],
+            (NEW,),
+            id="a-newer-commit-takes-the-only-one-of-its-shape",
+        ),
     ],
 )
-def test_pinned_revisions(revision: str, sources: int, expected: list[str]) -> None:
-    assert appsync.pinned_revisions(revision, make_application(sources=sources)) == expected
+def test_release_pin(app: dict[str, Any], release: list[tuple[str, ...]], pins: tuple[str, ...]) -> None:
+    assert appsync.release_pin(app, release) == pins
 
 
 @pytest.mark.parametrize(
-    ("revision", "sources"),
+    ("app", "release", "error"),
     [
-        pytest.param(NEW_REVISION, 2, id="one-for-two-sources"),
-        pytest.param("a1,b2", 0, id="two-for-one-source"),
+        pytest.param(
+            make_application(revision="c" * 40),
+            [(NEW,), (OLD,)],
+            "refusing to guess",
+            id="ambiguous-when-compared-against-neither",
+        ),
+        pytest.param(make_application(sources=2), [(NEW,)], "nothing to pin", id="no-revision-of-its-shape"),
+        pytest.param(make_application(), [], "nothing to pin", id="an-empty-release"),
     ],
 )
-def test_revision_count_must_fit_the_sources(revision: str, sources: int) -> None:
-    with pytest.raises(RevisionError, match="comma-separated"):
-        appsync.pinned_revisions(revision, make_application(sources=sources))
+def test_release_pin_refuses_to_guess(
+    app: dict[str, Any], release: list[tuple[str, ...]], error: str
+) -> None:
+    with pytest.raises(RevisionError, match=error):
+        appsync.release_pin(app, release)
+
+
+@given(
+    release=st.lists(st.tuples(st.sampled_from([NEW, OLD, "c" * 40])), min_size=1, max_size=3, unique=True),
+    compared=st.sampled_from([NEW, OLD, "c" * 40, ""]),
+)
+def test_a_pin_is_always_a_release_revision(release: list[tuple[str, ...]], compared: str) -> None:
+    app = make_application(revision=compared)
+    try:
+        pins = appsync.release_pin(app, release)
+    except RevisionError:
+        assert (compared,) not in release and len(release) > 1
+        return
+    assert pins in release
+    if (compared,) in release:
+        assert pins == (compared,), "an Application Argo CD compared against a release revision keeps it"
 
 
 def test_build_sync_request_refuses_an_empty_revision() -> None:

@@ -67,7 +67,7 @@ def deleting(app: dict[str, Any]) -> dict[str, Any]:
             done_application(
                 state_operation=our_operation(rollout_id="r0", revision=OLD_REVISION),
                 result_revision=OLD_REVISION,
-                revision=OLD_REVISION,
+                sync="OutOfSync",
             ),
             W,
             "not requested yet",
@@ -278,11 +278,19 @@ def deleting(app: dict[str, Any]) -> dict[str, Any]:
             "adopted",
             id="already-up-to-date-without-any-operation",
         ),
+        pytest.param(
+            make_application(sync="Synced", revision=OLD_REVISION, health="Healthy"),
+            D,
+            "not a revision of this release: left alone",
+            id="up-to-date-outside-the-release-is-what-sync-left-alone",
+        ),
     ],
 )
 def test_assess_application(app: dict[str, Any] | None, expected: ClusterPhase, reason_has: str) -> None:
-    pins = [NEW_REVISION, NEW_REVISION] if app and app["spec"].get("sources") else [NEW_REVISION]
-    verdict = assess_application("myservice-c1", app, pins=pins, rollout_id=ROLLOUT, now=NOW, since=at(0))
+    release = [(NEW_REVISION, NEW_REVISION)] if app and app["spec"].get("sources") else [(NEW_REVISION,)]
+    verdict = assess_application(
+        "myservice-c1", app, release=release, rollout_id=ROLLOUT, now=NOW, since=at(0)
+    )
     assert (verdict.phase, reason_has in verdict.reason) == (expected, True), verdict.reason
 
 
@@ -303,7 +311,7 @@ def test_assess_application(app: dict[str, Any] | None, expected: ClusterPhase, 
     ],
 )
 def test_waits_worth_a_word_carry_a_notice(app: dict[str, Any], notice: Notice | None) -> None:
-    verdict = assess_application("a", app, pins=[NEW_REVISION], rollout_id=ROLLOUT, now=NOW)
+    verdict = assess_application("a", app, release=[(NEW_REVISION,)], rollout_id=ROLLOUT, now=NOW)
     assert verdict.notice == notice, verdict.reason
 
 
@@ -311,7 +319,7 @@ def _cluster(apps: dict[str, Any], *, now_s: float = 20, deadline_s: float = 600
     return assess_cluster(
         "c1",
         apps,
-        pins=dict.fromkeys(apps, (NEW_REVISION,)),
+        release=[(NEW_REVISION,)],
         rollout_id=ROLLOUT,
         started=at(0),
         now=at(now_s),
@@ -506,12 +514,16 @@ def test_assess_rollout(
 def test_a_fresh_comparison_is_asked_for_after_the_second_of_finished_at() -> None:
     # finishedAt and reconciledAt in the same whole second: only a later comparison can tell.
     verdict = assess_application(
-        "a", done_application(reconciled_at=at(10)), pins=[NEW_REVISION], rollout_id=ROLLOUT, now=at(10.4)
+        "a",
+        done_application(reconciled_at=at(10)),
+        release=[(NEW_REVISION,)],
+        rollout_id=ROLLOUT,
+        now=at(10.4),
     )
     assert verdict.phase == W and verdict.refresh_after == at(11)
     assert (
         assess_application(
-            "a", done_application(), pins=[NEW_REVISION], rollout_id=ROLLOUT, now=NOW
+            "a", done_application(), release=[(NEW_REVISION,)], rollout_id=ROLLOUT, now=NOW
         ).refresh_after
         is None
     )

@@ -653,7 +653,8 @@ def test_shared_server_goes_to_the_secret_that_sorts_first() -> None:
 def test_mixed_revisions_are_all_release_revisions() -> None:
     apps = [make_app(cluster="eu-1"), make_app(cluster="eu-2", revision=OLD_REVISION)]
     result = plan(_eu(), apps, make_stage("all"))
-    assert result.revisions == tuple(sorted([NEW_REVISION, OLD_REVISION]))
+    # Finding 4: revisions travel as data, one tuple per Application's revision set.
+    assert result.revisions == ((NEW_REVISION,), (OLD_REVISION,))
     assert f"{NEW_REVISION} (1: myservice-eu-1)" in result.warnings[0].message
 
 
@@ -806,13 +807,18 @@ def test_progress_from_status() -> None:
 @pytest.mark.parametrize(
     ("a", "b", "same"),
     [
-        pytest.param((3, ["x", "y"]), (3, ["y", "x"]), True, id="release-id-ignores-revision-order"),
-        pytest.param((3, ["x"]), (3, ["x", "x"]), True, id="release-id-ignores-duplicates"),
-        pytest.param((3, ["x"]), (4, ["x"]), False, id="release-id-changes-with-generation"),
-        pytest.param((3, ["x"]), (3, ["y"]), False, id="release-id-changes-with-revisions"),
+        pytest.param(
+            (3, [("x",), ("y",)]), (3, [("y",), ("x",)]), True, id="release-id-ignores-revision-order"
+        ),
+        pytest.param((3, [("x",)]), (3, [("x",), ("x",)]), True, id="release-id-ignores-duplicates"),
+        pytest.param((3, [("x",)]), (4, [("x",)]), False, id="release-id-changes-with-generation"),
+        pytest.param((3, [("x",)]), (3, [("y",)]), False, id="release-id-changes-with-revisions"),
+        pytest.param((3, [("x", "y")]), (3, [("y", "x")]), False, id="release-id-keeps-source-order"),
     ],
 )
-def test_release_id(a: tuple[int, list[str]], b: tuple[int, list[str]], same: bool) -> None:
+def test_release_id(
+    a: tuple[int, list[tuple[str, ...]]], b: tuple[int, list[tuple[str, ...]]], same: bool
+) -> None:
     assert (release_id(*a) == release_id(*b)) is same
     assert len(release_id(*a)) == 10
     assert all(ch in "0123456789abcdef" for ch in release_id(*a))
@@ -820,5 +826,5 @@ def test_release_id(a: tuple[int, list[str]], b: tuple[int, list[str]], same: bo
 
 def test_plan_release_id_uses_its_revisions() -> None:
     result = plan(_eu(), stale_apps(_eu()), make_stage("all"))
-    assert result.revisions == (NEW_REVISION,)
-    assert result.release_id(2) == release_id(2, [NEW_REVISION])
+    assert result.revisions == ((NEW_REVISION,),)
+    assert result.release_id(2) == release_id(2, [(NEW_REVISION,)])

@@ -20,6 +20,7 @@ from orchestrator.api.models import (
     StagePhase,
     StageStatus,
 )
+from orchestrator.api.release import revisions_from_json, spec_hash
 from orchestrator.argocd.fleet import AppSetView
 from orchestrator.planning.planner import IssueCode, PlanIssue, RolloutPlan, StagePlan, StageState, release_id
 from orchestrator.watcher.decide import (
@@ -32,7 +33,6 @@ from orchestrator.watcher.decide import (
     StopWorkflow,
     apply_patch,
     decide,
-    spec_hash,
 )
 from orchestrator.workflows.view import WorkflowView, workflow_view_from_object
 from tests.support import builders
@@ -42,6 +42,7 @@ from workflow_templates.settings import WorkflowSettings
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 PS = "web"
 REVISION = "4f1c2e9"
+OLD_REVISION = "9d2b7e4"
 POLICY = ReconcilePolicy(finalize_grace_seconds=30, deletion_grace_seconds=30)
 
 
@@ -55,11 +56,13 @@ def make_spec(
 
 SPEC = make_spec()
 HASH = spec_hash(SPEC)
-RELEASE = release_id(1, [REVISION])
+RELEASE = release_id(1, [(REVISION,)])
 WF_NAME = f"{PS}-{RELEASE}"
 
 
-def make_plan(*, revisions: tuple[str, ...] = (REVISION,), errors: tuple[str, ...] = ()) -> RolloutPlan:
+def make_plan(
+    *, revisions: tuple[tuple[str, ...], ...] = ((REVISION,),), errors: tuple[str, ...] = ()
+) -> RolloutPlan:
     return RolloutPlan(
         ps_name=PS,
         app_set="myservice",
@@ -641,6 +644,19 @@ def test_the_created_workflow_carries_the_identity_a_restarted_watcher_reads_bac
     assert (view.name, view.rollout_id, view.release_id, view.attempt) == (WF_NAME, RELEASE, RELEASE, 1)
     assert (view.generation, view.spec_hash, view.revision, view.retry_token) == (1, HASH, REVISION, "t0")
     assert create.workflow["metadata"]["ownerReferences"][0]["uid"] == "ps-uid"
+
+
+def test_mixed_revisions_reach_the_steps_as_data() -> None:
+    """Finding 4: the release's revision sets go from the plan to the steps' `--revisions` unjoined."""
+    plan = make_plan(revisions=((OLD_REVISION,), (REVISION,)))
+    create = decide(observed(plan=plan), POLICY).of(CreateWorkflow)[0]
+    assert isinstance(create, CreateWorkflow)
+    assert create.release.revisions == ((REVISION,), (OLD_REVISION,))  # sorted, one tuple each
+    arguments = {p["name"]: p["value"] for p in create.workflow["spec"]["arguments"]["parameters"]}
+    assert revisions_from_json(arguments["revisions"]) == create.release.revisions
+    cluster_step = next(t for t in create.workflow["spec"]["templates"] if t["name"] == "cluster")
+    assert cluster_step["container"]["args"][-2:] == ["--revisions", "{{workflow.parameters.revisions}}"]
+    assert create.release.id == release_id(1, [(REVISION,), (OLD_REVISION,)])
 
 
 def test_a_workflow_that_cannot_be_built_is_a_reason_in_the_status_and_nothing_starts() -> None:

@@ -16,7 +16,14 @@ import pytest
 
 from orchestrator.api.models import ProgressiveSync
 from orchestrator.planning.planner import plan_rollout
-from tests.support.builders import make_app, make_app_set, make_cluster, make_ps_model, make_stage
+from tests.support.builders import (
+    make_app,
+    make_app_set,
+    make_cluster,
+    make_ps_model,
+    make_release,
+    make_stage,
+)
 from workflow_templates import names
 from workflow_templates.builder import assumed_sizes, build_workflow
 from workflow_templates.settings import WorkflowSettings
@@ -25,7 +32,9 @@ SETTINGS = WorkflowSettings()
 
 
 def fanout_parallelism(ps: ProgressiveSync, plan: Any) -> dict[str, int]:
-    obj = build_workflow(ps, rollout_id="r1", revision="abc", plan=plan, settings=SETTINGS).to_dict()
+    obj = build_workflow(
+        ps, release=make_release("r1", revisions=(("abc",),)), plan=plan, settings=SETTINGS
+    ).to_dict()
     templates = {t["name"]: t for t in obj["spec"]["templates"]}
     task_names = names.stage_task_names(stage.name for stage in ps.spec.stages)
     return {

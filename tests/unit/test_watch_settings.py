@@ -18,11 +18,12 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from orchestrator.api.release import attempt_of, release_of, rollout_id_for
 from orchestrator.cli.logsetup import JsonFormatter, configure_logging
 from orchestrator.cli.main import main
 from orchestrator.cli.watch_cmd import build_settings, watch
 from orchestrator.watcher.settings import Engine, LogFormat, Settings, SettingsError
-from orchestrator.workflows.view import attempt_of, release_of, rollout_id_for, workflow_view_from_object
+from orchestrator.workflows.view import workflow_view_from_object
 
 
 def flags(**overrides: Any) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from tests.support.builders import (
     make_app,
     make_app_set,
     make_ps_model,
+    make_release,
     make_stage,
     regional_fleet,
 )
@@ -46,8 +47,7 @@ def make_ps(
 def build(ps: ProgressiveSync, sizes: dict[str, StageSize] | None = None, **settings: Any) -> dict[str, Any]:
     workflow = build_workflow(
         ps,
-        rollout_id="0123456789",
-        revision=NEW_REVISION,
+        release=make_release("0123456789", revisions=((NEW_REVISION,),)),
         plan=sizes if sizes is not None else assumed_sizes(ps, 12),
         settings=WorkflowSettings(**settings),
     )
@@ -160,7 +160,7 @@ def test_spec_mutex_exit_handler_arguments() -> None:
     assert arguments == {
         "progressive-sync": "myservice",
         "rollout-id": "0123456789",
-        "revision": NEW_REVISION,
+        "revisions": f'[["{NEW_REVISION}"]]',
         "argocd-namespace": "argo-cd",
     }
     finalize = templates(build(make_ps()))[names.FINALIZE_TEMPLATE]["container"]
@@ -273,7 +273,9 @@ def test_percentage_max_parallel_is_resolved_from_the_plan() -> None:
     apps = [make_app(cluster=c.name) for c in clusters]
     plan = plan_rollout(ps.spec, ps_name="myservice", appset=make_app_set(), clusters=clusters, apps=apps)
     assert not plan.errors
-    obj = build_workflow(ps, rollout_id="r1", revision=NEW_REVISION, plan=plan, settings=SETTINGS).to_dict()
+    obj = build_workflow(
+        ps, release=make_release("r1", revisions=((NEW_REVISION,),)), plan=plan, settings=SETTINGS
+    ).to_dict()
     by_name = templates(obj)
     assert by_name["fanout-canary"]["parallelism"] == 1
     assert by_name["fanout-rest"]["parallelism"] == 2  # 25% of the 11 clusters left, rounded down
@@ -282,14 +284,22 @@ def test_percentage_max_parallel_is_resolved_from_the_plan() -> None:
 def test_a_plan_for_another_spec_is_refused() -> None:
     ps = make_ps(make_stage("canary"))
     with pytest.raises(WorkflowBuildError, match="no size"):
-        build_workflow(ps, rollout_id="r1", revision="x", plan={"other": StageSize(1, 1)}, settings=SETTINGS)
+        build_workflow(
+            ps,
+            release=make_release("r1", revisions=(("x",),)),
+            plan={"other": StageSize(1, 1)},
+            settings=SETTINGS,
+        )
 
 
 def test_too_many_nodes_is_refused_with_a_way_out() -> None:
     ps = make_ps(make_stage("everything"))
     with pytest.raises(WorkflowBuildError, match="split it into more stages"):
         build_workflow(
-            ps, rollout_id="r1", revision="x", plan={"everything": StageSize(5000, 50)}, settings=SETTINGS
+            ps,
+            release=make_release("r1", revisions=(("x",),)),
+            plan={"everything": StageSize(5000, 50)},
+            settings=SETTINGS,
         )
 
 

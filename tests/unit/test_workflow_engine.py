@@ -26,7 +26,7 @@ from orchestrator.engine.operator import (
     parse_duration,
     retry_expression_holds,
 )
-from tests.support.builders import make_ps_model, make_stage
+from tests.support.builders import make_ps_model, make_release, make_stage
 from tests.support.engine_driver import Drive, arg, argv_step
 from workflow_templates.builder import StageSize, build_workflow
 from workflow_templates.settings import WorkflowSettings
@@ -45,7 +45,7 @@ def rollout(
         s.name: StageSize(4, s.max_parallel if isinstance(s.max_parallel, int) else 1) for s in ps.spec.stages
     }
     obj: dict[str, Any] = build_workflow(
-        ps, rollout_id="r1", revision="abc", plan=plan, settings=SETTINGS
+        ps, release=make_release("r1", revisions=(("abc",),)), plan=plan, settings=SETTINGS
     ).to_dict()
     obj["metadata"]["uid"] = "wf-uid"
     return obj

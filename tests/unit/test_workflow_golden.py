@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from orchestrator.api.models import ProgressiveSync
+from tests.support.builders import make_release
 from workflow_templates import pieces, render, validate
 from workflow_templates.builder import assumed_sizes, build_workflow
 from workflow_templates.settings import WorkflowSettings
@@ -165,9 +166,12 @@ def test_checker_finds_broken_references(break_it: Any, expected: str) -> None:
 def test_yaml_quotes_strings_that_go_would_read_as_numbers() -> None:
     ps = ProgressiveSync.model_validate(yaml.safe_load(render.EXAMPLE_PS.read_text()))
     workflow = build_workflow(
-        ps, rollout_id="0123456789", revision="1e5", plan=assumed_sizes(ps, 3), settings=WorkflowSettings()
+        ps,
+        release=make_release("0123456789", revisions=(("1e5",),)),
+        plan=assumed_sizes(ps, 3),
+        settings=WorkflowSettings(),
     )
     text = render.to_yaml(workflow)
     assert "progressivesync.io/rollout-id: '0123456789'" in text
-    assert "value: '1e5'" in text
+    assert "progressivesync.io/attempt: '1'" in text  # the identity annotations too
     assert yaml.safe_load(text) == workflow.to_dict()
