@@ -287,7 +287,7 @@ class ArgoWorkflows:
 
     def stop(self) -> None:
         """Stop the server and the controller (their processes groups)."""
-        from orchestrator.devenv.machine import stop_process_group  # noqa: PLC0415
+        from orchestrator.devenv.host import stop_process_group  # noqa: PLC0415
 
         for process in reversed(self._processes):
             stop_process_group(process)

@@ -12,26 +12,24 @@ processes that outlive their parent (containerd's shims and the containers under
   with what to restore (a sysctl's old value).
 - `clean_up` undoes all of it: processes (by PID, by process group, every process whose command
   line names the node's root, every process in the node's cgroups), mounts under the root
-  (deepest first, detached), the iptables chain and its jump, the bridge, the sysctls (old values
+  (deepest first, detached), the iptables chains and their jumps, the bridge, the sysctls (old values
   from the ledger), the cgroup folders, the CNI plugins' cache files and the node's root itself.
-  It works from the ledger and from the fixed names alike, so it also cleans what a killed run
-  left behind; the next `Node.start` calls it first, under the lock.
+  It works from the ledger and from the fixed names alike (`host`), so it also cleans what a
+  killed run left behind; the next `Node.start` calls it first, under the lock.
+- `queue_turn`: on a machine several people share, runs wait for their turn on the node here.
 
-Everything here runs as root; nothing is done to anything not named by these constants.
+The acts themselves (kill, unmount, delete a chain, ...) are in `host`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import fcntl
 import json
 import logging
 import os
-import re
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Iterable, Iterator
@@ -39,28 +37,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from orchestrator.devenv import host
+
 log = logging.getLogger(__name__)
 
-# The fixed names of everything the node makes on the machine (one node per machine).
+# The node's root and its lock (the other fixed names: `host`).
 NODE_ROOT = Path("/var/lib/progressive-sync/node")
 LOCK_PATH = Path("/run/progressive-sync-node.lock")
-BRIDGE = "psync0"
-IPTABLES_CHAIN = "PSYNC-NODE"  # nat PREROUTING -i BRIDGE: the Service IP's DNAT
-GUARD_CHAIN = "PSYNC-NODE-GUARD"  # filter INPUT: our all-interfaces ports, loopback only
-IPTABLES_COMMENT = "progressive-sync dev node"
-# (table, our chain, the built-in chain that jumps to it, the jump's match)
-IPTABLES_JUMPS = (
-    ("nat", IPTABLES_CHAIN, "PREROUTING", ("-i", BRIDGE)),
-    ("filter", GUARD_CHAIN, "INPUT", ()),
-)
-CGROUP_ROOT = "progressive-sync-node"  # under each cgroup v1 hierarchy (and the v2 root, if any)
-CGROUP_MOUNT = Path("/sys/fs/cgroup")
-CNI_NETWORK = "progressive-sync"
-CNI_CACHE = Path("/var/lib/cni/results")
-# containerd 1.6 puts its shims' sockets here whatever its state dir (defaults.DefaultStateDir).
-SHIM_SOCKETS = Path("/run/containerd/s")
-
-_MNT_DETACH = 2
 
 
 class MachineError(RuntimeError):
@@ -172,19 +155,19 @@ class Ledger:
 
     def set_sysctl(self, name: str, value: str) -> None:
         """Set a sysctl, recording its old value first (only the first old value is kept)."""
-        old = read_sysctl(name)
+        old = host.read_sysctl(name)
         if name not in self.sysctls:
             self.sysctls[name] = old
             self.save()
         if old != value:
-            write_sysctl(name, value)
+            host.write_sysctl(name, value)
 
     def remember_sysctls(self, names: Iterable[str]) -> None:
         """Record the current values of sysctls that a child process (the kubelet) may change."""
         changed = False
         for name in names:
-            if name not in self.sysctls and sysctl_path(name).exists():
-                self.sysctls[name] = read_sysctl(name)
+            if name not in self.sysctls and host.sysctl_path(name).exists():
+                self.sysctls[name] = host.read_sysctl(name)
                 changed = True
         if changed:
             self.save()
@@ -201,305 +184,6 @@ class Ledger:
         for name, value in flags.items():
             setattr(self, name, value)
         self.save()
-
-
-def sysctl_path(name: str) -> Path:
-    """/proc/sys/... of a dotted sysctl name."""
-    return Path("/proc/sys") / name.replace(".", "/")
-
-
-def read_sysctl(name: str) -> str:
-    """A sysctl's value as the kernel prints it (whitespace-normalized)."""
-    return " ".join(sysctl_path(name).read_text().split())
-
-
-def write_sysctl(name: str, value: str) -> None:
-    """Set a sysctl."""
-    sysctl_path(name).write_text(value + "\n")
-
-
-# --- processes -----------------------------------------------------------------------------------
-
-
-# The programs a node runs whose command lines name its root; nothing else is ever killed by name
-# (a shell tailing a log under the root is left alone).
-NODE_PROGRAMS = frozenset(
-    {
-        "containerd",
-        "containerd-shim-runc-v2",
-        "runc",
-        "kubelet",
-        "kube-scheduler",
-        "kube-controller-manager",
-        "workflow-controller",
-        "argo",
-    }
-)
-
-
-def _argv(pid: int) -> list[str]:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return []
-    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
-
-
-def _all_pids() -> list[int]:
-    return [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
-
-
-def processes_naming(root: Path, *, exclude: Iterable[int] = ()) -> list[int]:
-    """Every node program (`NODE_PROGRAMS`) whose command line mentions `root`: containerd, its
-    shims, the kubelet, the Argo controller, ... of a node at `root`, this one or a killed one."""
-    excluded = {os.getpid(), *exclude}
-    needle = str(root)
-    found = []
-    for pid in _all_pids():
-        argv = _argv(pid)
-        if pid in excluded or not argv or Path(argv[0]).name not in NODE_PROGRAMS:
-            continue
-        if any(needle in part for part in argv[1:]):
-            found.append(pid)
-    return found
-
-
-def cgroup_folders() -> list[Path]:
-    """Our cgroup root in every mounted hierarchy that has it."""
-    if not CGROUP_MOUNT.is_dir():
-        return []
-    found = []
-    for hierarchy in sorted(CGROUP_MOUNT.iterdir()):
-        candidate = hierarchy / CGROUP_ROOT
-        if candidate.is_dir():
-            found.append(candidate)
-    if (CGROUP_MOUNT / CGROUP_ROOT).is_dir():  # a cgroup v2 machine
-        found.append(CGROUP_MOUNT / CGROUP_ROOT)
-    return found
-
-
-def processes_in_cgroups() -> list[int]:
-    """Every process in our cgroups (the containers; the shims live outside them)."""
-    pids: set[int] = set()
-    for folder in cgroup_folders():
-        for procs in folder.rglob("cgroup.procs"):
-            with contextlib.suppress(OSError, ValueError):
-                pids.update(int(line) for line in procs.read_text().split())
-    pids.discard(os.getpid())
-    return sorted(pids)
-
-
-def kill_all(find: Any, what: str, *, timeout: float = 15.0) -> None:
-    """SIGTERM then SIGKILL every pid `find()` returns until it returns none, within `timeout`."""
-    deadline = time.monotonic() + timeout
-    terminate_until = time.monotonic() + min(3.0, timeout / 3)
-    while True:
-        pids = find()
-        if not pids:
-            return
-        sig = signal.SIGTERM if time.monotonic() < terminate_until else signal.SIGKILL
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, sig)
-        _reap()
-        if time.monotonic() > deadline:
-            log.warning("%s still running after %.0fs: pids %s", what, timeout, pids)
-            return
-        time.sleep(0.1)
-
-
-def _reap() -> None:
-    """Collect our own exited children so they do not linger as zombies that look alive."""
-    with contextlib.suppress(ChildProcessError):
-        while True:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-            if pid == 0:
-                return
-
-
-def stop_process_group(process: subprocess.Popen[bytes], grace: float = 10.0) -> None:
-    """SIGTERM a child's whole process group, SIGKILL it after `grace` seconds."""
-    if process.poll() is not None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)  # stragglers of a group whose leader exited
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=grace)
-
-
-# --- mounts ----------------------------------------------------------------------------------------
-
-
-def unescape_mount_path(text: str) -> str:
-    """A path as /proc/self/mountinfo prints it, with its octal escapes (\\040 for space) decoded."""
-    return re.sub(r"\\([0-7]{3})", lambda match: chr(int(match.group(1), 8)), text)
-
-
-def mounts_under(root: Path) -> list[Path]:
-    """Mount points at or under `root`, deepest first."""
-    prefix = str(root).rstrip("/")
-    found = []
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        fields = line.split()
-        if len(fields) > 4:
-            point = unescape_mount_path(fields[4])
-            if point == prefix or point.startswith(prefix + "/"):
-                found.append(Path(point))
-    return sorted(set(found), key=lambda p: (len(p.parts), str(p)), reverse=True)
-
-
-_libc = ctypes.CDLL("libc.so.6", use_errno=True)
-
-
-def unmount(point: Path) -> None:
-    """Detach a mount (lazy: it goes when its last user does)."""
-    if _libc.umount2(str(point).encode(), _MNT_DETACH) != 0:
-        error = ctypes.get_errno()
-        if error not in (errno.EINVAL, errno.ENOENT):  # not a mount (any more)
-            raise OSError(error, f"umount {point}: {os.strerror(error)}")
-
-
-def unmount_all(root: Path, *, rounds: int = 5) -> None:
-    """Unmount everything under `root` (repeated: unmounting can reveal stacked mounts)."""
-    for _ in range(rounds):
-        points = mounts_under(root)
-        if not points:
-            return
-        for point in points:
-            try:
-                unmount(point)
-            except OSError as exc:
-                log.warning("%s", exc)
-    left = mounts_under(root)
-    if left:
-        log.warning("mounts left under %s: %s", root, [str(p) for p in left])
-
-
-# --- network ---------------------------------------------------------------------------------------
-
-
-def _quiet(command: list[str], timeout: float = 15.0) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
-
-
-def iptables_jump(table: str, chain: str, parent: str, match: tuple[str, ...]) -> list[str]:
-    """The rule spec (after -A/-I/-D PARENT) of the jump from a built-in chain to ours."""
-    del table, parent
-    return [*match, "-j", chain, "-m", "comment", "--comment", IPTABLES_COMMENT]
-
-
-def iptables_remove_chains(iptables: str = "iptables") -> list[str]:
-    """Remove our chains and every jump to them (repeated: a jump may have been added twice)."""
-    removed = []
-    for table, chain, parent, match in IPTABLES_JUMPS:
-        if _quiet([iptables, "-w", "5", "-t", table, "-S", chain]).returncode != 0:
-            continue
-        for _ in range(10):
-            jump = iptables_jump(table, chain, parent, match)
-            if _quiet([iptables, "-w", "5", "-t", table, "-D", parent, *jump]).returncode != 0:
-                break
-        _quiet([iptables, "-w", "5", "-t", table, "-F", chain])
-        _quiet([iptables, "-w", "5", "-t", table, "-X", chain])
-        removed.append(f"{table}/{chain}")
-    return removed
-
-
-def iptables_chains(iptables: str = "iptables") -> list[str]:
-    """Which of our chains exist ("table/chain")."""
-    return [
-        f"{table}/{chain}"
-        for table, chain, _, _ in IPTABLES_JUMPS
-        if _quiet([iptables, "-w", "5", "-t", table, "-S", chain]).returncode == 0
-    ]
-
-
-def bridge_exists() -> bool:
-    """True when our bridge exists."""
-    return Path(f"/sys/class/net/{BRIDGE}").exists()
-
-
-def delete_bridge() -> None:
-    """Delete our bridge (its per-device sysctls go with it)."""
-    if bridge_exists():
-        result = _quiet(["ip", "link", "delete", BRIDGE])
-        if result.returncode != 0 and bridge_exists():
-            log.warning("could not delete bridge %s: %s", BRIDGE, result.stderr.strip())
-
-
-def veths_on_bridge() -> list[str]:
-    """The host ends of pod veths still attached to our bridge."""
-    folder = Path(f"/sys/class/net/{BRIDGE}/brif")
-    return sorted(entry.name for entry in folder.iterdir()) if folder.is_dir() else []
-
-
-# --- cgroups ---------------------------------------------------------------------------------------
-
-
-def make_cgroup_root() -> None:
-    """Create our cgroup root in every v1 hierarchy (the kubelet's `cgroupRoot` must exist)."""
-    for hierarchy in sorted(CGROUP_MOUNT.iterdir()):
-        if not (hierarchy / "cgroup.procs").exists() or hierarchy.is_symlink():
-            continue
-        folder = hierarchy / CGROUP_ROOT
-        folder.mkdir(exist_ok=True)
-        for name in ("cpuset.cpus", "cpuset.mems"):  # an empty cpuset admits no process
-            parent_value = hierarchy / name
-            if parent_value.exists() and not (folder / name).read_text().strip():
-                (folder / name).write_text(parent_value.read_text())
-
-
-def remove_cgroups() -> None:
-    """Remove our cgroup folders, deepest first (each must be empty of processes)."""
-    for top in cgroup_folders():
-        folders = sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True)
-        for folder in [*folders, top]:
-            for _ in range(20):
-                try:
-                    folder.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError as exc:
-                    if exc.errno != errno.EBUSY:
-                        log.warning("could not remove cgroup %s: %s", folder, exc)
-                        break
-                    time.sleep(0.1)
-
-
-# --- files outside the root ------------------------------------------------------------------------
-
-
-def remove_cni_cache() -> None:
-    """The CNI library's cached results of our network (libcni's default cache dir)."""
-    if CNI_CACHE.is_dir():
-        for entry in CNI_CACHE.glob(f"{CNI_NETWORK}-*"):
-            entry.unlink(missing_ok=True)
-
-
-def remove_dead_shim_sockets() -> None:
-    """Shim sockets nobody listens on (the shims we killed left them); live ones are left alone."""
-    if not SHIM_SOCKETS.is_dir():
-        return
-    listening = _listening_unix_sockets()
-    for entry in SHIM_SOCKETS.iterdir():
-        if entry.is_socket() and str(entry) not in listening:
-            entry.unlink(missing_ok=True)
-
-
-def _listening_unix_sockets() -> set[str]:
-    paths = set()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/net/unix").read_text().splitlines()[1:]:
-            fields = line.split()
-            if len(fields) >= 8:
-                paths.add(fields[7].lstrip("@"))
-    return paths
 
 
 # --- undoing everything ----------------------------------------------------------------------------
@@ -528,39 +212,39 @@ def clean_up(root: Path = NODE_ROOT, *, children: Iterable[subprocess.Popen[byte
     """
     done: list[str] = []
     for process in reversed(list(children)):
-        stop_process_group(process)
-    if processes_naming(root):
-        kill_all(lambda: processes_naming(root), "node processes")
+        host.stop_process_group(process)
+    if host.processes_naming(root):
+        host.kill_all(lambda: host.processes_naming(root), "node processes")
         done.append("killed node processes")
-    if processes_in_cgroups():
-        kill_all(processes_in_cgroups, "containers")
+    if host.processes_in_cgroups():
+        host.kill_all(host.processes_in_cgroups, "containers")
         done.append("killed containers")
-    if mounts_under(root):
-        unmount_all(root)
+    if host.mounts_under(root):
+        host.unmount_all(root)
         done.append("unmounted")
     ledger = Ledger.load(root / "ledger.json")
-    removed_chains = iptables_remove_chains()
+    removed_chains = host.iptables_remove_chains()
     if removed_chains:
         done.append(f"removed iptables chains {', '.join(removed_chains)}")
-    if bridge_exists():
-        delete_bridge()
-        done.append(f"deleted bridge {BRIDGE}")
+    if host.bridge_exists():
+        host.delete_bridge()
+        done.append(f"deleted bridge {host.BRIDGE}")
     for name, old in ledger.sysctls.items():
         with contextlib.suppress(OSError):
-            if sysctl_path(name).exists() and read_sysctl(name) != old:
-                write_sysctl(name, old)
+            if host.sysctl_path(name).exists() and host.read_sysctl(name) != old:
+                host.write_sysctl(name, old)
                 done.append(f"restored {name}={old}")
-    if cgroup_folders():
-        remove_cgroups()
+    if host.cgroup_folders():
+        host.remove_cgroups()
         done.append("removed cgroups")
-    remove_cni_cache()
-    remove_dead_shim_sockets()
+    host.remove_cni_cache()
+    host.remove_dead_shim_sockets()
     for folder in map(Path, ledger.created):
-        if folder.is_dir() and not mounts_under(folder):
+        if folder.is_dir() and not host.mounts_under(folder):
             shutil.rmtree(folder, ignore_errors=True)
             done.append(f"removed {folder}")
     if root.exists():
-        if mounts_under(root):
+        if host.mounts_under(root):
             log.warning("not removing %s: mounts are left under it", root)
         else:
             shutil.rmtree(root, ignore_errors=True)
@@ -572,18 +256,18 @@ def clean_up(root: Path = NODE_ROOT, *, children: Iterable[subprocess.Popen[byte
 def leftovers(root: Path = NODE_ROOT) -> list[str]:
     """What of a node is still on the machine (empty after a clean stop); used by tests and `down`."""
     found = []
-    if processes_naming(root):
-        found.append(f"processes naming {root}: {processes_naming(root)}")
-    if processes_in_cgroups():
-        found.append(f"processes in cgroup {CGROUP_ROOT}: {processes_in_cgroups()}")
-    if mounts_under(root):
-        found.append(f"mounts under {root}: {[str(p) for p in mounts_under(root)]}")
-    if iptables_chains():
-        found.append(f"iptables chains {iptables_chains()}")
-    if bridge_exists():
-        found.append(f"bridge {BRIDGE}")
-    if cgroup_folders():
-        found.append(f"cgroups {[str(p) for p in cgroup_folders()]}")
+    if host.processes_naming(root):
+        found.append(f"processes naming {root}: {host.processes_naming(root)}")
+    if host.processes_in_cgroups():
+        found.append(f"processes in cgroup {host.CGROUP_ROOT}: {host.processes_in_cgroups()}")
+    if host.mounts_under(root):
+        found.append(f"mounts under {root}: {[str(p) for p in host.mounts_under(root)]}")
+    if host.iptables_chains():
+        found.append(f"iptables chains {host.iptables_chains()}")
+    if host.bridge_exists():
+        found.append(f"bridge {host.BRIDGE}")
+    if host.cgroup_folders():
+        found.append(f"cgroups {[str(p) for p in host.cgroup_folders()]}")
     if root.exists():
         found.append(f"folder {root}")
     return found

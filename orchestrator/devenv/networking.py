@@ -24,7 +24,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from orchestrator.devenv import machine
+from orchestrator.devenv import host, machine
 from orchestrator.devenv.controlplane import SERVICE_IP
 
 POD_CIDR = "10.217.0.0/24"
@@ -41,11 +41,11 @@ def cni_config(*, ipam_dir: Path) -> dict[str, Any]:
     prefix = ipaddress.ip_network(POD_CIDR).prefixlen
     return {
         "cniVersion": CNI_VERSION,
-        "name": machine.CNI_NETWORK,
+        "name": host.CNI_NETWORK,
         "plugins": [
             {
                 "type": "bridge",
-                "bridge": machine.BRIDGE,
+                "bridge": host.BRIDGE,
                 "isGateway": False,
                 "isDefaultGateway": False,
                 "ipMasq": False,
@@ -58,7 +58,7 @@ def cni_config(*, ipam_dir: Path) -> dict[str, Any]:
                 },
             }
         ],
-        "_comment": f"progressive-sync dev node: {POD_CIDR} on bridge {machine.BRIDGE} ({NODE_IP}/{prefix})",
+        "_comment": f"progressive-sync dev node: {POD_CIDR} on bridge {host.BRIDGE} ({NODE_IP}/{prefix})",
     }
 
 
@@ -96,7 +96,7 @@ def _check_free_subnet() -> None:
     ours = ipaddress.ip_network(POD_CIDR)
     for route in json.loads(result.stdout or "[]"):
         destination = route.get("dst", "")
-        if destination in ("default", "") or route.get("dev") == machine.BRIDGE:
+        if destination in ("default", "") or route.get("dev") == host.BRIDGE:
             continue
         try:
             if ipaddress.ip_network(destination, strict=False).overlaps(ours):
@@ -113,10 +113,10 @@ def set_up_bridge(ledger: machine.Ledger, *, cni_conf_dir: Path, ipam_dir: Path)
     _check_free_subnet()
     prefix = ipaddress.ip_network(POD_CIDR).prefixlen
     ledger.mark(bridge=True)
-    _run(["ip", "link", "add", machine.BRIDGE, "type", "bridge"], "creating the bridge")
-    _run(["ip", "addr", "add", f"{NODE_IP}/{prefix}", "dev", machine.BRIDGE], "addressing the bridge")
-    _run(["ip", "link", "set", machine.BRIDGE, "up"], "bringing the bridge up")
-    ledger.set_sysctl(f"net.ipv4.conf.{machine.BRIDGE}.route_localnet", "1")
+    _run(["ip", "link", "add", host.BRIDGE, "type", "bridge"], "creating the bridge")
+    _run(["ip", "addr", "add", f"{NODE_IP}/{prefix}", "dev", host.BRIDGE], "addressing the bridge")
+    _run(["ip", "link", "set", host.BRIDGE, "up"], "bringing the bridge up")
+    ledger.set_sysctl(f"net.ipv4.conf.{host.BRIDGE}.route_localnet", "1")
     cni_conf_dir.mkdir(parents=True, exist_ok=True)
     ipam_dir.mkdir(parents=True, exist_ok=True)
     config = json.dumps(cni_config(ipam_dir=ipam_dir), indent=2)
@@ -126,19 +126,17 @@ def set_up_bridge(ledger: machine.Ledger, *, cni_conf_dir: Path, ipam_dir: Path)
 def set_up_service_dnat(ledger: machine.Ledger, *, api_port: int) -> None:
     """The chain that DNATs the `kubernetes` Service IP:443 to the API server's loopback port."""
     ledger.mark(iptables=True)
-    _add_chain("nat", machine.IPTABLES_CHAIN, [dnat_rule(api_port)])
+    _add_chain("nat", host.IPTABLES_CHAIN, [dnat_rule(api_port)])
 
 
 def _add_chain(table: str, chain: str, rules: list[list[str]]) -> None:
     """Create our chain in `table` with `rules`, and the jump to it from its built-in chain."""
-    _, _, parent, match = next(jump for jump in machine.IPTABLES_JUMPS if jump[1] == chain)
+    _, _, parent, match = next(jump for jump in host.IPTABLES_JUMPS if jump[1] == chain)
     iptables = ["iptables", "-w", "5", "-t", table]
     _run([*iptables, "-N", chain], f"creating iptables chain {table}/{chain}")
     for rule in rules:
         _run([*iptables, "-A", chain, *rule], f"adding a rule to {table}/{chain}")
-    _run(
-        [*iptables, "-I", parent, *machine.iptables_jump(table, chain, parent, match)], f"jumping to {chain}"
-    )
+    _run([*iptables, "-I", parent, *host.iptables_jump(table, chain, parent, match)], f"jumping to {chain}")
 
 
 def guard_rule(port: int) -> list[str]:
@@ -150,16 +148,16 @@ def guard_loopback_ports(ledger: machine.Ledger, ports: list[int]) -> None:
     """Only this machine may reach `ports`, for programs that listen on every interface."""
     ledger.mark(iptables=True)
     existing = subprocess.run(
-        ["iptables", "-w", "5", "-t", "filter", "-S", machine.GUARD_CHAIN],
+        ["iptables", "-w", "5", "-t", "filter", "-S", host.GUARD_CHAIN],
         capture_output=True,
         text=True,
         timeout=30,
         check=False,
     )
     if existing.returncode != 0:
-        _add_chain("filter", machine.GUARD_CHAIN, [])
+        _add_chain("filter", host.GUARD_CHAIN, [])
     for port in ports:
         _run(
-            ["iptables", "-w", "5", "-t", "filter", "-A", machine.GUARD_CHAIN, *guard_rule(port)],
+            ["iptables", "-w", "5", "-t", "filter", "-A", host.GUARD_CHAIN, *guard_rule(port)],
             "guarding a port",
         )

@@ -41,8 +41,8 @@ from typing import Any
 
 import yaml
 
+from orchestrator.devenv import host, machine, networking, tools
 from orchestrator.devenv import images as images_mod
-from orchestrator.devenv import machine, networking, tools
 from orchestrator.devenv.controlplane import ControlPlaneError, DevCluster, free_port, spawn_logged
 from orchestrator.kube.client import NAMESPACES, Kube, KubeError, NotFound, Resource
 
@@ -113,8 +113,8 @@ class NodeTools:
         if packages:
             names = " ".join(packages)
             problems.append(f"missing Debian packages: {names} (as root: apt-get install {names})")
-        if not machine.CGROUP_MOUNT.is_dir():
-            problems.append(f"no cgroup file system at {machine.CGROUP_MOUNT}")
+        if not host.CGROUP_MOUNT.is_dir():
+            problems.append(f"no cgroup file system at {host.CGROUP_MOUNT}")
         if problems:
             raise NodeError("cannot start a real node: " + "; ".join(problems))
         assert cni_dir is not None
@@ -213,7 +213,7 @@ class Node:
             self._ledger, cni_conf_dir=self.root / "cni/net.d", ipam_dir=self.root / "cni/ipam"
         )
         self._ledger.mark(cgroups=True)
-        machine.make_cgroup_root()
+        host.make_cgroup_root()
         self._start_containerd(pause)
         self.import_images([pause])
         if images is not None:
@@ -454,7 +454,7 @@ class Node:
             # The kubelet and control loops first (so nothing restarts containers), then the
             # containers through containerd, then containerd; `clean_up` kills what is left.
             for process in reversed(self._processes[1:]):
-                machine.stop_process_group(process)
+                host.stop_process_group(process)
             log.debug("node stop: control loops and kubelet stopped after %.1fs", time.monotonic() - started)
             self._remove_containers()
             log.debug("node stop: containers removed after %.1fs", time.monotonic() - started)
@@ -574,7 +574,7 @@ def kubelet_config(
         "authorization": {"mode": "AlwaysAllow"},
         "containerRuntimeEndpoint": f"unix://{containerd_socket}",
         "cgroupDriver": "cgroupfs",
-        "cgroupRoot": "/" + machine.CGROUP_ROOT,
+        "cgroupRoot": "/" + host.CGROUP_ROOT,
         "failCgroupV1": False,
         "failSwapOn": False,
         "makeIPTablesUtilChains": False,

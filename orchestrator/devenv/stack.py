@@ -192,6 +192,15 @@ class DevStack:
             )
         self._start_argo(argo_tools, requeue_time, server=server)
 
+    def restart_argo_workflows(self, *, requeue_time: str) -> None:
+        """Restart the controller and the server with another DEFAULT_REQUEUE_TIME (the bench compares)."""
+        if self.argo is None:
+            raise StackError("Argo Workflows is not running on this stack")
+        server = self.argo.server_url is not None
+        self.argo.stop()
+        self.argo = None
+        self._start_argo(ArgoTools.find(), requeue_time, server=server)
+
     def _start_argo(self, argo_tools: ArgoTools, requeue_time: str, *, server: bool) -> None:
         assert self.cluster is not None and self.node is not None
         self.argo = ArgoWorkflows.start(

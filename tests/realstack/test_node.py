@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.devenv import machine
+from orchestrator.devenv import host, machine
 from orchestrator.devenv.node import PODS
 from orchestrator.devenv.stack import DevStack, StackOptions
 from orchestrator.kube.client import Kube
@@ -159,7 +159,7 @@ def test_a_node_whose_owner_was_sigkilled_is_cleaned_up_by_the_next_start(
     # and its shim outlive their owner, with their mounts, the bridge and the iptables chain.
     assert any("processes in cgroup" in item for item in left), left
     assert any("mounts under" in item for item in left), left
-    assert any(machine.BRIDGE in item for item in left), left
+    assert any(host.BRIDGE in item for item in left), left
 
     stack = DevStack.start(StackOptions(node=True, namespaces=("again",)))
     try:

@@ -12,7 +12,7 @@ import subprocess
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from orchestrator.devenv import machine
+from orchestrator.devenv import host, machine
 
 SYSCTLS = (*machine.KERNEL_TUNABLES, "net.ipv4.ip_forward", "net.ipv4.conf.all.route_localnet")
 
@@ -47,19 +47,19 @@ class MachineState:
     def take(cls) -> MachineState:
         """Read the machine now."""
         mounts = sorted(
-            machine.unescape_mount_path(line.split()[4])
+            host.unescape_mount_path(line.split()[4])
             for line in Path("/proc/self/mountinfo").read_text().splitlines()
         )
         return cls(
             sysctls=tuple(
-                (name, machine.read_sysctl(name)) for name in SYSCTLS if machine.sysctl_path(name).exists()
+                (name, host.read_sysctl(name)) for name in SYSCTLS if host.sysctl_path(name).exists()
             ),
             links=tuple(sorted(entry.name for entry in Path("/sys/class/net").iterdir())),
             iptables=_iptables_rules(),
             mounts=tuple(mounts),
-            cgroups=tuple(str(p) for p in machine.cgroup_folders()),
+            cgroups=tuple(str(p) for p in host.cgroup_folders()),
             folders=tuple(str(p) for p in (*machine.KUBELET_FIXED_FOLDERS, machine.NODE_ROOT) if p.exists()),
-            processes=tuple(machine.processes_naming(machine.NODE_ROOT)),
+            processes=tuple(host.processes_naming(machine.NODE_ROOT)),
         )
 
     def differences(self, before: MachineState) -> list[str]:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from orchestrator.devenv import images, machine, networking, node
+from orchestrator.devenv import host, images, machine, networking, node
 from orchestrator.devenv.stack import shell_exports
 
 
@@ -124,7 +124,7 @@ def test_the_kubelet_config_is_what_this_machine_needs(tmp_path: Path) -> None:
 def test_pods_route_through_the_bridge_address_without_turning_on_ip_forward(tmp_path: Path) -> None:
     config = networking.cni_config(ipam_dir=tmp_path)
     (bridge,) = config["plugins"]
-    assert bridge["bridge"] == machine.BRIDGE
+    assert bridge["bridge"] == host.BRIDGE
     assert bridge["isGateway"] is False and bridge["ipMasq"] is False  # no machine-wide changes
     assert bridge["ipam"]["routes"] == [{"dst": "0.0.0.0/0", "gw": networking.NODE_IP}]
     assert bridge["ipam"]["dataDir"] == str(tmp_path)
@@ -159,8 +159,8 @@ def test_the_ledger_keeps_the_first_old_value_of_a_sysctl(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     values = {"kernel.panic": "1"}
-    monkeypatch.setattr(machine, "read_sysctl", values.__getitem__)
-    monkeypatch.setattr(machine, "write_sysctl", values.__setitem__)
+    monkeypatch.setattr(host, "read_sysctl", values.__getitem__)
+    monkeypatch.setattr(host, "write_sysctl", values.__setitem__)
     ledger = machine.Ledger(tmp_path / "ledger.json")
     ledger.set_sysctl("kernel.panic", "10")
     ledger.set_sysctl("kernel.panic", "20")
@@ -181,7 +181,7 @@ def test_the_ledger_keeps_the_first_old_value_of_a_sysctl(
     ],
 )
 def test_mount_points_are_read_as_the_kernel_escapes_them(printed: str, path: str) -> None:
-    assert machine.unescape_mount_path(printed) == path
+    assert host.unescape_mount_path(printed) == path
 
 
 def test_the_node_lock_is_taken_once(tmp_path: Path) -> None:
