@@ -27,6 +27,7 @@ from orchestrator.devenv import controlplane as devcluster
 from orchestrator.devenv import tools
 from orchestrator.kube.client import NAMESPACES, Kube, NotFound
 from orchestrator.kube.crds import all_crd_documents, apply_crds
+from tests.support import realstack as realstack_plugin
 from tests.support.kubectl import Kubectl
 from tests.support.realstack import (  # noqa: F401 - fixtures
     real_namespace,
@@ -113,3 +114,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     # Those that stop the session's stack (to use the machine without it) go last: no restart after.
     real.sort(key=lambda item: item.get_closest_marker("stops_the_real_stack") is not None)
     items[:] = [item for item in items if item not in real] + real
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Before a realstack test (and its timeout) begins: wait for the node and start the stack."""
+    if item.get_closest_marker("realstack") is not None:
+        realstack_plugin.warm_up(item)
+    yield

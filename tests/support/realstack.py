@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -124,35 +125,53 @@ class RealStackSession:
     """Starts the stack on first use, keeps it for the session; `stop()` frees the machine.
 
     The node starts for the first test that needs it; Argo Workflows joins it for the first test
-    that needs the controller (tests of the node alone do not wait for it).
+    that needs the controller (tests of the node alone do not wait for it). `warm_up` does that
+    before the test's own protocol (and its timeout) begins: waiting for the machine's node queue
+    and starting the stack take minutes on a busy machine, which is not the test's time. An error
+    then is kept and reported by the test that asks for the stack.
     """
 
     workdir: Path
     _stack: RealStack | None = None
+    _error: str | None = None
     _queue: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+
+    def warm_up(self, *, argo: bool) -> None:
+        """Start what a coming test needs, keeping any error for it (see the class doc)."""
+        try:
+            self._start(argo=argo)
+        except Exception as exc:
+            self._error = f"{type(exc).__name__}: {exc}"
 
     def get(self, *, argo: bool) -> RealStack:
         """The running stack (started now when it is not running), with Argo when `argo`."""
+        if self._error is not None:
+            error, self._error = self._error, None
+            self._fail(error)
         try:
-            if self._stack is None:
-                self._queue.enter_context(
-                    machine.queue_turn(say=lambda text: sys.stderr.write(f"\n{text}\n"))
-                )
-                stack = DevStack.start(StackOptions(node=True, namespaces=()))
-                assert stack.cluster is not None
-                self._stack = RealStack(
-                    stack, Kube.from_kubeconfig(str(stack.cluster.kubeconfig)), self.workdir
-                )
-            if argo:
-                self._stack.stack.add_argo_workflows(requeue_time=TEST_REQUEUE_TIME)
+            return self._start(argo=argo)
         except (ControlPlaneError, tools.ToolsMissing, machine.MachineError) as exc:
-            pytest.fail(
-                f"the real stack could not start: {exc}\n"
-                "(it needs root, the Debian packages containerd runc containernetworking-plugins "
-                "mmdebstrap iptables, and `make tools`; deselect these tests with -m 'not realstack')",
-                pytrace=False,
-            )
+            self._fail(str(exc))
+        raise AssertionError("unreachable")
+
+    def _start(self, *, argo: bool) -> RealStack:
+        if self._stack is None:
+            self._queue.enter_context(machine.queue_turn(say=lambda text: sys.stderr.write(f"\n{text}\n")))
+            stack = DevStack.start(StackOptions(node=True, namespaces=()))
+            assert stack.cluster is not None
+            self._stack = RealStack(stack, Kube.from_kubeconfig(str(stack.cluster.kubeconfig)), self.workdir)
+        if argo:
+            self._stack.stack.add_argo_workflows(requeue_time=TEST_REQUEUE_TIME)
         return self._stack
+
+    @staticmethod
+    def _fail(error: str) -> None:
+        pytest.fail(
+            f"the real stack could not start: {error}\n"
+            "(it needs root, the Debian packages containerd runc containernetworking-plugins "
+            "mmdebstrap iptables, and `make tools`; deselect these tests with -m 'not realstack')",
+            pytrace=False,
+        )
 
     def stop(self) -> None:
         """Stop the stack (the queue lock stays held until the session ends)."""
@@ -169,18 +188,47 @@ class RealStackSession:
             self._queue.close()
 
 
+# One per test session: made by `session_for` (the warm-up hook may come before the fixture).
+_session: dict[str, RealStackSession] = {}
+
+
+def session_for(config: pytest.Config) -> RealStackSession:
+    """This test session's stack holder."""
+    if "current" not in _session:
+        workdir = Path(tempfile.mkdtemp(prefix="progressive-sync-realstack-"))
+        _session["current"] = RealStackSession(workdir)
+        config.add_cleanup(close_session)
+    return _session["current"]
+
+
+def close_session() -> None:
+    """Stop the stack, give the queue back, remove the work folder (at the session's end)."""
+    session = _session.pop("current", None)
+    if session is not None:
+        try:
+            session.close()
+        finally:
+            shutil.rmtree(session.workdir, ignore_errors=True)
+
+
+def warm_up(item: pytest.Item) -> None:
+    """Before a realstack test's protocol: start what it will ask for (see `RealStackSession`)."""
+    if item.get_closest_marker("stops_the_real_stack") is not None:
+        return
+    names = getattr(item, "fixturenames", ())
+    node_only = "real_node" in names and "real_stack" not in names
+    session_for(item.config).warm_up(argo=not node_only)
+
+
 # --- fixtures (tests/conftest.py imports them) ------------------------------------------------------
 
 
 @pytest.fixture(scope="session")
-def real_stack_session() -> Iterator[RealStackSession]:
-    """The session's stack holder (starts nothing by itself)."""
-    with tempfile.TemporaryDirectory(prefix="progressive-sync-realstack-") as workdir:
-        session = RealStackSession(Path(workdir))
-        try:
-            yield session
-        finally:
-            session.close()
+def real_stack_session(pytestconfig: pytest.Config) -> Iterator[RealStackSession]:
+    """The session's stack holder (starts nothing by itself); closed at the end, and right after
+    the last realstack test (they run last, together: tests/conftest.py)."""
+    yield session_for(pytestconfig)
+    close_session()
 
 
 @pytest.fixture
