@@ -309,7 +309,7 @@ class DevStack:
         if self.steps_image is not None:
             exports += [
                 ("PROGRESSIVE_SYNC_STEP_IMAGE", self.steps_image.reference),
-                ("PROGRESSIVE_SYNC_WORKFLOW_IMAGE_PULL_POLICY", "Never"),
+                ("PROGRESSIVE_SYNC_STEP_IMAGE_PULL_POLICY", "Never"),
             ]
         if self.argo is not None and self.argo.server_url:
             exports.append(("PROGRESSIVE_SYNC_ARGO_SERVER", self.argo.server_url))
