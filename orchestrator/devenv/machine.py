@@ -30,7 +30,9 @@ import json
 import logging
 import os
 import shutil
+import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -300,20 +302,52 @@ def queue_turn(path: Path = QUEUE_PATH, *, timeout: float = 7200.0, say: Any = N
         yield
         return
     with path.open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if say is not None:
+                say(f"waiting for the node queue {path} (another run uses this machine's node)")
+            _wait_for_flock(handle, timeout, path)
+        yield
+
+
+class _QueueTimeout(Exception):
+    pass
+
+
+def _wait_for_flock(handle: IO[str], timeout: float, path: Path) -> None:
+    """Block in the kernel for the lock, like `flock -w` does, so waiters are served alike.
+
+    From the main thread an interval timer bounds the wait (its handler's exception interrupts
+    the call); elsewhere, where signals cannot be used, or while someone else's timer runs (e.g.
+    pytest-timeout's), poll.
+    """
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getitimer(signal.ITIMER_REAL)[0] > 0
+    ):
         deadline = time.monotonic() + timeout
-        told = False
         while True:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
+                return
             except BlockingIOError:
                 if time.monotonic() > deadline:
                     raise NodeBusy(f"waited {timeout:g}s for the node queue {path}") from None
-                if not told and say is not None:
-                    say(f"waiting for the node queue {path} (another run uses this machine's node)")
-                    told = True
                 time.sleep(1.0)
-        yield
+
+    def give_up(signum: int, frame: Any) -> None:
+        raise _QueueTimeout
+
+    previous = signal.signal(signal.SIGALRM, give_up)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+    except _QueueTimeout:
+        raise NodeBusy(f"waited {timeout:g}s for the node queue {path}") from None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 @contextlib.contextmanager

@@ -6,6 +6,8 @@ The node itself runs in the realstack tier (tests/realstack/); these pin what it
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -217,3 +219,63 @@ def test_old_step_layers_are_pruned_but_not_those_another_checkout_used_lately(t
     # kept: the current one and the most recent; steps-d is beyond `keep` but used a minute ago.
     assert left == ["steps-a.tar", "steps-current.tar", "steps-d.tar"]
     assert not (tmp_path / "steps-b.tar.sha256").exists()
+
+
+def _hold(path: Path, seconds: float) -> subprocess.Popen[bytes]:
+    """Another process holding `path` locked for `seconds` (started and holding when this returns)."""
+    holder = subprocess.Popen(
+        ["flock", "--close", str(path), "sh", "-c", f"echo held; sleep {seconds}"], stdout=subprocess.PIPE
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+    return holder
+
+
+def test_the_node_queue_waits_for_its_turn_and_gives_up_at_its_deadline(tmp_path: Path) -> None:
+    queue = tmp_path / "queue.lock"
+    holder = _hold(queue, 30)
+    told: list[str] = []
+    try:
+        with (
+            pytest.raises(machine.NodeBusy, match=r"waited 0\.3s for the node queue"),
+            machine.queue_turn(queue, timeout=0.3, say=told.append),
+        ):
+            pass
+        assert told == [f"waiting for the node queue {queue} (another run uses this machine's node)"]
+    finally:
+        holder.kill()
+        holder.wait()
+    with machine.queue_turn(queue, timeout=5):  # free once the holder is gone
+        again = subprocess.run(["flock", "-n", str(queue), "true"], check=False)
+        assert again.returncode == 1  # and held by us meanwhile
+
+
+@pytest.mark.parametrize(
+    ("held_for", "timeout", "outcome"),
+    [
+        pytest.param(30, 0.5, "NodeBusy", id="gives-up-at-its-deadline"),
+        pytest.param(1, 30, "turn", id="gets-the-turn-when-the-holder-lets-go"),
+    ],
+)
+def test_a_main_thread_waits_for_the_queue_in_the_kernel(
+    tmp_path: Path, held_for: float, timeout: float, outcome: str
+) -> None:
+    queue = tmp_path / "queue.lock"
+    holder = _hold(queue, held_for)
+    waiter = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from orchestrator.devenv import machine\n"
+        "try:\n"
+        f"    with machine.queue_turn(Path({str(queue)!r}), timeout={timeout}):\n"
+        "        print('turn')\n"
+        "except machine.NodeBusy:\n"
+        "    print('NodeBusy')\n"
+    )
+    try:
+        result = subprocess.run(
+            [sys.executable, "-c", waiter], capture_output=True, text=True, timeout=60, check=False
+        )
+    finally:
+        holder.kill()
+        holder.wait()
+    assert result.stdout.strip() == outcome, result.stderr
