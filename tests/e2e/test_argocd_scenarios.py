@@ -3,7 +3,8 @@ simulator (docs/simulator.md) under a real rollout, with the rule our code follo
 
 Real: the control plane, the watcher and the local executor (in this process) running the real step
 programs, the simulated Argo CD with the scenario's behaviours (tests/support/scenario_rig.py).
-Each scenario failed on the code before the Argo CD contract fixes and passes with them. Few
+Each scenario failed on the code before the Argo CD contract fixes (checked by running it there)
+and passes with them; the ones whose fix has not landed yet are marked `pending` and not run. Few
 clusters, short timings, every wait a deadline.
 """
 
@@ -30,12 +31,19 @@ from tests.support.scenario_rig import (
     ScenarioRig,
     scenario_rig,
 )
+from tests.support.steps_harness import CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES, STEPS_RULES
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.e2e
 
 CANARY = "cells-1-eua"
 OTHER_CLUSTER = "cells-2-usa"
+
+
+def pending(finding: str) -> pytest.MarkDecorator:
+    """A scenario whose fix is not on main yet: not run (it would only wait out its deadlines).
+    Each was run against main and failed as the finding says; drop the mark with the fix."""
+    return pytest.mark.xfail(run=False, reason=f"issue 12 {finding}: the fix is not on main yet")
 
 
 @pytest.fixture
@@ -56,11 +64,16 @@ def behaviour(defaults: str = "", **clusters: str) -> str:
 
 
 def test_annotations_rewritten_by_the_applicationset_controller_still_roll_out_once(rig: ScenarioRig) -> None:
-    rig.seed().start(behaviour("appSetController: true")).create(progressDeadlineSeconds=30)
+    rig.seed()
+    for name in rig.apps:  # an annotation the template does not have: the controller takes it away
+        rig.edit_app(name, lambda app: app["metadata"].setdefault("annotations", {}).update(note="x"))
+    rig.start(behaviour("appSetController: true")).create(progressDeadlineSeconds=30)
     status = rig.wait_phase()
     assert status["phase"] == "Succeeded", status.get("message")
     assert rig.sync_starts() == dict.fromkeys(rig.apps, 1), "each Application synced exactly once"
-    assert rig.events("appset-rewrite"), "the ApplicationSet controller did rewrite them"
+    assert {e["app"] for e in rig.events("appset-rewrite")} == set(rig.apps), "the controller was at work"
+    for name in rig.apps:
+        assert "note" not in (rig.app(name)["metadata"].get("annotations") or {})
 
 
 # --- 2. the Application's own syncOptions and retry ------------------------------------------------
@@ -97,6 +110,7 @@ def test_the_applications_sync_policy_reaches_the_operation(
 # --- 3. terminate what we start --------------------------------------------------------------------
 
 
+@pending("finding 3: terminate the operations we started")
 @pytest.mark.parametrize(
     ("sim", "stages", "spec", "cancel", "phase"),
     [
@@ -147,6 +161,7 @@ def test_a_sync_we_started_is_terminated_when_we_stop(
     assert (state["phase"], state["message"]) == ("Failed", "Operation terminated")
 
 
+@pending("finding 3: a deny window, waited for and said in the status")
 def test_a_deny_window_holds_the_rollout_which_says_so_and_goes_on_when_it_opens(rig: ScenarioRig) -> None:
     rig.seed().start(FAST).create(stages=[CANARY_STAGE, REST_STAGE], progressDeadlineSeconds=90)
     rig.annotate_cluster(CANARY, {"simulator.progressivesync.io/sync-window": "deny"})
@@ -175,6 +190,7 @@ def test_applications_at_different_release_revisions_are_each_synced_to_their_ow
 # --- 5. refresh lag ----------------------------------------------------------------------------------
 
 
+@pending("finding 5: refresh lag")
 def test_a_cluster_that_refreshes_late_is_not_left_behind(rig: ScenarioRig) -> None:
     """Argo CD turns Applications OutOfSync one by one; the late one must still get the release."""
     rig.seed(revision=OLD, synced=True, refs={"main": OLD})
@@ -194,6 +210,7 @@ def test_a_cluster_that_refreshes_late_is_not_left_behind(rig: ScenarioRig) -> N
 # --- 6. done and failed ------------------------------------------------------------------------------
 
 
+@pending("finding 6: the prune-off leftovers named in the status")
 def test_prune_off_and_a_removed_resource_is_done_and_says_so(rig: ScenarioRig) -> None:
     rig.seed().start(behaviour("removedResource: true")).create(
         stages=[ALL_AT_ONCE], progressDeadlineSeconds=30
@@ -213,6 +230,7 @@ def test_a_transient_degraded_right_after_the_sync_does_not_fail_the_cluster(rig
     assert [e["event"] for e in rig.events("degraded", "healthy")] == ["degraded", "healthy"]
 
 
+@pending("finding 6: Suspended, Missing, Unknown reported in the status while they last")
 @pytest.mark.parametrize("health", ["Suspended", "Missing", "Unknown"])
 def test_a_health_that_is_neither_healthy_nor_degraded_is_reported_while_it_lasts(
     rig: ScenarioRig, health: str
@@ -233,9 +251,10 @@ def test_the_stale_state_right_after_a_sync_is_not_counted_done(rig: ScenarioRig
     rig.create(stages=[CANARY_STAGE, REST_STAGE], progressDeadlineSeconds=60)
     status = rig.wait_phase()
     assert status["phase"] == "Succeeded", status.get("message")
-    canary_healthy = next(e["time"] for e in rig.events("healthy") if e["cluster"] == CANARY)
-    rest_started = next(e["time"] for e in rig.events("sync-start") if e["cluster"] == OTHER_CLUSTER)
-    assert rest_started >= canary_healthy, "the next stage started on the stale health of the canary"
+    canary_healthy = [e["time"] for e in rig.events("healthy") if e["cluster"] == CANARY]
+    rest_started = [e["time"] for e in rig.events("sync-start") if e["cluster"] == OTHER_CLUSTER]
+    assert canary_healthy and rest_started, "the rollout ended before the canary was really Healthy"
+    assert rest_started[0] >= canary_healthy[0], "the next stage started on the stale health of the canary"
 
 
 @pytest.mark.parametrize(
@@ -285,6 +304,7 @@ def test_an_application_being_deleted_fails_its_cluster(rig: ScenarioRig) -> Non
     assert "deleted" in rig.status_text()
 
 
+@pending("finding 6: RollingSync refused with Valid=False")
 def test_an_applicationset_with_rollingsync_is_refused(rig: ScenarioRig) -> None:
     rig.seed(clusters=1)
     rig.edit_app_set(
@@ -328,3 +348,47 @@ def test_an_application_someone_else_synced_to_the_release_is_adopted_not_synced
     assert rig.app(canary_app)["status"]["operationState"]["operation"]["initiatedBy"] == {
         "username": "alice"
     }
+
+
+# --- 8. a step that fails for a reason other than a cluster -------------------------------------------
+
+
+@pending("finding 8: a step's failure reason in the status")
+def test_a_step_that_cannot_do_its_job_leaves_its_own_words_in_the_status(
+    rig: ScenarioRig, control_plane: DevCluster
+) -> None:
+    """The steps' user may read Applications but not update them (an RBAC mistake): every sync is
+    refused with 403. The stage must say so, not only "Workflow ... ended Failed"."""
+    read_only = [
+        {**rule, "verbs": ["get", "list", "watch"]} if "applications" in rule["resources"] else rule
+        for rule in STEPS_RULES
+    ]
+    user = "steps-without-app-writes"
+    rig.kube.create(
+        CLUSTER_ROLES,
+        None,
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": user},
+            "rules": read_only,
+        },
+    )
+    rig.kube.create(
+        CLUSTER_ROLE_BINDINGS,
+        None,
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": user},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": user},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+        },
+    )
+    rig.seed(clusters=1).start(FAST, steps_kubeconfig=control_plane.mint_user(user))
+    rig.create(stages=[ALL_AT_ONCE], progressDeadlineSeconds=30)
+    status = rig.wait_phase()
+    assert status["phase"] == "Failed"
+    stage = status["stages"][0]
+    assert "forbidden" in stage.get("message", "").lower(), stage
+    assert rig.sync_starts() == {}

@@ -89,10 +89,12 @@ class ScenarioRig:
         self.apps = tuple(seeded.applications)
         return self
 
-    def start(self, simulator_config: str = FAST) -> ScenarioRig:
-        """Start the simulator, the local executor and the watcher."""
+    def start(self, simulator_config: str = FAST, *, steps_kubeconfig: Path | None = None) -> ScenarioRig:
+        """Start the simulator, the local executor (its steps as `steps_kubeconfig`'s user, default the
+        admin) and the watcher."""
+        steps = steps_kubeconfig or self.kubeconfig
         self._stack.enter_context(
-            running_actors(self.kube, self.namespace, self.kubeconfig, self.events_log, simulator_config)
+            running_actors(self.kube, self.namespace, steps, self.events_log, simulator_config)
         )
         self._stack.enter_context(in_process_watcher(self.kube, self.namespace))
         return self
