@@ -131,6 +131,7 @@ class Resource:
 PROGRESSIVE_SYNCS = Resource("progressivesync.io", "v1alpha1", "progressivesyncs", "ProgressiveSync")
 APPLICATIONS = Resource("argoproj.io", "v1alpha1", "applications", "Application")
 APPLICATION_SETS = Resource("argoproj.io", "v1alpha1", "applicationsets", "ApplicationSet")
+APP_PROJECTS = Resource("argoproj.io", "v1alpha1", "appprojects", "AppProject")
 WORKFLOWS = Resource("argoproj.io", "v1alpha1", "workflows", "Workflow")
 WORKFLOW_TEMPLATES = Resource("argoproj.io", "v1alpha1", "workflowtemplates", "WorkflowTemplate")
 SECRETS = Resource("", "v1", "secrets", "Secret")

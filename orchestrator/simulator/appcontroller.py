@@ -35,6 +35,7 @@ from typing import Any
 
 from orchestrator.core.clock import Clock, SystemClock
 from orchestrator.kube.client import (
+    APP_PROJECTS,
     APPLICATION_SETS,
     APPLICATIONS,
     CLUSTER_SECRET_LABEL,
@@ -54,6 +55,7 @@ from orchestrator.simulator.behaviours import Decision, Step, Timeline, World, n
 from orchestrator.simulator.config import ConfigError, SimulatorConfig
 from orchestrator.simulator.events import EventsLog
 from orchestrator.simulator.git import GIT_CONFIGMAP, GitRefs
+from orchestrator.simulator.windows import Window, WindowError, windows_of
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +162,7 @@ class FleetSimulator:
         self._clusters = _Cached(self._read_clusters, "cluster Secrets", {})
         self._git = _Cached(self._read_git, f"ConfigMap {GIT_CONFIGMAP}", GitRefs({}))
         self._app_sets: dict[str, _Cached] = {}
+        self._projects: dict[str, _Cached] = {}
 
     # -- running --------------------------------------------------------------------------
 
@@ -415,6 +418,20 @@ class FleetSimulator:
         value: Mapping[str, Any] | None = self._app_sets[name].get()
         return value
 
+    def _project(self, name: str) -> Mapping[str, Any] | None:
+        """The AppProject (None when it, or the AppProject kind, does not exist)."""
+        if name not in self._projects:
+
+            def read() -> Mapping[str, Any] | None:
+                try:
+                    return self.kube.get(APP_PROJECTS, self.namespace, name)
+                except NotFound:
+                    return None
+
+            self._projects[name] = _Cached(read, f"AppProject {name}", None)
+        value: Mapping[str, Any] | None = self._projects[name].get()
+        return value
+
     def _cluster_of(self, app: Mapping[str, Any]) -> _Cluster | None:
         destination = (app.get("spec") or {}).get("destination") or {}
         server = str(destination.get("server") or "").rstrip("/")
@@ -446,6 +463,13 @@ class FleetSimulator:
             log.warning("simulator: %s; using the file's behaviour for %s", exc, cluster_name)
             behaviour = self.config.behaviour_for(cluster_name)
         owner = owner_app_set(app) if behaviour.app_set_controller else None
+        windows: tuple[Window, ...] = ()
+        windows_error = ""
+        if app.get("operation"):  # only a running operation looks at windows
+            try:
+                windows = windows_of(self._project(str((app.get("spec") or {}).get("project") or "default")))
+            except WindowError as exc:
+                windows_error = str(exc)
         return World(
             behaviour=behaviour,
             cluster=ClusterParams(cluster.name, cluster.server, cluster.labels, cluster.annotations)
@@ -457,6 +481,8 @@ class FleetSimulator:
             app_set=self._app_set(owner) if owner else None,
             preserved_annotations=self.config.preserved_annotations,
             preserved_labels=self.config.preserved_labels,
+            sync_windows=windows,
+            windows_error=windows_error,
         )
 
 

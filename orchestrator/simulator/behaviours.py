@@ -10,12 +10,13 @@ controller/sync.go `SyncAppState`, applicationset_controller.go `createOrUpdateI
 1. the ApplicationSet controller rewrites annotations and labels (when switched on);
 2. the resources finalizer of an Application being deleted is removed (`deletionSeconds` later);
 3. the operation (only while `.operation` is set, as the real operation queue):
-   pick-up `{operation, phase: Running, startedAt}` -> blocked by a sync window ("Sync operation
-   blocked by sync window", stays Running) -> "one or more tasks are running" with
-   `syncResult.revision` resolved to the full SHA -> Succeeded / Failed / Error with `finishedAt`
-   and `.operation` removed; with `operation.retry` a failed attempt is Running with `finishedAt`
-   and `retryCount`, then "Retrying operation. Attempt #N"; `phase: Terminating` -> Failed
-   "Operation terminated" (not while a deny window holds it: Argo CD checks the window first);
+   pick-up `{operation, phase: Running, startedAt}` -> blocked by a sync window of the AppProject
+   or the `syncWindow` behaviour ("Sync operation blocked by sync window", stays Running) ->
+   "one or more tasks are running" with `syncResult.revision` resolved to the full SHA ->
+   Succeeded / Failed / Error with `finishedAt` and `.operation` removed; with `operation.retry`
+   a failed attempt is Running with `finishedAt` and `retryCount`, then "Retrying operation.
+   Attempt #N"; `phase: Terminating` -> Failed "Operation terminated" (not while a deny window
+   holds it: Argo CD checks the window first);
 4. the refresh annotation -> a comparison now, the annotation removed;
 5. after an operation: the comparison (`status.sync` at the resolved revision, health Progressing,
    `reconciledAt`), `staleSeconds` late with the stale in-between state before it;
@@ -42,6 +43,7 @@ from orchestrator.core.clock import format_time, parse_time
 from orchestrator.simulator.appset import ClusterParams, desired_metadata, owner_app_set
 from orchestrator.simulator.config import Behaviour, Health, SyncWindow
 from orchestrator.simulator.git import GitRefs, UnresolvableRevision
+from orchestrator.simulator.windows import Window, can_sync
 
 REFRESH_ANNOTATION = "argocd.argoproj.io/refresh"
 RESOURCES_FINALIZER = "resources-finalizer.argocd.argoproj.io"
@@ -79,6 +81,9 @@ class World:
     app_set: Mapping[str, Any] | None = None
     preserved_annotations: tuple[str, ...] = ()
     preserved_labels: tuple[str, ...] = ()
+    # The sync windows of the Application's AppProject (or why they do not parse).
+    sync_windows: tuple[Window, ...] = ()
+    windows_error: str = ""
 
 
 @dataclass(frozen=True)
@@ -543,12 +548,18 @@ def _pick_up(
     return Decision(Step("pick-up", new, (event,), proof))
 
 
-def _window_blocks(op: Mapping[str, Any], behaviour: Behaviour) -> bool:
-    """Argo CD's `syncWindowPreventsSync` for one active deny window."""
-    if behaviour.sync_window != SyncWindow.DENY:
-        return False
+def _window_message(app: Mapping[str, Any], op: Mapping[str, Any], world: World, now: datetime) -> str | None:
+    """Argo CD's `syncWindowPreventsSync`: the Running message when a window holds the sync, else
+    None. The windows are the AppProject's and the cluster's `syncWindow` behaviour."""
     manual = not bool((op.get("initiatedBy") or {}).get("automated"))
-    return not (manual and behaviour.sync_window_manual_sync)
+    behaviour = world.behaviour
+    if world.windows_error:
+        return f"{MSG_BLOCKED}: invalid sync windows: {world.windows_error}"
+    if behaviour.sync_window == SyncWindow.DENY and not (manual and behaviour.sync_window_manual_sync):
+        return MSG_BLOCKED
+    if not can_sync(world.sync_windows, app, now, manual=manual):
+        return MSG_BLOCKED
+    return None
 
 
 def _initial_result(app: Mapping[str, Any], op: Mapping[str, Any]) -> dict[str, Any]:
@@ -706,13 +717,14 @@ def _run(
     running = _Running(app, state, now)
     op, behaviour = running.op, world.behaviour
     phase = str(state.get("phase") or "")
-    if _window_blocks(op, behaviour):
+    blocked = _window_message(app, op, world, now)
+    if blocked is not None:
         # Checked before termination, as SyncAppState does: a Terminating operation waits too.
-        if phase == "Running" and state.get("message") != MSG_BLOCKED:
+        if phase == "Running" and state.get("message") != blocked:
             return running.write(
                 "sync-blocked",
-                {"message": MSG_BLOCKED, "syncResult": running.result},
-                (Event("sync-blocked", {"window": "deny"}),),
+                {"message": blocked, "syncResult": running.result},
+                (Event("sync-blocked", {"message": blocked}),),
             )
         return Decision(wake_at=now + timedelta(seconds=RECHECK_SECONDS))
     if phase == "Terminating":
