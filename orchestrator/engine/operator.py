@@ -1093,11 +1093,20 @@ class _Pass:
         if phase in ("", WorkflowPhase.PENDING):
             mutexes = (self.spec.get("synchronization") or {}).get("mutexes") or []
             if mutexes and not self.lock_held and self.shutdown == Shutdown.TERMINATE:
-                # Argo (v3.7 releaseLocksForPendingShuttingdownWfs): a Workflow terminated while it
-                # waits for its mutex leaves the queue and is marked Succeeded at once, with no node
-                # and no exit handler. (Stop leaves it waiting; it then runs, stopped, exit handler
-                # included.) Readers must not take this Succeeded for a rollout that ran: see
-                # orchestrator/watcher/decide.py `_end_phase`.
+                # Argo (v3.7 releaseLocksForPendingShuttingdownWfs; seen on the real controller): a
+                # Workflow terminated while it waits for its mutex leaves the queue and is marked
+                # Succeeded at once; no container runs, no exit handler, the entry node is Failed.
+                # (Stop leaves it waiting; it then runs, stopped, exit handler included.) Readers
+                # must not take this Succeeded for a rollout that ran: the watcher looks at the
+                # shutdown first (orchestrator/watcher/decide.py `_end_phase`).
+                entry = self.new_node(
+                    self.name,
+                    NodeType.DAG,
+                    display_name=self.name,
+                    template_name=str(self.spec.get("entrypoint", "")),
+                    boundary_id=None,
+                )
+                self.finish(entry, NodePhase.FAILED)
                 return self.end(WorkflowPhase.SUCCEEDED, "")
             if mutexes and not self.lock_held:
                 namespace = mutexes[0].get("namespace") or self.meta.get("namespace", "")

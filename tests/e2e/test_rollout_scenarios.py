@@ -99,7 +99,9 @@ def exit_handler(rig: RolloutRig, workflow: str = "") -> dict[str, Any]:
 
 def test_twelve_clusters_in_three_stages_succeed_in_order_within_max_parallel(engine: RolloutEngine) -> None:
     with rollout_rig(engine, clusters=12) as rig:
-        rig.simulate()
+        # Each cluster takes 3 s to turn Healthy, longer than real pods take to start one after the
+        # other, so clusters the engine runs together overlap in the simulator's log.
+        rig.simulate({"*": {"healthSeconds": 3}})
         rig.run_engine()
         mark = engine.cluster.audit_mark()
         rig.start_rollout(THREE_STAGES)
@@ -464,10 +466,14 @@ def test_a_second_rollout_waits_on_the_mutex_and_runs_after_the_first(rig: Rollo
         what="the later rollouts queued",
     )
     assert "lock" in rig.workflow(second)["status"].get("message", "")
-    # Terminated while queued: Argo marks it Succeeded at once, without a node (docs/workflow.md).
+    # Terminated while queued: Argo marks it Succeeded at once, runs no step and no exit handler
+    # (docs/workflow.md); its entry node is Failed.
     workflow_control.terminate(rig.kube, rig.namespace, third)
     wait_for(lambda: rig.phase(third) == "Succeeded", timeout=60, interval=0.5, what="the third to end")
-    assert not (rig.workflow(third)["status"].get("nodes") or {})
+    [entry] = rig.nodes(third, name=third)
+    assert entry["phase"] == "Failed"
+    ran = [n for n in rig.nodes(third) if (n.get("outputs") or {}).get("exitCode") is not None]
+    assert ran == [] and rig.nodes(third, name=f"{third}.onExit") == []
     assert rig.phase(first) == "Running"
 
     assert rig.wait_finished(first, timeout=TIMEOUT)["status"]["phase"] == "Succeeded"

@@ -457,9 +457,11 @@ def test_terminate_while_pending_on_the_mutex_succeeds_at_once_without_running_a
     workflow = rollout(make_stage("s"))
     workflow["spec"]["shutdown"] = "Terminate"
     op = operate(workflow, now=Drive({}).now, pods={}, lock_held=False)
-    # What Argo v3.7 does (releaseLocksForPendingShuttingdownWfs): Succeeded, no node, no exit handler.
+    # What Argo v3.7 does (releaseLocksForPendingShuttingdownWfs, seen on the real controller):
+    # Succeeded at once, the entry node Failed, no container run, no exit handler.
     assert op.status["phase"] == "Succeeded" and op.finished
-    assert not op.status.get("nodes") and "message" not in op.status
+    assert [(n["name"], n["phase"]) for n in op.status["nodes"].values()] == [("svc-r1", "Failed")]
+    assert "message" not in op.status
     assert op.status["startedAt"] and op.status["finishedAt"]
     assert not op.launches and op.needs_lock is None
 
