@@ -41,7 +41,8 @@ Decisions worth knowing:
   hold spaces and dots. The task name is the sanitized stage name (unique even when two stages
   sanitize alike); where the stage name passes Argo's display-name rule the template annotation
   `workflows.argoproj.io/display-name` shows it exactly; the stage node always carries the exact
-  name as its `stage` input parameter.
+  name as its `stage` input parameter. A cluster's node shows the cluster's name where Argo's rule
+  allows it (`names.display_name_of_input`; docs/workflow.md, How the Argo UI draws it).
 - **Size**: a stage of N clusters makes about 2N + 7 nodes (a Retry node and a pod per cluster).
   Argo keeps node status in the object (compressed past ~1 MiB), so a plan above
   `settings.max_nodes` (default 4000, about 1,990 clusters in one rollout) is refused with a
@@ -53,6 +54,7 @@ Decisions worth knowing:
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -248,18 +250,36 @@ def _entry_template(stages: list[Stage], task_names: list[str]) -> Template:
     return Template(name=names.ENTRYPOINT, dag=DAGTemplate(tasks=tasks))
 
 
-def _describe(ps: ProgressiveSync, revision: str, sizes: StageSizes) -> str:
+def _short_revision(revision: str) -> str:
+    """A Git commit as people quote it (7 hex digits); anything else (a chart version) as it is."""
+    return revision[:7] if re.fullmatch(r"[0-9a-f]{40}", revision) else revision
+
+
+def _title(ps_name: str, release: Release) -> str:
+    """The Argo UI's list shows this first, in a narrow column: what rolls out, short.
+
+    `myservice: 4f1c2e9`; several revision sets as `4f1c2e9 +1`; a retry of the same release
+    as `(attempt 2)`.
+    """
+    first, *more = [",".join(map(_short_revision, revisions)) for revisions in release.revisions]
+    title = f"{ps_name}: {first}" + (f" +{len(more)}" if more else "")
+    return title + (f" (attempt {release.attempt})" if release.attempt > 1 else "")
+
+
+def _describe(ps: ProgressiveSync, release: Release, sizes: StageSizes) -> str:
+    """The stages in order with their sizes, then the full revisions (the list shows its start)."""
     parts = []
     for stage in ps.spec.stages:
         size = sizes[stage.name]
-        clusters = "cluster" if size.targets == 1 else "clusters"
-        text = f"{stage.name} ({size.targets} {clusters}, {size.max_parallel} at a time"
+        details = [f"{size.targets} cluster" + ("" if size.targets == 1 else "s")]
+        if size.max_parallel < size.targets:
+            details.append(f"{size.max_parallel} at a time")
         if stage.approval is ApprovalMode.MANUAL:
-            text += ", manual approval"
+            details.append("manual approval")
         if stage.bake_seconds:
-            text += f", bake {stage.bake_seconds}s"
-        parts.append(text + ")")
-    return f"Rolls revision {revision} out in {len(parts)} stages: " + " -> ".join(parts)
+            details.append(f"bake {stage.bake_seconds}s")
+        parts.append(f"{stage.name} ({', '.join(details)})")
+    return f"{' -> '.join(parts)}. Revision {release.display}, rollout {release.rollout_id}."
 
 
 def build_workflow(
@@ -306,8 +326,8 @@ def build_workflow(
     templates += [pieces.bake_template(seconds) for seconds in bake_seconds]
 
     annotations = {
-        names.TITLE_ANNOTATION: f"{meta.name}: rollout {rollout_id}",
-        names.DESCRIPTION_ANNOTATION: _describe(ps, release.display, sizes),
+        names.TITLE_ANNOTATION: _title(meta.name, release),
+        names.DESCRIPTION_ANNOTATION: _describe(ps, release, sizes),
         **rollout_annotations(release),
     }
     if label_value(meta.name) != meta.name:

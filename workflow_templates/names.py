@@ -111,6 +111,22 @@ def bake_template_name(seconds: int) -> str:
     return f"{BAKE_TEMPLATE_PREFIX}{seconds}s"
 
 
+def display_name_of_input(input_name: str) -> str:
+    """A display-name annotation that shows the template's input `input_name` where Argo allows it.
+
+    For the cluster step: its node then reads `cells-1-eu-west-1a` instead of Argo's default
+    `cluster(0:cells-1-eu-west-1a)`, which the UI cuts to `cluster(0:ce..`. A display name that
+    breaks `DISPLAY_NAME_RE` makes Argo mark the node Error, and cluster names are free text (Argo
+    CD names a cluster after its kubectl context: EKS ARNs, GKE's `gke_project_zone_name`), so the
+    value is shown only when it passes the rule: an expression Argo evaluates for each node. Its
+    result is empty otherwise, and Argo keeps the default name. No braces in the pattern: the
+    length is checked apart (`{{...}}` parsers stop at the first `}`).
+    """
+    value = f"inputs.parameters.{input_name}"
+    allowed = "'^[a-zA-Z0-9][a-zA-Z0-9.-]*[a-zA-Z0-9]$'"
+    return "{{=" + f"len({value}) <= 63 && {value} matches {allowed} ? {value} : ''" + "}}"
+
+
 def display_name_for(stage_name: str, task_name: str) -> str | None:
     """The display-name annotation for a stage node, or None when Argo's default is as good.
 

@@ -23,6 +23,8 @@ every rollout and every ProgressiveSync.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from hera.workflows import (
     DAG,
     Container,
@@ -38,6 +40,7 @@ from hera.workflows.models import (
     Backoff,
     Capabilities,
     SecurityContext,
+    Template,
     TemplateRef,
     ValueFrom,
 )
@@ -65,6 +68,23 @@ def _workflow_parameter(name: str) -> str:
 
 def _input(name: str) -> str:
     return "{{inputs.parameters." + name + "}}"
+
+
+@dataclass(kw_only=True)
+class StepContainer(Container):
+    """A container template that may carry template annotations.
+
+    Hera's `annotations` are the pod's (`metadata.annotations`); Argo reads a node's display name
+    from the template's own `annotations` field, which `template_annotations` fills.
+    """
+
+    template_annotations: dict[str, str] | None = None
+
+    def _build_template(self) -> Template:
+        template = super()._build_template()
+        if self.template_annotations:
+            template.annotations = dict(self.template_annotations)
+        return template
 
 
 def step_env(settings: WorkflowSettings) -> list[Env]:
@@ -113,9 +133,14 @@ def _step(
     *,
     inputs: tuple[str, ...] = (),
     outputs: tuple[str, ...] = (),
-) -> Container:
-    return Container(
+    display_input: str | None = None,
+) -> StepContainer:
+    display = None
+    if display_input:
+        display = {names.DISPLAY_NAME_ANNOTATION: names.display_name_of_input(display_input)}
+    return StepContainer(
         name=name,
+        template_annotations=display,
         image=settings.image,
         image_pull_policy=settings.image_pull_policy,
         command=list(settings.command),
@@ -135,7 +160,7 @@ def _step(
     )
 
 
-def step_templates(settings: WorkflowSettings) -> list[Container]:
+def step_templates(settings: WorkflowSettings) -> list[StepContainer]:
     """The six step containers of docs/CONTRACTS.md, in contract order."""
     stage = ("--stage", _input(STAGE_INPUT))
     cluster = ("--cluster", _input(CLUSTER_INPUT))
@@ -145,7 +170,14 @@ def step_templates(settings: WorkflowSettings) -> list[Container]:
         _step(names.SELECT_TEMPLATE, [*stage], settings, inputs=(STAGE_INPUT,), outputs=(TARGETS_OUTPUT,)),
         _step(names.SYNC_TEMPLATE, [*stage, *cluster, *revision], settings, inputs=per_cluster),
         _step(names.WAIT_HEALTHY_TEMPLATE, [*stage, *cluster, *revision], settings, inputs=per_cluster),
-        _step(names.CLUSTER_TEMPLATE, [*stage, *cluster, *revision], settings, inputs=per_cluster),
+        # Its node shows the cluster's name in the Argo UI (names.display_name_of_input).
+        _step(
+            names.CLUSTER_TEMPLATE,
+            [*stage, *cluster, *revision],
+            settings,
+            inputs=per_cluster,
+            display_input=CLUSTER_INPUT,
+        ),
         _step(names.RECORD_TEMPLATE, [*stage], settings, inputs=(STAGE_INPUT,)),
         _step(
             names.FINALIZE_TEMPLATE,

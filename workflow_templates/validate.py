@@ -9,7 +9,8 @@ as sentences, empty when nothing is. It checks what our Workflows rely on:
 - every task calls a template of the same object, or a `templateRef` that exists in `library`
   (the WorkflowTemplates by name), exactly one of the two;
 - every dependency names a task of the same DAG, and the dependencies form no cycle;
-- every `{{...}}` reference resolves: `inputs.parameters.X` declared by the template,
+- every `{{...}}` reference resolves: `inputs.parameters.X` declared by the template (and the one
+  expression tag we write, `names.display_name_of_input(X)`, for a declared X),
   `workflow.parameters.X` declared in `spec.arguments`, `tasks.T.outputs.parameters.P` where T is
   an ancestor of the task and its template declares output P, `item` only in looped tasks, and
   the workflow globals we use; `workflow.status` only in templates reachable from `onExit`;
@@ -151,10 +152,10 @@ class _Checker:
 
     def check_refs(self, value: Any, where: str, allowed: set[str], exit_scope: bool) -> None:
         for ref in references(value):
+            if ref in allowed or ref in _GLOBALS or (exit_scope and ref in _EXIT_GLOBALS):
+                continue
             if ref.startswith("="):
                 self.problems.append(f"{where}: expression {{{{{ref}}}}} is not used by our Workflows")
-                continue
-            if ref in allowed or ref in _GLOBALS or (exit_scope and ref in _EXIT_GLOBALS):
                 continue
             if (
                 ref.startswith("workflow.parameters.")
@@ -166,7 +167,10 @@ class _Checker:
     def check_template(self, template: Mapping[str, Any], exit_scope: bool) -> None:
         name = str(template.get("name", ""))
         where = f"template {name!r}"
-        inputs = {f"inputs.parameters.{p}" for p in _param_names(template.get("inputs"))}
+        declared = _param_names(template.get("inputs"))
+        inputs = {f"inputs.parameters.{p}" for p in declared}
+        # The one expression our Workflows use: a display name showing a declared input.
+        inputs |= {names.display_name_of_input(p).removeprefix("{{").removesuffix("}}") for p in declared}
         parallelism = template.get("parallelism")
         if parallelism is not None and (not isinstance(parallelism, int) or parallelism < 1):
             self.problems.append(f"{where}: parallelism must be an integer >= 1, not {parallelism!r}")

@@ -16,7 +16,8 @@ answers anything else with the Workflow in phase Error and a message naming the 
   `parallelism` (`failFast` is refused: on Argo v3.7 it hangs nested templates),
   `retryStrategy` (`limit`, `retryPolicy` Always/OnFailure/OnError, `backoff` with `duration`,
   `factor` and `cap`, an `expression` over `lastRetry.exitCode`/`lastRetry.status` joined by
-  `||`/`&&`; decided in the order of Argo's `processNodeRetries`), the display-name annotation;
+  `||`/`&&`; decided in the order of Argo's `processNodeRetries`), the display-name annotation
+  (plain, or the one expression we write: `names.display_name_of_input`);
 - the Workflow: `entrypoint`, `arguments.parameters`, `onExit` (sees `{{workflow.status}}`),
   `activeDeadlineSeconds`, `synchronization.mutexes` (the executor holds the locks; Terminate
   while waiting for one ends the Workflow Succeeded at once, as Argo does),
@@ -58,7 +59,7 @@ from orchestrator.workflows.phases import (
     WorkflowPhase,
 )
 from orchestrator.workflows.view import decode_compressed_nodes
-from workflow_templates.names import DISPLAY_NAME_ANNOTATION
+from workflow_templates.names import DISPLAY_NAME_ANNOTATION, DISPLAY_NAME_RE, display_name_of_input
 
 OUTPUTS_DIR_ENV = "PROGRESSIVE_SYNC_OUTPUTS_DIR"
 DEFAULT_OUTPUTS_DIR = "/tmp/outputs"
@@ -181,6 +182,28 @@ def substitute(value: Any, scope: Mapping[str, str], *, strict: bool = True) -> 
     if isinstance(value, list):
         return [substitute(item, scope, strict=strict) for item in value]
     return value
+
+
+def input_display_name(template: Mapping[str, Any], inputs: Mapping[str, str]) -> str | None:
+    """The display name of a template whose annotation is `names.display_name_of_input(X)`.
+
+    That expression is the one expression tag our Workflows carry (the cluster step's node shows
+    the cluster's name): Argo evaluates it to input X when X passes its display-name rule, else to
+    "" (the node keeps its default name). The same here, without an expression evaluator.
+    """
+    annotation = (template.get("annotations") or {}).get(DISPLAY_NAME_ANNOTATION)
+    for name, value in inputs.items():
+        if annotation == display_name_of_input(name):
+            return value if DISPLAY_NAME_RE.fullmatch(value) and len(value) <= 63 else None
+    return None
+
+
+def _without_input_display_name(template: Mapping[str, Any], inputs: Mapping[str, str]) -> dict[str, Any]:
+    """The template's annotations, less a display name `input_display_name` reads."""
+    annotations = dict(template.get("annotations") or {})
+    if any(annotations.get(DISPLAY_NAME_ANNOTATION) == display_name_of_input(name) for name in inputs):
+        del annotations[DISPLAY_NAME_ANNOTATION]
+    return annotations
 
 
 def decompress_nodes(compressed: str) -> dict[str, Any]:
@@ -586,7 +609,7 @@ class _Pass:
             return None
         try:
             inputs = self.resolve_inputs(template, arguments)
-            annotations = substitute(template.get("annotations") or {}, self.scope(inputs))
+            annotations = substitute(_without_input_display_name(template, inputs), self.scope(inputs))
         except Unresolved as exc:
             if node is None:
                 node = self.new_node(
@@ -598,7 +621,11 @@ class _Pass:
                 )
             self.finish(node, NodePhase.ERROR, str(exc))
             return node
-        display_name = str(annotations.get(DISPLAY_NAME_ANNOTATION) or display_name)
+        # Argo names a retry's attempts after the node's default name, not its display name.
+        default_display_name = display_name
+        display_name = str(
+            annotations.get(DISPLAY_NAME_ANNOTATION) or input_display_name(template, inputs) or display_name
+        )
         if "dag" in template:
             return self.execute_dag(
                 name, template, inputs, boundary_id=boundary_id, display_name=display_name
@@ -609,7 +636,12 @@ class _Pass:
             )
         if template.get("retryStrategy"):
             return self.execute_retry(
-                name, template, inputs, boundary_id=boundary_id, display_name=display_name
+                name,
+                template,
+                inputs,
+                boundary_id=boundary_id,
+                display_name=display_name,
+                attempt_display_name=default_display_name,
             )
         return self.execute_pod(name, template, inputs, boundary_id=boundary_id, display_name=display_name)
 
@@ -751,6 +783,7 @@ class _Pass:
         *,
         boundary_id: str | None,
         display_name: str,
+        attempt_display_name: str | None = None,
     ) -> dict[str, Any]:
         strategy = template["retryStrategy"]
         node = self.node_by_name(name) or self.new_node(
@@ -800,7 +833,7 @@ class _Pass:
                 template,
                 inputs,
                 boundary_id=boundary_id,
-                display_name=f"{display_name}({len(attempts)})",
+                display_name=f"{attempt_display_name or display_name}({len(attempts)})",
             )
             self.add_child(node, str(attempt["id"]))
         return node

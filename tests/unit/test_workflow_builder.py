@@ -13,9 +13,11 @@ import pytest
 
 from orchestrator.api.metadata import NAME_LABEL, ROLLOUT_ID_LABEL, label_value, workflow_name
 from orchestrator.api.models import ProgressiveSync
+from orchestrator.engine.operator import input_display_name
 from orchestrator.planning.planner import plan_rollout
 from tests.support.builders import (
     NEW_REVISION,
+    OLD_REVISION,
     make_app,
     make_app_set,
     make_ps_model,
@@ -31,6 +33,7 @@ from workflow_templates.builder import (
     assumed_sizes,
     build_workflow,
     estimate_nodes,
+    workflow_object,
 )
 from workflow_templates.settings import WorkflowSettings
 
@@ -118,6 +121,62 @@ def test_display_name_annotation_only_where_argo_accepts_it(stage_name: str, exp
     assert names.display_name_for(stage_name, names.sanitize_task_name(stage_name)) == expected
 
 
+@pytest.mark.parametrize(
+    ("cluster", "shown"),
+    [
+        pytest.param("cells-1-eu-west-1a", "cells-1-eu-west-1a", id="a-dns-like-name-is-shown"),
+        pytest.param("prod.eu-west-1", "prod.eu-west-1", id="dots-are-allowed"),
+        pytest.param("arn:aws:eks:eu-west-1:12345:cluster/prod", None, id="an-eks-arn-keeps-the-default"),
+        pytest.param("gke_project_europe-west1_prod", None, id="underscores-keep-the-default"),
+        pytest.param("a", None, id="one-character-fails-argo-rule"),
+        pytest.param("-edge", None, id="a-leading-dash-fails-argo-rule"),
+        pytest.param("c" * 63, "c" * 63, id="63-characters-are-shown"),
+        pytest.param("c" * 64, None, id="64-characters-keep-the-default"),
+    ],
+)
+def test_the_cluster_node_shows_its_name_only_where_argo_accepts_it(cluster: str, shown: str | None) -> None:
+    """What Argo makes of the cluster step's display-name expression (the local executor reads it the
+    same way); None: the node keeps Argo's default name `cluster(<i>:<name>)`. An invalid display
+    name would make Argo mark the cluster's node Error, so the expression must never yield one."""
+    [template] = [t for t in pieces.step_templates(SETTINGS) if t.name == names.CLUSTER_TEMPLATE]
+    built = template._build_template().model_dump(by_alias=True, exclude_none=True)
+    assert built["annotations"] == {names.DISPLAY_NAME_ANNOTATION: names.display_name_of_input("cluster")}
+    assert input_display_name(built, {"stage": "canary", "cluster": cluster}) == shown
+    if shown is not None:
+        assert names.DISPLAY_NAME_RE.fullmatch(shown)
+
+
+@pytest.mark.parametrize(
+    ("revisions", "attempt", "title"),
+    [
+        pytest.param(((NEW_REVISION,),), 1, "myservice: 4f1c2e9", id="a-commit-as-7-digits"),
+        pytest.param(((NEW_REVISION, OLD_REVISION),), 1, "myservice: 4f1c2e9,9d2b7e4", id="two-sources"),
+        pytest.param(((NEW_REVISION,), (OLD_REVISION,)), 1, "myservice: 4f1c2e9 +1", id="two-revision-sets"),
+        pytest.param((("1.4.2",),), 1, "myservice: 1.4.2", id="a-chart-version-as-it-is"),
+        pytest.param(((NEW_REVISION,),), 2, "myservice: 4f1c2e9 (attempt 2)", id="a-retry-says-its-attempt"),
+    ],
+)
+def test_the_title_the_argo_ui_lists_is_what_rolls_out(
+    revisions: tuple[tuple[str, ...], ...], attempt: int, title: str
+) -> None:
+    release = make_release("0123456789", revisions=revisions, attempt=attempt)
+    workflow = build_workflow(make_ps(), release=release, plan=assumed_sizes(make_ps(), 4), settings=SETTINGS)
+    assert workflow_object(workflow)["metadata"]["annotations"][names.TITLE_ANNOTATION] == title
+
+
+def test_the_description_lists_the_stages_first_then_the_release() -> None:
+    ps = make_ps(
+        make_stage("canary", max_targets=1),
+        make_stage("the rest", max_parallel=2, approval="Manual", bake_seconds=60),
+    )
+    release = make_release("0123456789")
+    workflow = build_workflow(ps, release=release, plan=assumed_sizes(ps, 4), settings=SETTINGS)
+    assert workflow_object(workflow)["metadata"]["annotations"][names.DESCRIPTION_ANNOTATION] == (
+        "canary (1 cluster) -> the rest (4 clusters, 2 at a time, manual approval, bake 60s). "
+        f"Revision {NEW_REVISION}, rollout 0123456789."
+    )
+
+
 def test_label_value_of_long_names_fits_a_label() -> None:
     value = label_value("x" * 100)
     assert len(value) <= 63
@@ -142,8 +201,8 @@ def test_metadata_names_labels_owner_and_annotations() -> None:
             "controller": True,
         }
     ]
-    assert meta["annotations"][names.TITLE_ANNOTATION] == "myservice: rollout 0123456789"
-    assert "canary in eu-west-1 (1 cluster, 1 at a time)" in meta["annotations"][names.DESCRIPTION_ANNOTATION]
+    assert meta["annotations"][names.TITLE_ANNOTATION] == f"myservice: {NEW_REVISION[:7]}"
+    assert meta["annotations"][names.DESCRIPTION_ANNOTATION].startswith("canary in eu-west-1 (1 cluster). ")
 
 
 def test_without_a_uid_there_is_no_owner_reference() -> None:

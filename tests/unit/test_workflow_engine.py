@@ -145,13 +145,12 @@ def test_node_shape_follows_argo() -> None:
     group = drive.nodes(name="svc-r1.canary-in-eu.clusters.cluster")[0]
     assert (group["type"], group["boundaryID"]) == ("TaskGroup", fanout["id"])
     retry = drive.nodes(name="svc-r1.canary-in-eu.clusters.cluster(0:c1)")[0]
-    assert (retry["type"], retry["displayName"], retry["boundaryID"]) == (
-        "Retry",
-        "cluster(0:c1)",
-        fanout["id"],
-    )
+    # The cluster step's display name is the cluster (names.display_name_of_input); its attempts keep
+    # Argo's default name.
+    assert (retry["type"], retry["displayName"], retry["boundaryID"]) == ("Retry", "c1", fanout["id"])
     pod = drive.nodes(name="svc-r1.canary-in-eu.clusters.cluster(0:c1)(0)")[0]
     assert pod["type"] == "Pod" and pod["id"] in retry["children"] and pod["outputs"]["exitCode"] == "0"
+    assert pod["displayName"] == "cluster(0:c1)(0)"
     assert pod["boundaryID"] == fanout["id"]
     # Two nodes per cluster: its Retry node and one pod per attempt.
     assert len([n for n in drive.nodes() if "cluster(0:c1)" in n["name"]]) == 2

@@ -19,7 +19,7 @@ import yaml
 
 from orchestrator.api.models import ProgressiveSync
 from tests.support.builders import make_release
-from workflow_templates import pieces, render, validate
+from workflow_templates import names, pieces, render, validate
 from workflow_templates.builder import assumed_sizes, build_workflow
 from workflow_templates.settings import WorkflowSettings
 
@@ -133,6 +133,16 @@ def _bad_display_name(obj: dict[str, Any]) -> None:
     }
 
 
+def _other_expression(obj: dict[str, Any]) -> None:
+    template(obj, "cluster")["container"]["args"].append("{{=inputs.parameters.cluster}}")
+
+
+def _display_expression_of_an_undeclared_input(obj: dict[str, Any]) -> None:
+    template(obj, "record")["annotations"] = {
+        "workflows.argoproj.io/display-name": names.display_name_of_input("cluster")
+    }
+
+
 @pytest.mark.parametrize(
     ("break_it", "expected"),
     [
@@ -152,6 +162,12 @@ def _bad_display_name(obj: dict[str, Any]) -> None:
         pytest.param(_parallelism_expression, "parallelism must be an integer", id="parallelism"),
         pytest.param(_bad_display_name, "does not pass Argo's rule", id="display-name"),
         pytest.param(_fail_fast, "template failFast hangs the Workflow", id="fail-fast"),
+        pytest.param(_other_expression, "is not used by our Workflows", id="other-expression"),
+        pytest.param(
+            _display_expression_of_an_undeclared_input,
+            "is not used by our Workflows",
+            id="display-expression-of-an-undeclared-input",
+        ),
     ],
 )
 def test_checker_finds_broken_references(break_it: Any, expected: str) -> None:
