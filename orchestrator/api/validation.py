@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from orchestrator.api import models
+from orchestrator.core import yamlio
 
 
 @dataclass(frozen=True)
@@ -264,7 +265,7 @@ def validate_text(text: str) -> list[DocumentResult]:
     results: list[DocumentResult] = []
     number = 0
     try:
-        for document in yaml.safe_load_all(text):
+        for document in yamlio.safe_load_all(text):
             number += 1
             if document is None:
                 continue

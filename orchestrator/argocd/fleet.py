@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from orchestrator.api.metadata import INFO_ROLLOUT_ID, INFO_STAGE
+from orchestrator.core import yamlio
 from orchestrator.kube.client import (
     CLUSTER_SECRET_TYPE,
     CLUSTER_SECRET_TYPE_LABEL,
@@ -373,9 +374,8 @@ def load_fleet(text: str) -> Fleet:
     `argocd.argoproj.io/secret-type: cluster`; of those only `metadata`, `data.name` and
     `data.server` are read. Raises FleetError on YAML that does not parse or malformed objects.
     """
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        documents = [doc for doc in yaml.load_all(text, Loader=loader) if doc is not None]
+        documents = [doc for doc in yamlio.safe_load_all(text) if doc is not None]
     except yaml.YAMLError as exc:
         raise FleetError(f"not valid YAML: {exc}") from exc
     return fleet_from_objects(documents)

@@ -18,6 +18,7 @@ import yaml
 
 from orchestrator.api.models import KIND, ProgressiveSync
 from orchestrator.argocd.fleet import Fleet, FleetError, load_fleet
+from orchestrator.core import yamlio
 
 FLEET_FILE = "cluster Secrets, Applications and the ApplicationSet as `kubectl get -o yaml` prints them"
 
@@ -54,7 +55,7 @@ def manifest_options(*, fleet_help: str) -> Callable[[Callable[..., Any]], Calla
 def read_progressive_sync(path: Path, name: str | None) -> ProgressiveSync:
     """The ProgressiveSync in `path` (the one called `name` when the file holds several)."""
     try:
-        documents = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+        documents = [d for d in yamlio.safe_load_all(path.read_text()) if d is not None]
     except (OSError, yaml.YAMLError) as exc:
         raise click.ClickException(f"{path}: cannot read YAML: {exc}") from exc
     candidates = [d for d in documents if isinstance(d, dict) and d.get("kind") == KIND]

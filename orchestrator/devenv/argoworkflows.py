@@ -44,6 +44,7 @@ from typing import Any
 
 import yaml
 
+from orchestrator.core import yamlio
 from orchestrator.devenv import networking, tools
 from orchestrator.devenv.controlplane import ControlPlaneError, DevCluster, free_port, spawn_logged
 from orchestrator.devenv.images import Image, argoexec_image
@@ -94,9 +95,7 @@ def crd_documents(crds_dir: Path) -> list[dict[str, Any]]:
         if twin.is_file():
             loaded = [json.loads(twin.read_text())]
         else:
-            loaded = list(
-                yaml.load_all(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-            )
+            loaded = list(yamlio.safe_load_all(path.read_text()))
         documents += [
             d for d in loaded if isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition"
         ]

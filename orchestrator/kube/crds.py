@@ -17,8 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from orchestrator.core import yamlio
 from orchestrator.kube.client import CRDS, Kube, KubeError, NotFound
 
 
@@ -28,7 +27,7 @@ def peer_crd_documents() -> list[dict[str, Any]]:
     documents = []
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".yaml"):
-            documents.append(yaml.safe_load(entry.read_text()))
+            documents.append(yamlio.safe_load(entry.read_text()))
     return documents
 
 
