@@ -6,7 +6,9 @@ file in a temporary directory (the terminal shows the rollout, not the logs), ru
 failed (as it must with `--fail-cluster`) or the demo could not run; 2 bad usage; 130 interrupted.
 Ctrl-C and SIGTERM stop everything the demo started and remove its temporary files.
 `--engine argo` runs the Workflow on the real Argo Workflows controller with real pods (the
-dev stack with a node; root, one per machine); `make demo` stays on the local engine.
+dev stack with a node; root, one per machine); `make demo` stays on the local engine. `--ui`
+(implies `--engine argo`) keeps the Argo UI of the finished rollout open on the loopback URL the
+demo prints until Ctrl-C; then everything is stopped as usual and the exit code is the rollout's.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import signal
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from types import FrameType
 
@@ -58,10 +61,16 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 @click.option(
     "--engine",
     type=click.Choice(["local", "argo"]),
-    default="local",
-    show_default=True,
+    default=None,
+    show_default="local; argo with --ui",
     help="Who runs the rollout's Workflow: the local executor (steps as subprocesses), or the real "
     "Argo Workflows controller on a real node (steps as pods; needs root, one node per machine).",
+)
+@click.option(
+    "--ui",
+    is_flag=True,
+    help="After the rollout, keep the Argo UI showing it open (on the loopback URL printed) until "
+    "Ctrl-C. Implies --engine argo.",
 )
 # The real Argo CD joins here as `--argocd real` (the fleet simulator plays it until then).
 @click.option(
@@ -71,9 +80,21 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     help="Folder with etcd, kube-apiserver and kubectl (default: $KUBEBUILDER_ASSETS).",
 )
 def demo(
-    fail_cluster: str | None, sync_seconds: float, timeout: float, engine: str, tools_dir: Path | None
+    *,
+    fail_cluster: str | None,
+    sync_seconds: float,
+    timeout: float,
+    engine: str | None,
+    ui: bool,
+    tools_dir: Path | None,
 ) -> None:
     """Run a 3-stage rollout over a simulated 12-cluster fleet on a local control plane."""
+    if ui and engine == "local":
+        raise click.BadParameter(
+            "the local engine has no Argo UI; drop --engine local (--ui runs the real Argo Workflows)",
+            param_hint="--ui",
+        )
+    engine = engine or ("argo" if ui else "local")
     if fail_cluster is not None and fail_cluster not in demo_cluster_names():
         raise click.BadParameter(
             f"{fail_cluster!r} is not a demo cluster; pick one of: {', '.join(demo_cluster_names())}",
@@ -96,7 +117,12 @@ def demo(
                 engine=Engine(engine),
             )
             try:
-                result = run_demo(settings, lambda text: click.echo(text, nl=False), clock)
+                result = run_demo(
+                    settings,
+                    lambda text: click.echo(text, nl=False),
+                    clock,
+                    hold=_until_interrupted if ui else None,
+                )
             except KeyboardInterrupt:
                 click.echo("\ninterrupted: everything the demo started is stopped and removed", err=True)
                 sys.exit(130)
@@ -107,6 +133,14 @@ def demo(
     click.echo("")
     click.echo(summary(result, clock.now()), nl=False)
     sys.exit(result.exit_code)
+
+
+def _until_interrupted() -> None:
+    """Return on Ctrl-C or SIGTERM (which `_interrupt` turns into KeyboardInterrupt)."""
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        click.echo("")
 
 
 def _show_log_tail(path: Path) -> None:

@@ -25,6 +25,11 @@ cluster), so which cluster of a region comes first is fixed but not chosen. Labe
 Secret `canary: "true"` and selecting that label in the first stage is what platform teams do, and
 lets `--fail-cluster NAME` make exactly the named cluster the canary.
 
+On the argo engine the demo prints where the Argo UI (served by the stack's `argo server`, on
+loopback) shows the rollout's Workflow, once the watcher has created it. `hold` (what `demo --ui`
+passes) runs after the rollout has ended, with everything still up, and returns when the person is
+done looking (Ctrl-C); the demo then stops everything as usual.
+
 Callers: `orchestrator.cli.demo_cmd`, the e2e tests, the benchmarks (which reuse the fleet
 helpers).
 """
@@ -41,11 +46,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from orchestrator.api.metadata import NAME_LABEL, label_value
 from orchestrator.api.models import API_VERSION, RolloutPhase, StagePhase
 from orchestrator.core.clock import Clock
 from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.devenv.stack import DevStack, StackOptions
-from orchestrator.kube.client import NAMESPACES, PROGRESSIVE_SYNCS, SECRETS, AlreadyExists, Kube
+from orchestrator.kube.client import NAMESPACES, PROGRESSIVE_SYNCS, SECRETS, WORKFLOWS, AlreadyExists, Kube
 from orchestrator.kube.crds import all_crd_documents, apply_crds
 from orchestrator.ops import actions as ops_actions
 from orchestrator.ops import decisions as ops
@@ -163,33 +169,25 @@ class DemoError(Exception):
     """The demo could not run (a bad flag value, tools missing, the rollout did not end in time)."""
 
 
-def run_demo(settings: DemoSettings, write: Callable[[str], None], clock: Clock) -> DemoResult:
-    """Run the demo end to end and clean up; `write` prints, `clock` times the live display."""
+def run_demo(
+    settings: DemoSettings,
+    write: Callable[[str], None],
+    clock: Clock,
+    *,
+    hold: Callable[[], None] | None = None,
+) -> DemoResult:
+    """Run the demo end to end and clean up; `write` prints, `clock` times the live display.
+
+    `hold`, when given, is called once the rollout has ended, before anything is stopped (the
+    Argo UI stays open while it runs).
+    """
     names = demo_cluster_names()
     canary = settings.fail_cluster or names[0]
     if canary not in names:
         raise DemoError(f"--fail-cluster {canary!r} is not a demo cluster; pick one of: {', '.join(names)}")
     started = time.monotonic()
     with contextlib.ExitStack() as stack:
-        if settings.engine == Engine.ARGO:
-            write(
-                "Starting a local control plane, a real node and the real Argo Workflows controller "
-                "(about half a minute)...\n"
-            )
-            dev_stack = DevStack.start(
-                StackOptions(argo_workflows=True, namespaces=(NAMESPACE,), tools_dir=settings.tools_dir)
-            )
-            stack.callback(dev_stack.stop)
-            assert dev_stack.cluster is not None and dev_stack.steps_image is not None
-            cluster = dev_stack.cluster
-            workflow = WorkflowSettings(image=dev_stack.steps_image.reference, image_pull_policy="Never")
-            if dev_stack.argo is not None and dev_stack.argo.server_url:
-                write(f"The Argo UI shows the rollout's Workflow at {dev_stack.argo.server_url}\n")
-        else:
-            write("Starting a local control plane (etcd + kube-apiserver)...\n")
-            cluster = DevCluster.start(settings.tools_dir)
-            stack.callback(cluster.stop)
-            workflow = WorkflowSettings()
+        cluster, workflow, ui_url = _start_engine(settings, stack, write)
         kube = Kube.from_kubeconfig(str(cluster.kubeconfig))
         stack.callback(kube.close)
         if settings.engine == Engine.LOCAL:
@@ -215,6 +213,9 @@ def run_demo(settings: DemoSettings, write: Callable[[str], None], clock: Clock)
         write("\n")
         applied = time.monotonic()
         kube.create(PROGRESSIVE_SYNCS, NAMESPACE, demo_progressive_sync())
+        page = workflow_page(ui_url, _wait_for_workflow(kube, settings.timeout_seconds)) if ui_url else ""
+        if page:
+            write(f"Follow the rollout in the Argo UI: {page}\n\n")
         target = ops_actions.Target(NAMESPACE, NAME)
         try:
             with LiveDisplay(write, clock, tty=settings.tty) as display:
@@ -228,6 +229,13 @@ def run_demo(settings: DemoSettings, write: Callable[[str], None], clock: Clock)
             ) from exc
         rollout_seconds = time.monotonic() - applied
         events = read_events(events_log) if events_log else []
+        if hold is not None:
+            if page:
+                write(
+                    f"\nThe rollout {view.phase.value if view.phase else 'ended'}; the Argo UI stays open at "
+                    f"{page}\nuntil Ctrl-C, then everything the demo started is stopped and removed.\n"
+                )
+            hold()
     starts = [event for event in events if event["event"] == "sync-start"]
     synced: list[str] = []
     for event in starts:
@@ -242,6 +250,48 @@ def run_demo(settings: DemoSettings, write: Callable[[str], None], clock: Clock)
         synced_clusters=synced,
         syncs_per_app=dict(Counter(str(event["app"]) for event in starts)),
     )
+
+
+def _start_engine(
+    settings: DemoSettings, stack: contextlib.ExitStack, write: Callable[[str], None]
+) -> tuple[DevCluster, WorkflowSettings, str]:
+    """Start what the engine needs (stopped by `stack`): its control plane, the Workflow settings for
+    it and the Argo Server's URL ("" on the local engine)."""
+    if settings.engine != Engine.ARGO:
+        write("Starting a local control plane (etcd + kube-apiserver)...\n")
+        cluster = DevCluster.start(settings.tools_dir)
+        stack.callback(cluster.stop)
+        return cluster, WorkflowSettings(), ""
+    write(
+        "Starting a local control plane, a real node and the real Argo Workflows controller "
+        "(about half a minute)...\n"
+    )
+    dev_stack = DevStack.start(
+        StackOptions(argo_workflows=True, namespaces=(NAMESPACE,), tools_dir=settings.tools_dir)
+    )
+    stack.callback(dev_stack.stop)
+    assert dev_stack.cluster is not None and dev_stack.steps_image is not None
+    workflow = WorkflowSettings(image=dev_stack.steps_image.reference, image_pull_policy="Never")
+    server = dev_stack.argo.server_url if dev_stack.argo is not None else None
+    return dev_stack.cluster, workflow, server or ""
+
+
+def workflow_page(server_url: str, workflow: str) -> str:
+    """The Argo UI's page of the demo's rollout Workflow `workflow`."""
+    return f"{server_url.rstrip('/')}/workflows/{NAMESPACE}/{workflow}"
+
+
+def _wait_for_workflow(kube: Kube, timeout: float) -> str:
+    """The name of the rollout Workflow the watcher creates for the demo's ProgressiveSync."""
+    deadline = time.monotonic() + timeout
+    selector = f"{NAME_LABEL}={label_value(NAME)}"
+    while True:
+        items, _ = kube.list(WORKFLOWS, NAMESPACE, label_selector=selector)
+        if items:
+            return str(items[0]["metadata"]["name"])
+        if time.monotonic() >= deadline:
+            raise DemoError(f"the watcher created no Workflow for {NAMESPACE}/{NAME} within {timeout:g}s")
+        time.sleep(0.25)
 
 
 def watcher_settings(

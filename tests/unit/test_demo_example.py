@@ -1,4 +1,5 @@
-"""examples/demo.yaml is exactly the ProgressiveSync the demo applies, and the API accepts it."""
+"""examples/demo.yaml is exactly the ProgressiveSync the demo applies, and the API accepts it;
+`demo --ui`'s usage."""
 
 from __future__ import annotations
 
@@ -6,13 +7,16 @@ import os
 from pathlib import Path
 
 import yaml
+from click.testing import CliRunner
 
 from orchestrator.api.models import ProgressiveSync
+from orchestrator.cli.main import main
 from orchestrator.devenv.demo import (
     CLUSTER_COUNT,
     REGIONS,
     demo_cluster_names,
     demo_progressive_sync,
+    workflow_page,
 )
 from orchestrator.simulator.seed import seed_clusters
 
@@ -50,3 +54,15 @@ def test_demo_fleet_has_twelve_clusters_in_three_regions() -> None:
     assert len(clusters) == 12
     assert len({cluster.region for cluster in clusters}) == 3
     assert demo_cluster_names() == [cluster.name for cluster in clusters]
+
+
+def test_the_ui_needs_the_argo_engine() -> None:
+    result = CliRunner().invoke(main, ["demo", "--ui", "--engine", "local"])
+    assert result.exit_code == 2
+    assert "Invalid value for --ui: the local engine has no Argo UI" in result.output
+
+
+def test_the_ui_url_is_the_rollout_workflow_page() -> None:
+    assert workflow_page("http://127.0.0.1:2746/", "myservice-7f3c2a1b9e") == (
+        "http://127.0.0.1:2746/workflows/argocd/myservice-7f3c2a1b9e"
+    )
