@@ -155,8 +155,13 @@ def _parameter(name: str, value: str) -> ModelParameter:
 
 def _fanout_template(task_name: str, size: StageSize) -> Template:
     """The loop over one stage's clusters, alone in its template so `parallelism` bounds only it."""
+    bounded = size.max_parallel < size.targets
     return Template(
         name=names.fanout_template_name(task_name),
+        # A large stage reads "clusters-3-at-a-time" above its "N hidden nodes" in the Argo UI.
+        annotations={names.DISPLAY_NAME_ANNOTATION: names.fanout_display_name(size.max_parallel)}
+        if bounded
+        else None,
         inputs=Inputs(
             parameters=[ModelParameter(name=pieces.STAGE_INPUT), ModelParameter(name=TARGETS_INPUT)]
         ),

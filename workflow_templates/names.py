@@ -106,6 +106,16 @@ def fanout_template_name(task_name: str) -> str:
     return f"{FANOUT_TEMPLATE_PREFIX}{task_name}"[:MAX_FIELD_NAME]
 
 
+def fanout_display_name(max_parallel: int) -> str:
+    """The display name of a stage's `clusters` node when it bounds the stage: `clusters-3-at-a-time`.
+
+    In the Argo UI a stage of more than three clusters shows the first, "N hidden nodes" and the
+    last; the node above them then says how many run at once (the template's `parallelism`, fixed
+    when the Workflow is built). It passes DISPLAY_NAME_RE for any count.
+    """
+    return f"{CLUSTERS_TASK}-{max_parallel}-at-a-time"
+
+
 def bake_template_name(seconds: int) -> str:
     """The suspend template that waits `seconds` (one per distinct bake duration)."""
     return f"{BAKE_TEMPLATE_PREFIX}{seconds}s"

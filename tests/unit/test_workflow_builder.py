@@ -259,6 +259,9 @@ def test_stage_dag_select_fanout_record_and_one_pod_per_cluster() -> None:
     assert "{{tasks.select.outputs.parameters.targets}}" in str(stage["clusters"]["arguments"])
     fanout = templates(obj)["fanout-all"]
     assert fanout["parallelism"] == 3
+    # The UI's `clusters` node says how many run at once (above "N hidden nodes" in a large stage).
+    assert fanout["annotations"] == {names.DISPLAY_NAME_ANNOTATION: "clusters-3-at-a-time"}
+    assert names.DISPLAY_NAME_RE.fullmatch(names.fanout_display_name(1000))
     assert "failFast" not in fanout and "failFast" not in fanout["dag"]
     loop = fanout["dag"]["tasks"][0]
     assert loop["withParam"] == "{{inputs.parameters.targets}}"
@@ -387,3 +390,8 @@ def test_active_deadline_from_waves_bake_and_approval(
 def test_node_estimate_grows_two_per_cluster() -> None:
     ps = make_ps(make_stage("s"))
     assert estimate_nodes(ps, {"s": StageSize(11, 1)}) - estimate_nodes(ps, {"s": StageSize(10, 1)}) == 2
+
+
+def test_a_stage_that_runs_all_its_clusters_at_once_keeps_the_plain_clusters_node() -> None:
+    obj = build(make_ps(make_stage("all")), {"all": StageSize(targets=3, max_parallel=3)})
+    assert "annotations" not in templates(obj)["fanout-all"]
