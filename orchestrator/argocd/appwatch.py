@@ -6,24 +6,29 @@ watch window ends quietly, so the caller can look at its clock (deadlines) and a
 does not cover (the cluster Secret). The caller stops by leaving the loop; the open stream is
 released when the generator is closed.
 
-The watch resumes from the last resourceVersion it saw; 410 Gone or a dropped stream re-lists. With
-one Application the watch uses `fieldSelector=metadata.name=<name>`; with several it watches the
-namespace's Applications and keeps the named ones.
+The loop is `orchestrator.kube.watchloop.WatchLoop`: a dropped or half-open stream resumes from the
+last resourceVersion seen, 410 Gone re-lists, failures back off (progress resets them) and a 403,
+404 or 422 is raised at once. With one Application the watch uses
+`fieldSelector=metadata.name=<name>`; with several it watches the namespace's Applications and keeps
+the named ones.
 
 Callers: `steps.sync` (waiting for someone else's operation to end) and `steps.wait_healthy`.
 """
 
 from __future__ import annotations
 
-import logging
+import threading
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from orchestrator.kube.client import APPLICATIONS, Gone, Kube, Retryable
+from orchestrator.kube.client import APPLICATIONS, Forbidden, Invalid, Kube, NotFound
+from orchestrator.kube.watchloop import BackoffPolicy, Changed, Listed, WatchLoop, WatchLoopSettings
 
-log = logging.getLogger(__name__)
+# A step gives up after about half a minute of failures in a row without progress (WatchGaveUp, a
+# temporary error: the Workflow's retry runs the step again); any progress starts the count afresh.
+FOLLOW_BACKOFF = BackoffPolicy(delays=(0.2, 0.5, 1.0, 2.0, 4.0, 5.0), give_up_after=10)
 
 
 class SnapshotCause(StrEnum):
@@ -56,32 +61,33 @@ def follow_applications(
     """
     wanted = list(dict.fromkeys(names))
     field_selector = f"metadata.name={wanted[0]}" if len(wanted) == 1 else None
-    while True:
-        items, resource_version = kube.list(APPLICATIONS, namespace, field_selector=field_selector)
-        current: dict[str, dict[str, Any] | None] = dict.fromkeys(wanted)
-        for item in items:
-            name = item.get("metadata", {}).get("name")
-            if name in current:
-                current[name] = item
-        yield Snapshot(dict(current), SnapshotCause.LISTED)
-        try:
-            while True:
-                window = max(1, int(window_seconds()))
-                for event in kube.watch(
-                    APPLICATIONS,
-                    namespace,
-                    resource_version=resource_version,
-                    timeout_seconds=window,
-                    field_selector=field_selector,
-                ):
-                    resource_version = event.resource_version or resource_version
-                    name = event.object.get("metadata", {}).get("name")
-                    if event.type == "BOOKMARK" or name not in current:
-                        continue
-                    current[name] = None if event.type == "DELETED" else event.object
-                    yield Snapshot(dict(current), SnapshotCause.EVENT)
-                yield Snapshot(dict(current), SnapshotCause.IDLE)
-        except Gone as exc:
-            log.info("watch of Applications in %s: %s; re-listing", namespace, exc)
-        except Retryable as exc:
-            log.warning("watch of Applications in %s dropped: %s; re-listing", namespace, exc)
+    loop = WatchLoop(
+        kube,
+        APPLICATIONS,
+        namespace,
+        settings=WatchLoopSettings(
+            watch_timeout_seconds=window_seconds,
+            backoff=FOLLOW_BACKOFF,
+            fatal=(Forbidden, NotFound, Invalid),
+        ),
+        field_selector=field_selector,
+        name=f"applications@{namespace}",
+    )
+    current: dict[str, dict[str, Any] | None] = dict.fromkeys(wanted)
+    for step in loop.run(threading.Event()):  # the caller stops by closing the generator
+        if isinstance(step, Listed):
+            current = dict.fromkeys(wanted)
+            for item in step.items:
+                name = item.get("metadata", {}).get("name")
+                if name in current:
+                    current[name] = item
+            yield Snapshot(dict(current), SnapshotCause.LISTED)
+        elif isinstance(step, Changed):
+            event = step.event
+            name = event.object.get("metadata", {}).get("name")
+            if event.type == "BOOKMARK" or name not in current:
+                continue
+            current[name] = None if event.type == "DELETED" else event.object
+            yield Snapshot(dict(current), SnapshotCause.EVENT)
+        else:
+            yield Snapshot(dict(current), SnapshotCause.IDLE)

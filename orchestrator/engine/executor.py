@@ -1,14 +1,14 @@
 """The local executor: runs our Workflows on one machine, the way Argo Workflows would.
 
 `LocalExecutor(kube, settings)` watches Workflow objects labelled `progressivesync.io/name`
-(list, then watch; re-list on 410 Gone), and runs each one that is not finished in a worker
-thread: read the Workflow, decide with `workflow_engine.operate`, write the status back (PUT with
-the resourceVersion it read, since the Workflow CRD has no status subresource; on a conflict read
-again and decide again, a bounded number of times), then start the processes the decision asks
-for. Each Pod node runs the container's command and args as a subprocess with the container's
-environment, plus `PROGRESSIVE_SYNC_KUBECONFIG`/`KUBECONFIG` for the control plane named in the
-settings and `PROGRESSIVE_SYNC_OUTPUTS_DIR` pointing at the node's own directory, from which its
-output parameters are read.
+(`orchestrator.kube.watchloop`: list, then watch, resume, re-list on 410 Gone), and runs each one
+that is not finished in a worker thread: read the Workflow, decide with `workflow_engine.operate`,
+write the status back (PUT with the resourceVersion it read, since the Workflow CRD has no status
+subresource; on a conflict read again and decide again, a bounded number of times), then start the
+processes the decision asks for. Each Pod node runs the container's command and args as a subprocess
+with the container's environment, plus `PROGRESSIVE_SYNC_KUBECONFIG`/`KUBECONFIG` for the control
+plane named in the settings and `PROGRESSIVE_SYNC_OUTPUTS_DIR` pointing at the node's own directory,
+from which its output parameters are read.
 
 Started by `progressive-sync executor` or in-process by the watcher and the tests
 (`with LocalExecutor(...):` or `start()`/`stop()`). Stopping kills the processes it started
@@ -53,7 +53,8 @@ from orchestrator.engine.operator import (
     PodState,
     operate,
 )
-from orchestrator.kube.client import WORKFLOWS, Conflict, Gone, Kube, KubeError, NotFound
+from orchestrator.kube.client import WORKFLOWS, Conflict, Kube, KubeError, NotFound
+from orchestrator.kube.watchloop import BackoffPolicy, Changed, Listed, WatchLoop, WatchLoopSettings
 from orchestrator.workflows.phases import TERMINAL_WORKFLOW_PHASES
 
 log = logging.getLogger(__name__)
@@ -794,44 +795,26 @@ class LocalExecutor:
         if worker is not None:
             worker.wake()
 
-    def _remember_watch_closer(self, close: Any) -> None:
-        self._close_watch = close
-        if self.stopping.is_set():  # stop came while the request was on its way
-            close()
-
     def _watch_loop(self) -> None:
         settings = self.settings
-        failures = 0
-        while not self.stopping.is_set():
-            try:
-                items, resource_version = self.kube.list(
-                    WORKFLOWS, settings.namespace, label_selector=NAME_LABEL
-                )
-                for item in items:
+        loop = WatchLoop(
+            self.kube,
+            WORKFLOWS,
+            settings.namespace,
+            settings=WatchLoopSettings(
+                watch_timeout_seconds=settings.watch_timeout_seconds,
+                backoff=BackoffPolicy(delays=settings.relist_backoffs),  # never gives up
+            ),
+            label_selector=NAME_LABEL,
+            name="executor workflows",
+        )
+        self._close_watch = loop.close_stream  # a clean stop must not wait for the stream's end
+        for step in loop.run(self.stopping):
+            if isinstance(step, Listed):
+                for item in step.items:
                     self.observe(item)
-                failures = 0
-                while not self.stopping.is_set():
-                    for event in self.kube.watch(
-                        WORKFLOWS,
-                        settings.namespace,
-                        resource_version=resource_version,
-                        timeout_seconds=settings.watch_timeout_seconds,
-                        label_selector=NAME_LABEL,
-                        on_open=self._remember_watch_closer,
-                    ):
-                        if self.stopping.is_set():
-                            return
-                        resource_version = event.resource_version or resource_version
-                        if event.type == "BOOKMARK":
-                            continue
-                        if event.type == "DELETED":
-                            self.forget(event.object)
-                        else:
-                            self.observe(event.object)
-            except Gone:
-                log.info("workflow watch expired (410 Gone); listing again")
-            except KubeError as exc:
-                failures += 1
-                delay = settings.relist_backoffs[min(failures, len(settings.relist_backoffs)) - 1]
-                log.warning("workflow watch failed: %s; listing again in %.1fs", exc, delay)
-                self.stopping.wait(delay)
+            elif isinstance(step, Changed) and step.event.type != "BOOKMARK":
+                if step.event.type == "DELETED":
+                    self.forget(step.event.object)
+                else:
+                    self.observe(step.event.object)

@@ -407,6 +407,7 @@ class Kube:
         label_selector: str | None = None,
         field_selector: str | None = None,
         on_open: Callable[[Callable[[], None]], None] | None = None,
+        read_timeout: float | None = None,
     ) -> Iterator[WatchEvent]:
         """Stream events after `resource_version` until the server ends the stream.
 
@@ -414,6 +415,8 @@ class Kube:
         other ERROR events raise KubeError. The caller owns the list-then-watch loop.
         `on_open`, when given, receives a function that ends the stream from another thread (a
         clean stop must not wait for the next event or for `timeout_seconds`).
+        `read_timeout` bounds the silence on the stream (default: `timeout_seconds` + 30); a
+        half-open connection then raises Retryable instead of hanging.
         """
         query = {
             "watch": "true",
@@ -425,9 +428,8 @@ class Kube:
         }
         # The read timeout bounds silence on the stream: the server sends bookmarks about once a
         # minute and closes at timeoutSeconds, so a longer silence means a dead connection.
-        response = self._call(
-            "GET", resource.path(namespace), query=query, timeout=timeout_seconds + 30, stream=True
-        )
+        silence = read_timeout if read_timeout is not None else timeout_seconds + 30
+        response = self._call("GET", resource.path(namespace), query=query, timeout=silence, stream=True)
         if on_open is not None:
             on_open(lambda: _shutdown_stream(response))
         try:

@@ -1,19 +1,17 @@
-"""A bounded list → watch → resume → re-list loop with a small in-memory cache (an "informer").
+"""A list → watch cache of slim values (an "informer") on the one watch loop.
 
-The Python client's own `Watch.stream()` recovers badly from 410 Gone and stops reconnecting after
-`timeout_seconds` (see docs REFERENCE.md), so the watcher owns this loop:
+The loop itself (list, watch from the list's resourceVersion, resume after a dropped or half-open
+stream, re-list on 410 Gone, one backoff policy that progress resets) is
+`orchestrator.kube.watchloop.WatchLoop`; the informer adds the cache:
 
-1. **list** the resource; the list's resourceVersion is where the watch starts;
-2. **watch** from there, with bookmarks; every event (BOOKMARK included) moves the resume point;
-3. a stream the server ends (its `timeoutSeconds`, an API server restart, a dropped connection)
-   is **resumed** from the last resourceVersion seen, without a re-list;
-4. **410 Gone** (the resume point was compacted away) → re-list at once, and diff the new list
-   against the cache, so changes *and deletions* that happened while blind are still reported;
-5. any other failure (`Retryable`, an unknown error status) → **back off** along a bounded tuple of
-   delays, logging "attempt n/m failed: ...; retrying in Xs"; a success resets the count, and when
-   every delay is used up `run` raises `InformerFailed` (the process should exit and be restarted
-   rather than serve a cache it cannot refresh);
-6. `resync()` reports every cached object again (`ChangeType.RESYNC`), so a missed or mishandled
+1. every **list** (the first, and after 410) is diffed against the cache, so changes *and
+   deletions* that happened while blind are still reported;
+2. every **event** updates the cache and reports the change;
+3. when failures follow each other without any progress (a list, a stream the server accepted,
+   an event) for every delay of `backoffs`, `run` raises `InformerFailed` (the process should exit
+   and be restarted rather than serve a cache it cannot refresh). Streams cut every few seconds
+   never get there: each reconnect that works is progress;
+4. `resync()` reports every cached object again (`ChangeType.RESYNC`), so a missed or mishandled
    event is healed by the periodic full resync the caller drives.
 
 The cache keeps only what `slim(obj)` returns for each object: a small frozen value with the fields
@@ -39,7 +37,17 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
-from orchestrator.kube.client import Gone, Kube, KubeError, Resource, WatchEvent
+from orchestrator.kube.client import Kube, Resource, WatchEvent
+from orchestrator.kube.watchloop import (
+    DEFAULT_IDLE_TIMEOUT_SECONDS,
+    BackoffPolicy,
+    Changed,
+    Listed,
+    WatchGaveUp,
+    WatchLoop,
+    WatchLoopSettings,
+    WatchStats,
+)
 
 log = logging.getLogger(__name__)
 
@@ -73,35 +81,40 @@ class Change(Generic[T]):
         return self.new if self.new is not None else self.old
 
 
-class InformerFailed(Exception):
-    """Every backoff was used up without a successful list or watch: the cache can no longer be trusted."""
+class InformerFailed(WatchGaveUp):
+    """Every backoff was used up without progress: the cache can no longer be trusted."""
 
 
 @dataclass(frozen=True)
 class InformerSettings:
     """How one informer watches: stream length, backoffs. Built by `orchestrator.watcher.settings`."""
 
-    # The server ends each watch after this long and the loop resumes from the last resourceVersion;
-    # short enough that a silently dead connection is noticed (read timeout = this + 30 s).
+    # The server ends each watch after this long and the loop resumes from the last resourceVersion.
     watch_timeout_seconds: int = 300
-    # Sleeps between failed attempts; their number bounds the consecutive failures tolerated.
-    backoffs: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 30.0, 30.0, 30.0)
+    # Sleeps between failed attempts; their number bounds the failures in a row *without progress*
+    # (a list, a stream the server accepted, an event) tolerated. Short and capped: a stream cut
+    # by the network is resumed within the first delay, the cache is never deaf for long.
+    backoffs: tuple[float, ...] = (0.2, 0.5, 1.0, 2.0, 4.0, *(5.0,) * 19)
+    # Silence on a stream beyond this means a half-open connection: the read timeout fires.
+    idle_timeout_seconds: float = DEFAULT_IDLE_TIMEOUT_SECONDS
     # Items per page of a list. Small pages keep the transient raw objects of a big list small:
     # measured with 10,000 Applications, 100 per page costs the process ~13 MB over its idle size
     # where 500 per page costs ~26 MB.
     page_size: int = 100
 
+    @property
+    def loop(self) -> WatchLoopSettings:
+        """The watch loop's settings; the backoffs bound the failures in a row."""
+        return WatchLoopSettings(
+            watch_timeout_seconds=self.watch_timeout_seconds,
+            idle_timeout_seconds=self.idle_timeout_seconds,
+            page_size=self.page_size,
+            backoff=BackoffPolicy.bounded(self.backoffs),
+        )
 
-@dataclass
-class InformerStats:
-    """Counters a test or a debug log can read: how often the loop listed, resumed and failed."""
 
-    lists: int = 0
-    relists_after_gone: int = 0
-    watches: int = 0
-    events: int = 0
-    bookmarks: int = 0
-    failures: int = 0
+InformerStats = WatchStats
+"""The loop's counters: lists, relists_after_gone, watches, events, bookmarks, failures."""
 
 
 def _no_indexers() -> dict[str, Callable[[Any], Iterable[str]]]:
@@ -155,10 +168,22 @@ class Informer(Generic[T]):
         self._lock = threading.RLock()
         self._cache: dict[ObjectKey, T] = {}
         self._indexes = {index: _Index(function) for index, function in (indexers or _no_indexers()).items()}
-        self._close_stream: Callable[[], None] | None = None
         self.synced = threading.Event()
-        self.resource_version = ""
-        self.stats = InformerStats()
+        self._loop = WatchLoop(
+            kube,
+            resource,
+            namespace,
+            settings=settings.loop,
+            label_selector=label_selector,
+            transform=self._keyed_slim,
+            name=self.name,
+        )
+        self.stats = self._loop.stats
+
+    @property
+    def resource_version(self) -> str:
+        """Where the watch resumes: the last resourceVersion seen (list, event or bookmark)."""
+        return self._loop.resource_version
 
     # -- reading the cache ----------------------------------------------------------------
 
@@ -195,53 +220,20 @@ class Informer(Generic[T]):
     # -- the loop -------------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
-        """List and watch until `stop` is set; raises InformerFailed when every backoff is used up."""
-        backoffs = self.settings.backoffs
-        attempts = len(backoffs) + 1
-        failures = 0
-        need_list = True
-        while not stop.is_set():
-            try:
-                if need_list:
-                    self._list()
-                    need_list = False
-                    failures = 0
-                self._watch(stop)
-                failures = 0
-            except Gone as exc:
-                # Not a failure: the resume point is too old. Re-list at once (a list without a
-                # resourceVersion is served from etcd and never answers 410).
-                log.info(
-                    "%s: resourceVersion %s is gone (%s); re-listing", self.name, self.resource_version, exc
-                )
-                self.stats.relists_after_gone += 1
-                need_list = True
-            except KubeError as exc:
-                if stop.is_set():
-                    break
-                failures += 1
-                self.stats.failures += 1
-                if failures >= attempts:
-                    raise InformerFailed(
-                        f"{self.name}: attempt {failures}/{attempts} failed: {exc}; giving up"
-                    ) from exc
-                delay = backoffs[failures - 1]
-                log.warning(
-                    "%s: attempt %d/%d failed: %s; retrying in %.1fs",
-                    self.name,
-                    failures,
-                    attempts,
-                    exc,
-                    delay,
-                )
-                stop.wait(delay)
-        log.debug("%s: stopped at resourceVersion %s", self.name, self.resource_version)
+        """List and watch until `stop` is set; raises InformerFailed when the backoffs are used up
+        without progress."""
+        try:
+            for step in self._loop.run(stop):
+                if isinstance(step, Listed):
+                    self._replace(step.items)
+                elif isinstance(step, Changed):
+                    self._apply(step.event)
+        except WatchGaveUp as exc:
+            raise InformerFailed(str(exc), status=exc.status) from exc
 
     def stop_stream(self) -> None:
         """End the watch stream in progress (call after setting the stop Event)."""
-        close = self._close_stream
-        if close is not None:
-            close()
+        self._loop.close_stream()
 
     def resync(self) -> int:
         """Report every cached object again as RESYNC; returns how many."""
@@ -251,15 +243,7 @@ class Informer(Generic[T]):
             self._emit(Change(ChangeType.RESYNC, key, value, value))
         return len(snapshot)
 
-    def _list(self) -> None:
-        # Slimmed page by page: the raw objects of a big list are never all in memory at once.
-        pairs, list_rv = self._kube.list(
-            self.resource,
-            self.namespace,
-            label_selector=self.label_selector,
-            limit=self.settings.page_size,
-            transform=self._keyed_slim,
-        )
+    def _replace(self, pairs: list[tuple[ObjectKey, T]]) -> None:
         fresh: dict[ObjectKey, T] = dict(pairs)
         del pairs
         changes: list[Change[T]] = []
@@ -280,15 +264,7 @@ class Informer(Generic[T]):
                 index.keys_by_value.clear()
                 for key, value in fresh.items():
                     index.add(key, value)
-            self.resource_version = list_rv
-        self.stats.lists += 1
-        log.debug(
-            "%s: listed %d objects at resourceVersion %s (%d changes)",
-            self.name,
-            len(fresh),
-            list_rv,
-            len(changes),
-        )
+        log.debug("%s: %d objects cached (%d changes)", self.name, len(fresh), len(changes))
         self.synced.set()
         for change in changes:
             self._emit(change)
@@ -297,36 +273,9 @@ class Informer(Generic[T]):
         value = self._slim(obj)
         return None if value is None else (_key_of(obj), value)
 
-    def _watch(self, stop: threading.Event) -> None:
-        self.stats.watches += 1
-
-        def remember_closer(close: Callable[[], None]) -> None:
-            self._close_stream = close
-            if stop.is_set():  # stop arrived while the request was on its way
-                close()
-
-        try:
-            stream = self._kube.watch(
-                self.resource,
-                self.namespace,
-                resource_version=self.resource_version,
-                timeout_seconds=self.settings.watch_timeout_seconds,
-                label_selector=self.label_selector,
-                on_open=remember_closer,
-            )
-            for event in stream:
-                if stop.is_set():
-                    break
-                self._apply(event)
-        finally:
-            self._close_stream = None
-
     def _apply(self, event: WatchEvent) -> None:
         if event.type == "BOOKMARK":
-            self.stats.bookmarks += 1
-            self.resource_version = event.resource_version or self.resource_version
             return
-        self.stats.events += 1
         key = _key_of(event.object)
         value = None if event.type == "DELETED" else self._slim(event.object)
         with self._lock:
@@ -340,7 +289,6 @@ class Informer(Generic[T]):
                 self._cache[key] = value
                 for index in self._indexes.values():
                     index.add(key, value)
-            self.resource_version = event.resource_version or self.resource_version
         if value is None:
             change: Change[T] | None = Change(ChangeType.DELETED, key, old, None) if old is not None else None
         elif old is None:

@@ -4,8 +4,9 @@ on, its ApplicationSet controller) against the API server, for the Applications 
 Where there is no Argo CD (tests, the demo, benchmarks) it moves Applications through what Argo CD
 does to them; the decisions are `behaviours.next_step` (pure), this module only feeds and writes:
 
-- **list -> watch** the Applications into a cache; on 410 re-list, on any other failure wait and go
-  on (backoff capped, never giving up: a controller rides out an API server outage);
+- **list -> watch** the Applications into a cache (`orchestrator.kube.watchloop`); on 410 re-list,
+  on any other failure wait and go on (backoff capped, never giving up: a controller rides out an
+  API server outage);
 - **one worker** takes due Applications from a delay queue, asks `next_step` for the next write,
   writes it (a PUT carrying the resourceVersion it was decided on), then asks again; when nothing is
   due it sleeps until the decision's wake-up time or the next change;
@@ -43,13 +44,13 @@ from orchestrator.kube.client import (
     SECRETS,
     Conflict,
     Forbidden,
-    Gone,
     Invalid,
     Kube,
     KubeError,
     NotFound,
     cluster_secret_from_object,
 )
+from orchestrator.kube.watchloop import BackoffPolicy, Changed, Listed, WatchLoop, WatchLoopSettings
 from orchestrator.simulator.appset import ClusterParams, owner_app_set
 from orchestrator.simulator.behaviours import Decision, Step, Timeline, World, next_step
 from orchestrator.simulator.config import ConfigError, SimulatorConfig
@@ -217,47 +218,22 @@ class FleetSimulator:
 
     def _watch_loop(self) -> None:
         """list -> watch -> on 410 re-list; every failure waits (capped backoff) and tries again."""
-        failures = 0
-        while not self._stop.is_set():
-            try:
-                items, resource_version = self.kube.list(APPLICATIONS, self.namespace)
-            except KubeError as exc:
-                failures += 1
-                log.warning(
-                    "simulator: listing Applications failed (attempt %d): %s; retrying", failures, exc
-                )
-                self._pause(failures)
-                continue
-            self._replace_cache(items)
-            failures = 0
-            while not self._stop.is_set():
-                try:
-                    for event in self.kube.watch(
-                        APPLICATIONS,
-                        self.namespace,
-                        resource_version=resource_version,
-                        timeout_seconds=self.watch_window_seconds,
-                        on_open=self._on_stream_open,
-                    ):
-                        resource_version = event.resource_version or resource_version
-                        self._apply_event(event.type, event.object)
-                        if self._stop.is_set():
-                            return
-                    failures = 0
-                except Gone:
-                    log.info("simulator: watch expired; re-listing")
-                    break
-                except KubeError as exc:
-                    if self._stop.is_set():
-                        return  # stop() ended the stream
-                    failures += 1
-                    log.warning("simulator: watch failed (attempt %d): %s; watching again", failures, exc)
-                    self._pause(failures)
-
-    def _on_stream_open(self, close: Callable[[], None]) -> None:
-        self._close_stream = close
-        if self._stop.is_set():
-            close()
+        loop = WatchLoop(
+            self.kube,
+            APPLICATIONS,
+            self.namespace,
+            settings=WatchLoopSettings(
+                watch_timeout_seconds=self.watch_window_seconds,
+                backoff=BackoffPolicy(delays=BACKOFF_SECONDS),  # never gives up
+            ),
+            name="simulator applications",
+        )
+        self._close_stream = loop.close_stream
+        for step in loop.run(self._stop):
+            if isinstance(step, Listed):
+                self._replace_cache(step.items)
+            elif isinstance(step, Changed):
+                self._apply_event(step.event.type, step.event.object)
 
     def _replace_cache(self, items: list[dict[str, Any]]) -> None:
         names = set()

@@ -67,8 +67,9 @@ class Settings:
     resync_seconds: float = 300.0
     # Each watch stream lasts this long before it is resumed (bounds a silent dead connection).
     watch_timeout_seconds: int = 300
-    # Sleeps between failed list/watch attempts; their number bounds consecutive failures.
-    watch_backoffs: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 30.0, 30.0, 30.0)
+    # Sleeps between failed list/watch attempts; their number bounds the failures in a row without
+    # progress (a list, an accepted stream, an event): with these, ~2 min of an unreachable API server.
+    watch_backoffs: tuple[float, ...] = (0.2, 0.5, 1.0, 2.0, 4.0, *(5.0,) * 19)
     # Sleeps before a failed reconcile runs again (the last one repeats: never give up).
     reconcile_backoffs: tuple[float, ...] = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
     connect_timeout_seconds: float = 5.0

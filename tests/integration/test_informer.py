@@ -189,7 +189,7 @@ def test_a_dropped_connection_is_resumed_without_a_relist(
     recorder = Recorder()
     informer = start(running, kube, namespace, recorder, InformerSettings(watch_timeout_seconds=60))
     wait_for(informer.synced.is_set, what="the first list")
-    wait_for(lambda: informer._close_stream is not None, what="the watch stream to open")
+    wait_for(lambda: informer._loop._close_stream is not None, what="the watch stream to open")
     informer.stop_stream()  # the connection dies under the loop (not a stop)
     kube.create(CONFIG_MAPS, namespace, config_map("after-drop"))
     wait_for(lambda: informer.get((namespace, "after-drop")) is not None, what="the event after the drop")
@@ -209,7 +209,7 @@ def test_stop_ends_a_quiet_stream_at_once(kube: Kube, namespace: str) -> None:
     )
     stop = threading.Event()
     thread = run_in_thread(informer, stop, lambda exc: None)
-    wait_for(lambda: informer._close_stream is not None, what="the watch stream to open")
+    wait_for(lambda: informer._loop._close_stream is not None, what="the watch stream to open")
     stop.set()
     informer.stop_stream()
     # The stream's own timeout is 300 s: ending within 30 s (generous for a loaded machine) can
@@ -234,11 +234,11 @@ def test_failures_back_off_along_the_tuple_then_give_up(caplog: pytest.LogCaptur
         settings=InformerSettings(backoffs=(0.01, 0.02, 0.03)),
     )
     with (
-        caplog.at_level(logging.WARNING, logger="orchestrator.kube.informer"),
+        caplog.at_level(logging.WARNING, logger="orchestrator.kube.watchloop"),
         pytest.raises(InformerFailed) as failed,
     ):
         informer.run(threading.Event())
-    messages = [r.getMessage() for r in caplog.records if r.name == "orchestrator.kube.informer"]
+    messages = [r.getMessage() for r in caplog.records if r.name == "orchestrator.kube.watchloop"]
     assert [m.split(" failed")[0] for m in messages] == [
         "configmaps@nowhere: attempt 1/4",
         "configmaps@nowhere: attempt 2/4",
