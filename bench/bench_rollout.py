@@ -50,6 +50,7 @@ import psutil
 
 from orchestrator.api.models import resolve_int_or_percent
 from orchestrator.core.clock import SystemClock
+from orchestrator.devenv import tools
 from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.kube.client import (
     APPLICATION_SETS,
@@ -623,7 +624,7 @@ def main(argv: Sequence[str]) -> int:
     with DevCluster.start() as cluster:
         admin = Kube.from_kubeconfig(str(cluster.kubeconfig))
         try:
-            apply_crds(admin, all_crd_documents())
+            apply_crds(admin, all_crd_documents(tools.peer_crd_dirs()))
             with contextlib.suppress(AlreadyExists):
                 admin.create(
                     NAMESPACES,

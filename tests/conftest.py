@@ -41,13 +41,14 @@ from tests.support.realstack import (  # noqa: F401 - fixtures
 def control_plane() -> Iterator[devcluster.DevCluster]:
     """A real etcd + kube-apiserver with every CRD installed, for the whole test session."""
     try:
-        tools = devcluster.find_tools_dir()
-    except devcluster.ControlPlaneError as exc:
-        pytest.fail(f"{exc}\n(`make test` builds the tools and sets KUBEBUILDER_ASSETS for you.)")
-    cluster = devcluster.DevCluster.start(tools)
+        binaries = devcluster.find_tools_dir()
+        crds = all_crd_documents(tools.peer_crd_dirs())
+    except (devcluster.ControlPlaneError, tools.ToolsMissing) as exc:
+        pytest.fail(f"{exc}\n(`make test` builds the tools and points the tests at them for you.)")
+    cluster = devcluster.DevCluster.start(binaries)
     try:
         kube = Kube.from_kubeconfig(str(cluster.kubeconfig))
-        apply_crds(kube, all_crd_documents())
+        apply_crds(kube, crds)
         kube.close()
         yield cluster
     finally:

@@ -30,7 +30,6 @@ root, so whatever a killed run leaves is found and stopped by the node's clean-u
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import socket
@@ -44,7 +43,6 @@ from typing import Any
 
 import yaml
 
-from orchestrator.core import yamlio
 from orchestrator.devenv import networking, tools
 from orchestrator.devenv.controlplane import ControlPlaneError, DevCluster, free_port, spawn_logged
 from orchestrator.devenv.images import Image, argoexec_image
@@ -84,22 +82,6 @@ class ArgoTools:
             )
         except tools.ToolsMissing as exc:
             raise ArgoError(str(exc)) from exc
-
-
-def crd_documents(crds_dir: Path) -> list[dict[str, Any]]:
-    """Argo's own CustomResourceDefinitions (every *.yaml of the folder; its JSON twin when there:
-    the Workflow CRD is megabytes, seconds of YAML parsing)."""
-    documents = []
-    for path in sorted(crds_dir.glob("*.yaml")):
-        twin = path.with_suffix(".json")
-        if twin.is_file():
-            loaded = [json.loads(twin.read_text())]
-        else:
-            loaded = list(yamlio.safe_load_all(path.read_text()))
-        documents += [
-            d for d in loaded if isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition"
-        ]
-    return documents
 
 
 def controller_configmap(*, namespace: str = NAMESPACE) -> dict[str, Any]:

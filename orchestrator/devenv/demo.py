@@ -49,6 +49,7 @@ from typing import Any
 from orchestrator.api.metadata import NAME_LABEL, label_value
 from orchestrator.api.models import API_VERSION, RolloutPhase, StagePhase
 from orchestrator.core.clock import Clock
+from orchestrator.devenv import tools
 from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.devenv.stack import DevStack, StackOptions
 from orchestrator.kube.client import NAMESPACES, PROGRESSIVE_SYNCS, SECRETS, WORKFLOWS, AlreadyExists, Kube
@@ -169,6 +170,14 @@ class DemoError(Exception):
     """The demo could not run (a bad flag value, tools missing, the rollout did not end in time)."""
 
 
+def _crd_documents() -> list[dict[str, Any]]:
+    """Ours and the peers' CRDs (from the tools folder), or a DemoError saying what to build."""
+    try:
+        return all_crd_documents(tools.peer_crd_dirs())
+    except tools.ToolsMissing as exc:
+        raise DemoError(str(exc)) from exc
+
+
 def run_demo(
     settings: DemoSettings,
     write: Callable[[str], None],
@@ -191,7 +200,7 @@ def run_demo(
         kube = Kube.from_kubeconfig(str(cluster.kubeconfig))
         stack.callback(kube.close)
         if settings.engine == Engine.LOCAL:
-            apply_crds(kube, all_crd_documents())
+            apply_crds(kube, _crd_documents())
         _seed(kube, canary, write)
         events_log = (settings.workdir / "simulator-events.jsonl") if settings.workdir else None
         simulator = FleetSimulator(

@@ -6,8 +6,7 @@ the real-stack test fixtures and `make bench` share:
 1. the machine's node lock first, when a node is asked for (a second node fails at once, before
    anything starts);
 2. etcd + kube-apiserver (`controlplane`), prepared for a node when there is one;
-3. the CRDs: ours, the peers' we write for tests (Argo CD's), and Argo Workflows' own when the real
-   controller runs (instead of our hand-written Workflow/WorkflowTemplate CRDs);
+3. the CRDs: ours and the peers' own (Argo Workflows', Argo CD's) from the tools folder;
 4. the node (`node`), with the step image and the argoexec image built and imported;
 5. workflow-controller and argo server (`argoworkflows`);
 6. per namespace where rollouts run (`prepare_namespace`): the namespace, ready for pods, and the
@@ -35,7 +34,7 @@ import yaml
 
 from orchestrator.devenv import images as images_mod
 from orchestrator.devenv import machine, tools
-from orchestrator.devenv.argoworkflows import ArgoTools, ArgoWorkflows, crd_documents
+from orchestrator.devenv.argoworkflows import ArgoTools, ArgoWorkflows
 from orchestrator.devenv.controlplane import ControlPlaneError, DevCluster, find_tools_dir
 from orchestrator.devenv.node import Node, NodeTools, create_namespace, namespace_ready
 from orchestrator.kube.client import NAMESPACES, AlreadyExists, Kube, NotFound, Resource
@@ -150,6 +149,7 @@ class DevStack:
                 built.append(images_mod.argoexec_image(cache, argo_tools.argoexec))
             return built
 
+        crds = all_crd_documents(tools.peer_crd_dirs())  # before anything starts: may say what to build
         if options.wants_node:
             # containerd and the image imports need no API server: they run while it starts.
             assert self._lock is not None
@@ -158,12 +158,9 @@ class DevStack:
             "control_plane",
             lambda: DevCluster.start(self.tools_dir, workdir=options.workdir, node_ready=options.wants_node),
         )
-        argo_crds = crd_documents(argo_tools.crds_dir) if argo_tools else []
         with self.kube() as kube:
-            replaced = {crd["metadata"]["name"] for crd in argo_crds}
-            ours = [crd for crd in all_crd_documents() if crd["metadata"]["name"] not in replaced]
-            # Argo's full CRDs are megabytes: the API server takes a while to serve them.
-            self._timed("crds", lambda: apply_crds(kube, [*ours, *argo_crds], timeout=300.0))
+            # The peers' CRDs are megabytes: the API server takes a while to serve them.
+            self._timed("crds", lambda: apply_crds(kube, crds, timeout=300.0))
         if self.node is None:
             for namespace in options.namespaces:
                 self._create_plain_namespace(namespace)
@@ -185,12 +182,7 @@ class DevStack:
             return
         if self.node is None:
             raise StackError("Argo Workflows needs the node: start the stack with StackOptions(node=True)")
-        argo_tools = ArgoTools.find()
-        with self.kube() as kube:
-            self._timed(
-                "argo_crds", lambda: apply_crds(kube, crd_documents(argo_tools.crds_dir), timeout=300.0)
-            )
-        self._start_argo(argo_tools, requeue_time, server=server)
+        self._start_argo(ArgoTools.find(), requeue_time, server=server)
 
     def restart_argo_workflows(self, *, requeue_time: str) -> None:
         """Restart the controller and the server with another DEFAULT_REQUEUE_TIME (the bench compares)."""

@@ -40,7 +40,7 @@ GROUPS = {
     "gpg-wrapper.sh": "argocd",
 }
 # The peers' own CRDs, as `crds/<project>/` of the tools folder holds them, and their build group.
-CRD_PROJECTS = {"argo-workflows": "argo", "argocd": "argocd"}
+CRD_PROJECTS = {"argo-workflows": "crds", "argocd": "crds"}
 
 
 class ToolsMissing(RuntimeError):

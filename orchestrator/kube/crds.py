@@ -2,18 +2,21 @@
 
 `apply_crds` creates or updates CustomResourceDefinitions, then waits until each is `Established`
 and its resource appears in discovery (only then do creates of that kind succeed reliably).
-The CRDs: ours, generated from the models (`orchestrator.api.crdgen`), and the peers' (Argo CD's
-Application/ApplicationSet, Argo Workflows' Workflow/WorkflowTemplate) that we write ourselves for
-tests and the demo, shipped in `orchestrator/data/peer-crds/`.
+The CRDs: ours, generated from the models (`orchestrator.api.crdgen`), and the peers' own, as the
+Argo Workflows and Argo CD modules ship them (Workflow, WorkflowTemplate, ... with full schemas;
+Application, ApplicationSet, AppProject): `make tools` puts them in folders of the tool cache, which
+callers pass in (`orchestrator.devenv.tools.peer_crd_dirs()`). Some are megabytes: they are created
+or replaced whole (never client-side applied, whose annotation could not hold them), and read from
+the JSON copy the build writes next to each YAML file when it is there.
 
-Callers: the test fixtures, `dev-cluster up`, the demo.
+Callers: the test fixtures, `dev-cluster up`, the demo, the benchmarks.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -21,24 +24,31 @@ from orchestrator.core import yamlio
 from orchestrator.kube.client import CRDS, Kube, KubeError, NotFound
 
 
-def peer_crd_documents() -> list[dict[str, Any]]:
-    """The Argo CD and Argo Workflows CRDs we install where the real projects are absent."""
-    folder = resources.files("orchestrator") / "data" / "peer-crds"
-    documents = []
-    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
-        if entry.name.endswith(".yaml"):
-            documents.append(yamlio.safe_load(entry.read_text()))
+def crd_documents_in(folder: Path) -> list[dict[str, Any]]:
+    """Every CustomResourceDefinition in a folder's `*.yaml` files, read from the JSON twin if any."""
+    documents: list[dict[str, Any]] = []
+    for path in sorted(folder.glob("*.yaml")):
+        twin = path.with_suffix(".json")
+        if twin.is_file():
+            loaded = [json.loads(twin.read_text())]
+        else:
+            loaded = list(yamlio.safe_load_all(path.read_text()))
+        documents.extend(
+            d for d in loaded if isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition"
+        )
+    if not documents:
+        raise KubeError(f"no CustomResourceDefinition in {folder}/*.yaml")
     return documents
 
 
-def all_crd_documents() -> list[dict[str, Any]]:
-    """Our ProgressiveSync CRD (generated from the models) plus the peers' CRDs."""
+def all_crd_documents(peer_crd_dirs: Iterable[Path]) -> list[dict[str, Any]]:
+    """Our ProgressiveSync CRD (generated from the models) plus every CRD in the peers' folders."""
     from orchestrator.api.crdgen import build_crd  # noqa: PLC0415 - crdgen imports the whole model tree
 
-    return [build_crd(), *peer_crd_documents()]
+    return [build_crd(), *(d for folder in peer_crd_dirs for d in crd_documents_in(folder))]
 
 
-def apply_crds(kube: Kube, documents: Iterable[dict[str, Any]], *, timeout: float = 60.0) -> None:
+def apply_crds(kube: Kube, documents: Iterable[dict[str, Any]], *, timeout: float = 300.0) -> None:
     """Create or update each CRD, then wait until all are Established and served by discovery."""
     documents = list(documents)
     for document in documents:
@@ -59,11 +69,11 @@ def apply_crds(kube: Kube, documents: Iterable[dict[str, Any]], *, timeout: floa
         wait_until_served(kube, document, deadline=deadline)
 
 
-def apply_all_crds(kubeconfig: str | Path) -> None:
-    """`apply_crds` of every CRD progressive-sync needs, with the admin kubeconfig given."""
+def apply_all_crds(kubeconfig: str | Path, peer_crd_dirs: Iterable[Path]) -> None:
+    """`apply_crds` of ours and the peers' CRDs, with the admin kubeconfig given."""
     kube = Kube.from_kubeconfig(str(kubeconfig))
     try:
-        apply_crds(kube, all_crd_documents())
+        apply_crds(kube, all_crd_documents(peer_crd_dirs))
     finally:
         kube.close()
 

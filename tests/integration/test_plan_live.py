@@ -40,7 +40,11 @@ def test_live_plan_reads_the_fleet_through_the_adapter(
             "apiVersion": "argoproj.io/v1alpha1",
             "kind": "ApplicationSet",
             "metadata": {"name": "myservice", "namespace": namespace},
-            "spec": {"generators": [], "template": {"metadata": {}, "spec": {}}},
+            "spec": {
+                "generators": [],
+                # Argo CD's CRD requires the template's project and destination.
+                "template": {"metadata": {}, "spec": {"project": "default", "destination": {}}},
+            },
         },
     )
     uid = app_set["metadata"]["uid"]

@@ -293,7 +293,11 @@ def test_sync_waits_for_someone_elses_operation_to_end_then_syncs(
         # Alice's operation ends (what Argo CD does: operationState terminal, .operation removed).
         app = app_of(kube, namespace, fleet, cluster)
         del app["operation"]
-        app["status"]["operationState"] = {"phase": "Succeeded", "operation": foreign_operation("alice")}
+        app["status"]["operationState"] = {
+            "phase": "Succeeded",
+            "operation": foreign_operation("alice"),
+            "startedAt": "2030-01-01T11:59:00Z",  # Argo CD's CRD requires it
+        }
         kube.replace(APPLICATIONS, namespace, app)
         assert process.wait(timeout=30) == 0, log.read_text()
     finally:

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.devenv import controlplane as devcluster
+from orchestrator.devenv import tools
 from orchestrator.kube.client import APPLICATIONS, NAMESPACES, Kube
 from orchestrator.kube.crds import all_crd_documents, apply_crds
 from orchestrator.simulator.config import ANNOTATION_PREFIX
@@ -45,7 +46,7 @@ HANG = f"{ANNOTATION_PREFIX}hang"
 def uncached() -> Iterator[tuple[devcluster.DevCluster, Kube]]:
     with devcluster.running(extra_apiserver_args=["--watch-cache=false"]) as cluster:
         kube = Kube.from_kubeconfig(str(cluster.kubeconfig))
-        apply_crds(kube, all_crd_documents())
+        apply_crds(kube, all_crd_documents(tools.peer_crd_dirs()))
         yield cluster, kube
         kube.close()
 

@@ -36,7 +36,8 @@ def app_set(name: str) -> dict[str, Any]:
         "metadata": {"name": name},
         "spec": {
             "generators": [{"clusters": {}}],
-            "template": {"metadata": {"name": "{{name}}"}, "spec": {}},
+            # Argo CD's CRD requires the template's project and destination.
+            "template": {"metadata": {"name": "{{name}}"}, "spec": {"project": "default", "destination": {}}},
         },
     }
 
@@ -127,6 +128,7 @@ def application(app_set_name: str, uid: str, cluster: int) -> dict[str, Any]:
                         {
                             "group": r["group"],
                             "kind": r["kind"],
+                            "version": r["version"],
                             "name": r["name"],
                             "namespace": "prod",
                             "status": "Synced",

@@ -1,11 +1,11 @@
-"""What we render is accepted by the real API server with the Workflow CRDs we install.
+"""What we render is accepted by the real API server with Argo's own Workflow CRDs.
 
-Real: kube-apiserver + etcd with orchestrator/data/peer-crds (Workflow, WorkflowTemplate), our
-ProgressiveSync CRD, and `kubectl`. The Workflow CRD keeps unknown fields (like Argo's own), so the
-checks here are: the objects are created, nothing is pruned on the way in (what we read back is
-what we sent), the ownerReference names a real ProgressiveSync by uid, a second create of the same
-rollout is AlreadyExists, and `kubectl get workflows` prints them. Argo's own validation is
-`argo lint` (tests/integration/test_argo_lint.py).
+Real: kube-apiserver + etcd with Argo Workflows' CRDs as its module ships them, with full schemas
+(Workflow, WorkflowTemplate: structural, so unknown fields would be pruned), our ProgressiveSync CRD,
+and `kubectl`. The checks: the objects are created, nothing is pruned on the way in (what we read
+back is what we sent, so every field we render is one Argo knows), the ownerReference names a real
+ProgressiveSync by uid, a second create of the same rollout is AlreadyExists, and `kubectl get
+workflows` prints them. Argo's own validation is `argo lint` (tests/integration/test_argo_lint.py).
 """
 
 from __future__ import annotations

@@ -81,7 +81,7 @@ def test_missing_crds_name_the_project_and_the_build(
     no_tools_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(tools.TOOLS_DIR_VARIABLE, str(make_tools_dir(no_tools_env / "set", [], ["argocd"])))
-    with pytest.raises(tools.ToolsMissing, match=r"argo-workflows's CRDs are not built.*build.sh argo\b"):
+    with pytest.raises(tools.ToolsMissing, match=r"argo-workflows's CRDs are not built.*build.sh crds"):
         tools.peer_crd_dirs()
 
 
