@@ -13,7 +13,7 @@ help:
 	@echo "make demo    run a staged rollout over a simulated 12-cluster fleet on a local control plane"
 	@echo "make test    the whole test suite (builds the tools on first use)"
 	@echo "make lint    ruff + mypy + the import contract (lint-imports)"
-	@echo "make tools   build the real components (control plane, node, Argo) into the cache"
+	@echo "make tools   build the real components (control plane, node, Argo, Argo CD) into the cache"
 	@echo "make crds    regenerate the CRD from the models"
 	@echo "make bench   benchmarks (ratios measured side by side)"
 	@echo "make clean   remove the virtualenv and caches in the tree (not the tool cache)"
@@ -27,9 +27,10 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 # Builds what the tool cache lacks and prints the folder that holds all of it (hack/tools/build.sh
-# says what and how): etcd, kube-apiserver, kubectl and helm; kubelet, kube-scheduler and
+# says what and how): etcd, kube-apiserver, kubectl, helm; kubelet, kube-scheduler,
 # kube-controller-manager for the real node; Argo Workflows (controller, argoexec, the argo CLI and
-# server with the Argo UI embedded) and its CRDs. Cold, on 2 cores: ~45 min; warm: under a second.
+# server with the Argo UI embedded); Argo CD (application controller, ApplicationSet controller,
+# repo-server); both projects' CRDs. Cold, on 2 cores: ~45 min; warm: under a second.
 # test, demo and bench run it first and pass the folder on as PROGRESSIVE_SYNC_TOOLS_DIR (the Python
 # side's orchestrator/devenv/tools.py) and KUBEBUILDER_ASSETS.
 tools:

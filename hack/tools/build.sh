@@ -12,7 +12,6 @@
 #   node    kubelet, kube-scheduler, kube-controller-manager (the real node)
 #   argo    Argo Workflows: workflow-controller, argoexec, the argo CLI with the Argo UI built from
 #           the module's ui/ sources and embedded (it is also `argo server`)
-# Not built yet (the code below is being finished; the group name is refused until then):
 #   argocd  Argo CD: one binary `argocd` answering as application-controller, applicationset-
 #           controller and repo-server (symlinks), the git/gpg wrapper scripts the repo-server runs
 #
@@ -46,7 +45,7 @@ ARGO_COMMIT=66e32e5cc367f223e2ecf4fbe852b95eaed83034
 ARGOCD_VERSION=v3.6.1
 ARGOCD_GO=go1.27.0
 YARN_VERSION=1.22.22
-ALL_GROUPS=(core crds node argo)
+ALL_GROUPS=(core crds node argo argocd)
 
 argo_module=github.com/argoproj/argo-workflows/v3
 argocd_module=github.com/argoproj/argo-cd/v3
