@@ -26,7 +26,8 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-# Builds what the tool cache lacks and prints the folder that holds all of it (hack/tools/build.sh
+# Installs the Debian packages the stack runs when missing (as root; hack/tools/debian-packages.sh),
+# builds what the tool cache lacks and prints the folder that holds all of it (hack/tools/build.sh
 # says what and how): etcd, kube-apiserver, kubectl, helm; kubelet, kube-scheduler,
 # kube-controller-manager for the real node; Argo Workflows (controller, argoexec, the argo CLI and
 # server with the Argo UI embedded); Argo CD (application controller, ApplicationSet controller,

@@ -7,13 +7,14 @@
 #   hack/tools/build.sh --print      print the tools folder without building
 #
 # Groups (a cold build of all of them: see README, Prerequisites):
-#   core    etcd, kube-apiserver, kubectl (the control plane), helm
-#   crds    Argo Workflows' and Argo CD's own CRDs, from their modules (nothing to compile)
-#   node    kubelet, kube-scheduler, kube-controller-manager (the real node)
-#   argo    Argo Workflows: workflow-controller, argoexec, the argo CLI with the Argo UI built from
-#           the module's ui/ sources and embedded (it is also `argo server`)
-#   argocd  Argo CD: one binary `argocd` answering as application-controller, applicationset-
-#           controller and repo-server (symlinks), the git/gpg wrapper scripts the repo-server runs
+#   packages  the Debian packages the stack runs, installed when missing (debian-packages.sh; root)
+#   core      etcd, kube-apiserver, kubectl (the control plane), helm
+#   crds      Argo Workflows' and Argo CD's own CRDs, from their modules (nothing to compile)
+#   node      kubelet, kube-scheduler, kube-controller-manager (the real node)
+#   argo      Argo Workflows: workflow-controller, argoexec, the argo CLI with the Argo UI built
+#             from the module's ui/ sources and embedded (it is also `argo server`)
+#   argocd    Argo CD: one binary `argocd` answering as application-controller, applicationset-
+#             controller and repo-server (symlinks), the git/gpg wrapper scripts the repo-server runs
 #
 # The printed folder (also the cache's `current` symlink) holds every binary, the wrapper scripts and
 # crds/argo-workflows/ and crds/argocd/; `make` passes it to the tests as PROGRESSIVE_SYNC_TOOLS_DIR
@@ -45,7 +46,7 @@ ARGO_COMMIT=66e32e5cc367f223e2ecf4fbe852b95eaed83034
 ARGOCD_VERSION=v3.6.1
 ARGOCD_GO=go1.27.0
 YARN_VERSION=1.22.22
-ALL_GROUPS=(core crds node argo argocd)
+ALL_GROUPS=(packages core crds node argo argocd)
 
 argo_module=github.com/argoproj/argo-workflows/v3
 argocd_module=github.com/argoproj/argo-cd/v3
@@ -122,6 +123,7 @@ core_done() {
   [[ "$core_source" != "$core_dir" ]] || has "$core_dir" "${CORE_BINARIES[@]}"
 }
 node_done() { has "$node_dir" "${NODE_BINARIES[@]}"; }
+packages_done() { "$here/debian-packages.sh" --check >/dev/null; }
 crds_done() { has "$argo_crds_dir" argoproj.io_workflows.json && has "$argocd_crds_dir" application-crd.json; }
 argo_done() { has "$argo_dir" "${ARGO_BINARIES[@]}"; }
 ui_done() { has "$ui_dir" app/index.html; }
@@ -174,6 +176,7 @@ all_done() {
 
 # Fast path (no lock): everything already in place. Readers never see partial results, so this is safe.
 if all_done; then
+  log "everything is built: $toolset"
   echo "$toolset"
   exit 0
 fi
@@ -481,6 +484,11 @@ build_crds() {
 
 # --- the build ---------------------------------------------------------------------------------
 
+# First, before anything starts: a package that cannot be installed (not root) stops the build before
+# any compile, and git (which yarn fetches argo-ui with) is there for the UI build.
+if wants packages && ! packages_done; then
+  timed packages "$here/debian-packages.sh"
+fi
 if wants argo && ! ui_done; then
   start argo-ui build_ui
   log "building the Argo UI in the background (yarn; log: $work/argo-ui.log)"
