@@ -16,6 +16,8 @@ PACKAGES=(
   mmdebstrap busybox-static
   # Argo CD: its cache, and what its repo-server runs (git; gpg through gpg-wrapper.sh).
   redis-server git gnupg
+  # The virtualenv `make venv` creates (Debian's python3 lacks the venv module without it).
+  python3-venv
   # Headless screenshots of the Argo UI (driven over the DevTools protocol).
   chromium chromium-driver
 )

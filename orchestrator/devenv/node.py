@@ -65,7 +65,7 @@ CONTROLLERS = (
     "namespace-controller",
     "pod-garbage-collector-controller",
 )
-# Debian packages (hack/tools/install-packages.sh installs them) and what each gives the node.
+# Debian packages (hack/tools/debian-packages.sh installs them) and what each gives the node.
 HOST_COMMANDS = {
     "containerd": "containerd",
     "containerd-shim-runc-v2": "containerd",
