@@ -30,6 +30,7 @@ from orchestrator.api.release import Revisions, RevisionsError, revisions_from_j
 from orchestrator.argocd.assess import WorkflowOutcome
 from orchestrator.core.clock import SystemClock
 from orchestrator.kube.client import Forbidden, Invalid, Kube, KubeError, NotFound
+from steps.batch import run_batch
 from steps.cluster import run_cluster
 from steps.common import RolloutRef, Superseded, Tuning, UsageProblem
 from steps.finalize import finalize
@@ -297,6 +298,40 @@ def cluster_command(stage: str, cluster: str, revisions: str, **options: Any) ->
             settings.rollout,
             stage=stage,
             cluster=cluster,
+            revisions=_release_revisions(revisions),
+            clock=SystemClock(),
+            tuning=settings.tuning,
+        ),
+    )
+
+
+@main.command("batch")
+@common_options
+@_option("stage", required=True, help="The stage the batch belongs to.")
+@_option("batch", required=True, type=click.IntRange(min=0), help="Which batch: 0 .. batches-1.")
+@_option("batches", required=True, type=click.IntRange(min=1), help="How many batches the stage has.")
+@_option(
+    "max-parallel",
+    required=True,
+    type=click.IntRange(min=1),
+    help="The stage's resolved maxParallel; this batch runs its share of it.",
+)
+@_revisions_option
+def batch_command(
+    stage: str, batch: int, batches: int, max_parallel: int, revisions: str, **options: Any
+) -> None:
+    """Run one batch of a large stage's clusters in this process (each as the `cluster` step would)."""
+    settings = _settings(options)
+    run_step(
+        "batch",
+        settings,
+        lambda kube: run_batch(
+            kube,
+            settings.rollout,
+            stage=stage,
+            batch=batch,
+            batches=batches,
+            max_parallel=max_parallel,
             revisions=_release_revisions(revisions),
             clock=SystemClock(),
             tuning=settings.tuning,

@@ -53,6 +53,7 @@ Decisions worth knowing:
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping
@@ -123,12 +124,25 @@ def assumed_sizes(ps: ProgressiveSync, clusters_per_stage: int) -> dict[str, Sta
     return {stage.name: stage_size(stage, available=clusters_per_stage) for stage in ps.spec.stages}
 
 
-def estimate_nodes(ps: ProgressiveSync, sizes: StageSizes) -> int:
+def batch_count(size: StageSize, settings: WorkflowSettings) -> int:
+    """How many batch pods a stage runs; 0 when it runs one pod per cluster.
+
+    At most `batch_clusters` clusters per batch, and never more batches than maxParallel (each
+    batch runs at least one cluster at a time, and the batches' shares add up to maxParallel).
+    """
+    if size.targets <= settings.batch_threshold:
+        return 0
+    return max(1, min(size.max_parallel, math.ceil(size.targets / settings.batch_clusters)))
+
+
+def estimate_nodes(ps: ProgressiveSync, sizes: StageSizes, settings: WorkflowSettings | None = None) -> int:
     """The nominal number of status nodes the Workflow makes (no retries)."""
+    settings = settings or WorkflowSettings()
     total = NODES_FIXED
     for stage in ps.spec.stages:
         size = sizes[stage.name]
-        total += NODES_PER_STAGE + NODES_PER_CLUSTER * size.targets
+        batches = batch_count(size, settings)
+        total += NODES_PER_STAGE + NODES_PER_CLUSTER * (batches or size.targets)
         total += 1 if stage.approval is ApprovalMode.MANUAL else 0
         total += 1 if stage.bake_seconds and size.targets else 0
     return total
@@ -186,7 +200,36 @@ def _fanout_template(task_name: str, size: StageSize) -> Template:
     )
 
 
-def _stage_template(stage: Stage, task_name: str, size: StageSize) -> Template:
+def _batch_fanout_template(task_name: str, size: StageSize, batches: int) -> Template:
+    """A large stage's loop over its batches: `batches` pods, all at once, sharing maxParallel."""
+    items = json.dumps([str(index) for index in range(batches)])
+    return Template(
+        name=names.fanout_template_name(task_name),
+        inputs=Inputs(parameters=[ModelParameter(name=pieces.STAGE_INPUT)]),
+        parallelism=batches,
+        dag=DAGTemplate(
+            tasks=[
+                DAGTask(
+                    name=names.BATCH_LOOP_TASK,
+                    template=names.BATCH_TEMPLATE,
+                    with_param=items,
+                    arguments=Arguments(
+                        parameters=[
+                            _parameter(
+                                pieces.STAGE_INPUT, "{{inputs.parameters." + pieces.STAGE_INPUT + "}}"
+                            ),
+                            _parameter(pieces.BATCH_INPUT, "{{item}}"),
+                            _parameter(pieces.BATCHES_INPUT, str(batches)),
+                            _parameter(pieces.MAX_PARALLEL_INPUT, str(size.max_parallel)),
+                        ]
+                    ),
+                )
+            ],
+        ),
+    )
+
+
+def _stage_template(stage: Stage, task_name: str, size: StageSize, batches: int = 0) -> Template:
     stage_ref = "{{inputs.parameters." + pieces.STAGE_INPUT + "}}"
     stage_arg = Arguments(parameters=[_parameter(pieces.STAGE_INPUT, stage_ref)])
     tasks: list[DAGTask] = []
@@ -197,20 +240,21 @@ def _stage_template(stage: Stage, task_name: str, size: StageSize) -> Template:
     tasks.append(
         DAGTask(
             name=names.SELECT_TASK,
-            template=names.SELECT_TEMPLATE,
+            template=names.SELECT_FOR_BATCHES_TEMPLATE if batches else names.SELECT_TEMPLATE,
             arguments=stage_arg,
             dependencies=previous or None,
         )
     )
     targets = "{{tasks." + names.SELECT_TASK + ".outputs.parameters." + pieces.TARGETS_OUTPUT + "}}"
+    fanout_arguments = [_parameter(pieces.STAGE_INPUT, stage_ref)]
+    if not batches:
+        fanout_arguments.append(_parameter(TARGETS_INPUT, targets))
     tasks.append(
         DAGTask(
             name=names.CLUSTERS_TASK,
             template=names.fanout_template_name(task_name),
             dependencies=[names.SELECT_TASK],
-            arguments=Arguments(
-                parameters=[_parameter(pieces.STAGE_INPUT, stage_ref), _parameter(TARGETS_INPUT, targets)]
-            ),
+            arguments=Arguments(parameters=fanout_arguments),
             # A failed cluster fails the fan-out (a lost one errors it); record still closes the stage.
             continue_on=ContinueOn(failed=True, error=True),
         )
@@ -271,7 +315,7 @@ def _title(ps_name: str, release: Release) -> str:
     return title + (f" (attempt {release.attempt})" if release.attempt > 1 else "")
 
 
-def _describe(ps: ProgressiveSync, release: Release, sizes: StageSizes) -> str:
+def _describe(ps: ProgressiveSync, release: Release, sizes: StageSizes, settings: WorkflowSettings) -> str:
     """The stages in order with their sizes, then the full revisions (the list shows its start)."""
     parts = []
     for stage in ps.spec.stages:
@@ -279,6 +323,9 @@ def _describe(ps: ProgressiveSync, release: Release, sizes: StageSizes) -> str:
         details = [f"{size.targets} cluster" + ("" if size.targets == 1 else "s")]
         if size.max_parallel < size.targets:
             details.append(f"{size.max_parallel} at a time")
+        batches = batch_count(size, settings)
+        if batches:
+            details.append(f"in {batches} batch" + ("" if batches == 1 else "es"))
         if stage.approval is ApprovalMode.MANUAL:
             details.append("manual approval")
         if stage.bake_seconds:
@@ -308,13 +355,22 @@ def build_workflow(
     missing = [stage.name for stage in ps.spec.stages if stage.name not in sizes]
     if missing:
         raise WorkflowBuildError(f"no size for stage(s) {', '.join(map(repr, missing))}")
-    node_count = estimate_nodes(ps, sizes)
+    node_count = estimate_nodes(ps, sizes, settings)
     if node_count > settings.max_nodes:
-        biggest = max(ps.spec.stages, key=lambda s: sizes[s.name].targets)
+        per_cluster = [s.name for s in ps.spec.stages if not batch_count(sizes[s.name], settings)]
+        advice = (
+            f"lower the batch threshold (now {settings.batch_threshold} clusters, "
+            "PROGRESSIVE_SYNC_WORKFLOW_BATCH_THRESHOLD) so that stage(s) "
+            + ", ".join(map(repr, per_cluster[:5]))
+            + " run in batches, "
+            if per_cluster
+            else ""
+        )
         raise WorkflowBuildError(
             f"the rollout would make about {node_count} Workflow nodes, above the limit of "
-            f"{settings.max_nodes} (stage {biggest.name!r} alone takes {sizes[biggest.name].targets} "
-            "clusters); split it into more stages or raise the limit"
+            f"{settings.max_nodes} ({len(ps.spec.stages)} stages); {advice}raise the batch size (now "
+            f"{settings.batch_clusters} clusters per batch, PROGRESSIVE_SYNC_WORKFLOW_BATCH_CLUSTERS), "
+            "use fewer stages, or raise the limit (PROGRESSIVE_SYNC_WORKFLOW_MAX_NODES)"
         )
     meta = ps.metadata
     namespace = meta.namespace
@@ -324,15 +380,24 @@ def build_workflow(
         {stage.bake_seconds for stage in stages if stage.bake_seconds and sizes[stage.name].targets}
     )
     templates: list[Any] = [_entry_template(stages, task_names)]
+    batched = False
     for stage, task_name in zip(stages, task_names, strict=True):
-        templates.append(_stage_template(stage, task_name, sizes[stage.name]))
-        templates.append(_fanout_template(task_name, sizes[stage.name]))
+        size = sizes[stage.name]
+        batches = batch_count(size, settings)
+        batched = batched or bool(batches)
+        templates.append(_stage_template(stage, task_name, size, batches))
+        if batches:
+            templates.append(_batch_fanout_template(task_name, size, batches))
+        else:
+            templates.append(_fanout_template(task_name, size))
     templates += pieces.reusable_templates(settings)
+    if batched:
+        templates += pieces.batch_templates(settings)
     templates += [pieces.bake_template(seconds) for seconds in bake_seconds]
 
     annotations = {
         names.TITLE_ANNOTATION: _title(meta.name, release),
-        names.DESCRIPTION_ANNOTATION: _describe(ps, release, sizes),
+        names.DESCRIPTION_ANNOTATION: _describe(ps, release, sizes, settings),
         **rollout_annotations(release),
     }
     if label_value(meta.name) != meta.name:

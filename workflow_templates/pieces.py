@@ -60,6 +60,9 @@ RETRY_EXPRESSION = 'lastRetry.status == "Error" || asInt(lastRetry.exitCode) == 
 TARGETS_OUTPUT = "targets"
 STAGE_INPUT = "stage"
 CLUSTER_INPUT = "cluster"
+BATCH_INPUT = "batch"
+BATCHES_INPUT = "batches"
+MAX_PARALLEL_INPUT = "max-parallel"
 
 
 def _workflow_parameter(name: str) -> str:
@@ -178,6 +181,21 @@ def step_templates(settings: WorkflowSettings) -> list[StepContainer]:
             inputs=per_cluster,
             display_input=CLUSTER_INPUT,
         ),
+        _step(
+            names.BATCH_TEMPLATE,
+            [
+                *stage,
+                "--batch",
+                _input(BATCH_INPUT),
+                "--batches",
+                _input(BATCHES_INPUT),
+                "--max-parallel",
+                _input(MAX_PARALLEL_INPUT),
+                *revision,
+            ],
+            settings,
+            inputs=(STAGE_INPUT, BATCH_INPUT, BATCHES_INPUT, MAX_PARALLEL_INPUT),
+        ),
         _step(names.RECORD_TEMPLATE, [*stage], settings, inputs=(STAGE_INPUT,)),
         _step(
             names.FINALIZE_TEMPLATE,
@@ -187,13 +205,32 @@ def step_templates(settings: WorkflowSettings) -> list[StepContainer]:
     ]
 
 
-# The steps a rollout Workflow runs (sync and wait-healthy run inside `cluster`).
+# The steps every rollout Workflow runs (sync and wait-healthy run inside `cluster`); a Workflow
+# with a stage in batches also gets `batch_templates`.
 ROLLOUT_STEPS = (
     names.SELECT_TEMPLATE,
     names.CLUSTER_TEMPLATE,
     names.RECORD_TEMPLATE,
     names.FINALIZE_TEMPLATE,
 )
+
+
+def select_for_batches_template(settings: WorkflowSettings) -> Container:
+    """`select` for a stage that runs in batches: its `targets` output is not declared.
+
+    Argo keeps a declared output parameter in the Workflow's node status; the targets of a stage
+    of thousands of clusters would take hundreds of kB there. The batch pods read the targets
+    `select` records in the ProgressiveSync status instead.
+    """
+    step = _step(names.SELECT_TEMPLATE, ["--stage", _input(STAGE_INPUT)], settings, inputs=(STAGE_INPUT,))
+    step.name = names.SELECT_FOR_BATCHES_TEMPLATE
+    return step
+
+
+def batch_templates(settings: WorkflowSettings) -> list[Templatable]:
+    """What a Workflow with a stage in batches inlines besides `reusable_templates`."""
+    batch = next(step for step in step_templates(settings) if step.name == names.BATCH_TEMPLATE)
+    return [select_for_batches_template(settings), batch]
 
 
 def approval_template() -> Suspend:

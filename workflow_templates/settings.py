@@ -99,8 +99,16 @@ class WorkflowSettings:
     step_budget_seconds: int = 300
     approval_window_seconds: int = 7 * 24 * 3600
     deadline_factor: float = 1.5
-    # Upper bound of status nodes one Workflow may create (Argo compresses, then offloads, big
-    # node maps); a plan above it is refused with a message saying how to split the stage.
+    # A stage with more planned targets than this runs in batches (`python -m steps batch`: one pod
+    # syncs and watches many clusters) instead of one pod per cluster, so the Workflow keeps
+    # O(stages x batches) nodes; 0 puts every stage with a planned target in batches.
+    batch_threshold: int = 50
+    # How many clusters one batch pod takes at most, unless maxParallel is smaller than the batch
+    # count this gives (every batch runs at least one cluster at a time; then batches are bigger).
+    batch_clusters: int = 500
+    # Upper bound of status nodes one Workflow may create: Argo keeps every node in the Workflow
+    # object (compressed past ~1 MiB, then an offload database we do not require). With batches a
+    # stage costs about 7 + 2 x batches nodes, so only hundreds of stages reach it.
     max_nodes: int = 4000
 
     def __post_init__(self) -> None:
@@ -112,6 +120,8 @@ class WorkflowSettings:
             raise ValueError("deadline_factor must be >= 1 (it only ever adds slack)")
         if not self.command:
             raise ValueError("command must not be empty")
+        if self.batch_threshold < 0 or self.batch_clusters < 1:
+            raise ValueError("batch_threshold must be >= 0 and batch_clusters >= 1")
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str], **overrides: Any) -> WorkflowSettings:

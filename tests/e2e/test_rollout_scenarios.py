@@ -121,7 +121,7 @@ def test_twelve_clusters_in_three_stages_succeed_in_order_within_max_parallel(en
         assert [rig.in_flight(targets[s["name"]]) for s in THREE_STAGES] == [1, 2, 2]  # 25% of 9 is 2
         assert exit_handler(rig)["phase"] == "Succeeded"
         # One pod (and its Retry node) per cluster.
-        assert len(rig.nodes(templateName="cluster", type="Pod")) == 12
+        assert len(rig.cluster_pods()) == (3 if rig.batched else 12)  # a pod per cluster, or per batch
 
 
 # --- 2. a failing canary --------------------------------------------------------------------------
@@ -177,7 +177,7 @@ def test_a_cluster_failing_while_a_sibling_runs_ends_failed_and_the_next_release
         )
         # The sibling in flight finished; the cluster not yet started never synced.
         assert rig.sync_starts() == {slow: 1, bad: 1}
-        [not_started] = rig.nodes(name=f"{rig.workflow_name}.all.clusters.cluster(2:{third})")
+        [not_started] = rig.cluster_nodes("all", 2, third)
         assert not_started["phase"] == "Failed"
 
         # The mutex is free: the next release rolls out (the bad cluster is fixed meanwhile).
@@ -444,7 +444,7 @@ def test_failures_within_max_failed_clusters_let_the_rollout_succeed(rig: Rollou
     assert [f.name for f in stage.failed] == [rest[0]]
     assert stage.message == f"{len(rest) - 1} of {len(rest)} clusters updated, 1 failed (at most 1 tolerated)"
     # The failed cluster shows failed in the Workflow; the stage and the rollout do not.
-    [failed] = rig.nodes(name=f"{rig.workflow_name}.everything-else.clusters.cluster(0:{rest[0]})")
+    [failed] = rig.cluster_nodes("everything-else", 0, rest[0])
     assert failed["phase"] == "Failed"
 
 

@@ -12,6 +12,11 @@ things on both. `RolloutEngine` hides what differs:
   `running()` starts nothing. Those tests are marked `realstack`; they queue on the machine-wide
   real-node lock (TEAM.md) and are skipped, saying why, where the real stack's fixtures are absent.
 
+Each engine also runs in **batch mode** (`local-batch`, `argo-batch`): the Workflow settings put
+every stage with a target in batches (`batch_threshold=0`: `python -m steps batch`, one pod for
+the stage's clusters, docs/workflow.md), so the same scenarios check that a batch keeps the
+semantics of one pod per cluster (issue 15).
+
 Everything else is the same object on both: the fleet simulator (this process), the watcher (this
 process, or `progressive-sync watch` as a child process), the real `argo` CLI, the audit log of the
 API server, and the Workflow the watcher builds (only the step image and pull policy differ).
@@ -35,12 +40,19 @@ from orchestrator.engine.executor import ExecutorSettings, LocalExecutor
 from orchestrator.kube.client import Kube
 from tests.support.steps_harness import STEPS_USER, steps_kubeconfig
 from tests.support.watcher_harness import WatcherProcess
+from workflow_templates.settings import ENV_PREFIX as WORKFLOW_ENV_PREFIX
 from workflow_templates.settings import WorkflowSettings
 
 LOCAL = "local"
 ARGO = "argo"
-# Both engines, the real one marked so `-m 'not realstack'` leaves it out.
-ENGINES = [pytest.param(LOCAL, id=LOCAL), pytest.param(ARGO, id=ARGO, marks=pytest.mark.realstack)]
+BATCH_SUFFIX = "-batch"
+# Both engines, the real one marked so `-m 'not realstack'` leaves it out; each also in batch mode.
+ENGINES = [
+    pytest.param(LOCAL, id=LOCAL),
+    pytest.param(LOCAL + BATCH_SUFFIX, id=LOCAL + BATCH_SUFFIX),
+    pytest.param(ARGO, id=ARGO, marks=pytest.mark.realstack),
+    pytest.param(ARGO + BATCH_SUFFIX, id=ARGO + BATCH_SUFFIX, marks=pytest.mark.realstack),
+]
 
 
 @dataclass
@@ -54,6 +66,8 @@ class RolloutEngine:
     workdir: Path
     steps_kubeconfig: Path | None = None  # local: the steps' own user; argo: pods use their account
     real: Any = None  # tests.support.realstack.RealStack on the argo engine
+    # Batch mode: every stage with a target runs in batches (WorkflowSettings.batch_threshold).
+    batch_threshold: int | None = None
 
     @property
     def kubeconfig(self) -> Path:
@@ -70,6 +84,8 @@ class RolloutEngine:
     def workflow_settings(self, **changes: Any) -> WorkflowSettings:
         """What the watcher (or a test building a Workflow) gives `build_workflow` on this engine."""
         changes.setdefault("argocd_namespace", self.namespace)
+        if self.batch_threshold is not None:
+            changes.setdefault("batch_threshold", self.batch_threshold)
         if self.real is not None:
             return self.real.workflow_settings(**changes)  # type: ignore[no-any-return]
         return WorkflowSettings(**changes)
@@ -119,19 +135,32 @@ class RolloutEngine:
     def watcher_process(self, log_path: Path) -> WatcherProcess:
         """`progressive-sync watch` as a child process (to SIGKILL), creating Workflows for this engine."""
         if self.real is not None:
-            return self.real.watcher(self.namespace, log_path)  # type: ignore[no-any-return]
-        return WatcherProcess(self.kubeconfig, self.namespace, log_path)
+            process = self.real.watcher(self.namespace, log_path)
+        else:
+            process = WatcherProcess(self.kubeconfig, self.namespace, log_path)
+        if self.batch_threshold is not None:
+            variable = f"{WORKFLOW_ENV_PREFIX}BATCH_THRESHOLD"
+            process.env = {**(process.env or os.environ), variable: str(self.batch_threshold)}
+        return process  # type: ignore[no-any-return]
 
 
 @contextlib.contextmanager
 def rollout_engine(request: pytest.FixtureRequest, name: str, workdir: Path) -> Iterator[RolloutEngine]:
-    """The engine `name` with a fresh namespace, from the fixtures that provide it."""
+    """The engine `name` (LOCAL or ARGO, either with BATCH_SUFFIX) with a fresh namespace."""
+    batch_threshold = 0 if name.endswith(BATCH_SUFFIX) else None
+    name = name.removesuffix(BATCH_SUFFIX)
     if name == LOCAL:
         cluster: DevCluster = request.getfixturevalue("control_plane")
         kube: Kube = request.getfixturevalue("kube")
         namespace: str = request.getfixturevalue("namespace")
         yield RolloutEngine(
-            LOCAL, kube, namespace, cluster, workdir, steps_kubeconfig=steps_kubeconfig(cluster, kube)
+            LOCAL,
+            kube,
+            namespace,
+            cluster,
+            workdir,
+            steps_kubeconfig=steps_kubeconfig(cluster, kube),
+            batch_threshold=batch_threshold,
         )
         return
     try:
@@ -139,4 +168,7 @@ def rollout_engine(request: pytest.FixtureRequest, name: str, workdir: Path) -> 
     except pytest.FixtureLookupError:
         pytest.skip("the real stack's fixtures (tests/support/realstack.py) are not in this checkout")
     with real.namespace("scn") as namespace:
-        yield RolloutEngine(ARGO, real.kube, namespace, real.stack.cluster, workdir, real=real)
+        cluster = real.stack.cluster
+        yield RolloutEngine(
+            ARGO, real.kube, namespace, cluster, workdir, real=real, batch_threshold=batch_threshold
+        )

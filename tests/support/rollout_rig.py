@@ -231,6 +231,22 @@ class RolloutRig:
         nodes = (self.workflow(workflow).get("status") or {}).get("nodes") or {}
         return [n for n in nodes.values() if all(n.get(k) == v for k, v in match.items())]
 
+    @property
+    def batched(self) -> bool:
+        """The engine runs the stages in batches (tests/support/engines.py, `*-batch`)."""
+        return self.engine.batch_threshold is not None
+
+    def cluster_pods(self) -> list[dict[str, Any]]:
+        """The Pod nodes that ran clusters: one per cluster, or one per batch in batch mode."""
+        return self.nodes(templateName="batch" if self.batched else "cluster", type="Pod")
+
+    def cluster_nodes(self, stage_task: str, index: int, cluster: str) -> list[dict[str, Any]]:
+        """The node that shows how `cluster` (item `index` of the stage) ended: its own Retry node,
+        or in batch mode the node of the (single, at these sizes) batch that ran it."""
+        if not self.batched:
+            return self.nodes(name=f"{self.workflow_name}.{stage_task}.clusters.cluster({index}:{cluster})")
+        return self.nodes(name=f"{self.workflow_name}.{stage_task}.clusters.batch(0:0)")
+
     def progressive_sync(self) -> ProgressiveSync:
         return ProgressiveSync.model_validate(self.kube.get(PROGRESSIVE_SYNCS, self.namespace, PS_NAME))
 

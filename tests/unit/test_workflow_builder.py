@@ -7,6 +7,7 @@ resolves) runs on every Workflow built here.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -31,6 +32,7 @@ from workflow_templates.builder import (
     WorkflowBuildError,
     active_deadline_seconds,
     assumed_sizes,
+    batch_count,
     build_workflow,
     estimate_nodes,
     workflow_object,
@@ -354,15 +356,53 @@ def test_a_plan_for_another_spec_is_refused() -> None:
         )
 
 
-def test_too_many_nodes_is_refused_with_a_way_out() -> None:
+def test_a_stage_of_thousands_of_clusters_runs_in_batches() -> None:
     ps = make_ps(make_stage("everything"))
-    with pytest.raises(WorkflowBuildError, match="split it into more stages"):
-        build_workflow(
-            ps,
-            release=make_release("r1", revisions=(("x",),)),
-            plan={"everything": StageSize(5000, 50)},
-            settings=SETTINGS,
-        )
+    workflow = build_workflow(
+        ps,
+        release=make_release("r1", revisions=(("x",),)),
+        plan={"everything": StageSize(10_000, 2_500)},
+        settings=SETTINGS,
+    ).to_dict()
+    by_name = {t["name"]: t for t in workflow["spec"]["templates"]}
+    fanout = by_name["fanout-everything"]
+    loop = fanout["dag"]["tasks"][0]
+    assert (loop["template"], fanout["parallelism"]) == ("batch", 20)  # 10,000 / 500 per batch
+    assert json.loads(loop["withParam"]) == [str(i) for i in range(20)]
+    arguments = {p["name"]: p["value"] for p in loop["arguments"]["parameters"]}
+    assert (arguments["batches"], arguments["max-parallel"]) == ("20", "2500")
+    select = next(t for t in by_name["stage-everything"]["dag"]["tasks"] if t["name"] == "select")
+    assert select["template"] == "select-for-batches"
+    assert "outputs" not in by_name["select-for-batches"]  # the targets stay out of the Workflow
+    assert estimate_nodes(ps, {"everything": StageSize(10_000, 2_500)}, SETTINGS) == 3 + 7 + 2 * 20
+
+
+@pytest.mark.parametrize(
+    ("size", "settings", "batches"),
+    [
+        pytest.param(StageSize(50, 10), {}, 0, id="at-the-threshold-one-pod-per-cluster"),
+        pytest.param(StageSize(51, 10), {}, 1, id="above-the-threshold-one-batch"),
+        pytest.param(StageSize(1_001, 100), {}, 3, id="at-most-batch-clusters-per-batch"),
+        pytest.param(StageSize(10_000, 4), {}, 4, id="never-more-batches-than-max-parallel"),
+        pytest.param(StageSize(3, 1), {"batch_threshold": 0}, 1, id="threshold-zero-batches-every-stage"),
+        pytest.param(StageSize(0, 1), {"batch_threshold": 0}, 0, id="planned-empty-no-batch"),
+    ],
+)
+def test_batch_count(size: StageSize, settings: dict[str, Any], batches: int) -> None:
+    assert batch_count(size, WorkflowSettings(**settings)) == batches
+
+
+def test_too_many_nodes_is_refused_with_advice_that_works() -> None:
+    ps = make_ps(*(make_stage(f"s{i}") for i in range(3)))
+    plan = {f"s{i}": StageSize(40, 40) for i in range(3)}
+    tight = WorkflowSettings(max_nodes=100)
+    with pytest.raises(WorkflowBuildError, match="lower the batch threshold") as refused:
+        build_workflow(ps, release=make_release("r1", revisions=(("x",),)), plan=plan, settings=tight)
+    assert "'s0', 's1', 's2' run in batches" in str(refused.value)
+    # The advice, followed, builds: the stages run in batches and the nodes fit.
+    followed = WorkflowSettings(max_nodes=100, batch_threshold=10)
+    build_workflow(ps, release=make_release("r1", revisions=(("x",),)), plan=plan, settings=followed)
+    assert estimate_nodes(ps, plan, followed) <= 100 < estimate_nodes(ps, plan, tight)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,431 @@
+"""Benchmark of one rollout over 10,000 clusters (issue 15; run by `make bench`; not a test).
+
+The issue's bar, measured side by side in one run:
+
+1. `plan` and `render` of a 10,000-cluster fleet file, parse included, as a user runs them (the
+   CLI in a fresh process), for the file as YAML (`kubectl get -o yaml`) and as JSON
+   (`kubectl get -o json`). Target < 2 s.
+2. The Workflow `render` gives for it: bytes, nominal node count, and whether `argo lint
+   --offline` accepts it (the argo CLI `make tools` builds; skipped when absent).
+3. The ProgressiveSync status at 10,000 clusters once every cluster is recorded (the status the
+   steps would write: `orchestrator.api.rollout_status`), in bytes. Target < 256 KiB.
+4. A real rollout on the local engine with the fleet simulator (a control plane on loopback), in
+   batch mode, with the same number of batches per stage and the same node kinds as the
+   10,000-cluster Workflow (stages of `--rollout-clusters`; `batch_clusters` chosen so): the stored
+   Workflow's size at every change seen by a watch (max over the run, status included), the
+   ProgressiveSync status's size (max), the steps' status writes and sync writes per Application
+   (API server audit log), and wall time / critical path of the simulated syncs. Target < 1 MiB,
+   exactly one sync write per Application, status writes growing with stages and batches,
+   ratio <= 1.10.
+
+Prints the figures; exits 0 whatever they are (timings on a shared machine are reports). `--help`
+lists the knobs; `--skip-rollout` does parts 1-3 only (no control plane).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+# Siblings in bench/ (the script's folder is first on sys.path): bench_rollout's pure helpers and
+# control-plane plumbing, and the synthetic fleet.
+import bench_rollout
+import scale_fleet
+
+from orchestrator.api.models import ProgressiveSync, ProgressiveSyncStatus
+from orchestrator.api.rollout_status import mark_completed, start_rollout, start_stage
+from orchestrator.argocd.fleet import load_fleet
+from orchestrator.devenv import tools
+from orchestrator.devenv.controlplane import DevCluster
+from orchestrator.kube.client import NAMESPACES, PROGRESSIVE_SYNCS, WORKFLOWS, AlreadyExists, Kube
+from orchestrator.kube.crds import all_crd_documents, apply_crds
+from orchestrator.planning.planner import plan_rollout
+from orchestrator.simulator.appcontroller import FleetSimulator
+from orchestrator.simulator.config import Behaviour, SimulatorConfig
+from orchestrator.simulator.events import read_events
+from orchestrator.simulator.seed import seed_fleet
+from orchestrator.watcher.loop import Watcher
+from orchestrator.watcher.settings import Engine, LogFormat, Settings
+from workflow_templates.builder import batch_count, estimate_nodes, sizes_from_plan
+from workflow_templates.settings import WorkflowSettings
+
+TIME_TARGET_S = 2.0
+WORKFLOW_TARGET = 1024 * 1024
+STATUS_TARGET = 256 * 1024
+CLI = [sys.executable, "-m", "orchestrator.cli.main"]
+
+
+def timed_cli(args: Sequence[str]) -> tuple[float, subprocess.CompletedProcess[str]]:
+    """Run the CLI in a fresh process; its wall time (interpreter start and imports included)."""
+    started = time.perf_counter()
+    result = subprocess.run([*CLI, *args], capture_output=True, text=True, check=False, timeout=900)
+    return time.perf_counter() - started, result
+
+
+def import_baseline() -> float:
+    """The same fresh process doing nothing but importing the CLI (what any command costs)."""
+    started = time.perf_counter()
+    subprocess.run([*CLI, "--help"], capture_output=True, check=False, timeout=300)
+    return time.perf_counter() - started
+
+
+def write_fleet_files(workdir: Path, clusters: int) -> tuple[Path, Path, Path]:
+    """The ProgressiveSync, the fleet as YAML and the same fleet as one JSON List."""
+    ps, as_yaml, as_json = workdir / "ps.yaml", workdir / "fleet.yaml", workdir / "fleet.json"
+    scale_fleet.write_progressive_sync(ps)
+    scale_fleet.write_fleet(as_yaml, clusters)
+    objects = scale_fleet.fleet_objects(clusters)
+    items = [item for obj in objects for item in (obj["items"] if obj["kind"] == "List" else [obj])]
+    as_json.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    return ps, as_yaml, as_json
+
+
+def status_at_scale(ps_path: Path, fleet_path: Path) -> tuple[int, int]:
+    """Bytes of the status once every target of every stage is recorded completed, and the targets."""
+    ps = ProgressiveSync.model_validate(json.loads(ps_path.read_text()))
+    fleet = load_fleet(fleet_path.read_text())
+    plan = plan_rollout(
+        ps.spec, ps_name=ps.metadata.name, appset=fleet.app_sets[0], clusters=fleet.clusters, apps=fleet.apps
+    )
+    now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+    status = start_rollout(
+        ProgressiveSyncStatus(),
+        rollout_id="602c4d4c1d",
+        stage_names=[s.name for s in ps.spec.stages],
+        now=now,
+        revision=scale_fleet.NEW,
+    )
+    total = 0
+    for stage in plan.stages:
+        targets = list(stage.targets)
+        total += len(targets)
+        status = start_stage(status, stage=stage.name, targets=targets, message="", now=now)
+        for cluster in targets:
+            status = mark_completed(status, stage=stage.name, cluster=cluster)
+    return len(json.dumps(status.to_api(), separators=(",", ":"))), total
+
+
+def part_cli(options: argparse.Namespace, workdir: Path, say: Callable[[str], None]) -> dict[str, Any]:
+    """Parts 1-3."""
+    ps, as_yaml, as_json = write_fleet_files(workdir, options.clusters)
+    sizes_mib = [path.stat().st_size / 2**20 for path in (as_yaml, as_json)]
+    say(f"  fleet files: YAML {sizes_mib[0]:.1f} MiB, JSON {sizes_mib[1]:.1f} MiB")
+    figures: dict[str, Any] = {"baseline": import_baseline()}
+    for label, fleet in (("yaml", as_yaml), ("json", as_json)):
+        for command in ("plan", "render"):
+            args = [command, "-f", str(ps), "--fleet", str(fleet)]
+            args += ["-o", "json"]
+            seconds, result = timed_cli(args)
+            figures[f"{command}-{label}"] = (seconds, result.returncode)
+            if result.returncode != 0:
+                say(f"  {command} ({label}) exited {result.returncode}: {result.stderr.strip()[-300:]}")
+            if command == "render" and label == "json" and result.returncode == 0:
+                rendered = workdir / "workflow.json"
+                rendered.write_text(result.stdout)
+                figures["workflow-bytes"] = len(result.stdout.encode())
+            say(f"  {command} --fleet {fleet.name}: {seconds:.2f}s (exit {result.returncode})")
+    ps_model = ProgressiveSync.model_validate(json.loads(ps.read_text()))
+    fleet_model = load_fleet(as_json.read_text())
+    plan = plan_rollout(
+        ps_model.spec,
+        ps_name="checkout",
+        appset=fleet_model.app_sets[0],
+        clusters=fleet_model.clusters,
+        apps=fleet_model.apps,
+    )
+    sizes = sizes_from_plan(ps_model, plan)
+    settings = WorkflowSettings()
+    figures["nodes"] = estimate_nodes(ps_model, sizes, settings)
+    figures["batches"] = {
+        name: (size.targets, size.max_parallel, batch_count(size, settings)) for name, size in sizes.items()
+    }
+    figures["lint"] = argo_lint(workdir / "workflow.json") if "workflow-bytes" in figures else "not rendered"
+    figures["status-bytes"], figures["status-clusters"] = status_at_scale(ps, as_json)
+    return figures
+
+
+def argo_lint(path: Path) -> str:
+    """`argo lint --offline` of the rendered Workflow: its verdict in a few words."""
+    try:
+        argo = tools.binary("argo")
+    except tools.ToolsMissing as exc:
+        return f"skipped ({exc})"
+    result = subprocess.run(
+        [str(argo), "lint", "--offline", str(path)], capture_output=True, text=True, check=False, timeout=300
+    )
+    text = (result.stdout + result.stderr).strip().splitlines()
+    return f"exit {result.returncode}: {text[-1] if text else ''}"
+
+
+# --- part 4: a rollout in batch mode on the local engine ------------------------------------------
+
+REGIONS = tuple(f"region-{i:02d}" for i in range(20))
+
+
+def rollout_stages(ten_percent: int, rest: int, rest_parallel: int) -> list[dict[str, Any]]:
+    """The shape of the 10,000-cluster rollout: a canary, one per region (19), then two big stages."""
+    return [
+        bench_rollout.stage("canary", max_targets=1, max_parallel=1),
+        bench_rollout.stage(
+            "one per region", max_targets=len(REGIONS) - 1, max_parallel=len(REGIONS) - 1, spread_by="region"
+        ),
+        bench_rollout.stage("ten percent", max_targets=ten_percent, max_parallel=max(1, ten_percent // 4)),
+        bench_rollout.stage("the rest", max_targets=rest, max_parallel=rest_parallel),
+    ]
+
+
+class SizeSampler:
+    """Watches one kind of object in a namespace and keeps the largest serialized size seen."""
+
+    def __init__(self, kube: Any, resource: Any, namespace: str, *, part: str | None = None) -> None:
+        self.kube, self.resource, self.namespace, self.part = kube, resource, namespace, part
+        self.peak = 0
+        self.events = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _size(self, obj: dict[str, Any]) -> int:
+        value = obj.get(self.part) if self.part else obj
+        return len(json.dumps(value or {}, separators=(",", ":")).encode())
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(Exception):
+                items, version = self.kube.list(self.resource, self.namespace)
+                for item in items:
+                    self.peak = max(self.peak, self._size(item))
+                for event in self.kube.watch(
+                    self.resource, self.namespace, resource_version=version, timeout_seconds=5
+                ):
+                    if event.type in ("ADDED", "MODIFIED"):
+                        self.events += 1
+                        self.peak = max(self.peak, self._size(event.object))
+                    if self._stop.is_set():
+                        break
+
+    def __enter__(self) -> SizeSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+def part_rollout(
+    options: argparse.Namespace, big: dict[str, Any], say: Callable[[str], None]
+) -> dict[str, Any]:
+    """A rollout with the 10,000-cluster Workflow's batch counts, on a real control plane."""
+
+    # The same batch count per stage as the big Workflow: stage 3 and 4 of the 10,000 plan.
+    _, _, ten_batches = big["batches"]["ten percent"]
+    _, _, rest_batches = big["batches"]["the rest"]
+    per_batch = options.batch_clusters
+    ten, rest = ten_batches * per_batch, rest_batches * per_batch
+    stages = rollout_stages(ten, rest, max(rest_batches, rest // 4))
+    clusters = 1 + (len(REGIONS) - 1) + ten + rest
+    settings = WorkflowSettings(
+        batch_threshold=len(REGIONS) - 1, batch_clusters=per_batch, argocd_namespace=bench_rollout.NAMESPACE
+    )
+    namespace = bench_rollout.NAMESPACE
+    say(
+        f"  {clusters} clusters: canary 1, one per region {len(REGIONS) - 1}, then {ten} in {ten_batches} "
+        f"batches and {rest} in {rest_batches} batches ({per_batch} clusters per batch), "
+        f"{options.sync_seconds:g}s sync + {options.health_seconds:g}s to Healthy"
+    )
+    with DevCluster.start() as cluster:
+        admin = Kube.from_kubeconfig(str(cluster.kubeconfig))
+        try:
+            apply_crds(admin, all_crd_documents())
+            with contextlib.suppress(AlreadyExists):
+                admin.create(
+                    NAMESPACES,
+                    None,
+                    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+                )
+            steps_kubeconfig = cluster.mint_user(bench_rollout.STEPS_USER, ["system:masters"])
+            seeded = seed_fleet(
+                admin,
+                namespace,
+                clusters=clusters,
+                regions=REGIONS,
+                revision=bench_rollout.REVISION,
+                app_set="fleet",
+            )
+            events_log = cluster.workdir / "simulator-events.jsonl"
+            simulator = FleetSimulator(
+                admin,
+                namespace,
+                SimulatorConfig(
+                    defaults=Behaviour(
+                        sync_seconds=options.sync_seconds, health_seconds=options.health_seconds
+                    )
+                ),
+                events_log=events_log,
+            )
+            steps_kube = Kube.from_kubeconfig(str(steps_kubeconfig))
+            watcher = Watcher(
+                steps_kube,
+                Settings(
+                    namespaces=(namespace,),
+                    kubeconfig=str(steps_kubeconfig),
+                    engine=Engine.LOCAL,
+                    log_format=LogFormat.TEXT,
+                    workers=2,
+                    workflow=settings,
+                ),
+            )
+            with contextlib.ExitStack() as stack:
+                stack.callback(steps_kube.close)
+                workflows = stack.enter_context(SizeSampler(admin, WORKFLOWS, namespace))
+                statuses = stack.enter_context(
+                    SizeSampler(admin, PROGRESSIVE_SYNCS, namespace, part="status")
+                )
+                stack.enter_context(simulator)
+                stack.enter_context(watcher)
+                admin.create(PROGRESSIVE_SYNCS, namespace, bench_rollout.progressive_sync("fleet", stages))
+                ended, status = bench_rollout.wait_settled(admin, "fleet", options.timeout)
+                time.sleep(2.0)  # the last status writes reach the samplers' watches
+            audit = bench_rollout.read_audit(cluster)
+            applied = bench_rollout.created_at(audit, "progressivesyncs", "fleet")
+            sync_at, healthy_at = bench_rollout.cluster_times(
+                audit, read_events(events_log), "fleet", applied
+            )
+            _, per_stage = bench_rollout.stage_reactions(status, stages, sync_at, healthy_at)
+            [workflow] = admin.list(WORKFLOWS, namespace)[0]
+            nodes = len((workflow.get("status") or {}).get("nodes") or {})
+        finally:
+            admin.close()
+    writes = bench_rollout.writes_per_app(audit, bench_rollout.STEPS_USER)
+    status_writes = Counter(
+        (line.get("user") or {}).get("username")
+        for line in audit
+        if (line.get("objectRef") or {}).get("resource") == "progressivesyncs"
+        and (line.get("objectRef") or {}).get("subresource") == "status"
+        and line.get("verb") in ("update", "patch")
+        and (line.get("responseStatus") or {}).get("code") == 200
+    )
+    return {
+        "clusters": clusters,
+        "phase": status.get("phase"),
+        "workflow-peak": workflows.peak,
+        "workflow-events": workflows.events,
+        "nodes": nodes,
+        "status-peak": statuses.peak,
+        "sync-writes": Counter(writes.get(app, 0) for app in seeded.applications),
+        "status-writes": dict(status_writes),
+        "wall": ended - applied,
+        "critical": bench_rollout.critical_path(per_stage),
+    }
+
+
+# --- the report ----------------------------------------------------------------------------------------
+
+
+def verdict(ok: bool) -> str:
+    """Words for a target met or missed."""
+    return "meets the target" if ok else "MISSES the target"
+
+
+def report(options: argparse.Namespace, big: dict[str, Any], run: dict[str, Any] | None) -> str:
+    """The table of figures."""
+    rows: list[tuple[str, str, str]] = []
+    base = big["baseline"]
+    for command in ("plan", "render"):
+        for label in ("yaml", "json"):
+            seconds, code = big[f"{command}-{label}"]
+            rows.append(
+                (
+                    f"{command} --fleet ({label}), {options.clusters:,} clusters",
+                    f"{seconds:.2f}s (exit {code})",
+                    f"target < {TIME_TARGET_S:g}s: {verdict(seconds < TIME_TARGET_S and code == 0)}; "
+                    f"a bare `--help` costs {base:.2f}s here",
+                )
+            )
+    rows.append(
+        (
+            "rendered Workflow (spec, no status)",
+            f"{big.get('workflow-bytes', 0):,} bytes, {big['nodes']} nominal nodes",
+            "stages (targets, maxParallel, batches): "
+            + "; ".join(f"{name} {t}" for name, t in big["batches"].items()),
+        )
+    )
+    rows.append(("argo lint --offline of it", big["lint"], ""))
+    rows.append(
+        (
+            f"ProgressiveSync status, {big['status-clusters']:,} clusters recorded",
+            f"{big['status-bytes']:,} bytes",
+            f"target < {STATUS_TARGET:,}: {verdict(big['status-bytes'] < STATUS_TARGET)}",
+        )
+    )
+    if run is not None:
+        ratio = run["wall"] / run["critical"] if run["critical"] else float("nan")
+        rows += [
+            (
+                f"stored Workflow, max over the run ({run['clusters']} clusters, same batches)",
+                f"{run['workflow-peak']:,} bytes, {run['nodes']} nodes at the end",
+                f"target < {WORKFLOW_TARGET:,}: {verdict(run['workflow-peak'] < WORKFLOW_TARGET)}; "
+                f"{run['workflow-events']} versions seen; rollout {run['phase']}",
+            ),
+            ("ProgressiveSync status, max over the run", f"{run['status-peak']:,} bytes", ""),
+            (
+                "sync writes per Application",
+                ", ".join(f"{k} write(s): {v} apps" for k, v in sorted(run["sync-writes"].items())),
+                "target exactly 1",
+            ),
+            (
+                "status writes per rollout, by user",
+                ", ".join(f"{user}: {n}" for user, n in sorted(run["status-writes"].items())),
+                "target: grows with stages and batches, not clusters",
+            ),
+            (
+                "rollout wall / critical path",
+                f"{ratio:.3f} ({run['wall']:.1f}s / {run['critical']:.1f}s)",
+                f"target <= 1.10: {verdict(ratio <= 1.10)}",
+            ),
+        ]
+    width = [max(len(row[i]) for row in rows) for i in range(2)]
+    lines = ["", "FIGURE".ljust(width[0]) + "  " + "VALUE".ljust(width[1]) + "  NOTE"]
+    lines += [f"{a.ljust(width[0])}  {b.ljust(width[1])}  {c}" for a, b, c in rows]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str]) -> int:
+    """Parts 1-3 from the fleet file, then the rollout; print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clusters", type=int, default=10_000, help="clusters of the fleet file")
+    parser.add_argument("--skip-rollout", action="store_true", help="parts 1-3 only (no control plane)")
+    parser.add_argument("--batch-clusters", type=int, default=5, help="clusters per batch in the rollout")
+    parser.add_argument("--sync-seconds", type=float, default=2.0, help="simulated sync time")
+    parser.add_argument("--health-seconds", type=float, default=1.0, help="simulated time to Healthy")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="give up the rollout after this long")
+    options = parser.parse_args(argv)
+    say = lambda text: print(text, flush=True)  # noqa: E731
+    workdir = Path(tempfile.mkdtemp(prefix="bench-scale-"))
+    try:
+        say(f"bench_scale: {options.clusters:,}-cluster fleet file")
+        big = part_cli(options, workdir, say)
+        run = None
+        if not options.skip_rollout:
+            say("rollout in batch mode (local engine, fleet simulator):")
+            run = part_rollout(options, big, say)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(report(options, big, run))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

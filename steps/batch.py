@@ -1,0 +1,187 @@
+"""The `batch` step: the clusters of one batch of a large stage, in one pod (issue 15).
+
+A stage of a few dozen clusters runs one `cluster` pod per cluster. Past
+`WorkflowSettings.batch_threshold` targets, the stage runs `batches` pods of this step instead, so
+the Workflow keeps O(stages x batches) nodes (Argo keeps every node in the Workflow object) and the
+Argo UI draws a batch node rather than thousands of cluster nodes. docs/workflow.md says when.
+
+Batch `i` of `n` takes the stage's recorded targets (`status.stages[].targets`, written by
+`select`) at positions i, i+n, i+2n, ... in rollout order, and runs at most its share of the stage's
+`maxParallel` at once (`slots_of_batch`: the shares of the n batches add up to maxParallel, so no
+more clusters are in flight across the stage than one pod per cluster allowed). Each cluster runs
+exactly as the `cluster` step runs it (`steps.cluster.run_cluster`): its recorded outcome is
+reported as is; a cluster of a stage that has failed already (failures above
+`maxFailedClusters`, read from the status right before it starts, so a failure in another batch
+counts too) is not started; otherwise sync, then wait-healthy with the per-cluster progress
+deadline, each recording the outcome in the stage status. Clusters start in target order as
+slots free, as Argo starts the items of a `withParam` loop under `parallelism`.
+
+A temporary error of one cluster (the API unreachable, a conflict that kept coming) retries that
+cluster after `Tuning.batch_retry_backoffs`, the others go on; when the retries run out the step
+waits for the clusters in flight and exits 75, and the Workflow's retryStrategy runs the batch
+again: recorded clusters are reported without waiting, synced Applications are not synced twice.
+
+Exit codes (steps.cli): 0 every cluster of the batch is done; 1 one failed or was not started;
+75 a temporary error outlived the in-process retries.
+
+Caller: `python -m steps batch` (steps.cli); tests call `run_batch` directly too.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from orchestrator.api.release import Revisions
+from orchestrator.api.rollout_status import find_stage
+from orchestrator.core.clock import Clock
+from orchestrator.kube.client import Kube, Retryable
+from steps.cluster import ClusterOutcome, ClusterResult, run_cluster
+from steps.common import RolloutRef, Tuning, UsageProblem, check_rollout, check_stage, load_progressive_sync
+
+log = logging.getLogger(__name__)
+
+RunCluster = Callable[[str], ClusterResult]
+
+
+def slots_of_batch(max_parallel: int, batches: int, batch: int) -> int:
+    """Batch `batch`'s share of the stage's maxParallel; the shares of all batches add up to it.
+
+    The builder never makes more batches than maxParallel, so every share is at least 1.
+    """
+    return max(1, max_parallel // batches + (1 if batch < max_parallel % batches else 0))
+
+
+def clusters_of_batch(targets: Sequence[str], batches: int, batch: int) -> list[str]:
+    """The targets batch `batch` of `batches` takes: every `batches`-th one from position `batch`."""
+    return list(targets[batch::batches])
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """The end of one batch: each cluster's outcome, in target order."""
+
+    stage: str
+    batch: int
+    results: tuple[ClusterResult, ...]
+
+    @property
+    def failed(self) -> bool:
+        """True when a cluster failed or was not started (exit 1)."""
+        return any(result.failed for result in self.results)
+
+    @property
+    def summary(self) -> str:
+        """One line for people: the counts, and the clusters that did not succeed."""
+        counts = {outcome: 0 for outcome in ClusterOutcome}
+        for result in self.results:
+            counts[result.outcome] += 1
+        text = f"batch {self.batch} of stage {self.stage!r}: {len(self.results)} cluster(s), " + ", ".join(
+            f"{count} {outcome.value}" for outcome, count in counts.items()
+        )
+        failed = [r for r in self.results if r.outcome == ClusterOutcome.FAILED]
+        if failed:
+            shown = "; ".join(f"{r.cluster}: {r.reason}" for r in failed[:5])
+            more = f" (and {len(failed) - 5} more)" if len(failed) > 5 else ""
+            text += f"; failed: {shown}{more}"
+        return text
+
+
+def run_batch(
+    kube: Kube,
+    rollout: RolloutRef,
+    *,
+    stage: str,
+    batch: int,
+    batches: int,
+    max_parallel: int,
+    revisions: Sequence[Revisions],
+    clock: Clock,
+    tuning: Tuning | None = None,
+) -> BatchResult:
+    """Run the clusters of batch `batch` of `batches` of `stage`, its share of maxParallel at a time."""
+    tuning = tuning or Tuning()
+    if batches < 1 or not 0 <= batch < batches or max_parallel < 1:
+        raise UsageProblem(
+            f"--batch {batch} --batches {batches} --max-parallel {max_parallel}: need 0 <= batch < "
+            "batches and max-parallel >= 1"
+        )
+    ps = load_progressive_sync(kube, rollout)
+    check_rollout(ps, rollout.rollout_id)
+    check_stage(ps, stage)
+    entry = find_stage(ps.status, stage)
+    if entry is None:
+        raise UsageProblem(f"stage {stage!r} has no status yet: its select step has not run")
+    clusters = clusters_of_batch(entry.targets, batches, batch)
+    slots = slots_of_batch(max_parallel, batches, batch)
+    log.info(
+        "batch %d/%d of stage %r: %d cluster(s), %d at a time",
+        batch + 1,
+        batches,
+        stage,
+        len(clusters),
+        slots,
+    )
+
+    def one(cluster: str) -> ClusterResult:
+        return run_cluster(
+            kube, rollout, stage=stage, cluster=cluster, revisions=revisions, clock=clock, tuning=tuning
+        )
+
+    results = run_clusters(clusters, one, slots=slots, clock=clock, backoffs=tuning.batch_retry_backoffs)
+    return BatchResult(stage, batch, tuple(results))
+
+
+def run_clusters(
+    clusters: Sequence[str],
+    run: RunCluster,
+    *,
+    slots: int,
+    clock: Clock,
+    backoffs: Sequence[float],
+) -> list[ClusterResult]:
+    """Run `run` for each cluster, at most `slots` at once, starting them in order.
+
+    A temporary error (Retryable) is retried after each of `backoffs` in turn; once they run out,
+    no new cluster starts, the ones in flight finish, and the error is raised (exit 75). Any other
+    error stops new starts the same way and is raised after the clusters in flight end.
+    """
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def guarded(cluster: str) -> ClusterResult | None:
+        if stop.is_set():
+            return None
+        for attempt in range(len(backoffs) + 1):
+            try:
+                return run(cluster)
+            except Retryable as exc:
+                if attempt == len(backoffs) or stop.is_set():
+                    stop.set()
+                    errors.append(exc)
+                    return None
+                log.warning(
+                    "cluster %s: attempt %d/%d failed: %s; retrying in %.0fs",
+                    cluster,
+                    attempt + 1,
+                    len(backoffs) + 1,
+                    exc,
+                    backoffs[attempt],
+                )
+                clock.sleep(backoffs[attempt])
+            except BaseException as exc:
+                stop.set()
+                errors.append(exc)
+                return None
+        return None  # unreachable: the last attempt returns or records its error
+
+    # The pool takes the clusters in submission order as its workers free up: the order and the
+    # bound of an Argo loop with `parallelism`.
+    with ThreadPoolExecutor(max_workers=max(1, slots), thread_name_prefix="cluster") as pool:
+        outcomes = list(pool.map(guarded, clusters))
+    if errors:
+        raise errors[0]
+    return [outcome for outcome in outcomes if outcome is not None]

@@ -1,0 +1,112 @@
+"""The `batch` step's own rules (steps/batch.py): which clusters a batch takes, its share of
+maxParallel, and how it runs its clusters (order, bound, temporary errors). Pure: the clusters are
+a function given in, the clock a ManualClock. Each cluster as the `cluster` step runs it, against
+the real API server, is covered by the rollout scenarios in batch mode
+(tests/e2e/test_rollout_scenarios.py `[local-batch]`).
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from orchestrator.kube.client import Retryable
+from steps.batch import BatchResult, clusters_of_batch, run_clusters, slots_of_batch
+from steps.cluster import ClusterOutcome, ClusterResult
+from tests.support.clock import ManualClock
+
+CLOCK_START = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+@given(st.integers(min_value=1, max_value=500), st.integers(min_value=1, max_value=500))
+def test_the_batches_share_max_parallel_exactly(max_parallel: int, batches: int) -> None:
+    batches = min(batches, max_parallel)  # the builder never makes more batches than maxParallel
+    shares = [slots_of_batch(max_parallel, batches, batch) for batch in range(batches)]
+    assert sum(shares) == max_parallel and min(shares) >= 1
+
+
+@given(st.lists(st.text(min_size=1, max_size=5), unique=True, max_size=60), st.integers(1, 12))
+def test_the_batches_take_every_target_once_in_order(targets: list[str], batches: int) -> None:
+    taken = [clusters_of_batch(targets, batches, batch) for batch in range(batches)]
+    assert sorted(c for batch in taken for c in batch) == sorted(targets)
+    for batch in taken:
+        assert batch == [t for t in targets if t in batch]  # rollout order inside each batch
+
+
+def _done(cluster: str) -> ClusterResult:
+    return ClusterResult(cluster, ClusterOutcome.DONE, "ok")
+
+
+def test_clusters_start_in_order_never_more_than_the_slots_at_once() -> None:
+    lock = threading.Lock()
+    running: list[str] = []
+    started: list[str] = []
+    peak = 0
+    release = threading.Semaphore(0)
+
+    def run(cluster: str) -> ClusterResult:
+        nonlocal peak
+        with lock:
+            running.append(cluster)
+            started.append(cluster)
+            peak = max(peak, len(running))
+        release.acquire(timeout=10)
+        with lock:
+            running.remove(cluster)
+        return _done(cluster)
+
+    clusters = [f"c{i}" for i in range(9)]
+    for _ in clusters:
+        release.release()
+    results = run_clusters(clusters, run, slots=3, clock=ManualClock(CLOCK_START), backoffs=())
+    assert [r.cluster for r in results] == clusters
+    assert peak <= 3
+    assert started[:3] == sorted(started[:3]) == ["c0", "c1", "c2"]
+
+
+def test_a_temporary_error_retries_the_cluster_after_the_backoffs() -> None:
+    clock = ManualClock(CLOCK_START)
+    attempts: dict[str, int] = {}
+
+    def run(cluster: str) -> ClusterResult:
+        attempts[cluster] = attempts.get(cluster, 0) + 1
+        if cluster == "flaky" and attempts[cluster] < 3:
+            raise Retryable("the API server is away", status=503)
+        return _done(cluster)
+
+    results = run_clusters(["a", "flaky", "b"], run, slots=1, clock=clock, backoffs=(5.0, 10.0, 20.0))
+    assert [r.outcome for r in results] == [ClusterOutcome.DONE] * 3
+    assert attempts == {"a": 1, "flaky": 3, "b": 1}
+    assert (clock.now() - CLOCK_START).total_seconds() == 15.0
+
+
+def test_when_retries_run_out_no_new_cluster_starts_and_the_error_is_raised() -> None:
+    started: list[str] = []
+
+    def run(cluster: str) -> ClusterResult:
+        started.append(cluster)
+        if cluster == "down":
+            raise Retryable("connection refused")
+        return _done(cluster)
+
+    with pytest.raises(Retryable, match="connection refused"):
+        run_clusters(["down", "a", "b"], run, slots=1, clock=ManualClock(CLOCK_START), backoffs=(1.0,))
+    assert started == ["down", "down"]  # one retry, then nothing new starts (exit 75 retries the batch)
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "failed"),
+    [
+        pytest.param([ClusterOutcome.DONE, ClusterOutcome.DONE], False, id="all-done-exit-0"),
+        pytest.param([ClusterOutcome.DONE, ClusterOutcome.FAILED], True, id="one-failed-exit-1"),
+        pytest.param([ClusterOutcome.FAILED, ClusterOutcome.NOT_STARTED], True, id="not-started-exit-1"),
+    ],
+)
+def test_a_batch_fails_when_a_cluster_did_not_succeed(outcomes: list[ClusterOutcome], failed: bool) -> None:
+    result = BatchResult("rest", 0, tuple(ClusterResult(f"c{i}", o, "why") for i, o in enumerate(outcomes)))
+    assert result.failed is failed
+    assert result.summary.startswith(f"batch 0 of stage 'rest': {len(outcomes)} cluster(s)")
