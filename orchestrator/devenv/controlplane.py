@@ -319,6 +319,7 @@ class DevCluster:
     node_ready: bool = False
     _processes: list[subprocess.Popen[bytes]] = field(default_factory=list, repr=False)
     _ca: _KeyPair | None = field(default=None, repr=False)
+    _apiserver_argv: list[str] = field(default_factory=list, repr=False)
     _owns_workdir: bool = True
 
     @classmethod
@@ -436,32 +437,30 @@ class DevCluster:
         ]
 
     def _spawn_apiserver(self, port: int, certs: Path, now: dt.datetime, extra: Sequence[str]) -> None:
-        self._spawn(
-            "kube-apiserver",
-            [
-                str(self.tools_dir / "kube-apiserver"),
-                f"--etcd-servers={self.etcd_url}",
-                f"--cert-dir={certs}",
-                f"--tls-cert-file={certs / 'apiserver.crt'}",
-                f"--tls-private-key-file={certs / 'apiserver.key'}",
-                f"--client-ca-file={certs / 'ca.crt'}",
-                f"--secure-port={port}",
-                "--bind-address=127.0.0.1",
-                f"--advertise-address={host_address()}",
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-                f"--service-account-key-file={certs / 'sa.pub'}",
-                f"--service-account-signing-key-file={certs / 'sa.key'}",
-                f"--service-cluster-ip-range={SERVICE_CIDR}",
-                *self._node_args(certs, now),
-                "--allow-privileged=true",
-                f"--audit-policy-file={self.workdir / 'audit-policy.yaml'}",
-                f"--audit-log-path={self.audit_log_path}",
-                "--audit-log-format=json",
-                "--audit-log-mode=blocking",
-                "--profiling=false",
-                *extra,
-            ],
-        )
+        self._apiserver_argv = [
+            str(self.tools_dir / "kube-apiserver"),
+            f"--etcd-servers={self.etcd_url}",
+            f"--cert-dir={certs}",
+            f"--tls-cert-file={certs / 'apiserver.crt'}",
+            f"--tls-private-key-file={certs / 'apiserver.key'}",
+            f"--client-ca-file={certs / 'ca.crt'}",
+            f"--secure-port={port}",
+            "--bind-address=127.0.0.1",
+            f"--advertise-address={host_address()}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={certs / 'sa.pub'}",
+            f"--service-account-signing-key-file={certs / 'sa.key'}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            *self._node_args(certs, now),
+            "--allow-privileged=true",
+            f"--audit-policy-file={self.workdir / 'audit-policy.yaml'}",
+            f"--audit-log-path={self.audit_log_path}",
+            "--audit-log-format=json",
+            "--audit-log-mode=blocking",
+            "--profiling=false",
+            *extra,
+        ]
+        self._spawn("kube-apiserver", self._apiserver_argv)
 
     def _ssl_context(self, user: str = "admin") -> ssl.SSLContext:
         certs = self.workdir / "certs"
@@ -612,6 +611,15 @@ class DevCluster:
             return [AuditEvent.from_json(json.loads(line)) for line in handle if line.strip()]
 
     # -- teardown -------------------------------------------------------------------------
+
+    def restart_apiserver(self, ready_timeout: float = 90.0) -> None:
+        """Stop kube-apiserver (SIGTERM, its whole group) and start it again with the same flags, port
+        and etcd; returns once it serves again. Every open connection and watch stream breaks."""
+        process = next(p for p in self._processes if p.args == self._apiserver_argv)
+        _stop_process_group(process)
+        self._processes.remove(process)
+        self._spawn("kube-apiserver", self._apiserver_argv)
+        self._wait_ready(ready_timeout)
 
     @property
     def pids(self) -> list[int]:

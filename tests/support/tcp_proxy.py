@@ -11,7 +11,11 @@ proxy never reads what passes; it only decides, chunk by chunk, whether bytes go
   PUT is ~3 KB) reaches the server, its answer is dropped and the connection reset (a write that
   landed while its answer was lost); reads and TLS handshakes (under 1.3 KB) go through. The proxy
   cannot read TLS, so it goes by the size of what the client sent since the server last spoke;
-- `cut()`: reset every open connection once (streams closed abruptly), the mode unchanged.
+- `cut()`: reset every open connection once (streams closed abruptly), the mode unchanged;
+- `stall_open()`: the connections open now go silent for ever, both ways, without closing (a
+  half-open connection: a NAT or a peer that vanished); new connections work;
+- `truncate_open()`: each connection open now delivers half of the next chunk the server sends,
+  then is reset (a response or watch event truncated mid-chunk); new connections work.
 
 `bytes_to_client` counts what was delivered to clients: wait on it to know a watch event went
 through. Threads only; `stop()` closes everything. Used by the simulator's outage tests and meant for
@@ -60,6 +64,8 @@ class _Connection:
         self.client = client
         self.server = server
         self.closed = threading.Event()
+        self.stalled = False
+        self.truncate = False
         self._unanswered = 0  # client bytes since the server last sent something
         for sock in (client, server):
             sock.settimeout(POLL_SECONDS)
@@ -78,7 +84,7 @@ class _Connection:
     def _pump(self, source: socket.socket, sink: socket.socket, to_client: bool) -> None:
         while not self.closed.is_set():
             mode = self.proxy.mode
-            if mode == Mode.BLACKHOLE:
+            if mode == Mode.BLACKHOLE or self.stalled:
                 self.closed.wait(POLL_SECONDS)  # neither read nor answer: the peer hears nothing
                 continue
             try:
@@ -90,10 +96,16 @@ class _Connection:
             if not data:
                 break
             mode = self.proxy.mode
-            if mode == Mode.BLACKHOLE:
+            if mode == Mode.BLACKHOLE or self.stalled:
                 continue
+            if to_client and self.truncate:
+                with contextlib.suppress(OSError):
+                    sink.sendall(data[: max(1, len(data) // 2)])
+                self.proxy._count("truncated")
+                break
             if to_client:
                 if mode == Mode.LOSE_WRITE_ANSWERS and self._unanswered > WRITE_BYTES:
+                    self.proxy._count("answers_dropped")
                     break  # the server answered a write; the client never hears it
                 self._unanswered = 0
             else:
@@ -118,6 +130,9 @@ class FaultProxy:
         self._listener: socket.socket | None = None
         self._stopped = threading.Event()
         self._bytes_to_client = 0
+        # What the faults did, for tests to show they happened: connections reset by `cut()`,
+        # responses truncated, answers to writes dropped.
+        self.counts = {"cut": 0, "truncated": 0, "answers_dropped": 0}
         probe = socket.socket()
         probe.bind(("127.0.0.1", 0))
         self.port = int(probe.getsockname()[1])
@@ -166,6 +181,23 @@ class FaultProxy:
             connections = list(self._connections)
         for connection in connections:
             connection.close()
+        self._count("cut", len(connections))
+
+    def stall_open(self) -> int:
+        """Make every open connection silent for ever (half-open); returns how many."""
+        with self._lock:
+            connections = list(self._connections)
+        for connection in connections:
+            connection.stalled = True
+        return len(connections)
+
+    def truncate_open(self) -> int:
+        """Cut every open connection in the middle of the next chunk the server sends; returns how many."""
+        with self._lock:
+            connections = list(self._connections)
+        for connection in connections:
+            connection.truncate = True
+        return len(connections)
 
     @property
     def bytes_to_client(self) -> int:
@@ -216,6 +248,10 @@ class FaultProxy:
     def _forget(self, connection: _Connection) -> None:
         with self._lock:
             self._connections.discard(connection)
+
+    def _count(self, what: str, count: int = 1) -> None:
+        with self._lock:
+            self.counts[what] += count
 
     def _delivered(self, count: int) -> None:
         with self._lock:
