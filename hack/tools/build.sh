@@ -181,6 +181,20 @@ if all_done; then
   exit 0
 fi
 
+# Something is to be built: the programs the requested groups need (README, Prerequisites), before
+# anything starts.
+need=()
+for group in "${groups[@]}"; do
+  "${group}_done" && continue
+  case "$group" in
+    core | crds | node | argocd) need+=(go) ;;
+    argo) need+=(go node npm) ;;
+  esac
+done
+for program in $(printf '%s\n' "${need[@]}" | sort -u); do
+  command -v "$program" >/dev/null || die "$program is not on PATH (make tools needs Go 1.26+ and Node 20+: see README, Prerequisites)"
+done
+
 exec 9>"$cache/.lock"
 if ! flock -n 9; then
   log "another build holds $cache/.lock; waiting for it"

@@ -9,6 +9,7 @@ and the errors. The builds themselves are what `make tools` runs.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -204,3 +205,17 @@ def test_not_root_it_fails_naming_the_packages_and_the_command(tmp_path: Path) -
     assert "missing Debian packages: git" in result.stderr
     assert "apt-get install --no-install-recommends git" in result.stderr
     assert not calls.exists()
+
+
+def test_a_missing_go_is_named_before_anything_is_built(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "KUBEBUILDER_ASSETS"}
+    env["PROGRESSIVE_SYNC_TOOLS_CACHE"] = str(tmp_path / "cache")
+    env["PATH"] = "/usr/bin:/bin"  # the system's programs, without Go's own folder
+    if shutil.which("go", path=env["PATH"]):
+        pytest.skip("Go is installed in /usr/bin here: no PATH without it to run the script with")
+    result = subprocess.run(
+        ["bash", str(BUILD), "core"], capture_output=True, text=True, env=env, timeout=60, check=False
+    )
+    assert result.returncode == 1
+    assert "go is not on PATH" in result.stderr
+    assert not (tmp_path / "cache" / "work").exists(), "nothing started"
