@@ -14,7 +14,11 @@ reported as is; a cluster of a stage that has failed already (failures above
 `maxFailedClusters`, read from the status right before it starts, so a failure in another batch
 counts too) is not started; otherwise sync, then wait-healthy with the per-cluster progress
 deadline, each recording the outcome in the stage status. Clusters start in target order as
-slots free, as Argo starts the items of a `withParam` loop under `parallelism`.
+slots free, as Argo starts the items of a `withParam` loop under `parallelism`. While the
+ProgressiveSync is paused (`spec.paused`, DESIGN.md §3: no new step starts, running syncs finish)
+no new cluster starts: a cluster about to start waits until the pause is lifted (read right
+before each start, every `Tuning.pause_poll_seconds`), as Argo starts no new pod of a suspended
+Workflow; the clusters in flight go on.
 
 A temporary error of one cluster (the API unreachable, a conflict that kept coming) retries that
 cluster after `Tuning.batch_retry_backoffs`, the others go on; when the retries run out the step
@@ -34,11 +38,12 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import timedelta
 
 from orchestrator.api.release import Revisions
 from orchestrator.api.rollout_status import find_stage
 from orchestrator.core.clock import Clock
-from orchestrator.kube.client import Kube, Retryable
+from orchestrator.kube.client import Kube, KubeError, Retryable
 from steps.cluster import ClusterOutcome, ClusterResult, run_cluster
 from steps.common import RolloutRef, Tuning, UsageProblem, check_rollout, check_stage, load_progressive_sync
 
@@ -126,13 +131,37 @@ def run_batch(
         slots,
     )
 
+    def paused() -> bool:
+        return load_progressive_sync(kube, rollout).spec.paused
+
     def one(cluster: str) -> ClusterResult:
+        hold_while_paused(paused, cluster, clock=clock, tuning=tuning)
         return run_cluster(
             kube, rollout, stage=stage, cluster=cluster, revisions=revisions, clock=clock, tuning=tuning
         )
 
     results = run_clusters(clusters, one, slots=slots, clock=clock, backoffs=tuning.batch_retry_backoffs)
     return BatchResult(stage, batch, tuple(results))
+
+
+class PausedTooLong(KubeError):
+    """The ProgressiveSync stayed paused past `Tuning.pause_hold_seconds`: exit 75 (a KubeError, not
+    retried in the pod), Argo runs the batch again later; recorded clusters are reported as they are."""
+
+
+def hold_while_paused(paused: Callable[[], bool], cluster: str, *, clock: Clock, tuning: Tuning) -> None:
+    """Return once `paused()` is false: looked at every `pause_poll_seconds`, at most `pause_hold_seconds`."""
+    if not paused():
+        return
+    log.info("cluster %s: not starting while the ProgressiveSync is paused", cluster)
+    deadline = clock.now() + timedelta(seconds=tuning.pause_hold_seconds)
+    while paused():
+        if clock.now() >= deadline:
+            raise PausedTooLong(
+                f"cluster {cluster}: the ProgressiveSync stayed paused for {tuning.pause_hold_seconds}s"
+            )
+        clock.sleep(tuning.pause_poll_seconds)
+    log.info("cluster %s: the pause was lifted; starting", cluster)
 
 
 def run_clusters(

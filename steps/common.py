@@ -69,6 +69,10 @@ class Tuning:
     refresh_again_seconds: float = 10.0
     # The `batch` step: waits before running one cluster again after a temporary error (then exit 75).
     batch_retry_backoffs: tuple[float, ...] = (5.0, 10.0, 20.0, 40.0)
+    # The `batch` step while the ProgressiveSync is paused: how often it looks whether the pause
+    # was lifted, and how long it holds a cluster back before it exits 75 (Argo retries the batch).
+    pause_poll_seconds: float = 2.0
+    pause_hold_seconds: int = 7 * 24 * 3600
     status: StatusWriterSettings = field(default_factory=StatusWriterSettings)
 
 

@@ -121,7 +121,9 @@ def test_twelve_clusters_in_three_stages_succeed_in_order_within_max_parallel(en
         assert [rig.in_flight(targets[s["name"]]) for s in THREE_STAGES] == [1, 2, 2]  # 25% of 9 is 2
         assert exit_handler(rig)["phase"] == "Succeeded"
         # One pod (and its Retry node) per cluster.
-        assert len(rig.cluster_pods()) == (3 if rig.batched else 12)  # a pod per cluster, or per batch
+        # Or one per batch: stages of 1, 2 and 9 clusters in batches of at most 2 and never more
+        # batches than maxParallel (1, 2, 2): 1 + 1 + 2.
+        assert len(rig.cluster_pods()) == (4 if rig.batched else 12)
 
 
 # --- 2. a failing canary --------------------------------------------------------------------------

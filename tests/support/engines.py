@@ -13,9 +13,10 @@ things on both. `RolloutEngine` hides what differs:
   real-node lock (TEAM.md) and are skipped, saying why, where the real stack's fixtures are absent.
 
 Each engine also runs in **batch mode** (`local-batch`, `argo-batch`): the Workflow settings put
-every stage with a target in batches (`batch_threshold=0`: `python -m steps batch`, one pod for
-the stage's clusters, docs/workflow.md), so the same scenarios check that a batch keeps the
-semantics of one pod per cluster (issue 15).
+every stage with a target in batches of at most two clusters (`batch_threshold=0`,
+`batch_clusters=2`: `python -m steps batch` pods sharing the stage's maxParallel, docs/workflow.md),
+so the same scenarios check that batches keep the semantics of one pod per cluster (issue 15),
+across batches too.
 
 Everything else is the same object on both: the fleet simulator (this process), the watcher (this
 process, or `progressive-sync watch` as a child process), the real `argo` CLI, the audit log of the
@@ -46,6 +47,7 @@ from workflow_templates.settings import WorkflowSettings
 LOCAL = "local"
 ARGO = "argo"
 BATCH_SUFFIX = "-batch"
+BATCH_CLUSTERS = 2  # in batch mode: small batches, so a stage of the scenarios has several
 # Both engines, the real one marked so `-m 'not realstack'` leaves it out; each also in batch mode.
 ENGINES = [
     pytest.param(LOCAL, id=LOCAL),
@@ -86,6 +88,7 @@ class RolloutEngine:
         changes.setdefault("argocd_namespace", self.namespace)
         if self.batch_threshold is not None:
             changes.setdefault("batch_threshold", self.batch_threshold)
+            changes.setdefault("batch_clusters", BATCH_CLUSTERS)
         if self.real is not None:
             return self.real.workflow_settings(**changes)  # type: ignore[no-any-return]
         return WorkflowSettings(**changes)
@@ -139,8 +142,11 @@ class RolloutEngine:
         else:
             process = WatcherProcess(self.kubeconfig, self.namespace, log_path)
         if self.batch_threshold is not None:
-            variable = f"{WORKFLOW_ENV_PREFIX}BATCH_THRESHOLD"
-            process.env = {**(process.env or os.environ), variable: str(self.batch_threshold)}
+            process.env = {
+                **(process.env or os.environ),
+                f"{WORKFLOW_ENV_PREFIX}BATCH_THRESHOLD": str(self.batch_threshold),
+                f"{WORKFLOW_ENV_PREFIX}BATCH_CLUSTERS": str(BATCH_CLUSTERS),
+            }
         return process  # type: ignore[no-any-return]
 
 

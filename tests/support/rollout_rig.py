@@ -242,10 +242,14 @@ class RolloutRig:
 
     def cluster_nodes(self, stage_task: str, index: int, cluster: str) -> list[dict[str, Any]]:
         """The node that shows how `cluster` (item `index` of the stage) ended: its own Retry node,
-        or in batch mode the node of the (single, at these sizes) batch that ran it."""
+        or in batch mode the Retry node of the batch that ran it (batch index % batches, as
+        steps.batch.clusters_of_batch deals them)."""
+        loop = f"{self.workflow_name}.{stage_task}.clusters"
         if not self.batched:
-            return self.nodes(name=f"{self.workflow_name}.{stage_task}.clusters.cluster({index}:{cluster})")
-        return self.nodes(name=f"{self.workflow_name}.{stage_task}.clusters.batch(0:0)")
+            return self.nodes(name=f"{loop}.cluster({index}:{cluster})")
+        batches = [n for n in self.nodes(type="Retry") if n["name"].startswith(f"{loop}.batch(")]
+        batch = index % len(batches)
+        return self.nodes(name=f"{loop}.batch({batch}:{batch})")
 
     def progressive_sync(self) -> ProgressiveSync:
         return ProgressiveSync.model_validate(self.kube.get(PROGRESSIVE_SYNCS, self.namespace, PS_NAME))

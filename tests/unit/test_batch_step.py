@@ -14,9 +14,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orchestrator.kube.client import Retryable
-from steps.batch import BatchResult, clusters_of_batch, run_clusters, slots_of_batch
+from orchestrator.kube.client import KubeError, Retryable
+from steps.batch import (
+    BatchResult,
+    PausedTooLong,
+    clusters_of_batch,
+    hold_while_paused,
+    run_clusters,
+    slots_of_batch,
+)
 from steps.cluster import ClusterOutcome, ClusterResult
+from steps.common import Tuning
 from tests.support.clock import ManualClock
 
 CLOCK_START = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -110,3 +118,20 @@ def test_a_batch_fails_when_a_cluster_did_not_succeed(outcomes: list[ClusterOutc
     result = BatchResult("rest", 0, tuple(ClusterResult(f"c{i}", o, "why") for i, o in enumerate(outcomes)))
     assert result.failed is failed
     assert result.summary.startswith(f"batch 0 of stage 'rest': {len(outcomes)} cluster(s)")
+
+
+def test_a_cluster_does_not_start_while_the_progressive_sync_is_paused() -> None:
+    clock = ManualClock(CLOCK_START)
+    answers = iter([True, True, True, False])  # paused for three looks, then resumed
+    hold_while_paused(lambda: next(answers), "c1", clock=clock, tuning=Tuning(pause_poll_seconds=2.0))
+    assert (clock.now() - CLOCK_START).total_seconds() == 4.0  # two waits between three looks
+
+
+def test_a_pause_longer_than_the_hold_exits_75_for_argo_to_retry() -> None:
+    clock = ManualClock(CLOCK_START)
+    with pytest.raises(PausedTooLong, match="stayed paused for 10s"):
+        hold_while_paused(
+            lambda: True, "c1", clock=clock, tuning=Tuning(pause_poll_seconds=3.0, pause_hold_seconds=10)
+        )
+    # The entrypoint maps a KubeError to exit 75; not Retryable, so the pod does not retry it itself.
+    assert isinstance(PausedTooLong("x"), KubeError) and not isinstance(PausedTooLong("x"), Retryable)
