@@ -73,6 +73,8 @@ class Tuning:
     # was lifted, and how long it holds a cluster back before it exits 75 (Argo retries the batch).
     pause_poll_seconds: float = 2.0
     pause_hold_seconds: int = 7 * 24 * 3600
+    # After asking Argo CD to terminate our syncs, how long to wait for them to end before going on.
+    terminate_wait_seconds: float = 60.0
     status: StatusWriterSettings = field(default_factory=StatusWriterSettings)
 
 
@@ -140,6 +142,18 @@ def get_app_set(kube: Kube, namespace: str, name: str) -> AppSetView | None:
         return None
 
 
+def owned_apps(kube: Kube, rollout: RolloutRef, ps: ProgressiveSync) -> list[dict[str, Any]]:
+    """The Applications of the ProgressiveSync's ApplicationSet (ownerReference, uid when known)."""
+    app_set_name = ps.spec.app_set_ref.name
+    app_set = get_app_set(kube, rollout.argocd_namespace, app_set_name)
+    items, _ = kube.list(APPLICATIONS, rollout.argocd_namespace)
+    return [
+        item
+        for item in items
+        if app_view_from_object(item).is_owned_by(app_set_name, app_set.uid if app_set else "")
+    ]
+
+
 def apps_of_cluster(
     kube: Kube, rollout: RolloutRef, ps: ProgressiveSync, cluster: Cluster, clusters: Sequence[Cluster]
 ) -> list[dict[str, Any]]:
@@ -148,14 +162,7 @@ def apps_of_cluster(
     Which cluster an Application deploys to is the planner's rule (`ClusterIndex.cluster_of`), so
     `sync` and `wait-healthy` act on exactly the Applications `select` planned for the cluster.
     """
-    app_set_name = ps.spec.app_set_ref.name
-    app_set = get_app_set(kube, rollout.argocd_namespace, app_set_name)
-    items, _ = kube.list(APPLICATIONS, rollout.argocd_namespace)
-    owned = [
-        item
-        for item in items
-        if app_view_from_object(item).is_owned_by(app_set_name, app_set.uid if app_set else "")
-    ]
+    owned = owned_apps(kube, rollout, ps)
     index = index_clusters(clusters)
     mine = [
         app

@@ -20,11 +20,13 @@ from dataclasses import dataclass
 
 from orchestrator.api.models import ProgressiveSync, ProgressiveSyncStatus, RolloutPhase
 from orchestrator.api.rollout_status import finalize_rollout, is_finalized
+from orchestrator.argocd import appsync
 from orchestrator.argocd.assess import WorkflowOutcome, assess_rollout
 from orchestrator.core.clock import Clock
 from orchestrator.kube.client import PROGRESSIVE_SYNCS, WORKFLOWS, Kube, NotFound
 from orchestrator.kube.status_writer import update_status
-from steps.common import RolloutRef, Tuning
+from steps.common import RolloutRef, Tuning, owned_apps
+from steps.terminate import terminate_operations
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +70,19 @@ def finalize(
         return FinalizeResult(
             rollout.rollout_id, None, f"ProgressiveSync {rollout.display} is gone; nothing to do"
         )
-    generation = ProgressiveSync.model_validate(obj).metadata.generation
+    ps = ProgressiveSync.model_validate(obj)
+    generation = ps.metadata.generation
     shutdown = _shutdown(kube, rollout.namespace, workflow_name)
+    ended = _end_what_we_started(
+        kube,
+        rollout,
+        ps,
+        workflow_name=workflow_name,
+        workflow_status=workflow_status,
+        shutdown=shutdown,
+        clock=clock,
+        tuning=tuning,
+    )
     now = clock.now()
 
     def mutate(status: ProgressiveSyncStatus) -> ProgressiveSyncStatus:
@@ -83,6 +96,8 @@ def finalize(
         )
         if status.rollout is not None and not status.rollout.workflow:
             status.rollout.workflow = workflow_name
+        if ended:
+            reason = f"{reason}; {ended}"
         return finalize_rollout(status, phase=phase, reason=reason, now=now, generation=generation)
 
     update = update_status(
@@ -95,6 +110,38 @@ def finalize(
         )
     assert stored.phase is not None  # finalize_rollout always sets it
     return FinalizeResult(rollout.rollout_id, stored.phase, stored.message or "")
+
+
+def _end_what_we_started(
+    kube: Kube,
+    rollout: RolloutRef,
+    ps: ProgressiveSync,
+    *,
+    workflow_name: str,
+    workflow_status: WorkflowOutcome,
+    shutdown: str | None,
+    clock: Clock,
+    tuning: Tuning,
+) -> str:
+    """A rollout that failed or was cancelled terminates its syncs still in flight; what it did, in words.
+
+    Nothing we started may apply the release after we said stop (DESIGN.md §3): `argo stop` kills
+    the steps mid-wait, and a sync held back by a sync window would otherwise run when it opens.
+    """
+    status = ps.status or ProgressiveSyncStatus()
+    if (status.rollout is not None and status.rollout.id != rollout.rollout_id) or is_finalized(status):
+        return ""
+    phase, _ = assess_rollout(workflow_name, workflow_status, shutdown=shutdown, stages=status.stages or [])
+    if phase not in (RolloutPhase.FAILED, RolloutPhase.CANCELLED):
+        return ""
+    in_flight = [
+        appsync.app_name(app)
+        for app in owned_apps(kube, rollout, ps)
+        if appsync.decide_terminate(app, rollout.rollout_id).action != appsync.TerminateAction.NONE
+    ]
+    if not in_flight:
+        return ""
+    return terminate_operations(kube, rollout, in_flight, clock=clock, tuning=tuning).summary
 
 
 def _shutdown(kube: Kube, namespace: str, workflow_name: str) -> str | None:

@@ -50,6 +50,7 @@ from steps.common import (
     list_clusters,
     load_progressive_sync,
 )
+from steps.terminate import terminate_operations
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +164,14 @@ def sync_cluster(
             )
         except _Busy as exc:
             return _fail(
-                kube, rollout, tuning, stage=stage, cluster=cluster, reason=f"cluster {cluster}: {exc}"
+                kube,
+                rollout,
+                tuning,
+                stage=stage,
+                cluster=cluster,
+                reason=f"cluster {cluster}: {exc}",
+                apps=[appsync.app_name(a) for a in apps],
+                clock=clock,
             )
         outcomes[outcome].append(name)
         if did_wait:
@@ -288,9 +296,21 @@ def _wait_until_free(
 
 
 def _fail(
-    kube: Kube, rollout: RolloutRef, tuning: Tuning, *, stage: str, cluster: str, reason: str
+    kube: Kube,
+    rollout: RolloutRef,
+    tuning: Tuning,
+    *,
+    stage: str,
+    cluster: str,
+    reason: str,
+    apps: Sequence[str] = (),
+    clock: Clock | None = None,
 ) -> SyncResult:
-    """Record the cluster failed in the stage and return the failed result."""
+    """End what this rollout already requested on the cluster, record it failed, return the failure."""
+    if apps and clock is not None:
+        ended = terminate_operations(kube, rollout, apps, clock=clock, tuning=tuning)
+        if ended.acted:
+            reason = f"{reason}; {ended.summary}"
     update_status(
         kube,
         rollout.namespace,

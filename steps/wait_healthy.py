@@ -18,6 +18,7 @@ Caller: `python -m steps wait-healthy` (steps.cli); tests call `wait_healthy` di
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -45,6 +46,7 @@ from steps.common import (
     list_clusters,
     load_progressive_sync,
 )
+from steps.terminate import terminate_operations
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +59,7 @@ class WaitResult:
     phase: ClusterPhase
     reason: str
     already_recorded: bool = False
+    apps: tuple[str, ...] = ()  # the cluster's Applications that were followed
 
     @property
     def failed(self) -> bool:
@@ -97,6 +100,12 @@ def wait_healthy(
     result = _follow(
         kube, rollout, ps, stage=stage, cluster=cluster, release=release, clock=clock, tuning=tuning
     )
+    if result.phase == ClusterPhase.FAILED and result.apps:
+        # Nothing we started may apply the release after we said the cluster failed (a sync a
+        # sync window holds back would run when the window opens): end it first, then record.
+        ended = terminate_operations(kube, rollout, result.apps, clock=clock, tuning=tuning)
+        if ended.acted:
+            result = dataclasses.replace(result, reason=f"{result.reason}; {ended.summary}")
 
     def mutation(status: ProgressiveSyncStatus) -> ProgressiveSyncStatus:
         if result.phase == ClusterPhase.DONE:
@@ -208,7 +217,7 @@ def _follow(
             )
             if verdict.phase != ClusterPhase.WAITING:
                 log.info("%s", verdict.reason)
-                return WaitResult(cluster, verdict.phase, verdict.reason)
+                return WaitResult(cluster, verdict.phase, verdict.reason, apps=tuple(names))
             if verdict.reason != last_reason:
                 log.info("%s", verdict.reason)
                 last_reason = verdict.reason

@@ -429,6 +429,68 @@ def build_sync_request(
     return body
 
 
+# --- ending what we started ---------------------------------------------------------------------
+
+
+class TerminateAction(StrEnum):
+    """What ending this rollout's operation on one Application takes."""
+
+    WITHDRAW = "Withdraw"  # our request was not taken up yet: remove `.operation`
+    TERMINATE = "Terminate"  # our operation runs: phase Terminating, as `argocd app terminate-op`
+    WAIT = "Wait"  # our operation is Terminating already: Argo CD is ending it
+    NONE = "None"  # nothing of ours runs (someone else's, or ended): never touched
+
+
+@dataclass(frozen=True)
+class TerminateDecision:
+    """The decision for one Application and why."""
+
+    action: TerminateAction
+    reason: str
+
+
+def decide_terminate(app: Mapping[str, Any], rollout_id: str) -> TerminateDecision:
+    """Whether (and how) this rollout's operation on the Application is to be ended."""
+    name = app_name(app)
+    state = operation_state(app)
+    if state_is_ours(app, rollout_id):
+        assert state is not None
+        phase = state.get("phase")
+        if phase == "Terminating":
+            return TerminateDecision(TerminateAction.WAIT, f"{name}: our sync is Terminating")
+        if phase == "Running":
+            # Between Argo CD's own retries too (Running with finishedAt): the next attempt must not run.
+            return TerminateDecision(
+                TerminateAction.TERMINATE,
+                f"{name}: our running sync set to Terminating (argocd app terminate-op)",
+            )
+        return TerminateDecision(TerminateAction.NONE, f"{name}: our sync ended {phase}")
+    if requested_by_rollout(app, rollout_id):
+        # Not Argo CD's yet (it has not started it): removing the request stops it for good.
+        return TerminateDecision(
+            TerminateAction.WITHDRAW, f"{name}: our sync request withdrawn before Argo CD took it up"
+        )
+    return TerminateDecision(TerminateAction.NONE, f"{name}: no operation of ours in flight")
+
+
+def build_terminate_request(app: Mapping[str, Any]) -> dict[str, Any]:
+    """The Application with `status.operationState.phase: Terminating`, as ONE update body.
+
+    What Argo CD's API server `TerminateOperation` writes; the controller then stops the sync and
+    records it Failed (it stops a retry loop too).
+    """
+    body = copy.deepcopy(dict(app))
+    body["status"]["operationState"]["phase"] = "Terminating"
+    return body
+
+
+def build_withdraw_request(app: Mapping[str, Any]) -> dict[str, Any]:
+    """The Application without our `.operation` (a request the controller never took up), one update."""
+    body = copy.deepcopy(dict(app))
+    body.pop("operation", None)
+    return body
+
+
 def refresh_patch(level: str = "normal") -> dict[str, Any]:
     """The merge patch that asks Argo CD to compare an Application again (`argocd.argoproj.io/refresh`).
 

@@ -21,7 +21,7 @@ from orchestrator.api.release import revisions_to_json
 from orchestrator.api.rollout_status import find_stage
 from orchestrator.argocd import appsync
 from orchestrator.devenv.controlplane import DevCluster
-from orchestrator.kube.client import APPLICATIONS, PROGRESSIVE_SYNCS, Kube
+from orchestrator.kube.client import APPLICATIONS, PROGRESSIVE_SYNCS, WORKFLOWS, Kube
 from tests.support.argocd_play import ArgoWorld
 from tests.support.builders import NEW_REVISION as REVISION
 from tests.support.builders import OLD_REVISION, REVISIONS
@@ -306,3 +306,81 @@ def test_two_stale_applications_at_new_and_old_each_sync_to_their_own_revision(r
         assert result.returncode == 0, result.stdout + result.stderr
     assert rig.world.get("c1")["operation"]["sync"]["revision"] == REVISION
     assert rig.world.get("c2")["operation"]["sync"]["revision"] == OLD_REVISION
+
+
+# --- finding 3: terminate what we start; sync windows -----------------------------------------
+
+
+def test_a_sync_held_by_a_sync_window_past_the_deadline_is_terminated_not_left_to_apply_later(
+    rig: Rig,
+) -> None:
+    make_progressive_sync(rig.kube, rig.namespace, stages=ALL, deadline_seconds=4)
+    select(rig)
+    rig.run("sync", "c1")
+    world = rig.world
+    world.takes_up("c1", now())
+    world.held_by_sync_window("c1")
+    process, log = rig.start("wait-healthy", "c1")
+    try:
+        wait_for(
+            lambda: "Argo CD holds the sync" in log.read_text(), timeout=30, what="the window to be seen"
+        )
+        # The deadline keeps running while the window denies the sync; then our sync is terminated.
+        wait_for(
+            lambda: world.get("c1")["status"]["operationState"]["phase"] == "Terminating",
+            timeout=30,
+            what="our sync set to Terminating",
+        )
+        assert process.poll() is None, "it waits (bounded) until Argo CD ended the sync"
+        world.ends_terminated("c1", now())
+        code, output = finish(process, log)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert code == 1, output
+    reason = rig.stage().failed[0].reason
+    assert "progress deadline of 4s passed" in reason and "blocked by sync window" in reason
+    assert "running sync of myservice-c1 terminated" in reason
+    assert "operation" not in world.get("c1"), "nothing of ours is left to run when the window opens"
+
+
+def make_workflow(rig: Rig, name: str, *, shutdown: str | None = None) -> None:
+    spec: dict[str, Any] = {"entrypoint": "main", "templates": [{"name": "main", "suspend": {}}]}
+    if shutdown:
+        spec["shutdown"] = shutdown
+    rig.kube.create(
+        WORKFLOWS,
+        rig.namespace,
+        {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "metadata": {"name": name}, "spec": spec},
+    )
+
+
+def test_a_cancelled_rollout_ends_every_sync_it_started_and_nothing_else(rig: Rig) -> None:
+    make_progressive_sync(rig.kube, rig.namespace, stages=ALL)
+    select(rig)
+    world = rig.world
+    rig.run("sync", "c1")
+    world.takes_up("c1", now())  # running
+    rig.run("sync", "c2")  # requested, not taken up yet
+    make_workflow(rig, "myservice-r1", shutdown="Stop")  # argo stop: the exit handler runs
+    log = rig.tmp_path / "finalize.log"
+    process = rig.runner.start(
+        "finalize", "--workflow-name", "myservice-r1", "--workflow-status", "Failed", log_path=log
+    )
+    try:
+        wait_for(
+            lambda: world.get("c1")["status"]["operationState"]["phase"] == "Terminating",
+            timeout=30,
+            what="the running sync set to Terminating",
+        )
+        world.ends_terminated("c1", now())
+        code, output = finish(process, log)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert code == 0, output
+    assert "operation" not in world.get("c2"), "the request Argo CD never took up is withdrawn"
+    status = read_progressive_sync(rig.kube, rig.namespace).status
+    assert status is not None and status.phase is not None and status.phase.value == "Cancelled"
+    assert "running sync of myservice-c1 terminated" in (status.message or "")
+    assert "sync request of myservice-c2 withdrawn" in (status.message or "")

@@ -252,6 +252,25 @@ class ArgoWorld:
 
         return self.write(cluster, change)
 
+    def held_by_sync_window(self, cluster: str) -> dict[str, Any]:
+        """Our Running sync held back by a deny window (controller/sync.go `syncWindowPreventsSync`)."""
+
+        def change(app: dict[str, Any]) -> None:
+            app["status"]["operationState"]["message"] = "Sync operation blocked by sync window"
+
+        return self.write(cluster, change)
+
+    def ends_terminated(self, cluster: str, now: datetime) -> dict[str, Any]:
+        """The controller ends a Terminating operation: Failed, finishedAt, `.operation` removed."""
+
+        def change(app: dict[str, Any]) -> None:
+            state = app["status"]["operationState"]
+            assert state["phase"] == "Terminating", state
+            state.update(phase="Failed", message="Operation terminated", finishedAt=format_time(now))
+            app.pop("operation", None)
+
+        return self.write(cluster, change)
+
     def compares(
         self, cluster: str, now: datetime, *, sync: str, revision: str, health: str = "Healthy"
     ) -> dict[str, Any]:

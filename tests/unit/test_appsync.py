@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from orchestrator.argocd import appsync
-from orchestrator.argocd.appsync import RevisionError, SyncAction
+from orchestrator.argocd.appsync import RevisionError, SyncAction, TerminateAction
 from tests.support.builders import (
     NEW_REVISION,
     OLD_REVISION,
@@ -414,3 +414,67 @@ def test_build_sync_request_carries_the_applications_sync_policy() -> None:
         "PruneLast=true",
     ]
     assert body["operation"]["retry"] == {"limit": 3, "backoff": {"duration": "5s"}}
+
+
+# --- finding 3: ending what we started -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("app", "action"),
+    [
+        pytest.param(make_application(phase="Running"), TerminateAction.TERMINATE, id="our-running-sync"),
+        pytest.param(
+            make_application(phase="Running", finished_at=at(5), retry_count=1),
+            TerminateAction.TERMINATE,
+            id="between-argo-cds-retries",
+        ),
+        pytest.param(
+            make_application(phase="Running", message="Sync operation blocked by sync window"),
+            TerminateAction.TERMINATE,
+            id="held-by-a-sync-window",
+        ),
+        pytest.param(make_application(phase="Terminating"), TerminateAction.WAIT, id="terminating-already"),
+        pytest.param(
+            make_application(operation=our_operation()), TerminateAction.WITHDRAW, id="not-taken-up"
+        ),
+        pytest.param(
+            make_application(
+                phase="Running", state_operation=foreign_operation("bob"), operation=our_operation()
+            ),
+            TerminateAction.WITHDRAW,
+            id="ours-queued-behind-someone-elses",
+        ),
+        pytest.param(
+            make_application(phase="Succeeded", finished_at=at(5)), TerminateAction.NONE, id="ended"
+        ),
+        pytest.param(
+            make_application(phase="Running", state_operation=foreign_operation("bob")),
+            TerminateAction.NONE,
+            id="someone-elses-is-never-touched",
+        ),
+        pytest.param(
+            make_application(phase="Running", state_operation=our_operation(rollout_id="r0")),
+            TerminateAction.NONE,
+            id="another-rollouts-is-not-ours",
+        ),
+        pytest.param(make_application(), TerminateAction.NONE, id="nothing"),
+    ],
+)
+def test_decide_terminate(app: dict[str, Any], action: TerminateAction) -> None:
+    assert appsync.decide_terminate(app, ROLLOUT).action == action
+
+
+def test_terminate_is_what_argocd_app_terminate_op_writes() -> None:
+    app = make_application(phase="Running", operation=our_operation())
+    app["metadata"]["resourceVersion"] = "7"
+    body = appsync.build_terminate_request(app)
+    assert body["status"]["operationState"]["phase"] == "Terminating"
+    assert body["metadata"]["resourceVersion"] == "7", "one conditional update"
+    assert body["operation"] == app["operation"], "Argo CD's API server keeps .operation"
+    assert app["status"]["operationState"]["phase"] == "Running", "the input is not changed"
+
+
+def test_a_request_not_taken_up_is_withdrawn() -> None:
+    app = make_application(operation=our_operation())
+    body = appsync.build_withdraw_request(app)
+    assert "operation" not in body and "operation" in app
