@@ -33,6 +33,7 @@ from orchestrator.kube.client import Forbidden, Invalid, Kube, KubeError, NotFou
 from steps.batch import run_batch
 from steps.cluster import run_cluster
 from steps.common import RolloutRef, Superseded, Tuning, UsageProblem
+from steps.failure import record_step_failure
 from steps.finalize import finalize
 from steps.record import record_stage
 from steps.select_stage import SelectResult, select_stage
@@ -144,10 +145,16 @@ def run_step(
     settings: StepSettings,
     call: Callable[[Kube], StepResult],
     outputs: Callable[[StepResult], Mapping[str, str]] | None = None,
+    *,
+    stage: str = "",
+    cluster: str = "",
 ) -> NoReturn:
-    """Build the adapter, run the step, write outputs, print the summary and exit with its code."""
+    """Build the adapter, run the step, write outputs, print the summary and exit with its code.
+
+    A step of a stage that cannot do its job (exit 2 or 75, a crash) first leaves its message in
+    the stage status (`steps.failure`)."""
     _setup_logging()
-    code, line = _run(step, settings, call, outputs)
+    code, line = _run(step, settings, call, outputs, stage=stage, cluster=cluster)
     click.echo(line)
     sys.exit(code)
 
@@ -157,16 +164,34 @@ def _run(
     settings: StepSettings,
     call: Callable[[Kube], StepResult],
     outputs: Callable[[StepResult], Mapping[str, str]] | None,
+    *,
+    stage: str = "",
+    cluster: str = "",
 ) -> tuple[int, str]:
     try:
         kube = Kube.from_kubeconfig(settings.kubeconfig)
     except KubeError as exc:
         log.error("%s", exc)
         return EXIT_USAGE, f"{step}: cannot reach the API server: {exc} (check --kubeconfig)"
+
+    def leave_word(message: str, *, final: bool) -> None:
+        if stage:
+            record_step_failure(
+                kube,
+                settings.rollout,
+                step=step,
+                stage=stage,
+                cluster=cluster,
+                message=message,
+                final=final,
+                settings=settings.tuning.status,
+            )
+
     try:
         result = call(kube)
     except UsageProblem as exc:
         log.error("%s", exc)
+        leave_word(str(exc), final=True)
         return EXIT_USAGE, f"{step}: {exc}"
     except Superseded as exc:
         log.error("%s", exc)
@@ -174,10 +199,16 @@ def _run(
     except (Forbidden, Invalid, NotFound) as exc:
         # Permanent: RBAC, a missing CRD, an object the API server refuses. A retry cannot help.
         log.error("%s", exc)
+        leave_word(str(exc), final=True)
         return EXIT_USAGE, f"{step}: {exc}"
     except KubeError as exc:
         log.error("temporary error: %s", exc)
+        leave_word(f"temporary error: {exc}", final=False)
         return EXIT_TEMPORARY, f"{step}: temporary error, try again: {exc}"
+    except Exception as exc:
+        # A bug: the traceback goes to stderr as usual, the stage hears of it first.
+        leave_word(f"crashed: {type(exc).__name__}: {exc}", final=True)
+        raise
     finally:
         kube.close()
     if outputs is not None:
@@ -233,6 +264,7 @@ def select_command(stage: str, **options: Any) -> None:
             kube, settings.rollout, stage=stage, clock=SystemClock(), tuning=settings.tuning
         ),
         targets,
+        stage=stage,
     )
 
 
@@ -256,6 +288,8 @@ def sync_command(stage: str, cluster: str, revisions: str, **options: Any) -> No
             clock=SystemClock(),
             tuning=settings.tuning,
         ),
+        stage=stage,
+        cluster=cluster,
     )
 
 
@@ -279,6 +313,8 @@ def wait_healthy_command(stage: str, cluster: str, revisions: str, **options: An
             clock=SystemClock(),
             tuning=settings.tuning,
         ),
+        stage=stage,
+        cluster=cluster,
     )
 
 
@@ -302,6 +338,8 @@ def cluster_command(stage: str, cluster: str, revisions: str, **options: Any) ->
             clock=SystemClock(),
             tuning=settings.tuning,
         ),
+        stage=stage,
+        cluster=cluster,
     )
 
 
@@ -351,6 +389,7 @@ def record_command(stage: str, **options: Any) -> None:
         lambda kube: record_stage(
             kube, settings.rollout, stage=stage, clock=SystemClock(), tuning=settings.tuning
         ),
+        stage=stage,
     )
 
 

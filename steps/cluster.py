@@ -33,7 +33,14 @@ from orchestrator.api.rollout_status import find_stage
 from orchestrator.argocd.assess import ClusterPhase
 from orchestrator.core.clock import Clock
 from orchestrator.kube.client import Kube
-from steps.common import RolloutRef, Tuning, check_rollout, check_stage, load_progressive_sync
+from steps.common import (
+    RolloutRef,
+    Tuning,
+    check_rollout,
+    check_stage,
+    load_progressive_sync,
+    stage_failure,
+)
 from steps.sync import sync_cluster
 from steps.wait_healthy import wait_healthy
 
@@ -65,21 +72,6 @@ class ClusterResult:
     def summary(self) -> str:
         """One line for people."""
         return f"cluster {self.cluster} {self.outcome.value}: {self.reason}"
-
-
-def stage_failure(ps: ProgressiveSync, stage: str) -> str:
-    """Why the stage has failed already (its failures exceed maxFailedClusters), or "" when it has not."""
-    entry = find_stage(ps.status, stage)
-    if entry is None:
-        return ""
-    tolerated = ps.spec.failure_policy.max_failed_clusters
-    if len(entry.failed) <= tolerated:
-        return ""
-    failed = ", ".join(failure.name for failure in entry.failed)
-    return (
-        f"stage {stage!r} has failed already ({len(entry.failed)} failed cluster(s), at most {tolerated} "
-        f"tolerated: {failed}); no new cluster starts"
-    )
 
 
 def run_cluster(

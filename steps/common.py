@@ -19,6 +19,7 @@ from typing import Any
 
 from orchestrator.api.models import ProgressiveSync
 from orchestrator.api.release import Revisions, normalize_revisions
+from orchestrator.api.rollout_status import find_stage
 from orchestrator.argocd.fleet import (
     AppSetView,
     Cluster,
@@ -75,6 +76,8 @@ class Tuning:
     pause_hold_seconds: int = 7 * 24 * 3600
     # After asking Argo CD to terminate our syncs, how long to wait for them to end before going on.
     terminate_wait_seconds: float = 60.0
+    # How often `wait-healthy` looks whether a sibling's failure has failed the stage meanwhile.
+    stage_check_seconds: float = 5.0
     status: StatusWriterSettings = field(default_factory=StatusWriterSettings)
 
 
@@ -97,6 +100,21 @@ def check_rollout(ps: ProgressiveSync, rollout_id: str) -> None:
             f"ProgressiveSync {ps.metadata.namespace}/{ps.metadata.name} is on rollout {current}, "
             f"not {rollout_id}: this Workflow was superseded"
         )
+
+
+def stage_failure(ps: ProgressiveSync, stage: str) -> str:
+    """Why the stage has failed already (its failures exceed maxFailedClusters), or "" when it has not."""
+    entry = find_stage(ps.status, stage)
+    if entry is None:
+        return ""
+    tolerated = ps.spec.failure_policy.max_failed_clusters
+    if len(entry.failed) <= tolerated:
+        return ""
+    failed = ", ".join(failure.name for failure in entry.failed)
+    return (
+        f"stage {stage!r} has failed already ({len(entry.failed)} failed cluster(s), at most {tolerated} "
+        f"tolerated: {failed}); no new cluster starts"
+    )
 
 
 def check_stage(ps: ProgressiveSync, stage: str) -> None:

@@ -28,7 +28,7 @@ from typing import Any
 
 from orchestrator.api.models import ProgressiveSync, ProgressiveSyncStatus
 from orchestrator.api.release import Revisions
-from orchestrator.api.rollout_status import find_stage, mark_completed, mark_failed
+from orchestrator.api.rollout_status import find_stage, mark_completed, mark_failed, set_note
 from orchestrator.argocd import appsync
 from orchestrator.argocd.appwatch import SnapshotCause, follow_applications
 from orchestrator.argocd.assess import ClusterPhase, assess_cluster
@@ -45,6 +45,7 @@ from steps.common import (
     find_cluster,
     list_clusters,
     load_progressive_sync,
+    stage_failure,
 )
 from steps.terminate import terminate_operations
 
@@ -60,6 +61,7 @@ class WaitResult:
     reason: str
     already_recorded: bool = False
     apps: tuple[str, ...] = ()  # the cluster's Applications that were followed
+    note: str = ""  # what a done cluster left worth a remark (kept in the stage's notes)
 
     @property
     def failed(self) -> bool:
@@ -109,7 +111,8 @@ def wait_healthy(
 
     def mutation(status: ProgressiveSyncStatus) -> ProgressiveSyncStatus:
         if result.phase == ClusterPhase.DONE:
-            return mark_completed(status, stage=stage, cluster=cluster)
+            marked = mark_completed(status, stage=stage, cluster=cluster)
+            return set_note(marked, stage=stage, cluster=cluster, note=result.note)
         return mark_failed(status, stage=stage, cluster=cluster, reason=result.reason)
 
     update_status(
@@ -167,13 +170,17 @@ def _follow(
     started: datetime | None = None
     deadline: datetime | None = None
     last_cluster_check = clock.now()
+    last_stage_check = clock.now()
     cluster_exists = True
     last_reason = ""
+    notes = _Notes(kube, rollout, stage=stage, cluster=cluster, tuning=tuning)
     refreshes = _Refreshes(kube, rollout.argocd_namespace, tuning, clock)
 
     def window() -> int:
-        left = (deadline - clock.now()).total_seconds() if deadline else tuning.watch_window_seconds
-        left = min(left, refreshes.seconds_to_next(clock.now()))
+        now = clock.now()
+        left = (deadline - now).total_seconds() if deadline else tuning.watch_window_seconds
+        left = min(left, refreshes.seconds_to_next(now))
+        left = min(left, tuning.stage_check_seconds - (now - last_stage_check).total_seconds())
         return max(1, min(tuning.watch_window_seconds, math.ceil(left)))
 
     snapshots = follow_applications(kube, rollout.argocd_namespace, names, window_seconds=window)
@@ -181,12 +188,7 @@ def _follow(
         for snapshot in snapshots:
             now = clock.now()
             if started is None:
-                starts = [
-                    t
-                    for app in snapshot.apps.values()
-                    if app is not None and (t := appsync.sync_started_at(app, rollout.rollout_id)) is not None
-                ]
-                started = min(starts) if starts else now
+                started = _sync_started(snapshot.apps, rollout.rollout_id) or now
                 deadline = started + progress_deadline
                 log.info(
                     "cluster %s: following %s; deadline %s (%ss after the sync started at %s)",
@@ -197,6 +199,13 @@ def _follow(
                     format_time(started),
                 )
             assert deadline is not None
+            if (now - last_stage_check).total_seconds() >= tuning.stage_check_seconds:
+                # A sibling's failure may have failed the stage: the rollout is Failed, so what we
+                # started here must not go on applying the release (DESIGN.md §3).
+                last_stage_check = now
+                stopped = _stage_failed_meanwhile(kube, rollout, stage=stage, cluster=cluster)
+                if stopped:
+                    return WaitResult(cluster, ClusterPhase.FAILED, stopped, apps=tuple(names))
             stale_check = (now - last_cluster_check).total_seconds() >= tuning.watch_window_seconds
             if snapshot.cause != SnapshotCause.EVENT or stale_check:
                 cluster_exists = (
@@ -217,14 +226,74 @@ def _follow(
             )
             if verdict.phase != ClusterPhase.WAITING:
                 log.info("%s", verdict.reason)
-                return WaitResult(cluster, verdict.phase, verdict.reason, apps=tuple(names))
+                note = "; ".join(verdict.notices) if verdict.phase == ClusterPhase.DONE else ""
+                return WaitResult(cluster, verdict.phase, verdict.reason, apps=tuple(names), note=note)
             if verdict.reason != last_reason:
                 log.info("%s", verdict.reason)
                 last_reason = verdict.reason
+            notes.say("; ".join(verdict.notices))
             refreshes.request(verdict.refresh, snapshot.apps)
     finally:
         snapshots.close()
     raise AssertionError("unreachable: the Application follower never ends on its own")
+
+
+def _sync_started(apps: Mapping[str, Mapping[str, Any] | None], rollout_id: str) -> datetime | None:
+    """When the first of this rollout's syncs of the cluster started (None when none is known)."""
+    starts = [
+        t
+        for app in apps.values()
+        if app is not None and (t := appsync.sync_started_at(app, rollout_id)) is not None
+    ]
+    return min(starts) if starts else None
+
+
+def _stage_failed_meanwhile(kube: Kube, rollout: RolloutRef, *, stage: str, cluster: str) -> str:
+    """Why the cluster stops waiting because its stage failed meanwhile ("" while it has not).
+
+    Raises Superseded when a newer rollout took over."""
+    current = load_progressive_sync(kube, rollout)
+    check_rollout(current, rollout.rollout_id)
+    failed = stage_failure(current, stage)
+    if not failed:
+        return ""
+    reason = f"cluster {cluster}: stopped before it finished: {failed}"
+    log.info("%s", reason)
+    return reason
+
+
+class _Notes:
+    """Writes the cluster's note into the stage status (`notes`) when it changes: a person sees what
+    holds the cluster (a sync window, Suspended, Missing, Unknown, Argo CD retrying, ...) while it lasts."""
+
+    def __init__(self, kube: Kube, rollout: RolloutRef, *, stage: str, cluster: str, tuning: Tuning) -> None:
+        self.kube = kube
+        self.rollout = rollout
+        self.stage = stage
+        self.cluster = cluster
+        self.tuning = tuning
+        self.said: str | None = None  # None: not written by this step yet (a note may be left over)
+
+    def say(self, note: str) -> None:
+        if note == self.said:
+            return
+        rollout, stage, cluster = self.rollout, self.stage, self.cluster
+
+        def mutation(status: ProgressiveSyncStatus) -> ProgressiveSyncStatus:
+            entry = find_stage(status, stage)
+            if entry is None or cluster in entry.completed or any(f.name == cluster for f in entry.failed):
+                return status  # recorded already (by a step run again): its outcome says it
+            return set_note(status, stage=stage, cluster=cluster, note=note)
+
+        update_status(
+            self.kube,
+            rollout.namespace,
+            rollout.name,
+            mutation,
+            what=f"cluster {cluster} note",
+            settings=self.tuning.status,
+        )
+        self.said = note
 
 
 class _Refreshes:

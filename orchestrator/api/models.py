@@ -553,6 +553,15 @@ class ClusterFailure(_Model):
     """Why it failed, for people."""
 
 
+class ClusterNote(_Model):
+    """Something a person should hear about one cluster of a stage while it lasts, or once it is done."""
+
+    name: str
+    """The cluster's name."""
+    note: str = ""
+    """What holds it (a sync window, Suspended, Missing, Unknown, a retry) or what a done one left."""
+
+
 class StageStatus(_Model):
     """Where one stage stands: which clusters it took, which are in flight, done and failed."""
 
@@ -570,6 +579,8 @@ class StageStatus(_Model):
     """Clusters updated, Synced and Healthy."""
     failed: list[ClusterFailure] = Field(default_factory=list, json_schema_extra={"default": []})
     """Clusters that failed, with reasons."""
+    notes: list[ClusterNote] = Field(default_factory=list, json_schema_extra={"default": []})
+    """Clusters in flight held by something other than a plain wait, and done clusters with a remark."""
     started_at: Timestamp | None = None
     """When the stage started."""
     finished_at: Timestamp | None = None

@@ -16,6 +16,7 @@ from datetime import datetime
 
 from orchestrator.api.models import (
     ClusterFailure,
+    ClusterNote,
     Condition,
     ConditionStatus,
     ProgressiveSyncStatus,
@@ -28,6 +29,10 @@ from orchestrator.api.models import (
 READY = "Ready"
 PROGRESSING = "Progressing"
 UNFINISHED_STAGE_PHASES = (StagePhase.PENDING, StagePhase.PROGRESSING)
+# How a stage message written by a step that could not do its job begins (`note_step_error`);
+# `finalize_rollout` keeps such a message in the stage's final one.
+STEP_ERROR = "step error: "
+TEMPORARY_STEP_ERROR = "temporary step error (the Workflow retries the step): "
 
 
 def stage_of(status: ProgressiveSyncStatus, name: str) -> StageStatus:
@@ -200,17 +205,51 @@ def mark_completed(status: ProgressiveSyncStatus, *, stage: str, cluster: str) -
     return status
 
 
+def set_note(status: ProgressiveSyncStatus, *, stage: str, cluster: str, note: str) -> ProgressiveSyncStatus:
+    """The cluster's note in the stage (`notes`): set to `note`, or removed when `note` is empty."""
+    entry = stage_of(status, stage)
+    notes = [existing for existing in entry.notes if existing.name != cluster or note]
+    for index, existing in enumerate(notes):
+        if existing.name == cluster:
+            notes[index] = ClusterNote(name=cluster, note=note)
+            break
+    else:
+        if note:
+            notes.append(ClusterNote(name=cluster, note=note))
+    entry.notes = notes
+    return status
+
+
 def mark_failed(
     status: ProgressiveSyncStatus, *, stage: str, cluster: str, reason: str
 ) -> ProgressiveSyncStatus:
-    """The cluster failed: move it from `syncing` to `failed` with the reason (first reason wins)."""
+    """The cluster failed: move it from `syncing` to `failed` with the reason (first reason wins);
+    its note goes (the reason says it all)."""
     entry = stage_of(status, stage)
+    entry.notes = [note for note in entry.notes if note.name != cluster]
     entry.syncing = [name for name in entry.syncing if name != cluster]
     entry.completed = [name for name in entry.completed if name != cluster]
     if not any(failure.name == cluster for failure in entry.failed):
         entry.failed.append(ClusterFailure(name=cluster, reason=reason))
     refresh_progress(status)
     return status
+
+
+def note_step_error(
+    status: ProgressiveSyncStatus, *, stage: str, message: str, final: bool
+) -> ProgressiveSyncStatus:
+    """A step of the stage could not do its job: the stage's message says so in the step's words.
+
+    Only while the stage is unfinished (a closed stage's message is its verdict)."""
+    entry = stage_of(status, stage)
+    if entry.phase in UNFINISHED_STAGE_PHASES:
+        entry.message = (STEP_ERROR if final else TEMPORARY_STEP_ERROR) + message
+    return status
+
+
+def is_step_error(message: str) -> bool:
+    """True for a stage message a step that could not do its job wrote (`note_step_error`)."""
+    return message.startswith((STEP_ERROR, TEMPORARY_STEP_ERROR))
 
 
 def close_stage(
@@ -262,12 +301,13 @@ def finalize_rollout(
     for stage in status.stages or []:
         if stage.phase not in UNFINISHED_STAGE_PHASES:
             continue
-        if stage.phase == StagePhase.PROGRESSING:
+        if stage.phase == StagePhase.PROGRESSING or is_step_error(stage.message):
             counts = (
                 f"{len(stage.completed)} of {len(stage.targets)} clusters updated, {len(stage.failed)} failed"
             )
+            why = f"{stage.message}; the rollout {ended}" if is_step_error(stage.message) else ""
             stage.phase = StagePhase.FAILED if phase == RolloutPhase.FAILED else StagePhase.CANCELLED
-            stage.message = f"did not finish ({counts}): the rollout {ended}: {reason}"
+            stage.message = f"did not finish ({counts}): {why or f'the rollout {ended}: {reason}'}"
         else:
             stage.phase = StagePhase.CANCELLED
             stage.message = f"not started: the rollout {ended}: {reason}"

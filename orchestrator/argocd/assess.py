@@ -21,6 +21,7 @@ from enum import StrEnum
 from typing import Any
 
 from orchestrator.api.models import RolloutPhase, StagePhase, StageStatus
+from orchestrator.api.rollout_status import is_step_error
 from orchestrator.argocd import appsync
 from orchestrator.core.clock import format_time, parse_time
 
@@ -247,10 +248,15 @@ def _assess_health(
     elif sync_status == "OutOfSync":
         leftovers = _prune_only_leftovers(status)
         if leftovers is None or prune:
+            # Missing resources also make it OutOfSync (Argo CD): say the health too.
+            health = status.get("health") or {}
+            health_status = str(health.get("status") or "Unknown")
+            detail = f": {health['message']}" if health.get("message") else ""
             return Verdict(
                 ClusterPhase.WAITING,
-                f"{name}: still OutOfSync after the sync at {','.join(target)}",
-                Notice.OUT_OF_SYNC,
+                f"{name}: still OutOfSync after the sync at {','.join(target)}; "
+                f"health {health_status}{detail}",
+                Notice.MISSING if health_status == "Missing" else Notice.OUT_OF_SYNC,
             )
         notes.append(
             f"{len(leftovers)} resource(s) that only pruning removes are left (prune is off): "
@@ -450,6 +456,12 @@ def assess_rollout(
     ]
     if workflow_status != WorkflowOutcome.SUCCEEDED:
         detail = f"; failed: {', '.join(failed_clusters)}" if failed_clusters else ""
+        errors = [
+            f"stage {stage.name!r}: {stage.message}"
+            for stage in stages
+            if stage.phase in (StagePhase.PENDING, StagePhase.PROGRESSING) and is_step_error(stage.message)
+        ]
+        detail += "".join(f"; {error}" for error in errors)
         return RolloutPhase.FAILED, f"Workflow {workflow_name} ended {workflow_status.value}{detail}"
     unfinished = [
         stage.name for stage in stages if stage.phase not in (StagePhase.SUCCEEDED, StagePhase.SKIPPED)

@@ -139,20 +139,24 @@ class OwnerRef:
 
 @dataclass(frozen=True, slots=True)
 class AppSetView:
-    """An ApplicationSet: only what identifies it as the owner of Applications."""
+    """An ApplicationSet: what identifies it as the owner of Applications, and its own rollout strategy."""
 
     name: str
     namespace: str = ""
     uid: str = ""
+    # `spec.strategy.type` ("" when absent): RollingSync means Argo CD's own progressive sync.
+    strategy: str = ""
 
 
 def app_set_view_from_object(obj: Mapping[str, Any]) -> AppSetView:
     """The `AppSetView` of an ApplicationSet object."""
     metadata = _mapping(obj.get("metadata"))
+    strategy = _mapping(_mapping(obj.get("spec")).get("strategy"))
     return AppSetView(
         name=_text(metadata.get("name")),
         namespace=_text(metadata.get("namespace")),
         uid=_text(metadata.get("uid")),
+        strategy=_text(strategy.get("type")),
     )
 
 

@@ -17,7 +17,8 @@ to the same answer. It is an ordered list of early returns:
 6. the rollout's Workflow finished but its exit handler recorded nothing → wait
    `finalize_grace_seconds`, then record the end ourselves;
 7. the rollout's Workflow vanished while the status says it runs → report it, never re-create;
-8. the ApplicationSet is missing or owned by another ProgressiveSync, or the plan has errors →
+8. the ApplicationSet is missing, owned by another ProgressiveSync or rolled out by Argo CD's own
+   RollingSync (`spec.strategy`), or the plan has errors →
    `Valid=False` with the reason, nothing started;
 9. nothing out of date → up to date;
 10. the release due was rolled out already (whatever the outcome: a failed rollout is never
@@ -65,6 +66,8 @@ from workflow_templates.builder import WorkflowBuildError, build_workflow, workf
 from workflow_templates.settings import WorkflowSettings
 
 VALID = "Valid"
+# ApplicationSet `spec.strategy.type` of Argo CD's own progressive sync, which we refuse to fight.
+ROLLING_SYNC = "RollingSync"
 READY = "Ready"
 PROGRESSING = "Progressing"
 PAUSED = "Paused"
@@ -691,6 +694,15 @@ def _appset_problem(obs: Observed) -> tuple[str, str] | None:
             "ApplicationSetClaimed",
             f"ApplicationSet {name} is already rolled out by ProgressiveSync {obs.claimed_by}; "
             "one ApplicationSet has one ProgressiveSync",
+        )
+    if obs.appset.strategy == ROLLING_SYNC:
+        # Argo CD's own progressive sync (applicationset/controllers/progressive_sync.go) syncs the
+        # same Applications step by step: two orchestrators would race over every sync.
+        return (
+            "ApplicationSetRollingSync",
+            f"ApplicationSet {name} uses Argo CD's RollingSync (spec.strategy.type: RollingSync), which "
+            "syncs its Applications itself; remove spec.strategy (or set type AllAtOnce) to roll it out "
+            "with this ProgressiveSync",
         )
     return None
 

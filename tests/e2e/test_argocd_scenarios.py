@@ -110,7 +110,6 @@ def test_the_applications_sync_policy_reaches_the_operation(
 # --- 3. terminate what we start --------------------------------------------------------------------
 
 
-@pending("finding 3: terminate the operations we started")
 @pytest.mark.parametrize(
     ("sim", "stages", "spec", "cancel", "phase"),
     [
@@ -161,7 +160,6 @@ def test_a_sync_we_started_is_terminated_when_we_stop(
     assert (state["phase"], state["message"]) == ("Failed", "Operation terminated")
 
 
-@pending("finding 3: a deny window, waited for and said in the status")
 def test_a_deny_window_holds_the_rollout_which_says_so_and_goes_on_when_it_opens(rig: ScenarioRig) -> None:
     rig.seed().start(FAST).create(stages=[CANARY_STAGE, REST_STAGE], progressDeadlineSeconds=90)
     rig.annotate_cluster(CANARY, {"simulator.progressivesync.io/sync-window": "deny"})
@@ -210,7 +208,6 @@ def test_a_cluster_that_refreshes_late_is_not_left_behind(rig: ScenarioRig) -> N
 # --- 6. done and failed ------------------------------------------------------------------------------
 
 
-@pending("finding 6: the prune-off leftovers named in the status")
 def test_prune_off_and_a_removed_resource_is_done_and_says_so(rig: ScenarioRig) -> None:
     rig.seed().start(behaviour("removedResource: true")).create(
         stages=[ALL_AT_ONCE], progressDeadlineSeconds=30
@@ -230,7 +227,6 @@ def test_a_transient_degraded_right_after_the_sync_does_not_fail_the_cluster(rig
     assert [e["event"] for e in rig.events("degraded", "healthy")] == ["degraded", "healthy"]
 
 
-@pending("finding 6: Suspended, Missing, Unknown reported in the status while they last")
 @pytest.mark.parametrize("health", ["Suspended", "Missing", "Unknown"])
 def test_a_health_that_is_neither_healthy_nor_degraded_is_reported_while_it_lasts(
     rig: ScenarioRig, health: str
@@ -304,7 +300,6 @@ def test_an_application_being_deleted_fails_its_cluster(rig: ScenarioRig) -> Non
     assert "deleted" in rig.status_text()
 
 
-@pending("finding 6: RollingSync refused with Valid=False")
 def test_an_applicationset_with_rollingsync_is_refused(rig: ScenarioRig) -> None:
     rig.seed(clusters=1)
     rig.edit_app_set(
@@ -353,7 +348,6 @@ def test_an_application_someone_else_synced_to_the_release_is_adopted_not_synced
 # --- 8. a step that fails for a reason other than a cluster -------------------------------------------
 
 
-@pending("finding 8: a step's failure reason in the status")
 def test_a_step_that_cannot_do_its_job_leaves_its_own_words_in_the_status(
     rig: ScenarioRig, control_plane: DevCluster
 ) -> None:

@@ -304,6 +304,9 @@ def test_assess_application(app: dict[str, Any] | None, expected: ClusterPhase, 
         ),
         pytest.param(done_application(health="Suspended"), Notice.SUSPENDED, id="suspended"),
         pytest.param(done_application(health="Missing"), Notice.MISSING, id="missing"),
+        pytest.param(
+            done_application(health="Missing", sync="OutOfSync"), Notice.MISSING, id="missing-and-out-of-sync"
+        ),
         pytest.param(done_application(health="Unknown"), Notice.UNKNOWN, id="unknown"),
         pytest.param(done_application(health="Degraded"), Notice.DEGRADED, id="degraded-in-grace"),
         pytest.param(done_application(health="Progressing"), None, id="progressing-is-no-news"),
@@ -500,6 +503,14 @@ def test_assess_stage(stage: Any, max_failed: int, expected: StagePhase, message
             RolloutPhase.FAILED,
             "never finished: canary",
             id="succeeded-with-unfinished-stage-is-not-success",
+        ),
+        pytest.param(
+            WorkflowOutcome.FAILED,
+            None,
+            [make_stage_status(phase=StagePhase.PENDING, message="step error: select step: 403 forbidden")],
+            RolloutPhase.FAILED,
+            "stage 'canary': step error: select step: 403 forbidden",
+            id="a-step-that-could-not-run-is-named-with-its-words",
         ),
     ],
 )

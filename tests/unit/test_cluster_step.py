@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from steps.cluster import stage_failure
+from steps.common import stage_failure
 from tests.support.builders import make_ps_model, make_stage_status
 
 

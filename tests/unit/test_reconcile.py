@@ -540,6 +540,15 @@ def test_invalid_reference_names_the_reason() -> None:
     assert "argocd/older" in (status.message or "")
 
 
+def test_an_applicationset_with_argo_cds_rollingsync_is_refused() -> None:
+    appset = AppSetView(name="myservice", namespace="argocd", uid="u1", strategy="RollingSync")
+    decision = decide(observed(appset=appset), POLICY)
+    status = apply_patch(ProgressiveSyncStatus(), _patch(decision), NOW)
+    assert _condition(status, "Valid") == (ConditionStatus.FALSE, "ApplicationSetRollingSync")
+    assert not decision.of(CreateWorkflow), "two orchestrators would sync the same Applications"
+    assert "spec.strategy" in (status.message or "")
+
+
 def test_following_shows_the_stage_and_the_approval_wait() -> None:
     decision = decide(
         observed(

@@ -43,6 +43,9 @@ MUTATIONS: list[tuple[str, Mutation]] = [
         lambda s: rs.close_stage(s, stage="canary", phase=StagePhase.SUCCEEDED, message="ok", now=at(2)),
     ),
     ("finalize", lambda s: rs.finalize_rollout(s, phase=RolloutPhase.FAILED, reason="x", now=at(3))),
+    ("note", lambda s: rs.set_note(s, stage="canary", cluster="a", note="held by a sync window")),
+    ("note-removed", lambda s: rs.set_note(s, stage="canary", cluster="a", note="")),
+    ("step-error", lambda s: rs.note_step_error(s, stage="canary", message="forbidden", final=True)),
 ]
 
 
@@ -157,3 +160,42 @@ def test_starting_a_stage_makes_a_pending_rollout_progressing(
     status.phase = before
     status = rs.start_stage(status, stage="canary", targets=["a"], message="m", now=T0)
     assert status.phase == after
+
+
+def test_a_note_lasts_while_it_is_said_and_goes_with_a_failure() -> None:
+    status = status_with(
+        make_stage_status(targets=("a", "b"), syncing=("a", "b"), phase=StagePhase.PROGRESSING)
+    )
+    status = rs.set_note(status, stage="canary", cluster="a", note="health Suspended")
+    status = rs.set_note(status, stage="canary", cluster="b", note="blocked by sync window")
+    status = rs.set_note(status, stage="canary", cluster="a", note="health Missing")
+    (stage,) = status.stages or []
+    assert [(n.name, n.note) for n in stage.notes] == [
+        ("a", "health Missing"),
+        ("b", "blocked by sync window"),
+    ]
+    status = rs.set_note(status, stage="canary", cluster="a", note="")
+    status = rs.mark_failed(status, stage="canary", cluster="b", reason="deadline")
+    assert (status.stages or [])[0].notes == []
+
+
+@pytest.mark.parametrize(
+    ("stage_phase", "final", "kept"),
+    [
+        pytest.param(StagePhase.PENDING, True, True, id="select-could-not-run"),
+        pytest.param(StagePhase.PROGRESSING, False, True, id="temporary-error-retries-ran-out"),
+        pytest.param(StagePhase.SUCCEEDED, True, False, id="a-closed-stage-keeps-its-verdict"),
+    ],
+)
+def test_a_steps_own_words_reach_the_stage_and_survive_finalize(
+    stage_phase: StagePhase, final: bool, kept: bool
+) -> None:
+    status = status_with(make_stage_status(phase=stage_phase, message="selected 2"))
+    status = rs.note_step_error(status, stage="canary", message="select step: forbidden", final=final)
+    status = rs.finalize_rollout(
+        status, phase=RolloutPhase.FAILED, reason="Workflow w ended Failed", now=at(9)
+    )
+    (stage,) = status.stages or []
+    assert ("select step: forbidden" in stage.message) is kept, stage.message
+    if kept:
+        assert stage.phase == StagePhase.FAILED and stage.message.startswith("did not finish")
