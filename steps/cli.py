@@ -374,6 +374,7 @@ def batch_command(
             clock=SystemClock(),
             tuning=settings.tuning,
         ),
+        stage=stage,
     )
 
 
