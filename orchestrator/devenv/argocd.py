@@ -1,0 +1,776 @@
+"""The real Argo CD on the dev control plane: repo-server, application controller, ApplicationSet
+controller, redis, a `file://` Git repository and destination clusters, as local processes.
+
+`ArgoCDStack.start(control_plane, tools, settings)`:
+
+1. installs Argo CD's own CRDs (from the tool cache) on the control plane, and in its namespace
+   `argocd-cm` (no in-cluster destination; the HealthProbe Lua health check), `argocd-cmd-params-cm`,
+   `argocd-secret` and the `default` AppProject;
+2. starts `settings.servers` destination clusters (each its own etcd + kube-apiserver, a
+   `DevCluster`) with the HealthProbe CRD, and writes one cluster Secret per `settings.clusters`
+   entry (its labels are what stage selectors match), pointing at those servers round-robin: the
+   first name of a server as `https://127.0.0.1:PORT`, the second as `https://localhost:PORT`
+   (two names for one server are two clusters to Argo CD);
+3. creates a bare Git repository holding the starter app (`starter_app`), starts redis
+   (Debian's `redis-server`) and the three Argo CD components on free loopback ports, and waits
+   until each answers its health check;
+4. optionally creates the starter ApplicationSet and syncs its Applications once (release 1
+   deployed everywhere), the way Argo CD's API server would.
+
+Reconciliation timing comes from `ARGOCD_RECONCILIATION_TIMEOUT`/`_JITTER` (argocd-cm's
+`timeout.reconciliation` is read from those variables by the processes; the ConfigMap keeps the
+same value for people reading it). Every port is free-chosen; nothing machine-wide changes.
+`stop()` ends the processes, the destination clusters and removes the work dir. The Argo CD
+processes use the control plane's admin credentials and their own client certificates
+(`system:masters`) on the destination clusters.
+
+Callers: `progressive-sync dev-cluster up --argocd`, `progressive-sync demo --argocd real`, the
+real-Argo-CD tests.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import functools
+import logging
+import os
+import secrets
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from orchestrator.devenv import starter_app
+from orchestrator.devenv.controlplane import DevCluster
+from orchestrator.devenv.gitrepo import ReleaseRepo
+from orchestrator.devenv.processes import Supervisor, free_port, http_ok, redis_pings
+from orchestrator.kube.client import (
+    APPLICATION_SETS,
+    APPLICATIONS,
+    NAMESPACES,
+    SECRETS,
+    AlreadyExists,
+    Conflict,
+    Kube,
+    NotFound,
+    Resource,
+)
+from orchestrator.kube.crds import apply_crds
+
+log = logging.getLogger(__name__)
+
+CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap")
+APP_PROJECTS = Resource("argoproj.io", "v1alpha1", "appprojects", "AppProject")
+HEALTH_PROBES = Resource(
+    starter_app.PROBE_GROUP, starter_app.PROBE_VERSION, starter_app.PROBE_PLURAL, starter_app.PROBE_KIND
+)
+PART_OF_ARGOCD = {"app.kubernetes.io/part-of": "argocd"}
+ARGOCD_CRD_FILES = ("application-crd.yaml", "applicationset-crd.yaml", "appproject-crd.yaml")
+COMPONENTS = ("argocd-repo-server", "argocd-application-controller", "argocd-applicationset-controller")
+# At most this many cluster names point at one destination API server (its serving certificate
+# names 127.0.0.1 and localhost).
+NAMES_PER_SERVER = 2
+
+
+class ArgoCDStackError(RuntimeError):
+    """The Argo CD dev stack could not start (tools missing, a component failed); says which."""
+
+
+# --- what to run -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ArgoCDTools:
+    """The programs the stack runs (built or installed by `make tools`)."""
+
+    argocd: Path  # one binary: application controller, ApplicationSet controller, repo-server
+    wrappers_dir: Path  # holds git-verify-wrapper.sh and gpg-wrapper.sh (repo-server runs them)
+    crds_dir: Path  # Argo CD's own CRDs (manifests/crds of the argo-cd module)
+    redis_server: Path
+    git: Path
+
+    def check(self) -> None:
+        """ArgoCDStackError naming each missing program and how to get it."""
+        missing = [
+            str(path) for path in (self.argocd, self.redis_server, self.git) if not os.access(path, os.X_OK)
+        ]
+        missing += [
+            str(self.wrappers_dir / name)
+            for name in ("git-verify-wrapper.sh", "gpg-wrapper.sh")
+            if not (self.wrappers_dir / name).is_file()
+        ]
+        missing += [
+            str(self.crds_dir / name) for name in ARGOCD_CRD_FILES if not (self.crds_dir / name).is_file()
+        ]
+        if missing:
+            raise ArgoCDStackError(
+                f"the real Argo CD needs {', '.join(missing)}: run `make tools` (it builds Argo CD and "
+                "installs redis-server and git)"
+            )
+
+    @classmethod
+    def find(cls, tools_dir: str | os.PathLike[str] | None = None) -> ArgoCDTools:
+        """The tools folder `make tools` prints (explicit, $PROGRESSIVE_SYNC_TOOLS_DIR, or
+        $KUBEBUILDER_ASSETS), plus Debian's redis-server and git from PATH."""
+        candidates = [
+            str(value)
+            for value in (
+                tools_dir,
+                os.environ.get("PROGRESSIVE_SYNC_TOOLS_DIR"),
+                os.environ.get("KUBEBUILDER_ASSETS"),
+            )
+            if value
+        ]
+        folder = next((Path(c) for c in candidates if (Path(c) / "argocd").exists()), None)
+        if folder is None:
+            looked = ", ".join(candidates) or "nowhere (PROGRESSIVE_SYNC_TOOLS_DIR is unset)"
+            raise ArgoCDStackError(
+                f"the argocd binary is not in the tools folder (looked in {looked}): run `make tools` "
+                "and set PROGRESSIVE_SYNC_TOOLS_DIR to the folder it prints"
+            )
+        tools = cls(
+            argocd=folder / "argocd",
+            wrappers_dir=folder,
+            crds_dir=folder / "crds" / "argocd",
+            redis_server=Path(shutil.which("redis-server") or "/usr/bin/redis-server"),
+            git=Path(shutil.which("git") or "/usr/bin/git"),
+        )
+        tools.check()
+        return tools
+
+    def crd_documents(self) -> list[dict[str, Any]]:
+        """Argo CD's Application, ApplicationSet and AppProject CRDs."""
+        return [yaml.safe_load((self.crds_dir / name).read_text()) for name in ARGOCD_CRD_FILES]
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """One Argo CD cluster of the dev fleet: its name and the labels stage selectors match."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+def default_clusters(count: int = 4, regions: Sequence[str] = ("eu", "us")) -> tuple[ClusterSpec, ...]:
+    """`count` clusters named `<region>-<n>` round-robin over `regions` (labels region, env)."""
+    if count < 1:
+        raise ValueError("the dev fleet needs at least one cluster")
+    clusters = []
+    for index in range(count):
+        region = regions[index % len(regions)]
+        clusters.append(
+            ClusterSpec(f"{region}-{index // len(regions) + 1}", {"region": region, "env": "dev"})
+        )
+    return tuple(clusters)
+
+
+@dataclass(frozen=True)
+class ArgoCDSettings:
+    """What `ArgoCDStack.start` runs."""
+
+    namespace: str = "argocd"
+    clusters: tuple[ClusterSpec, ...] = field(default_factory=default_clusters)
+    # Distinct destination kube-apiservers; cluster names beyond them reuse them under a second URL.
+    servers: int = 2
+    # How often the application controller compares each Application with Git, and its jitter.
+    reconciliation_seconds: int = 10
+    reconciliation_jitter_seconds: int = 0
+    # The starter ApplicationSet (None: create none) and whether to deploy release 1 everywhere.
+    app_set: str | None = starter_app.APP_SET
+    bootstrap: bool = True
+    # Extra `resource.customizations...` or other argocd-cm keys.
+    extra_argocd_cm: Mapping[str, str] = field(default_factory=dict)
+    log_level: str = "info"
+    ready_timeout_seconds: float = 120.0
+
+    def __post_init__(self) -> None:
+        if self.servers < 1:
+            raise ValueError("--argocd-servers must be at least 1")
+        if len(self.clusters) > self.servers * NAMES_PER_SERVER:
+            raise ValueError(
+                f"{len(self.clusters)} clusters need at least {-(-len(self.clusters) // NAMES_PER_SERVER)} "
+                f"destination servers ({NAMES_PER_SERVER} cluster names per server); raise --argocd-servers"
+            )
+        names = [cluster.name for cluster in self.clusters]
+        if len(set(names)) != len(names):
+            raise ValueError(f"cluster names must be unique: {names}")
+
+
+@dataclass(frozen=True)
+class DestinationCluster:
+    """A cluster Secret of the stack: its name, URL, labels and the API server behind it."""
+
+    name: str
+    server: str
+    labels: Mapping[str, str]
+    api: DevCluster
+
+    @property
+    def secret_name(self) -> str:
+        """The cluster Secret's name."""
+        return f"cluster-{self.name}"
+
+
+# --- the stack ----------------------------------------------------------------------------------
+
+
+@dataclass
+class ArgoCDStack:
+    """A running Argo CD on a dev control plane. Start with `ArgoCDStack.start`; always `stop()`."""
+
+    control_plane: DevCluster
+    tools: ArgoCDTools
+    settings: ArgoCDSettings
+    workdir: Path
+    kube: Kube
+    repo: ReleaseRepo
+    supervisor: Supervisor
+    servers: list[DevCluster] = field(default_factory=list)
+    clusters: list[DestinationCluster] = field(default_factory=list)
+    ports: dict[str, int] = field(default_factory=dict)
+    _owns_workdir: bool = True
+    _server_kubes: dict[str, Kube] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def start(
+        cls,
+        control_plane: DevCluster,
+        tools: ArgoCDTools,
+        settings: ArgoCDSettings | None = None,
+        *,
+        workdir: str | os.PathLike[str] | None = None,
+    ) -> ArgoCDStack:
+        """Start everything (see the module docstring); on failure stop what started and raise."""
+        settings = settings or ArgoCDSettings()
+        tools.check()
+        owns = workdir is None
+        root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="progressive-sync-argocd-"))
+        root.mkdir(parents=True, exist_ok=True)
+        stack = cls(
+            control_plane=control_plane,
+            tools=tools,
+            settings=settings,
+            workdir=root,
+            kube=Kube.from_kubeconfig(str(control_plane.kubeconfig)),
+            repo=ReleaseRepo.create(
+                root / "releases.git",
+                starter_app.release_files(1, app=settings.app_set or starter_app.APP_SET),
+                message="Release 1",
+            ),
+            supervisor=Supervisor(root),
+            _owns_workdir=owns,
+        )
+        try:
+            stack._install_argocd_objects()
+            stack._start_destinations()
+            stack._start_processes()
+            if settings.app_set:
+                stack.create_app_set(
+                    starter_app.application_set(
+                        settings.app_set, repo_url=stack.repo.url, path=starter_app.APP_PATH
+                    )
+                )
+                names = [starter_app.app_name(settings.app_set, c.name) for c in stack.clusters]
+                stack.wait_compared(names, stack.repo.head())
+                if settings.bootstrap:
+                    head = stack.repo.head()
+                    for name in names:
+                        request_sync(stack.kube, settings.namespace, name, revision=head)
+                    stack.wait_synced(names, head)
+        except BaseException:
+            stack.stop()
+            raise
+        return stack
+
+    # -- start-up ---------------------------------------------------------------------------
+
+    def _install_argocd_objects(self) -> None:
+        apply_crds(self.kube, self.tools.crd_documents())
+        namespace = self.settings.namespace
+        with contextlib.suppress(AlreadyExists):
+            self.kube.create(
+                NAMESPACES, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+            )
+        timeout = f"{self.settings.reconciliation_seconds}s"
+        self._create_or_replace(
+            CONFIG_MAPS,
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "argocd-cm", "labels": PART_OF_ARGOCD},
+                "data": {
+                    # Destinations are the cluster Secrets only.
+                    "cluster.inClusterEnabled": "false",
+                    # Read by the processes from ARGOCD_RECONCILIATION_TIMEOUT (set to the same value).
+                    "timeout.reconciliation": timeout,
+                    starter_app.PROBE_HEALTH_KEY: starter_app.PROBE_HEALTH_LUA,
+                    **self.settings.extra_argocd_cm,
+                },
+            },
+        )
+        self._create_or_replace(
+            CONFIG_MAPS,
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "argocd-cmd-params-cm", "labels": PART_OF_ARGOCD},
+                # What the processes are started with, for people reading the cluster.
+                "data": {
+                    "repo.server.disable.tls": "true",
+                    "controller.repo.server.plaintext": "true",
+                    "applicationsetcontroller.enable.leader.election": "false",
+                },
+            },
+        )
+        self._create_or_replace(
+            SECRETS,
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "type": "Opaque",
+                "metadata": {"name": "argocd-secret", "labels": PART_OF_ARGOCD},
+                "stringData": {"server.secretkey": secrets.token_urlsafe(32)},
+            },
+        )
+        self._create_or_replace(APP_PROJECTS, default_project())
+
+    def _create_or_replace(self, resource: Resource, body: dict[str, Any]) -> None:
+        namespace = self.settings.namespace
+        try:
+            self.kube.create(resource, namespace, body)
+        except AlreadyExists:
+            current = self.kube.get(resource, namespace, body["metadata"]["name"])
+            body = {
+                **body,
+                "metadata": {**body["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]},
+            }
+            self.kube.replace(resource, namespace, body)
+
+    def _start_destinations(self) -> None:
+        # One at a time from this thread: each child dies with the thread that started it.
+        for index in range(self.settings.servers):
+            server = DevCluster.start(
+                self.control_plane.tools_dir, workdir=self.workdir / f"server-{index + 1}"
+            )
+            self.servers.append(server)
+            kube = Kube.from_kubeconfig(str(server.kubeconfig))
+            self._server_kubes[server.api_url] = kube
+            apply_crds(kube, [starter_app.probe_crd()])
+        for index, spec in enumerate(self.settings.clusters):
+            server = self.servers[index % len(self.servers)]
+            host = "127.0.0.1" if index < len(self.servers) else "localhost"
+            url = server.api_url.replace("127.0.0.1", host)
+            cluster = DestinationCluster(spec.name, url, dict(spec.labels), server)
+            self.clusters.append(cluster)
+            self._write_cluster_secret(cluster)
+
+    def _write_cluster_secret(self, cluster: DestinationCluster) -> None:
+        kubeconfig = cluster.api.mint_user("argocd-application-controller", ["system:masters"])
+        user = yaml.safe_load(kubeconfig.read_text())
+        files = user["users"][0]["user"]
+        ca_file = user["clusters"][0]["cluster"]["certificate-authority"]
+
+        def b64_file(path: str) -> str:
+            return base64.b64encode(Path(path).read_bytes()).decode()
+
+        config = {
+            "tlsClientConfig": {
+                "insecure": False,
+                "caData": b64_file(ca_file),
+                "certData": b64_file(files["client-certificate"]),
+                "keyData": b64_file(files["client-key"]),
+            }
+        }
+        self._create_or_replace(
+            SECRETS,
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "type": "Opaque",
+                "metadata": {
+                    "name": cluster.secret_name,
+                    "labels": {"argocd.argoproj.io/secret-type": "cluster", **cluster.labels},
+                },
+                "stringData": {
+                    "name": cluster.name,
+                    "server": cluster.server,
+                    "config": yaml.safe_dump(config),
+                },
+            },
+        )
+
+    def _environment(self, component: str) -> dict[str, str]:
+        for folder in ("tls", "ssh", "gnupg", "tmp", "home"):
+            (self.workdir / folder).mkdir(exist_ok=True)
+        seconds = f"{self.settings.reconciliation_seconds}s"
+        jitter = f"{self.settings.reconciliation_jitter_seconds}s"
+        path = os.pathsep.join(
+            [
+                str(self.tools.wrappers_dir),
+                str(self.tools.git.parent),
+                os.environ.get("PATH", "/usr/bin:/bin"),
+            ]
+        )
+        return {
+            "PATH": path,
+            "HOME": str(self.workdir / "home"),
+            "TMPDIR": str(self.workdir / "tmp"),
+            "KUBECONFIG": str(self.control_plane.kubeconfig),
+            "ARGOCD_BINARY_NAME": component,
+            "ARGOCD_GPG_ENABLED": "false",
+            "ARGOCD_GNUPGHOME": str(self.workdir / "gnupg"),
+            "ARGOCD_ASK_PASS_SOCK": str(self.workdir / f"{component}-askpass.sock"),
+            "ARGOCD_TLS_DATA_PATH": str(self.workdir / "tls"),
+            "ARGOCD_SSH_DATA_PATH": str(self.workdir / "ssh"),
+            "ARGOCD_RECONCILIATION_TIMEOUT": seconds,
+            "ARGOCD_RECONCILIATION_JITTER": jitter,
+        }
+
+    def _start_processes(self) -> None:
+        ports = {
+            name: free_port()
+            for name in (
+                "redis",
+                "repo-server",
+                "repo-server-metrics",
+                "controller-metrics",
+                "applicationset-metrics",
+                "applicationset-probe",
+                "applicationset-webhook",
+            )
+        }
+        self.ports = ports
+        timeout = self.settings.ready_timeout_seconds
+        (self.workdir / "redis").mkdir(exist_ok=True)
+        self.supervisor.spawn(
+            "redis",
+            [
+                str(self.tools.redis_server),
+                "--port", str(ports["redis"]),
+                "--bind", "127.0.0.1",
+                "--save", "",
+                "--appendonly", "no",
+                "--dir", str(self.workdir / "redis"),
+            ],
+        )  # fmt: skip
+        self.supervisor.wait_until("redis", lambda: redis_pings(ports["redis"]), timeout=timeout, what="PING")
+        redis = f"127.0.0.1:{ports['redis']}"
+        repo_server = f"127.0.0.1:{ports['repo-server']}"
+        common = ["--logformat", "text", "--loglevel", self.settings.log_level]
+        kube = ["--kubeconfig", str(self.control_plane.kubeconfig), "--namespace", self.settings.namespace]
+        commands = {
+            "argocd-repo-server": [
+                "--disable-tls",
+                "--client-ca-path=",
+                "--address", "127.0.0.1",
+                "--port", str(ports["repo-server"]),
+                "--metrics-address", "127.0.0.1",
+                "--metrics-port", str(ports["repo-server-metrics"]),
+                "--redis", redis,
+            ],
+            "argocd-application-controller": [
+                *kube,
+                "--repo-server", repo_server,
+                "--repo-server-plaintext",
+                "--redis", redis,
+                "--metrics-port", str(ports["controller-metrics"]),
+            ],
+            "argocd-applicationset-controller": [
+                *kube,
+                "--argocd-repo-server", repo_server,
+                "--repo-server-plaintext",
+                "--enable-leader-election=false",
+                "--metrics-addr", f"127.0.0.1:{ports['applicationset-metrics']}",
+                "--probe-addr", f"127.0.0.1:{ports['applicationset-probe']}",
+                "--webhook-addr", f"127.0.0.1:{ports['applicationset-webhook']}",
+            ],
+        }  # fmt: skip
+        health = {
+            "argocd-repo-server": f"http://127.0.0.1:{ports['repo-server-metrics']}/healthz",
+            "argocd-application-controller": f"http://127.0.0.1:{ports['controller-metrics']}/healthz",
+            "argocd-applicationset-controller": f"http://127.0.0.1:{ports['applicationset-probe']}/healthz",
+        }
+        for component in COMPONENTS:
+            self.supervisor.spawn(
+                component,
+                [component, *commands[component], *common],
+                env=self._environment(component),
+                executable=self.tools.argocd,
+            )
+        for component in COMPONENTS:
+            url = health[component]
+            self.supervisor.wait_until(
+                component, functools.partial(http_ok, url), timeout=timeout, what=f"GET {url}"
+            )
+
+    # -- using it ---------------------------------------------------------------------------
+
+    @property
+    def namespace(self) -> str:
+        """Where the Applications, ApplicationSets and cluster Secrets live."""
+        return self.settings.namespace
+
+    def cluster(self, name: str) -> DestinationCluster:
+        """The destination cluster called `name`."""
+        for cluster in self.clusters:
+            if cluster.name == name:
+                return cluster
+        raise KeyError(f"no cluster {name!r}; the stack has {', '.join(c.name for c in self.clusters)}")
+
+    def cluster_kube(self, name: str) -> Kube:
+        """The adapter for the API server behind cluster `name` (as its admin)."""
+        return self._server_kubes[self.cluster(name).api.api_url]
+
+    def create_app_set(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Create an ApplicationSet in the stack's namespace."""
+        return self.kube.create(APPLICATION_SETS, self.namespace, body)
+
+    def release(self, message: str | None = None) -> str:
+        """Commit the starter app's next release on `main`; the new commit's full SHA."""
+        return commit_next_release(self.repo, self.settings.app_set or starter_app.APP_SET, message)[1]
+
+    def refresh(self, names: Iterable[str], *, hard: bool = False) -> None:
+        """Ask Argo CD to compare these Applications with Git now (`argocd.argoproj.io/refresh`)."""
+        request_refresh(self.kube, self.namespace, names, hard=hard)
+
+    def set_probe_health(
+        self, cluster: str, namespace: str, probe: str, health: str, message: str = ""
+    ) -> None:
+        """Set a HealthProbe's `status.health` on `cluster` (what its Lua health check reads)."""
+        if health not in starter_app.PROBE_HEALTH_VALUES:
+            raise ValueError(f"health {health!r}: use one of {', '.join(starter_app.PROBE_HEALTH_VALUES)}")
+        self.cluster_kube(cluster).patch(
+            HEALTH_PROBES,
+            namespace,
+            probe,
+            {"status": {"health": health, "message": message}},
+            subresource="status",
+        )
+
+    def applications(self, names: Iterable[str]) -> dict[str, dict[str, Any] | None]:
+        """Name -> the Application (None when it does not exist)."""
+        found: dict[str, dict[str, Any] | None] = {}
+        for name in names:
+            try:
+                found[name] = self.kube.get(APPLICATIONS, self.namespace, name)
+            except NotFound:
+                found[name] = None
+        return found
+
+    def wait_compared(self, names: Sequence[str], revision: str, *, timeout: float | None = None) -> None:
+        """Wait until every Application exists and Argo CD compared it with `revision`."""
+        self._wait(
+            names,
+            lambda app: str(((app.get("status") or {}).get("sync") or {}).get("revision", "")) == revision,
+            f"compared with {revision[:12]}",
+            timeout,
+        )
+
+    def wait_synced(self, names: Sequence[str], revision: str, *, timeout: float | None = None) -> None:
+        """Wait until every Application is Synced and Healthy at `revision` with no operation left."""
+
+        def synced(app: Mapping[str, Any]) -> bool:
+            status = app.get("status") or {}
+            sync = status.get("sync") or {}
+            return (
+                sync.get("status") == "Synced"
+                and sync.get("revision") == revision
+                and (status.get("health") or {}).get("status") == "Healthy"
+                and not app.get("operation")
+                and ((status.get("operationState") or {}).get("phase") in (None, "Succeeded"))
+            )
+
+        self._wait(names, synced, f"Synced and Healthy at {revision[:12]}", timeout)
+
+    def _wait(
+        self,
+        names: Sequence[str],
+        done: Callable[[Mapping[str, Any]], bool],
+        what: str,
+        timeout: float | None,
+    ) -> None:
+        deadline = time.monotonic() + (timeout or self.settings.ready_timeout_seconds)
+        pending = list(names)
+        while time.monotonic() < deadline:
+            self.supervisor.check_alive()
+            apps = self.applications(pending)
+            pending = [name for name, app in apps.items() if app is None or not done(app)]
+            if not pending:
+                return
+            time.sleep(0.2)
+        states = {name: _summary(app) for name, app in self.applications(pending).items()}
+        raise ArgoCDStackError(f"Applications not {what} in time: {states}")
+
+    # -- teardown ---------------------------------------------------------------------------
+
+    @property
+    def pids(self) -> dict[str, int]:
+        """Name -> pid of redis and the Argo CD components."""
+        return self.supervisor.pids
+
+    def stop(self) -> None:
+        """Stop the Argo CD processes, redis and the destination clusters; remove the work dir."""
+        self.supervisor.stop()
+        for kube in self._server_kubes.values():
+            kube.close()
+        self._server_kubes.clear()
+        for server in reversed(self.servers):
+            server.stop()
+        self.servers.clear()
+        self.kube.close()
+        if self._owns_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> ArgoCDStack:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def _summary(app: Mapping[str, Any] | None) -> str:
+    if app is None:
+        return "missing"
+    status = app.get("status") or {}
+    sync = status.get("sync") or {}
+    state = status.get("operationState") or {}
+    return (
+        f"{sync.get('status', '?')}@{str(sync.get('revision', ''))[:8]} "
+        f"{(status.get('health') or {}).get('status', '?')} op={state.get('phase', '-')} "
+        f"{state.get('message', '')}".strip()
+    )
+
+
+# --- Argo CD objects ----------------------------------------------------------------------------
+
+
+def default_project() -> dict[str, Any]:
+    """The `default` AppProject (what Argo CD's API server creates on first start): anything goes."""
+    return {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "AppProject",
+        "metadata": {"name": "default"},
+        "spec": {
+            "sourceRepos": ["*"],
+            "destinations": [{"server": "*", "namespace": "*"}],
+            "clusterResourceWhitelist": [{"group": "*", "kind": "*"}],
+        },
+    }
+
+
+def request_sync(
+    kube: Kube,
+    namespace: str,
+    name: str,
+    *,
+    revision: str,
+    username: str = "dev-cluster",
+    prune: bool = False,
+    info: Mapping[str, str] | None = None,
+    attempts: int = 5,
+) -> dict[str, Any]:
+    """Sync one Application the way Argo CD's API server `Sync` does (a person's sync).
+
+    The operation carries the Application's own `spec.syncPolicy.syncOptions` and `retry`, the
+    source and the pinned revision; a finished `status.operationState` is cleared in the same
+    update. Raises `ArgoCDStackError` while another operation is in progress.
+    """
+    for _ in range(attempts):
+        app = kube.get(APPLICATIONS, namespace, name)
+        state = (app.get("status") or {}).get("operationState") or {}
+        if app.get("operation") or state.get("phase") in ("Running", "Terminating"):
+            raise ArgoCDStackError(f"Application {name}: another operation is in progress")
+        policy = (app.get("spec") or {}).get("syncPolicy") or {}
+        sync: dict[str, Any] = {"revision": revision, "prune": prune}
+        source = (app.get("spec") or {}).get("source")
+        if source:
+            sync["source"] = source
+        if policy.get("syncOptions"):
+            sync["syncOptions"] = list(policy["syncOptions"])
+        operation: dict[str, Any] = {"sync": sync, "initiatedBy": {"username": username}}
+        if policy.get("retry"):
+            operation["retry"] = policy["retry"]
+        if info:
+            operation["info"] = [{"name": key, "value": value} for key, value in info.items()]
+        app["operation"] = operation
+        if state:
+            app["status"].pop("operationState")
+        try:
+            return kube.replace(APPLICATIONS, namespace, app)
+        except Conflict:
+            continue
+    raise ArgoCDStackError(f"Application {name} kept changing under the sync request ({attempts} attempts)")
+
+
+def describe(stack: ArgoCDStack) -> list[str]:
+    """What `dev-cluster up --argocd` prints about the running Argo CD (comment lines)."""
+    settings = stack.settings
+    refresh = (
+        f"every {settings.reconciliation_seconds}s"
+        if settings.reconciliation_seconds
+        else "only when asked (argocd.argoproj.io/refresh)"
+    )
+    lines = [
+        f"Argo CD v3 (repo-server, application controller, ApplicationSet controller) in namespace "
+        f"{stack.namespace}; logs in {stack.workdir}",
+        f"Argo CD compares Applications with Git {refresh}",
+    ]
+    for cluster in stack.clusters:
+        labels = ",".join(f"{k}={v}" for k, v in sorted(cluster.labels.items()))
+        lines.append(f"cluster {cluster.name}: {cluster.server} ({labels})")
+    if settings.app_set:
+        lines.append(
+            f"ApplicationSet {settings.app_set}: {len(stack.clusters)} Applications, release 1 "
+            f"({stack.repo.head()[:12]}) deployed"
+        )
+    lines += [
+        f"releases: {stack.repo.url} (branch main, path {starter_app.APP_PATH}/)",
+        "new release: progressive-sync dev-cluster release [--refresh]",
+        f"  or: git clone {stack.repo.url} work && cd work && <edit> && "
+        "git commit -am 'Release 2' && git push",
+    ]
+    return lines
+
+
+def app_set_applications(kube: Kube, namespace: str, app_set: str) -> list[str]:
+    """The names of the Applications an ApplicationSet owns."""
+    items, _ = kube.list(APPLICATIONS, namespace)
+    return [
+        str(item["metadata"]["name"])
+        for item in items
+        if any(
+            ref.get("kind") == "ApplicationSet" and ref.get("name") == app_set
+            for ref in item["metadata"].get("ownerReferences") or []
+        )
+    ]
+
+
+def request_refresh(kube: Kube, namespace: str, names: Iterable[str], *, hard: bool = False) -> None:
+    """Ask Argo CD to compare these Applications with Git now, as a Git webhook would."""
+    value = "hard" if hard else "normal"
+    for name in names:
+        kube.patch(
+            APPLICATIONS,
+            namespace,
+            name,
+            {"metadata": {"annotations": {"argocd.argoproj.io/refresh": value}}},
+        )
+
+
+def commit_next_release(repo: ReleaseRepo, app_set: str, message: str | None = None) -> tuple[int, str]:
+    """Commit the starter app's next release (its ConfigMap names release n + 1); (n + 1, SHA)."""
+    path = f"{starter_app.APP_PATH}/configmap.yaml"
+    number = starter_app.release_number(repo.show(path)) + 1
+    sha = repo.commit(starter_app.release_files(number, app=app_set), message or f"Release {number}")
+    return number, sha
+
+
+def operation_history(app: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """`status.history`: one entry per successful sync (id, revision, deployStartedAt, initiatedBy)."""
+    return list((app.get("status") or {}).get("history") or [])

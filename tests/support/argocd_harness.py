@@ -1,0 +1,271 @@
+"""The real Argo CD for tests: one stack per session, one scenario (ApplicationSet + Git repo) per test.
+
+What is real: a control plane (etcd + kube-apiserver) with our CRDs and Argo CD's own, Argo CD's
+repo-server, application controller and ApplicationSet controller (built by `make tools`), redis,
+`file://` Git repositories, two destination kube-apiservers behind four cluster Secrets, the
+watcher and the steps. Argo Workflows is played by the local executor.
+
+The stack runs with Argo CD's timed refresh off (`reconciliation_seconds=0`): an Application sees a
+new commit only when asked (`Scenario.refresh`, what a Git webhook does), so a test decides which
+Applications are behind and when, instead of racing Argo CD's timer.
+
+`Scenario` gives each test its own repository, ApplicationSet (cluster generator over the
+stack's cluster Secrets, so one Application per cluster) and ProgressiveSync names, with release 1
+deployed everywhere before the test starts; closing it removes all of them. `rollout_actors` runs
+the watcher (engine argo) and the local executor for one test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.devenv import starter_app
+from orchestrator.devenv.argocd import ArgoCDStack, ClusterSpec, request_sync
+from orchestrator.devenv.gitrepo import ReleaseRepo
+from orchestrator.engine.executor import ExecutorSettings, LocalExecutor
+from orchestrator.kube.client import APPLICATION_SETS, APPLICATIONS, PROGRESSIVE_SYNCS, Kube, NotFound
+from orchestrator.watcher.loop import Watcher
+from tests.support.steps_harness import steps_kubeconfig
+from tests.support.wait import wait_for
+from tests.support.watcher_harness import phase_of, status_of, watcher_settings
+
+# Four Argo CD clusters on two API servers; eu-1 is the canary.
+STACK_CLUSTERS = (
+    ClusterSpec("eu-1", {"region": "eu", "env": "test", "canary": "true"}),
+    ClusterSpec("us-1", {"region": "us", "env": "test"}),
+    ClusterSpec("eu-2", {"region": "eu", "env": "test"}),
+    ClusterSpec("us-2", {"region": "us", "env": "test"}),
+)
+CANARY = "eu-1"
+ROLLOUT_TIMEOUT = 240.0
+CANARY_THEN_REGIONS = [
+    {
+        "name": "canary",
+        "targets": {"clusters": {"selector": {"matchLabels": {"canary": "true"}}}},
+        "maxTargets": 1,
+    },
+    {
+        "name": "one per region",
+        "targets": {"clusters": {"selector": {}}},
+        "maxTargets": 2,
+        "maxParallel": 2,
+        "spreadBy": "region",
+    },
+    {"name": "the rest", "targets": {"clusters": {"selector": {}}}, "maxParallel": 1},
+]
+
+
+@dataclass
+class Scenario:
+    """One test's ApplicationSet over the stack's clusters, its Git repository and rollout objects."""
+
+    stack: ArgoCDStack
+    name: str
+    repo: ReleaseRepo
+    path: str = starter_app.APP_PATH
+    release_number: int = 1
+    progressive_syncs: list[str] = field(default_factory=list)
+
+    @property
+    def kube(self) -> Kube:
+        return self.stack.kube
+
+    @property
+    def namespace(self) -> str:
+        return self.stack.namespace
+
+    @property
+    def clusters(self) -> list[str]:
+        return [cluster.name for cluster in self.stack.clusters]
+
+    def app(self, cluster: str) -> str:
+        """The Application of `cluster`."""
+        return starter_app.app_name(self.name, cluster)
+
+    @property
+    def apps(self) -> list[str]:
+        return [self.app(cluster) for cluster in self.clusters]
+
+    def destination_namespace(self, cluster: str) -> str:
+        return starter_app.destination_namespace(self.name, cluster)
+
+    # -- Git -------------------------------------------------------------------------------
+
+    def commit(self, changes: Mapping[str, str | None], message: str, *, branch: str = "main") -> str:
+        """Commit files under the app's path (keys are relative to it); the new SHA."""
+        return self.repo.commit(
+            {f"{self.path}/{name}": content for name, content in changes.items()}, message, branch=branch
+        )
+
+    def release(self, extra: Mapping[str, str | None] | None = None) -> str:
+        """The next release: the ConfigMap names a new release number (plus `extra` files)."""
+        self.release_number += 1
+        files: dict[str, str | None] = {
+            "configmap.yaml": starter_app.configmap_manifest(self.name, {"release": str(self.release_number)})
+        }
+        files.update(extra or {})
+        return self.commit(files, f"Release {self.release_number}")
+
+    def refresh(self, clusters: Sequence[str] | None = None) -> None:
+        """Ask Argo CD to compare these clusters' Applications with Git now (a Git webhook)."""
+        self.stack.refresh([self.app(c) for c in (clusters or self.clusters)])
+
+    # -- Applications ----------------------------------------------------------------------
+
+    def application(self, cluster: str) -> dict[str, Any]:
+        return self.kube.get(APPLICATIONS, self.namespace, self.app(cluster))
+
+    def wait_compared(
+        self, revision: str, clusters: Sequence[str] | None = None, timeout: float = 60
+    ) -> None:
+        self.stack.wait_compared(
+            [self.app(c) for c in (clusters or self.clusters)], revision, timeout=timeout
+        )
+
+    def wait_synced(self, revision: str, clusters: Sequence[str] | None = None, timeout: float = 90) -> None:
+        self.stack.wait_synced([self.app(c) for c in (clusters or self.clusters)], revision, timeout=timeout)
+
+    def wait_out_of_sync(
+        self, revision: str, clusters: Sequence[str] | None = None, timeout: float = 60
+    ) -> None:
+        """Wait until these Applications are OutOfSync, compared with `revision`."""
+        names = [self.app(c) for c in (clusters or self.clusters)]
+
+        def behind() -> bool:
+            for app in self.stack.applications(names).values():
+                sync = ((app or {}).get("status") or {}).get("sync") or {}
+                if sync.get("status") != "OutOfSync" or sync.get("revision") != revision:
+                    return False
+            return True
+
+        wait_for(behind, timeout=timeout, interval=0.2, what=f"{names} OutOfSync at {revision[:12]}")
+
+    # -- rollouts --------------------------------------------------------------------------
+
+    def create_progressive_sync(
+        self,
+        stages: list[dict[str, Any]] | None = None,
+        *,
+        deadline_seconds: int = 120,
+        **spec: Any,
+    ) -> str:
+        """Create a ProgressiveSync over this scenario's ApplicationSet; its name."""
+        name = self.name
+        body = {
+            "apiVersion": "progressivesync.io/v1alpha1",
+            "kind": "ProgressiveSync",
+            "metadata": {"name": name},
+            "spec": {
+                "appSetRef": {"name": self.name},
+                "stages": stages or CANARY_THEN_REGIONS,
+                "progressDeadlineSeconds": deadline_seconds,
+                **spec,
+            },
+        }
+        self.kube.create(PROGRESSIVE_SYNCS, self.namespace, body)
+        self.progressive_syncs.append(name)
+        return name
+
+    def status(self) -> dict[str, Any]:
+        return status_of(self.kube, self.namespace, self.name)
+
+    def wait_phase(self, *phases: str, timeout: float = ROLLOUT_TIMEOUT) -> str:
+        """Wait until the ProgressiveSync's phase is one of `phases`; that phase."""
+        return str(
+            wait_for(
+                lambda: phase if (phase := phase_of(self.kube, self.namespace, self.name)) in phases else "",
+                timeout=timeout,
+                interval=0.5,
+                what=f"{self.name} in {phases} (status: {self.status()})",
+            )
+        )
+
+    # -- clean-up --------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Delete the ProgressiveSyncs, the ApplicationSet and its Applications (no GC runs here)."""
+        for name in self.progressive_syncs:
+            _force_delete(self.kube, PROGRESSIVE_SYNCS, self.namespace, name)
+        with contextlib.suppress(NotFound):
+            self.kube.delete(APPLICATION_SETS, self.namespace, self.name)
+        for app in self.apps:
+            _force_delete(self.kube, APPLICATIONS, self.namespace, app)
+
+
+def _force_delete(kube: Kube, resource: Any, namespace: str, name: str) -> None:
+    """Delete an object, dropping its finalizers (the controller that owns them is gone by now)."""
+    with contextlib.suppress(NotFound):
+        obj = kube.get(resource, namespace, name)
+        if (obj.get("metadata") or {}).get("finalizers"):
+            kube.patch(resource, namespace, name, {"metadata": {"finalizers": None}})
+        kube.delete(resource, namespace, name)
+
+
+def new_scenario(
+    stack: ArgoCDStack,
+    *,
+    files: Mapping[str, str] | None = None,
+    app_set_changes: Mapping[str, Any] | None = None,
+    bootstrap: bool = True,
+    prefix: str = "s",
+) -> Scenario:
+    """A fresh repository and ApplicationSet whose Applications run release 1 (when `bootstrap`)."""
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    path = starter_app.APP_PATH
+    initial = {f"{path}/{k}": v for k, v in (files or {}).items()} or starter_app.release_files(
+        1, path=path, app=name
+    )
+    repo = ReleaseRepo.create(stack.workdir / "repos" / f"{name}.git", initial, message="Release 1")
+    scenario = Scenario(stack, name, repo, path)
+    app_set = starter_app.application_set(name, repo_url=repo.url, path=path, **(app_set_changes or {}))
+    stack.create_app_set(app_set)
+    try:
+        head = repo.head()
+        scenario.wait_compared(head)
+        if bootstrap:
+            for app in scenario.apps:
+                request_sync(stack.kube, stack.namespace, app, revision=head, username="test-bootstrap")
+            scenario.wait_synced(head)
+    except BaseException:
+        scenario.close()
+        raise
+    return scenario
+
+
+@contextlib.contextmanager
+def scenario_of(stack: ArgoCDStack, **kwargs: Any) -> Iterator[Scenario]:
+    """`with scenario_of(stack) as scenario:` a new scenario, removed at the end."""
+    scenario = new_scenario(stack, **kwargs)
+    try:
+        yield scenario
+    finally:
+        scenario.close()
+
+
+@contextlib.contextmanager
+def rollout_actors(stack: ArgoCDStack, workdir: Path) -> Iterator[Watcher]:
+    """The watcher (engine argo) and the local executor (playing Argo Workflows) for one test."""
+    kubeconfig = steps_kubeconfig(stack.control_plane, stack.kube)
+    executor = LocalExecutor(
+        stack.kube,
+        ExecutorSettings(
+            kubeconfig=kubeconfig,
+            namespace=stack.namespace,
+            workdir=workdir / "executor",
+            watch_timeout_seconds=30,
+            kill_grace_seconds=3.0,
+        ),
+    ).start()
+    try:
+        watcher = Watcher(stack.kube, watcher_settings(stack.namespace)).start()
+        try:
+            yield watcher
+        finally:
+            watcher.stop(timeout=15)
+    finally:
+        executor.stop(timeout=15)
