@@ -46,7 +46,7 @@ from typing import Any
 
 import yaml
 
-from orchestrator.devenv import starter_app
+from orchestrator.devenv import starter_app, tools
 from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.devenv.gitrepo import ReleaseRepo
 from orchestrator.devenv.processes import Supervisor, free_port, http_ok, redis_pings
@@ -115,34 +115,23 @@ class ArgoCDTools:
             )
 
     @classmethod
-    def find(cls, tools_dir: str | os.PathLike[str] | None = None) -> ArgoCDTools:
-        """The tools folder `make tools` prints (explicit, $PROGRESSIVE_SYNC_TOOLS_DIR, or
-        $KUBEBUILDER_ASSETS), plus Debian's redis-server and git from PATH."""
-        candidates = [
-            str(value)
-            for value in (
-                tools_dir,
-                os.environ.get("PROGRESSIVE_SYNC_TOOLS_DIR"),
-                os.environ.get("KUBEBUILDER_ASSETS"),
-            )
-            if value
-        ]
-        folder = next((Path(c) for c in candidates if (Path(c) / "argocd").exists()), None)
-        if folder is None:
-            looked = ", ".join(candidates) or "nowhere (PROGRESSIVE_SYNC_TOOLS_DIR is unset)"
-            raise ArgoCDStackError(
-                f"the argocd binary is not in the tools folder (looked in {looked}): run `make tools` "
-                "and set PROGRESSIVE_SYNC_TOOLS_DIR to the folder it prints"
-            )
-        tools = cls(
-            argocd=folder / "argocd",
-            wrappers_dir=folder,
-            crds_dir=folder / "crds" / "argocd",
+    def find(cls) -> ArgoCDTools:
+        """What `make tools` built (`orchestrator.devenv.tools`), plus Debian's redis-server and
+        git from PATH (`make tools` installs both)."""
+        try:
+            argocd = tools.binary("argocd")
+            crds_dir = tools.crd_dir("argocd")
+        except tools.ToolsMissing as exc:
+            raise ArgoCDStackError(str(exc)) from exc
+        found = cls(
+            argocd=argocd,
+            wrappers_dir=argocd.parent,
+            crds_dir=crds_dir,
             redis_server=Path(shutil.which("redis-server") or "/usr/bin/redis-server"),
             git=Path(shutil.which("git") or "/usr/bin/git"),
         )
-        tools.check()
-        return tools
+        found.check()
+        return found
 
     def crd_documents(self) -> list[dict[str, Any]]:
         """Argo CD's Application, ApplicationSet and AppProject CRDs."""

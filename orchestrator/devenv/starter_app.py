@@ -139,6 +139,7 @@ def application_set(
     path: str,
     selector: Mapping[str, Any] | None = None,
     target_revision: str = "main",
+    project: str = "default",
     sync_options: Sequence[str] = ("CreateNamespace=true",),
     retry: Mapping[str, Any] | None = None,
     preserved_annotations: Sequence[str] = (),
@@ -157,7 +158,7 @@ def application_set(
         "template": {
             "metadata": {"name": app_name(name, "{{name}}")},
             "spec": {
-                "project": "default",
+                "project": project,
                 "source": {"repoURL": repo_url, "path": path, "targetRevision": target_revision},
                 "destination": {
                     "server": "{{server}}",

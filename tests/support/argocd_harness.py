@@ -34,14 +34,27 @@ from tests.support.steps_harness import steps_kubeconfig
 from tests.support.wait import wait_for
 from tests.support.watcher_harness import phase_of, status_of, watcher_settings
 
-# Four Argo CD clusters on two API servers; eu-1 is the canary.
+# Four Argo CD clusters on two API servers (eu-1 and us-1 on their own, eu-2 and us-2 are second
+# names for the same two servers). eu-1 is the canary; `small` picks one cluster per server for the
+# scenarios that need only two; `track` names the branch a cluster follows in the mixed-revision
+# scenario.
 STACK_CLUSTERS = (
-    ClusterSpec("eu-1", {"region": "eu", "env": "test", "canary": "true"}),
-    ClusterSpec("us-1", {"region": "us", "env": "test"}),
-    ClusterSpec("eu-2", {"region": "eu", "env": "test"}),
-    ClusterSpec("us-2", {"region": "us", "env": "test"}),
+    ClusterSpec("eu-1", {"region": "eu", "canary": "true", "small": "true", "track": "main"}),
+    ClusterSpec("us-1", {"region": "us", "small": "true", "track": "stable"}),
+    ClusterSpec("eu-2", {"region": "eu", "track": "main"}),
+    ClusterSpec("us-2", {"region": "us", "track": "stable"}),
 )
 CANARY = "eu-1"
+SMALL = {"matchLabels": {"small": "true"}}
+# For two clusters: the canary, then the other one.
+CANARY_THEN_REST = [
+    {
+        "name": "canary",
+        "targets": {"clusters": {"selector": {"matchLabels": {"canary": "true"}}}},
+        "maxTargets": 1,
+    },
+    {"name": "the rest", "targets": {"clusters": {"selector": {}}}},
+]
 ROLLOUT_TIMEOUT = 240.0
 CANARY_THEN_REGIONS = [
     {
@@ -67,6 +80,7 @@ class Scenario:
     stack: ArgoCDStack
     name: str
     repo: ReleaseRepo
+    clusters: list[str]
     path: str = starter_app.APP_PATH
     release_number: int = 1
     progressive_syncs: list[str] = field(default_factory=list)
@@ -78,10 +92,6 @@ class Scenario:
     @property
     def namespace(self) -> str:
         return self.stack.namespace
-
-    @property
-    def clusters(self) -> list[str]:
-        return [cluster.name for cluster in self.stack.clusters]
 
     def app(self, cluster: str) -> str:
         """The Application of `cluster`."""
@@ -209,28 +219,45 @@ def _force_delete(kube: Kube, resource: Any, namespace: str, name: str) -> None:
 def new_scenario(
     stack: ArgoCDStack,
     *,
+    selector: Mapping[str, Any] | None = None,
     files: Mapping[str, str] | None = None,
+    branches: Sequence[str] = (),
     app_set_changes: Mapping[str, Any] | None = None,
     bootstrap: bool = True,
     prefix: str = "s",
 ) -> Scenario:
-    """A fresh repository and ApplicationSet whose Applications run release 1 (when `bootstrap`)."""
+    """A fresh repository and ApplicationSet over the clusters `selector` matches (all by default),
+    whose Applications run release 1 (when `bootstrap`). `files` replace the starter ConfigMap;
+    `branches` are more branches starting at release 1."""
     name = f"{prefix}-{uuid.uuid4().hex[:6]}"
     path = starter_app.APP_PATH
     initial = {f"{path}/{k}": v for k, v in (files or {}).items()} or starter_app.release_files(
         1, path=path, app=name
     )
     repo = ReleaseRepo.create(stack.workdir / "repos" / f"{name}.git", initial, message="Release 1")
-    scenario = Scenario(stack, name, repo, path)
-    app_set = starter_app.application_set(name, repo_url=repo.url, path=path, **(app_set_changes or {}))
+    for branch in branches:
+        repo.commit({}, f"Branch {branch}", branch=branch, base="main")
+    labels = dict((selector or {}).get("matchLabels") or {})
+    clusters = [c.name for c in stack.clusters if all(c.labels.get(k) == v for k, v in labels.items())]
+    scenario = Scenario(stack, name, repo, clusters, path)
+    app_set = starter_app.application_set(
+        name, repo_url=repo.url, path=path, selector=selector, **(app_set_changes or {})
+    )
     stack.create_app_set(app_set)
     try:
-        head = repo.head()
-        scenario.wait_compared(head)
+        scenario.wait_compared_to_branches()
         if bootstrap:
-            for app in scenario.apps:
-                request_sync(stack.kube, stack.namespace, app, revision=head, username="test-bootstrap")
-            scenario.wait_synced(head)
+            for cluster in scenario.clusters:
+                revision = scenario.compared_revision(cluster)
+                request_sync(
+                    stack.kube,
+                    stack.namespace,
+                    scenario.app(cluster),
+                    revision=revision,
+                    username="test-bootstrap",
+                )
+            for cluster in scenario.clusters:
+                scenario.wait_synced(scenario.compared_revision(cluster), [cluster])
     except BaseException:
         scenario.close()
         raise
