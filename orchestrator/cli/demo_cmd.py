@@ -24,9 +24,18 @@ import click
 
 from orchestrator.cli.logsetup import configure_logging
 from orchestrator.core.clock import SystemClock
+from orchestrator.devenv.argocd import ArgoCDStackError
 from orchestrator.devenv.controlplane import ControlPlaneError
-from orchestrator.devenv.demo import DemoError, DemoSettings, demo_cluster_names, run_demo, summary
+from orchestrator.devenv.demo import (
+    ArgoCDMode,
+    DemoError,
+    DemoSettings,
+    demo_cluster_names,
+    run_demo,
+    summary,
+)
 from orchestrator.devenv.machine import MachineError
+from orchestrator.devenv.processes import ProcessError
 from orchestrator.devenv.tools import ToolsMissing
 from orchestrator.watcher.settings import Engine
 
@@ -42,7 +51,8 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 @click.option(
     "--fail-cluster",
     metavar="NAME",
-    help=f"Make this cluster the canary and fail its sync (one of {demo_cluster_names()[0]}, ...).",
+    help=f"Make this cluster the canary and fail its sync (one of {demo_cluster_names()[0]}, ...; "
+    f"with --argocd real: {demo_cluster_names(ArgoCDMode.REAL)[0]}, ...).",
 )
 @click.option(
     "--sync-seconds",
@@ -72,7 +82,14 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     help="After the rollout, keep the Argo UI showing it open (on the loopback URL printed) until "
     "Ctrl-C. Implies --engine argo.",
 )
-# The real Argo CD joins here as `--argocd real` (the fleet simulator plays it until then).
+@click.option(
+    "--argocd",
+    type=click.Choice([mode.value for mode in ArgoCDMode]),
+    default=ArgoCDMode.SIMULATED.value,
+    show_default=True,
+    help="Who plays Argo CD: the fleet simulator (12 clusters, seconds), or the real Argo CD "
+    "(6 clusters on 3 local kube-apiservers, a Git repository; `make tools` builds it; minutes).",
+)
 @click.option(
     "--tools-dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -86,18 +103,21 @@ def demo(
     timeout: float,
     engine: str | None,
     ui: bool,
+    argocd: str,
     tools_dir: Path | None,
 ) -> None:
-    """Run a 3-stage rollout over a simulated 12-cluster fleet on a local control plane."""
+    """Run a 3-stage rollout over a 12-cluster simulated fleet (or 6 clusters on the real Argo CD)."""
     if ui and engine == "local":
         raise click.BadParameter(
             "the local engine has no Argo UI; drop --engine local (--ui runs the real Argo Workflows)",
             param_hint="--ui",
         )
     engine = engine or ("argo" if ui else "local")
-    if fail_cluster is not None and fail_cluster not in demo_cluster_names():
+    mode = ArgoCDMode(argocd)
+    names = demo_cluster_names(mode)
+    if fail_cluster is not None and fail_cluster not in names:
         raise click.BadParameter(
-            f"{fail_cluster!r} is not a demo cluster; pick one of: {', '.join(demo_cluster_names())}",
+            f"{fail_cluster!r} is not a cluster of the {mode.value} demo; pick one of: {', '.join(names)}",
             param_hint="--fail-cluster",
         )
     clock = SystemClock()
@@ -115,6 +135,7 @@ def demo(
                 timeout_seconds=timeout,
                 tty=sys.stdout.isatty(),
                 engine=Engine(engine),
+                argocd=mode,
             )
             try:
                 result = run_demo(
@@ -126,7 +147,14 @@ def demo(
             except KeyboardInterrupt:
                 click.echo("\ninterrupted: everything the demo started is stopped and removed", err=True)
                 sys.exit(130)
-            except (DemoError, ControlPlaneError, MachineError, ToolsMissing) as exc:
+            except (
+                DemoError,
+                ControlPlaneError,
+                MachineError,
+                ToolsMissing,
+                ArgoCDStackError,
+                ProcessError,
+            ) as exc:
                 _show_log_tail(log_path)
                 click.echo(f"error: {exc}", err=True)
                 sys.exit(1)

@@ -57,6 +57,7 @@ from orchestrator.kube.client import (
     SECRETS,
     AlreadyExists,
     Conflict,
+    Invalid,
     Kube,
     NotFound,
     Resource,
@@ -69,6 +70,15 @@ CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap")
 APP_PROJECTS = Resource("argoproj.io", "v1alpha1", "appprojects", "AppProject")
 HEALTH_PROBES = Resource(
     starter_app.PROBE_GROUP, starter_app.PROBE_VERSION, starter_app.PROBE_PLURAL, starter_app.PROBE_KIND
+)
+VALIDATING_POLICIES = Resource(
+    "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", "ValidatingAdmissionPolicy"
+)
+VALIDATING_POLICY_BINDINGS = Resource(
+    "admissionregistration.k8s.io",
+    "v1",
+    "validatingadmissionpolicybindings",
+    "ValidatingAdmissionPolicyBinding",
 )
 PART_OF_ARGOCD = {"app.kubernetes.io/part-of": "argocd"}
 ARGOCD_CRD_FILES = ("application-crd.yaml", "applicationset-crd.yaml", "appproject-crd.yaml")
@@ -516,6 +526,74 @@ class ArgoCDStack:
         """The adapter for the API server behind cluster `name` (as its admin)."""
         return self._server_kubes[self.cluster(name).api.api_url]
 
+    def refuse_changes(self, cluster: str, *, timeout: float = 30.0) -> None:
+        """Make the API server behind `cluster` refuse every ConfigMap change in the starter
+        Application's namespace there (a ValidatingAdmissionPolicy): Argo CD's syncs of it fail, as
+        a broken release would. Returns once the API server enforces it."""
+        namespace = starter_app.destination_namespace(self.settings.app_set or starter_app.APP_SET, cluster)
+        name = f"progressive-sync-refuse-{namespace}"
+        message = f"cluster {cluster} refuses this release (dev stack: refuse_changes)"
+        kube = self.cluster_kube(cluster)
+        kube.create(
+            VALIDATING_POLICIES,
+            None,
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicy",
+                "metadata": {"name": name},
+                "spec": {
+                    "failurePolicy": "Fail",
+                    "matchConstraints": {
+                        "resourceRules": [
+                            {
+                                "apiGroups": [""],
+                                "apiVersions": ["v1"],
+                                "operations": ["CREATE", "UPDATE"],
+                                "resources": ["configmaps"],
+                            }
+                        ]
+                    },
+                    "validations": [
+                        {"expression": f"object.metadata.namespace != '{namespace}'", "message": message}
+                    ],
+                },
+            },
+        )
+        kube.create(
+            VALIDATING_POLICY_BINDINGS,
+            None,
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicyBinding",
+                "metadata": {"name": name},
+                "spec": {"policyName": name, "validationActions": ["Deny"]},
+            },
+        )
+        # The API server compiles a new policy in the background: wait until a change is refused.
+        deadline = time.monotonic() + timeout
+        check = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "refusal-check"}}
+        while time.monotonic() < deadline:
+            try:
+                kube.create(CONFIG_MAPS, namespace, check)
+            except Invalid:
+                return
+            except NotFound:
+                kube.create(
+                    NAMESPACES,
+                    None,
+                    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+                )
+                continue
+            kube.delete(CONFIG_MAPS, namespace, "refusal-check")
+            time.sleep(0.2)
+        raise ArgoCDStackError(
+            f"the API server of cluster {cluster} did not enforce {name} within {timeout:g}s"
+        )
+
+    def install_crd(self, cluster: str, crd: dict[str, Any]) -> None:
+        """Install a CRD on the API server behind `cluster` and wait until it is served."""
+        apply_crds(self.cluster_kube(cluster), [crd])
+
     def create_app_set(self, body: dict[str, Any]) -> dict[str, Any]:
         """Create an ApplicationSet in the stack's namespace."""
         return self.kube.create(APPLICATION_SETS, self.namespace, body)
@@ -560,6 +638,15 @@ class ArgoCDStack:
             f"compared with {revision[:12]}",
             timeout,
         )
+
+    def wait_out_of_sync(self, names: Sequence[str], revision: str, *, timeout: float | None = None) -> None:
+        """Wait until every Application is OutOfSync, compared with `revision`."""
+
+        def behind(app: Mapping[str, Any]) -> bool:
+            sync = (app.get("status") or {}).get("sync") or {}
+            return sync.get("status") == "OutOfSync" and sync.get("revision") == revision
+
+        self._wait(names, behind, f"OutOfSync at {revision[:12]}", timeout)
 
     def wait_synced(self, names: Sequence[str], revision: str, *, timeout: float | None = None) -> None:
         """Wait until every Application is Synced and Healthy at `revision` with no operation left."""

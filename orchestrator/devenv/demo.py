@@ -30,6 +30,11 @@ loopback) shows the rollout's Workflow, once the watcher has created it. `hold` 
 passes) runs after the rollout has ended, with everything still up, and returns when the person is
 done looking (Ctrl-C); the demo then stops everything as usual.
 
+With `argocd=ArgoCDMode.REAL` (`demo --argocd real`) the real Argo CD plays Argo CD instead of
+the simulator: `orchestrator.devenv.demo_argocd` starts it on the demo's control plane (six clusters
+on three destination kube-apiservers, a Git repository, release 1 deployed) and commits release 2;
+the rest is the same, with either engine.
+
 Callers: `orchestrator.cli.demo_cmd`, the e2e tests, the benchmarks (which reuse the fleet
 helpers).
 """
@@ -43,6 +48,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +57,7 @@ from orchestrator.api.models import API_VERSION, RolloutPhase, StagePhase
 from orchestrator.core.clock import Clock
 from orchestrator.devenv import tools
 from orchestrator.devenv.controlplane import DevCluster
+from orchestrator.devenv.demo_argocd import RealFleet, real_cluster_names, start_real_fleet
 from orchestrator.devenv.stack import DevStack, StackOptions
 from orchestrator.kube.client import NAMESPACES, PROGRESSIVE_SYNCS, SECRETS, WORKFLOWS, AlreadyExists, Kube
 from orchestrator.kube.crds import all_crd_documents, apply_crds
@@ -78,8 +85,17 @@ CANARY_LABEL = "canary"
 EXAMPLE_FILE = Path(__file__).resolve().parents[2] / "examples" / "demo.yaml"
 
 
-def demo_cluster_names() -> list[str]:
-    """The names of the clusters the demo seeds, in seeding order."""
+class ArgoCDMode(StrEnum):
+    """Who plays Argo CD in the demo."""
+
+    SIMULATED = "simulated"  # the fleet simulator (seconds, no Argo CD needed)
+    REAL = "real"  # the real Argo CD dev stack (`make tools` builds it)
+
+
+def demo_cluster_names(argocd: ArgoCDMode = ArgoCDMode.SIMULATED) -> list[str]:
+    """The names of the demo's clusters, in seeding order."""
+    if argocd == ArgoCDMode.REAL:
+        return real_cluster_names(REGIONS)
     return [cluster.name for cluster in seed_clusters(CLUSTER_COUNT, REGIONS)]
 
 
@@ -130,6 +146,7 @@ class DemoSettings:
     timeout_seconds: float = 300.0
     tty: bool = False
     engine: Engine = Engine.LOCAL
+    argocd: ArgoCDMode = ArgoCDMode.SIMULATED
 
 
 @dataclass
@@ -141,6 +158,7 @@ class DemoResult:
     canary: str
     wall_seconds: float
     rollout_seconds: float
+    cluster_count: int = CLUSTER_COUNT
     synced_clusters: list[str] = field(default_factory=list)
     syncs_per_app: dict[str, int] = field(default_factory=dict)
 
@@ -190,36 +208,34 @@ def run_demo(
     `hold`, when given, is called once the rollout has ended, before anything is stopped (the
     Argo UI stays open while it runs).
     """
-    names = demo_cluster_names()
+    names = demo_cluster_names(settings.argocd)
     canary = settings.fail_cluster or names[0]
     if canary not in names:
         raise DemoError(f"--fail-cluster {canary!r} is not a demo cluster; pick one of: {', '.join(names)}")
     started = time.monotonic()
+    events_log = (settings.workdir / "simulator-events.jsonl") if settings.workdir else None
+    real_fleet = None
     with contextlib.ExitStack() as stack:
         cluster, workflow, ui_url = _start_engine(settings, stack, write)
         kube = Kube.from_kubeconfig(str(cluster.kubeconfig))
         stack.callback(kube.close)
         if settings.engine == Engine.LOCAL:
             apply_crds(kube, _crd_documents())
-        _seed(kube, canary, write)
-        events_log = (settings.workdir / "simulator-events.jsonl") if settings.workdir else None
-        simulator = FleetSimulator(
-            kube, NAMESPACE, _simulator_config(settings), clock=clock, events_log=events_log
-        ).start()
-        stack.callback(simulator.stop)
+        real_fleet = _start_fleet(
+            stack,
+            cluster,
+            kube,
+            settings=settings,
+            canary=canary,
+            events_log=events_log,
+            clock=clock,
+            write=write,
+        )
         watcher = Watcher(
             kube, watcher_settings(cluster.kubeconfig, settings.engine, workflow), clock=clock
         ).start()
         stack.callback(watcher.stop)
-        write(
-            f"Simulator and watcher ({settings.engine.value} engine) are running; "
-            f"applying the ProgressiveSync {NAMESPACE}/{NAME} (examples/demo.yaml):\n"
-        )
-        for line in _describe_stages(canary):
-            write(f"  {line}\n")
-        if settings.fail_cluster:
-            write(f"  The simulator will fail every sync on {canary}, the canary.\n")
-        write("\n")
+        _announce(settings, canary, write)
         applied = time.monotonic()
         kube.create(PROGRESSIVE_SYNCS, NAMESPACE, demo_progressive_sync())
         page = workflow_page(ui_url, _wait_for_workflow(kube, settings.timeout_seconds)) if ui_url else ""
@@ -237,7 +253,12 @@ def run_demo(
                 f"(it is {ops.phase_text(exc.view)}: {exc.view.message})"
             ) from exc
         rollout_seconds = time.monotonic() - applied
-        events = read_events(events_log) if events_log else []
+        if real_fleet is not None:
+            real_fleet.sync_log.stop()
+            synced = [real_fleet.cluster_of(app) for app in real_fleet.sync_log.requested]
+            syncs_per_app = real_fleet.sync_log.starts()
+        else:
+            synced, syncs_per_app = _simulated_syncs(read_events(events_log) if events_log else [])
         if hold is not None:
             if page:
                 write(
@@ -245,20 +266,73 @@ def run_demo(
                     f"{page}\nuntil Ctrl-C, then everything the demo started is stopped and removed.\n"
                 )
             hold()
-    starts = [event for event in events if event["event"] == "sync-start"]
-    synced: list[str] = []
-    for event in starts:
-        if event["cluster"] not in synced:
-            synced.append(event["cluster"])
     return DemoResult(
         phase=view.phase,
         view=view,
         canary=canary,
         wall_seconds=time.monotonic() - started,
         rollout_seconds=rollout_seconds,
+        cluster_count=len(names),
         synced_clusters=synced,
-        syncs_per_app=dict(Counter(str(event["app"]) for event in starts)),
+        syncs_per_app=syncs_per_app,
     )
+
+
+def _start_fleet(
+    stack: contextlib.ExitStack,
+    cluster: DevCluster,
+    kube: Kube,
+    *,
+    settings: DemoSettings,
+    canary: str,
+    events_log: Path | None,
+    clock: Clock,
+    write: Callable[[str], None],
+) -> RealFleet | None:
+    """Who plays Argo CD: the real Argo CD (its fleet returned) or the simulator (None); both
+    stopped by `stack`."""
+    if settings.argocd == ArgoCDMode.REAL:
+        return start_real_fleet(
+            stack,
+            cluster,
+            app_set=NAME,
+            namespace=NAMESPACE,
+            regions=REGIONS,
+            canary=canary,
+            fail_cluster=settings.fail_cluster,
+            workdir=settings.workdir,
+            write=write,
+        )
+    _seed(kube, canary, write)
+    simulator = FleetSimulator(
+        kube, NAMESPACE, _simulator_config(settings), clock=clock, events_log=events_log
+    ).start()
+    stack.callback(simulator.stop)
+    return None
+
+
+def _announce(settings: DemoSettings, canary: str, write: Callable[[str], None]) -> None:
+    real = settings.argocd == ArgoCDMode.REAL
+    write(
+        f"{'Argo CD' if real else 'Simulator'} and watcher ({settings.engine.value} engine) are running; "
+        f"applying the ProgressiveSync {NAMESPACE}/{NAME} (examples/demo.yaml):\n"
+    )
+    for line in _describe_stages(canary):
+        write(f"  {line}\n")
+    if settings.fail_cluster:
+        who = "Its API server refuses the release" if real else "The simulator will fail every sync"
+        write(f"  {who} on {canary}, the canary.\n")
+    write("\n")
+
+
+def _simulated_syncs(events: list[dict[str, Any]]) -> tuple[list[str], dict[str, int]]:
+    """(clusters in the order their first sync started, syncs per Application) from the events log."""
+    starts = [event for event in events if event["event"] == "sync-start"]
+    synced: list[str] = []
+    for event in starts:
+        if event["cluster"] not in synced:
+            synced.append(event["cluster"])
+    return synced, dict(Counter(str(event["app"]) for event in starts))
 
 
 def _start_engine(
@@ -366,7 +440,7 @@ def summary(result: DemoResult, now: datetime) -> str:
     )
     lines.append("How long each stage took:")
     lines.append(tables.to_text(tables.stage_durations(view, now)).rstrip("\n"))
-    total = CLUSTER_COUNT
+    total = result.cluster_count
     twice = sorted(app for app, count in result.syncs_per_app.items() if count > 1)
     if result.exit_code == 0:
         order = "in stage order" if result.in_stage_order else "NOT in stage order"

@@ -42,24 +42,36 @@ return hs
 """
 
 
-def configmap_manifest(name: str, data: Mapping[str, str]) -> str:
-    """A ConfigMap manifest (no namespace: it goes to the Application's destination namespace)."""
+def _metadata(name: str, annotations: Mapping[str, str] | None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name}
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    return metadata
+
+
+def configmap_manifest(
+    name: str, data: Mapping[str, str], *, annotations: Mapping[str, str] | None = None
+) -> str:
+    """A ConfigMap manifest (no namespace: it goes to the Application's destination namespace);
+    `annotations` e.g. a sync wave."""
     return yaml.safe_dump(
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": dict(data)},
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": _metadata(name, annotations),
+            "data": dict(data),
+        },
         sort_keys=False,
     )
 
 
-def probe_manifest(name: str, *, annotations: Mapping[str, str] | None = None) -> str:
-    """A HealthProbe manifest; `annotations` e.g. a sync wave."""
-    metadata: dict[str, Any] = {"name": name}
-    if annotations:
-        metadata["annotations"] = dict(annotations)
+def probe_manifest(name: str, *, kind: str = PROBE_KIND, annotations: Mapping[str, str] | None = None) -> str:
+    """A HealthProbe (or another kind of `probe_crd`) manifest; `annotations` e.g. a sync wave."""
     return yaml.safe_dump(
         {
             "apiVersion": f"{PROBE_GROUP}/{PROBE_VERSION}",
-            "kind": PROBE_KIND,
-            "metadata": metadata,
+            "kind": kind,
+            "metadata": _metadata(name, annotations),
             "spec": {"purpose": "the test sets status.health to drive the Application's health"},
         },
         sort_keys=False,
@@ -80,21 +92,18 @@ def release_number(configmap_yaml: str) -> int:
         return 0
 
 
-def probe_crd() -> dict[str, Any]:
-    """The HealthProbe CustomResourceDefinition (installed on every destination cluster)."""
+def probe_crd(kind: str = PROBE_KIND) -> dict[str, Any]:
+    """The HealthProbe CustomResourceDefinition (installed on every destination cluster); another
+    `kind` gives a CRD of the same shape that no cluster has until a test installs it."""
+    plural = f"{kind.lower()}s"
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{PROBE_PLURAL}.{PROBE_GROUP}"},
+        "metadata": {"name": f"{plural}.{PROBE_GROUP}"},
         "spec": {
             "group": PROBE_GROUP,
             "scope": "Namespaced",
-            "names": {
-                "plural": PROBE_PLURAL,
-                "singular": PROBE_KIND.lower(),
-                "kind": PROBE_KIND,
-                "listKind": f"{PROBE_KIND}List",
-            },
+            "names": {"plural": plural, "singular": kind.lower(), "kind": kind, "listKind": f"{kind}List"},
             "versions": [
                 {
                     "name": PROBE_VERSION,

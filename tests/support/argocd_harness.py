@@ -18,6 +18,8 @@ the watcher (engine argo) and the local executor for one test.
 from __future__ import annotations
 
 import contextlib
+import threading
+import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.devenv import starter_app
-from orchestrator.devenv.argocd import ArgoCDStack, ClusterSpec, request_sync
+from orchestrator.devenv.argocd import HEALTH_PROBES, ArgoCDStack, ClusterSpec, request_sync
 from orchestrator.devenv.gitrepo import ReleaseRepo
 from orchestrator.engine.executor import ExecutorSettings, LocalExecutor
 from orchestrator.kube.client import APPLICATION_SETS, APPLICATIONS, PROGRESSIVE_SYNCS, Kube, NotFound
@@ -45,6 +47,8 @@ STACK_CLUSTERS = (
     ClusterSpec("us-2", {"region": "us", "track": "stable"}),
 )
 CANARY = "eu-1"
+# The starter ConfigMap of every scenario (in each Application's own namespace).
+SCENARIO_CONFIGMAP = "app"
 SMALL = {"matchLabels": {"small": "true"}}
 # For two clusters: the canary, then the other one.
 CANARY_THEN_REST = [
@@ -82,6 +86,7 @@ class Scenario:
     repo: ReleaseRepo
     clusters: list[str]
     path: str = starter_app.APP_PATH
+    configmap: str = SCENARIO_CONFIGMAP
     release_number: int = 1
     progressive_syncs: list[str] = field(default_factory=list)
 
@@ -116,7 +121,9 @@ class Scenario:
         """The next release: the ConfigMap names a new release number (plus `extra` files)."""
         self.release_number += 1
         files: dict[str, str | None] = {
-            "configmap.yaml": starter_app.configmap_manifest(self.name, {"release": str(self.release_number)})
+            "configmap.yaml": starter_app.configmap_manifest(
+                self.configmap, {"release": str(self.release_number)}
+            )
         }
         files.update(extra or {})
         return self.commit(files, f"Release {self.release_number}")
@@ -232,7 +239,7 @@ def new_scenario(
     name = f"{prefix}-{uuid.uuid4().hex[:6]}"
     path = starter_app.APP_PATH
     initial = {f"{path}/{k}": v for k, v in (files or {}).items()} or starter_app.release_files(
-        1, path=path, app=name
+        1, path=path, app=SCENARIO_CONFIGMAP
     )
     repo = ReleaseRepo.create(stack.workdir / "repos" / f"{name}.git", initial, message="Release 1")
     for branch in branches:
@@ -296,3 +303,88 @@ def rollout_actors(stack: ArgoCDStack, workdir: Path) -> Iterator[Watcher]:
             watcher.stop(timeout=15)
     finally:
         executor.stop(timeout=15)
+
+
+# --- driving health on the destination clusters -----------------------------------------------------
+
+
+class ProbeDriver:
+    """Plays the workload behind each cluster's HealthProbe: once Argo CD created the probe, walk it
+    through a script of (health, seconds) steps; the last step's health stays.
+
+    `scripts` maps cluster -> steps, e.g. {"eu-1": [("Degraded", 5), ("Healthy", 0)]}; a step with
+    seconds None holds until `release(cluster)` is called. Runs on its own thread; `stop()` ends it.
+    """
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        scripts: Mapping[str, Sequence[tuple[str, float | None]]],
+        probe: str = "probe",
+    ) -> None:
+        self.scenario = scenario
+        self.scripts = {cluster: list(steps) for cluster, steps in scripts.items()}
+        self.probe = probe
+        self.applied: dict[str, list[str]] = {cluster: [] for cluster in scripts}
+        self._released: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="probe-driver", daemon=True)
+        self.error: BaseException | None = None
+
+    def __enter__(self) -> ProbeDriver:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join(15)
+        if self.error is not None and exc_info[0] is None:
+            raise self.error
+
+    def release(self, cluster: str) -> None:
+        """End a step held with seconds None."""
+        self._released.add(cluster)
+
+    def _run(self) -> None:
+        positions = dict.fromkeys(self.scripts, 0)
+        step_started: dict[str, float] = {}
+        try:
+            while not self._stop.wait(0.2):
+                for cluster, steps in self.scripts.items():
+                    index = positions[cluster]
+                    if index >= len(steps):
+                        continue
+                    health, seconds = steps[index]
+                    if cluster not in step_started:
+                        if not self._probe_exists(cluster):
+                            continue
+                        self._set(cluster, health)
+                        step_started[cluster] = time.monotonic()
+                        continue
+                    held = time.monotonic() - step_started[cluster]
+                    done = cluster in self._released if seconds is None else held >= seconds
+                    if done and index + 1 < len(steps):
+                        positions[cluster] = index + 1
+                        self._released.discard(cluster)
+                        self._set(cluster, steps[index + 1][0])
+                        step_started[cluster] = time.monotonic()
+        except BaseException as exc:
+            self.error = exc
+
+    def _probe_exists(self, cluster: str) -> bool:
+        kube = self.scenario.stack.cluster_kube(cluster)
+        try:
+            kube.get(HEALTH_PROBES, self.scenario.destination_namespace(cluster), self.probe)
+        except NotFound:
+            return False
+        return True
+
+    def _set(self, cluster: str, health: str) -> None:
+        self.scenario.stack.set_probe_health(
+            cluster,
+            self.scenario.destination_namespace(cluster),
+            self.probe,
+            health,
+            f"set by the test: {health}",
+        )
+        self.applied[cluster].append(health)
