@@ -8,6 +8,11 @@ the Argo Server, the tools on PATH) and stays in the foreground until Ctrl-C, SI
 `dev-cluster down`; then it stops everything and undoes every change to the machine
 (`orchestrator.devenv.stack`). `down` signals the running `up`, and when none runs, cleans up what a
 killed one left on the machine.
+
+`--argocd` adds the real Argo CD (`orchestrator.devenv.argocd`): redis, the repo-server, the
+application controller and the ApplicationSet controller as processes, destination clusters behind
+cluster Secrets, a local Git repository with a starter app and its ApplicationSet, release 1
+deployed everywhere. `release` commits the starter app's next release to that repository.
 """
 
 from __future__ import annotations
@@ -19,8 +24,12 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from orchestrator.devenv.stack import DevStack
 
 
 def _default_state_dir() -> Path:
@@ -57,16 +66,54 @@ def dev_cluster() -> None:
     is_flag=True,
     help="Add the real Argo Workflows controller and Argo Server (implies --node).",
 )
-# The real Argo CD joins here as `--argocd` (its own module in orchestrator/devenv).
+@click.option(
+    "--argocd",
+    is_flag=True,
+    help="Add the real Argo CD (repo-server, application controller, ApplicationSet controller), "
+    "destination clusters and a Git repository with a starter app (`make tools` builds Argo CD).",
+)
+@click.option(
+    "--argocd-clusters",
+    type=click.IntRange(min=1),
+    default=4,
+    show_default=True,
+    help="Argo CD clusters (cluster Secrets labelled region=eu|us, env=dev) with --argocd.",
+)
+@click.option(
+    "--argocd-servers",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="Distinct destination kube-apiservers behind them (two cluster names per server at most).",
+)
+@click.option(
+    "--argocd-refresh-seconds",
+    type=click.IntRange(min=0),
+    default=10,
+    show_default=True,
+    help="How often Argo CD compares each Application with Git (0: only when asked to refresh).",
+)
 @click.option(
     "--requeue-time",
     default="10s",
     show_default=True,
     help="How soon the Argo controller looks at a Workflow again (its DEFAULT_REQUEUE_TIME).",
 )
-def up(state_dir: Path, tools_dir: Path | None, node: bool, argo_workflows: bool, requeue_time: str) -> None:
+def up(
+    state_dir: Path,
+    tools_dir: Path | None,
+    *,
+    node: bool,
+    argo_workflows: bool,
+    argocd: bool,
+    argocd_clusters: int,
+    argocd_servers: int,
+    argocd_refresh_seconds: int,
+    requeue_time: str,
+) -> None:
     """Start the stack and keep it running until Ctrl-C or `dev-cluster down`."""
-    from orchestrator.devenv import machine  # noqa: PLC0415 - keeps `--help` fast
+    from orchestrator.devenv import argocd as argocd_stack  # noqa: PLC0415 - keeps `--help` fast
+    from orchestrator.devenv import machine  # noqa: PLC0415
     from orchestrator.devenv.stack import DevStack, StackOptions, shell_exports  # noqa: PLC0415
 
     pid_file = state_dir / "up.json"
@@ -82,30 +129,39 @@ def up(state_dir: Path, tools_dir: Path | None, node: bool, argo_workflows: bool
     state_dir.mkdir(parents=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        argocd_settings = (
+            argocd_stack.ArgoCDSettings(
+                clusters=argocd_stack.default_clusters(argocd_clusters),
+                servers=argocd_servers,
+                reconciliation_seconds=argocd_refresh_seconds,
+            )
+            if argocd
+            else None
+        )
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--argocd-clusters/--argocd-servers") from exc
     options = StackOptions(
         node=node,
         argo_workflows=argo_workflows,
         requeue_time=requeue_time,
         tools_dir=tools_dir,
         workdir=state_dir,
+        argocd=argocd_settings,
     )
     if options.wants_node:
         click.echo("# starting the control plane and a real node (about half a minute)...", err=True)
+    if argocd:
+        click.echo("# starting the real Argo CD and its destination clusters (about a minute)...", err=True)
     try:
         stack = DevStack.start(options)
-    except (machine.MachineError, RuntimeError) as exc:
+    except (machine.MachineError, argocd_stack.ArgoCDStackError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from exc
     try:
         assert stack.cluster is not None
-        pid_file.write_text(json.dumps({"pid": os.getpid(), "kubeconfig": str(stack.cluster.kubeconfig)}))
-        click.echo(f"# kube-apiserver at {stack.cluster.api_url}; logs in {state_dir}")
-        if stack.node is not None:
-            click.echo(f"# node {stack.node.name} Ready; its logs in {stack.node.root / 'logs'}")
-        if stack.argo is not None:
-            click.echo(
-                f"# Argo Workflows controller (namespace argo); Argo Server and UI: {stack.argo.server_url}"
-            )
-            click.echo("# rollouts run in namespace argocd; steps as service account progressive-sync-steps")
+        pid_file.write_text(json.dumps(_state(stack)))
+        for line in _describe(stack, state_dir):
+            click.echo(line)
         for line in shell_exports(stack.exports()):
             click.echo(line)
         click.echo("# running until Ctrl-C or `progressive-sync dev-cluster down`", err=True)
@@ -119,6 +175,37 @@ def up(state_dir: Path, tools_dir: Path | None, node: bool, argo_workflows: bool
         stack.stop()
         pid_file.unlink(missing_ok=True)
         click.echo("dev-cluster stopped", err=True)
+
+
+def _state(stack: DevStack) -> dict[str, object]:
+    """What `up.json` records for `down` and `release`: the pid, the kubeconfig, the Argo CD repo."""
+    assert stack.cluster is not None
+    state: dict[str, object] = {"pid": os.getpid(), "kubeconfig": str(stack.cluster.kubeconfig)}
+    if stack.argocd is not None:
+        state["argocd"] = {
+            "namespace": stack.argocd.namespace,
+            "repo": str(stack.argocd.repo.path),
+            "app_set": stack.argocd.settings.app_set,
+        }
+    return state
+
+
+def _describe(stack: DevStack, state_dir: Path) -> list[str]:
+    """The comment lines `up` prints about what runs."""
+    from orchestrator.devenv import argocd as argocd_stack  # noqa: PLC0415
+
+    assert stack.cluster is not None
+    lines = [f"# kube-apiserver at {stack.cluster.api_url}; logs in {state_dir}"]
+    if stack.node is not None:
+        lines.append(f"# node {stack.node.name} Ready; its logs in {stack.node.root / 'logs'}")
+    if stack.argo is not None:
+        lines.append(
+            f"# Argo Workflows controller (namespace argo); Argo Server and UI: {stack.argo.server_url}"
+        )
+        lines.append("# rollouts run in namespace argocd; steps as service account progressive-sync-steps")
+    if stack.argocd is not None:
+        lines += [f"# {line}" for line in argocd_stack.describe(stack.argocd)]
+    return lines
 
 
 @dev_cluster.command("down")
@@ -151,6 +238,46 @@ def down(state_dir: Path, wait: bool) -> None:
         click.echo(f"no dev-cluster is running; cleaned up what a stopped one left: {'; '.join(done)}")
     else:
         click.echo("no dev-cluster is running")
+
+
+@dev_cluster.command("release")
+@state_dir_option
+@click.option("-m", "--message", help="The commit message (default: 'Release N').")
+@click.option(
+    "--refresh/--no-refresh",
+    default=False,
+    help="Ask Argo CD to compare the starter Applications at once (as a Git webhook would) instead "
+    "of at its next timed comparison.",
+)
+def release(state_dir: Path, message: str | None, refresh: bool) -> None:
+    """Commit the starter app's next release to the Git repository of `up --argocd`."""
+    from orchestrator.devenv import argocd as argocd_stack  # noqa: PLC0415
+    from orchestrator.devenv.gitrepo import GitError, ReleaseRepo  # noqa: PLC0415
+    from orchestrator.kube.client import Kube  # noqa: PLC0415
+
+    pid_file = state_dir / "up.json"
+    state = json.loads(pid_file.read_text()) if pid_file.exists() else {}
+    if not _alive(int(state.get("pid", 0))) or "argocd" not in state:
+        raise click.ClickException(
+            "no dev-cluster with Argo CD is running: start one with "
+            "`progressive-sync dev-cluster up --argocd`"
+        )
+    argocd = state["argocd"]
+    try:
+        number, sha = argocd_stack.commit_next_release(
+            ReleaseRepo.open(argocd["repo"]), argocd["app_set"], message
+        )
+    except GitError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"release {number}: {sha}")
+    if refresh:
+        kube = Kube.from_kubeconfig(state["kubeconfig"])
+        try:
+            names = argocd_stack.app_set_applications(kube, argocd["namespace"], argocd["app_set"])
+            argocd_stack.request_refresh(kube, argocd["namespace"], names)
+        finally:
+            kube.close()
+        click.echo(f"asked Argo CD to refresh {len(names)} Applications")
 
 
 def _alive(pid: int) -> bool:

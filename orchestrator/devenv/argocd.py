@@ -248,7 +248,8 @@ class ArgoCDStack:
         """Start everything (see the module docstring); on failure stop what started and raise."""
         settings = settings or ArgoCDSettings()
         tools.check()
-        owns = workdir is None
+        # A folder this start creates is removed by stop(); one that existed is left alone.
+        owns = workdir is None or not Path(workdir).exists()
         root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="progressive-sync-argocd-"))
         root.mkdir(parents=True, exist_ok=True)
         stack = cls(

@@ -9,6 +9,8 @@ the real-stack test fixtures and `make bench` share:
 3. the CRDs: ours and the peers' own (Argo Workflows', Argo CD's) from the tools folder;
 4. the node (`node`), with the step image and the argoexec image built and imported;
 5. workflow-controller and argo server (`argoworkflows`);
+5b. the real Argo CD (`argocd`: redis, repo-server, application controller, ApplicationSet
+   controller, destination clusters, a Git repository with a starter app), when asked for;
 6. per namespace where rollouts run (`prepare_namespace`): the namespace, ready for pods, and the
    chart's service accounts and RBAC for the steps, rendered from `charts/progressive-sync` by
    `helm template` (so the steps run with exactly what the chart grants).
@@ -34,6 +36,7 @@ import yaml
 
 from orchestrator.devenv import images as images_mod
 from orchestrator.devenv import machine, tools
+from orchestrator.devenv.argocd import ArgoCDSettings, ArgoCDStack, ArgoCDTools
 from orchestrator.devenv.argoworkflows import ArgoTools, ArgoWorkflows
 from orchestrator.devenv.controlplane import ControlPlaneError, DevCluster, find_tools_dir
 from orchestrator.devenv.node import Node, NodeTools, create_namespace, namespace_ready
@@ -99,6 +102,8 @@ class StackOptions:
     namespaces: tuple[str, ...] = (DEFAULT_NAMESPACE,)
     tools_dir: Path | None = None
     workdir: Path | None = None
+    # The real Argo CD and its fleet (None: not started; the fleet simulator plays Argo CD).
+    argocd: ArgoCDSettings | None = None
 
     @property
     def wants_node(self) -> bool:
@@ -115,6 +120,7 @@ class DevStack:
     cluster: DevCluster | None = None
     node: Node | None = None
     argo: ArgoWorkflows | None = None
+    argocd: ArgoCDStack | None = None
     steps_image: images_mod.Image | None = None
     timings: dict[str, float] = field(default_factory=dict)
     _lock: machine.NodeLock | None = field(default=None, repr=False)
@@ -126,12 +132,19 @@ class DevStack:
         started = time.monotonic()
         stack = cls(options=options, tools_dir=find_tools_dir(options.tools_dir))
         argo_tools = ArgoTools.find() if options.argo_workflows else None
+        argocd_tools = ArgoCDTools.find() if options.argocd else None
         if options.wants_node:
             NodeTools.find()  # every missing program named now, before anything starts
             stack._lock = machine.NodeLock()
             stack._lock.acquire()  # NodeBusy now, before anything starts
         try:
             stack._start(argo_tools)
+            if argocd_tools is not None and options.argocd is not None and stack.cluster is not None:
+                cluster, settings = stack.cluster, options.argocd
+                workdir = options.workdir / "argocd" if options.workdir else None
+                stack.argocd = stack._timed(
+                    "argocd", lambda: ArgoCDStack.start(cluster, argocd_tools, settings, workdir=workdir)
+                )
         except BaseException:
             stack.stop()
             raise
@@ -322,6 +335,9 @@ class DevStack:
     def stop(self) -> None:
         """Stop everything in reverse order; undo every change to the machine; release the lock."""
         try:
+            if self.argocd is not None:
+                self.argocd.stop()
+                self.argocd = None
             if self.argo is not None:
                 self.argo.stop()
             if self.node is not None:
