@@ -33,6 +33,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import functools
+import json
 import logging
 import os
 import secrets
@@ -400,7 +401,7 @@ class ArgoCDStack:
                 "stringData": {
                     "name": cluster.name,
                     "server": cluster.server,
-                    "config": yaml.safe_dump(config),
+                    "config": json.dumps(config),
                 },
             },
         )
@@ -494,7 +495,9 @@ class ArgoCDStack:
         health = {
             "argocd-repo-server": f"http://127.0.0.1:{ports['repo-server-metrics']}/healthz",
             "argocd-application-controller": f"http://127.0.0.1:{ports['controller-metrics']}/healthz",
-            "argocd-applicationset-controller": f"http://127.0.0.1:{ports['applicationset-probe']}/healthz",
+            # Its probe server has no health check registered (404): the metrics server answers
+            # once the manager runs.
+            "argocd-applicationset-controller": f"http://127.0.0.1:{ports['applicationset-metrics']}/metrics",
         }
         for component in COMPONENTS:
             self.supervisor.spawn(
