@@ -357,7 +357,10 @@ def test_a_suspended_workload_holds_the_cluster_and_the_status_says_so(
         revision = _probed_release(scenario)
         scenario.refresh()
         scenario.wait_out_of_sync(revision)
-        scripts = {CANARY: [("Suspended", None), ("Healthy", 0.0)], OTHER: [("Healthy", 0.0)]}
+        scripts: dict[str, list[tuple[str, float | None]]] = {
+            CANARY: [("Suspended", None), ("Healthy", 0.0)],
+            OTHER: [("Healthy", 0.0)],
+        }
         with ProbeDriver(scenario, scripts) as driver, rollout_actors(argocd_stack, tmp_path):
             scenario.create_progressive_sync(CANARY_THEN_REST, deadline_seconds=120)
             wait_for(

@@ -51,7 +51,7 @@ CANARY = "eu-1"
 SCENARIO_CONFIGMAP = "app"
 SMALL = {"matchLabels": {"small": "true"}}
 # For two clusters: the canary, then the other one.
-CANARY_THEN_REST = [
+CANARY_THEN_REST: list[dict[str, Any]] = [
     {
         "name": "canary",
         "targets": {"clusters": {"selector": {"matchLabels": {"canary": "true"}}}},
@@ -60,7 +60,7 @@ CANARY_THEN_REST = [
     {"name": "the rest", "targets": {"clusters": {"selector": {}}}},
 ]
 ROLLOUT_TIMEOUT = 240.0
-CANARY_THEN_REGIONS = [
+CANARY_THEN_REGIONS: list[dict[str, Any]] = [
     {
         "name": "canary",
         "targets": {"clusters": {"selector": {"matchLabels": {"canary": "true"}}}},
@@ -136,6 +136,26 @@ class Scenario:
 
     def application(self, cluster: str) -> dict[str, Any]:
         return self.kube.get(APPLICATIONS, self.namespace, self.app(cluster))
+
+    def compared_revision(self, cluster: str) -> str:
+        """The revision Argo CD compared `cluster`'s Application with."""
+        return str(((self.application(cluster).get("status") or {}).get("sync") or {}).get("revision", ""))
+
+    def wait_compared_to_branches(self, timeout: float = 60) -> None:
+        """Wait until every Application was compared with the head of the branch it follows."""
+
+        def compared() -> bool:
+            for cluster in self.clusters:
+                try:
+                    app = self.application(cluster)
+                except NotFound:
+                    return False
+                branch = app["spec"]["source"]["targetRevision"]
+                if self.compared_revision(cluster) != self.repo.head(branch):
+                    return False
+            return True
+
+        wait_for(compared, timeout=timeout, interval=0.2, what=f"{self.apps} compared with Git")
 
     def wait_compared(
         self, revision: str, clusters: Sequence[str] | None = None, timeout: float = 60
