@@ -6,7 +6,7 @@ controller and ApplicationSet controller as processes (`make tools` builds them)
 Git repositories, two destination kube-apiservers behind four cluster Secrets. The local executor
 plays Argo Workflows. Nothing fakes Argo CD or the API.
 
-One stack serves the session (it takes ~20 s to start); each test gets its own scenario. On a
+One stack serves the package's tests (it takes ~20 s to start); each test gets its own scenario. On a
 machine shared by several people, run these tests under the real-stack queue lock
 (`flock -w 7200 /tmp/progressive-sync-realstack.lock ...`, TEAM.md).
 """
@@ -28,9 +28,10 @@ from tests.support.argocd_harness import STACK_CLUSTERS, Scenario, scenario_of
 STARTUP: dict[str, float] = {}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def argocd_stack() -> Iterator[ArgoCDStack]:
-    """A control plane with the real Argo CD and two destination API servers, for the session."""
+    """A control plane with the real Argo CD and two destination API servers, for this package's tests
+    (they run one after the other, so it stops after the last of them, before the real-stack tier)."""
     try:
         tools = ArgoCDTools.find()
         assets = devcluster.find_tools_dir()

@@ -22,11 +22,6 @@ from tests.support.argocd_harness import CANARY, Scenario, rollout_actors
 
 pytestmark = pytest.mark.argocd
 
-FINDING_1 = (
-    "issue 12 finding 1: the ApplicationSet controller removes progressivesync.io/rollout-id, "
-    "so wait-healthy never sees our sync and every cluster fails at its deadline"
-)
-
 
 def test_the_application_set_generates_one_application_per_cluster_and_a_commit_makes_them_out_of_sync(
     scenario: Scenario, argocd_stack: ArgoCDStack
@@ -38,7 +33,7 @@ def test_the_application_set_generates_one_application_per_cluster_and_a_commit_
         assert app["spec"]["destination"]["server"] == argocd_stack.cluster(cluster).server
         # Release 1 really reached the destination API server, in the Application's own namespace.
         configmap = argocd_stack.cluster_kube(cluster).get(
-            CONFIG_MAPS, scenario.destination_namespace(cluster), scenario.name
+            CONFIG_MAPS, scenario.destination_namespace(cluster), scenario.configmap
         )
         assert configmap["data"] == {"release": "1"}
 
@@ -51,7 +46,6 @@ def test_the_application_set_generates_one_application_per_cluster_and_a_commit_
     assert all(len(scenario.application(c)["status"]["sync"]["revision"]) == 40 for c in scenario.clusters)
 
 
-@pytest.mark.xfail(strict=True, reason=FINDING_1)
 def test_a_release_rolls_out_in_stages_each_application_synced_once(
     scenario: Scenario, argocd_stack: ArgoCDStack, tmp_path: Path
 ) -> None:
@@ -81,7 +75,7 @@ def test_a_release_rolls_out_in_stages_each_application_synced_once(
             assert len(ours) == 1, f"{cluster}: {ours}"
             assert seen.sync_starts(scenario.app(cluster), by="progressive-sync") == 1
             configmap = argocd_stack.cluster_kube(cluster).get(
-                CONFIG_MAPS, scenario.destination_namespace(cluster), scenario.name
+                CONFIG_MAPS, scenario.destination_namespace(cluster), scenario.configmap
             )
             assert configmap["data"] == {"release": "2"}
 
