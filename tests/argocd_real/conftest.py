@@ -19,6 +19,7 @@ from collections.abc import Iterator
 import pytest
 
 from orchestrator.devenv import controlplane as devcluster
+from orchestrator.devenv import tools
 from orchestrator.devenv.argocd import ArgoCDSettings, ArgoCDStack, ArgoCDStackError, ArgoCDTools
 from orchestrator.kube.client import Kube
 from orchestrator.kube.crds import all_crd_documents, apply_crds
@@ -33,15 +34,16 @@ def argocd_stack() -> Iterator[ArgoCDStack]:
     """A control plane with the real Argo CD and two destination API servers, for this package's tests
     (they run one after the other, so it stops after the last of them, before the real-stack tier)."""
     try:
-        tools = ArgoCDTools.find()
+        argocd_tools = ArgoCDTools.find()
         assets = devcluster.find_tools_dir()
-    except (ArgoCDStackError, devcluster.ControlPlaneError) as exc:
+        crds = all_crd_documents(tools.peer_crd_dirs())
+    except (ArgoCDStackError, devcluster.ControlPlaneError, tools.ToolsMissing) as exc:
         pytest.fail(f"{exc}\n(`make test` builds the tools and sets PROGRESSIVE_SYNC_TOOLS_DIR for you.)")
     started = time.monotonic()
     cluster = devcluster.DevCluster.start(assets)
     try:
         kube = Kube.from_kubeconfig(str(cluster.kubeconfig))
-        apply_crds(kube, all_crd_documents())
+        apply_crds(kube, crds)
         kube.close()
         settings = ArgoCDSettings(
             namespace="argocd",
@@ -50,7 +52,7 @@ def argocd_stack() -> Iterator[ArgoCDStack]:
             reconciliation_seconds=0,  # no timed refresh: a test refreshes what it means to
             app_set=None,
         )
-        stack = ArgoCDStack.start(cluster, tools, settings)
+        stack = ArgoCDStack.start(cluster, argocd_tools, settings)
         STARTUP["stack"] = time.monotonic() - started
         try:
             yield stack
