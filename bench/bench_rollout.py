@@ -260,9 +260,14 @@ def stage_reactions(
 
 
 def cluster_times(
-    audit: list[dict[str, Any]], events: list[dict[str, Any]], app_set: str, since: float
+    audit: list[dict[str, Any]],
+    events: list[dict[str, Any]],
+    app_set: str,
+    since: float,
+    *,
+    user: str = STEPS_USER,
 ) -> tuple[dict[str, float], dict[str, float]]:
-    """Per cluster of `app_set`: when its sync was written (audit) and written Healthy (simulator)."""
+    """Per cluster of `app_set`: when `user` wrote its sync (audit) and it was written Healthy (simulator)."""
     prefix = f"{app_set}-"
     sync_at: dict[str, float] = {}
     for line in audit:
@@ -270,7 +275,7 @@ def cluster_times(
         name = str(ref.get("name", ""))
         if ref.get("resource") != "applications" or not name.startswith(prefix):
             continue
-        if (line.get("user") or {}).get("username") != STEPS_USER or line.get("verb") != "update":
+        if (line.get("user") or {}).get("username") != user or line.get("verb") != "update":
             continue
         if (line.get("responseStatus") or {}).get("code") != 200 or audit_time(line) < since:
             continue

@@ -108,3 +108,22 @@ def test_writes_count_only_successful_updates_by_the_steps_user() -> None:
 
 def test_audit_time_keeps_microseconds() -> None:
     assert bench.audit_time(audit_line("update", "a", "x")) % 1 == pytest.approx(0.25)
+
+
+def test_cluster_times_take_the_first_sync_by_the_given_user_and_the_first_healthy() -> None:
+    steps_pod = "system:serviceaccount:argocd:progressive-sync-steps"  # the steps on a real node
+    audit = [
+        audit_line("update", "web-c1", "progressive-sync"),  # the local engine's steps: another run
+        audit_line("update", "web-c1", steps_pod),
+        audit_line("update", "web-c1", steps_pod),  # a later write: not the sync
+        audit_line("update", "web-c2", steps_pod, code=409),
+        audit_line("update", "other-c1", steps_pod),  # another ApplicationSet
+    ]
+    events = [
+        {"event": "healthy", "app": "web-c1", "cluster": "c1", "time": 1.0},
+        {"event": "healthy", "app": "web-c1", "cluster": "c1", "time": 9.0},
+        {"event": "synced", "app": "web-c2", "cluster": "c2", "time": 2.0},
+    ]
+    sync_at, healthy_at = bench.cluster_times(audit, events, "web", 0.0, user=steps_pod)
+    assert list(sync_at) == ["c1"] and healthy_at == {"c1": 1.0}
+    assert bench.cluster_times(audit, events, "web", 0.0)[0].keys() == {"c1"}  # the default user
