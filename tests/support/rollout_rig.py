@@ -136,6 +136,16 @@ class RolloutRig:
         patch = {"metadata": {"annotations": annotations}}
         self.kube.patch(SECRETS, self.namespace, secret.secret_name, patch)
 
+    def set_app_behaviour(self, cluster: str, **behaviour: str) -> None:
+        """Change how the simulator treats the cluster's synced Applications from now on (annotations
+        on the Applications themselves: the simulator looks at an Application again at once when it
+        changes, so this takes effect now, even while it waits out a long `healthSeconds`)."""
+        apps = {event["app"] for event in self.events() if event["cluster"] == cluster}
+        assert apps, f"no Application of cluster {cluster} was synced yet"
+        annotations = {f"{ANNOTATION_PREFIX}{key}": value for key, value in behaviour.items()}
+        for app in sorted(apps):
+            self.kube.patch(APPLICATIONS, self.namespace, app, {"metadata": {"annotations": annotations}})
+
     def progressive_sync_model(self, stages: list[dict[str, Any]], **spec: Any) -> ProgressiveSync:
         """The ProgressiveSync these stages make, without creating it (to plan before it exists)."""
         return ProgressiveSync.model_validate(
