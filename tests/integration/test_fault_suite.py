@@ -1,7 +1,7 @@
 """The fault suite (issue 18): one fault injected into a running rollout, the same three checks.
 
-Real: a control plane of this module's own (kube-apiserver + etcd: restarted, throttled and
-stormed here without disturbing other tests), the watcher in this process, the local executor
+Real: the session's control plane (kube-apiserver + etcd; restarted and compacted here, which
+leaves it as it was), the watcher in this process, the local executor
 running the real step programs, and the fleet simulator playing Argo CD. Network faults go through
 `tests/support/tcp_proxy.py`: every actor (watcher, executor, simulator, the steps) talks to the
 API server through it; the test's own client talks directly.
@@ -31,10 +31,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.devenv import controlplane as devcluster
-from orchestrator.devenv import tools
 from orchestrator.kube.client import NAMESPACES, PROGRESSIVE_SYNCS, Kube, KubeError, KubeSettings
-from orchestrator.kube.crds import all_crd_documents, apply_crds
 from orchestrator.watcher.loop import Watcher
+from tests.support import etcd
 from tests.support.tcp_proxy import FaultProxy, Mode, kubeconfig_via
 from tests.support.wait import wait_for
 from tests.support.watcher_harness import (
@@ -57,13 +56,11 @@ FLEET = "defaults: {syncSeconds: 1.0, healthSeconds: 0.5}"
 ROLLOUT_SECONDS = 60.0
 
 
-@pytest.fixture(scope="module")
-def plane() -> Iterator[tuple[devcluster.DevCluster, Kube]]:
-    with devcluster.running() as cluster:
-        kube = Kube.from_kubeconfig(str(cluster.kubeconfig))
-        apply_crds(kube, all_crd_documents(tools.peer_crd_dirs()))
-        yield cluster, kube
-        kube.close()
+@pytest.fixture
+def plane(control_plane: devcluster.DevCluster, kube: Kube) -> tuple[devcluster.DevCluster, Kube]:
+    """The session's control plane (with Argo's and Argo CD's CRDs): restarting its API server or
+    compacting its etcd leaves it as it was for the tests after (same etcd, port and certificates)."""
+    return control_plane, kube
 
 
 @dataclass
@@ -101,6 +98,7 @@ class Rig:
         return end
 
     audit_mark: int = 0
+    compactions: list[int] = field(default_factory=list)
     apiserver_pids: list[int] = field(default_factory=list)
 
     def first_sync_started(self) -> bool:
@@ -149,6 +147,16 @@ def showed_outage(rig: Rig) -> str:
 def showed_restart(rig: Rig) -> str:
     assert rig.cluster.pids != rig.apiserver_pids, "kube-apiserver is a new process"
     return f"kube-apiserver restarted; {rig.watch_failures()} failed watcher attempts"
+
+
+def showed_compactions(rig: Rig) -> str:
+    assert len(rig.compactions) >= 3
+    assert rig.watcher is not None
+    relists = sum(informer.stats.relists_after_gone for informer in rig.watcher.informers)
+    # With the watch cache on (the default), a resume point the cache still holds is served from
+    # it: the 410s reach clients only when a stream resumes from before the cache's window
+    # (test_watcher_gone runs the same rollout with the cache off, where every resume meets them).
+    return f"{len(rig.compactions)} compactions, {relists} watcher re-lists after 410"
 
 
 def showed_conflicts(rig: Rig) -> str:
@@ -205,6 +213,15 @@ def apiserver_restart(rig: Rig) -> Heal:
     """kube-apiserver stopped (SIGTERM) and started again on the same etcd and port."""
     rig.cluster.restart_apiserver()
     return _no_heal
+
+
+def etcd_compaction_every_500ms(rig: Rig) -> Heal:
+    """etcd's history compacted to its current revision twice a second, for the whole rollout."""
+
+    def compact() -> None:
+        rig.compactions.append(etcd.compact(rig.cluster.etcd_url))
+
+    return rig.every(0.5, compact)
 
 
 def conflict_storm(rig: Rig) -> Heal:
@@ -270,6 +287,10 @@ FAULTS = [
     pytest.param(
         Fault(apiserver_restart, "first-sync", ROLLOUT_SECONDS, showed=showed_restart),
         id="apiserver-restart-same-etcd",
+    ),
+    pytest.param(
+        Fault(etcd_compaction_every_500ms, "start", ROLLOUT_SECONDS, lasting=True, showed=showed_compactions),
+        id="apiserver-etcd-compaction",
     ),
     # Status writes back off on 409 (up to 2 s each, 20 attempts): the rollout is slower, not stuck.
     pytest.param(
