@@ -35,8 +35,8 @@ venv: $(STAMP)
 # Measured cold per component (build.sh GROUP alone under nice -n 10, every cache a scratch folder:
 # see build.sh's header), with 7 other sessions on the machine: the Argo UI (yarn install + webpack,
 # argo-ui from the vendor dir) 607 s at load average 9-11; Argo CD (Go 1.27 toolchain, ~1.7 GB of
-# modules, compile) not finished after 32 min at load average 11-23 (earlier: 1561 s at 10-12 with
-# its modules already downloaded). Expect the ~45 min only on a machine that is otherwise idle.
+# modules, compile) 2274 s at load average 11-23, mean 15 (earlier: 1561 s at 10-12 with its
+# modules already downloaded). Expect the ~45 min only on a machine that is otherwise idle.
 # test, demo and bench run it first and pass the folder on as PROGRESSIVE_SYNC_TOOLS_DIR (the Python
 # side's orchestrator/devenv/tools.py) and KUBEBUILDER_ASSETS.
 tools:
