@@ -6,6 +6,14 @@ their clusters. The stage is recorded Progressing with its ordered targets and `
 Skipped with the planner's reason; a plan with errors (e.g. out-of-date clusters no stage covers)
 fails the stage instead of running it. The targets are the step's output (a JSON list).
 
+Refresh lag (issue 12 finding 5): Argo CD compares Applications one by one (every ~120 s plus
+jitter without Git webhooks), so when a rollout starts some still read Synced at the commit before
+the release and no stage would take them. Before recording the stage, `select` asks Argo CD to
+compare again (`argocd.argoproj.io/refresh: normal`, which the ApplicationSet controller keeps)
+every owned Application it has not compared since the rollout started and that does not already
+was compared against a release revision; it does not wait for the answers: a later stage's `select`
+plans with them. The stage message says how many were asked.
+
 Idempotent: when this rollout already selected the stage, the recorded targets are returned as
 they are, without planning again or writing anything. When the status describes no rollout or
 another one, `select` starts this rollout's status (see `rollout_status.start_rollout`).
@@ -17,16 +25,20 @@ Caller: `python -m steps select` (steps.cli); tests call `select_stage` directly
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 from orchestrator.api.models import ProgressiveSyncStatus, StagePhase
-from orchestrator.api.release import revision_key
+from orchestrator.api.release import Revisions, revision_key
 from orchestrator.api.rollout_status import close_stage, find_stage, skip_stage, start_rollout, start_stage
-from orchestrator.argocd.fleet import app_view_from_object
+from orchestrator.argocd import appsync
+from orchestrator.argocd.fleet import AppSetView, AppView, app_view_from_object
 from orchestrator.core.clock import Clock
-from orchestrator.kube.client import APPLICATIONS, Kube
+from orchestrator.kube.client import APPLICATIONS, Kube, NotFound
 from orchestrator.kube.status_writer import update_status
-from orchestrator.planning.planner import StageState, plan_rollout, progress_from_status
+from orchestrator.planning.planner import IssueCode, StageState, plan_rollout, progress_from_status
 from steps.common import RolloutRef, Tuning, check_stage, get_app_set, list_clusters, load_progressive_sync
 
 log = logging.getLogger(__name__)
@@ -89,6 +101,16 @@ def select_stage(
     stage_plan = plan.stage(stage)
     planned_total = sum(len(s.targets) for s in plan.stages)
     now = clock.now()
+    since = status.rollout.started_at if ours and status.rollout and status.rollout.started_at else now
+    asked = refresh_not_compared_since(
+        kube,
+        rollout,
+        items,
+        app_set=app_set,
+        app_set_name=ps.spec.app_set_ref.name,
+        release=plan.revisions,
+        since=since,
+    )
     stage_names = [s.name for s in ps.spec.stages]
     revision = " ".join(revision_key(r) for r in plan.revisions)  # for people: status.rollout.revision
 
@@ -100,6 +122,14 @@ def select_stage(
         reason, phase, targets = stage_plan.reason, StagePhase.PROGRESSING, stage_plan.targets
     else:
         reason, phase, targets = stage_plan.reason, StagePhase.SKIPPED, ()
+    late = [w.message for w in plan.warnings if w.code == IssueCode.LATE_CLUSTERS]
+    if late and phase != StagePhase.FAILED:
+        reason += "; " + "; ".join(late)
+    if asked:
+        reason += (
+            f"; asked Argo CD to compare {len(asked)} Application(s) not compared since the rollout "
+            "started (a later stage takes them if they are behind the release)"
+        )
 
     def record(current: ProgressiveSyncStatus) -> ProgressiveSyncStatus:
         current = start_rollout(
@@ -127,3 +157,44 @@ def select_stage(
     entry = find_stage(update.status, stage)
     assert entry is not None  # record() created it
     return SelectResult(stage, entry.phase, tuple(entry.targets), entry.message)
+
+
+def refresh_not_compared_since(
+    kube: Kube,
+    rollout: RolloutRef,
+    items: Sequence[Mapping[str, Any]],
+    *,
+    app_set: AppSetView | None,
+    app_set_name: str,
+    release: Sequence[Revisions],
+    since: datetime,
+) -> tuple[str, ...]:
+    """Ask Argo CD to compare each owned Application it has not compared since `since` (see module).
+
+    Skipped: Applications compared since, ones Argo CD already compared against a release revision
+    (the plan has them, or they are up to date), ones with a refresh pending. One merge patch each;
+    the names asked.
+    """
+    wanted = {tuple(revisions) for revisions in release}
+    asked: list[str] = []
+    for item in items:
+        view: AppView = app_view_from_object(item)
+        if not view.is_owned_by(app_set_name, app_set.uid if app_set else ""):
+            continue
+        if view.reconciled_at is not None and view.reconciled_at >= since:
+            continue
+        if tuple(view.sync_revisions) in wanted:
+            continue  # Argo CD compared it against the release already
+        if appsync.refresh_requested(item):
+            continue
+        try:
+            kube.patch(APPLICATIONS, rollout.argocd_namespace, view.name, appsync.refresh_patch())
+        except NotFound:
+            continue
+        asked.append(view.name)
+    if asked:
+        shown = ", ".join(asked[:10]) + (" ..." if len(asked) > 10 else "")
+        log.info(
+            "asked Argo CD to compare %d Application(s) not compared since %s: %s", len(asked), since, shown
+        )
+    return tuple(asked)

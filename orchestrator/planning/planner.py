@@ -80,6 +80,7 @@ class IssueCode(StrEnum):
     UNCOVERED_CLUSTERS = "UncoveredClusters"
     SPREAD_LABEL_MISSING = "SpreadLabelMissing"
     UNKNOWN_PROGRESS_STAGE = "UnknownProgressStage"
+    LATE_CLUSTERS = "LateClusters"
 
 
 @dataclass(frozen=True, slots=True)
@@ -757,6 +758,9 @@ def _report_uncovered(
     uncovered = tuple(name for name, c in fleet.items() if c.is_out_of_date and name not in in_a_stage)
     if not uncovered:
         return ()
+    uncovered = _report_late(issues, spec, clusters, stages, uncovered)
+    if not uncovered:
+        return ()
     selectors = [stage.targets.clusters.selector for stage in spec.stages]
     unmatched = [n for n in uncovered if not any(s.matches(dict(clusters[n].labels)) for s in selectors)]
     left_over = [n for n in uncovered if n not in set(unmatched)]
@@ -775,6 +779,48 @@ def _report_uncovered(
             uncovered,
         )
     return uncovered
+
+
+def _report_late(
+    issues: _Issues,
+    spec: ProgressiveSyncSpec,
+    clusters: Mapping[str, Cluster],
+    stages: tuple[StagePlan, ...],
+    uncovered: tuple[str, ...],
+) -> tuple[str, ...]:
+    """Split off the clusters a running rollout learned of late; the uncovered ones left.
+
+    Argo CD turns Applications OutOfSync one by one (refresh lag): a cluster that did so after every
+    stage that would take it was selected is not a mistake in the spec. It is a warning
+    (`LateClusters`), never an error that would fail the stage being selected; the next rollout
+    (`progressive-sync retry`) takes it.
+    """
+    open_selectors = [
+        stage.targets.clusters.selector
+        for stage, planned in zip(spec.stages, stages, strict=True)
+        if not planned.from_progress
+    ]
+    recorded_selectors = [
+        stage.targets.clusters.selector
+        for stage, planned in zip(spec.stages, stages, strict=True)
+        if planned.from_progress
+    ]
+    late = [
+        name
+        for name in uncovered
+        if not any(s.matches(dict(clusters[name].labels)) for s in open_selectors)
+        and any(s.matches(dict(clusters[name].labels)) for s in recorded_selectors)
+    ]
+    if not late:
+        return uncovered
+    issues.warn(
+        IssueCode.LATE_CLUSTERS,
+        f"{len(late)} cluster(s) turned out of date after the stages that take them were selected "
+        f"(Argo CD compares Applications one by one): {_names(late)}; not updated by this rollout: "
+        "`progressive-sync retry` starts one that takes them",
+        tuple(late),
+    )
+    return tuple(name for name in uncovered if name not in set(late))
 
 
 def _names(names: Sequence[str], limit: int = NAMES_IN_MESSAGE) -> str:

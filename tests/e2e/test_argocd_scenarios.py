@@ -188,7 +188,6 @@ def test_applications_at_different_release_revisions_are_each_synced_to_their_ow
 # --- 5. refresh lag ----------------------------------------------------------------------------------
 
 
-@pending("finding 5: refresh lag")
 def test_a_cluster_that_refreshes_late_is_not_left_behind(rig: ScenarioRig) -> None:
     """Argo CD turns Applications OutOfSync one by one; the late one must still get the release."""
     rig.seed(revision=OLD, synced=True, refs={"main": OLD})

@@ -384,3 +384,19 @@ def test_a_cancelled_rollout_ends_every_sync_it_started_and_nothing_else(rig: Ri
     assert status is not None and status.phase is not None and status.phase.value == "Cancelled"
     assert "running sync of myservice-c1 terminated" in (status.message or "")
     assert "sync request of myservice-c2 withdrawn" in (status.message or "")
+
+
+# --- finding 5: refresh lag ------------------------------------------------------------------------
+
+
+def test_select_asks_argo_cd_to_compare_what_it_has_not_compared_since_the_rollout_started(rig: Rig) -> None:
+    """c2 still reads Synced at the old commit from a comparison an hour ago: Argo CD has not looked
+    at the release yet. select plans c1 and asks for a fresh comparison of c2 only, once."""
+    make_progressive_sync(rig.kube, rig.namespace, stages=ALL)
+    rig.world.compares("c2", now() - timedelta(hours=1), sync="Synced", revision=OLD_REVISION)
+    mark = rig.control_plane.audit_mark()
+    assert select(rig) == ["c1"]
+    assert appsync.refresh_requested(rig.world.get("c2")), "c2 is asked for a fresh comparison"
+    assert not appsync.refresh_requested(rig.world.get("c1")), "c1 was compared against the release"
+    assert "asked Argo CD to compare 1 Application(s)" in rig.stage().message
+    assert rig.app_writes(mark) == ["patch applications/myservice-c2 -> 200"]

@@ -784,6 +784,25 @@ def test_progress_of_a_stage_the_spec_no_longer_has_is_reported() -> None:
     assert len(result.stages[0].targets) == 2
 
 
+def test_a_cluster_that_turned_out_of_date_after_its_stages_were_selected_is_late_not_an_error() -> None:
+    """Refresh lag (issue 12 finding 5): eu-2 turned OutOfSync after the eu stage was selected; only
+    that stage would take it. A warning naming it, never an error that fails the next stage."""
+    clusters = regional_fleet({"eu": 2, "us": 1})
+    result = plan(
+        clusters,
+        stale_apps(clusters, fresh=("eu-1",)),
+        make_stage("eu", labels={"region": "eu"}),
+        make_stage("us", labels={"region": "us"}),
+        progress=RolloutProgress(
+            "r1", (StageProgress("eu", ("eu-1",), completed=("eu-1",), phase=StagePhase.SUCCEEDED),)
+        ),
+    )
+    assert not result.errors, result.errors
+    (late,) = [w for w in result.warnings if w.code.value == "LateClusters"]
+    assert late.subjects == ("eu-2",) and "progressive-sync retry" in late.message
+    assert result.stages[1].targets == ("us-1",)
+
+
 def test_progress_from_status() -> None:
     status = ProgressiveSyncStatus.model_validate(
         {
