@@ -35,12 +35,16 @@ T = TypeVar("T")
 
 
 class KubeError(Exception):
-    """An API call failed; `status` is the HTTP status (0 when no answer came)."""
+    """An API call failed; `status` is the HTTP status (0 when no answer came); `retry_after` the
+    seconds the server asked to wait (`Retry-After`, sent with 429 by API Priority and Fairness)."""
 
-    def __init__(self, message: str, *, status: int = 0, reason: str = "") -> None:
+    def __init__(
+        self, message: str, *, status: int = 0, reason: str = "", retry_after: float | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.reason = reason
+        self.retry_after = retry_after
 
 
 class NotFound(KubeError):
@@ -94,8 +98,23 @@ def _error_from_api_exception(exc: ApiException, what: str) -> KubeError:
     if status in (400, 422):
         return Invalid(text, status=status, reason=reason)
     if status == 429 or status >= 500:
-        return Retryable(text, status=status, reason=reason)
+        return Retryable(text, status=status, reason=reason, retry_after=_retry_after(exc))
     return KubeError(text, status=status, reason=reason)
+
+
+# A server asking for a longer wait than this is waited for this long (then asked again).
+MAX_RETRY_AFTER_SECONDS = 30.0
+
+
+def _retry_after(exc: ApiException) -> float | None:
+    """The `Retry-After` header in seconds (the API server sends whole seconds), capped; None without one."""
+    headers = exc.headers or {}
+    value = headers.get("Retry-After") if hasattr(headers, "get") else None
+    try:
+        seconds = float(value) if value is not None else None
+    except ValueError:
+        return None
+    return None if seconds is None or seconds < 0 else min(seconds, MAX_RETRY_AFTER_SECONDS)
 
 
 # --- resources -------------------------------------------------------------------------------
@@ -276,7 +295,7 @@ class Kube:
             except Retryable as exc:
                 if attempt == attempts:
                     raise
-                delay = backoffs[attempt - 1]
+                delay = max(backoffs[attempt - 1], exc.retry_after or 0.0)  # the server's Retry-After wins
                 log.warning(
                     "%s: attempt %d/%d failed: %s; retrying in %.1fs", what, attempt, attempts, exc, delay
                 )

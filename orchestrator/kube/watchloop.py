@@ -248,6 +248,7 @@ class WatchLoop:
             raise WatchGaveUp(
                 f"{self.name}: attempt {backoff.describe()} failed: {exc}; giving up", status=exc.status
             ) from exc
+        delay = max(delay, exc.retry_after or 0.0)  # a 429's Retry-After is honoured
         log.warning("%s: attempt %s failed: %s; retrying in %.1fs", self.name, backoff.describe(), exc, delay)
         stop.wait(delay)
 

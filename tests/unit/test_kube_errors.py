@@ -57,6 +57,40 @@ def test_retrying_gives_up_after_the_configured_attempts(monkeypatch: pytest.Mon
     assert sleeps == [0.1, 0.2]
 
 
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        pytest.param("3", 3.0, id="whole-seconds"),
+        pytest.param("600", kube.MAX_RETRY_AFTER_SECONDS, id="capped"),
+        pytest.param("Wed, 21 Oct 2015 07:28:00 GMT", None, id="http-date-ignored"),
+        pytest.param(None, None, id="absent"),
+    ],
+)
+def test_a_429_carries_the_servers_retry_after(header: str | None, expected: float | None) -> None:
+    exc = api_exception(429, "TooManyRequests", "too many requests, please try again later")
+    exc.headers = {"Retry-After": header} if header is not None else {}
+    error = kube._error_from_api_exception(exc, "GET /x")
+    assert isinstance(error, kube.Retryable)
+    assert error.retry_after == expected
+
+
+def test_retrying_waits_at_least_what_the_server_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    sleeps: list[float] = []
+    monkeypatch.setattr(kube.time, "sleep", sleeps.append)
+    adapter = kube.Kube.__new__(kube.Kube)
+    adapter.settings = kube.KubeSettings(retry_backoffs=(0.1, 5.0))
+    answers = iter([kube.Retryable("429", status=429, retry_after=2.0)] * 2)
+
+    def throttled_twice() -> str:
+        error = next(answers, None)
+        if error is not None:
+            raise error
+        return "done"
+
+    assert adapter.retrying("probe", throttled_twice) == "done"
+    assert sleeps == [2.0, 5.0], "Retry-After when longer than the backoff, the backoff otherwise"
+
+
 def test_retrying_does_not_retry_permanent_errors() -> None:
     adapter = kube.Kube.__new__(kube.Kube)
     adapter.settings = kube.KubeSettings(retry_backoffs=(0.0, 0.0))
