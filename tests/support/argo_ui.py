@@ -178,15 +178,25 @@ class WorkflowPage:
         """The page's visible text (headers, panels; the graph's labels too)."""
         return str(self.browser.evaluate("document.body.innerText"))
 
-    def screenshot(self, path: Path) -> Path:
-        """A PNG of the page, grown to show the whole graph when it is bigger than the window."""
+    def screenshot(self, path: Path, margin: int = 40) -> Path:
+        """A PNG of the page with the whole graph in it.
+
+        The graph scrolls inside its panel, so a taller page would not show more of it: when the
+        graph is bigger than the window, the window grows to hold it for the capture, then shrinks.
+        """
         size = self.browser.evaluate(_GRAPH_SIZE)
         browser = self.browser
-        if size and (
-            size["left"] + size["width"] > browser.width or size["top"] + size["height"] > browser.height
-        ):
-            return self.browser.screenshot(path, full_page=True)
-        return self.browser.screenshot(path)
+        width, height = browser.width, browser.height
+        if size:
+            width = max(width, int(size["left"] + size["width"]) + margin)
+            height = max(height, int(size["top"] + size["height"]) + margin)
+        if (width, height) == (browser.width, browser.height):
+            return browser.screenshot(path)
+        browser.resize(width, height)
+        try:
+            return browser.screenshot(path)
+        finally:
+            browser.resize(browser.width, browser.height)
 
 
 def phases(graph: Graph, labels: Iterable[str]) -> dict[str, str | None]:

@@ -218,6 +218,18 @@ class Chromium:
         path.write_bytes(base64.b64decode(data))
         return path
 
+    def resize(self, width: int, height: int) -> None:
+        """Make the page's window `width` x `height` CSS pixels (the page lays itself out again)."""
+        self.page.call(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+        )
+        self.wait_for(
+            f"window.innerWidth === {width} && window.innerHeight === {height}",
+            timeout=CALL_TIMEOUT,
+            what=f"the window to become {width}x{height}",
+        )
+
     def log_tail(self, lines: int = 20) -> str:
         """The end of Chromium's own output (for a failure message)."""
         try:
