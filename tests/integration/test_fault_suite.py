@@ -42,6 +42,7 @@ from tests.support.watcher_harness import (
     in_process_watcher,
     phase_of,
     seed,
+    status_of,
     sync_starts,
     workflows_of,
 )
@@ -159,6 +160,17 @@ def showed_compactions(rig: Rig) -> str:
     return f"{len(rig.compactions)} compactions, {relists} watcher re-lists after 410"
 
 
+def showed_orphan_reported(rig: Rig) -> str:
+    def reasons() -> list[str]:
+        return [
+            c.get("reason", "") for c in status_of(rig.kube, rig.namespace, "orphan").get("conditions") or []
+        ]
+
+    wait_for(lambda: "ApplicationSetNotFound" in reasons(), timeout=30, what="the orphan's condition")
+    assert not workflows_of(rig.kube, rig.namespace, "orphan")
+    return f"the broken one: conditions {reasons()}, no Workflow; the good one rolled out"
+
+
 def showed_conflicts(rig: Rig) -> str:
     conflicts = rig.audit("progressivesyncs", "update", 409)
     assert conflicts >= 1, "status writes met 409s"
@@ -247,6 +259,12 @@ def ambiguous_workflow_create(rig: Rig) -> Heal:
     return _no_heal
 
 
+def broken_beside_good(rig: Rig) -> Heal:
+    """A ProgressiveSync of an ApplicationSet that does not exist, created before the good one."""
+    create_ps(rig.kube, rig.namespace, "orphan", "no-such-appset")
+    return _no_heal
+
+
 @dataclass(frozen=True)
 class Fault:
     inject: Callable[[Rig], Heal]
@@ -296,6 +314,13 @@ FAULTS = [
     pytest.param(
         Fault(conflict_storm, "first-sync", 2 * ROLLOUT_SECONDS, lasting=True, showed=showed_conflicts),
         id="apiserver-409-storm",
+    ),
+    # A malformed spec never gets stored (the CRD's schema refuses duplicate stage names,
+    # maxParallel 0, maxTargets 150%, In without values, Exists with values: 422 each, tried);
+    # what can be stored broken is a reference to nothing.
+    pytest.param(
+        Fault(broken_beside_good, "start", ROLLOUT_SECONDS, showed=showed_orphan_reported),
+        id="schema-broken-progressivesync-beside-a-good-one",
     ),
     pytest.param(
         Fault(
