@@ -35,6 +35,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -42,14 +43,25 @@ from typing import Any
 # Siblings in bench/ (the script's folder is first on sys.path): bench_rollout's pure helpers and
 # control-plane plumbing, and the synthetic fleet.
 import bench_rollout
+import psutil
 import scale_fleet
 
 from orchestrator.api.models import ProgressiveSync, ProgressiveSyncStatus
+from orchestrator.api.release import Release, spec_hash
 from orchestrator.api.rollout_status import mark_completed, start_rollout, start_stage
 from orchestrator.argocd.fleet import load_fleet
 from orchestrator.devenv import tools
 from orchestrator.devenv.controlplane import DevCluster
-from orchestrator.kube.client import NAMESPACES, PROGRESSIVE_SYNCS, WORKFLOWS, AlreadyExists, Kube
+from orchestrator.kube.client import (
+    APPLICATION_SETS,
+    APPLICATIONS,
+    NAMESPACES,
+    PROGRESSIVE_SYNCS,
+    SECRETS,
+    WORKFLOWS,
+    AlreadyExists,
+    Kube,
+)
 from orchestrator.kube.crds import all_crd_documents, apply_crds
 from orchestrator.planning.planner import plan_rollout
 from orchestrator.simulator.appcontroller import FleetSimulator
@@ -58,7 +70,13 @@ from orchestrator.simulator.events import read_events
 from orchestrator.simulator.seed import seed_fleet
 from orchestrator.watcher.loop import Watcher
 from orchestrator.watcher.settings import Engine, LogFormat, Settings
-from workflow_templates.builder import batch_count, estimate_nodes, sizes_from_plan
+from workflow_templates.builder import (
+    batch_count,
+    build_workflow,
+    estimate_nodes,
+    sizes_from_plan,
+    workflow_object,
+)
 from workflow_templates.settings import WorkflowSettings
 
 TIME_TARGET_S = 2.0
@@ -122,8 +140,8 @@ def part_cli(options: argparse.Namespace, workdir: Path, say: Callable[[str], No
     ps, as_yaml, as_json = write_fleet_files(workdir, options.clusters)
     sizes_mib = [path.stat().st_size / 2**20 for path in (as_yaml, as_json)]
     say(f"  fleet files: YAML {sizes_mib[0]:.1f} MiB, JSON {sizes_mib[1]:.1f} MiB")
-    figures: dict[str, Any] = {"baseline": import_baseline()}
-    for label, fleet in (("yaml", as_yaml), ("json", as_json)):
+    figures: dict[str, Any] = {"baseline": import_baseline() if options.cli_timing else 0.0}
+    for label, fleet in (("yaml", as_yaml), ("json", as_json)) if options.cli_timing else ():
         for command in ("plan", "render"):
             args = [command, "-f", str(ps), "--fleet", str(fleet)]
             args += ["-o", "json"]
@@ -151,7 +169,16 @@ def part_cli(options: argparse.Namespace, workdir: Path, say: Callable[[str], No
     figures["batches"] = {
         name: (size.targets, size.max_parallel, batch_count(size, settings)) for name, size in sizes.items()
     }
-    figures["lint"] = argo_lint(workdir / "workflow.json") if "workflow-bytes" in figures else "not rendered"
+    if "workflow-bytes" not in figures:  # no CLI timing: the same Workflow, built in this process
+        workflow = build_workflow(
+            ps_model,
+            release=Release.of(generation=1, spec_hash=spec_hash(ps_model.spec), revisions=plan.revisions),
+            plan=plan,
+            settings=settings,
+        )
+        (workdir / "workflow.json").write_text(json.dumps(workflow_object(workflow)))
+        figures["workflow-bytes"] = (workdir / "workflow.json").stat().st_size
+    figures["lint"] = argo_lint(workdir / "workflow.json")
     figures["status-bytes"], figures["status-clusters"] = status_at_scale(ps, as_json)
     return figures
 
@@ -225,9 +252,12 @@ class SizeSampler:
 
 
 def part_rollout(
-    options: argparse.Namespace, big: dict[str, Any], say: Callable[[str], None]
+    options: argparse.Namespace, big: dict[str, Any], say: Callable[[str], None], *, batched: bool = True
 ) -> dict[str, Any]:
-    """A rollout with the 10,000-cluster Workflow's batch counts, on a real control plane."""
+    """A rollout with the 10,000-cluster Workflow's batch counts, on a real control plane.
+
+    `batched=False` runs the same fleet and stages with one pod per cluster, for comparison.
+    """
 
     # The same batch count per stage as the big Workflow: stage 3 and 4 of the 10,000 plan.
     _, _, ten_batches = big["batches"]["ten percent"]
@@ -237,18 +267,24 @@ def part_rollout(
     stages = rollout_stages(ten, rest, max(rest_batches, rest // 4))
     clusters = 1 + (len(REGIONS) - 1) + ten + rest
     settings = WorkflowSettings(
-        batch_threshold=len(REGIONS) - 1, batch_clusters=per_batch, argocd_namespace=bench_rollout.NAMESPACE
+        batch_threshold=len(REGIONS) - 1 if batched else clusters,
+        batch_clusters=per_batch,
+        argocd_namespace=bench_rollout.NAMESPACE,
     )
     namespace = bench_rollout.NAMESPACE
+    shape = (
+        f"then {ten} in {ten_batches} batches and {rest} in {rest_batches} batches ({per_batch} per batch)"
+        if batched
+        else f"then {ten} and {rest}, one pod per cluster"
+    )
     say(
-        f"  {clusters} clusters: canary 1, one per region {len(REGIONS) - 1}, then {ten} in {ten_batches} "
-        f"batches and {rest} in {rest_batches} batches ({per_batch} clusters per batch), "
+        f"  {clusters} clusters: canary 1, one per region {len(REGIONS) - 1}, {shape}; "
         f"{options.sync_seconds:g}s sync + {options.health_seconds:g}s to Healthy"
     )
     with DevCluster.start() as cluster:
         admin = Kube.from_kubeconfig(str(cluster.kubeconfig))
         try:
-            apply_crds(admin, all_crd_documents())
+            apply_crds(admin, all_crd_documents(tools.peer_crd_dirs()))
             with contextlib.suppress(AlreadyExists):
                 admin.create(
                     NAMESPACES,
@@ -308,7 +344,8 @@ def part_rollout(
             nodes = len((workflow.get("status") or {}).get("nodes") or {})
         finally:
             admin.close()
-    writes = bench_rollout.writes_per_app(audit, bench_rollout.STEPS_USER)
+    sync_writes = app_writes(audit, "update")  # a sync is an update of the whole Application
+    refreshes = app_writes(audit, "patch")  # a refresh request is a patch of one annotation
     status_writes = Counter(
         (line.get("user") or {}).get("username")
         for line in audit
@@ -324,14 +361,137 @@ def part_rollout(
         "workflow-events": workflows.events,
         "nodes": nodes,
         "status-peak": statuses.peak,
-        "sync-writes": Counter(writes.get(app, 0) for app in seeded.applications),
+        "sync-writes": Counter(sync_writes.get(app, 0) for app in seeded.applications),
+        "refreshes": sum(refreshes.values()),
         "status-writes": dict(status_writes),
         "wall": ended - applied,
         "critical": bench_rollout.critical_path(per_stage),
     }
 
 
+def app_set_object(name: str) -> dict[str, Any]:
+    """An ApplicationSet that Argo CD's own CRD accepts (its template needs a project and a destination)."""
+    return {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "ApplicationSet",
+        "metadata": {"name": name},
+        "spec": {
+            "generators": [{"clusters": {"selector": {}}}],
+            "template": {
+                "metadata": {"name": name + "-{{name}}"},
+                "spec": {
+                    "project": "default",
+                    "destination": {"name": "{{name}}", "namespace": name},
+                    "source": {"repoURL": "https://git.example.test/deploy.git", "path": name},
+                },
+            },
+        },
+    }
+
+
+# --- part 5: the watcher's memory with 10,000 Applications and 10,000 cluster Secrets --------------
+
+
+def part_memory(options: argparse.Namespace, say: Callable[[str], None]) -> dict[str, Any]:
+    """`progressive-sync watch` (engine argo: it watches, plans and writes status) in its own process
+    while `options.clusters` cluster Secrets and as many Applications of one ApplicationSet appear,
+    with a paused ProgressiveSync over all of them; peak RSS sampled and the kernel's VmHWM."""
+    namespace = bench_rollout.NAMESPACE
+    with DevCluster.start() as cluster:
+        admin = Kube.from_kubeconfig(str(cluster.kubeconfig))
+        log_file = (cluster.workdir / "watcher-rss.log").open("wb")
+        watcher: subprocess.Popen[bytes] | None = None
+        samples: list[float] = []
+        stop = threading.Event()
+        try:
+            apply_crds(admin, all_crd_documents(tools.peer_crd_dirs()))
+            with contextlib.suppress(AlreadyExists):
+                admin.create(
+                    NAMESPACES,
+                    None,
+                    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+                )
+            watcher = subprocess.Popen(
+                [
+                    *CLI,
+                    *("watch", "-n", namespace, "--engine", "argo", "--kubeconfig", str(cluster.kubeconfig)),
+                    *("--log-format", "text", "--log-level", "warning"),
+                ],
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+            )
+            process = psutil.Process(watcher.pid)
+
+            def sample() -> None:
+                while not stop.is_set():
+                    with contextlib.suppress(psutil.Error):
+                        samples.append(process.memory_info().rss / 2**20)
+                    stop.wait(0.2)
+
+            threading.Thread(target=sample, daemon=True).start()
+            started = time.monotonic()
+            create = bench_rollout._create
+            with ThreadPoolExecutor(16) as pool:
+                list(
+                    pool.map(
+                        lambda i: create(admin, SECRETS, bench_rollout._cluster_secret(i)),
+                        range(options.clusters),
+                    )
+                )
+                uid = create(admin, APPLICATION_SETS, app_set_object("rss"))["metadata"]["uid"]
+                create(
+                    admin,
+                    PROGRESSIVE_SYNCS,
+                    bench_rollout.progressive_sync(
+                        "rss",
+                        [bench_rollout.stage("all", max_targets="100%", max_parallel="10%")],
+                        paused=True,
+                    ),
+                )
+                list(
+                    pool.map(
+                        lambda i: create(admin, APPLICATIONS, bench_rollout._app("rss", uid, i)),
+                        range(options.clusters),
+                    )
+                )
+            created = time.monotonic() - started
+            say(f"  created {options.clusters:,} cluster Secrets and Applications in {created:.0f}s")
+            deadline = time.monotonic() + options.timeout
+            while time.monotonic() < deadline:
+                status = admin.get(PROGRESSIVE_SYNCS, namespace, "rss").get("status") or {}
+                if status.get("phase"):
+                    break
+                time.sleep(0.5)
+            stop.wait(10.0)  # a quiet while after, for the steady state
+            hwm = bench_rollout.peak_rss_mb(watcher.pid)
+        finally:
+            stop.set()
+            if watcher is not None:
+                watcher.terminate()
+                try:
+                    watcher.wait(30)
+                except subprocess.TimeoutExpired:
+                    watcher.kill()
+            log_file.close()
+            admin.close()
+    return {"hwm": hwm, "sampled": max(samples, default=float("nan")), "phase": status.get("phase")}
+
+
 # --- the report ----------------------------------------------------------------------------------------
+
+
+def app_writes(audit: list[dict[str, Any]], verb: str) -> Counter[str]:
+    """Successful writes (`verb`: update or patch) of each Application by the steps' user."""
+    counts: Counter[str] = Counter()
+    for line in audit:
+        ref = line.get("objectRef") or {}
+        if ref.get("resource") != "applications" or line.get("verb") != verb or ref.get("subresource"):
+            continue
+        if (line.get("user") or {}).get("username") != bench_rollout.STEPS_USER:
+            continue
+        if (line.get("responseStatus") or {}).get("code") == 200:
+            counts[str(ref.get("name"))] += 1
+    return counts
 
 
 def verdict(ok: bool) -> str:
@@ -339,11 +499,16 @@ def verdict(ok: bool) -> str:
     return "meets the target" if ok else "MISSES the target"
 
 
-def report(options: argparse.Namespace, big: dict[str, Any], run: dict[str, Any] | None) -> str:
+def report(
+    options: argparse.Namespace,
+    big: dict[str, Any],
+    runs: dict[str, dict[str, Any]],
+    memory: dict[str, Any] | None,
+) -> str:
     """The table of figures."""
     rows: list[tuple[str, str, str]] = []
     base = big["baseline"]
-    for command in ("plan", "render"):
+    for command in ("plan", "render") if options.cli_timing else ():
         for label in ("yaml", "json"):
             seconds, code = big[f"{command}-{label}"]
             rows.append(
@@ -370,32 +535,42 @@ def report(options: argparse.Namespace, big: dict[str, Any], run: dict[str, Any]
             f"target < {STATUS_TARGET:,}: {verdict(big['status-bytes'] < STATUS_TARGET)}",
         )
     )
-    if run is not None:
+    for mode, run in runs.items():
         ratio = run["wall"] / run["critical"] if run["critical"] else float("nan")
         rows += [
             (
-                f"stored Workflow, max over the run ({run['clusters']} clusters, same batches)",
+                f"[{mode}] stored Workflow, max over the run ({run['clusters']} clusters)",
                 f"{run['workflow-peak']:,} bytes, {run['nodes']} nodes at the end",
                 f"target < {WORKFLOW_TARGET:,}: {verdict(run['workflow-peak'] < WORKFLOW_TARGET)}; "
                 f"{run['workflow-events']} versions seen; rollout {run['phase']}",
             ),
-            ("ProgressiveSync status, max over the run", f"{run['status-peak']:,} bytes", ""),
+            (f"[{mode}] ProgressiveSync status, max over the run", f"{run['status-peak']:,} bytes", ""),
             (
-                "sync writes per Application",
+                f"[{mode}] sync writes per Application",
                 ", ".join(f"{k} write(s): {v} apps" for k, v in sorted(run["sync-writes"].items())),
-                "target exactly 1",
+                f"target exactly 1; besides, {run['refreshes']} refresh request(s) (a patch of the "
+                "refresh annotation when only a new comparison can tell the health after the sync)",
             ),
             (
-                "status writes per rollout, by user",
+                f"[{mode}] status writes per rollout, by user",
                 ", ".join(f"{user}: {n}" for user, n in sorted(run["status-writes"].items())),
                 "target: grows with stages and batches, not clusters",
             ),
             (
-                "rollout wall / critical path",
+                f"[{mode}] rollout wall / critical path",
                 f"{ratio:.3f} ({run['wall']:.1f}s / {run['critical']:.1f}s)",
                 f"target <= 1.10: {verdict(ratio <= 1.10)}",
             ),
         ]
+    if memory is not None:
+        peak = memory["hwm"] if memory["hwm"] is not None else memory["sampled"]
+        rows.append(
+            (
+                f"watcher peak RSS, {options.clusters:,} Applications + {options.clusters:,} cluster Secrets",
+                f"{peak:.1f} MB (sampled peak {memory['sampled']:.1f} MB)",
+                f"target < 200 MB: {verdict(peak < 200)}; ProgressiveSync {memory['phase']}",
+            )
+        )
     width = [max(len(row[i]) for row in rows) for i in range(2)]
     lines = ["", "FIGURE".ljust(width[0]) + "  " + "VALUE".ljust(width[1]) + "  NOTE"]
     lines += [f"{a.ljust(width[0])}  {b.ljust(width[1])}  {c}" for a, b, c in rows]
@@ -407,6 +582,10 @@ def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clusters", type=int, default=10_000, help="clusters of the fleet file")
     parser.add_argument("--skip-rollout", action="store_true", help="parts 1-3 only (no control plane)")
+    parser.add_argument("--no-memory", dest="memory", action="store_false", help="skip the watcher's RSS")
+    parser.add_argument(
+        "--no-cli-timing", dest="cli_timing", action="store_false", help="skip timing plan/render (part 1)"
+    )
     parser.add_argument("--batch-clusters", type=int, default=5, help="clusters per batch in the rollout")
     parser.add_argument("--sync-seconds", type=float, default=2.0, help="simulated sync time")
     parser.add_argument("--health-seconds", type=float, default=1.0, help="simulated time to Healthy")
@@ -417,13 +596,22 @@ def main(argv: Sequence[str]) -> int:
     try:
         say(f"bench_scale: {options.clusters:,}-cluster fleet file")
         big = part_cli(options, workdir, say)
-        run = None
+        runs: dict[str, dict[str, Any]] = {}
         if not options.skip_rollout:
             say("rollout in batch mode (local engine, fleet simulator):")
-            run = part_rollout(options, big, say)
+            runs["batches"] = part_rollout(options, big, say)
+            say("the same rollout with one pod per cluster:")
+            runs["pod per cluster"] = part_rollout(options, big, say, batched=False)
+        memory = None
+        if options.memory:
+            say("watcher memory:")
+            try:
+                memory = part_memory(options, say)
+            except Exception as exc:
+                say(f"  the memory run failed: {exc}")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    print(report(options, big, run))
+    print(report(options, big, runs, memory))
     return 0
 
 
