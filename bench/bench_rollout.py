@@ -541,11 +541,22 @@ def _cluster_secret(index: int) -> dict[str, Any]:
 
 
 def _app_set(name: str) -> dict[str, Any]:
+    # Argo CD's own CRD requires the template's project and destination (an empty one is refused).
     return {
         "apiVersion": "argoproj.io/v1alpha1",
         "kind": "ApplicationSet",
         "metadata": {"name": name},
-        "spec": {"generators": [{"clusters": {"selector": {}}}], "template": {"metadata": {}, "spec": {}}},
+        "spec": {
+            "generators": [{"clusters": {"selector": {}}}],
+            "template": {
+                "metadata": {"name": name + "-{{name}}"},
+                "spec": {
+                    "project": "default",
+                    "destination": {"name": "{{name}}", "namespace": name},
+                    "source": {"repoURL": "https://git.example.test/deploy.git", "path": name},
+                },
+            },
+        },
     }
 
 

@@ -369,26 +369,6 @@ def part_rollout(
     }
 
 
-def app_set_object(name: str) -> dict[str, Any]:
-    """An ApplicationSet that Argo CD's own CRD accepts (its template needs a project and a destination)."""
-    return {
-        "apiVersion": "argoproj.io/v1alpha1",
-        "kind": "ApplicationSet",
-        "metadata": {"name": name},
-        "spec": {
-            "generators": [{"clusters": {"selector": {}}}],
-            "template": {
-                "metadata": {"name": name + "-{{name}}"},
-                "spec": {
-                    "project": "default",
-                    "destination": {"name": "{{name}}", "namespace": name},
-                    "source": {"repoURL": "https://git.example.test/deploy.git", "path": name},
-                },
-            },
-        },
-    }
-
-
 # --- part 5: the watcher's memory with 10,000 Applications and 10,000 cluster Secrets --------------
 
 
@@ -438,7 +418,7 @@ def part_memory(options: argparse.Namespace, say: Callable[[str], None]) -> dict
                         range(options.clusters),
                     )
                 )
-                uid = create(admin, APPLICATION_SETS, app_set_object("rss"))["metadata"]["uid"]
+                uid = create(admin, APPLICATION_SETS, bench_rollout._app_set("rss"))["metadata"]["uid"]
                 create(
                     admin,
                     PROGRESSIVE_SYNCS,
