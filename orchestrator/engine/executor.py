@@ -46,13 +46,9 @@ from typing import Any
 
 from orchestrator.api.metadata import NAME_LABEL
 from orchestrator.core.clock import Clock, SystemClock
-from orchestrator.engine.operator import (
-    OUTPUTS_DIR_ENV,
-    PodLaunch,
-    PodResult,
-    PodState,
-    operate,
-)
+from orchestrator.engine.interface import PodLaunch, PodResult, PodState
+from orchestrator.engine.operator import operate
+from orchestrator.engine.pods import OUTPUTS_DIR_ENV
 from orchestrator.kube.client import WORKFLOWS, Conflict, Kube, KubeError, NotFound
 from orchestrator.kube.watchloop import BackoffPolicy, Changed, Listed, WatchLoop, WatchLoopSettings
 from orchestrator.workflows.phases import TERMINAL_WORKFLOW_PHASES

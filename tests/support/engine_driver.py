@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from orchestrator.engine.operator import PodLaunch, PodResult, PodState, operate
+from orchestrator.engine.interface import PodLaunch, PodResult, PodState
+from orchestrator.engine.operator import operate
 
 Step = Callable[[PodLaunch], PodResult]
 

@@ -14,7 +14,7 @@ import pytest
 
 from orchestrator.api.metadata import NAME_LABEL, ROLLOUT_ID_LABEL, label_value, workflow_name
 from orchestrator.api.models import ProgressiveSync
-from orchestrator.engine.operator import input_display_name
+from orchestrator.engine.expressions import input_display_name
 from orchestrator.planning.planner import plan_rollout
 from tests.support.builders import (
     NEW_REVISION,

@@ -18,14 +18,10 @@ from typing import Any
 import pytest
 
 from orchestrator.core.clock import parse_time
-from orchestrator.engine.operator import (
-    PodLaunch,
-    PodResult,
-    node_id,
-    operate,
-    parse_duration,
-    retry_expression_holds,
-)
+from orchestrator.engine.expressions import parse_duration, retry_expression_holds
+from orchestrator.engine.interface import PodLaunch, PodResult
+from orchestrator.engine.nodes import node_id
+from orchestrator.engine.operator import operate
 from tests.support.builders import make_ps_model, make_release, make_stage
 from tests.support.engine_driver import Drive, arg, argv_step
 from workflow_templates.builder import StageSize, build_workflow

@@ -1,0 +1,165 @@
+"""The subset of Argo Workflows the local executor runs: `check_supported` names the first field,
+template type or value outside it (the operator then ends the Workflow in phase Error saying so).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from orchestrator.engine.expressions import check_retry_expression, parse_duration
+from orchestrator.engine.interface import UnsupportedFeature
+from orchestrator.workflows.phases import Shutdown
+
+# Fields that mean something only for pods on a cluster: accepted, and without effect locally.
+_IGNORED_SPEC = {
+    "serviceAccountName",
+    "podGC",
+    "ttlStrategy",
+    "podMetadata",
+    "securityContext",
+    "imagePullSecrets",
+    "nodeSelector",
+    "tolerations",
+    "affinity",
+    "podPriorityClassName",
+    "schedulerName",
+    "podDisruptionBudget",
+    "workflowMetadata",
+    "archiveLogs",
+}
+_SUPPORTED_SPEC = {
+    "entrypoint",
+    "templates",
+    "arguments",
+    "onExit",
+    "activeDeadlineSeconds",
+    "synchronization",
+    "shutdown",
+    "suspend",
+}
+_IGNORED_TEMPLATE = {
+    "metadata",
+    "securityContext",
+    "serviceAccountName",
+    "nodeSelector",
+    "tolerations",
+    "affinity",
+}
+_SUPPORTED_TEMPLATE = {
+    "name",
+    "inputs",
+    "outputs",
+    "dag",
+    "container",
+    "suspend",
+    "retryStrategy",
+    "parallelism",
+    "annotations",
+}
+_SUPPORTED_CONTAINER = {
+    "name",
+    "image",
+    "imagePullPolicy",
+    "command",
+    "args",
+    "env",
+    "resources",
+    "securityContext",
+}
+_SUPPORTED_TASK = {"name", "template", "arguments", "dependencies", "withParam", "continueOn"}
+_SUPPORTED_RETRY = {"limit", "retryPolicy", "expression", "backoff"}
+_SUPPORTED_BACKOFF = {"duration", "factor", "cap"}
+
+
+def _only(kind: str, obj: Mapping[str, Any], allowed: set[str]) -> None:
+    extra = sorted(set(obj) - allowed)
+    if extra:
+        raise UnsupportedFeature(f"{kind}.{extra[0]}")
+
+
+def _check_parameters(kind: str, holder: Mapping[str, Any] | None, *, outputs: bool = False) -> None:
+    if not holder:
+        return
+    _only(kind, holder, {"parameters"})
+    for param in holder.get("parameters") or []:
+        if outputs:
+            value_from = param.get("valueFrom") or {}
+            if set(value_from) != {"path"}:
+                raise UnsupportedFeature(f"{kind}.parameters.valueFrom other than path")
+        elif "valueFrom" in param:
+            raise UnsupportedFeature(f"{kind}.parameters.valueFrom")
+
+
+def _check_retry_strategy(kind: str, retry: Mapping[str, Any]) -> None:
+    _only(kind, retry, _SUPPORTED_RETRY)
+    if "limit" not in retry:
+        raise UnsupportedFeature(f"{kind} without limit (Argo then retries for ever)")
+    if retry.get("expression"):
+        check_retry_expression(str(retry["expression"]))
+    if (retry.get("retryPolicy") or "OnFailure") not in ("Always", "OnFailure", "OnError"):
+        raise UnsupportedFeature(f"{kind}.retryPolicy {retry['retryPolicy']}")
+    backoff = retry.get("backoff")
+    if backoff is not None:
+        if "maxDuration" in backoff:
+            # Argo counts it from the first attempt's start, fails the node once it passed, and
+            # kills every retried attempt at that time (the pod's ARGO_DEADLINE): not a cap per wait.
+            raise UnsupportedFeature(f"{kind}.backoff.maxDuration (use backoff.cap to cap one wait)")
+        _only(f"{kind}.backoff", backoff, _SUPPORTED_BACKOFF)
+        if not backoff.get("duration"):
+            raise UnsupportedFeature(f"{kind}.backoff without duration (Argo refuses it)")
+        parse_duration(backoff["duration"])
+        if backoff.get("cap"):
+            parse_duration(backoff["cap"])
+
+
+def check_supported(workflow: Mapping[str, Any]) -> None:
+    """Raise UnsupportedFeature naming the first thing the local executor does not do."""
+    spec = workflow.get("spec") or {}
+    _only("spec", spec, _SUPPORTED_SPEC | _IGNORED_SPEC)
+    if spec.get("workflowTemplateRef"):
+        raise UnsupportedFeature("spec.workflowTemplateRef")
+    _check_parameters("spec.arguments", spec.get("arguments"))
+    sync = spec.get("synchronization") or {}
+    _only("spec.synchronization", sync, {"mutexes"})
+    for mutex in sync.get("mutexes") or []:
+        _only("spec.synchronization.mutexes", mutex, {"name", "namespace"})
+    shutdown = spec.get("shutdown")
+    if shutdown and shutdown not in (Shutdown.STOP, Shutdown.TERMINATE):
+        raise UnsupportedFeature(f"spec.shutdown: {shutdown}")
+    for template in spec.get("templates") or []:
+        name = template.get("name", "?")
+        kind = f"templates[{name}]"
+        if "failFast" in template:
+            # Argo v3.7 fails such a template from checkParallelism without its outbound nodes:
+            # the tasks after it are never reached and the Workflow hangs Running.
+            raise UnsupportedFeature(f"{kind}.failFast (it hangs nested templates on Argo v3.7)")
+        _only(kind, template, _SUPPORTED_TEMPLATE | _IGNORED_TEMPLATE)
+        bodies = [key for key in ("dag", "container", "suspend") if key in template]
+        if len(bodies) != 1:
+            raise UnsupportedFeature(f"{kind}: a template type other than dag, container or suspend")
+        _check_parameters(f"{kind}.inputs", template.get("inputs"))
+        _check_parameters(f"{kind}.outputs", template.get("outputs"), outputs=True)
+        if "dag" in template:
+            if "failFast" in template["dag"]:
+                raise UnsupportedFeature(f"{kind}.dag.failFast")
+            _only(f"{kind}.dag", template["dag"], {"tasks"})
+            for task in template["dag"].get("tasks") or []:
+                _only(f"{kind}.dag.tasks[{task.get('name')}]", task, _SUPPORTED_TASK)
+                _check_parameters(f"{kind}.dag.tasks[{task.get('name')}].arguments", task.get("arguments"))
+        if "container" in template:
+            container = template["container"]
+            _only(f"{kind}.container", container, _SUPPORTED_CONTAINER)
+            for env in container.get("env") or []:
+                if "valueFrom" in env:
+                    raise UnsupportedFeature(f"{kind}.container.env[{env.get('name')}].valueFrom")
+        if "suspend" in template:
+            _only(f"{kind}.suspend", template["suspend"], {"duration"})
+            duration = template["suspend"].get("duration")
+            if duration is not None and "{{" not in str(duration):
+                parse_duration(duration)
+        if retry := template.get("retryStrategy"):
+            _check_retry_strategy(f"{kind}.retryStrategy", retry)
+        parallelism = template.get("parallelism")
+        if parallelism is not None and not isinstance(parallelism, int):
+            raise UnsupportedFeature(f"{kind}.parallelism as a string")
