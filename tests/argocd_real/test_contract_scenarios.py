@@ -67,6 +67,8 @@ def status_text(scenario: Scenario) -> str:
         parts.append(str(stage.get("message", "")))
         for failed in stage.get("failed") or []:
             parts.append(str(failed))
+        for note in stage.get("notes") or []:  # what holds a cluster while it lasts
+            parts.append(str(note))
     return " ".join(parts).lower()
 
 
