@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -39,11 +40,11 @@ from tests.support.wait import wait_for
 from tests.support.watcher_harness import (
     Actors,
     create_ps,
-    in_process_watcher,
     phase_of,
     seed,
     status_of,
     sync_starts,
+    watcher_settings,
     workflows_of,
 )
 
@@ -62,6 +63,19 @@ def plane(control_plane: devcluster.DevCluster, kube: Kube) -> tuple[devcluster.
     """The session's control plane (with Argo's and Argo CD's CRDs): restarting its API server or
     compacting its etcd leaves it as it was for the tests after (same etcd, port and certificates)."""
     return control_plane, kube
+
+
+class JumpingClock:
+    """The wall clock plus an offset a fault moves (the watcher's `now`; waits stay real)."""
+
+    def __init__(self) -> None:
+        self.offset = timedelta(0)
+
+    def now(self) -> datetime:
+        return datetime.now(UTC) + self.offset
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(max(0.0, seconds))
 
 
 @dataclass
@@ -99,6 +113,7 @@ class Rig:
         return end
 
     audit_mark: int = 0
+    clock: JumpingClock = field(default_factory=JumpingClock)
     compactions: list[int] = field(default_factory=list)
     apiserver_pids: list[int] = field(default_factory=list)
 
@@ -169,6 +184,11 @@ def showed_orphan_reported(rig: Rig) -> str:
     wait_for(lambda: "ApplicationSetNotFound" in reasons(), timeout=30, what="the orphan's condition")
     assert not workflows_of(rig.kube, rig.namespace, "orphan")
     return f"the broken one: conditions {reasons()}, no Workflow; the good one rolled out"
+
+
+def showed_clock_jumps(rig: Rig) -> str:
+    assert rig.clock.offset == timedelta(hours=-1)
+    return "the watcher's wall clock +1 h mid-sync, then -2 h; the rollout went on undisturbed"
 
 
 def showed_conflicts(rig: Rig) -> str:
@@ -265,6 +285,19 @@ def broken_beside_good(rig: Rig) -> Heal:
     return _no_heal
 
 
+def wall_clock_jumps(rig: Rig) -> Heal:
+    """The watcher's wall clock jumps an hour forwards mid-sync, then two hours backwards at the next
+    sync (and stays an hour behind)."""
+    rig.clock.offset = timedelta(hours=1)
+    wait_for(
+        lambda: len(sync_starts(rig.events_log)) >= 2 or phase_of(rig.kube, rig.namespace, PS) == "Failed",
+        timeout=ROLLOUT_SECONDS,
+        what="the next sync",
+    )
+    rig.clock.offset = timedelta(hours=-1)
+    return _no_heal
+
+
 @dataclass(frozen=True)
 class Fault:
     inject: Callable[[Rig], Heal]
@@ -315,6 +348,10 @@ FAULTS = [
         Fault(conflict_storm, "first-sync", 2 * ROLLOUT_SECONDS, lasting=True, showed=showed_conflicts),
         id="apiserver-409-storm",
     ),
+    pytest.param(
+        Fault(wall_clock_jumps, "first-sync", ROLLOUT_SECONDS, showed=showed_clock_jumps),
+        id="process-wall-clock-jumps",
+    ),
     # A malformed spec never gets stored (the CRD's schema refuses duplicate stage names,
     # maxParallel 0, maxTargets 150%, In without values, Exists with values: 422 each, tried);
     # what can be stored broken is a reference to nothing.
@@ -350,9 +387,12 @@ def rig_for(plane: tuple[devcluster.DevCluster, Kube], namespace: str, tmp_path:
     rig.apps = seed(kube, namespace, clusters=CLUSTERS).apps
     try:
         rig.actors = Actors(actors_kube, namespace, steps_path, rig.events_log, FLEET).start()
-        with in_process_watcher(watcher_kube, namespace) as watcher:
-            rig.watcher = watcher
+        watcher = Watcher(watcher_kube, watcher_settings(namespace), clock=rig.clock).start()
+        rig.watcher = watcher
+        try:
             yield rig
+        finally:
+            watcher.stop(timeout=15)
     finally:
         rig.stop_background.set()
         for thread in rig.background:
