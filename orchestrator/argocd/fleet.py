@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from orchestrator.api.metadata import INFO_ROLLOUT_ID, INFO_STAGE
+from orchestrator.api.release import revision_key
 from orchestrator.core import yamlio
 from orchestrator.kube.client import (
     CLUSTER_SECRET_TYPE,
@@ -199,11 +200,6 @@ class AppView:
         return revision_key(self.sync_revisions)
 
     @property
-    def operation_revision(self) -> str:
-        """The revision the last sync operation applied, as one string (see `revision_key`)."""
-        return revision_key(self.operation_revisions)
-
-    @property
     def health_is_stale(self) -> bool:
         """True when health was last computed before the last operation finished.
 
@@ -267,11 +263,6 @@ def index_clusters(clusters: Iterable[Cluster]) -> ClusterIndex:
         if server:
             by_server.setdefault(server, cluster)
     return ClusterIndex(MappingProxyType(by_name), MappingProxyType(by_server))
-
-
-def revision_key(revisions: Iterable[str]) -> str:
-    """One string for a revision tuple: the revision itself, or the sources' revisions joined by ','."""
-    return ",".join(revisions)
 
 
 def app_view_from_object(obj: Mapping[str, Any]) -> AppView:

@@ -16,7 +16,7 @@ import pytest
 
 from orchestrator.api.models import RolloutPhase
 from orchestrator.core.clock import SystemClock
-from orchestrator.workflows import control as workflow_control
+from tests.support import workflow_control
 from tests.support.engines import LOCAL, rollout_engine
 from tests.support.rollout_rig import RolloutRig, rollout_rig
 from tests.support.wait import wait_for

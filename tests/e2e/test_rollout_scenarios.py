@@ -27,7 +27,7 @@ from orchestrator.api.models import RolloutPhase, StagePhase
 from orchestrator.cli.main import main
 from orchestrator.core.clock import parse_time
 from orchestrator.kube.client import WORKFLOWS
-from orchestrator.workflows import control as workflow_control
+from tests.support import workflow_control
 from tests.support.engines import ENGINES, RolloutEngine, rollout_engine
 from tests.support.rollout_rig import REVISION_2, RolloutRig, rollout_rig
 from tests.support.wait import wait_for

@@ -26,7 +26,7 @@ from orchestrator.core.clock import SystemClock
 from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.engine.executor import ExecutorSettings, LocalExecutor
 from orchestrator.kube.client import WORKFLOWS, Kube
-from orchestrator.workflows import control as workflow_control
+from tests.support import workflow_control
 from tests.support.kubectl import Kubectl
 from tests.support.wait import wait_for
 

@@ -93,7 +93,7 @@ from tests.support.builders import (
             ),
             {
                 "operation_phase": OperationPhase.SUCCEEDED,
-                "operation_revision": "old",
+                "operation_revisions": ("old",),
                 "operation_finished_at": datetime(2026, 11, 29, 10, 5, tzinfo=UTC),
                 "reconciled_at": datetime(2026, 11, 29, 10, 4, tzinfo=UTC),
                 "health_is_stale": True,
