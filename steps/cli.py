@@ -90,7 +90,7 @@ def common_options(command: Callable[..., Any]) -> Callable[..., Any]:
         _option(
             "argocd-namespace",
             default=None,
-            help="Where Applications and cluster Secrets live [default: --namespace].",
+            help="The cluster inventory ConfigMap progressive-sync-clusters is here [default: --namespace].",
         ),
         _option("kubeconfig", default=None, help="Kubeconfig file; in a pod the service account is used."),
         _option(
@@ -105,7 +105,7 @@ def common_options(command: Callable[..., Any]) -> Callable[..., Any]:
             default=Tuning.watch_window_seconds,
             show_default=True,
             type=click.IntRange(min=1),
-            help="Longest quiet watch before the step looks at its deadline and the cluster Secret again.",
+            help="Longest quiet watch before the step looks at its deadline and the cluster inventory again.",
         ),
     ]
     for decorator in reversed(decorators):

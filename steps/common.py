@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from orchestrator.api.models import ProgressiveSync
@@ -25,10 +25,18 @@ from orchestrator.argocd.fleet import (
     Cluster,
     app_set_view_from_object,
     app_view_from_object,
-    cluster_from_secret,
     index_clusters,
 )
-from orchestrator.kube.client import APPLICATION_SETS, APPLICATIONS, PROGRESSIVE_SYNCS, Kube, NotFound
+from orchestrator.argocd.inventory import INVENTORY_NAME, InventoryError, clusters_from_configmap
+from orchestrator.kube.client import (
+    APPLICATION_SETS,
+    APPLICATIONS,
+    CONFIG_MAPS,
+    PROGRESSIVE_SYNCS,
+    Kube,
+    NotFound,
+    Retryable,
+)
 from orchestrator.kube.status_writer import StatusWriterSettings
 
 log = logging.getLogger(__name__)
@@ -44,17 +52,31 @@ class Superseded(Exception):
 
 @dataclass(frozen=True)
 class RolloutRef:
-    """Which rollout of which ProgressiveSync a step works for, and where Argo CD's objects live."""
+    """Which rollout of which ProgressiveSync a step works for, and where Argo CD's objects live.
+
+    `argocd_namespace` holds the cluster inventory; the Applications are in their ApplicationSet's
+    namespace, known once the ProgressiveSync is read (`with_applications_of`).
+    """
 
     namespace: str
     name: str
     rollout_id: str
     argocd_namespace: str
+    app_namespace: str = ""
 
     @property
     def display(self) -> str:
         """`namespace/name` for messages."""
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def applications_namespace(self) -> str:
+        """Where the ApplicationSet and its Applications are (see `with_applications_of`)."""
+        return self.app_namespace or self.namespace
+
+    def with_applications_of(self, ps: ProgressiveSync) -> RolloutRef:
+        """This reference with the namespace of the ProgressiveSync's ApplicationSet."""
+        return replace(self, app_namespace=app_namespace(ps))
 
 
 @dataclass(frozen=True)
@@ -141,8 +163,23 @@ def check_revisions(revisions: Sequence[Sequence[str]]) -> tuple[Revisions, ...]
 
 
 def list_clusters(kube: Kube, argocd_namespace: str) -> list[Cluster]:
-    """The Argo CD clusters (the adapter drops their credentials before we see them)."""
-    return [cluster_from_secret(secret) for secret in kube.list_cluster_secrets(argocd_namespace)]
+    """The Argo CD clusters, from the inventory the watcher publishes (the steps read no Secret).
+
+    A missing inventory is temporary (exit 75: the watcher publishes it when it starts); a
+    malformed one is a configuration problem (exit 2).
+    """
+    try:
+        obj = kube.get(CONFIG_MAPS, argocd_namespace, INVENTORY_NAME)
+    except NotFound as exc:
+        raise Retryable(
+            f"the cluster inventory ConfigMap {argocd_namespace}/{INVENTORY_NAME} does not exist (yet): "
+            "the watcher publishes it from the Argo CD cluster Secrets; is the watcher running and "
+            "is --argocd-namespace right?"
+        ) from exc
+    try:
+        return clusters_from_configmap(obj)
+    except InventoryError as exc:
+        raise UsageProblem(str(exc)) from exc
 
 
 def find_cluster(clusters: Sequence[Cluster], name: str) -> Cluster | None:
@@ -160,11 +197,18 @@ def get_app_set(kube: Kube, namespace: str, name: str) -> AppSetView | None:
         return None
 
 
-def owned_apps(kube: Kube, rollout: RolloutRef, ps: ProgressiveSync) -> list[dict[str, Any]]:
+def app_namespace(ps: ProgressiveSync) -> str:
+    """Where the ApplicationSet and the Applications it generates live: `spec.appSetRef.namespace`,
+    else the ProgressiveSync's own namespace (the watcher admitted the reference before it created
+    the Workflow). Cluster inventory: `RolloutRef.argocd_namespace`."""
+    return ps.spec.app_set_ref.namespace or ps.metadata.namespace or ""
+
+
+def owned_apps(kube: Kube, ps: ProgressiveSync) -> list[dict[str, Any]]:
     """The Applications of the ProgressiveSync's ApplicationSet (ownerReference, uid when known)."""
     app_set_name = ps.spec.app_set_ref.name
-    app_set = get_app_set(kube, rollout.argocd_namespace, app_set_name)
-    items, _ = kube.list(APPLICATIONS, rollout.argocd_namespace)
+    app_set = get_app_set(kube, app_namespace(ps), app_set_name)
+    items, _ = kube.list(APPLICATIONS, app_namespace(ps))
     return [
         item
         for item in items
@@ -180,7 +224,7 @@ def apps_of_cluster(
     Which cluster an Application deploys to is the planner's rule (`ClusterIndex.cluster_of`), so
     `sync` and `wait-healthy` act on exactly the Applications `select` planned for the cluster.
     """
-    owned = owned_apps(kube, rollout, ps)
+    owned = owned_apps(kube, ps)
     index = index_clusters(clusters)
     mine = [
         app

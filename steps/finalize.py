@@ -134,9 +134,10 @@ def _end_what_we_started(
     phase, _ = assess_rollout(workflow_name, workflow_status, shutdown=shutdown, stages=status.stages or [])
     if phase not in (RolloutPhase.FAILED, RolloutPhase.CANCELLED):
         return ""
+    rollout = rollout.with_applications_of(ps)
     in_flight = [
         appsync.app_name(app)
-        for app in owned_apps(kube, rollout, ps)
+        for app in owned_apps(kube, ps)
         if appsync.decide_terminate(app, rollout.rollout_id).action != appsync.TerminateAction.NONE
     ]
     if not in_flight:

@@ -39,7 +39,15 @@ from orchestrator.core.clock import Clock
 from orchestrator.kube.client import APPLICATIONS, Kube, NotFound
 from orchestrator.kube.status_writer import update_status
 from orchestrator.planning.planner import IssueCode, StageState, plan_rollout, progress_from_status
-from steps.common import RolloutRef, Tuning, check_stage, get_app_set, list_clusters, load_progressive_sync
+from steps.common import (
+    RolloutRef,
+    Tuning,
+    app_namespace,
+    check_stage,
+    get_app_set,
+    list_clusters,
+    load_progressive_sync,
+)
 
 log = logging.getLogger(__name__)
 
@@ -85,9 +93,9 @@ def select_stage(
             stage, recorded.phase, tuple(recorded.targets), recorded.message, from_status=True
         )
 
-    app_set = get_app_set(kube, rollout.argocd_namespace, ps.spec.app_set_ref.name)
+    app_set = get_app_set(kube, app_namespace(ps), ps.spec.app_set_ref.name)
     clusters = list_clusters(kube, rollout.argocd_namespace)
-    items, _ = kube.list(APPLICATIONS, rollout.argocd_namespace)
+    items, _ = kube.list(APPLICATIONS, app_namespace(ps))
     plan = plan_rollout(
         ps.spec,
         ps_name=ps.metadata.name,
@@ -188,7 +196,8 @@ def refresh_not_compared_since(
         if appsync.refresh_requested(item):
             continue
         try:
-            kube.patch(APPLICATIONS, rollout.argocd_namespace, view.name, appsync.refresh_patch())
+            namespace = str((item.get("metadata") or {}).get("namespace") or rollout.applications_namespace)
+            kube.patch(APPLICATIONS, namespace, view.name, appsync.refresh_patch())
         except NotFound:
             continue
         asked.append(view.name)

@@ -118,6 +118,7 @@ def sync_cluster(
     tuning = tuning or Tuning()
     release = check_revisions(revisions)
     ps = load_progressive_sync(kube, rollout)
+    rollout = rollout.with_applications_of(ps)
     check_rollout(ps, rollout.rollout_id)
     check_stage(ps, stage)
     clusters = list_clusters(kube, rollout.argocd_namespace)
@@ -238,7 +239,7 @@ def _sync_one(
             now=clock.now(),
         )
         try:
-            kube.replace(APPLICATIONS, rollout.argocd_namespace, body)
+            kube.replace(APPLICATIONS, rollout.applications_namespace, body)
         except Conflict as exc:
             if conflicts == len(backoffs):
                 raise ConflictsExhausted(
@@ -255,7 +256,7 @@ def _sync_one(
                 delay,
             )
             clock.sleep(delay)
-            app = kube.get(APPLICATIONS, rollout.argocd_namespace, name)
+            app = kube.get(APPLICATIONS, rollout.applications_namespace, name)
             continue
         log.info("Application %s: sync requested at revision %s", name, ",".join(decision.pins))
         return decision.action, waited
@@ -278,7 +279,7 @@ def _wait_until_free(
         return max(1, min(tuning.watch_window_seconds, math.ceil(left)))
 
     reason = ""
-    snapshots = follow_applications(kube, rollout.argocd_namespace, [name], window_seconds=window)
+    snapshots = follow_applications(kube, rollout.applications_namespace, [name], window_seconds=window)
     try:
         for snapshot in snapshots:
             app = snapshot.apps[name]

@@ -103,7 +103,7 @@ def _end_one(
     backoffs = tuning.app_conflict_backoffs
     for attempt in range(len(backoffs) + 1):
         try:
-            app = kube.get(APPLICATIONS, rollout.argocd_namespace, name)
+            app = kube.get(APPLICATIONS, rollout.applications_namespace, name)
         except NotFound:
             return appsync.TerminateAction.NONE
         decision = appsync.decide_terminate(app, rollout.rollout_id)
@@ -114,7 +114,7 @@ def _end_one(
         else:
             return decision.action
         try:
-            kube.replace(APPLICATIONS, rollout.argocd_namespace, body)
+            kube.replace(APPLICATIONS, rollout.applications_namespace, body)
         except Conflict as exc:
             if attempt == len(backoffs):
                 raise ConflictsExhausted(
@@ -142,7 +142,7 @@ def _wait_until_ended(
         return max(1, min(tuning.watch_window_seconds, math.ceil(left)))
 
     running: list[str] = list(names)
-    snapshots = follow_applications(kube, rollout.argocd_namespace, list(names), window_seconds=window)
+    snapshots = follow_applications(kube, rollout.applications_namespace, list(names), window_seconds=window)
     try:
         for snapshot in snapshots:
             running = [name for name in names if _still_ours(snapshot.apps.get(name), rollout.rollout_id)]

@@ -93,6 +93,7 @@ def wait_healthy(
     tuning = tuning or Tuning()
     release = check_revisions(revisions)
     ps = load_progressive_sync(kube, rollout)
+    rollout = rollout.with_applications_of(ps)
     check_rollout(ps, rollout.rollout_id)
     check_stage(ps, stage)
     recorded = _recorded(ps.status, stage, cluster)
@@ -174,7 +175,7 @@ def _follow(
     cluster_exists = True
     last_reason = ""
     notes = _Notes(kube, rollout, stage=stage, cluster=cluster, tuning=tuning)
-    refreshes = _Refreshes(kube, rollout.argocd_namespace, tuning, clock)
+    refreshes = _Refreshes(kube, rollout.applications_namespace, tuning, clock)
 
     def window() -> int:
         now = clock.now()
@@ -183,7 +184,7 @@ def _follow(
         left = min(left, tuning.stage_check_seconds - (now - last_stage_check).total_seconds())
         return max(1, min(tuning.watch_window_seconds, math.ceil(left)))
 
-    snapshots = follow_applications(kube, rollout.argocd_namespace, names, window_seconds=window)
+    snapshots = follow_applications(kube, rollout.applications_namespace, names, window_seconds=window)
     try:
         for snapshot in snapshots:
             now = clock.now()

@@ -57,6 +57,20 @@ INFO_ROLLOUT_ID = "rollout-id"
 INFO_STAGE = "stage"
 INFO_REQUESTED_AT = "requested-at"
 
+# --- on ApplicationSets ----------------------------------------------------------------------
+
+# Set by whoever owns an ApplicationSet: the namespaces (comma-separated, "*" for any) whose
+# ProgressiveSyncs may roll it out besides its own namespace's (docs/security.md, tenancy). The
+# ApplicationSet controller does not touch its own ApplicationSet's annotations.
+ALLOWED_NAMESPACES_ANNOTATION = "progressivesync.io/allowed-namespaces"
+ANY_NAMESPACE = "*"
+
+
+def parse_allowed_namespaces(value: str | None) -> tuple[str, ...]:
+    """The namespaces an `ALLOWED_NAMESPACES_ANNOTATION` value names, in order, without blanks."""
+    return tuple(part.strip() for part in (value or "").replace(" ", ",").split(",") if part.strip())
+
+
 # --- names ------------------------------------------------------------------------------------
 
 MAX_OBJECT_NAME = 63  # Argo copies the Workflow name into label values: 63 is the real limit

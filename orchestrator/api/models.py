@@ -67,6 +67,8 @@ LABEL_VALUE_MAX_LENGTH = 63
 # Kubernetes object name (DNS subdomain) for references such as appSetRef.name.
 OBJECT_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 OBJECT_NAME_MAX_LENGTH = 253
+NAMESPACE_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+NAMESPACE_MAX_LENGTH = 63
 PERCENT_PATTERN = r"^([1-9][0-9]?|100)%$"
 SYNC_OPTION_PATTERN = r"^[A-Za-z]+=[^\s]+$"
 CONDITION_REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
@@ -89,6 +91,7 @@ PATTERN_HINTS: dict[str, str] = {
         "use a label value: letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
     ),
     OBJECT_NAME_PATTERN: "use a lowercase name of letters, digits, '-' and '.', such as my-service",
+    NAMESPACE_PATTERN: "use a namespace name of lowercase letters, digits and '-', such as argocd",
     PERCENT_PATTERN: 'use a percentage from "1%" to "100%"',
     SYNC_OPTION_PATTERN: "use an Argo CD sync option such as ServerSideApply=true",
     CONDITION_REASON_PATTERN: "use a CamelCase reason such as RolloutStarted",
@@ -326,10 +329,14 @@ class ApprovalMode(StrEnum):
 
 
 class AppSetRef(_Model):
-    """The ApplicationSet (same namespace) whose Applications this ProgressiveSync rolls out."""
+    """The ApplicationSet whose Applications this ProgressiveSync rolls out."""
 
     name: Annotated[str, Field(min_length=1, max_length=OBJECT_NAME_MAX_LENGTH, pattern=OBJECT_NAME_PATTERN)]
-    """Name of the ApplicationSet, in the ProgressiveSync's namespace."""
+    """Name of the ApplicationSet."""
+    namespace: (
+        Annotated[str, Field(min_length=1, max_length=NAMESPACE_MAX_LENGTH, pattern=NAMESPACE_PATTERN)] | None
+    ) = None
+    """Namespace of the ApplicationSet; default: the ProgressiveSync's (others must allow it)."""
 
 
 class ClusterTargets(_Model):

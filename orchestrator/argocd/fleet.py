@@ -26,7 +26,13 @@ from typing import Any
 
 import yaml
 
-from orchestrator.api.metadata import INFO_ROLLOUT_ID, INFO_STAGE
+from orchestrator.api.metadata import (
+    ALLOWED_NAMESPACES_ANNOTATION,
+    ANY_NAMESPACE,
+    INFO_ROLLOUT_ID,
+    INFO_STAGE,
+    parse_allowed_namespaces,
+)
 from orchestrator.api.release import revision_key
 from orchestrator.core import yamlio
 from orchestrator.kube.client import (
@@ -140,24 +146,36 @@ class OwnerRef:
 
 @dataclass(frozen=True, slots=True)
 class AppSetView:
-    """An ApplicationSet: what identifies it as the owner of Applications, and its own rollout strategy."""
+    """An ApplicationSet: what identifies it as the owner of Applications, its own rollout strategy,
+    and who may roll it out.
+
+    `allowed_namespaces` are the namespaces its annotation `progressivesync.io/allowed-namespaces`
+    names (besides its own, whose ProgressiveSyncs may always roll it out).
+    """
 
     name: str
     namespace: str = ""
     uid: str = ""
     # `spec.strategy.type` ("" when absent): RollingSync means Argo CD's own progressive sync.
     strategy: str = ""
+    allowed_namespaces: tuple[str, ...] = ()
+
+    def admits(self, namespace: str) -> bool:
+        """True when ProgressiveSyncs of `namespace` may roll this ApplicationSet out."""
+        return namespace == self.namespace or bool({namespace, ANY_NAMESPACE} & set(self.allowed_namespaces))
 
 
 def app_set_view_from_object(obj: Mapping[str, Any]) -> AppSetView:
     """The `AppSetView` of an ApplicationSet object."""
     metadata = _mapping(obj.get("metadata"))
     strategy = _mapping(_mapping(obj.get("spec")).get("strategy"))
+    annotations = _mapping(metadata.get("annotations"))
     return AppSetView(
         name=_text(metadata.get("name")),
         namespace=_text(metadata.get("namespace")),
         uid=_text(metadata.get("uid")),
         strategy=_text(strategy.get("type")),
+        allowed_namespaces=parse_allowed_namespaces(_text(annotations.get(ALLOWED_NAMESPACES_ANNOTATION))),
     )
 
 

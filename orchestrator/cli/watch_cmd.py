@@ -222,6 +222,22 @@ def _step_resources(text: str) -> StepResources:
     show_default=True,
     help="Seconds a deleted ProgressiveSync waits for its stopped Workflow before it goes.",
 )
+@flag(
+    "--allow-prune",
+    to="allow_prune",
+    is_flag=True,
+    help="Let ProgressiveSyncs set spec.syncOptions.prune: true (refused with Valid=False otherwise).",
+)
+@flag(
+    "--allowed-sync-option",
+    "allowed_sync_options",
+    to="allowed_sync_options",
+    convert=lambda options: tuple(options) or None,
+    multiple=True,
+    show_default=" ".join(DEFAULTS.allowed_sync_options),
+    help="A sync option ProgressiveSyncs may use, e.g. ServerSideApply=true (repeat; env: space-separated; "
+    "'*' allows any).",
+)
 def watch(**flags: Any) -> None:
     """Watch ProgressiveSyncs and run their rollouts as Workflows (until SIGTERM or Ctrl-C)."""
     from orchestrator.cli.logsetup import configure_logging  # noqa: PLC0415

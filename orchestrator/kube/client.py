@@ -75,6 +75,10 @@ class Retryable(KubeError):
     """A temporary failure: timeouts, dropped connections, 429, 5xx. Safe to try again."""
 
 
+class NotLeader(KubeError):
+    """A write was refused before it was sent: this process does not hold the leader lease."""
+
+
 def _error_from_api_exception(exc: ApiException, what: str) -> KubeError:
     status = int(exc.status or 0)
     reason = ""
@@ -157,6 +161,8 @@ SECRETS = Resource("", "v1", "secrets", "Secret")
 CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap")
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace")
 EVENTS = Resource("", "v1", "events", "Event")
+CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap")
+LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition")
 
 # Argo CD marks its cluster Secrets with this label; the adapter lists (and reads) only those.
@@ -207,9 +213,23 @@ class ClusterSecret:
 class Kube:
     """Every Kubernetes API call, with timeouts and typed errors. Thread-safe like the raw client."""
 
-    def __init__(self, api_client: k8s_client.ApiClient, settings: KubeSettings | None = None) -> None:
+    def __init__(
+        self,
+        api_client: k8s_client.ApiClient,
+        settings: KubeSettings | None = None,
+        *,
+        write_gate: Callable[[], bool] | None = None,
+    ) -> None:
         self._api = api_client
         self.settings = settings or KubeSettings()
+        self._write_gate = write_gate
+
+    def gated(self, write_gate: Callable[[], bool]) -> Kube:
+        """The same connection, with every write (anything but GET) sent only while `write_gate()`
+        is true, else refused with NotLeader before it leaves the process. Leader election gives
+        the watcher such a view, so a process that lost its lease writes nothing more. Closing the
+        returned adapter closes the shared connection pool: close only the original."""
+        return Kube(self._api, self.settings, write_gate=write_gate)
 
     @classmethod
     def from_kubeconfig(
@@ -258,6 +278,8 @@ class Kube:
         stream: bool = False,
     ) -> Any:
         what = f"{method} {path}"
+        if method != "GET" and self._write_gate is not None and not self._write_gate():
+            raise NotLeader(f"{what}: not sent: this process no longer holds the leader lease")
         query_params = [(k, v) for k, v in (query or {}).items() if v is not None]
         headers = {"Accept": "application/json", "Content-Type": content_type}
         read_timeout = timeout if timeout is not None else self.settings.read_timeout

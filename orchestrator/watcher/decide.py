@@ -46,7 +46,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from orchestrator.api.metadata import rollout_workflow_name, workflow_name
+from orchestrator.api.metadata import (
+    ALLOWED_NAMESPACES_ANNOTATION,
+    rollout_workflow_name,
+    workflow_name,
+)
 from orchestrator.api.models import (
     ConditionStatus,
     ObjectMeta,
@@ -83,9 +87,23 @@ TERMINAL_PHASES = (RolloutPhase.SUCCEEDED, RolloutPhase.FAILED, RolloutPhase.CAN
 # --- inputs -------------------------------------------------------------------------------------
 
 
+# The sync options a ProgressiveSync may ask for unless the installation says otherwise: the ones
+# that change how Argo CD applies, never what it may destroy or skip (Replace=true, Force=true,
+# Validate=false are left out). The chart's policy.allowedSyncOptions replaces this list.
+DEFAULT_ALLOWED_SYNC_OPTIONS = (
+    "ApplyOutOfSyncOnly=true",
+    "FailOnSharedResource=true",
+    "PruneLast=true",
+    "RespectIgnoreDifferences=true",
+    "ServerSideApply=true",
+)
+ANY_SYNC_OPTION = "*"
+
+
 @dataclass(frozen=True)
 class ReconcilePolicy:
-    """Waiting times of the decision and how it builds Workflows (from the watcher's settings)."""
+    """Waiting times of the decision, how it builds Workflows and what ProgressiveSyncs may ask for
+    (from the watcher's settings)."""
 
     # After a Workflow ends, its exit handler records the outcome; past this the watcher does.
     finalize_grace_seconds: float = 30.0
@@ -93,6 +111,10 @@ class ReconcilePolicy:
     deletion_grace_seconds: float = 30.0
     # The step image, service account, retries and budgets of the Workflows it creates.
     workflow: WorkflowSettings = field(default_factory=WorkflowSettings)
+    # `spec.syncOptions.prune: true` is refused unless the installation allows it.
+    allow_prune: bool = False
+    # `spec.syncOptions.options` entries allowed ("*": any); anything else is refused.
+    allowed_sync_options: tuple[str, ...] = DEFAULT_ALLOWED_SYNC_OPTIONS
 
 
 @dataclass(frozen=True)
@@ -111,7 +133,9 @@ class Observed:
     has_finalizer: bool = True
     retry_token: str = ""
     appset: AppSetView | None = None
-    appset_namespace: str = ""
+    appset_namespace: str = ""  # where the ApplicationSet was looked up (spec, else our namespace)
+    appset_watched: bool = True  # False: the watcher reads no ApplicationSets in that namespace
+    watched_appset_namespaces: tuple[str, ...] = ()  # for the message when it does not
     claimed_by: str = ""  # "namespace/name" of the ProgressiveSync that owns the ApplicationSet
     plan: RolloutPlan | None = None  # the plan of a new rollout; None while a rollout is live
     workflows: tuple[WorkflowView, ...] = ()
@@ -299,8 +323,8 @@ class _Context:
     head: tuple[Action, ...]  # AddFinalizer when missing: runs before anything else
     current: WorkflowView | None  # the Workflow of the recorded rollout, when it exists
     live: tuple[WorkflowView, ...]
-    base_conditions: tuple[ConditionPatch, ...]  # Valid=False for a bad ApplicationSet reference
-    appset_problem: tuple[str, str] | None
+    base_conditions: tuple[ConditionPatch, ...]  # Valid=False for a refused reference or option
+    refusal: tuple[str, str] | None  # (reason, message) why no new rollout may start
 
     def decision(self, step: str, reason: str, *actions: Action) -> Decision:
         return _decision(step, reason, *self.head, *actions)
@@ -323,7 +347,7 @@ def decide(obs: Observed, policy: ReconcilePolicy | None = None) -> Decision:
         return _decision("invalid-spec", f"the spec is invalid: {obs.spec_error}", *head, UpdateStatus(patch))
     rollout = obs.status.rollout
     by_name = {wf.name: wf for wf in obs.workflows}
-    appset_problem = _appset_problem(obs)
+    refusal = _refusal(obs, policy)
     ctx = _Context(
         obs=obs,
         spec=obs.spec,
@@ -331,10 +355,8 @@ def decide(obs: Observed, policy: ReconcilePolicy | None = None) -> Decision:
         head=head,
         current=by_name.get(rollout_workflow_name(obs.name, rollout)) if rollout else None,
         live=tuple(live_workflows(obs.workflows)),
-        base_conditions=(
-            (_cond(VALID, ConditionStatus.FALSE, *appset_problem),) if appset_problem is not None else ()
-        ),
-        appset_problem=appset_problem,
+        base_conditions=((_cond(VALID, ConditionStatus.FALSE, *refusal),) if refusal is not None else ()),
+        refusal=refusal,
     )
     current = ctx.current
     if ctx.live and (current is None or current not in ctx.live):
@@ -540,8 +562,8 @@ def _decide_release(ctx: _Context, policy: ReconcilePolicy) -> Decision:
     obs = ctx.obs
     rollout = obs.status.rollout
     paused = _paused_condition(by_spec=ctx.spec.paused)
-    if ctx.appset_problem is not None:
-        message = ctx.appset_problem[1]
+    if ctx.refusal is not None:
+        message = ctx.refusal[1]
         patch = StatusPatch(
             observed_generation=obs.generation,
             phase=RolloutPhase.PENDING if rollout is None else None,
@@ -682,13 +704,39 @@ def _create(
     )
 
 
-def _appset_problem(obs: Observed) -> tuple[str, str] | None:
+def _refusal(obs: Observed, policy: ReconcilePolicy) -> tuple[str, str] | None:
+    """Why this ProgressiveSync may not start a rollout (reason, message), or None.
+
+    In order: sync options the installation does not allow; then who may roll out what (the
+    ApplicationSet is looked up where the spec says: `appSetRef.namespace`, else the
+    ProgressiveSync's own namespace; it must be in a namespace the watcher reads, exist, admit the
+    ProgressiveSync's namespace, and not be rolled out by another admitted ProgressiveSync).
+    """
     if obs.spec is None:
         return None
+    options = _sync_options_refusal(obs.spec, policy)
+    if options is not None:
+        return options
     name = obs.spec.app_set_ref.name
-    where = f" in namespace {obs.appset_namespace}" if obs.appset_namespace else ""
+    appset_namespace = obs.appset_namespace or obs.namespace
+    if not obs.appset_watched:
+        watched = ", ".join(obs.watched_appset_namespaces) or "none"
+        return (
+            "ApplicationSetNamespaceNotWatched",
+            f"ApplicationSet {appset_namespace}/{name}: this installation reads ApplicationSets only in "
+            f"namespace(s) {watched}; set spec.appSetRef.namespace to one of them",
+        )
     if obs.appset is None:
-        return "ApplicationSetNotFound", f"ApplicationSet {name}{where} does not exist"
+        message = f"ApplicationSet {name} in namespace {appset_namespace} does not exist"
+        return "ApplicationSetNotFound", message
+    if not obs.appset.admits(obs.namespace):
+        allowed = ", ".join(obs.appset.allowed_namespaces) or "none"
+        return (
+            "NamespaceNotAllowed",
+            f"ApplicationSet {appset_namespace}/{name} may be rolled out only by ProgressiveSyncs of its "
+            f"own namespace or of the namespaces its annotation {ALLOWED_NAMESPACES_ANNOTATION} lists "
+            f"({allowed}), not of namespace {obs.namespace}; its owner can add {obs.namespace} there",
+        )
     if obs.claimed_by:
         return (
             "ApplicationSetClaimed",
@@ -704,6 +752,28 @@ def _appset_problem(obs: Observed) -> tuple[str, str] | None:
             "syncs its Applications itself; remove spec.strategy (or set type AllAtOnce) to roll it out "
             "with this ProgressiveSync",
         )
+    return None
+
+
+def _sync_options_refusal(spec: ProgressiveSyncSpec, policy: ReconcilePolicy) -> tuple[str, str] | None:
+    """The first sync option of the spec the installation does not allow, as (reason, message)."""
+    if spec.sync_options.prune and not policy.allow_prune:
+        return (
+            "SyncOptionNotAllowed",
+            "spec.syncOptions.prune: true is not allowed by this installation (the chart's "
+            "policy.allowPrune, the watcher's --allow-prune); set it to false or ask the operators",
+        )
+    if ANY_SYNC_OPTION in policy.allowed_sync_options:
+        return None
+    for index, option in enumerate(spec.sync_options.options or []):
+        if option not in policy.allowed_sync_options:
+            allowed = ", ".join(policy.allowed_sync_options) or "none"
+            return (
+                "SyncOptionNotAllowed",
+                f"spec.syncOptions.options[{index}]: {option} is not allowed by this installation "
+                f"(allowed: {allowed}; the chart's policy.allowedSyncOptions, the watcher's "
+                "--allowed-sync-option)",
+            )
     return None
 
 

@@ -65,6 +65,7 @@ from orchestrator.argocd.fleet import (
     app_view_from_object,
     cluster_from_secret,
 )
+from orchestrator.argocd.inventory import InventoryError
 from orchestrator.core.clock import Clock, SystemClock, format_time, parse_time
 from orchestrator.kube.argo_server import ArgoServerSubmitter
 from orchestrator.kube.client import (
@@ -107,6 +108,7 @@ from orchestrator.watcher.decide import (
     decide,
     live_workflows,
 )
+from orchestrator.watcher.publisher import InventoryPublisher
 from orchestrator.watcher.settings import Engine, Settings
 from orchestrator.watcher.workqueue import WorkQueue
 from orchestrator.workflows import control
@@ -118,7 +120,7 @@ log = logging.getLogger(__name__)
 Key = tuple[str, str]
 
 # Index names of the informers.
-BY_APPSET = "appset"  # ProgressiveSyncs by "namespace/appset", Applications by owner name
+BY_APPSET = "appset"  # ProgressiveSyncs by "appset namespace/appset", Applications by owner name
 BY_OWNER = "owner"  # Workflows by "namespace/progressive-sync name"
 
 
@@ -146,6 +148,17 @@ class CachedPS:
     def app_set_name(self) -> str:
         """`spec.appSetRef.name` as written (even when the spec is otherwise invalid)."""
         return str(((self.obj.get("spec") or {}).get("appSetRef") or {}).get("name") or "")
+
+    @property
+    def app_set_namespace(self) -> str:
+        """Where the ApplicationSet is: `spec.appSetRef.namespace`, else this object's namespace."""
+        ref = (self.obj.get("spec") or {}).get("appSetRef") or {}
+        return str(ref.get("namespace") or self.key[0])
+
+    @property
+    def app_set_key(self) -> str:
+        """`namespace/name` of the ApplicationSet (the index value)."""
+        return f"{self.app_set_namespace}/{self.app_set_name}"
 
     @property
     def deleting(self) -> bool:
@@ -241,6 +254,12 @@ class Watcher:
             argocd: list[str | None] = [settings.argocd_namespace]
         else:
             argocd = watched
+        # ApplicationSets (and the Applications they generate, in their own namespace) are read in
+        # the watched namespaces and the Argo CD namespace: where `spec.appSetRef` may point.
+        app_namespaces: list[str | None] = (
+            [None] if None in watched else list(dict.fromkeys([*watched, *argocd]))
+        )
+        self.app_namespaces = app_namespaces
         informer_settings = settings.informer
         self.ps_informers = [
             Informer(
@@ -250,7 +269,7 @@ class Watcher:
                 slim=slim_progressive_sync,
                 handler=self._on_ps,
                 settings=informer_settings,
-                indexers={BY_APPSET: lambda ps: [f"{ps.key[0]}/{ps.app_set_name}"]},
+                indexers={BY_APPSET: lambda ps: [ps.app_set_key]},
             )
             for ns in watched
         ]
@@ -279,7 +298,7 @@ class Watcher:
                 handler=self._on_appset,
                 settings=informer_settings,
             )
-            for ns in argocd
+            for ns in app_namespaces
         ]
         self.app_informers = [
             Informer(
@@ -291,7 +310,7 @@ class Watcher:
                 settings=informer_settings,
                 indexers={BY_APPSET: _app_owner_names},
             )
-            for ns in argocd
+            for ns in app_namespaces
         ]
         self.cluster_informers = [
             Informer(
@@ -305,6 +324,7 @@ class Watcher:
             )
             for ns in argocd
         ]
+        self.publisher = InventoryPublisher(kube, self._clusters_in, self._inventory_namespaces)
 
     @property
     def informers(self) -> list[Informer[Any]]:
@@ -330,6 +350,18 @@ class Watcher:
             self.stop()
             unsynced = [i.name for i in self.informers if not i.synced.is_set()]
             raise KubeError(f"the first list of {', '.join(unsynced)} did not finish in time")
+        # The steps read clusters from the inventory: publish it before the first Workflow can start.
+        for namespace in self._inventory_namespaces():
+            try:
+                self.publisher.publish(namespace)
+            except (KubeError, InventoryError) as exc:
+                log.warning("publishing the cluster inventory of %s failed: %s; retrying", namespace, exc)
+                self.publisher.mark(namespace)
+        publisher = threading.Thread(
+            target=self.publisher.run, args=(self.stop_event,), name="inventory", daemon=True
+        )
+        publisher.start()
+        self._threads.append(publisher)
         for index in range(self.settings.workers):
             worker = threading.Thread(target=self._work, name=f"reconcile-{index}", daemon=True)
             worker.start()
@@ -416,6 +448,7 @@ class Watcher:
         period = self.settings.resync_seconds
         while not self.stop_event.wait(period):
             count = sum(informer.resync() for informer in self.ps_informers)
+            self.publisher.mark_all()
             log.debug("resync: %d ProgressiveSyncs queued again", count)
 
     # -- events → keys ----------------------------------------------------------------------
@@ -426,9 +459,9 @@ class Watcher:
             return
         self.queue.add(ps.key)
         # Ownership of an ApplicationSet can move when a ProgressiveSync comes, goes or changes ref.
-        names_ = {p.app_set_name for p in (change.old, change.new) if p is not None}
-        for appset in names_:
-            for other in self._ps_by_appset(ps.key[0], appset):
+        appsets = {p.app_set_key for p in (change.old, change.new) if p is not None}
+        for appset in appsets:
+            for other in self._ps_by_appset(appset):
                 if other.key != ps.key:
                     self.queue.add(other.key)
 
@@ -455,25 +488,21 @@ class Watcher:
 
     def _on_cluster(self, change: Change[Cluster]) -> None:
         namespace = change.key[0]
+        self.publisher.mark(namespace)
         for informer in self.ps_informers:
             for ps in informer.values():
                 if self.settings.argocd_namespace_for(ps.key[0]) == namespace:
                     self.queue.add(ps.key)
 
-    def _ps_by_appset(self, namespace: str, appset: str) -> list[CachedPS]:
+    def _ps_by_appset(self, appset_key: str) -> list[CachedPS]:
         found: list[CachedPS] = []
         for informer in self.ps_informers:
-            found.extend(informer.by_index(BY_APPSET, f"{namespace}/{appset}"))
+            found.extend(informer.by_index(BY_APPSET, appset_key))
         return found
 
-    def _ps_naming_appset(self, argocd_namespace: str, appset: str) -> list[CachedPS]:
-        """ProgressiveSyncs whose ApplicationSet (in their Argo CD namespace) is `appset`."""
-        if self.settings.argocd_namespace:
-            found: list[CachedPS] = []
-            for informer in self.ps_informers:
-                found.extend(ps for ps in informer.values() if ps.app_set_name == appset)
-            return found
-        return self._ps_by_appset(argocd_namespace, appset)
+    def _ps_naming_appset(self, namespace: str, appset: str) -> list[CachedPS]:
+        """ProgressiveSyncs whose `spec.appSetRef` names the ApplicationSet `namespace/appset`."""
+        return self._ps_by_appset(f"{namespace}/{appset}")
 
     # -- the workers ------------------------------------------------------------------------
 
@@ -555,11 +584,17 @@ class Watcher:
             log.warning("%s/%s: status does not parse (%s); reading it as empty", namespace, name, exc)
             status = ProgressiveSyncStatus()
         argocd_namespace = self.settings.argocd_namespace_for(namespace)
-        appset = self._appset(argocd_namespace, cached.app_set_name) if cached.app_set_name else None
+        appset_namespace = cached.app_set_namespace
+        appset_watched = self._reads_appsets_in(appset_namespace)
+        appset = (
+            self._appset(appset_namespace, cached.app_set_name)
+            if cached.app_set_name and appset_watched
+            else None
+        )
         workflows = self._workflows_of(namespace, name, status)
         plan: RolloutPlan | None = None
         if spec is not None and not cached.deleting and not live_workflows(workflows):
-            plan = self._plan(spec, name, appset, argocd_namespace)
+            plan = self._plan(spec, name, appset, appset_namespace, argocd_namespace)
         now = self.clock.now()
         observed = Observed(
             namespace=namespace,
@@ -574,8 +609,10 @@ class Watcher:
             has_finalizer=FINALIZER in (meta.get("finalizers") or []),
             retry_token=str((meta.get("annotations") or {}).get(RETRY_ANNOTATION) or ""),
             appset=appset,
-            appset_namespace=argocd_namespace,
-            claimed_by=self._claimed_by(cached),
+            appset_namespace=appset_namespace,
+            appset_watched=appset_watched,
+            watched_appset_namespaces=tuple(ns for ns in self.app_namespaces if ns is not None),
+            claimed_by=self._claimed_by(cached, appset),
             plan=plan,
             workflows=tuple(workflows),
             uid=str(meta.get("uid") or ""),
@@ -602,36 +639,63 @@ class Watcher:
                     found.append(workflow_view_from_object(self.kube.get(WORKFLOWS, namespace, expected)))
         return found
 
+    def _reads_appsets_in(self, namespace: str) -> bool:
+        return any(informer.namespace in (None, namespace) for informer in self.appset_informers)
+
     def _plan(
-        self, spec: ProgressiveSyncSpec, name: str, appset: AppSetView | None, argocd_namespace: str
+        self,
+        spec: ProgressiveSyncSpec,
+        name: str,
+        appset: AppSetView | None,
+        appset_namespace: str,
+        argocd_namespace: str,
     ) -> RolloutPlan:
+        # The ApplicationSet controller creates its Applications in the ApplicationSet's namespace.
         apps: list[AppView] = []
         for informer in self.app_informers:
-            if informer.namespace in (None, argocd_namespace):
+            if informer.namespace in (None, appset_namespace):
                 apps.extend(
                     app
                     for app in informer.by_index(BY_APPSET, spec.app_set_ref.name)
-                    if app.namespace == argocd_namespace
+                    if app.namespace == appset_namespace
                 )
+        clusters = self._clusters_in(argocd_namespace)
+        return plan_rollout(spec, ps_name=name, appset=appset, clusters=clusters, apps=apps)
+
+    def _clusters_in(self, argocd_namespace: str) -> list[Cluster]:
         clusters: list[Cluster] = []
         for cluster_informer in self.cluster_informers:
             if cluster_informer.namespace in (None, argocd_namespace):
                 clusters.extend(c for key, c in cluster_informer.items() if key[0] == argocd_namespace)
-        return plan_rollout(spec, ps_name=name, appset=appset, clusters=clusters, apps=apps)
+        return clusters
 
-    def _claimed_by(self, cached: CachedPS) -> str:
+    def _inventory_namespaces(self) -> list[str]:
+        """The Argo CD namespaces whose cluster inventory the watcher publishes."""
+        if self.settings.argocd_namespace:
+            return [self.settings.argocd_namespace]
+        found = set(self.settings.namespaces)
+        for cluster_informer in self.cluster_informers:
+            cluster_keys = cluster_informer.keys()  # a snapshot (ruff's SIM118 takes it for a dict)
+            found.update(namespace for namespace, _ in cluster_keys)
+        for ps_informer in self.ps_informers:
+            ps_keys = ps_informer.keys()
+            found.update(self.settings.argocd_namespace_for(namespace) for namespace, _ in ps_keys)
+        return sorted(found)
+
+    def _claimed_by(self, cached: CachedPS, appset: AppSetView | None) -> str:
         """The ProgressiveSync that owns this one's ApplicationSet, when it is another one.
 
-        The oldest (creationTimestamp, then namespace/name) live claimant owns it, so the answer
-        is the same whichever one is reconciled first, and ownership passes on when it goes.
+        Only ProgressiveSyncs of namespaces the ApplicationSet admits are claimants (a squatter in
+        another namespace cannot block its owner). Of those, the oldest (creationTimestamp, then
+        namespace/name) live one owns it, so the answer is the same whichever one is reconciled
+        first, and ownership passes on when it goes.
         """
-        if not cached.app_set_name:
+        if not cached.app_set_name or appset is None:
             return ""
-        argocd_namespace = self.settings.argocd_namespace_for(cached.key[0])
         claimants = [
             ps
-            for ps in self._ps_naming_appset(argocd_namespace, cached.app_set_name)
-            if not ps.deleting and self.settings.argocd_namespace_for(ps.key[0]) == argocd_namespace
+            for ps in self._ps_by_appset(cached.app_set_key)
+            if not ps.deleting and appset.admits(ps.key[0])
         ]
         if cached not in claimants:
             claimants.append(cached)

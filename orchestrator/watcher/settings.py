@@ -18,7 +18,7 @@ from pathlib import Path
 
 from orchestrator.kube.client import KubeSettings
 from orchestrator.kube.informer import InformerSettings
-from orchestrator.watcher.decide import ReconcilePolicy
+from orchestrator.watcher.decide import DEFAULT_ALLOWED_SYNC_OPTIONS, ReconcilePolicy
 from workflow_templates.settings import WorkflowSettings
 
 ENV_PREFIX = "PROGRESSIVE_SYNC_"
@@ -79,6 +79,9 @@ class Settings:
     deletion_grace_seconds: float = 30.0
     # How long start-up waits for the first lists before giving up.
     sync_timeout_seconds: float = 120.0
+    # What ProgressiveSync authors may put in spec.syncOptions (anything else: Valid=False).
+    allow_prune: bool = False
+    allowed_sync_options: tuple[str, ...] = DEFAULT_ALLOWED_SYNC_OPTIONS
     # The Workflow's step image, service account, retries, ...
     workflow: WorkflowSettings = field(default_factory=WorkflowSettings)
 
@@ -127,6 +130,8 @@ class Settings:
             finalize_grace_seconds=self.finalize_grace_seconds,
             deletion_grace_seconds=self.deletion_grace_seconds,
             workflow=self.workflow_settings,
+            allow_prune=self.allow_prune,
+            allowed_sync_options=self.allowed_sync_options,
         )
 
     @property

@@ -30,6 +30,7 @@ from tests.support.steps_harness import (
     STEPS_USER,
     describe,
     make_progressive_sync,
+    publish_inventory,
     read_progressive_sync,
     steps_kubeconfig,
     writes_by,
@@ -68,6 +69,7 @@ def test_a_409_on_the_application_is_retried_and_keeps_the_other_writers_change(
     kube: Kube, namespace: str, control_plane: DevCluster, steps_config: Path
 ) -> None:
     fleet = seed_fleet(kube, namespace, clusters=1, regions=["eu-west-1"], revision=REVISION)
+    publish_inventory(kube, namespace)
     make_progressive_sync(kube, namespace)
     cluster, app_name = fleet.clusters[0].name, fleet.applications[0]
 
@@ -103,6 +105,7 @@ def test_a_409_caused_by_someone_starting_an_operation_never_overwrites_it(
     kube: Kube, namespace: str, control_plane: DevCluster, steps_config: Path
 ) -> None:
     fleet = seed_fleet(kube, namespace, clusters=1, regions=["eu-west-1"], revision=REVISION)
+    publish_inventory(kube, namespace)
     make_progressive_sync(kube, namespace, deadline_seconds=1)
     cluster, app_name = fleet.clusters[0].name, fleet.applications[0]
 

@@ -2,8 +2,9 @@
 
 A marker is planted in every cluster Secret's `data.config`; then a whole two-stage rollout runs
 through the real entrypoints (`python -m steps ...` at DEBUG log level, `progressive-sync simulate
-run` as a subprocess). No output, log, output file, events log or object the API server holds
-(other than the Secrets themselves) may contain the marker, raw or base64-encoded.
+run` as a subprocess), with the cluster inventory published from those Secrets. No output, log,
+output file, events log or object the API server holds (other than the Secrets themselves) may
+contain the marker, raw or base64-encoded.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.kube.client import (
     APPLICATION_SETS,
     APPLICATIONS,
+    CONFIG_MAPS,
     EVENTS,
     PROGRESSIVE_SYNCS,
     SECRETS,
@@ -36,6 +38,7 @@ from tests.support.builders import REVISIONS
 from tests.support.steps_harness import (
     StepRunner,
     make_progressive_sync,
+    publish_inventory,
     read_progressive_sync,
     steps_kubeconfig,
 )
@@ -53,6 +56,7 @@ def test_a_marker_in_cluster_credentials_never_appears_anywhere(
         secret = kube.get(SECRETS, namespace, f"cluster-{cluster.name}")
         secret["data"]["config"] = config_b64
         kube.replace(SECRETS, namespace, secret)
+    publish_inventory(kube, namespace)  # from the Secrets as they are now, marker included
     make_progressive_sync(kube, namespace)
 
     sim_log = tmp_path / "simulator.log"
@@ -112,7 +116,7 @@ def test_a_marker_in_cluster_credentials_never_appears_anywhere(
     texts["simulator events"] = events_log.read_text()
     for path in runner.outputs_dir.iterdir():
         texts[f"output file {path.name}"] = path.read_text()
-    for resource in (PROGRESSIVE_SYNCS, APPLICATIONS, APPLICATION_SETS, WORKFLOWS, EVENTS):
+    for resource in (PROGRESSIVE_SYNCS, APPLICATIONS, APPLICATION_SETS, WORKFLOWS, EVENTS, CONFIG_MAPS):
         items, _ = kube.list(resource, namespace)
         texts[resource.plural] = json.dumps(items)
     secrets, _ = kube.list(SECRETS, namespace)

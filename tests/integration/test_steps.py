@@ -36,6 +36,7 @@ from tests.support.steps_harness import (
     StepRunner,
     describe,
     make_progressive_sync,
+    publish_inventory,
     read_progressive_sync,
     steps_kubeconfig,
     writes_by,
@@ -57,7 +58,9 @@ def steps_config(control_plane: DevCluster, kube: Kube) -> Path:
 
 @pytest.fixture
 def fleet(kube: Kube, namespace: str) -> SeedResult:
-    return seed_fleet(kube, namespace, clusters=3, regions=REGIONS, revision=REVISION)
+    seeded = seed_fleet(kube, namespace, clusters=3, regions=REGIONS, revision=REVISION)
+    publish_inventory(kube, namespace)
+    return seeded
 
 
 @pytest.fixture
@@ -117,6 +120,7 @@ def rig(
     simulate: Callable[..., FleetSimulator],
 ) -> Rig:
     fleet = seed_fleet(kube, namespace, clusters=3, regions=REGIONS, revision=REVISION)
+    publish_inventory(kube, namespace)
     return Rig(kube, namespace, fleet, runner, control_plane, simulate, runner.outputs_dir.parent)
 
 
@@ -543,6 +547,7 @@ def test_a_cluster_secret_deleted_mid_wait_fails_the_cluster(rig: Rig) -> None:
     process, log = sync_and_start_waiting(rig, cluster, PROGRESSIVE_SYNC_WATCH_WINDOW_SECONDS="1")
     wait_for(lambda: "sync operation Running" in log.read_text(), timeout=30, what="the sync to be Running")
     rig.kube.delete(SECRETS, rig.namespace, f"cluster-{cluster}")
+    publish_inventory(rig.kube, rig.namespace)  # what the watcher does on the Secret's deletion
     code, output = finish(process, log)
     assert code == 1, output
     assert f"cluster {cluster}: its Argo CD cluster Secret was deleted" in summary_of(output)

@@ -36,7 +36,7 @@ from orchestrator.simulator.events import max_in_flight, read_events
 from orchestrator.simulator.seed import SeedResult, seed_fleet
 from orchestrator.watcher.loop import Watcher
 from tests.support.engines import RolloutEngine
-from tests.support.steps_harness import make_progressive_sync
+from tests.support.steps_harness import make_progressive_sync, publish_inventory
 from tests.support.wait import wait_for
 from tests.support.watcher_harness import Fleet, WatcherProcess, in_process_watcher, release
 from workflow_templates.builder import build_workflow, workflow_object
@@ -81,6 +81,7 @@ class RolloutRig:
         self.fleet = seed_fleet(
             self.kube, self.namespace, clusters=self.clusters, regions=REGIONS, revision=REVISION
         )
+        publish_inventory(self.kube, self.namespace)  # what the watcher does; tests without one need it
         return self.fleet
 
     def simulate(self, per_cluster: Mapping[str, Mapping[str, Any]] | None = None) -> FleetSimulator:

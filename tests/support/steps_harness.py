@@ -17,8 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.api.models import ProgressiveSync
+from orchestrator.argocd.fleet import cluster_from_secret
+from orchestrator.argocd.inventory import INVENTORY_NAME
 from orchestrator.devenv.controlplane import AuditEvent, DevCluster
 from orchestrator.kube.client import PROGRESSIVE_SYNCS, AlreadyExists, Kube, Resource
+from orchestrator.watcher.publisher import InventoryPublisher
 from tests.support.builders import make_ps, make_stage
 
 CLUSTER_ROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole")
@@ -52,7 +55,8 @@ STEPS_RULES = [
     },
     {"apiGroups": ["argoproj.io"], "resources": ["applicationsets"], "verbs": ["get", "list"]},
     {"apiGroups": ["argoproj.io"], "resources": ["workflows"], "verbs": ["get"]},
-    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]},
+    # No Secret: the cluster inventory the watcher publishes instead (publish_inventory here).
+    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"], "resourceNames": [INVENTORY_NAME]},
 ]
 
 
@@ -78,6 +82,13 @@ def steps_kubeconfig(control_plane: DevCluster, kube: Kube) -> Path:
         with contextlib.suppress(AlreadyExists):
             kube.create(resource, None, body)
     return control_plane.mint_user(STEPS_USER)
+
+
+def publish_inventory(kube: Kube, namespace: str) -> None:
+    """Publish the cluster inventory of `namespace` from its cluster Secrets, as the watcher does
+    (tests that run steps without a watcher call it after changing cluster Secrets)."""
+    clusters = [cluster_from_secret(secret) for secret in kube.list_cluster_secrets(namespace)]
+    InventoryPublisher(kube, lambda _ns: clusters, lambda: [namespace]).publish(namespace)
 
 
 def writes_by(
