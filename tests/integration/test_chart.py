@@ -15,32 +15,17 @@ from orchestrator.cli.watch_cmd import build_settings, watch
 from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.watcher.settings import Engine, Settings
 from tests.support.builders import make_release, make_stage
+from tests.support.chart import CHART, helm_binary, isolate, render
 from tests.support.kubectl import Kubectl
 from workflow_templates.builder import assumed_sizes, build_workflow
 from workflow_templates.settings import StepResources
 
 pytestmark = pytest.mark.integration
 
-CHART = Path(__file__).resolve().parents[2] / "charts" / "progressive-sync"
-
 
 @pytest.fixture(scope="module")
 def helm(control_plane: DevCluster) -> Path:
-    binary = control_plane.tools_dir / "helm"
-    if not binary.exists():
-        pytest.skip(
-            f"no helm in {control_plane.tools_dir} (KUBEBUILDER_ASSETS lacks it); `make tools` builds it"
-        )
-    return binary
-
-
-def render(helm: Path, namespace: str, *values: str) -> list[dict]:
-    args = [str(helm), "template", "psync", str(CHART), "--namespace", namespace]
-    for value in values:
-        args += ["--set", value]
-    result = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
-    assert result.returncode == 0, result.stderr
-    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+    return helm_binary(control_plane)
 
 
 def test_helm_lint_passes(helm: Path) -> None:
@@ -66,13 +51,17 @@ WATCHER_NEEDS = [
     ("create", "workflows.argoproj.io"),
     ("patch", "workflows.argoproj.io"),
     ("list", "secrets"),
+    ("create", "configmaps"),
+    ("update", "configmaps#progressive-sync-clusters"),
+    ("create", "events"),
+    ("create", "leases.coordination.k8s.io"),
 ]
 STEPS_NEED = [
     ("get", "progressivesyncs.progressivesync.io"),
     ("update", "progressivesyncs.progressivesync.io/status"),
     ("update", "applications.argoproj.io"),
     ("watch", "applications.argoproj.io"),
-    ("list", "secrets"),
+    ("get", "configmaps#progressive-sync-clusters"),
     ("get", "workflows.argoproj.io"),
 ]
 STEPS_MUST_NOT = [
@@ -81,30 +70,31 @@ STEPS_MUST_NOT = [
     ("update", "progressivesyncs.progressivesync.io"),
     ("update", "secrets"),
     ("update", "progressivesyncs.progressivesync.io/finalizers"),
+    ("list", "secrets"),
+    ("get", "secrets"),
+    ("get", "configmaps"),
 ]
 
 
 def can_i(kubectl: Kubectl, user: str, verb: str, resource: str, namespace: str) -> bool:
-    # kubectl reads TYPE/NAME as an object name, so a subresource goes in --subresource.
+    # "type/sub" is a subresource (kubectl wants --subresource); "type#name" one object by name.
+    resource, _, name = resource.partition("#")
     resource, _, subresource = resource.partition("/")
+    target = f"{resource}/{name}" if name else resource
     extra = [f"--subresource={subresource}"] if subresource else []
-    result = kubectl.run("auth", "can-i", verb, resource, *extra, "--as", user, "-n", namespace)
+    result = kubectl.run("auth", "can-i", verb, target, *extra, "--as", user, "-n", namespace)
     return result.stdout.strip() == "yes"
 
 
 def test_rendered_chart_applies_and_rbac_fits_the_code(helm: Path, kubectl: Kubectl, namespace: str) -> None:
     documents = render(helm, namespace, f"argocdNamespace={namespace}", f"workflowNamespace={namespace}")
     kinds = sorted({doc["kind"] for doc in documents})
-    assert {"Deployment", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "WorkflowTemplate"} <= set(
-        kinds
-    )
+    assert {"Deployment", "ServiceAccount", "Role", "RoleBinding", "WorkflowTemplate"} <= set(kinds)
+    assert {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} <= set(kinds)
+    # No ClusterRoleBinding: neither service account holds a right outside the chart's namespaces.
+    assert "ClusterRoleBinding" not in kinds
     # Cluster-scoped names must not collide across tests: give them the namespace as a suffix.
-    for doc in documents:
-        if doc["kind"] in ("ClusterRole", "ClusterRoleBinding"):
-            doc["metadata"]["name"] += f"-{namespace}"
-        if doc["kind"] == "ClusterRoleBinding":
-            doc["roleRef"]["name"] += f"-{namespace}"
-    kubectl.ok("apply", "-f", "-", stdin=yaml.safe_dump_all(documents))
+    kubectl.ok("apply", "-f", "-", stdin=yaml.safe_dump_all(isolate(documents, namespace)))
 
     watcher = f"system:serviceaccount:{namespace}:psync-progressive-sync-watcher"
     steps = f"system:serviceaccount:{namespace}:progressive-sync-steps"
@@ -152,6 +142,8 @@ NON_DEFAULT_VALUES = (
     "steps.serviceAccountName=custom-steps",
     "steps.resources.requests.cpu=30m",
     "steps.resources.limits.memory=128Mi",
+    "policy.allowPrune=true",
+    "policy.allowedSyncOptions={Replace=true,Validate=false}",
 )
 
 
@@ -178,6 +170,7 @@ def test_every_chart_value_reaches_the_watcher_and_the_step_pods(
     assert settings.namespaces == ("rollouts",)
     assert (settings.argocd_namespace, settings.workflow_namespace) == ("cd", "rollouts")
     assert (settings.engine, settings.log_level) == (Engine.LOCAL, "DEBUG")
+    assert (settings.allow_prune, settings.allowed_sync_options) == (True, ("Replace=true", "Validate=false"))
     steps = settings.workflow
     assert (steps.image, steps.image_pull_policy) == ("registry.example/ps:2.0.0", "Never")
     assert steps.service_account == "custom-steps"

@@ -32,3 +32,49 @@ the watcher refuse to start, so the chart refuses it first.
 {{- end -}}
 {{- join " " $watched -}}
 {{- end -}}
+
+{{- /*
+A Role and its RoleBinding: dict name, namespace, labels (text), subject (dict), rules (list).
+*/ -}}
+{{- define "progressive-sync.role" -}}
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: {{ .name }}
+  namespace: {{ .namespace }}
+  labels:
+    {{- .labels | nindent 4 }}
+rules:
+  {{- toYaml .rules | nindent 2 }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: {{ .name }}
+  namespace: {{ .namespace }}
+  labels:
+    {{- .labels | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: {{ .name }}
+subjects:
+  - {{- toYaml .subject | nindent 4 }}
+{{- end -}}
+
+{{- /*
+The namespaces where ApplicationSets (and the Applications they generate, in the same namespace)
+may be: the workflow namespace (a ProgressiveSync's own, the default of spec.appSetRef.namespace)
+and the Argo CD namespace. Space-separated, without repeats.
+*/ -}}
+{{- define "progressive-sync.appNamespaces" -}}
+{{- list .Values.workflowNamespace .Values.argocdNamespace | uniq | join " " -}}
+{{- end -}}
+
+{{- define "progressive-sync.stepsUsername" -}}
+{{- printf "system:serviceaccount:%s:%s" .Values.workflowNamespace .Values.steps.serviceAccountName -}}
+{{- end -}}
+
+{{- define "progressive-sync.watcherUsername" -}}
+{{- printf "system:serviceaccount:%s:%s-watcher" .Release.Namespace (include "progressive-sync.fullname" .) -}}
+{{- end -}}
