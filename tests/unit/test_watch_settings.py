@@ -310,6 +310,8 @@ def test_every_flag_reads_the_variable_the_chart_and_docs_name() -> None:
         "--request-timeout": ("PROGRESSIVE_SYNC_REQUEST_TIMEOUT",),
         "--finalize-grace": ("PROGRESSIVE_SYNC_FINALIZE_GRACE",),
         "--deletion-grace": ("PROGRESSIVE_SYNC_DELETION_GRACE",),
+        "--allow-prune": ("PROGRESSIVE_SYNC_ALLOW_PRUNE",),
+        "--allowed-sync-option": ("PROGRESSIVE_SYNC_ALLOWED_SYNC_OPTIONS",),
     }
 
 
@@ -321,6 +323,14 @@ def test_every_flag_reads_the_variable_the_chart_and_docs_name() -> None:
         ),
         pytest.param("PROGRESSIVE_SYNC_ALL_NAMESPACES", "true", "namespaces", (), id="all-namespaces"),
         pytest.param("PROGRESSIVE_SYNC_RESYNC_PERIOD", "12", "resync_seconds", 12.0, id="resync-period"),
+        pytest.param("PROGRESSIVE_SYNC_ALLOW_PRUNE", "true", "allow_prune", True, id="allow-prune"),
+        pytest.param(
+            "PROGRESSIVE_SYNC_ALLOWED_SYNC_OPTIONS",
+            "Replace=true Validate=false",
+            "allowed_sync_options",
+            ("Replace=true", "Validate=false"),
+            id="allowed-sync-options-space-separated",
+        ),
         pytest.param(
             "PROGRESSIVE_SYNC_STEP_SERVICE_ACCOUNT", "sa", "workflow", "sa", id="step-service-account"
         ),
