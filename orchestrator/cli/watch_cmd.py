@@ -4,10 +4,12 @@ Each flag is declared once, below, with the `Settings` field it sets; click read
 `PROGRESSIVE_SYNC_<FLAG>` variable when the flag is absent (`auto_envvar_prefix`, so
 `--resync-period` is `PROGRESSIVE_SYNC_RESYNC_PERIOD`; a flag wins; `--help` shows each name).
 `build_settings` is the one constructor of the watcher's `Settings` from them. Then it sets up
-JSON (or text) logs, builds the Kubernetes adapter and runs `orchestrator.watcher.loop.Watcher`
-until SIGTERM or SIGINT, then stops cleanly: no new reconcile starts, the ones in flight finish,
-watch streams close. Exit codes: 0 after a clean stop, 1 when a watch loop gave up (the API server
-stayed unreachable past every backoff), 2 for bad flags.
+JSON (or text) logs, builds the Kubernetes adapter and runs
+`orchestrator.watcher.process.run_process` (the watcher; under leader election with
+`--leader-elect`; /metrics, /healthz and /readyz on `--http-port`) until SIGTERM or SIGINT, then
+stops cleanly: no new reconcile starts, the ones in flight finish, watch streams close, the Lease
+is released. Exit codes: 0 after a clean stop, 1 when a watch loop gave up (the API server stayed
+unreachable past every backoff), 2 for bad flags.
 
 The Argo Server token is never a flag value (it would show in `ps`): it comes from
 `--argo-token-file` or the `PROGRESSIVE_SYNC_ARGO_TOKEN` variable.
@@ -238,11 +240,79 @@ def _step_resources(text: str) -> StepResources:
     help="A sync option ProgressiveSyncs may use, e.g. ServerSideApply=true (repeat; env: space-separated; "
     "'*' allows any).",
 )
+@flag(
+    "--leader-elect",
+    to="leader_elect",
+    is_flag=True,
+    help="Act only while holding a Lease, so several replicas can run (one acts, the others stand by).",
+)
+@flag("--leader-elect-namespace", to="leader_elect_namespace", help="Namespace of the Lease.")
+@flag(
+    "--leader-elect-name",
+    to="leader_elect_name",
+    default=DEFAULTS.leader_elect_name,
+    show_default=True,
+    help="Name of the Lease.",
+)
+@flag(
+    "--leader-elect-identity",
+    to="leader_elect_identity",
+    help="This replica's name in the Lease [default: host name and a random suffix].",
+)
+@flag(
+    "--lease-duration",
+    to="lease_seconds",
+    type=float,
+    default=DEFAULTS.lease_seconds,
+    show_default=True,
+    callback=_positive,
+    help="Seconds a standby waits after the leader's last renewal before it takes over.",
+)
+@flag(
+    "--renew-deadline",
+    to="renew_deadline_seconds",
+    type=float,
+    default=DEFAULTS.renew_deadline_seconds,
+    show_default=True,
+    callback=_positive,
+    help="Seconds without a successful renewal after which the leader stops acting (< --lease-duration).",
+)
+@flag(
+    "--retry-period",
+    to="retry_period_seconds",
+    type=float,
+    default=DEFAULTS.retry_period_seconds,
+    show_default=True,
+    callback=_positive,
+    help="Seconds between attempts to acquire or renew the Lease.",
+)
+@flag(
+    "--http-port",
+    to="http_port",
+    type=click.IntRange(min=0, max=65535),
+    help="Serve /metrics, /healthz and /readyz on this port [default: not served].",
+)
+@flag(
+    "--http-address",
+    to="http_address",
+    default=DEFAULTS.http_address,
+    show_default=True,
+    help="Address the HTTP endpoints listen on.",
+)
+@flag(
+    "--shutdown-timeout",
+    to="shutdown_timeout_seconds",
+    type=float,
+    default=DEFAULTS.shutdown_timeout_seconds,
+    show_default=True,
+    callback=_positive,
+    help="Seconds in-flight reconciles get to finish after SIGTERM (keep below the pod's grace period).",
+)
 def watch(**flags: Any) -> None:
     """Watch ProgressiveSyncs and run their rollouts as Workflows (until SIGTERM or Ctrl-C)."""
     from orchestrator.cli.logsetup import configure_logging  # noqa: PLC0415
     from orchestrator.kube.client import Kube, KubeError  # noqa: PLC0415 - keeps `--help` fast
-    from orchestrator.watcher.loop import Watcher  # noqa: PLC0415
+    from orchestrator.watcher.process import run_process  # noqa: PLC0415
 
     try:
         settings = build_settings(os.environ, **flags)
@@ -258,7 +328,7 @@ def watch(**flags: Any) -> None:
     except KubeError as exc:
         raise click.ClickException(str(exc)) from exc
     try:
-        code = Watcher(kube, settings).run(stop)
+        code = run_process(kube, settings, stop)
     except KubeError as exc:
         click.echo(f"error: {exc}", err=True)
         code = 1

@@ -52,3 +52,8 @@ def parse_time(value: object) -> datetime | None:
 def format_time(value: datetime) -> str:
     """RFC 3339 in UTC with second precision, as metav1.Time (and Argo CD) serialize."""
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def format_micro_time(value: datetime) -> str:
+    """RFC 3339 in UTC with microseconds, as metav1.MicroTime serializes (Lease renewTime, events)."""
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

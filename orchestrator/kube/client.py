@@ -224,6 +224,10 @@ class Kube:
         self.settings = settings or KubeSettings()
         self._write_gate = write_gate
 
+    def with_settings(self, settings: KubeSettings) -> Kube:
+        """The same connection (and write gate) with other timeouts and retries (close the original)."""
+        return Kube(self._api, settings, write_gate=self._write_gate)
+
     def gated(self, write_gate: Callable[[], bool]) -> Kube:
         """The same connection, with every write (anything but GET) sent only while `write_gate()`
         is true, else refused with NotLeader before it leaves the process. Leader election gives

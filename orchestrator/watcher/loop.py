@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import queue
 import sys
 import threading
 import time
@@ -108,8 +109,10 @@ from orchestrator.watcher.decide import (
     decide,
     live_workflows,
 )
+from orchestrator.watcher.metrics import WatcherMetrics
 from orchestrator.watcher.publisher import InventoryPublisher
 from orchestrator.watcher.settings import Engine, Settings
+from orchestrator.watcher.transitions import status_transitions
 from orchestrator.watcher.workqueue import WorkQueue
 from orchestrator.workflows import control
 from orchestrator.workflows.phases import Shutdown
@@ -122,6 +125,7 @@ Key = tuple[str, str]
 # Index names of the informers.
 BY_APPSET = "appset"  # ProgressiveSyncs by "appset namespace/appset", Applications by owner name
 BY_OWNER = "owner"  # Workflows by "namespace/progressive-sync name"
+EVENT_BACKLOG = 1000  # Events waiting to be recorded; past it new ones are dropped (and logged)
 
 
 # --- slim cache values ------------------------------------------------------------------------
@@ -229,14 +233,24 @@ def _app_owner_names(app: AppView) -> list[str]:
 class Watcher:
     """See the module docstring. Thread-safe; one per process."""
 
-    def __init__(self, kube: Kube, settings: Settings, *, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        settings: Settings,
+        *,
+        clock: Clock | None = None,
+        metrics: WatcherMetrics | None = None,
+    ) -> None:
         self.kube = kube
         self.settings = settings
         self.clock: Clock = clock or SystemClock()
+        self.metrics = metrics or WatcherMetrics()
         self.stop_event = threading.Event()
         self.failed: list[BaseException] = []
         self.queue: WorkQueue[Key] = WorkQueue(settings.reconcile_backoffs)
         self.reconciles = 0
+        # Events from status transitions, recorded by their own thread (handlers must stay quick).
+        self._events: queue.Queue[tuple[CachedPS, RecordEvent]] = queue.Queue(maxsize=EVENT_BACKLOG)
         self._threads: list[threading.Thread] = []
         self._workers: list[threading.Thread] = []
         self._started = False
@@ -325,6 +339,9 @@ class Watcher:
             for ns in argocd
         ]
         self.publisher = InventoryPublisher(kube, self._clusters_in, self._inventory_namespaces)
+        self.metrics.attach(
+            phases=self._phases, queue_depth=self.queue.pending, watch_restarts=self._watch_restarts
+        )
 
     @property
     def informers(self) -> list[Informer[Any]]:
@@ -366,9 +383,10 @@ class Watcher:
             worker = threading.Thread(target=self._work, name=f"reconcile-{index}", daemon=True)
             worker.start()
             self._workers.append(worker)
-        resync = threading.Thread(target=self._resync_loop, name="resync", daemon=True)
-        resync.start()
-        self._threads.append(resync)
+        for target, name in ((self._resync_loop, "resync"), (self._event_loop, "events")):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
         if self.settings.engine == Engine.LOCAL:
             self._start_local_engine()
         log.info(
@@ -395,9 +413,15 @@ class Watcher:
             self._executor = None
         if self._submitter is not None:
             self._submitter.close()
+        self.metrics.retire_watch_restarts(self._watch_restarts())
         log.info("stopped")
 
-    def run(self, stop: threading.Event | None = None) -> int:
+    @property
+    def running(self) -> bool:
+        """True once `start` returned (caches filled, workers up) and until `stop`."""
+        return self._started and bool(self._workers) and not self.stop_event.is_set()
+
+    def run(self, stop: threading.Event | None = None, *, shutdown_timeout: float = 30.0) -> int:
         """Run until `stop` is set (SIGTERM) or a watch loop gives up; 0 on a clean stop, 1 on failure."""
         outer = stop or threading.Event()
         self.start()
@@ -406,7 +430,7 @@ class Watcher:
                 if self.failed:
                     break
         finally:
-            self.stop()
+            self.stop(timeout=shutdown_timeout)
         if self.failed:
             log.error("exiting: %s", self.failed[0])
             return 1
@@ -458,6 +482,8 @@ class Watcher:
         if ps is None:
             return
         self.queue.add(ps.key)
+        if change.old is not None and change.new is not None:
+            self._note_transitions(change.old, change.new)
         # Ownership of an ApplicationSet can move when a ProgressiveSync comes, goes or changes ref.
         appsets = {p.app_set_key for p in (change.old, change.new) if p is not None}
         for appset in appsets:
@@ -504,6 +530,51 @@ class Watcher:
         """ProgressiveSyncs whose `spec.appSetRef` names the ApplicationSet `namespace/appset`."""
         return self._ps_by_appset(f"{namespace}/{appset}")
 
+    def _note_transitions(self, old: CachedPS, new: CachedPS) -> None:
+        """Metrics and Events from what the steps (or we) changed in the status."""
+        if old.obj.get("status") == new.obj.get("status"):
+            return
+        try:
+            before = ProgressiveSyncStatus.model_validate(old.obj.get("status") or {})
+            after = ProgressiveSyncStatus.model_validate(new.obj.get("status") or {})
+        except pydantic.ValidationError:
+            return
+        for transition in status_transitions(before, after):
+            self.metrics.observe(new.key, transition)
+            if not transition.kind.recorded_as_event:
+                continue
+            event = RecordEvent(transition.kind.event_type, transition.kind.value, transition.message)
+            try:
+                self._events.put_nowait((new, event))
+            except queue.Full:
+                log.warning("event backlog full; dropping %s on %s/%s", event.reason, *new.key)
+
+    def _event_loop(self) -> None:
+        while not self.stop_event.is_set():
+            try:
+                cached, event = self._events.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            self._record_event(cached, event)
+
+    # -- metrics sources --------------------------------------------------------------------
+
+    def _phases(self) -> list[str]:
+        return [
+            str((ps.obj.get("status") or {}).get("phase") or "")
+            for informer in self.ps_informers
+            for ps in informer.values()
+        ]
+
+    def _watch_restarts(self) -> dict[str, int]:
+        """Per resource: streams opened after the first one, and failed list/watch attempts."""
+        counts: dict[str, int] = {}
+        for informer in self.informers:
+            stats = informer.stats
+            resource = informer.resource.plural
+            counts[resource] = counts.get(resource, 0) + max(0, stats.watches - 1) + stats.failures
+        return counts
+
     # -- the workers ------------------------------------------------------------------------
 
     def _work(self) -> None:
@@ -512,8 +583,10 @@ class Watcher:
             if key is None:
                 return
             try:
+                self.metrics.reconciles.inc()
                 self.reconcile(key)
             except Exception as exc:
+                self.metrics.reconcile_errors.inc()
                 failures = self.queue.failures(key) + 1
                 delay = self.queue.retry(key)
                 level = logging.WARNING if isinstance(exc, KubeError) else logging.ERROR

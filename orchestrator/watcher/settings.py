@@ -12,6 +12,8 @@ Every timeout and retry is data here: tuples of backoffs bound the attempts, and
 
 from __future__ import annotations
 
+import socket
+import uuid
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
@@ -19,6 +21,7 @@ from pathlib import Path
 from orchestrator.kube.client import KubeSettings
 from orchestrator.kube.informer import InformerSettings
 from orchestrator.watcher.decide import DEFAULT_ALLOWED_SYNC_OPTIONS, ReconcilePolicy
+from orchestrator.watcher.leader import LeaseSettings
 from workflow_templates.settings import WorkflowSettings
 
 ENV_PREFIX = "PROGRESSIVE_SYNC_"
@@ -82,10 +85,35 @@ class Settings:
     # What ProgressiveSync authors may put in spec.syncOptions (anything else: Valid=False).
     allow_prune: bool = False
     allowed_sync_options: tuple[str, ...] = DEFAULT_ALLOWED_SYNC_OPTIONS
+    # Leader election: with several replicas only the holder of this Lease acts (see `leader`).
+    leader_elect: bool = False
+    leader_elect_namespace: str | None = None
+    leader_elect_name: str = "progressive-sync-watcher"
+    leader_elect_identity: str = field(default_factory=lambda: default_identity())  # noqa: PLW0108 - defined below
+    lease_seconds: float = 15.0
+    renew_deadline_seconds: float = 10.0
+    retry_period_seconds: float = 2.0
+    # /metrics, /healthz and /readyz on this port (None: not served).
+    http_port: int | None = None
+    http_address: str = "0.0.0.0"
+    # SIGTERM: how long in-flight reconciles get to finish (keep it inside the pod's grace period).
+    shutdown_timeout_seconds: float = 20.0
     # The Workflow's step image, service account, retries, ...
     workflow: WorkflowSettings = field(default_factory=WorkflowSettings)
 
     def __post_init__(self) -> None:
+        if self.leader_elect and not self.leader_elect_namespace:
+            raise SettingsError(
+                "--leader-elect needs --leader-elect-namespace (where the Lease lives; the chart sets "
+                "it to the release namespace)"
+            )
+        if self.leader_elect:
+            try:
+                self.leader_election  # noqa: B018 - validates the timings
+            except ValueError as exc:
+                raise SettingsError(f"--lease-duration/--renew-deadline/--retry-period: {exc}") from exc
+        if self.shutdown_timeout_seconds <= 0:
+            raise SettingsError("--shutdown-timeout must be positive")
         if self.workers < 1:
             raise SettingsError("--workers must be at least 1")
         if self.resync_seconds <= 0 or self.watch_timeout_seconds < 1:
@@ -124,6 +152,20 @@ class Settings:
         )
 
     @property
+    def leader_election(self) -> LeaseSettings | None:
+        """The Lease to hold before acting, or None without leader election."""
+        if not self.leader_elect or not self.leader_elect_namespace:
+            return None
+        return LeaseSettings(
+            namespace=self.leader_elect_namespace,
+            name=self.leader_elect_name,
+            identity=self.leader_elect_identity,
+            lease_seconds=self.lease_seconds,
+            renew_deadline_seconds=self.renew_deadline_seconds,
+            retry_seconds=self.retry_period_seconds,
+        )
+
+    @property
     def policy(self) -> ReconcilePolicy:
         """The waiting times of the reconcile decision."""
         return ReconcilePolicy(
@@ -156,3 +198,8 @@ def read_token(token: str | None, token_file: Path | None) -> str | None:
         except OSError as exc:
             raise SettingsError(f"cannot read --argo-token-file {token_file}: {exc.strerror}") from exc
     return None
+
+
+def default_identity() -> str:
+    """This process's name in the Lease: the host (the pod's name in a cluster) and a random part."""
+    return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"

@@ -312,6 +312,16 @@ def test_every_flag_reads_the_variable_the_chart_and_docs_name() -> None:
         "--deletion-grace": ("PROGRESSIVE_SYNC_DELETION_GRACE",),
         "--allow-prune": ("PROGRESSIVE_SYNC_ALLOW_PRUNE",),
         "--allowed-sync-option": ("PROGRESSIVE_SYNC_ALLOWED_SYNC_OPTIONS",),
+        "--leader-elect": ("PROGRESSIVE_SYNC_LEADER_ELECT",),
+        "--leader-elect-namespace": ("PROGRESSIVE_SYNC_LEADER_ELECT_NAMESPACE",),
+        "--leader-elect-name": ("PROGRESSIVE_SYNC_LEADER_ELECT_NAME",),
+        "--leader-elect-identity": ("PROGRESSIVE_SYNC_LEADER_ELECT_IDENTITY",),
+        "--lease-duration": ("PROGRESSIVE_SYNC_LEASE_DURATION",),
+        "--renew-deadline": ("PROGRESSIVE_SYNC_RENEW_DEADLINE",),
+        "--retry-period": ("PROGRESSIVE_SYNC_RETRY_PERIOD",),
+        "--http-port": ("PROGRESSIVE_SYNC_HTTP_PORT",),
+        "--http-address": ("PROGRESSIVE_SYNC_HTTP_ADDRESS",),
+        "--shutdown-timeout": ("PROGRESSIVE_SYNC_SHUTDOWN_TIMEOUT",),
     }
 
 

@@ -1,0 +1,149 @@
+"""What changed in a ProgressiveSync's status between two versions the watcher saw, as a pure function.
+
+The steps write stage and cluster progress into the status; the watcher sees each write through its
+informer (old and new version) and turns the difference into `Transition`s: a stage that ended
+(Succeeded, Failed), a cluster whose sync started, that finished or failed, a rollout that ended
+(Succeeded, Failed, Cancelled). The watcher records each as a Kubernetes Event on the
+ProgressiveSync and feeds the metrics from them (`orchestrator.watcher.metrics`).
+
+Only changes within one rollout count: when the rollout id differs, the old version's stages belong
+to another rollout and are not compared. A cluster counts as finished when it leaves `syncing`
+without appearing among the failed ones (so this keeps working if the per-cluster `completed` list
+is ever trimmed). A first sight (no old version, e.g. a watcher that just started) yields nothing,
+so a restart does not repeat old Events.
+
+Callers: `orchestrator.watcher.loop`; tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from orchestrator.api.models import ProgressiveSyncStatus, RolloutPhase, StagePhase, StageStatus
+
+
+class TransitionKind(StrEnum):
+    """What happened; also the Event's reason."""
+
+    STAGE_SUCCEEDED = "StageSucceeded"
+    STAGE_FAILED = "StageFailed"
+    CLUSTER_SYNCING = "ClusterSyncing"
+    CLUSTER_COMPLETED = "ClusterCompleted"
+    CLUSTER_FAILED = "ClusterFailed"
+    ROLLOUT_SUCCEEDED = "RolloutSucceeded"
+    ROLLOUT_FAILED = "RolloutFailed"
+    ROLLOUT_CANCELLED = "RolloutCancelled"
+
+    @property
+    def event_type(self) -> str:
+        """Normal or Warning."""
+        warning = (
+            TransitionKind.STAGE_FAILED,
+            TransitionKind.CLUSTER_FAILED,
+            TransitionKind.ROLLOUT_FAILED,
+            TransitionKind.ROLLOUT_CANCELLED,
+        )
+        return "Warning" if self in warning else "Normal"
+
+    @property
+    def recorded_as_event(self) -> bool:
+        """Cluster syncs starting and finishing are metrics only (thousands per rollout)."""
+        return self not in (TransitionKind.CLUSTER_SYNCING, TransitionKind.CLUSTER_COMPLETED)
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One change; `seconds` is a stage's duration from its own timestamps, when it ended."""
+
+    kind: TransitionKind
+    rollout_id: str
+    message: str
+    stage: str = ""
+    cluster: str = ""
+    seconds: float | None = None
+
+
+_ENDS = {
+    RolloutPhase.SUCCEEDED: TransitionKind.ROLLOUT_SUCCEEDED,
+    RolloutPhase.FAILED: TransitionKind.ROLLOUT_FAILED,
+    RolloutPhase.CANCELLED: TransitionKind.ROLLOUT_CANCELLED,
+}
+
+
+def status_transitions(old: ProgressiveSyncStatus | None, new: ProgressiveSyncStatus) -> list[Transition]:
+    """The transitions from `old` to `new`, in a stable order (stages in order, then the rollout)."""
+    if old is None or new.rollout is None:
+        return []
+    rollout_id = new.rollout.id
+    same_rollout = old.rollout is not None and old.rollout.id == rollout_id
+    old_stages = {stage.name: stage for stage in (old.stages or [])} if same_rollout else {}
+    found: list[Transition] = []
+    for stage in new.stages or []:
+        found.extend(_stage_transitions(rollout_id, old_stages.get(stage.name), stage))
+    kind = _ENDS.get(new.phase) if new.phase is not None else None
+    if kind is not None and (not same_rollout or old.phase != new.phase):
+        found.append(Transition(kind, rollout_id, new.message or f"rollout {rollout_id} {new.phase}"))
+    return found
+
+
+def _stage_transitions(rollout_id: str, old: StageStatus | None, new: StageStatus) -> list[Transition]:
+    found: list[Transition] = []
+    old_syncing = set(old.syncing) if old else set()
+    old_failed = {f.name for f in old.failed} if old else set()
+    failed_now = {f.name: f.reason for f in new.failed}
+    for cluster in new.syncing:
+        if cluster not in old_syncing:
+            found.append(
+                Transition(
+                    TransitionKind.CLUSTER_SYNCING,
+                    rollout_id,
+                    f"cluster {cluster}: sync requested",
+                    stage=new.name,
+                    cluster=cluster,
+                )
+            )
+    for cluster in sorted(old_syncing - set(new.syncing) - set(failed_now)):
+        found.append(
+            Transition(
+                TransitionKind.CLUSTER_COMPLETED,
+                rollout_id,
+                f"cluster {cluster} updated",
+                stage=new.name,
+                cluster=cluster,
+            )
+        )
+    for failure in new.failed:
+        if failure.name not in old_failed:
+            found.append(
+                Transition(
+                    TransitionKind.CLUSTER_FAILED,
+                    rollout_id,
+                    f"cluster {failure.name} failed in stage {new.name!r}: {failure.reason}",
+                    stage=new.name,
+                    cluster=failure.name,
+                )
+            )
+    ended = {
+        StagePhase.SUCCEEDED: TransitionKind.STAGE_SUCCEEDED,
+        StagePhase.FAILED: TransitionKind.STAGE_FAILED,
+    }
+    kind = ended.get(new.phase)
+    if kind is not None and (old is None or old.phase != new.phase):
+        found.append(
+            Transition(
+                kind,
+                rollout_id,
+                f"stage {new.name!r} {new.phase.value.lower()}: {new.message}".rstrip(": "),
+                stage=new.name,
+                seconds=_seconds(new.started_at, new.finished_at),
+            )
+        )
+    return found
+
+
+def _seconds(started: datetime | None, finished: datetime | None) -> float | None:
+    if started is None or finished is None or finished < started:
+        return None
+    return (finished - started).total_seconds()

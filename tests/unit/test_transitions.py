@@ -1,0 +1,129 @@
+"""Status transitions the watcher turns into Events and metrics, and the metrics they feed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from orchestrator.api.models import ProgressiveSyncStatus
+from orchestrator.watcher.metrics import WatcherMetrics
+from orchestrator.watcher.transitions import TransitionKind, status_transitions
+
+T0 = "2030-01-01T12:00:00Z"
+T1 = "2030-01-01T12:01:30Z"
+
+
+def status(phase: str = "Progressing", rollout: str = "r1", **stage: Any) -> ProgressiveSyncStatus:
+    entry = {"name": "canary", "phase": "Progressing", "startedAt": T0, **stage}
+    return ProgressiveSyncStatus.model_validate(
+        {"phase": phase, "rollout": {"id": rollout}, "stages": [entry], "message": f"rollout {phase}"}
+    )
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "kinds"),
+    [
+        pytest.param(None, status(syncing=["c1"]), [], id="first-sight-says-nothing"),
+        pytest.param(status(), status(syncing=["c1"]), ["ClusterSyncing"], id="sync-requested"),
+        pytest.param(
+            status(syncing=["c1"]), status(completed=["c1"]), ["ClusterCompleted"], id="cluster-done"
+        ),
+        pytest.param(
+            status(syncing=["c1"]),
+            status(failed=[{"name": "c1", "reason": "Degraded"}]),
+            ["ClusterFailed"],
+            id="cluster-failed-not-also-completed",
+        ),
+        pytest.param(status(completed=["c1"]), status(completed=["c1"]), [], id="no-change-no-transition"),
+        pytest.param(
+            status(completed=["c1"]),
+            ProgressiveSyncStatus.model_validate(
+                {
+                    "phase": "Progressing",
+                    "rollout": {"id": "r1"},
+                    "stages": [
+                        {
+                            "name": "canary",
+                            "phase": "Succeeded",
+                            "startedAt": T0,
+                            "finishedAt": T1,
+                            "completed": ["c1"],
+                            "message": "1 of 1 clusters updated",
+                        }
+                    ],
+                }
+            ),
+            ["StageSucceeded"],
+            id="stage-succeeded",
+        ),
+        pytest.param(status(), status(phase="Cancelled"), ["RolloutCancelled"], id="rollout-cancelled"),
+        pytest.param(status(phase="Failed"), status(phase="Failed"), [], id="an-end-is-reported-once"),
+        pytest.param(
+            status(rollout="r0", phase="Failed", syncing=["c1"]),
+            status(rollout="r1", syncing=["c1"]),
+            ["ClusterSyncing"],
+            id="another-rollout-is-not-compared",
+        ),
+    ],
+)
+def test_status_transitions(
+    old: ProgressiveSyncStatus | None, new: ProgressiveSyncStatus, kinds: list[str]
+) -> None:
+    assert [t.kind.value for t in status_transitions(old, new)] == kinds
+
+
+def test_events_are_recorded_for_what_people_need_to_see() -> None:
+    assert {k for k in TransitionKind if k.recorded_as_event} == {
+        TransitionKind.STAGE_SUCCEEDED,
+        TransitionKind.STAGE_FAILED,
+        TransitionKind.CLUSTER_FAILED,
+        TransitionKind.ROLLOUT_SUCCEEDED,
+        TransitionKind.ROLLOUT_FAILED,
+        TransitionKind.ROLLOUT_CANCELLED,
+    }
+    assert TransitionKind.CLUSTER_FAILED.event_type == "Warning"
+
+
+def test_metrics_count_syncs_and_time_clusters_and_stages() -> None:
+    now = [100.0]
+    metrics = WatcherMetrics(monotonic=lambda: now[0])
+    metrics.attach(
+        phases=lambda: ["Progressing", "Succeeded", ""], queue_depth=lambda: 3, leader=lambda: True
+    )
+    key = ("argocd", "web")
+    for transition in status_transitions(status(), status(syncing=["c1", "c2"])):
+        metrics.observe(key, transition)
+    now[0] = 160.0
+    for transition in status_transitions(
+        status(syncing=["c1", "c2"]), status(completed=["c1"], failed=[{"name": "c2", "reason": "x"}])
+    ):
+        metrics.observe(key, transition)
+    done = ProgressiveSyncStatus.model_validate(
+        {
+            "rollout": {"id": "r1"},
+            "stages": [{"name": "canary", "phase": "Failed", "startedAt": T0, "finishedAt": T1}],
+        }
+    )
+    for transition in status_transitions(status(), done):
+        metrics.observe(key, transition)
+    text = metrics.exposition().decode()
+    assert "progressive_sync_syncs_started_total 2.0" in text
+    assert "progressive_sync_syncs_failed_total 1.0" in text
+    assert 'progressive_sync_cluster_duration_seconds_sum{outcome="completed"} 60.0' in text
+    assert 'progressive_sync_cluster_duration_seconds_sum{outcome="failed"} 60.0' in text
+    assert 'progressive_sync_stage_duration_seconds_sum{outcome="failed"} 90.0' in text
+    assert 'progressive_sync_rollouts{phase="Pending"} 1.0' in text
+    assert 'progressive_sync_rollouts{phase="Succeeded"} 1.0' in text
+    assert "progressive_sync_queue_depth 3.0" in text
+    assert "progressive_sync_leader 1.0" in text
+
+
+def test_watch_restart_counts_survive_a_new_term() -> None:
+    metrics = WatcherMetrics()
+    metrics.attach(watch_restarts=lambda: {"applications": 4})
+    metrics.retire_watch_restarts({"applications": 4})
+    metrics.attach(watch_restarts=lambda: {"applications": 1})
+    assert (
+        'progressive_sync_watch_restarts_total{resource="applications"} 5.0' in metrics.exposition().decode()
+    )
