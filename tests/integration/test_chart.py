@@ -144,6 +144,12 @@ NON_DEFAULT_VALUES = (
     "steps.resources.limits.memory=128Mi",
     "policy.allowPrune=true",
     "policy.allowedSyncOptions={Replace=true,Validate=false}",
+    "watcher.httpPort=9090",
+    "watcher.shutdownTimeoutSeconds=25",
+    "watcher.terminationGracePeriodSeconds=40",
+    "watcher.leaderElection.leaseDurationSeconds=30",
+    "watcher.leaderElection.renewDeadlineSeconds=20",
+    "watcher.leaderElection.retryPeriodSeconds=4",
 )
 
 
@@ -164,13 +170,27 @@ def test_every_chart_value_reaches_the_watcher_and_the_step_pods(
     documents = render(helm, "argocd", *NON_DEFAULT_VALUES)
     [deployment] = [doc for doc in documents if doc["kind"] == "Deployment"]
     [container] = deployment["spec"]["template"]["spec"]["containers"]
-    env = {item["name"]: item["value"] for item in container["env"]}
+    env = {item["name"]: item["value"] for item in container["env"] if "value" in item}
     settings = watch_settings_from(env, monkeypatch)
 
     assert settings.namespaces == ("rollouts",)
     assert (settings.argocd_namespace, settings.workflow_namespace) == ("cd", "rollouts")
     assert (settings.engine, settings.log_level) == (Engine.LOCAL, "DEBUG")
     assert (settings.allow_prune, settings.allowed_sync_options) == (True, ("Replace=true", "Validate=false"))
+    assert (settings.http_port, settings.shutdown_timeout_seconds) == (9090, 25.0)
+    lease = settings.leader_election
+    assert lease is not None
+    assert (lease.namespace, lease.name, lease.identity) == (
+        "argocd",
+        "psync-progressive-sync-watcher",
+        "$(POD_NAME)",
+    )
+    assert (lease.lease_seconds, lease.renew_deadline_seconds, lease.retry_seconds) == (30.0, 20.0, 4.0)
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["terminationGracePeriodSeconds"] == 40
+    assert container["ports"] == [{"name": "http", "containerPort": 9090, "protocol": "TCP"}]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
     steps = settings.workflow
     assert (steps.image, steps.image_pull_policy) == ("registry.example/ps:2.0.0", "Never")
     assert steps.service_account == "custom-steps"
@@ -214,3 +234,85 @@ def test_watching_other_namespaces_than_the_workflow_namespace_is_refused(helm: 
     result = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode != 0
     assert "can only watch that namespace" in result.stderr
+
+
+# What users set, as values files: each must lint and render.
+USER_VALUES = {
+    "defaults": {},
+    "high-availability": {"watcher": {"replicas": 2, "resources": {"requests": {"cpu": "100m"}}}},
+    "own-namespaces": {
+        "argocdNamespace": "argocd",
+        "workflowNamespace": "rollouts",
+        "watchNamespaces": ["rollouts"],
+        "steps": {"serviceAccountName": "rollout-steps"},
+    },
+    "a-private-registry": {
+        "image": {"repository": "registry.example/ps", "tag": "1.2.3", "pullPolicy": "Always"}
+    },
+    "a-looser-policy": {"policy": {"allowPrune": True, "allowedSyncOptions": ["*"]}},
+    "slower-leader-election": {
+        "watcher": {
+            "leaderElection": {
+                "leaseDurationSeconds": 60,
+                "renewDeadlineSeconds": 40,
+                "retryPeriodSeconds": 5,
+            },
+            "shutdownTimeoutSeconds": 50,
+            "terminationGracePeriodSeconds": 60,
+        }
+    },
+    "no-templates-no-aggregation": {
+        "installWorkflowTemplates": False,
+        "rbac": {"aggregateToDefaultRoles": False},
+    },
+}
+
+
+@pytest.mark.parametrize("name", list(USER_VALUES))
+def test_lint_and_template_accept_the_values_users_set(helm: Path, tmp_path: Path, name: str) -> None:
+    values = tmp_path / f"{name}.yaml"
+    values.write_text(yaml.safe_dump(USER_VALUES[name]))
+    linted = subprocess.run(
+        [str(helm), "lint", str(CHART), "--values", str(values)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+    documents = render(helm, "ps-system", values_file=values)
+    kinds = {doc["kind"] for doc in documents}
+    assert {"Deployment", "Role", "RoleBinding", "ValidatingAdmissionPolicy"} <= kinds
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        pytest.param({"watcher": {"replica": 2}}, "additional properties 'replica' not allowed", id="a-typo"),
+        pytest.param({"image": {"pullPolicy": "Sometimes"}}, "/image/pullPolicy", id="a-pull-policy"),
+        pytest.param({"argocdNamespace": "Argo_CD"}, "/argocdNamespace", id="a-namespace-name"),
+        pytest.param(
+            {"policy": {"allowedSyncOptions": ["Replace"]}}, "allowedSyncOptions/0", id="a-sync-option"
+        ),
+        pytest.param(
+            {"steps": {"resources": {"requests": {"cpu": "lots"}}}}, "/steps/resources", id="a-quantity"
+        ),
+        pytest.param(
+            {"watcher": {"shutdownTimeoutSeconds": 40}},
+            "must be below watcher.terminationGracePeriodSeconds",
+            id="a-drain-longer-than-the-grace-period",
+        ),
+    ],
+)
+def test_mistakes_are_refused_naming_the_key(helm: Path, tmp_path: Path, values: dict, message: str) -> None:
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    result = subprocess.run(
+        [str(helm), "template", "psync", str(CHART), "--values", str(path)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert message in result.stderr, result.stderr
