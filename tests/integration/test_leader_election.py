@@ -197,18 +197,24 @@ def test_the_leader_killed_mid_rollout_the_standby_takes_over_and_every_app_is_s
         # b may take it only a lease duration after it last saw a renewal, and does within a few retries.
         assert LEASE_SECONDS - RETRY <= takeover <= LEASE_SECONDS + 4 * RETRY + 2, takeover
 
-        wait_for(lambda: phase_of(kube, namespace, "web") == "Succeeded", timeout=300, what="Succeeded")
         assert "progressive_sync_leader 1.0" in get(port_of(b), "/metrics")[1]
-        metrics = get(port_of(b), "/metrics")[1]
-        assert 'progressive_sync_rollouts{phase="Succeeded"} 1.0' in metrics
 
-        # SIGTERM: b drains and hands the Lease over; a new replica leads at once.
+        # SIGTERM mid-rollout: b drains, leaves a consistent status, hands the Lease over, exits 0.
+        wait_for(lambda: completed_count(status_of(kube, namespace, "web")) >= 2, timeout=240, what="2 done")
         started = time.monotonic()
         assert b.terminate(timeout=30) == 0
         print(f"SIGTERM to exit: {time.monotonic() - started:.2f}s")
         assert kube.get(LEASES, namespace, LEASE)["spec"]["holderIdentity"] == ""
+        assert any(e.get("message") == "stopped" for e in b.log_entries(current_run_only=True))
+        [workflow] = workflows_of(kube, namespace, "web")
+        assert status_of(kube, namespace, "web")["rollout"]["workflow"] == workflow["metadata"]["name"]
+
+        # A replica started now leads at once (the Lease was released) and finishes the rollout.
         a.start()
         a.wait_logged(_acquired, timeout=10 * RETRY + 10, what="a to lead again at once")
+        wait_for(lambda: phase_of(kube, namespace, "web") == "Succeeded", timeout=300, what="Succeeded")
+        metrics = get(port_of(a), "/metrics")[1]
+        assert 'progressive_sync_rollouts{phase="Succeeded"} 1.0' in metrics
     finally:
         simulator.stop()
 
