@@ -90,7 +90,7 @@ def common_options(command: Callable[..., Any]) -> Callable[..., Any]:
         _option(
             "argocd-namespace",
             default=None,
-            help="The cluster inventory ConfigMap progressive-sync-clusters is here [default: --namespace].",
+            help="Where the cluster inventory ConfigMap lives [default: --namespace].",
         ),
         _option("kubeconfig", default=None, help="Kubeconfig file; in a pod the service account is used."),
         _option(

@@ -29,6 +29,7 @@ from tests.support.steps_harness import (
     StepRunner,
     describe,
     make_progressive_sync,
+    publish_inventory,
     read_progressive_sync,
     steps_kubeconfig,
     writes_by,
@@ -81,6 +82,7 @@ def rig(control_plane: DevCluster, kube: Kube, namespace: str, tmp_path: Path) -
     world = ArgoWorld.create(
         kube, namespace, clusters=["c1", "c2"], revision=REVISION, previous=OLD_REVISION, now=now()
     )
+    publish_inventory(kube, namespace)  # what the watcher does from the cluster Secrets
     runner = StepRunner(
         kubeconfig=steps_kubeconfig(control_plane, kube),
         namespace=namespace,

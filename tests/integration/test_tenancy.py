@@ -21,11 +21,11 @@ from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.engine.executor import ExecutorSettings, LocalExecutor
 from orchestrator.kube.client import APPLICATION_SETS, NAMESPACES, PROGRESSIVE_SYNCS, Kube
 from orchestrator.simulator.appcontroller import FleetSimulator, SimulatorConfig
+from tests.support.builders import canary_then_rest, make_ps
 from tests.support.wait import wait_for
 from tests.support.watcher_harness import (
     FAST_FLEET,
     in_process_watcher,
-    ps_object,
     seed,
     status_of,
     sync_starts,
@@ -56,11 +56,10 @@ def tenants(kube: Kube) -> Iterator[tuple[str, str]]:
         kube.delete(NAMESPACES, None, name)
 
 
-def cross_namespace_ps(name: str, appset_namespace: str | None, **spec: Any) -> dict[str, Any]:
-    body = ps_object(name, "myservice")
+def cross_namespace_ps(name: str, appset_namespace: str | None) -> dict[str, Any]:
+    body = make_ps(name, namespace=None, app_set="myservice", stages=canary_then_rest())
     if appset_namespace is not None:
         body["spec"]["appSetRef"]["namespace"] = appset_namespace
-    body["spec"].update(spec)
     return body
 
 
