@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from hera.workflows import (
     DAG,
     Container,
+    EmptyDirVolume,
     Env,
     Parameter,
     Resources,
@@ -39,6 +40,7 @@ from hera.workflows import (
 from hera.workflows.models import (
     Backoff,
     Capabilities,
+    SeccompProfile,
     SecurityContext,
     Template,
     TemplateRef,
@@ -129,6 +131,21 @@ def _resources(settings: WorkflowSettings) -> Resources:
     )
 
 
+OUTPUTS_VOLUME = "outputs"
+
+
+def step_security_context(settings: WorkflowSettings) -> SecurityContext:
+    """The step container's hardening: what the watcher's own container has (docs/security.md)."""
+    return SecurityContext(
+        run_as_non_root=True,
+        run_as_user=settings.run_as_user,
+        read_only_root_filesystem=True,
+        allow_privilege_escalation=False,
+        capabilities=Capabilities(drop=["ALL"]),
+        seccomp_profile=SeccompProfile(type="RuntimeDefault"),
+    )
+
+
 def _step(
     name: str,
     args: list[str],
@@ -150,9 +167,8 @@ def _step(
         args=[name, *args],
         env=step_env(settings),
         resources=_resources(settings),
-        security_context=SecurityContext(
-            allow_privilege_escalation=False, capabilities=Capabilities(drop=["ALL"])
-        ),
+        security_context=step_security_context(settings),
+        volumes=[EmptyDirVolume(name=OUTPUTS_VOLUME, mount_path=settings.outputs_dir)],
         inputs=[Parameter(name=item) for item in inputs] or None,
         outputs=[
             Parameter(name=item, value_from=ValueFrom(path=f"{settings.outputs_dir}/{item}"))

@@ -88,7 +88,10 @@ class WorkflowSettings:
     # Where Applications and cluster Secrets live; None: the ProgressiveSync's namespace.
     argocd_namespace: str | None = None
     command: tuple[str, ...] = ("python", "-m", "steps")
+    # The step container runs as this user, non-root, on a read-only root filesystem with the
+    # RuntimeDefault seccomp profile; `outputs_dir` is an emptyDir, its only writable place.
     outputs_dir: str = "/tmp/outputs"
+    run_as_user: int = 65532
     resources: StepResources = field(default_factory=StepResources)
     # Extra environment for every step container, e.g. (("PROGRESSIVE_SYNC_LOG_LEVEL", "debug"),).
     extra_env: tuple[tuple[str, str], ...] = ()

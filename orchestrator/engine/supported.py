@@ -48,6 +48,7 @@ _IGNORED_TEMPLATE = {
 }
 _SUPPORTED_TEMPLATE = {
     "name",
+    "volumes",
     "inputs",
     "outputs",
     "dag",
@@ -66,6 +67,7 @@ _SUPPORTED_CONTAINER = {
     "env",
     "resources",
     "securityContext",
+    "volumeMounts",
 }
 _SUPPORTED_TASK = {"name", "template", "arguments", "dependencies", "withParam", "continueOn"}
 _SUPPORTED_RETRY = {"limit", "retryPolicy", "expression", "backoff"}
@@ -147,9 +149,19 @@ def check_supported(workflow: Mapping[str, Any]) -> None:
             for task in template["dag"].get("tasks") or []:
                 _only(f"{kind}.dag.tasks[{task.get('name')}]", task, _SUPPORTED_TASK)
                 _check_parameters(f"{kind}.dag.tasks[{task.get('name')}].arguments", task.get("arguments"))
+        # emptyDir volumes only (the step outputs directory on a read-only root filesystem): each
+        # local step already gets a fresh directory of its own, so they need nothing more here.
+        volumes = {volume.get("name") for volume in template.get("volumes") or []}
+        for volume in template.get("volumes") or []:
+            _only(f"{kind}.volumes[{volume.get('name')}]", volume, {"name", "emptyDir"})
         if "container" in template:
             container = template["container"]
             _only(f"{kind}.container", container, _SUPPORTED_CONTAINER)
+            for mount in container.get("volumeMounts") or []:
+                if mount.get("name") not in volumes:
+                    raise UnsupportedFeature(
+                        f"{kind}.container.volumeMounts[{mount.get('name')}] of no emptyDir volume"
+                    )
             for env in container.get("env") or []:
                 if "valueFrom" in env:
                     raise UnsupportedFeature(f"{kind}.container.env[{env.get('name')}].valueFrom")

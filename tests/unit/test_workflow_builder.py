@@ -325,6 +325,30 @@ def test_steps_run_the_contract_commands_with_retries_of_temporary_errors_only()
     ]
 
 
+def test_every_step_container_is_hardened_with_its_outputs_on_an_empty_dir() -> None:
+    obj = build(make_ps())
+    library = [t.to_dict() for t in pieces.workflow_templates(SETTINGS)]
+    containers = [
+        (source["metadata"].get("name") or source["metadata"].get("generateName"), t)
+        for source in (obj, *library)
+        for t in source["spec"]["templates"]
+        if "container" in t
+    ]
+    assert len(containers) >= 4
+    for where, template in containers:
+        container = template["container"]
+        assert container["securityContext"] == {
+            "runAsNonRoot": True,
+            "runAsUser": 65532,
+            "readOnlyRootFilesystem": True,
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        }, (where, template["name"])
+        assert container["volumeMounts"] == [{"name": "outputs", "mountPath": "/tmp/outputs"}]
+        assert template["volumes"] == [{"name": "outputs", "emptyDir": {}}], (where, template["name"])
+
+
 # --- sizes from the planner --------------------------------------------------------------------
 
 

@@ -534,6 +534,18 @@ def _template(workflow: dict[str, Any], name: str) -> dict[str, Any]:
             "without limit",
             id="unlimited-retries",
         ),
+        pytest.param(
+            lambda w: _template(w, "cluster")["volumes"].append({"name": "host", "hostPath": {"path": "/"}}),
+            "volumes[host].hostPath",
+            id="a-volume-other-than-empty-dir",
+        ),
+        pytest.param(
+            lambda w: _template(w, "cluster")["container"]["volumeMounts"].append(
+                {"name": "x", "mountPath": "/x"}
+            ),
+            "volumeMounts[x] of no emptyDir volume",
+            id="a-mount-of-no-volume",
+        ),
     ],
 )
 def test_unsupported_features_make_the_workflow_error_and_name_the_feature(
