@@ -24,10 +24,11 @@ from orchestrator.core.clock import SystemClock
 from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.kube.client import APPLICATIONS, WORKFLOWS, Forbidden, Invalid, Kube
 from orchestrator.simulator.appcontroller import seed_fleet
+from tests.support.builders import NEW_REVISION as REVISION
+from tests.support.builders import foreign_operation
 from tests.support.chart import FULLNAME, apply, helm_binary, isolate, render, service_account_kubeconfig
 from tests.support.kubectl import Kubectl
 from tests.support.steps_harness import StepRunner, make_progressive_sync, publish_inventory
-from tests.support.sync_builders import REVISION, foreign_operation
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.integration
@@ -79,8 +80,10 @@ def installed(control_plane: DevCluster, kube: Kube, kubectl: Kubectl) -> Iterat
     probe = next(iter(kube.list(APPLICATIONS, namespace)[0]))["metadata"]["name"]
 
     def policy_active() -> bool:
+        # A new value every time: a change that slipped in before the policy was in force must
+        # not turn the next attempts into no-ops (which the policy rightly lets through).
         body = kube.get(APPLICATIONS, namespace, probe)
-        body["spec"]["project"] = "changed-by-the-probe"
+        body["spec"]["project"] = f"probe-{uuid.uuid4().hex[:8]}"
         try:
             steps.replace(APPLICATIONS, namespace, body)
         except Invalid as exc:
