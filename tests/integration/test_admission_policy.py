@@ -23,7 +23,7 @@ from orchestrator.argocd import appsync
 from orchestrator.core.clock import SystemClock
 from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.kube.client import APPLICATIONS, WORKFLOWS, Forbidden, Invalid, Kube
-from orchestrator.simulator.appcontroller import seed_fleet
+from orchestrator.simulator.seed import seed_fleet
 from tests.support.builders import NEW_REVISION as REVISION
 from tests.support.builders import foreign_operation
 from tests.support.chart import FULLNAME, apply, helm_binary, isolate, render, service_account_kubeconfig

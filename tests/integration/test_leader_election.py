@@ -21,7 +21,8 @@ import pytest
 from orchestrator.core.clock import parse_time
 from orchestrator.devenv import controlplane as devcluster
 from orchestrator.kube.client import CONFIG_MAPS, EVENTS, LEASES, Kube, NotLeader
-from orchestrator.simulator.appcontroller import FleetSimulator, SimulatorConfig
+from orchestrator.simulator.appcontroller import FleetSimulator
+from orchestrator.simulator.config import SimulatorConfig
 from orchestrator.watcher.leader import LeaderElector, LeaseSettings
 from tests.support.wait import wait_for
 from tests.support.watcher_harness import (
@@ -113,6 +114,8 @@ def get(port: int, path: str) -> tuple[int, str]:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
+    except OSError as exc:  # not listening (yet, or any more)
+        return 0, str(exc)
 
 
 @pytest.fixture
@@ -194,8 +197,9 @@ def test_the_leader_killed_mid_rollout_the_standby_takes_over_and_every_app_is_s
         assert last_renewal is not None and acquired is not None
         takeover = (acquired - last_renewal).total_seconds()
         print(f"takeover {takeover:.2f}s after the dead leader's last renewal (lease {LEASE_SECONDS}s)")
-        # b may take it only a lease duration after it last saw a renewal, and does within a few retries.
-        assert LEASE_SECONDS - RETRY <= takeover <= LEASE_SECONDS + 4 * RETRY + 2, takeover
+        # b may take it only a lease duration after it last saw a renewal, and does at its next tries
+        # (the upper bound leaves room for a loaded machine: well below two lease durations).
+        assert LEASE_SECONDS - RETRY <= takeover <= LEASE_SECONDS + 2 * RETRY + 4, takeover
 
         assert "progressive_sync_leader 1.0" in get(port_of(b), "/metrics")[1]
 
@@ -213,8 +217,10 @@ def test_the_leader_killed_mid_rollout_the_standby_takes_over_and_every_app_is_s
         a.start()
         a.wait_logged(_acquired, timeout=10 * RETRY + 10, what="a to lead again at once")
         wait_for(lambda: phase_of(kube, namespace, "web") == "Succeeded", timeout=300, what="Succeeded")
-        metrics = get(port_of(a), "/metrics")[1]
-        assert 'progressive_sync_rollouts{phase="Succeeded"} 1.0' in metrics
+        wait_for(  # a's cache sees the end a moment after the test does
+            lambda: 'progressive_sync_rollouts{phase="Succeeded"} 1.0' in get(port_of(a), "/metrics")[1],
+            what="a's metrics to count the rollout Succeeded",
+        )
     finally:
         simulator.stop()
 

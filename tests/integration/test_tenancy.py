@@ -20,7 +20,8 @@ from orchestrator.api.metadata import ALLOWED_NAMESPACES_ANNOTATION
 from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.engine.executor import ExecutorSettings, LocalExecutor
 from orchestrator.kube.client import APPLICATION_SETS, NAMESPACES, PROGRESSIVE_SYNCS, Kube
-from orchestrator.simulator.appcontroller import FleetSimulator, SimulatorConfig
+from orchestrator.simulator.appcontroller import FleetSimulator
+from orchestrator.simulator.config import SimulatorConfig
 from tests.support.builders import canary_then_rest, make_ps
 from tests.support.wait import wait_for
 from tests.support.watcher_harness import (
