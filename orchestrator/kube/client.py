@@ -161,7 +161,6 @@ SECRETS = Resource("", "v1", "secrets", "Secret")
 CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap")
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace")
 EVENTS = Resource("", "v1", "events", "Event")
-CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition")
 
