@@ -1,5 +1,5 @@
-"""The simulator's events log: one JSON line per transition it wrote, and the arithmetic tests and
-benchmarks do on it (order and concurrency of syncs).
+"""The simulator's events log: one JSON line per transition it wrote, and reading it back (the
+arithmetic tests and benchmarks do on it is in `tests/support/simulator_events.py`).
 
 Each line: `event`, `app`, `cluster`, `time` (epoch seconds, float), `at` (RFC 3339, whole seconds)
 and the event's own keys. The events (docs/simulator.md lists their keys):
@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -32,8 +31,6 @@ from typing import Any
 from orchestrator.core.clock import format_time
 
 log = logging.getLogger(__name__)
-
-SETTLED = ("healthy", "degraded")
 
 
 class EventsLog:
@@ -66,46 +63,3 @@ def read_events(path: str | Path) -> list[dict[str, Any]]:
     if not file.exists():
         return []
     return [json.loads(line) for line in file.read_text().splitlines() if line.strip()]
-
-
-def sync_starts(events: Iterable[Mapping[str, Any]]) -> dict[str, int]:
-    """Application name -> how many operations the controller picked up for it."""
-    counts: dict[str, int] = {}
-    for event in events:
-        if event["event"] == "sync-start":
-            counts[event["app"]] = counts.get(event["app"], 0) + 1
-    return counts
-
-
-def max_in_flight(events: Iterable[Mapping[str, Any]]) -> int:
-    """The most clusters busy at once: from their first sync start until their Applications settle
-    (healthy/degraded) or their sync ends otherwise than Succeeded."""
-    changes: list[tuple[float, int]] = []
-    busy: dict[str, int] = {}
-    for event in sorted(events, key=lambda e: e["time"]):
-        cluster, kind = event["cluster"], event["event"]
-        ends = kind in SETTLED or (kind == "sync-finish" and event.get("phase") != "Succeeded")
-        if kind == "sync-start":
-            busy[cluster] = busy.get(cluster, 0) + 1
-            if busy[cluster] == 1:
-                changes.append((event["time"], 1))
-        elif ends and busy.get(cluster, 0) > 0:
-            busy[cluster] -= 1
-            if busy[cluster] == 0:
-                changes.append((event["time"], -1))
-    peak = current = 0
-    # At equal times an end comes before a start: a cluster that finishes as the next one starts
-    # did not overlap it.
-    for _, delta in sorted(changes):
-        current += delta
-        peak = max(peak, current)
-    return peak
-
-
-def sync_order(events: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Clusters in the order their first sync started."""
-    order: list[str] = []
-    for event in sorted(events, key=lambda e: e["time"]):
-        if event["event"] == "sync-start" and event["cluster"] not in order:
-            order.append(event["cluster"])
-    return order

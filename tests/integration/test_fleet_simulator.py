@@ -26,9 +26,10 @@ from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.kube.client import APPLICATION_SETS, APPLICATIONS, SECRETS, Kube, NotFound
 from orchestrator.simulator.appcontroller import FleetSimulator
 from orchestrator.simulator.config import ANNOTATION_PREFIX, SimulatorConfig
-from orchestrator.simulator.events import max_in_flight, read_events, sync_order, sync_starts
+from orchestrator.simulator.events import read_events
 from orchestrator.simulator.seed import publish_refs, seed_fleet
 from tests.support.app_requests import REVISION, annotate, change, request_sync, settled
+from tests.support.simulator_events import max_in_flight, sync_order, sync_starts
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.integration

@@ -20,9 +20,10 @@ from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.kube.client import APPLICATIONS, Kube, KubeSettings
 from orchestrator.simulator.appcontroller import FleetSimulator
 from orchestrator.simulator.config import SimulatorConfig
-from orchestrator.simulator.events import read_events, sync_starts
+from orchestrator.simulator.events import read_events
 from orchestrator.simulator.seed import seed_fleet
 from tests.support.app_requests import REVISION, request_sync, settled
+from tests.support.simulator_events import sync_starts
 from tests.support.tcp_proxy import FaultProxy, Mode, kubeconfig_via, proxied
 from tests.support.wait import wait_for
 

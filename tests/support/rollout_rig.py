@@ -32,10 +32,11 @@ from orchestrator.kube.client import APPLICATION_SETS, APPLICATIONS, PROGRESSIVE
 from orchestrator.planning.planner import RolloutPlan, plan_rollout
 from orchestrator.simulator.appcontroller import FleetSimulator
 from orchestrator.simulator.config import ANNOTATION_PREFIX, Behaviour, SimulatorConfig
-from orchestrator.simulator.events import max_in_flight, read_events
+from orchestrator.simulator.events import read_events
 from orchestrator.simulator.seed import SeedResult, seed_fleet
 from orchestrator.watcher.loop import Watcher
 from tests.support.engines import RolloutEngine
+from tests.support.simulator_events import max_in_flight
 from tests.support.steps_harness import make_progressive_sync, publish_inventory
 from tests.support.wait import wait_for
 from tests.support.watcher_harness import Fleet, WatcherProcess, in_process_watcher, release

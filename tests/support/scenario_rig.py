@@ -26,8 +26,9 @@ from orchestrator.kube.client import (
     Kube,
 )
 from orchestrator.ops import actions as ops_actions
-from orchestrator.simulator.events import read_events, sync_starts
+from orchestrator.simulator.events import read_events
 from orchestrator.simulator.seed import publish_refs, seed_fleet
+from tests.support.simulator_events import sync_starts
 from tests.support.wait import wait_for
 from tests.support.watcher_harness import in_process_watcher, running_actors
 

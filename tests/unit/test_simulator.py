@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from orchestrator.simulator.config import Behaviour, ConfigError, Health, SimulatorConfig, SyncWindow
-from orchestrator.simulator.events import max_in_flight, sync_order
 from orchestrator.simulator.seed import seed_clusters
+from tests.support.simulator_events import max_in_flight, sync_order
 
 CONFIG = SimulatorConfig.from_yaml(
     """
