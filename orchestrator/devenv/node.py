@@ -57,6 +57,9 @@ NODE_NAME = "progressive-sync-node"
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 CONTROLLERS = (
     "serviceaccount-controller",
+    # The chart's watcher is a Deployment (helm install on the dev stack).
+    "deployment-controller",
+    "replicaset-controller",
     "root-ca-certificate-publisher-controller",
     "clusterrole-aggregation-controller",
     "node-lifecycle-controller",
