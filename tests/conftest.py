@@ -99,11 +99,25 @@ def pytest_report_header() -> list[str]:
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test that uses the real stack is marked `realstack` (before -m selects by markers)."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test that uses the real stack is marked `realstack` (before -m selects by markers).
+
+    Batch mode on the real controller (`argo-batch`) runs only the scenarios marked
+    `batch_on_real_argo`: real pods cost seconds each, and batches change only how clusters share
+    pods, which those scenarios exercise; `local-batch` runs every scenario.
+    """
+    kept, dropped = [], []
     for item in items:
         if "real_stack_session" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.realstack)
+        engine = getattr(getattr(item, "callspec", None), "params", {}).get("engine")
+        if engine == "argo-batch" and item.get_closest_marker("batch_on_real_argo") is None:
+            dropped.append(item)
+        else:
+            kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 @pytest.hookimpl(trylast=True)

@@ -97,6 +97,7 @@ def exit_handler(rig: RolloutRig, workflow: str = "") -> dict[str, Any]:
 # --- 1. twelve clusters succeed ---------------------------------------------------------------
 
 
+@pytest.mark.batch_on_real_argo
 def test_twelve_clusters_in_three_stages_succeed_in_order_within_max_parallel(engine: RolloutEngine) -> None:
     with rollout_rig(engine, clusters=12) as rig:
         # Each cluster takes 3 s to turn Healthy, longer than real pods take to start one after the
@@ -154,6 +155,7 @@ def test_a_failing_canary_fails_the_rollout_and_nothing_after_it_syncs(rig: Roll
 ONE_STAGE_OF_THREE = [{"name": "all", "targets": {"clusters": {"selector": {}}}, "maxParallel": 2}]
 
 
+@pytest.mark.batch_on_real_argo
 def test_a_cluster_failing_while_a_sibling_runs_ends_failed_and_the_next_release_runs(
     engine: RolloutEngine,
 ) -> None:
@@ -442,6 +444,7 @@ def test_exit_75_is_retried_limit_times_with_capped_waits(
 # --- 10. maxFailedClusters tolerance -------------------------------------------------------------------
 
 
+@pytest.mark.batch_on_real_argo
 def test_failures_within_max_failed_clusters_let_the_rollout_succeed(rig: RolloutRig) -> None:
     stages = [CANARY, {**REST, "maxParallel": 2}]
     rest = rig.planned_targets(stages, "everything else")

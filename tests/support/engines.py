@@ -16,7 +16,9 @@ Each engine also runs in **batch mode** (`local-batch`, `argo-batch`): the Workf
 every stage with a target in batches of at most two clusters (`batch_threshold=0`,
 `batch_clusters=2`: `python -m steps batch` pods sharing the stage's maxParallel, docs/workflow.md),
 so the same scenarios check that batches keep the semantics of one pod per cluster (issue 15),
-across batches too.
+across batches too. `local-batch` runs every scenario; `argo-batch` only those marked
+`batch_on_real_argo` (many clusters sharing batches, a failure beside a running sibling, the failure
+tolerance: what batches change), as real pods cost seconds each (tests/conftest.py deselects the rest).
 
 Everything else is the same object on both: the fleet simulator (this process), the watcher (this
 process, or `progressive-sync watch` as a child process), the real `argo` CLI, the audit log of the
