@@ -22,7 +22,7 @@ from orchestrator.api.rollout_status import find_stage
 from orchestrator.argocd import appsync
 from orchestrator.core.clock import format_time
 from orchestrator.devenv.controlplane import DevCluster
-from orchestrator.kube.client import APPLICATIONS, SECRETS, WORKFLOWS, Kube
+from orchestrator.kube.client import APPLICATIONS, SECRETS, WORKFLOWS, Conflict, Kube
 from orchestrator.simulator.appcontroller import FleetSimulator
 from orchestrator.simulator.config import SimulatorConfig
 from orchestrator.simulator.events import read_events
@@ -68,6 +68,10 @@ def runner(steps_config: Path, namespace: str, tmp_path: Path) -> StepRunner:
     return StepRunner(kubeconfig=steps_config, namespace=namespace, outputs_dir=tmp_path / "outputs")
 
 
+# Read-change-replace attempts before a test gives up on a write the steps keep overtaking.
+_UPDATE_ATTEMPTS = 10
+
+
 @dataclass
 class Rig:
     """One test's world: the API, its namespace with a seeded fleet, the steps' runner, the simulator."""
@@ -83,8 +87,20 @@ class Rig:
     def app(self, cluster: str) -> dict[str, Any]:
         return self.kube.get(APPLICATIONS, self.namespace, f"{self.fleet.app_set}-{cluster}")
 
-    def put_app(self, app: dict[str, Any]) -> dict[str, Any]:
-        return self.kube.replace(APPLICATIONS, self.namespace, app)
+    def update_app(self, cluster: str, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+        """Read, change, replace; on 409 again from a fresh read (bounded).
+
+        The steps write these Applications too (select and wait-healthy patch the refresh
+        annotation, sync writes the operation): a plain read-then-replace races them.
+        """
+        for _ in range(_UPDATE_ATTEMPTS):
+            app = self.app(cluster)
+            change(app)
+            try:
+                return self.kube.replace(APPLICATIONS, self.namespace, app)
+            except Conflict:
+                continue
+        raise AssertionError(f"Application of {cluster}: still conflicting after {_UPDATE_ATTEMPTS} attempts")
 
     def stage(self, name: str = "canary") -> StageStatus:
         status = read_progressive_sync(self.kube, self.namespace).status
@@ -443,28 +459,35 @@ def summary_of(output: str) -> str:
     return next(line for line in output.splitlines() if line.startswith("wait-healthy:"))
 
 
+def hang(app: dict[str, Any]) -> None:
+    """The simulator's controller never finishes this Application's operation."""
+    app["metadata"]["annotations"] = {"simulator.progressivesync.io/hang": "true"}
+
+
 def test_a_healthy_read_before_reconciled_at_passes_finished_at_is_not_done(rig: Rig) -> None:
     make_progressive_sync(rig.kube, rig.namespace)
     cluster = select_canary(rig.runner)
     assert_ok(rig.runner.run("sync", "--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS))
     # Play the controller by hand: the operation Succeeded just now, but the Healthy on the object
     # was computed a minute before (the previous revision's health).
-    app = rig.app(cluster)
     finished = datetime.now(UTC)
-    op = app.pop("operation")
-    app["status"].update(
-        operationState={
-            "operation": op,
-            "phase": "Succeeded",
-            "startedAt": format_time(finished - timedelta(seconds=5)),
-            "finishedAt": format_time(finished),
-            "syncResult": {"revision": REVISION},
-        },
-        sync={"status": "Synced", "revision": REVISION},
-        health={"status": "Healthy"},
-        reconciledAt=format_time(finished - timedelta(seconds=60)),
-    )
-    rig.put_app(app)
+
+    def operation_succeeded_with_stale_health(app: dict[str, Any]) -> None:
+        op = app.pop("operation")
+        app["status"].update(
+            operationState={
+                "operation": op,
+                "phase": "Succeeded",
+                "startedAt": format_time(finished - timedelta(seconds=5)),
+                "finishedAt": format_time(finished),
+                "syncResult": {"revision": REVISION},
+            },
+            sync={"status": "Synced", "revision": REVISION},
+            health={"status": "Healthy"},
+            reconciledAt=format_time(finished - timedelta(seconds=60)),
+        )
+
+    rig.update_app(cluster, operation_succeeded_with_stale_health)
 
     log = rig.tmp_path / "wait-healthy.log"
     process = rig.runner.start(
@@ -474,9 +497,11 @@ def test_a_healthy_read_before_reconciled_at_passes_finished_at_is_not_done(rig:
         wait_for(lambda: "health not observed since the sync finished" in log.read_text(), timeout=30)
         assert process.poll() is None, log.read_text()
         assert rig.stage().completed == []
-        app = rig.app(cluster)
-        app["status"]["reconciledAt"] = format_time(finished + timedelta(seconds=1))
-        rig.put_app(app)
+        # wait-healthy asks for a refresh (a patch of the Application) right about now: conflict-safe.
+        rig.update_app(
+            cluster,
+            lambda app: app["status"].update(reconciledAt=format_time(finished + timedelta(seconds=1))),
+        )
         code, output = finish(process, log)
     finally:
         if process.poll() is None:
@@ -488,9 +513,7 @@ def test_a_healthy_read_before_reconciled_at_passes_finished_at_is_not_done(rig:
 def test_deadline_fails_the_cluster_naming_it_and_what_it_waited_for(rig: Rig) -> None:
     make_progressive_sync(rig.kube, rig.namespace, deadline_seconds=3)
     cluster = select_canary(rig.runner)
-    app = rig.app(cluster)
-    app["metadata"]["annotations"] = {"simulator.progressivesync.io/hang": "true"}
-    rig.put_app(app)
+    rig.update_app(cluster, hang)
     rig.simulate()
     process, log = sync_and_start_waiting(rig, cluster)
     code, output = finish(process, log, timeout=30)
@@ -524,9 +547,7 @@ def test_degraded_after_the_sync_fails_the_cluster(rig: Rig) -> None:
 def test_an_application_deleted_mid_wait_fails_the_cluster(rig: Rig) -> None:
     make_progressive_sync(rig.kube, rig.namespace)
     cluster = select_canary(rig.runner)
-    app = rig.app(cluster)
-    app["metadata"]["annotations"] = {"simulator.progressivesync.io/hang": "true"}
-    rig.put_app(app)
+    rig.update_app(cluster, hang)
     rig.simulate()
     process, log = sync_and_start_waiting(rig, cluster)
     wait_for(lambda: "sync operation Running" in log.read_text(), timeout=30, what="the sync to be Running")
@@ -540,9 +561,7 @@ def test_an_application_deleted_mid_wait_fails_the_cluster(rig: Rig) -> None:
 def test_a_cluster_secret_deleted_mid_wait_fails_the_cluster(rig: Rig) -> None:
     make_progressive_sync(rig.kube, rig.namespace)
     cluster = select_canary(rig.runner)
-    app = rig.app(cluster)
-    app["metadata"]["annotations"] = {"simulator.progressivesync.io/hang": "true"}
-    rig.put_app(app)
+    rig.update_app(cluster, hang)
     rig.simulate()
     process, log = sync_and_start_waiting(rig, cluster, PROGRESSIVE_SYNC_WATCH_WINDOW_SECONDS="1")
     wait_for(lambda: "sync operation Running" in log.read_text(), timeout=30, what="the sync to be Running")
