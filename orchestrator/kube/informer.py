@@ -11,6 +11,10 @@ stream, re-list on 410 Gone, one backoff policy that progress resets) is
    an event) for every delay of `backoffs`, `run` raises `InformerFailed` (the process should exit
    and be restarted rather than serve a cache it cannot refresh). Streams cut every few seconds
    never get there: each reconnect that works is progress;
+   a 403 (the account lost list/watch) or a missing CRD (404) is not such a failure: the informer
+   waits for it, capped and for as long as it takes, says so once (`blocked`, `on_blocked`) and
+   resumes by itself (see `orchestrator.kube.watchloop.blocked_by`); meanwhile its cache is stale
+   (or empty, when it never listed) and `usable` is False;
 4. `resync()` reports every cached object again (`ChangeType.RESYNC`), so a missed or mishandled
    event is healed by the periodic full resync the caller drives.
 
@@ -41,6 +45,7 @@ from orchestrator.kube.client import Kube, Resource, WatchEvent
 from orchestrator.kube.watchloop import (
     DEFAULT_IDLE_TIMEOUT_SECONDS,
     BackoffPolicy,
+    Blocked,
     Changed,
     Listed,
     WatchGaveUp,
@@ -110,6 +115,7 @@ class InformerSettings:
             idle_timeout_seconds=self.idle_timeout_seconds,
             page_size=self.page_size,
             backoff=BackoffPolicy.bounded(self.backoffs),
+            wait_when_blocked=True,
         )
 
 
@@ -156,6 +162,7 @@ class Informer(Generic[T]):
         label_selector: str | None = None,
         indexers: Mapping[str, Callable[[T], Iterable[str]]] | None = None,
         name: str | None = None,
+        on_blocked: Callable[[Informer[T], Blocked | None], None] | None = None,
     ) -> None:
         self._kube = kube
         self.resource = resource
@@ -177,6 +184,7 @@ class Informer(Generic[T]):
             label_selector=label_selector,
             transform=self._keyed_slim,
             name=self.name,
+            on_blocked=None if on_blocked is None else lambda blocked: on_blocked(self, blocked),
         )
         self.stats = self._loop.stats
 
@@ -184,6 +192,16 @@ class Informer(Generic[T]):
     def resource_version(self) -> str:
         """Where the watch resumes: the last resourceVersion seen (list, event or bookmark)."""
         return self._loop.resource_version
+
+    @property
+    def blocked(self) -> Blocked | None:
+        """What the informer waits on (a permission, a CRD), or None while it lists and watches."""
+        return self._loop.blocked
+
+    @property
+    def usable(self) -> bool:
+        """Listed at least once and not waiting on a permission or a CRD: the cache is current."""
+        return self.synced.is_set() and self._loop.blocked is None
 
     # -- reading the cache ----------------------------------------------------------------
 
@@ -331,12 +349,21 @@ def run_in_thread(
 
 
 def wait_synced(
-    informers: Iterable[Informer[Any]], stop: threading.Event, timeout: float | None = None
+    informers: Iterable[Informer[Any]],
+    stop: threading.Event,
+    timeout: float | None = None,
+    *,
+    or_blocked: bool = False,
 ) -> bool:
-    """Wait until every informer has listed once (or `stop` is set / `timeout` passes)."""
+    """Wait until every informer has listed once (or `stop` is set / `timeout` passes).
+
+    `or_blocked`: an informer waiting on a permission or a missing CRD counts as done (the caller
+    starts without it and holds back whatever needs it)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     for informer in informers:
         while not informer.synced.wait(0.1):
+            if or_blocked and informer.blocked is not None:
+                break
             if stop.is_set() or (deadline is not None and time.monotonic() >= deadline):
                 return False
     return True

@@ -23,10 +23,17 @@ What the loop does on its own:
 4. any other failure backs off along `Backoff`: the delays grow to a cap and **progress resets
    them** — a successful list, a stream the server accepted, an event. A network that keeps
    working, however often it drops streams, never exhausts the policy; only consecutive failures
-   without progress do, and then `run` raises `WatchGaveUp` (when the policy has a limit at all).
+   without progress do, and then `run` raises `WatchGaveUp` (when the policy has a limit at all);
+5. with `wait_when_blocked`, a **403** (the account lost list/watch on the resource: a RoleBinding
+   removed) or a **404 on a custom resource** (its CRD not installed, or removed at run time) is not
+   a failure that can exhaust the policy: nothing on our side can fix it, so the loop waits along
+   the same capped delays for as long as it takes, says once what is missing and how to fix it
+   (`Blocked`, given to `on_blocked` and logged), and resumes by itself (`on_blocked(None)`) once
+   a list or a watch works again. After a 404 the loop re-lists: the objects went with their CRD.
 
 `Backoff` is pure (no clock, no sleeping): `failed()` says how long to wait or that it is time to
-give up, `progressed()` resets it.
+give up, `waiting()` how long to wait without ever giving up, `progressed()` resets it.
+`blocked_by(exc, ...)` is the pure decision of which errors are "wait and say so".
 
 Callers: `orchestrator.kube.informer`, `orchestrator.engine.executor`,
 `orchestrator.simulator.appcontroller`, `orchestrator.argocd.appwatch`.
@@ -100,6 +107,13 @@ class Backoff:
         delays = self.policy.delays
         return delays[min(self.failures, len(delays)) - 1]
 
+    def waiting(self) -> float:
+        """One more attempt blocked by something only an operator can fix: the delay before the next
+        attempt, along the same capped delays, never giving up."""
+        self.failures += 1
+        delays = self.policy.delays
+        return delays[min(self.failures, len(delays)) - 1]
+
     def progressed(self) -> None:
         """Something worked: the next failure starts from the shortest delay again."""
         self.failures = 0
@@ -108,6 +122,64 @@ class Backoff:
         """`n/m` (or `n` without a limit), for log lines."""
         limit = self.policy.give_up_after
         return f"{self.failures}/{limit}" if limit is not None else str(self.failures)
+
+
+# Who installs the CRDs of each custom resource group the watcher follows (for the fix in the message).
+_CRD_OWNERS = {
+    "argoproj.io/workflows": "Argo Workflows",
+    "argoproj.io/workflowtemplates": "Argo Workflows",
+    "argoproj.io/applications": "Argo CD",
+    "argoproj.io/applicationsets": "Argo CD",
+    "argoproj.io/appprojects": "Argo CD",
+    "progressivesync.io/progressivesyncs": "progressive-sync",
+}
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """Why a loop waits on an operator: a permission or a CRD missing, and how to fix it.
+
+    `reason` is an Event reason (`WatchForbidden`, `CRDMissing`); `message` names the resource, the
+    namespace, what is missing and the fix.
+    """
+
+    reason: str
+    message: str
+    status: int
+
+
+FORBIDDEN = "WatchForbidden"
+CRD_MISSING = "CRDMissing"
+
+
+def blocked_by(exc: KubeError, resource: Resource, namespace: str | None, verb: str) -> Blocked | None:
+    """Whether `exc`, met on `verb` (list or watch) of `resource`, is "wait and say so", and what to say.
+
+    403: the account may not `verb` the resource (a RoleBinding removed, a Role narrowed).
+    404 on a custom resource's collection: its CRD is not installed (a list of an installed
+    resource in a namespace that does not exist answers 200 and no items, never 404).
+    Anything else (5xx, 429, a refused connection, a core resource's 404) is an ordinary failure.
+    """
+    full_name = f"{resource.plural}.{resource.group}" if resource.group else resource.plural
+    where = f"in namespace {namespace}" if namespace else "cluster-wide"
+    if exc.status == 403:
+        return Blocked(
+            FORBIDDEN,
+            f"forbidden to {verb} {full_name} {where}: grant the watcher's account get, list and watch "
+            f"on {full_name} (a Role or RoleBinding removed?); waiting, resuming by itself once it is back",
+            403,
+        )
+    if exc.status == 404 and resource.group:
+        owner = _CRD_OWNERS.get(f"{resource.group}/{resource.plural}")
+        possessive = f"{owner}'" if owner and owner.endswith("s") else f"{owner}'s"
+        fix = f"install {possessive} CRDs" if owner else f"install the CRD {full_name}"
+        return Blocked(
+            CRD_MISSING,
+            f"the CustomResourceDefinition {full_name} is not installed (404 on {verb} {where}): {fix} "
+            f"(kubectl get crd {full_name}); waiting, resuming by itself once it is there",
+            404,
+        )
+    return None
 
 
 @dataclass(frozen=True)
@@ -125,6 +197,9 @@ class WatchLoopSettings:
     # Errors raised to the caller at once instead of retried (a step's 403 or missing CRD is
     # permanent; a controller's loop retries them and says so).
     fatal: tuple[type[KubeError], ...] = ()
+    # A controller's loop: a 403 or a missing CRD waits (capped, never giving up) and says so
+    # (`blocked_by`); without it they are ordinary failures.
+    wait_when_blocked: bool = False
 
     def window(self) -> int:
         """The next stream's timeoutSeconds (at least 1)."""
@@ -185,6 +260,7 @@ class WatchLoop:
         field_selector: str | None = None,
         transform: Callable[[dict[str, Any]], Any] | None = None,
         name: str | None = None,
+        on_blocked: Callable[[Blocked | None], None] | None = None,
     ) -> None:
         self._kube = kube
         self.resource = resource
@@ -197,6 +273,9 @@ class WatchLoop:
         self.resource_version = ""
         self.stats = WatchStats()
         self._close_stream: Callable[[], None] | None = None
+        self._on_blocked = on_blocked
+        # What the loop waits on (a permission, a CRD), None while it works; read from any thread.
+        self.blocked: Blocked | None = None
 
     def close_stream(self) -> None:
         """End the stream in progress from another thread (after setting the stop Event)."""
@@ -219,6 +298,7 @@ class WatchLoop:
                     need_list = False
                     gone_in_a_row = 0
                     backoff.progressed()
+                    self._unblock()
                     yield listed
                     continue
                 yield from self._stream(stop, backoff)
@@ -238,7 +318,17 @@ class WatchLoop:
                     return
                 if isinstance(exc, self.settings.fatal):
                     raise
-                self._wait(stop, backoff, exc)
+                blocked = (
+                    blocked_by(exc, self.resource, self.namespace, "list" if need_list else "watch")
+                    if self.settings.wait_when_blocked
+                    else None
+                )
+                if blocked is None:
+                    self._wait(stop, backoff, exc)
+                    continue
+                if blocked.status == 404:
+                    need_list = True  # the objects went with their CRD: the cache learns it by a list
+                self._wait_blocked(stop, backoff, blocked)
         log.debug("%s: stopped at resourceVersion %s", self.name, self.resource_version)
 
     def _wait(self, stop: threading.Event, backoff: Backoff, exc: KubeError) -> None:
@@ -251,6 +341,26 @@ class WatchLoop:
         delay = max(delay, exc.retry_after or 0.0)  # a 429's Retry-After is honoured
         log.warning("%s: attempt %s failed: %s; retrying in %.1fs", self.name, backoff.describe(), exc, delay)
         stop.wait(delay)
+
+    def _wait_blocked(self, stop: threading.Event, backoff: Backoff, blocked: Blocked) -> None:
+        self.stats.failures += 1
+        delay = backoff.waiting()
+        if blocked != self.blocked:  # said once per cause, not once per attempt
+            self.blocked = blocked
+            log.warning("%s: %s: %s", self.name, blocked.reason, blocked.message)
+            if self._on_blocked is not None:
+                self._on_blocked(blocked)
+        else:
+            log.debug("%s: still %s; next attempt in %.1fs", self.name, blocked.reason, delay)
+        stop.wait(delay)
+
+    def _unblock(self) -> None:
+        if self.blocked is None:
+            return
+        log.warning("%s: %s is over: list/watch works again", self.name, self.blocked.reason)
+        self.blocked = None
+        if self._on_blocked is not None:
+            self._on_blocked(None)
 
     def _list(self) -> Listed:
         # Transformed page by page: the raw objects of a big list are never all in memory at once.
@@ -274,6 +384,7 @@ class WatchLoop:
         def opened(close: Callable[[], None]) -> None:
             self._close_stream = close
             backoff.progressed()  # the server answered: the network and the API server work
+            self._unblock()
             if stop.is_set():  # stop arrived while the request was on its way
                 close()
 

@@ -20,6 +20,12 @@
   merge patches, Events best-effort, and the status through the optimistic-concurrency writer
   (`status_writer.update_status`) only when the patch changes the cached status;
 - a periodic **resync** that queues every ProgressiveSync again;
+- **waiting on an operator**: an informer that meets a 403 (a RoleBinding removed) or a missing CRD
+  waits for it without giving up (`orchestrator.kube.watchloop.blocked_by`); the ProgressiveSyncs it
+  affects (its namespace is theirs, their ApplicationSet's, their Argo CD's or their Workflows') are
+  not reconciled on its stale cache meanwhile: each gets one Warning Event naming the resource, what
+  is missing and the fix (`WatchForbidden`, `CRDMissing`), a Normal `WatchResumed` when it is back,
+  and is reconciled again at once; the others carry on;
 - with `engine: local`, the **local executor** in the same process.
 
 Run it with `watcher.run(stop_event)` (blocks; what `progressive-sync watch` does), or
@@ -91,6 +97,7 @@ from orchestrator.kube.informer import (
     wait_synced,
 )
 from orchestrator.kube.status_writer import update_status
+from orchestrator.kube.watchloop import Blocked
 from orchestrator.planning.planner import RolloutPlan, plan_rollout
 from orchestrator.watcher.decide import (
     AddFinalizer,
@@ -126,6 +133,10 @@ Key = tuple[str, str]
 BY_APPSET = "appset"  # ProgressiveSyncs by "appset namespace/appset", Applications by owner name
 BY_OWNER = "owner"  # Workflows by "namespace/progressive-sync name"
 EVENT_BACKLOG = 1000  # Events waiting to be recorded; past it new ones are dropped (and logged)
+# A ProgressiveSync held back by an informer waiting on a permission or a CRD is looked at again this
+# often (the informer's recovery queues it at once too): no busy loop, and a missed wake-up heals.
+BLOCKED_RECHECK_SECONDS = 15.0
+WATCH_RESUMED = "WatchResumed"
 
 
 # --- slim cache values ------------------------------------------------------------------------
@@ -254,6 +265,9 @@ class Watcher:
         self._threads: list[threading.Thread] = []
         self._workers: list[threading.Thread] = []
         self._started = False
+        # Per ProgressiveSync: the waits (informer name, reason) already reported by an Event.
+        self._blocked_reported: dict[Key, set[tuple[str, str]]] = {}
+        self._blocked_lock = threading.Lock()
         self._executor: Any = None
         self._submitter: ArgoServerSubmitter | None = None
         if settings.argo_server:
@@ -283,6 +297,7 @@ class Watcher:
                 slim=slim_progressive_sync,
                 handler=self._on_ps,
                 settings=informer_settings,
+                on_blocked=self._informer_blocked,
                 indexers={BY_APPSET: lambda ps: [ps.app_set_key]},
             )
             for ns in watched
@@ -298,6 +313,7 @@ class Watcher:
                 slim=workflow_view_from_object,
                 handler=self._on_workflow,
                 settings=informer_settings,
+                on_blocked=self._informer_blocked,
                 label_selector=NAME_LABEL,
                 indexers={BY_OWNER: lambda wf: [f"{wf.namespace}/{wf.ps_name}"]},
             )
@@ -311,6 +327,7 @@ class Watcher:
                 slim=app_set_view_from_object,
                 handler=self._on_appset,
                 settings=informer_settings,
+                on_blocked=self._informer_blocked,
             )
             for ns in app_namespaces
         ]
@@ -322,6 +339,7 @@ class Watcher:
                 slim=slim_application,
                 handler=self._on_app,
                 settings=informer_settings,
+                on_blocked=self._informer_blocked,
                 indexers={BY_APPSET: _app_owner_names},
             )
             for ns in app_namespaces
@@ -334,6 +352,7 @@ class Watcher:
                 slim=slim_cluster,
                 handler=self._on_cluster,
                 settings=informer_settings,
+                on_blocked=self._informer_blocked,
                 label_selector=CLUSTER_SECRET_LABEL,
             )
             for ns in argocd
@@ -363,9 +382,13 @@ class Watcher:
         self._started = True
         for informer in self.informers:
             self._threads.append(run_in_thread(informer, self.stop_event, self._informer_failed))
-        if not wait_synced(self.informers, self.stop_event, timeout=self.settings.sync_timeout_seconds):
+        # An informer waiting on a permission or a missing CRD does not hold the start back: the
+        # ProgressiveSyncs that need it wait (and say so), the others start.
+        if not wait_synced(
+            self.informers, self.stop_event, timeout=self.settings.sync_timeout_seconds, or_blocked=True
+        ):
             self.stop()
-            unsynced = [i.name for i in self.informers if not i.synced.is_set()]
+            unsynced = [i.name for i in self.informers if not i.synced.is_set() and i.blocked is None]
             raise KubeError(f"the first list of {', '.join(unsynced)} did not finish in time")
         # The steps read clusters from the inventory: publish it before the first Workflow can start.
         for namespace in self._inventory_namespaces():
@@ -457,6 +480,58 @@ class Watcher:
         self.failed.append(exc)
         if not isinstance(exc, InformerFailed):
             log.error("a watch loop crashed: %r", exc)
+
+    def _informer_blocked(self, informer: Informer[Any], blocked: Blocked | None) -> None:
+        # On the informer's thread: quick. Every ProgressiveSync is looked at again, so the ones it
+        # affects report the wait (or resume) now rather than at the next resync.
+        if blocked is None:
+            log.info("%s: watching again; reconciling every ProgressiveSync", informer.name)
+        for ps_informer in self.ps_informers:
+            for key, _ in ps_informer.items():
+                self.queue.add(key)
+
+    def _affects(self, informer: Informer[Any], cached: CachedPS) -> bool:
+        namespace = informer.namespace
+        if namespace is None:
+            return True
+        ps_namespace = cached.key[0]
+        return namespace in (
+            ps_namespace,
+            cached.app_set_namespace,
+            self.settings.argocd_namespace_for(ps_namespace),
+            self.settings.workflow_namespace,
+        )
+
+    def _held_back(self, cached: CachedPS) -> bool:
+        """True (and reported once per cause) when an informer this ProgressiveSync needs is waiting on
+        a permission or a CRD, or has not listed yet: its cache cannot be trusted for a decision."""
+        waiting = [i for i in self.informers if not i.usable and self._affects(i, cached)]
+        key = cached.key
+        causes = {(i.name, blocked.reason): blocked for i in waiting if (blocked := i.blocked) is not None}
+        with self._blocked_lock:
+            reported = self._blocked_reported.get(key, set())
+            new = [cause for cause in causes if cause not in reported]
+            if causes:
+                self._blocked_reported[key] = reported | set(causes)
+            else:
+                self._blocked_reported.pop(key, None)
+        for cause in new:
+            blocked = causes[cause]
+            self._record_event(
+                cached, RecordEvent("Warning", blocked.reason, f"not reconciled meanwhile: {blocked.message}")
+            )
+        if not waiting and reported:
+            was = ", ".join(sorted(f"{name} ({reason})" for name, reason in reported))
+            self._record_event(
+                cached,
+                RecordEvent(
+                    "Normal",
+                    WATCH_RESUMED,
+                    "every resource this ProgressiveSync needs is listed and watched again "
+                    f"(was waiting on {was})",
+                ),
+            )
+        return bool(waiting)
 
     def _start_local_engine(self) -> None:
         from orchestrator.engine.executor import ExecutorSettings, LocalExecutor  # noqa: PLC0415 - engine local only
@@ -615,6 +690,9 @@ class Watcher:
         cached = self._get_ps(key)
         if cached is None:
             log.debug("%s/%s is gone; nothing to do", *key)
+            return None
+        if self._held_back(cached):
+            self.queue.add_after(key, BLOCKED_RECHECK_SECONDS)
             return None
         obs = self.observe(cached)
         decision = decide(obs, self.settings.policy)

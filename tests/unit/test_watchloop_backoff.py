@@ -11,8 +11,26 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from orchestrator.kube.client import (
+    APPLICATIONS,
+    PROGRESSIVE_SYNCS,
+    SECRETS,
+    WORKFLOWS,
+    Forbidden,
+    KubeError,
+    NotFound,
+    Resource,
+    Retryable,
+)
 from orchestrator.kube.informer import InformerSettings
-from orchestrator.kube.watchloop import Backoff, BackoffPolicy, WatchLoopSettings
+from orchestrator.kube.watchloop import (
+    CRD_MISSING,
+    FORBIDDEN,
+    Backoff,
+    BackoffPolicy,
+    WatchLoopSettings,
+    blocked_by,
+)
 
 delays = st.lists(st.floats(min_value=0.0, max_value=60.0), min_size=1, max_size=12).map(tuple)
 limits = st.none() | st.integers(min_value=1, max_value=30)
@@ -90,3 +108,108 @@ def test_the_read_timeout_catches_a_half_open_stream(window: int, idle: float, e
 def test_a_policy_that_cannot_work_is_refused(policy: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         BackoffPolicy(**policy)  # type: ignore[arg-type]
+
+
+@given(delays, limits, st.integers(min_value=1, max_value=300))
+def test_a_wait_on_an_operator_never_gives_up_and_stays_capped(
+    delay_tuple: tuple[float, ...], limit: int | None, attempts: int
+) -> None:
+    """A 403 or a missing CRD waits as long as it takes, along the same capped delays."""
+    backoff = Backoff(BackoffPolicy(delays=delay_tuple, give_up_after=limit))
+    waits = [backoff.waiting() for _ in range(attempts)]
+    assert all(0.0 <= wait <= backoff.policy.cap for wait in waits)
+    assert waits[0] == delay_tuple[0]
+    assert waits[-1] == delay_tuple[min(attempts, len(delay_tuple)) - 1]
+    backoff.progressed()
+    assert backoff.waiting() == delay_tuple[0], "recovery resets it"
+
+
+def test_the_informers_wait_on_an_operator_and_the_steps_do_not() -> None:
+    assert InformerSettings().loop.wait_when_blocked
+    assert not WatchLoopSettings().wait_when_blocked
+
+
+@pytest.mark.parametrize(
+    ("error", "resource", "namespace", "verb", "reason", "says"),
+    [
+        pytest.param(
+            Forbidden("workflows is forbidden", status=403),
+            WORKFLOWS,
+            "team-a",
+            "watch",
+            FORBIDDEN,
+            ["forbidden to watch workflows.argoproj.io in namespace team-a", "grant", "list and watch"],
+            id="403-on-a-watch-is-a-missing-permission",
+        ),
+        pytest.param(
+            Forbidden("secrets is forbidden", status=403),
+            SECRETS,
+            None,
+            "list",
+            FORBIDDEN,
+            ["forbidden to list secrets cluster-wide"],
+            id="403-on-a-core-resource-too",
+        ),
+        pytest.param(
+            NotFound("the server could not find the requested resource", status=404),
+            WORKFLOWS,
+            "team-a",
+            "list",
+            CRD_MISSING,
+            ["workflows.argoproj.io is not installed", "install Argo Workflows' CRDs"],
+            id="404-on-workflows-means-install-argo-workflows",
+        ),
+        pytest.param(
+            NotFound("not found", status=404),
+            APPLICATIONS,
+            "argocd",
+            "watch",
+            CRD_MISSING,
+            ["applications.argoproj.io is not installed", "install Argo CD's CRDs"],
+            id="404-on-applications-means-install-argo-cd",
+        ),
+        pytest.param(
+            NotFound("not found", status=404),
+            PROGRESSIVE_SYNCS,
+            None,
+            "list",
+            CRD_MISSING,
+            ["progressivesyncs.progressivesync.io", "install progressive-sync's CRDs"],
+            id="404-on-our-own-crd",
+        ),
+        pytest.param(
+            NotFound("not found", status=404),
+            Resource("example.com", "v1", "widgets", "Widget"),
+            "x",
+            "list",
+            CRD_MISSING,
+            ["install the CRD widgets.example.com"],
+            id="404-on-an-unknown-crd-names-it",
+        ),
+        pytest.param(
+            NotFound("nope", status=404), SECRETS, "x", "list", None, [], id="404-core-is-a-failure"
+        ),
+        pytest.param(Retryable("503", status=503), WORKFLOWS, "x", "watch", None, [], id="503-is-a-failure"),
+        pytest.param(Retryable("429", status=429), WORKFLOWS, "x", "list", None, [], id="429-is-a-failure"),
+        pytest.param(
+            KubeError("refused", status=0), WORKFLOWS, "x", "list", None, [], id="refused-is-a-failure"
+        ),
+    ],
+)
+def test_which_errors_wait_and_say_so(
+    *,
+    error: KubeError,
+    resource: Resource,
+    namespace: str | None,
+    verb: str,
+    reason: str | None,
+    says: list[str],
+) -> None:
+    blocked = blocked_by(error, resource, namespace, verb)
+    if reason is None:
+        assert blocked is None
+        return
+    assert blocked is not None
+    assert blocked.reason == reason
+    for text in says:
+        assert text in blocked.message
