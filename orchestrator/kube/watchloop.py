@@ -345,7 +345,9 @@ class WatchLoop:
     def _wait_blocked(self, stop: threading.Event, backoff: Backoff, blocked: Blocked) -> None:
         self.stats.failures += 1
         delay = backoff.waiting()
-        if blocked != self.blocked:  # said once per cause, not once per attempt
+        if self.blocked is None or blocked.reason != self.blocked.reason:
+            # Said once per cause, not once per attempt (nor again when a 404 on watch turns into
+            # a 404 on the re-list).
             self.blocked = blocked
             log.warning("%s: %s: %s", self.name, blocked.reason, blocked.message)
             if self._on_blocked is not None:

@@ -2,11 +2,14 @@
 
 Real: kube-apiserver + etcd (the session control plane, and for the 410 case a second one started
 with `--watch-cache=false` so a watch from a compacted resourceVersion reaches etcd and gets 410).
-ConfigMaps stand in for any resource: the loop does not care about the kind.
+ConfigMaps stand in for any resource: the loop does not care about the kind. Waiting on an operator
+uses a throwaway CRD (installed, removed, reinstalled) and a minted user whose RoleBinding the test
+creates, removes and restores.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -16,7 +19,7 @@ from typing import Any
 import pytest
 
 from orchestrator.devenv import controlplane as devcluster
-from orchestrator.kube.client import NAMESPACES, Kube, KubeSettings, Resource
+from orchestrator.kube.client import NAMESPACES, Kube, KubeSettings, NotFound, Resource
 from orchestrator.kube.informer import (
     Change,
     ChangeType,
@@ -25,6 +28,7 @@ from orchestrator.kube.informer import (
     InformerSettings,
     run_in_thread,
 )
+from orchestrator.kube.watchloop import CRD_MISSING, FORBIDDEN, Blocked
 from tests.support import etcd
 from tests.support.wait import wait_for
 
@@ -304,3 +308,176 @@ def test_gone_relists_and_reports_what_changed_while_blind(
     kube.create(CONFIG_MAPS, namespace, config_map("after"))
     wait_for(lambda: informer.get((namespace, "after")) is not None, what="an event after the re-list")
     assert informer.stats.lists == 2
+
+
+# --- waiting on an operator: a missing CRD, a removed permission (issue 18) ----------------------
+
+CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition")
+ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")
+ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
+# Ordinary failures would give up after 4 attempts in a row (well under a second): the waits below
+# outlast that many times over, so only the "wait and say so" rule keeps the informer alive.
+IMPATIENT = InformerSettings(watch_timeout_seconds=2, backoffs=(0.05, 0.1, 0.2))
+
+
+class BlockedLog:
+    """What `on_blocked` said, in order (None: resumed)."""
+
+    def __init__(self) -> None:
+        self.said: list[str | None] = []
+
+    def __call__(self, informer: Informer[Any], blocked: Blocked | None) -> None:
+        self.said.append(None if blocked is None else blocked.reason)
+
+
+def crd_body(group: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"widgets.{group}"},
+        "spec": {
+            "group": group,
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                    },
+                }
+            ],
+        },
+    }
+
+
+def install_crd(kube: Kube, group: str) -> None:
+    kube.create(CRDS, None, crd_body(group))
+
+    def established() -> bool:
+        conditions = (kube.get(CRDS, None, f"widgets.{group}").get("status") or {}).get("conditions") or []
+        return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+
+    wait_for(established, timeout=30, what=f"widgets.{group} to be established")
+
+
+def remove_crd(kube: Kube, group: str) -> None:
+    kube.delete(CRDS, None, f"widgets.{group}")
+
+    def gone() -> bool:
+        try:
+            kube.get(CRDS, None, f"widgets.{group}")
+        except NotFound:
+            return True
+        return False
+
+    wait_for(gone, timeout=60, what=f"widgets.{group} to be removed")
+
+
+def start_blockable(
+    started: list[tuple[Informer[Any], threading.Event, threading.Thread]],
+    kube: Kube,
+    resource: Resource,
+    namespace: str,
+    said: BlockedLog,
+) -> tuple[Informer[Slim], list[BaseException]]:
+    informer: Informer[Slim] = Informer(
+        kube,
+        resource,
+        namespace,
+        slim=slim_config_map,
+        handler=Recorder(),
+        settings=IMPATIENT,
+        on_blocked=said,
+    )
+    stop = threading.Event()
+    failures: list[BaseException] = []
+    started.append((informer, stop, run_in_thread(informer, stop, failures.append)))
+    return informer, failures
+
+
+def test_a_missing_crd_waits_says_so_and_resumes_when_installed_again(
+    kube: Kube, namespace: str, running: list[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    group = f"{namespace}.faults.example.com"
+    widgets = Resource(group, "v1", "widgets", "Widget")
+    said = BlockedLog()
+    with caplog.at_level(logging.WARNING, logger="orchestrator.kube.watchloop"):
+        informer, failures = start_blockable(running, kube, widgets, namespace, said)
+        wait_for(
+            lambda: informer.stats.failures >= 12, timeout=60, what="a dozen attempts on the missing CRD"
+        )
+    assert not failures, "a missing CRD is waited for, not given up on"
+    assert informer.blocked is not None and informer.blocked.reason == CRD_MISSING
+    assert not informer.usable
+    assert said.said == [CRD_MISSING], "said once, not once per attempt"
+    said_lines = [r.getMessage() for r in caplog.records if CRD_MISSING in r.getMessage()]
+    assert len(said_lines) == 1
+    assert f"the CustomResourceDefinition widgets.{group} is not installed" in said_lines[0]
+
+    try:
+        install_crd(kube, group)
+        wait_for(lambda: informer.usable, timeout=30, what="the informer to list once the CRD is there")
+        kube.create(widgets, namespace, {**config_map("w1"), "apiVersion": f"{group}/v1", "kind": "Widget"})
+        wait_for(lambda: informer.get((namespace, "w1")) is not None, timeout=30, what="w1 in the cache")
+        assert said.said == [CRD_MISSING, None]
+
+        # Removed at run time: the objects go with it, the informer waits again and says so.
+        remove_crd(kube, group)
+        wait_for(lambda: informer.blocked is not None, timeout=30, what="the informer to notice the removal")
+        assert informer.get((namespace, "w1")) is None
+        install_crd(kube, group)
+        wait_for(lambda: informer.usable, timeout=30, what="the informer to resume after reinstall")
+        assert not failures
+        assert said.said == [CRD_MISSING, None, CRD_MISSING, None]
+    finally:
+        with contextlib.suppress(NotFound):
+            kube.delete(CRDS, None, f"widgets.{group}")
+
+
+def test_a_removed_permission_waits_says_so_and_resumes_when_granted_again(
+    control_plane: devcluster.DevCluster, kube: Kube, namespace: str, running: list[Any]
+) -> None:
+    user = f"reader-{namespace}"[:60]
+    as_user = Kube.from_kubeconfig(str(control_plane.mint_user(user)))
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": "read-config-maps"},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}],
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "read-config-maps"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "read-config-maps"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+    }
+    kube.create(ROLES, namespace, role)
+    kube.create(CONFIG_MAPS, namespace, config_map("a"))
+    said = BlockedLog()
+    try:
+        informer, failures = start_blockable(running, as_user, CONFIG_MAPS, namespace, said)
+        wait_for(lambda: informer.stats.failures >= 12, timeout=60, what="a dozen forbidden attempts")
+        assert informer.blocked is not None and informer.blocked.reason == FORBIDDEN
+        assert f"forbidden to list configmaps in namespace {namespace}" in informer.blocked.message
+
+        kube.create(ROLE_BINDINGS, namespace, binding)
+        wait_for(lambda: informer.usable, timeout=30, what="the informer to list once granted")
+        assert informer.get((namespace, "a")) is not None
+
+        # Removed mid-run: the open stream runs to its 2 s end, the next watch is refused.
+        kube.delete(ROLE_BINDINGS, namespace, "read-config-maps")
+        wait_for(lambda: informer.blocked is not None, timeout=30, what="the informer to meet the 403")
+        assert informer.blocked is not None and informer.blocked.reason == FORBIDDEN
+        assert informer.get((namespace, "a")) is not None, "the cache is kept (stale) while waiting"
+        kube.create(ROLE_BINDINGS, namespace, binding)
+        wait_for(lambda: informer.usable, timeout=30, what="the informer to resume once granted again")
+        kube.create(CONFIG_MAPS, namespace, config_map("b"))
+        wait_for(lambda: informer.get((namespace, "b")) is not None, timeout=30, what="b in the cache")
+        assert not failures, "a 403 is waited for, not given up on"
+        assert said.said == [FORBIDDEN, None, FORBIDDEN, None]
+    finally:
+        as_user.close()
