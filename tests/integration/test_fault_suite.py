@@ -6,6 +6,10 @@ running the real step programs, and the fleet simulator playing Argo CD. Network
 `tests/support/tcp_proxy.py`: every actor (watcher, executor, simulator, the steps) talks to the
 API server through it; the test's own client talks directly.
 
+The watcher runs as cluster admin, except in the identity rows: there it is a minted user (no
+groups) holding the chart's watcher rules through two RoleBindings in the test's namespace, one of
+which the fault removes and restores.
+
 Each scenario is one row: what to inject, when (before the ProgressiveSync exists, or once the
 first sync has started), and what must hold afterwards, every time:
 
@@ -32,8 +36,18 @@ from pathlib import Path
 import pytest
 
 from orchestrator.devenv import controlplane as devcluster
-from orchestrator.kube.client import NAMESPACES, PROGRESSIVE_SYNCS, Kube, KubeError, KubeSettings
-from orchestrator.watcher.loop import Watcher
+from orchestrator.kube.client import (
+    EVENTS,
+    NAMESPACES,
+    PROGRESSIVE_SYNCS,
+    AlreadyExists,
+    Kube,
+    KubeError,
+    KubeSettings,
+    Resource,
+)
+from orchestrator.kube.watchloop import FORBIDDEN
+from orchestrator.watcher.loop import WATCH_RESUMED, Watcher
 from tests.support import etcd
 from tests.support.tcp_proxy import FaultProxy, Mode, kubeconfig_via
 from tests.support.wait import wait_for
@@ -56,6 +70,83 @@ CLUSTERS = 4
 FLEET = "defaults: {syncSeconds: 1.0, healthSeconds: 0.5}"
 # A fault-free rollout of this fleet takes ~15-25 s on the loaded 2-core machine.
 ROLLOUT_SECONDS = 60.0
+
+
+ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")
+ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
+# The chart's watcher rules (charts/progressive-sync/templates/rbac.yaml) for one namespace that is
+# the watched, workflow, ApplicationSet and Argo CD namespace at once; Workflows in a Role of their own.
+WATCHER_RULES = {
+    "watcher": [
+        {
+            "apiGroups": ["progressivesync.io"],
+            "resources": ["progressivesyncs"],
+            "verbs": ["get", "list", "watch", "update", "patch"],
+        },
+        {
+            "apiGroups": ["progressivesync.io"],
+            "resources": ["progressivesyncs/status"],
+            "verbs": ["get", "update", "patch"],
+        },
+        {
+            "apiGroups": ["progressivesync.io"],
+            "resources": ["progressivesyncs/finalizers"],
+            "verbs": ["update"],
+        },
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "get", "update", "patch"]},
+        {
+            "apiGroups": ["argoproj.io"],
+            "resources": ["applications", "applicationsets"],
+            "verbs": ["get", "list", "watch"],
+        },
+    ],
+    "watcher-workflows": [
+        {
+            "apiGroups": ["argoproj.io"],
+            "resources": ["workflows"],
+            "verbs": ["get", "list", "watch", "create", "patch"],
+        },
+    ],
+}
+
+
+def watcher_binding(name: str, user: str) -> dict[str, object]:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+    }
+
+
+def grant_watcher(kube: Kube, namespace: str, user: str) -> None:
+    """The watcher's Roles and RoleBindings for `user` in `namespace`."""
+    for name, rules in WATCHER_RULES.items():
+        kube.create(
+            ROLES,
+            namespace,
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "Role",
+                "metadata": {"name": name},
+                "rules": rules,
+            },
+        )
+        kube.create(ROLE_BINDINGS, namespace, watcher_binding(name, user))
+
+
+def event_reasons(kube: Kube, namespace: str, name: str) -> list[str]:
+    """The reasons of the Events on one ProgressiveSync, oldest first."""
+    items, _ = kube.list(EVENTS, namespace, field_selector=f"involvedObject.name={name}")
+    return [str(e.get("reason", "")) for e in sorted(items, key=lambda e: str(e.get("firstTimestamp", "")))]
+
+
+def event_messages(kube: Kube, namespace: str, name: str, reason: str) -> list[str]:
+    items, _ = kube.list(EVENTS, namespace, field_selector=f"involvedObject.name={name}")
+    return [str(e.get("message", "")) for e in items if e.get("reason") == reason]
 
 
 @pytest.fixture
@@ -113,6 +204,7 @@ class Rig:
         return end
 
     audit_mark: int = 0
+    watcher_user: str = ""  # the minted user the watcher runs as, or "" for cluster admin
     clock: JumpingClock = field(default_factory=JumpingClock)
     compactions: list[int] = field(default_factory=list)
     apiserver_pids: list[int] = field(default_factory=list)
@@ -268,6 +360,76 @@ def conflict_storm(rig: Rig) -> Heal:
     return rig.every(0.02, touch)
 
 
+def showed_forbidden_reported(rig: Rig) -> str:
+    assert rig.watcher is not None
+    forbidden = event_messages(rig.kube, rig.namespace, PS, FORBIDDEN)
+    assert len(forbidden) == 1, f"one WatchForbidden Event: {forbidden}"
+    assert f"forbidden to watch workflows.argoproj.io in namespace {rig.namespace}" in forbidden[0] or (
+        f"forbidden to list workflows.argoproj.io in namespace {rig.namespace}" in forbidden[0]
+    ), forbidden[0]
+    wait_for(
+        lambda: WATCH_RESUMED in event_reasons(rig.kube, rig.namespace, PS), timeout=30, what="WatchResumed"
+    )
+    forbidden_attempts = sum(i.stats.failures for i in rig.watcher.workflow_informers)
+    return (
+        f"Events {event_reasons(rig.kube, rig.namespace, PS)}; {forbidden_attempts} forbidden Workflow "
+        "list/watch attempts waited out (capped at 5 s), the other informers kept watching"
+    )
+
+
+def _revoke_workflows(rig: Rig) -> Heal:
+    """Remove the watcher's RoleBinding for Workflows; the proxy drops every connection, as a network
+    blip would, so the watcher re-authorizes at once (an open watch is not re-checked until its 20 s
+    window ends). Its Workflow informers wait and say so; the others keep watching."""
+    watcher = rig.watcher
+    assert watcher is not None
+    rig.kube.delete(ROLE_BINDINGS, rig.namespace, "watcher-workflows")
+    rig.proxy.cut()
+    wait_for(
+        lambda: all(i.blocked is not None for i in watcher.workflow_informers),
+        timeout=30,
+        what="the Workflow informers to meet the 403",
+    )
+    assert all(i.blocked is not None and i.blocked.reason == FORBIDDEN for i in watcher.workflow_informers)
+    others = [i for i in watcher.informers if i not in watcher.workflow_informers]
+    wait_for(lambda: all(i.usable for i in others), timeout=30, what="the other informers to keep watching")
+    assert not watcher.failed
+
+    def restore() -> None:  # called again after the rollout ended: idempotent
+        with contextlib.suppress(AlreadyExists):
+            binding = watcher_binding("watcher-workflows", rig.watcher_user)
+            rig.kube.create(ROLE_BINDINGS, rig.namespace, binding)
+
+    return restore
+
+
+def _forbidden_reported(rig: Rig) -> None:
+    wait_for(
+        lambda: FORBIDDEN in event_reasons(rig.kube, rig.namespace, PS),
+        timeout=30,
+        what="the WatchForbidden Event on the ProgressiveSync",
+    )
+
+
+def rolebinding_removed(rig: Rig) -> Heal:
+    """The watcher's RoleBinding for Workflows removed mid-rollout, restored once it said so (the
+    steps, another identity, go on meanwhile)."""
+    restore = _revoke_workflows(rig)
+    _forbidden_reported(rig)
+    return restore
+
+
+def rolebinding_missing_at_start(rig: Rig) -> Heal:
+    """The binding is gone when the ProgressiveSync arrives: nothing is done on a blind Workflow cache
+    (no Workflow created), it is said, and the rollout starts once the binding is back."""
+    restore = _revoke_workflows(rig)
+    create_ps(rig.kube, rig.namespace, PS, "myservice")
+    _forbidden_reported(rig)
+    assert not workflows_of(rig.kube, rig.namespace, PS), "no Workflow while the watcher cannot watch them"
+    assert not rig.first_sync_started()
+    return restore
+
+
 def ambiguous_workflow_create(rig: Rig) -> Heal:
     """Writes land but their answers are lost until the Workflow exists (the create timed out for the
     watcher although the API server committed it)."""
@@ -314,6 +476,8 @@ class Fault:
     showed: Callable[[Rig], str] = lambda rig: ""
     # The injector creates the ProgressiveSync itself.
     creates_ps: bool = False
+    # The watcher runs as a minted user holding the chart's watcher rules, not as cluster admin.
+    watcher_as_user: bool = False
 
 
 FAULTS = [
@@ -365,11 +529,40 @@ FAULTS = [
         ),
         id="apiserver-ambiguous-workflow-create",
     ),
+    # Bound: the rollout ends within the fault-free time once the binding is back (the watcher
+    # notices at its next attempt, 5 s at most, and reconciles every ProgressiveSync at once).
+    pytest.param(
+        Fault(
+            rolebinding_removed,
+            "first-sync",
+            ROLLOUT_SECONDS,
+            showed=showed_forbidden_reported,
+            watcher_as_user=True,
+        ),
+        id="identity-rolebinding-removed-mid-run",
+    ),
+    pytest.param(
+        Fault(
+            rolebinding_missing_at_start,
+            "start",
+            ROLLOUT_SECONDS,
+            showed=showed_forbidden_reported,
+            watcher_as_user=True,
+            creates_ps=True,
+        ),
+        id="identity-rolebinding-missing-at-start",
+    ),
 ]
 
 
 @contextlib.contextmanager
-def rig_for(plane: tuple[devcluster.DevCluster, Kube], namespace: str, tmp_path: Path) -> Iterator[Rig]:
+def rig_for(
+    plane: tuple[devcluster.DevCluster, Kube],
+    namespace: str,
+    tmp_path: Path,
+    *,
+    watcher_as_user: bool = False,
+) -> Iterator[Rig]:
     cluster, kube = plane
     kube.create(NAMESPACES, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     host, _, port = cluster.api_url.removeprefix("https://").rpartition(":")
@@ -380,8 +573,14 @@ def rig_for(plane: tuple[devcluster.DevCluster, Kube], namespace: str, tmp_path:
     )
     # The actors' own client: the adapter's default timeouts, through the proxy.
     actors_kube = Kube.from_kubeconfig(str(proxied_path), settings=KubeSettings())
-    watcher_kube = Kube.from_kubeconfig(str(proxied_path), settings=KubeSettings())
-    rig = Rig(cluster, kube, namespace, proxy, tmp_path / "simulator.jsonl")
+    watcher_user = ""
+    watcher_path = proxied_path
+    if watcher_as_user:
+        watcher_user = f"watcher-{namespace}"[:60]  # a certificate CN: 64 at most
+        grant_watcher(kube, namespace, watcher_user)
+        watcher_path = kubeconfig_via(proxy, cluster.mint_user(watcher_user), tmp_path / "watcher.kubeconfig")
+    watcher_kube = Kube.from_kubeconfig(str(watcher_path), settings=KubeSettings())
+    rig = Rig(cluster, kube, namespace, proxy, tmp_path / "simulator.jsonl", watcher_user=watcher_user)
     rig.audit_mark = cluster.audit_mark()
     rig.apiserver_pids = cluster.pids
     rig.apps = seed(kube, namespace, clusters=CLUSTERS).apps
@@ -410,7 +609,7 @@ def test_a_rollout_survives(
     fault: Fault, plane: tuple[devcluster.DevCluster, Kube], request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     namespace = f"fault-{request.node.callspec.id}"[:63]
-    with rig_for(plane, namespace, tmp_path) as rig:
+    with rig_for(plane, namespace, tmp_path, watcher_as_user=fault.watcher_as_user) as rig:
         kube = rig.kube
         heal: Heal = _no_heal
         if fault.when == "start":
