@@ -37,6 +37,7 @@ import pytest
 
 from orchestrator.devenv import controlplane as devcluster
 from orchestrator.kube.client import (
+    CRDS,
     EVENTS,
     NAMESPACES,
     PROGRESSIVE_SYNCS,
@@ -44,9 +45,10 @@ from orchestrator.kube.client import (
     Kube,
     KubeError,
     KubeSettings,
+    NotFound,
     Resource,
 )
-from orchestrator.kube.watchloop import FORBIDDEN
+from orchestrator.kube.watchloop import CRD_MISSING, FORBIDDEN
 from orchestrator.watcher.loop import WATCH_RESUMED, Watcher
 from tests.support import etcd
 from tests.support.tcp_proxy import FaultProxy, Mode, kubeconfig_via
@@ -430,6 +432,65 @@ def rolebinding_missing_at_start(rig: Rig) -> Heal:
     return restore
 
 
+WORKFLOW_CRD = "workflows.argoproj.io"
+
+
+def _crd_established(kube: Kube, name: str) -> bool:
+    try:
+        conditions = (kube.get(CRDS, None, name).get("status") or {}).get("conditions") or []
+    except NotFound:
+        return False
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+
+
+def workflow_crd_missing_at_start(rig: Rig) -> Heal:
+    """Argo Workflows' Workflow CRD removed (kubectl delete crd) before the ProgressiveSync arrives: the
+    watcher's Workflow informers meet 404, wait and say so (CRDMissing, naming the CRD and the fix),
+    no Workflow can be made; the CRD installed again, the rollout starts and ends."""
+    watcher = rig.watcher
+    assert watcher is not None
+    live = rig.kube.get(CRDS, None, WORKFLOW_CRD)
+    body = {
+        "apiVersion": live["apiVersion"],
+        "kind": live["kind"],
+        "metadata": {k: v for k, v in live["metadata"].items() if k in ("name", "labels", "annotations")},
+        "spec": live["spec"],
+    }
+    rig.kube.delete(CRDS, None, WORKFLOW_CRD)
+    wait_for(
+        lambda: all(i.blocked is not None for i in watcher.workflow_informers),
+        timeout=120,
+        what="the Workflow informers to meet the missing CRD",
+    )
+    assert all(i.blocked is not None and i.blocked.reason == CRD_MISSING for i in watcher.workflow_informers)
+    create_ps(rig.kube, rig.namespace, PS, "myservice")
+    wait_for(
+        lambda: CRD_MISSING in event_reasons(rig.kube, rig.namespace, PS),
+        timeout=30,
+        what="the CRDMissing Event on the ProgressiveSync",
+    )
+    assert not rig.first_sync_started()
+    assert not watcher.failed
+
+    def reinstall() -> None:  # called again after the rollout ended: idempotent
+        with contextlib.suppress(AlreadyExists):
+            rig.kube.create(CRDS, None, body)
+        wait_for(lambda: _crd_established(rig.kube, WORKFLOW_CRD), timeout=60, what="the Workflow CRD")
+
+    return reinstall
+
+
+def showed_crd_missing_reported(rig: Rig) -> str:
+    missing = event_messages(rig.kube, rig.namespace, PS, CRD_MISSING)
+    assert len(missing) == 1, f"one CRDMissing Event: {missing}"
+    assert f"the CustomResourceDefinition {WORKFLOW_CRD} is not installed" in missing[0], missing[0]
+    assert "install Argo Workflows' CRDs" in missing[0], missing[0]
+    wait_for(
+        lambda: WATCH_RESUMED in event_reasons(rig.kube, rig.namespace, PS), timeout=30, what="WatchResumed"
+    )
+    return f"Events {event_reasons(rig.kube, rig.namespace, PS)}; no Workflow until the CRD was back"
+
+
 def ambiguous_workflow_create(rig: Rig) -> Heal:
     """Writes land but their answers are lost until the Workflow exists (the create timed out for the
     watcher although the API server committed it)."""
@@ -551,6 +612,18 @@ FAULTS = [
             creates_ps=True,
         ),
         id="identity-rolebinding-missing-at-start",
+    ),
+    # Removes the session's Workflow CRD (and with it every Workflow left by earlier tests), then
+    # installs the same definition again: the tests after find it as it was.
+    pytest.param(
+        Fault(
+            workflow_crd_missing_at_start,
+            "start",
+            ROLLOUT_SECONDS,
+            showed=showed_crd_missing_reported,
+            creates_ps=True,
+        ),
+        id="schema-workflow-crd-missing-at-start",
     ),
 ]
 
