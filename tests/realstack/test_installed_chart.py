@@ -271,7 +271,13 @@ def test_helm_install_a_rollout_under_the_charts_own_accounts_upgrade_and_uninst
         )
         release(kube, fleet, REVISION_2)
         wait_for(
-            lambda: phase_of(kube, ns, "web") == "Succeeded" and len(workflows_of(kube, ns, "web")) == 2,
+            # Both Workflows Succeeded: right after the second is created the ProgressiveSync still
+            # says Succeeded (the first rollout's phase), so its phase alone is no sign (a race).
+            lambda: (
+                phase_of(kube, ns, "web") == "Succeeded"
+                and [w.get("status", {}).get("phase") for w in workflows_of(kube, ns, "web")]
+                == ["Succeeded"] * 2
+            ),
             timeout=420,
             interval=1.0,
             what="the second rollout Succeeded under the upgraded watcher",
