@@ -267,6 +267,19 @@ def test_two_rollouts_at_once_an_invalid_reference_and_a_converged_reconcile_tha
                     what=f"{name} Succeeded",
                 )
             assert watcher.wait_until_idle(30)
+            # The transition's Event is written after the status: wait for it, or it lands after the
+            # mark below and reads as a write of the converged reconcile (a race seen in CI).
+            wait_for(
+                lambda: (
+                    {"alpha", "beta"}
+                    <= {
+                        e["involvedObject"]["name"]
+                        for e in kube.list(EVENTS, namespace)[0]
+                        if e["reason"] == "RolloutSucceeded"
+                    }
+                ),
+                what="the RolloutSucceeded Events of alpha and beta",
+            )
 
             # Converged: reconciling every ProgressiveSync again writes nothing at all.
             mark = control_plane.audit_mark()
