@@ -587,6 +587,14 @@ def _app(app_set: str, uid: str, index: int) -> dict[str, Any]:
 # --- report --------------------------------------------------------------------------------------
 
 
+def figure_table(rows: Sequence[tuple[str, str, str]]) -> str:
+    """Rows of (figure, value, note) as aligned columns under a FIGURE / VALUE / NOTE header."""
+    width = [max(len(row[i]) for row in rows) for i in range(2)]
+    lines = ["", "FIGURE".ljust(width[0]) + "  " + "VALUE".ljust(width[1]) + "  NOTE"]
+    lines += [f"{a.ljust(width[0])}  {b.ljust(width[1])}  {c}" for a, b, c in rows]
+    return "\n".join(lines)
+
+
 def report(rollouts: dict[str, Any], memory: dict[str, Any], options: Options) -> str:
     """The table of figures."""
     writes: Counter[str] = rollouts["writes"]
@@ -624,10 +632,7 @@ def report(rollouts: dict[str, Any], memory: dict[str, Any], options: Options) -
             f"target < {RSS_TARGET_MB:.0f} MB; {memory['reconciled']}/20 ProgressiveSyncs reconciled",
         ),
     ]
-    width = [max(len(row[i]) for row in rows) for i in range(3)]
-    lines = ["", "FIGURE".ljust(width[0]) + "  " + "VALUE".ljust(width[1]) + "  NOTE"]
-    lines += [f"{a.ljust(width[0])}  {b.ljust(width[1])}  {c}" for a, b, c in rows]
-    return "\n".join(lines)
+    return figure_table(rows)
 
 
 def main(argv: Sequence[str]) -> int:

@@ -551,10 +551,7 @@ def report(
                 f"target < 200 MB: {verdict(peak < 200)}; ProgressiveSync {memory['phase']}",
             )
         )
-    width = [max(len(row[i]) for row in rows) for i in range(2)]
-    lines = ["", "FIGURE".ljust(width[0]) + "  " + "VALUE".ljust(width[1]) + "  NOTE"]
-    lines += [f"{a.ljust(width[0])}  {b.ljust(width[1])}  {c}" for a, b, c in rows]
-    return "\n".join(lines)
+    return bench_rollout.figure_table(rows)
 
 
 def main(argv: Sequence[str]) -> int:
