@@ -48,9 +48,9 @@ from typing import Any
 import yaml
 
 from orchestrator.devenv import starter_app, tools
-from orchestrator.devenv.controlplane import DevCluster
+from orchestrator.devenv.controlplane import DevCluster, free_port
 from orchestrator.devenv.gitrepo import ReleaseRepo
-from orchestrator.devenv.processes import Supervisor, free_port, http_ok, redis_pings
+from orchestrator.devenv.processes import Supervisor, http_ok, redis_pings
 from orchestrator.kube.client import (
     APPLICATION_SETS,
     APPLICATIONS,

@@ -232,7 +232,7 @@ def _load_prctl() -> Any:
 _prctl = _load_prctl()
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the child before exec: SIGKILL when the parent dies, so a killed test run leaves no orphans.
 
     Only one already-resolved system call runs here (no imports, no locks), which is what makes a
@@ -257,7 +257,7 @@ def spawn_logged(
             stdin=subprocess.DEVNULL,
             env=env,
             start_new_session=True,  # its own process group, stopped as a whole
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 - see _die_with_parent
+            preexec_fn=die_with_parent,  # noqa: PLW1509 - see die_with_parent
             close_fds=True,
         )
     finally:

@@ -14,7 +14,6 @@ Callers: `orchestrator.devenv.argocd` (redis and the three Argo CD components).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import socket
@@ -24,37 +23,12 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-_PR_SET_PDEATHSIG = 1
+from orchestrator.devenv.controlplane import die_with_parent
 
 
 class ProcessError(RuntimeError):
     """A program of the stack did not start, or exited while starting; the message has its log."""
-
-
-def _load_prctl() -> Any:
-    # Resolved once in the parent: the child between fork and exec must not load libraries.
-    try:
-        return ctypes.CDLL("libc.so.6", use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-
-_prctl = _load_prctl()
-
-
-def _die_with_parent() -> None:
-    # In the child before exec: one already-resolved system call, no imports, no locks.
-    if _prctl is not None:
-        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -89,7 +63,7 @@ class Supervisor:
                 env=dict(env) if env is not None else None,
                 cwd=self.workdir,
                 start_new_session=True,  # its own process group, stopped as a whole
-                preexec_fn=_die_with_parent,  # noqa: PLW1509 - see _die_with_parent
+                preexec_fn=die_with_parent,  # noqa: PLW1509 - see die_with_parent
                 close_fds=True,
             )
         self.processes[name] = process
