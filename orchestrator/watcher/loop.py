@@ -26,6 +26,12 @@
   not reconciled on its stale cache meanwhile: each gets one Warning Event naming the resource, what
   is missing and the fix (`WatchForbidden`, `CRDMissing`), a Normal `WatchResumed` when it is back,
   and is reconciled again at once; the others carry on;
+- **a 403 on a reconcile's own call** (a Role narrowed: e.g. `update` on `progressivesyncs/status`
+  taken away): no condition can say it (the status is what may not be written), so the
+  ProgressiveSync gets one Warning Event `ReconcileForbidden` quoting the API server (which verb on
+  which resource) and the fix, the reconcile is retried along the capped backoff (no crash loop: the
+  watcher keeps running, the other ProgressiveSyncs and the running Workflow carry on), and a Normal
+  `ReconcileResumed` once a reconcile of it works again;
 - with `engine: local`, the **local executor** in the same process.
 
 Run it with `watcher.run(stop_event)` (blocks; what `progressive-sync watch` does), or
@@ -84,6 +90,7 @@ from orchestrator.kube.client import (
     SECRETS,
     WORKFLOWS,
     AlreadyExists,
+    Forbidden,
     Kube,
     KubeError,
     NotFound,
@@ -137,6 +144,8 @@ EVENT_BACKLOG = 1000  # Events waiting to be recorded; past it new ones are drop
 # often (the informer's recovery queues it at once too): no busy loop, and a missed wake-up heals.
 BLOCKED_RECHECK_SECONDS = 15.0
 WATCH_RESUMED = "WatchResumed"
+RECONCILE_FORBIDDEN = "ReconcileForbidden"
+RECONCILE_RESUMED = "ReconcileResumed"
 
 
 # --- slim cache values ------------------------------------------------------------------------
@@ -268,6 +277,8 @@ class Watcher:
         # Per ProgressiveSync: the waits (informer name, reason) already reported by an Event.
         self._blocked_reported: dict[Key, set[tuple[str, str]]] = {}
         self._blocked_lock = threading.Lock()
+        # Per ProgressiveSync: the 403 its reconciles meet, already reported by an Event.
+        self._forbidden_reported: dict[Key, str] = {}
         self._executor: Any = None
         self._submitter: ArgoServerSubmitter | None = None
         if settings.argo_server:
@@ -659,11 +670,13 @@ class Watcher:
                 return
             try:
                 self.metrics.reconciles.inc()
-                self.reconcile(key)
+                decided = self.reconcile(key) is not None
             except Exception as exc:
                 self.metrics.reconcile_errors.inc()
                 failures = self.queue.failures(key) + 1
                 delay = self.queue.retry(key)
+                if isinstance(exc, Forbidden):
+                    self._report_forbidden(key, exc)
                 level = logging.WARNING if isinstance(exc, KubeError) else logging.ERROR
                 log.log(
                     level,
@@ -678,8 +691,44 @@ class Watcher:
                 )
             else:
                 self.queue.forget(key)
+                if decided:  # held back or gone: nothing was tried, so nothing is known to work
+                    self._report_allowed(key)
             finally:
                 self.queue.done(key)
+
+    def _report_forbidden(self, key: Key, exc: Forbidden) -> None:
+        """One Warning Event per episode: what the API server refused (its message names the verb,
+        the resource and the account) and the fix. A status condition cannot say it: writing the
+        status may be exactly what is refused."""
+        with self._blocked_lock:
+            first = key not in self._forbidden_reported
+            self._forbidden_reported[key] = str(exc)
+        if not first:
+            return
+        cached = self._get_ps(key)
+        if cached is None:
+            return
+        cap = max(self.settings.reconcile_backoffs)
+        self._record_event(
+            cached,
+            RecordEvent(
+                "Warning",
+                RECONCILE_FORBIDDEN,
+                f"not reconciled: {exc}: grant the watcher's account this permission (the chart's "
+                "Role has it: was the Role narrowed or its RoleBinding removed?); retrying with "
+                f"backoff (at most {cap:.0f}s apart), resuming by itself once it is back",
+            ),
+        )
+
+    def _report_allowed(self, key: Key) -> None:
+        with self._blocked_lock:
+            was = self._forbidden_reported.pop(key, None)
+        cached = self._get_ps(key) if was is not None else None
+        if cached is not None:
+            self._record_event(
+                cached,
+                RecordEvent("Normal", RECONCILE_RESUMED, "reconciled again: the permission is back"),
+            )
 
     # -- one reconcile ----------------------------------------------------------------------
 

@@ -49,7 +49,7 @@ from orchestrator.kube.client import (
     Resource,
 )
 from orchestrator.kube.watchloop import CRD_MISSING, FORBIDDEN
-from orchestrator.watcher.loop import WATCH_RESUMED, Watcher
+from orchestrator.watcher.loop import RECONCILE_FORBIDDEN, RECONCILE_RESUMED, WATCH_RESUMED, Watcher
 from tests.support import etcd
 from tests.support.tcp_proxy import FaultProxy, Mode, kubeconfig_via
 from tests.support.wait import wait_for
@@ -432,6 +432,62 @@ def rolebinding_missing_at_start(rig: Rig) -> Heal:
     return restore
 
 
+STATUS_RULE = WATCHER_RULES["watcher"][1]
+assert STATUS_RULE["resources"] == ["progressivesyncs/status"]
+
+
+def _set_watcher_rules(rig: Rig, rules: list[dict[str, object]]) -> None:
+    role = rig.kube.get(ROLES, rig.namespace, "watcher")
+    role["rules"] = rules
+    rig.kube.replace(ROLES, rig.namespace, role)
+
+
+def status_write_forbidden(rig: Rig) -> Heal:
+    """The watcher's Role narrowed before the ProgressiveSync arrives: it may read ProgressiveSyncs
+    but not update `progressivesyncs/status` (403 on its status writes). It says what is missing and
+    the fix in an Event, keeps running (the Workflow it created rolls out meanwhile: the steps write
+    the status as themselves), and converges once the rule is back."""
+    narrowed = [rule for rule in WATCHER_RULES["watcher"] if rule is not STATUS_RULE]
+    _set_watcher_rules(rig, narrowed)
+    create_ps(rig.kube, rig.namespace, PS, "myservice")
+    wait_for(
+        lambda: RECONCILE_FORBIDDEN in event_reasons(rig.kube, rig.namespace, PS),
+        timeout=30,
+        what="the ReconcileForbidden Event on the ProgressiveSync",
+    )
+    # The rest keeps working: the Workflow created before the refused status write runs its syncs.
+    wait_for(rig.first_sync_started, timeout=ROLLOUT_SECONDS, what="a sync while the status is forbidden")
+    assert rig.watcher is not None and not rig.watcher.failed
+
+    def restore() -> None:  # called again after the rollout ended: idempotent
+        _set_watcher_rules(rig, WATCHER_RULES["watcher"])
+
+    return restore
+
+
+def showed_status_forbidden_reported(rig: Rig) -> str:
+    forbidden = event_messages(rig.kube, rig.namespace, PS, RECONCILE_FORBIDDEN)
+    assert len(forbidden) == 1, f"one ReconcileForbidden Event: {forbidden}"
+    assert 'cannot update resource "progressivesyncs/status"' in forbidden[0], forbidden[0]
+    assert "grant the watcher's account this permission" in forbidden[0], forbidden[0]
+    wait_for(
+        lambda: RECONCILE_RESUMED in event_reasons(rig.kube, rig.namespace, PS),
+        timeout=30,
+        what="ReconcileResumed",
+    )
+    # The watcher's own fields are written once it may again (the steps cannot write these).
+    wait_for(
+        lambda: (status_of(rig.kube, rig.namespace, PS).get("rollout") or {}).get("workflow"),
+        timeout=30,
+        what="the watcher to record the rollout's Workflow",
+    )
+    refused = rig.audit("progressivesyncs", "update", 403)
+    # No crash loop: the reconcile backs off (0.5, 1, 2, 5, 10 s ...), events re-queue it at most
+    # once per change; a few dozen refusals over the whole window at most.
+    assert 1 <= refused <= 40, refused
+    return f"Events {event_reasons(rig.kube, rig.namespace, PS)}; {refused} status writes answered 403"
+
+
 WORKFLOW_CRD = "workflows.argoproj.io"
 
 
@@ -612,6 +668,18 @@ FAULTS = [
             creates_ps=True,
         ),
         id="identity-rolebinding-missing-at-start",
+    ),
+    # Bound: from the Role's repair; the rollout itself went on meanwhile.
+    pytest.param(
+        Fault(
+            status_write_forbidden,
+            "start",
+            ROLLOUT_SECONDS,
+            showed=showed_status_forbidden_reported,
+            watcher_as_user=True,
+            creates_ps=True,
+        ),
+        id="identity-status-write-forbidden",
     ),
     # Removes the session's Workflow CRD (and with it every Workflow left by earlier tests), then
     # installs the same definition again: the tests after find it as it was.
