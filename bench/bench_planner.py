@@ -30,7 +30,7 @@ from typing import Any
 
 from orchestrator.api.models import ProgressiveSyncSpec
 from orchestrator.argocd.fleet import AppSetView, Cluster, app_view_from_object, cluster_from_secret
-from orchestrator.kube.client import cluster_secret_from_object
+from orchestrator.kube.cluster_secrets import cluster_secret_from_object
 from orchestrator.planning.planner import plan_rollout
 
 CLUSTERS = 5_000

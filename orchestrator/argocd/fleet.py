@@ -7,8 +7,8 @@ into a `Cluster`, and `load_fleet` reads a multi-document YAML file (what `kubec
 prints, `kind: List` included) into a `Fleet`.
 
 Everything here is pure: no client, no clock, no environment. Cluster Secrets are read only
-through `orchestrator.kube.client.cluster_secret_from_object`, which takes `metadata`, `data.name` and
-`data.server` and never decodes `data.config` (the credentials).
+through `orchestrator.kube.cluster_secrets.cluster_secret_from_object`, which takes `metadata`,
+`data.name` and `data.server` and never decodes `data.config` (the credentials).
 
 Callers: `orchestrator.planning.planner`, `progressive-sync plan`, the steps (select, sync, wait-healthy)
 and the watcher.
@@ -35,7 +35,7 @@ from orchestrator.api.metadata import (
 )
 from orchestrator.api.release import revision_key
 from orchestrator.core import yamlio
-from orchestrator.kube.client import (
+from orchestrator.kube.cluster_secrets import (
     CLUSTER_SECRET_TYPE,
     CLUSTER_SECRET_TYPE_LABEL,
     ClusterSecret,

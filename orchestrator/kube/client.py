@@ -11,7 +11,6 @@ Nothing else imports the `kubernetes` package.
 
 from __future__ import annotations
 
-import base64
 import builtins
 import contextlib
 import json
@@ -26,6 +25,9 @@ import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
+
+# Cluster Secrets are read in their own module, which does not import `kubernetes`.
+from orchestrator.kube.cluster_secrets import CLUSTER_SECRET_LABEL, ClusterSecret, cluster_secret_from_object
 
 log = logging.getLogger(__name__)
 
@@ -164,11 +166,6 @@ EVENTS = Resource("", "v1", "events", "Event")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition")
 
-# Argo CD marks its cluster Secrets with this label; the adapter lists (and reads) only those.
-CLUSTER_SECRET_TYPE_LABEL = "argocd.argoproj.io/secret-type"
-CLUSTER_SECRET_TYPE = "cluster"
-CLUSTER_SECRET_LABEL = f"{CLUSTER_SECRET_TYPE_LABEL}={CLUSTER_SECRET_TYPE}"  # as a label selector
-
 
 # --- settings --------------------------------------------------------------------------------
 
@@ -194,16 +191,6 @@ class WatchEvent:
     def resource_version(self) -> str:
         """The object's resourceVersion (for a BOOKMARK, the point to resume from)."""
         return str(self.object.get("metadata", {}).get("resourceVersion", ""))
-
-
-@dataclass(frozen=True)
-class ClusterSecret:
-    """What we read of an Argo CD cluster Secret: never its credentials (`data.config`)."""
-
-    secret_name: str
-    name: str
-    server: str
-    labels: Mapping[str, str]
 
 
 # --- the adapter -----------------------------------------------------------------------------
@@ -509,28 +496,6 @@ class Kube:
         """
         items, _ = self.list(SECRETS, namespace, label_selector=CLUSTER_SECRET_LABEL)
         return [cluster_secret_from_object(item) for item in items]
-
-
-def cluster_secret_from_object(secret: Mapping[str, Any]) -> ClusterSecret:
-    """Read an Argo CD cluster Secret's metadata and its `name`/`server` keys; never `config`."""
-    metadata = secret.get("metadata") or {}
-    data = secret.get("data") or {}
-    string_data = secret.get("stringData") or {}
-
-    def read_key(key: str) -> str:
-        if key in string_data:
-            return str(string_data[key])
-        raw = data.get(key)
-        if not raw:
-            return ""
-        return base64.b64decode(raw).decode("utf-8", errors="replace")
-
-    return ClusterSecret(
-        secret_name=str(metadata.get("name", "")),
-        name=read_key("name"),
-        server=read_key("server"),
-        labels=dict(metadata.get("labels") or {}),
-    )
 
 
 def _shutdown_stream(response: Any) -> None:

@@ -39,7 +39,6 @@ from orchestrator.kube.client import (
     APP_PROJECTS,
     APPLICATION_SETS,
     APPLICATIONS,
-    CLUSTER_SECRET_LABEL,
     CONFIG_MAPS,
     SECRETS,
     Conflict,
@@ -48,8 +47,8 @@ from orchestrator.kube.client import (
     Kube,
     KubeError,
     NotFound,
-    cluster_secret_from_object,
 )
+from orchestrator.kube.cluster_secrets import CLUSTER_SECRET_LABEL, cluster_secret_from_object
 from orchestrator.kube.watchloop import BackoffPolicy, Changed, Listed, WatchLoop, WatchLoopSettings
 from orchestrator.simulator.appset import ClusterParams, owner_app_set
 from orchestrator.simulator.behaviours import Decision, Step, Timeline, World, next_step

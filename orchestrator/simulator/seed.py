@@ -22,13 +22,12 @@ from orchestrator.core.clock import SystemClock, format_time
 from orchestrator.kube.client import (
     APPLICATION_SETS,
     APPLICATIONS,
-    CLUSTER_SECRET_TYPE,
-    CLUSTER_SECRET_TYPE_LABEL,
     CONFIG_MAPS,
     SECRETS,
     AlreadyExists,
     Kube,
 )
+from orchestrator.kube.cluster_secrets import CLUSTER_SECRET_TYPE, CLUSTER_SECRET_TYPE_LABEL
 from orchestrator.simulator.git import GIT_CONFIGMAP, refs_configmap
 
 PREVIOUS_REVISION = "0000000000000000000000000000000000000000"

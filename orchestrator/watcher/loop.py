@@ -84,7 +84,6 @@ from orchestrator.kube.argo_server import ArgoServerSubmitter
 from orchestrator.kube.client import (
     APPLICATION_SETS,
     APPLICATIONS,
-    CLUSTER_SECRET_LABEL,
     EVENTS,
     PROGRESSIVE_SYNCS,
     SECRETS,
@@ -94,8 +93,8 @@ from orchestrator.kube.client import (
     Kube,
     KubeError,
     NotFound,
-    cluster_secret_from_object,
 )
+from orchestrator.kube.cluster_secrets import CLUSTER_SECRET_LABEL, cluster_secret_from_object
 from orchestrator.kube.informer import (
     Change,
     Informer,

@@ -33,7 +33,7 @@ from orchestrator.api.release import Release, revisions_to_json
 from orchestrator.argocd import appsync
 from orchestrator.argocd.fleet import AppSetView, AppView, Cluster, app_view_from_object
 from orchestrator.core.clock import format_time
-from orchestrator.kube.client import CLUSTER_SECRET_TYPE, CLUSTER_SECRET_TYPE_LABEL
+from orchestrator.kube.cluster_secrets import CLUSTER_SECRET_TYPE, CLUSTER_SECRET_TYPE_LABEL
 from workflow_templates import names
 
 APP_SET = "myservice"

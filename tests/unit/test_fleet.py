@@ -19,7 +19,7 @@ from orchestrator.argocd.fleet import (
     index_clusters,
     load_fleet,
 )
-from orchestrator.kube.client import ClusterSecret
+from orchestrator.kube.cluster_secrets import ClusterSecret
 from tests.support.builders import (
     APP_SET,
     APP_SET_UID,

@@ -8,7 +8,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from orchestrator.kube import client as kube
-from orchestrator.kube.client import ClusterSecret, cluster_secret_from_object
+from orchestrator.kube.cluster_secrets import ClusterSecret, cluster_secret_from_object
 
 
 def api_exception(status: int, reason: str = "", message: str = "boom") -> ApiException:
