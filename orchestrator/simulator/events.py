@@ -34,10 +34,15 @@ log = logging.getLogger(__name__)
 
 
 class EventsLog:
-    """Appends one JSON line per simulated transition; thread-safe. Without a path it only logs."""
+    """Appends one JSON line per simulated transition; thread-safe. Without a path it only logs.
+
+    The file's folder is made here: a missing one used to fail the first write after the pick-up had
+    landed, which stopped the simulator with that operation Running for ever."""
 
     def __init__(self, path: str | Path | None) -> None:
         self.path = Path(path) if path else None
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
 
     def write(self, event: str, *, app: str, cluster: str, when: datetime, **extra: Any) -> None:

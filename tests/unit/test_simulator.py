@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from orchestrator.simulator.config import Behaviour, ConfigError, Health, SimulatorConfig, SyncWindow
+from orchestrator.simulator.events import EventsLog, read_events
 from orchestrator.simulator.seed import seed_clusters
 from tests.support.simulator_events import max_in_flight, sync_order
 
@@ -180,3 +183,13 @@ preservedAnnotations: [corp/owner]
         require_sync_options=("A=1", "B=2"),
     )
     assert config.preserved_annotations == ("corp/owner",)
+
+
+def test_the_events_log_makes_its_folder(tmp_path: Path) -> None:
+    """A missing folder used to fail the first event after the pick-up had landed, stopping the
+    simulator with that operation Running for ever (the parity test's simulator side hung on it)."""
+    path = tmp_path / "not" / "made" / "events.jsonl"
+    log = EventsLog(path)
+    log.write("sync-start", app="web-a", cluster="a", when=datetime(2026, 11, 30, tzinfo=UTC), revision="r")
+    events = read_events(path)
+    assert [(e["event"], e["app"], e["revision"]) for e in events] == [("sync-start", "web-a", "r")]
