@@ -30,7 +30,7 @@ from orchestrator.simulator.events import read_events
 from orchestrator.simulator.seed import publish_refs, seed_fleet
 from tests.support.simulator_events import sync_starts
 from tests.support.wait import wait_for
-from tests.support.watcher_harness import in_process_watcher, running_actors
+from tests.support.watcher_harness import Actors, in_process_watcher, running_actors
 
 APP_SET = "web"
 NAME = "web"
@@ -60,6 +60,7 @@ class ScenarioRig:
         self.events_log = workdir / "simulator-events.jsonl"
         self.clusters: tuple[str, ...] = ()
         self.apps: tuple[str, ...] = ()
+        self.actors: Actors | None = None
         self._stack = contextlib.ExitStack()
 
     # -- the world ----------------------------------------------------------------------------
@@ -94,7 +95,7 @@ class ScenarioRig:
         """Start the simulator, the local executor (its steps as `steps_kubeconfig`'s user, default the
         admin) and the watcher."""
         steps = steps_kubeconfig or self.kubeconfig
-        self._stack.enter_context(
+        self.actors = self._stack.enter_context(
             running_actors(self.kube, self.namespace, steps, self.events_log, simulator_config)
         )
         self._stack.enter_context(in_process_watcher(self.kube, self.namespace))
@@ -160,15 +161,26 @@ class ScenarioRig:
     def phase(self) -> str:
         return str(self.status().get("phase") or "")
 
+    def simulator_error(self) -> BaseException | None:
+        """Why the simulator stopped by itself (a crashed thread, a write refused), if it did."""
+        simulator = self.actors.simulator if self.actors is not None else None
+        return simulator.error if simulator is not None else None
+
     def wait_phase(self, *phases: str, timeout: float = ROLLOUT_TIMEOUT) -> dict[str, Any]:
-        """Wait until the rollout is in one of `phases` (default: finished); its status."""
+        """Wait until the rollout is in one of `phases` (default: finished); its status. Fails at once
+        when the simulator stopped by itself (nothing would move any more), and on a timeout shows
+        the status as it was then."""
         wanted = phases or FINISHED
-        wait_for(
-            lambda: self.phase() in wanted,
-            timeout=timeout,
-            interval=0.2,
-            what=f"the rollout to be {' or '.join(wanted)} (status: {self.status_text()[:2000]})",
-        )
+
+        def reached() -> bool:
+            if (error := self.simulator_error()) is not None:
+                raise AssertionError(f"the simulator stopped: {error!r}") from error
+            return self.phase() in wanted
+
+        try:
+            wait_for(reached, timeout=timeout, interval=0.2, what=f"the rollout to be {' or '.join(wanted)}")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc} (status: {self.status_text()[:2000]})") from None
         return self.status()
 
     def wait_status_says(self, *words: str, timeout: float = 60.0) -> str:
