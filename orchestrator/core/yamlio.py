@@ -1,15 +1,25 @@
-"""Parsing YAML fast: libyaml's C loader where PyYAML was built with it, the pure-Python one otherwise.
+"""Parsing YAML fast, with PyYAML's answers: JSON's C parser, then yaml-rs where it provably agrees,
+then libyaml's C loader.
 
 Fleet files (`plan --fleet`, `render --fleet`), ProgressiveSync manifests and CRDs can be tens of
-megabytes; PyYAML's pure-Python `SafeLoader` spends seconds on a 10,000-cluster fleet where
-`CSafeLoader` parses in C. Both build the same safe Python objects (SafeConstructor), so callers
-see no difference but the speed. Every parse of a file a user hands us goes through here.
+megabytes. PyYAML (`CSafeLoader`, YAML 1.1) is the reference: every parse of a file a user hands us
+goes through here and gives exactly what `yaml.load_all(text, CSafeLoader)` gives, only sooner.
 
-Even with the C parser, PyYAML builds every object in Python (tag resolution by regular
-expression per scalar): about 4 s per 1,000 clusters of `kubectl get -o yaml` output on the
-development machine. JSON is YAML too, and `kubectl get -o json` prints it: a stream that is one
-JSON document is read with the standard library's C JSON parser (about 20 times faster), and
-anything that is not valid JSON falls back to the YAML loader, so the result never differs.
+1. JSON is YAML too, and `kubectl get -o json` prints it: a stream that is one JSON document is
+   read by the standard library's C JSON parser (about 20 times faster than PyYAML).
+2. Otherwise yaml-rs (Rust; it builds the Python objects natively, ~20x faster than PyYAML, whose
+   C loader still constructs every object in Python: ~40 s for a 10,000-cluster `kubectl get -o
+   yaml` file). yaml-rs reads YAML 1.2, which resolves some *plain* (unquoted) scalars differently
+   from PyYAML's YAML 1.1 (`no`, `on`, `0777`, `1e3`, `2026-01-01`, `<<`, ...) and cannot say how
+   many documents a stream held when it returns a list. So before trusting its answer,
+   `_agrees_with_pyyaml` scans the text: every plain scalar that could resolve to anything but a
+   string or a plain integer (found by one regular expression) is resolved by both parsers and must
+   come out equal and of the same type; tags, directives, `...` and flow
+   collections (other than `{}` and `[]`) are left to PyYAML; the document count must match the
+   `---` markers. kubectl's output passes (it quotes every string that YAML would read as something
+   else); a file that does not is read by PyYAML. tests/unit/test_yamlio.py checks the two agree on
+   generated streams full of the scalars where YAML 1.1 and 1.2 differ.
+3. Otherwise libyaml's C loader (the pure-Python one where PyYAML was built without libyaml).
 
 Callers: orchestrator.argocd.fleet, orchestrator.api.validation, orchestrator.cli.manifest,
 orchestrator.kube.crds, orchestrator.devenv.argoworkflows.
@@ -17,27 +27,144 @@ orchestrator.kube.crds, orchestrator.devenv.argoworkflows.
 
 from __future__ import annotations
 
+import datetime
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
 import yaml
 
+try:  # a compiled wheel: where none installs, PyYAML reads everything (only slower)
+    import yaml_rs
+except ImportError:  # pragma: no cover - the wheel is a dependency; this keeps a broken install working
+    yaml_rs = None  # type: ignore[assignment]
+
 # The C loader exists only when PyYAML was compiled against libyaml (the manylinux wheels are).
 SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
+# Below this size PyYAML is fast enough, and one parser for small files keeps error messages alike.
+NATIVE_MIN_CHARS = 64 * 1024
 
 _NOT_JSON = object()
 
+# Where a plain scalar may start: the line's start or after a blank (after indentation, `- `,
+# `? `, `key: `); and where it ends: the end of the line, a comment, or `: ` when it is a key.
+_END = r"(?=[ \t]*$|[ \t]+#|:[ \t]|:$)"
+# The plain scalars that may read as something other than a string in YAML 1.1 or 1.2: those that
+# start with a digit, or a sign, dot or underscore before another (numbers and timestamps), and the
+# 1.1 booleans and merge/value keys (yes, no, on, off, y, n, <<, =; a superset is fine). `true`,
+# `false`, `null`, `~`, `.inf` and `.nan` read alike in both and are not looked at. Each pattern
+# starts with a character class so that the regular expression engine skips ahead in C.
+_SUSPECT_NUMBER = re.compile(
+    r"(?:[0-9](?<![^ \t\n].)|[-+._][-+._0-9](?<![^ \t\n]..))[^\n]*?" + _END, re.MULTILINE
+)
+_SUSPECT_WORD = re.compile(r"[yYnNoO<=](?<![^ \t\n].)(?:[eE][sS]|[oO]|[nN]|[fF][fF]|<|)" + _END, re.MULTILINE)
+# Of the suspect numbers, those either YAML reads as a number or a timestamp: PyYAML's own
+# resolvers (YAML 1.1) and the YAML 1.2 core schema's int and float. The rest (uids, revisions,
+# versions) are strings in both and are not parsed twice.
+_NUMERIC_IN_EITHER = re.compile(
+    "|".join(
+        [
+            *(
+                pattern.pattern
+                for resolvers in yaml.resolver.Resolver.yaml_implicit_resolvers.values()
+                for tag, pattern in resolvers
+                if tag.endswith((":int", ":float", ":timestamp"))
+            ),
+            r"^[-+]?[0-9]+$|^0o[0-7]+$|^0x[0-9a-fA-F]+$",
+            r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$",
+        ]
+    ),
+    re.VERBOSE,
+)
+_PLAIN_DECIMAL = re.compile(r"-?(?:0|[1-9][0-9]*)")
+# What yaml-rs is not asked to read: tags (!), directives (%), document ends (...), flow
+# collections other than the empty ones, empty keys. Conservative: these may also match inside a
+# quoted string, which only sends that file to PyYAML. (Anchors and aliases read alike: PyYAML's dumper writes
+# them for shared objects; merge keys `<<` are among the suspect words.)
+_LEFT_TO_PYYAML = (
+    re.compile(r"![^ \t\n](?<![^ \t\n]..)"),
+    re.compile(r"[\[{](?<![^ \t\n].)(?![\]}])"),
+    re.compile(r"^(?:%|\.\.\.(?:[ \t]|$))", re.MULTILINE),
+    # An empty key (`: a` where a scalar may start): YAML 1.2 reads it, PyYAML refuses it.
+    re.compile(r":(?<![^ \t\n].)(?=[ \t]|$)", re.MULTILINE),
+)
+_DOCUMENT_START = re.compile(r"^---(?:[ \t]|$)", re.MULTILINE)
+_CONTENT_LINE = re.compile(r"^[ \t]*[^\s#]", re.MULTILINE)
+
 
 def _as_json(text: str) -> Any:
-    """The text as one JSON document, or _NOT_JSON (then the YAML loader reads it)."""
+    """The text as one JSON document, or _NOT_JSON (then the YAML loaders read it)."""
     if not text.lstrip().startswith(("{", "[")):
         return _NOT_JSON
     try:
         return json.loads(text)
     except ValueError:  # a YAML flow mapping, several documents, comments: YAML's to read
         return _NOT_JSON
+
+
+def _same_scalar(a: Any, b: Any) -> bool:
+    # Same type and value: 1 == 1.0 == True in Python, and a date is not a str.
+    return type(a) is type(b) and a == b
+
+
+def _resolves_alike(token: str) -> bool:
+    """True when the plain scalar `token` reads the same in PyYAML (1.1) and yaml-rs (1.2)."""
+    assert yaml_rs is not None
+    try:
+        ours = yaml_rs.loads(token, parse_datetime=False)
+        reference = yaml.load(token, Loader=SAFE_LOADER)
+    except Exception:
+        return False
+    if isinstance(reference, datetime.date):  # 1.1 timestamps; yaml-rs is asked for strings
+        return False
+    return _same_scalar(ours, reference)
+
+
+def _agrees_with_pyyaml(text: str) -> bool:
+    """True when every plain scalar in `text` that YAML 1.1 and 1.2 could read differently reads alike."""
+    if any(pattern.search(text) for pattern in _LEFT_TO_PYYAML):
+        return False
+    checked: set[str] = set()
+    for match in (*_SUSPECT_WORD.finditer(text), *_SUSPECT_NUMBER.finditer(text)):
+        token = match.group(0)
+        if token in checked or _PLAIN_DECIMAL.fullmatch(token):
+            continue
+        # Digit-led tokens that match neither YAML's numbers are strings in both (uids, revisions);
+        # yaml-rs also reads some with underscores as numbers (`_0`), so those are always checked.
+        if token[0].isdigit() and "_" not in token and not _NUMERIC_IN_EITHER.search(token):
+            continue
+        if not _resolves_alike(token):
+            return False
+        checked.add(token)
+    return True
+
+
+def _document_count(text: str) -> int:
+    """How many documents the stream holds: one per `---`, and one before the first if it has content."""
+    starts = list(_DOCUMENT_START.finditer(text))
+    head = text[: starts[0].start()] if starts else text
+    return len(starts) + (1 if _CONTENT_LINE.search(head) else 0)
+
+
+def _native_load_all(text: str) -> list[Any] | None:
+    """Every document, read by yaml-rs, when that provably equals PyYAML's reading; else None."""
+    if yaml_rs is None or not _agrees_with_pyyaml(text):
+        return None
+    try:
+        loaded = yaml_rs.loads(
+            text, parse_datetime=False, duplicate_key_policy=yaml_rs.DuplicateKeyPolicy.LastWins
+        )
+    except Exception:
+        return None
+    # yaml-rs gives None for no document, the document for one, and a list for several.
+    count = _document_count(text)
+    if count == 0:
+        return [] if loaded is None else None
+    if count == 1:
+        return [loaded]
+    return loaded if isinstance(loaded, list) and len(loaded) == count else None
 
 
 def safe_load(text: str) -> Any:
@@ -49,8 +176,11 @@ def safe_load(text: str) -> Any:
 
 
 def safe_load_all(text: str) -> Iterator[Any]:
-    """Every document of a YAML stream, lazily (yaml.safe_load_all, with the C loader when there is one)."""
+    """Every document of a YAML stream (yaml.safe_load_all's answer; lazily when PyYAML reads it)."""
     document = _as_json(text)
     if document is not _NOT_JSON:
         return iter([document])
+    documents = _native_load_all(text) if len(text) >= NATIVE_MIN_CHARS else None
+    if documents is not None:
+        return iter(documents)
     return yaml.load_all(text, Loader=SAFE_LOADER)
