@@ -247,6 +247,9 @@ class WatcherProcess:
     log_path: Path
     extra_args: Sequence[str] = ()
     env: dict[str, str] | None = None  # None: this process's environment
+    # The module run with `-m` and its arguments before `watch` (a wrapper such as
+    # tests.support.watcher_pausepoint, which places a failpoint and runs the CLI).
+    module: Sequence[str] = ("orchestrator.cli.main",)
     process: subprocess.Popen[bytes] | None = None
     starts: int = 0
     _log_offsets: list[int] = field(default_factory=list)
@@ -256,7 +259,7 @@ class WatcherProcess:
         argv = [
             sys.executable,
             "-m",
-            "orchestrator.cli.main",
+            *self.module,
             "watch",
             f"--namespace={self.namespace}",
             f"--kubeconfig={self.kubeconfig}",
