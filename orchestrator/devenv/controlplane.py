@@ -291,6 +291,8 @@ class AuditEvent:
     name: str
     subresource: str
     code: int
+    # Which credential authenticated it (`JTI=<token id>` for a service-account token), when said.
+    credential: str = ""
 
     @classmethod
     def from_json(cls, line: dict[str, Any]) -> AuditEvent:
@@ -304,6 +306,14 @@ class AuditEvent:
             name=str(ref.get("name", "")),
             subresource=str(ref.get("subresource", "")),
             code=int((line.get("responseStatus") or {}).get("code", 0)),
+            credential=str(
+                (
+                    ((line.get("user") or {}).get("extra") or {}).get(
+                        "authentication.kubernetes.io/credential-id"
+                    )
+                    or [""]
+                )[0]
+            ),
         )
 
 
@@ -609,6 +619,16 @@ class DevCluster:
         with self.audit_log_path.open() as handle:
             handle.seek(mark)
             return [AuditEvent.from_json(json.loads(line)) for line in handle if line.strip()]
+
+    # -- metrics --------------------------------------------------------------------------
+
+    def metrics_text(self, timeout: float = 10.0) -> str:
+        """kube-apiserver's `/metrics` (Prometheus text), read as admin: e.g. API Priority and
+        Fairness's `apiserver_flowcontrol_rejected_requests_total` per flow schema."""
+        with urllib.request.urlopen(
+            f"{self.api_url}/metrics", timeout=timeout, context=self._ssl_context()
+        ) as r:
+            return str(r.read().decode())
 
     # -- teardown -------------------------------------------------------------------------
 

@@ -15,13 +15,16 @@ import builtins
 import contextlib
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
 
 import urllib3
+import yaml
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
@@ -121,6 +124,11 @@ def _retry_after(exc: ApiException) -> float | None:
     except ValueError:
         return None
     return None if seconds is None or seconds < 0 else min(seconds, MAX_RETRY_AFTER_SECONDS)
+
+
+def retry_after_note(exc: KubeError) -> str:
+    """What a retry's log line says of the server's `Retry-After` (nothing when it sent none)."""
+    return "" if exc.retry_after is None else f" (HTTP {exc.status}, Retry-After {exc.retry_after:g}s)"
 
 
 # --- resources -------------------------------------------------------------------------------
@@ -243,6 +251,15 @@ class Kube:
                 ) from exc2
         # Several threads (watch loops, workers) share one client: give urllib3 room for them.
         configuration.connection_pool_maxsize = 32
+        # urllib3's default (Retry(3)) also retries a 429 (or 503) carrying Retry-After by itself,
+        # sleeping what the server asked up to three times inside one call: invisible to our retry
+        # loop, its budget and its logs (found by the fault suite's API Priority and Fairness row,
+        # whose 429s never reached us). Its retries of failed connections stay; the answers come to
+        # `retrying` and the watch loops, which honour Retry-After and say so.
+        configuration.retries = urllib3.Retry(total=3, respect_retry_after_header=False)
+        token_file = _token_file_of(kubeconfig, context)
+        if token_file is not None:
+            configuration.refresh_api_key_hook = TokenFileReloader(token_file)
         return cls(k8s_client.ApiClient(configuration), settings)
 
     @property
@@ -309,7 +326,13 @@ class Kube:
                     raise
                 delay = max(backoffs[attempt - 1], exc.retry_after or 0.0)  # the server's Retry-After wins
                 log.warning(
-                    "%s: attempt %d/%d failed: %s; retrying in %.1fs", what, attempt, attempts, exc, delay
+                    "%s: attempt %d/%d failed: %s%s; retrying in %.1fs",
+                    what,
+                    attempt,
+                    attempts,
+                    exc,
+                    retry_after_note(exc),
+                    delay,
                 )
                 time.sleep(delay)
         raise AssertionError("unreachable")
@@ -496,6 +519,68 @@ class Kube:
         """
         items, _ = self.list(SECRETS, namespace, label_selector=CLUSTER_SECRET_LABEL)
         return [cluster_secret_from_object(item) for item in items]
+
+
+def _token_file_of(kubeconfig: str | None, context: str | None) -> Path | None:
+    """The `tokenFile` of the kubeconfig's user (of `context`, else the current context), if any.
+
+    Only a kubeconfig given as one file is read here (a merged KUBECONFIG list keeps the token
+    loaded at start). In a pod, without a kubeconfig, the client re-reads the projected
+    service-account token by itself.
+    """
+    if not kubeconfig:
+        return None
+    path = Path(kubeconfig).expanduser()
+    try:
+        document = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return None
+    name = context or document.get("current-context")
+    contexts = {c.get("name"): c.get("context") or {} for c in document.get("contexts") or []}
+    users = {u.get("name"): u.get("user") or {} for u in document.get("users") or []}
+    token_file = users.get(contexts.get(name, {}).get("user"), {}).get("tokenFile")
+    if not token_file:
+        return None
+    return (path.parent / token_file) if not Path(token_file).is_absolute() else Path(token_file)
+
+
+class TokenFileReloader:
+    """Reads the bearer token again when the kubeconfig's `tokenFile` changes (credentials rotated
+    while running: a new token written to the file, the old one revoked).
+
+    The Python client reads `tokenFile` once; this is its `refresh_api_key_hook`, called before
+    every request: one stat(), and a read only when the file changed. A file that cannot be read
+    keeps the token we have (it is being replaced; the next request looks again).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._stamp: tuple[int, int, int] | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, configuration: k8s_client.Configuration) -> None:
+        """Put the file's token into `configuration` when the file changed since the last look."""
+        try:
+            stat = self.path.stat()
+        except OSError:
+            return
+        stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+        if stamp == self._stamp:
+            return
+        with self._lock:
+            if stamp == self._stamp:
+                return
+            try:
+                token = self.path.read_text().strip()
+            except OSError:
+                return
+            if not token:
+                return
+            if self._stamp is not None:
+                log.info("the token in %s changed; using the new one", self.path)
+            configuration.api_key["authorization"] = f"Bearer {token}"
+            configuration.api_key_prefix.pop("authorization", None)
+            self._stamp = stamp
 
 
 def _shutdown_stream(response: Any) -> None:

@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.kube.client import Gone, Kube, KubeError, Resource, WatchEvent
+from orchestrator.kube.client import Gone, Kube, KubeError, Resource, WatchEvent, retry_after_note
 
 log = logging.getLogger(__name__)
 
@@ -221,6 +221,7 @@ class WatchStats:
     events: int = 0
     bookmarks: int = 0
     failures: int = 0
+    throttled: int = 0  # of the failures: 429s (API Priority and Fairness), each waited out
 
 
 @dataclass(frozen=True)
@@ -338,8 +339,17 @@ class WatchLoop:
             raise WatchGaveUp(
                 f"{self.name}: attempt {backoff.describe()} failed: {exc}; giving up", status=exc.status
             ) from exc
+        if exc.status == 429:
+            self.stats.throttled += 1
         delay = max(delay, exc.retry_after or 0.0)  # a 429's Retry-After is honoured
-        log.warning("%s: attempt %s failed: %s; retrying in %.1fs", self.name, backoff.describe(), exc, delay)
+        log.warning(
+            "%s: attempt %s failed: %s%s; retrying in %.1fs",
+            self.name,
+            backoff.describe(),
+            exc,
+            retry_after_note(exc),
+            delay,
+        )
         stop.wait(delay)
 
     def _wait_blocked(self, stop: threading.Event, backoff: Backoff, blocked: Blocked) -> None:

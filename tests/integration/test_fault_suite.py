@@ -25,9 +25,17 @@ rollout under a steady fault.
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
+import logging
+import os
+import re
+import ssl
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -41,6 +49,7 @@ from orchestrator.kube.client import (
     EVENTS,
     NAMESPACES,
     PROGRESSIVE_SYNCS,
+    SECRETS,
     AlreadyExists,
     Kube,
     KubeError,
@@ -51,6 +60,7 @@ from orchestrator.kube.client import (
 from orchestrator.kube.watchloop import CRD_MISSING, FORBIDDEN
 from orchestrator.watcher.loop import RECONCILE_FORBIDDEN, RECONCILE_RESUMED, WATCH_RESUMED, Watcher
 from tests.support import etcd
+from tests.support.kubectl import Kubectl
 from tests.support.tcp_proxy import FaultProxy, Mode, kubeconfig_via
 from tests.support.wait import wait_for
 from tests.support.watcher_harness import (
@@ -210,6 +220,15 @@ class Rig:
     clock: JumpingClock = field(default_factory=JumpingClock)
     compactions: list[int] = field(default_factory=list)
     apiserver_pids: list[int] = field(default_factory=list)
+    # API Priority and Fairness: the watcher's 429s as the API server counted them, and the retry
+    # lines the watcher logged for them.
+    rejected_by_apf: int = 0
+    retry_after_lines: list[str] = field(default_factory=list)
+    # The watcher as a ServiceAccount: the token file its kubeconfig names; after a rotation, where
+    # the audit log was and the new token's id.
+    token_path: Path | None = None
+    rotated_mark: int = 0
+    new_credential: str = ""
 
     def first_sync_started(self) -> bool:
         return bool(sync_starts(self.events_log))
@@ -432,11 +451,230 @@ def rolebinding_missing_at_start(rig: Rig) -> Heal:
     return restore
 
 
+PRIORITY_LEVELS = Resource(
+    "flowcontrol.apiserver.k8s.io", "v1", "prioritylevelconfigurations", "PriorityLevelConfiguration"
+)
+FLOW_SCHEMAS = Resource("flowcontrol.apiserver.k8s.io", "v1", "flowschemas", "FlowSchema")
+RETRY_LINE = re.compile(r"Retry-After (?P<asked>[0-9.]+)s\); retrying in (?P<waited>[0-9.]+)s")
+
+
+def rejected_by_apf(cluster: devcluster.DevCluster, flow_schema: str) -> int:
+    """Requests of `flow_schema` that API Priority and Fairness answered 429 (kube-apiserver's metrics)."""
+    total = 0
+    for line in cluster.metrics_text().splitlines():
+        if line.startswith("apiserver_flowcontrol_rejected_requests_total{") and (
+            f'flow_schema="{flow_schema}"' in line
+        ):
+            total += int(float(line.rsplit(" ", 1)[1]))
+    return total
+
+
+class RetryLines(logging.Handler):
+    """Collects the log lines of retries the server asked to wait for (`Retry-After`)."""
+
+    def __init__(self, into: list[str]) -> None:
+        super().__init__(logging.WARNING)
+        self.into = into
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if "Retry-After" in message:
+            self.into.append(message)
+
+
+def apf_throttles_the_watcher(rig: Rig) -> Heal:
+    """API Priority and Fairness throttles the watcher's own identity for the whole rollout: a
+    FlowSchema matching its user (not system:masters, which is exempt) sends every request of it to
+    a PriorityLevelConfiguration with no seats of its own (nominalConcurrencyShares 0, nothing
+    borrowed) and no queues (limitResponse Reject). Such a level serves one request at a time (the
+    API server lets a request exceed the limit only while nothing else of the level executes): any
+    two of the watcher's requests at once, and the second is answered 429 with a Retry-After. The
+    proxy cuts the watcher's connections until the reconnect storm has met some 429s for certain;
+    after that the rollout runs throttled."""
+    name = f"ps-throttle-{rig.namespace}"[:63]
+    rig.kube.create(
+        PRIORITY_LEVELS,
+        None,
+        {
+            "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+            "kind": "PriorityLevelConfiguration",
+            "metadata": {"name": name},
+            "spec": {
+                "type": "Limited",
+                "limited": {
+                    "nominalConcurrencyShares": 0,
+                    "lendablePercent": 0,
+                    "borrowingLimitPercent": 0,
+                    "limitResponse": {"type": "Reject"},
+                },
+            },
+        },
+    )
+    every = {
+        "verbs": ["*"],
+        "apiGroups": ["*"],
+        "resources": ["*"],
+        "namespaces": ["*"],
+        "clusterScope": True,
+    }
+    rig.kube.create(
+        FLOW_SCHEMAS,
+        None,
+        {
+            "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+            "kind": "FlowSchema",
+            "metadata": {"name": name},
+            "spec": {
+                "priorityLevelConfiguration": {"name": name},
+                "matchingPrecedence": 300,  # before global-default (9900) and service-accounts (9000)
+                "distinguisherMethod": {"type": "ByUser"},
+                "rules": [
+                    {
+                        "subjects": [{"kind": "User", "user": {"name": rig.watcher_user}}],
+                        "resourceRules": [every],
+                        "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+                    }
+                ],
+            },
+        },
+    )
+    handler = RetryLines(rig.retry_after_lines)
+    logging.getLogger("orchestrator").addHandler(handler)
+
+    def reconnect_storm_met_429s() -> bool:
+        rig.proxy.cut()
+        return rejected_by_apf(rig.cluster, name) >= 3
+
+    wait_for(reconnect_storm_met_429s, timeout=60, interval=1.0, what="APF to answer the watcher 429s")
+
+    def lift() -> None:  # called again after the rollout ended: idempotent
+        if handler in logging.getLogger("orchestrator").handlers:
+            rig.rejected_by_apf = rejected_by_apf(rig.cluster, name)
+            logging.getLogger("orchestrator").removeHandler(handler)
+        for resource in (FLOW_SCHEMAS, PRIORITY_LEVELS):
+            with contextlib.suppress(NotFound):
+                rig.kube.delete(resource, None, name)
+
+    return lift
+
+
+def showed_throttled(rig: Rig) -> str:
+    assert rig.rejected_by_apf >= 3, f"the API server answered the watcher 429s: {rig.rejected_by_apf}"
+    waits = [m.groupdict() for line in rig.retry_after_lines if (m := RETRY_LINE.search(line))]
+    assert waits, f"the watcher logged its 429s with the Retry-After asked: {rig.retry_after_lines[:3]}"
+    for wait in waits:
+        assert float(wait["waited"]) >= float(wait["asked"]), wait  # Retry-After honoured
+    asked = sorted({float(w["asked"]) for w in waits})
+    return (
+        f"{rig.rejected_by_apf} of the watcher's requests rejected by APF (kube-apiserver's "
+        f"apiserver_flowcontrol_rejected_requests_total), {len(waits)} 429s met by its loops and "
+        f"retries, each waited at least the Retry-After asked ({asked} s)"
+    )
+
+
+SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
+WATCHER_ACCOUNT = "watcher"
+
+
+def mint_token(cluster: devcluster.DevCluster, namespace: str, bound_to: str) -> str:
+    """A token of the watcher's ServiceAccount (`kubectl create token`), bound to a Secret made for
+    it: deleting that Secret revokes the token."""
+    kubectl = Kubectl(cluster.tools_dir / "kubectl", cluster.kubeconfig)
+    kubectl.ok("create", "secret", "generic", bound_to, "-n", namespace)
+    return kubectl.ok(
+        "create",
+        "token",
+        WATCHER_ACCOUNT,
+        "-n",
+        namespace,
+        "--duration=1h",
+        "--bound-object-kind=Secret",
+        f"--bound-object-name={bound_to}",
+    ).strip()
+
+
+def token_id(token: str) -> str:
+    """`JTI=<id>`: how the audit log names the token that authenticated a request."""
+    payload = token.split(".")[1]
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    return f"JTI={claims['jti']}"
+
+
+def write_token(path: Path, token: str) -> None:
+    """Replace the token file at once (write aside, rename): a reader sees the old or the new."""
+    aside = path.with_suffix(".new")
+    aside.write_text(token)
+    os.replace(aside, path)
+
+
+def token_kubeconfig(proxy: FaultProxy, cluster: devcluster.DevCluster, token_path: Path, dest: Path) -> Path:
+    """A kubeconfig through the proxy whose user is a `tokenFile` (how a token is rotated in place)."""
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "c",
+                "cluster": {"server": proxy.url, "certificate-authority": str(cluster.ca_cert_path)},
+            }
+        ],
+        "users": [{"name": WATCHER_ACCOUNT, "user": {"tokenFile": str(token_path)}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": WATCHER_ACCOUNT}}],
+        "current-context": "c",
+    }
+    dest.write_text(json.dumps(config))
+    dest.chmod(0o600)
+    return dest
+
+
+def token_refused(cluster: devcluster.DevCluster, token: str) -> bool:
+    """True once the API server answers 401 to `token`."""
+    context = ssl.create_default_context(cafile=str(cluster.ca_cert_path))
+    request = urllib.request.Request(f"{cluster.api_url}/api", headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=10, context=context):
+            return False
+    except urllib.error.HTTPError as exc:
+        return exc.code == 401
+
+
+def credentials_rotated(rig: Rig) -> Heal:
+    """Mid-rollout, the watcher's ServiceAccount token is rotated in place: a new token written to
+    the file its kubeconfig names (`tokenFile`), the old one revoked (its bound Secret deleted)
+    until the API server refuses it. The watcher goes on with the new one, without a restart."""
+    assert rig.token_path is not None
+    old = rig.token_path.read_text().strip()
+    new = mint_token(rig.cluster, rig.namespace, "watcher-token-2")
+    write_token(rig.token_path, new)
+    rig.kube.delete(SECRETS, rig.namespace, "watcher-token-1")
+    # The API server caches a token it accepted for up to 10 s.
+    wait_for(lambda: token_refused(rig.cluster, old), timeout=30, interval=0.5, what="the old token refused")
+    rig.rotated_mark = rig.cluster.audit_mark()
+    rig.new_credential = token_id(new)
+    return _no_heal
+
+
+def showed_new_credentials_used(rig: Rig) -> str:
+    def writes() -> list[devcluster.AuditEvent]:
+        return [e for e in rig.cluster.audit_events_since(rig.rotated_mark) if e.user == rig.watcher_user]
+
+    # Its last writes (the RolloutSucceeded Event at the latest) come after the revocation.
+    after = wait_for(writes, timeout=30, what="the watcher's writes after the old token was refused")
+    assert all(e.credential == rig.new_credential for e in after), [
+        (e.verb, e.resource, e.credential) for e in after
+    ]
+    assert all(e.code < 400 for e in after), [(e.verb, e.resource, e.code) for e in after]
+    return (
+        f"the old token refused (401) after its Secret was deleted; {len(after)} writes by the watcher "
+        f"after that, all with the new token ({rig.new_credential[:12]}...), no restart"
+    )
+
+
 STATUS_RULE = WATCHER_RULES["watcher"][1]
 assert STATUS_RULE["resources"] == ["progressivesyncs/status"]
 
 
-def _set_watcher_rules(rig: Rig, rules: list[dict[str, object]]) -> None:
+def _set_watcher_rules(rig: Rig, rules: list[dict[str, list[str]]]) -> None:
     role = rig.kube.get(ROLES, rig.namespace, "watcher")
     role["rules"] = rules
     rig.kube.replace(ROLES, rig.namespace, role)
@@ -595,6 +833,8 @@ class Fault:
     creates_ps: bool = False
     # The watcher runs as a minted user holding the chart's watcher rules, not as cluster admin.
     watcher_as_user: bool = False
+    # ... or as a ServiceAccount holding them, by a token file (`tokenFile` in its kubeconfig).
+    watcher_as_service_account: bool = False
 
 
 FAULTS = [
@@ -669,6 +909,18 @@ FAULTS = [
         ),
         id="identity-rolebinding-missing-at-start",
     ),
+    # Lasting: the rollout runs throttled from the 429s to its end.
+    pytest.param(
+        Fault(
+            apf_throttles_the_watcher,
+            "start",
+            2 * ROLLOUT_SECONDS,
+            lasting=True,
+            showed=showed_throttled,
+            watcher_as_user=True,
+        ),
+        id="apiserver-apf-429-retry-after",
+    ),
     # Bound: from the Role's repair; the rollout itself went on meanwhile.
     pytest.param(
         Fault(
@@ -680,6 +932,16 @@ FAULTS = [
             creates_ps=True,
         ),
         id="identity-status-write-forbidden",
+    ),
+    pytest.param(
+        Fault(
+            credentials_rotated,
+            "first-sync",
+            ROLLOUT_SECONDS,
+            showed=showed_new_credentials_used,
+            watcher_as_service_account=True,
+        ),
+        id="identity-credentials-rotated",
     ),
     # Removes the session's Workflow CRD (and with it every Workflow left by earlier tests), then
     # installs the same definition again: the tests after find it as it was.
@@ -703,6 +965,7 @@ def rig_for(
     tmp_path: Path,
     *,
     watcher_as_user: bool = False,
+    watcher_as_service_account: bool = False,
 ) -> Iterator[Rig]:
     cluster, kube = plane
     kube.create(NAMESPACES, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
@@ -720,8 +983,18 @@ def rig_for(
         watcher_user = f"watcher-{namespace}"[:60]  # a certificate CN: 64 at most
         grant_watcher(kube, namespace, watcher_user)
         watcher_path = kubeconfig_via(proxy, cluster.mint_user(watcher_user), tmp_path / "watcher.kubeconfig")
+    token_path = None
+    if watcher_as_service_account:
+        account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": WATCHER_ACCOUNT}}
+        kube.create(SERVICE_ACCOUNTS, namespace, account)
+        watcher_user = f"system:serviceaccount:{namespace}:{WATCHER_ACCOUNT}"
+        grant_watcher(kube, namespace, watcher_user)
+        token_path = tmp_path / "watcher.token"
+        write_token(token_path, mint_token(cluster, namespace, "watcher-token-1"))
+        watcher_path = token_kubeconfig(proxy, cluster, token_path, tmp_path / "watcher.kubeconfig")
     watcher_kube = Kube.from_kubeconfig(str(watcher_path), settings=KubeSettings())
     rig = Rig(cluster, kube, namespace, proxy, tmp_path / "simulator.jsonl", watcher_user=watcher_user)
+    rig.token_path = token_path
     rig.audit_mark = cluster.audit_mark()
     rig.apiserver_pids = cluster.pids
     rig.apps = seed(kube, namespace, clusters=CLUSTERS).apps
@@ -750,7 +1023,13 @@ def test_a_rollout_survives(
     fault: Fault, plane: tuple[devcluster.DevCluster, Kube], request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     namespace = f"fault-{request.node.callspec.id}"[:63]
-    with rig_for(plane, namespace, tmp_path, watcher_as_user=fault.watcher_as_user) as rig:
+    with rig_for(
+        plane,
+        namespace,
+        tmp_path,
+        watcher_as_user=fault.watcher_as_user,
+        watcher_as_service_account=fault.watcher_as_service_account,
+    ) as rig:
         kube = rig.kube
         heal: Heal = _no_heal
         if fault.when == "start":
