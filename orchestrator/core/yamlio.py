@@ -55,11 +55,10 @@ _END = r"(?=[ \t]*$|[ \t]+#|:[ \t]|:$)"
 # start with a digit, or a sign, dot or underscore before another (numbers and timestamps), and the
 # 1.1 booleans and merge/value keys (yes, no, on, off, y, n, <<, =; a superset is fine). `true`,
 # `false`, `null`, `~`, `.inf` and `.nan` read alike in both and are not looked at. Each pattern
-# starts with a character class so that the regular expression engine skips ahead in C.
-_SUSPECT_NUMBER = re.compile(
-    r"(?:[0-9](?<![^ \t\n].)|[-+._][-+._0-9](?<![^ \t\n]..))[^\n]*?" + _END, re.MULTILINE
-)
-_SUSPECT_WORD = re.compile(r"[yYnNoO<=](?<![^ \t\n].)(?:[eE][sS]|[oO]|[nN]|[fF][fF]|<|)" + _END, re.MULTILINE)
+# starts with a character class (the blank before the scalar; the text is scanned with a newline
+# put in front) so that the regular expression engine skips ahead in C.
+_SUSPECT_NUMBER = re.compile(r"[ \t\n]((?:[0-9]|[-+._][-+._0-9])[^\n]*?)" + _END, re.MULTILINE)
+_SUSPECT_WORD = re.compile(r"[ \t\n]([yYnNoO<=](?:[eE][sS]|[oO]|[nN]|[fF][fF]|<|))" + _END, re.MULTILINE)
 # Of the suspect numbers, those either YAML reads as a number or a timestamp: PyYAML's own
 # resolvers (YAML 1.1) and the YAML 1.2 core schema's int and float. The rest (uids, revisions,
 # versions) are strings in both and are not parsed twice.
@@ -86,11 +85,12 @@ _PLAIN_DECIMAL = re.compile(r"-?(?:0|[1-9][0-9]*)")
 _LEFT_TO_PYYAML = (
     re.compile(r"![^ \t\n](?<![^ \t\n]..)"),
     re.compile(r"[\[{](?<![^ \t\n].)(?![\]}])"),
-    re.compile(r"^(?:%|\.\.\.(?:[ \t]|$))", re.MULTILINE),
+    re.compile(r"\n%"),  # each pattern starts with a literal: the engine then skips ahead in C
+    re.compile(r"\n\.\.\.(?=[ \t\r\n]|\Z)"),
     # An empty key (`: a` where a scalar may start): YAML 1.2 reads it, PyYAML refuses it.
     re.compile(r":(?<![^ \t\n].)(?=[ \t]|$)", re.MULTILINE),
 )
-_DOCUMENT_START = re.compile(r"^---(?:[ \t]|$)", re.MULTILINE)
+_DOCUMENT_START = re.compile(r"\n---(?=[ \t\r\n]|\Z)")
 _CONTENT_LINE = re.compile(r"^[ \t]*[^\s#]", re.MULTILINE)
 
 
@@ -124,12 +124,12 @@ def _resolves_alike(token: str) -> bool:
 
 def _agrees_with_pyyaml(text: str) -> bool:
     """True when every plain scalar in `text` that YAML 1.1 and 1.2 could read differently reads alike."""
+    text = "\n" + text  # the first line starts after a newline like the others
     if any(pattern.search(text) for pattern in _LEFT_TO_PYYAML):
         return False
-    checked: set[str] = set()
-    for match in (*_SUSPECT_WORD.finditer(text), *_SUSPECT_NUMBER.finditer(text)):
-        token = match.group(0)
-        if token in checked or _PLAIN_DECIMAL.fullmatch(token):
+    # Each distinct token once (a fleet repeats the same revisions and numbers thousands of times).
+    for token in {*_SUSPECT_WORD.findall(text), *_SUSPECT_NUMBER.findall(text)}:
+        if _PLAIN_DECIMAL.fullmatch(token):
             continue
         # Digit-led tokens that match neither YAML's numbers are strings in both (uids, revisions);
         # yaml-rs also reads some with underscores as numbers (`_0`), so those are always checked.
@@ -137,12 +137,12 @@ def _agrees_with_pyyaml(text: str) -> bool:
             continue
         if not _resolves_alike(token):
             return False
-        checked.add(token)
     return True
 
 
 def _document_count(text: str) -> int:
     """How many documents the stream holds: one per `---`, and one before the first if it has content."""
+    text = "\n" + text  # the first line starts after a newline like the others
     starts = list(_DOCUMENT_START.finditer(text))
     head = text[: starts[0].start()] if starts else text
     return len(starts) + (1 if _CONTENT_LINE.search(head) else 0)
