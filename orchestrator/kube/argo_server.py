@@ -9,7 +9,7 @@ Errors are mapped onto the adapter's types so the watcher handles both paths ali
 `AlreadyExists`; 5xx, timeouts and dropped connections → `Retryable`; 401/403 → `Forbidden`;
 400/422 → `Invalid`. Argo Server does not always answer a duplicate name with 409 (older servers
 answer 500 "could not be completed at this time"), so after a failed create the caller checks
-whether the Workflow exists (see `orchestrator.watcher.loop`): the deterministic name makes that safe.
+whether the Workflow exists (see `orchestrator.watcher.act`): the deterministic name makes that safe.
 
 Tested with requests-mock only (there is no Argo Server in the test environment).
 """

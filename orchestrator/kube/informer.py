@@ -27,7 +27,7 @@ writes (Argo CD's `reconciledAt`, managedFields) do not wake the work queue.
 Handlers run on the informer's thread and must be quick (enqueue a key, nothing more). Readers may
 call `get`, `values` and `by_index` from any thread.
 
-Callers: `orchestrator.watcher.loop` (ProgressiveSyncs, ApplicationSets, Applications, Workflows, cluster
+Callers: `orchestrator.watcher.caches` (ProgressiveSyncs, ApplicationSets, Applications, Workflows, cluster
 Secrets); tests.
 """
 

@@ -35,7 +35,7 @@ Status: the decision returns a `StatusPatch` of the fields the watcher owns (doc
 status-ownership.md); `apply_patch` applies it to a fresh status as a re-appliable function for
 the optimistic-concurrency writer, and never overwrites the steps' fields.
 
-Callers: `orchestrator.watcher.loop` (builds `Observed` from its caches and executes the actions);
+Callers: `orchestrator.watcher.loop` (`observe` builds the `Observed`, `act` executes the actions);
 tests (table-driven, no API server).
 """
 
@@ -283,15 +283,6 @@ class Decision:
     actions: tuple[Action, ...]
     reason: str
     step: str  # which rule decided, e.g. "deleting", "follow" (tests and debug logs)
-
-    @property
-    def status_patch(self) -> StatusPatch | None:
-        """The status update among the actions, if any."""
-        return next((a.patch for a in self.actions if isinstance(a, UpdateStatus)), None)
-
-    def of(self, kind: type) -> list[Action]:
-        """The actions of one type."""
-        return [a for a in self.actions if isinstance(a, kind)]
 
 
 # --- helpers ------------------------------------------------------------------------------------

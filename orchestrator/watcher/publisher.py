@@ -15,7 +15,8 @@ The watcher publishes every namespace synchronously before its first reconcile (
 starts before its inventory exists), marks a namespace on every cluster Secret change, and marks
 them all on each resync, which also repairs a ConfigMap someone edited by hand.
 
-Callers: `orchestrator.watcher.loop`.
+Callers: `orchestrator.watcher.loop` (built on `Caches.clusters_in`; a cluster Secret's change marks
+its namespace).
 """
 
 from __future__ import annotations

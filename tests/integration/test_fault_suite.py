@@ -58,7 +58,8 @@ from orchestrator.kube.client import (
     Resource,
 )
 from orchestrator.kube.watchloop import CRD_MISSING, FORBIDDEN
-from orchestrator.watcher.loop import RECONCILE_FORBIDDEN, RECONCILE_RESUMED, WATCH_RESUMED, Watcher
+from orchestrator.watcher.holdback import RECONCILE_FORBIDDEN, RECONCILE_RESUMED, WATCH_RESUMED
+from orchestrator.watcher.loop import Watcher
 from tests.support import etcd
 from tests.support.kubectl import Kubectl
 from tests.support.tcp_proxy import FaultProxy, Mode, kubeconfig_via
@@ -391,7 +392,7 @@ def showed_forbidden_reported(rig: Rig) -> str:
     wait_for(
         lambda: WATCH_RESUMED in event_reasons(rig.kube, rig.namespace, PS), timeout=30, what="WatchResumed"
     )
-    forbidden_attempts = sum(i.stats.failures for i in rig.watcher.workflow_informers)
+    forbidden_attempts = sum(i.stats.failures for i in rig.watcher.caches.workflow_informers)
     return (
         f"Events {event_reasons(rig.kube, rig.namespace, PS)}; {forbidden_attempts} forbidden Workflow "
         "list/watch attempts waited out (capped at 5 s), the other informers kept watching"
@@ -407,12 +408,14 @@ def _revoke_workflows(rig: Rig) -> Heal:
     rig.kube.delete(ROLE_BINDINGS, rig.namespace, "watcher-workflows")
     rig.proxy.cut()
     wait_for(
-        lambda: all(i.blocked is not None for i in watcher.workflow_informers),
+        lambda: all(i.blocked is not None for i in watcher.caches.workflow_informers),
         timeout=30,
         what="the Workflow informers to meet the 403",
     )
-    assert all(i.blocked is not None and i.blocked.reason == FORBIDDEN for i in watcher.workflow_informers)
-    others = [i for i in watcher.informers if i not in watcher.workflow_informers]
+    assert all(
+        i.blocked is not None and i.blocked.reason == FORBIDDEN for i in watcher.caches.workflow_informers
+    )
+    others = [i for i in watcher.informers if i not in watcher.caches.workflow_informers]
     wait_for(lambda: all(i.usable for i in others), timeout=30, what="the other informers to keep watching")
     assert not watcher.failed
 
@@ -752,11 +755,13 @@ def workflow_crd_missing_at_start(rig: Rig) -> Heal:
     }
     rig.kube.delete(CRDS, None, WORKFLOW_CRD)
     wait_for(
-        lambda: all(i.blocked is not None for i in watcher.workflow_informers),
+        lambda: all(i.blocked is not None for i in watcher.caches.workflow_informers),
         timeout=120,
         what="the Workflow informers to meet the missing CRD",
     )
-    assert all(i.blocked is not None and i.blocked.reason == CRD_MISSING for i in watcher.workflow_informers)
+    assert all(
+        i.blocked is not None and i.blocked.reason == CRD_MISSING for i in watcher.caches.workflow_informers
+    )
     create_ps(rig.kube, rig.namespace, PS, "myservice")
     wait_for(
         lambda: CRD_MISSING in event_reasons(rig.kube, rig.namespace, PS),

@@ -29,6 +29,7 @@ from tests.support.watcher_harness import (
     stage_of,
     status_of,
     sync_starts,
+    watcher_idle,
     workflows_of,
 )
 
@@ -222,7 +223,7 @@ def test_a_workflow_deleted_by_someone_else_is_reported_not_re_created(
         assert name in status["message"]
         before = watcher.reconciles
         watcher.queue.add((namespace, "web"))
-        wait_for(lambda: watcher.reconciles > before and watcher.wait_until_idle(5), what="another reconcile")
+        wait_for(lambda: watcher.reconciles > before and watcher_idle(watcher, 5), what="another reconcile")
         assert workflows_of(kube, namespace, "web") == [], "never re-created"
         events, _ = kube.list(EVENTS, namespace)
         assert any(e.get("reason") == "WorkflowDeleted" for e in events)
@@ -266,7 +267,7 @@ def test_two_rollouts_at_once_an_invalid_reference_and_a_converged_reconcile_tha
                     timeout=ROLLOUT_TIMEOUT,
                     what=f"{name} Succeeded",
                 )
-            assert watcher.wait_until_idle(30)
+            assert watcher_idle(watcher, 30)
             # The transition's Event is written after the status: wait for it, or it lands after the
             # mark below and reads as a write of the converged reconcile (a race seen in CI).
             wait_for(
@@ -284,10 +285,10 @@ def test_two_rollouts_at_once_an_invalid_reference_and_a_converged_reconcile_tha
             # Converged: reconciling every ProgressiveSync again writes nothing at all.
             mark = control_plane.audit_mark()
             before = watcher.reconciles
-            for informer in watcher.ps_informers:
+            for informer in watcher.caches.ps_informers:
                 informer.resync()
             wait_for(
-                lambda: watcher.reconciles >= before + 4 and watcher.wait_until_idle(5),
+                lambda: watcher.reconciles >= before + 4 and watcher_idle(watcher, 5),
                 what="four reconciles",
             )
             writes = [e for e in control_plane.audit_events_since(mark) if e.user == WATCHER_USER]
@@ -298,7 +299,7 @@ def test_two_rollouts_at_once_an_invalid_reference_and_a_converged_reconcile_tha
         restarted = Watcher(watcher_kube, watcher.settings).start()
         try:
             wait_for(
-                lambda: restarted.reconciles >= 4 and restarted.wait_until_idle(5),
+                lambda: restarted.reconciles >= 4 and watcher_idle(restarted, 5),
                 what="the first reconciles",
             )
         finally:

@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -227,6 +228,16 @@ def in_process_watcher(kube: Kube, namespace: str, **changes: Any) -> Iterator[W
         yield watcher
     finally:
         watcher.stop(timeout=15)
+
+
+def watcher_idle(watcher: Watcher, timeout: float = 30.0) -> bool:
+    """Wait until nothing is queued, delayed or being reconciled; False when `timeout` passes first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if watcher.queue.pending() == 0:
+            return True
+        time.sleep(0.05)
+    return False
 
 
 # --- the watcher as a process ------------------------------------------------------------------

@@ -31,6 +31,7 @@ from orchestrator.watcher.decide import (
     RecordEvent,
     RequeueAfter,
     StopWorkflow,
+    UpdateStatus,
     apply_patch,
     decide,
 )
@@ -157,6 +158,11 @@ def observed(**overrides: Any) -> Observed:
 
 def kinds(decision: Decision) -> list[str]:
     return [type(action).__name__ for action in decision.actions]
+
+
+def actions_of(decision: Decision, kind: type) -> list[Any]:
+    """The decision's actions of one type, in order."""
+    return [action for action in decision.actions if isinstance(action, kind)]
 
 
 FINISHED = "2026-11-30T11:59:50Z"  # 10 s before NOW
@@ -489,7 +495,7 @@ def test_decide(obs: Observed, step: str, actions: list[str]) -> None:
 
 def test_new_release_workflow_name_and_status_record_the_release() -> None:
     decision = decide(observed(retry_token="old-token"), POLICY)
-    create = decision.of(CreateWorkflow)[0]
+    create = actions_of(decision, CreateWorkflow)[0]
     assert isinstance(create, CreateWorkflow)
     assert (create.name, create.rollout_id, create.release_id, create.attempt) == (
         WF_NAME,
@@ -512,7 +518,7 @@ def test_retry_attempt_gets_its_own_rollout_id_and_workflow() -> None:
     decision = decide(
         observed(status=make_status(RolloutPhase.FAILED, make_rollout()), retry_token="t1"), POLICY
     )
-    create = decision.of(CreateWorkflow)[0]
+    create = actions_of(decision, CreateWorkflow)[0]
     assert isinstance(create, CreateWorkflow)
     assert (create.rollout_id, create.name, create.attempt) == (f"{RELEASE}-2", f"{WF_NAME}-2", 2)
     status = apply_patch(make_status(RolloutPhase.FAILED, make_rollout()), _patch(decision), NOW)
@@ -528,7 +534,7 @@ def test_deleted_workflow_is_reported_with_condition_and_event() -> None:
     assert status.phase == RolloutPhase.CANCELLED
     assert _condition(status, "Ready") == (ConditionStatus.FALSE, "WorkflowDeleted")
     assert status.rollout is not None and status.rollout.finished_at == NOW
-    event = decision.of(RecordEvent)[0]
+    event = actions_of(decision, RecordEvent)[0]
     assert isinstance(event, RecordEvent) and event.reason == "WorkflowDeleted"
 
 
@@ -545,7 +551,7 @@ def test_an_applicationset_with_argo_cds_rollingsync_is_refused() -> None:
     decision = decide(observed(appset=appset), POLICY)
     status = apply_patch(ProgressiveSyncStatus(), _patch(decision), NOW)
     assert _condition(status, "Valid") == (ConditionStatus.FALSE, "ApplicationSetRollingSync")
-    assert not decision.of(CreateWorkflow), "two orchestrators would sync the same Applications"
+    assert not actions_of(decision, CreateWorkflow), "two orchestrators would sync the same Applications"
     assert "spec.strategy" in (status.message or "")
 
 
@@ -565,8 +571,8 @@ def test_following_shows_the_stage_and_the_approval_wait() -> None:
 
 def test_deletion_stop_names_the_reason() -> None:
     decision = decide(observed(deleting=True, deletion_started=NOW, workflows=(make_wf(),)), POLICY)
-    stop = decision.of(StopWorkflow)[0]
-    requeue = decision.of(RequeueAfter)[0]
+    stop = actions_of(decision, StopWorkflow)[0]
+    requeue = actions_of(decision, RequeueAfter)[0]
     assert isinstance(stop, StopWorkflow) and "deleted" in stop.reason
     assert isinstance(requeue, RequeueAfter) and 0 < requeue.seconds <= 5
 
@@ -647,7 +653,7 @@ def test_the_end_record_uses_the_workflow_outcome() -> None:
 
 
 def test_the_created_workflow_carries_the_identity_a_restarted_watcher_reads_back() -> None:
-    create = decide(observed(retry_token="t0", uid="ps-uid"), POLICY).of(CreateWorkflow)[0]
+    create = actions_of(decide(observed(retry_token="t0", uid="ps-uid"), POLICY), CreateWorkflow)[0]
     assert isinstance(create, CreateWorkflow)
     view = workflow_view_from_object(create.workflow)
     assert (view.name, view.rollout_id, view.release_id, view.attempt) == (WF_NAME, RELEASE, RELEASE, 1)
@@ -658,7 +664,7 @@ def test_the_created_workflow_carries_the_identity_a_restarted_watcher_reads_bac
 def test_mixed_revisions_reach_the_steps_as_data() -> None:
     """Finding 4: the release's revision sets go from the plan to the steps' `--revisions` unjoined."""
     plan = make_plan(revisions=((OLD_REVISION,), (REVISION,)))
-    create = decide(observed(plan=plan), POLICY).of(CreateWorkflow)[0]
+    create = actions_of(decide(observed(plan=plan), POLICY), CreateWorkflow)[0]
     assert isinstance(create, CreateWorkflow)
     assert create.release.revisions == ((REVISION,), (OLD_REVISION,))  # sorted, one tuple each
     arguments = {p["name"]: p["value"] for p in create.workflow["spec"]["arguments"]["parameters"]}
@@ -679,9 +685,9 @@ def test_a_workflow_that_cannot_be_built_is_a_reason_in_the_status_and_nothing_s
 
 
 def _patch(decision: Decision) -> Any:
-    patch = decision.status_patch
-    assert patch is not None, decision
-    return patch
+    patches = [action.patch for action in actions_of(decision, UpdateStatus)]
+    assert patches, decision
+    return patches[0]
 
 
 def _condition(status: ProgressiveSyncStatus, type_: str) -> tuple[ConditionStatus, str] | None:
@@ -760,7 +766,7 @@ def test_a_refused_progressive_sync_is_valid_false_with_the_reason_and_starts_no
     obs: Observed, policy: ReconcilePolicy, reason: str, words: list[str]
 ) -> None:
     decision = decide(obs, policy)
-    assert decision.of(CreateWorkflow) == []
+    assert actions_of(decision, CreateWorkflow) == []
     status = apply_patch(ProgressiveSyncStatus(), _patch(decision), NOW)
     valid = next(c for c in status.conditions or [] if c.type == "Valid")
     assert (valid.status, valid.reason) == (ConditionStatus.FALSE, reason)

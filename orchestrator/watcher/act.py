@@ -1,0 +1,274 @@
+"""Act: carry out a decision's actions, in order, through the Kubernetes adapter.
+
+`Actor.execute(cached, obs, decision)` runs each action as `decide` wrote it (nothing is decided or
+read back from the plan here): the finalizer by a conditional update (a merge patch would replace
+another controller's finalizers), the Workflow `decide` built created as it is (through Argo Server
+when `--argo-server` is set; AlreadyExists with our name label: adopt it), stop/suspend/resume as
+merge patches, Events best-effort (`record_event`), `RequeueAfter` handed to the loop's queue, and
+the status through the optimistic-concurrency writer (`status_writer.update_status`) only when the
+patch changes the cached status.
+
+Callers: `orchestrator.watcher.loop` (after `decide`, for Events from status transitions and from
+held-back ProgressiveSyncs).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from orchestrator.api.metadata import FINALIZER, NAME_LABEL, label_value
+from orchestrator.api.models import ProgressiveSyncStatus
+from orchestrator.core.clock import Clock, format_time
+from orchestrator.kube.argo_server import ArgoServerSubmitter
+from orchestrator.kube.client import (
+    EVENTS,
+    PROGRESSIVE_SYNCS,
+    WORKFLOWS,
+    AlreadyExists,
+    Kube,
+    KubeError,
+    NotFound,
+)
+from orchestrator.kube.status_writer import update_status
+from orchestrator.watcher.caches import CachedPS, Key
+from orchestrator.watcher.decide import (
+    AddFinalizer,
+    CreateWorkflow,
+    Decision,
+    Observed,
+    RecordEvent,
+    RemoveFinalizer,
+    RequeueAfter,
+    ResumeWorkflow,
+    StatusPatch,
+    StopWorkflow,
+    SuspendWorkflow,
+    UpdateStatus,
+    apply_patch,
+)
+from orchestrator.watcher.settings import Settings
+from orchestrator.workflows import control
+from orchestrator.workflows.phases import Shutdown
+
+log = logging.getLogger(__name__)
+
+
+class Actor:
+    """The watcher's writes. `requeue(key, seconds)` is how `RequeueAfter` reaches the work queue."""
+
+    def __init__(
+        self, kube: Kube, settings: Settings, clock: Clock, requeue: Callable[[Key, float], None]
+    ) -> None:
+        self.kube = kube
+        self.clock = clock
+        self._requeue = requeue
+        self._submitter: ArgoServerSubmitter | None = None
+        if settings.argo_server:
+            self._submitter = ArgoServerSubmitter(
+                settings.argo_server,
+                settings.argo_token,
+                verify_tls=settings.argo_verify_tls,
+                timeout_seconds=settings.request_timeout_seconds,
+            )
+
+    def close(self) -> None:
+        """Close the Argo Server session, if any."""
+        if self._submitter is not None:
+            self._submitter.close()
+
+    def execute(self, cached: CachedPS, obs: Observed, decision: Decision) -> None:
+        """Carry out `decision.actions` in order for the ProgressiveSync `cached`."""
+        namespace, name = cached.key
+        extra = {"ps": f"{namespace}/{name}", "step": decision.step}
+        for action in decision.actions:
+            if isinstance(action, AddFinalizer | RemoveFinalizer):
+                self._set_finalizer(namespace, name, present=isinstance(action, AddFinalizer))
+            elif isinstance(action, CreateWorkflow):
+                self._create_workflow(namespace, name, action, extra)
+            elif isinstance(action, StopWorkflow):
+                self._patch_workflow(
+                    namespace, action.name, control.shutdown_patch(Shutdown.STOP), action.reason, extra
+                )
+            elif isinstance(action, SuspendWorkflow):
+                self._patch_workflow(
+                    namespace,
+                    action.name,
+                    control.suspend_patch(by_watcher=True),
+                    "spec.paused is true",
+                    extra,
+                )
+            elif isinstance(action, ResumeWorkflow):
+                self._patch_workflow(
+                    namespace,
+                    action.name,
+                    control.lift_watcher_suspend_patch(),
+                    "spec.paused is false",
+                    extra,
+                )
+            elif isinstance(action, RecordEvent):
+                self.record_event(cached, action)
+            elif isinstance(action, RequeueAfter):
+                self._requeue(cached.key, action.seconds)
+            elif isinstance(action, UpdateStatus):
+                self._write_status(cached, obs.status, action.patch, decision.step, extra)
+
+    def record_event(self, cached: CachedPS, action: RecordEvent) -> None:
+        """Write one Event on the ProgressiveSync; an Event is a courtesy: a failure is only logged."""
+        namespace, name = cached.key
+        meta = cached.obj.get("metadata") or {}
+        now = format_time(self.clock.now())
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{name}.{uuid.uuid4().hex[:12]}", "namespace": namespace},
+            "involvedObject": {
+                "apiVersion": cached.obj.get("apiVersion", ""),
+                "kind": "ProgressiveSync",
+                "name": name,
+                "namespace": namespace,
+                "uid": meta.get("uid", ""),
+                "resourceVersion": meta.get("resourceVersion", ""),
+            },
+            "reason": action.reason,
+            "message": action.message[:1024],
+            "type": action.type,
+            "source": {"component": "progressive-sync-watcher"},
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+            "reportingComponent": "progressive-sync-watcher",
+        }
+        try:
+            self.kube.create(EVENTS, namespace, body)
+        except KubeError as exc:  # never fail a reconcile over an Event
+            log.info("could not record event %s on %s/%s: %s", action.reason, namespace, name, exc)
+        log.info(
+            "%s/%s: %s: %s",
+            namespace,
+            name,
+            action.reason,
+            action.message,
+            extra={"ps": f"{namespace}/{name}", "event": action.reason},
+        )
+
+    def _set_finalizer(self, namespace: str, name: str, *, present: bool) -> None:
+        # A conditional update (resourceVersion) rather than a merge patch: a merge patch replaces
+        # the whole finalizers list and could drop another controller's finalizer.
+        try:
+            obj = self.kube.get(PROGRESSIVE_SYNCS, namespace, name)
+        except NotFound:
+            return
+        finalizers = list((obj.get("metadata") or {}).get("finalizers") or [])
+        if (FINALIZER in finalizers) == present:
+            return
+        finalizers = [*finalizers, FINALIZER] if present else [f for f in finalizers if f != FINALIZER]
+        obj["metadata"]["finalizers"] = finalizers
+        try:
+            self.kube.replace(PROGRESSIVE_SYNCS, namespace, obj)
+        except NotFound:
+            return
+        log.info(
+            "%s finalizer %s on %s/%s",
+            "added" if present else "removed",
+            FINALIZER,
+            namespace,
+            name,
+            extra={"ps": f"{namespace}/{name}"},
+        )
+
+    def _create_workflow(
+        self, namespace: str, ps_name: str, action: CreateWorkflow, extra: dict[str, str]
+    ) -> None:
+        body = dict(action.workflow)
+        try:
+            if self._submitter is not None:
+                self._submit_through_argo_server(namespace, body)
+            else:
+                self.kube.create(WORKFLOWS, namespace, body)
+        except AlreadyExists:
+            existing = self.kube.get(WORKFLOWS, namespace, action.name)
+            owner = str(((existing.get("metadata") or {}).get("labels") or {}).get(NAME_LABEL, ""))
+            if owner != label_value(ps_name):
+                raise KubeError(
+                    f"Workflow {namespace}/{action.name} exists but belongs to {owner or 'nobody'}; "
+                    "not adopting it"
+                ) from None
+            log.info(
+                "Workflow %s exists already; adopting it",
+                action.name,
+                extra={**extra, "workflow": action.name},
+            )
+            return
+        log.info(
+            "created Workflow %s (rollout %s, attempt %d)",
+            action.name,
+            action.rollout_id,
+            action.attempt,
+            extra={**extra, "workflow": action.name},
+        )
+
+    def _submit_through_argo_server(self, namespace: str, body: dict[str, Any]) -> None:
+        assert self._submitter is not None
+        try:
+            self._submitter.create(namespace, body)
+        except AlreadyExists:
+            raise
+        except KubeError:
+            # Argo Server does not always say 409 for a duplicate name; if it is there, it exists.
+            try:
+                self.kube.get(WORKFLOWS, namespace, body["metadata"]["name"])
+            except NotFound:
+                raise
+            raise AlreadyExists(f"Workflow {body['metadata']['name']} exists", status=409) from None
+
+    def _patch_workflow(
+        self, namespace: str, name: str, patch: dict[str, Any], reason: str, extra: dict[str, str]
+    ) -> None:
+        try:
+            self.kube.patch(WORKFLOWS, namespace, name, patch)
+        except NotFound:
+            log.info("Workflow %s is gone; nothing to patch", name, extra=extra)
+            return
+        log.info(
+            "Workflow %s: %s (%s)", name, describe_patch(patch), reason, extra={**extra, "workflow": name}
+        )
+
+    def _write_status(
+        self,
+        cached: CachedPS,
+        status: ProgressiveSyncStatus,
+        patch: StatusPatch,
+        step: str,
+        extra: dict[str, str],
+    ) -> None:
+        namespace, name = cached.key
+        now = self.clock.now()
+        # Compare on the cached status first: a converged ProgressiveSync costs no request at all.
+        if apply_patch(status.model_copy(deep=True), patch, now).to_api() == status.to_api():
+            log.debug("%s/%s: status unchanged; not writing", namespace, name, extra=extra)
+            return
+        try:
+            result = update_status(
+                self.kube,
+                namespace,
+                name,
+                lambda current: apply_patch(current, patch, now),
+                what=f"watcher {step}",
+            )
+        except NotFound:
+            return
+        if result.written:
+            log.debug("%s/%s: status written (%s)", namespace, name, step, extra=extra)
+
+
+def describe_patch(patch: Mapping[str, Any]) -> str:
+    """A Workflow control patch in a word or two, for the log."""
+    spec = patch.get("spec") or {}
+    if spec.get("shutdown"):
+        return f"shutdown {spec['shutdown']}"
+    if spec.get("suspend") is True:
+        return "suspended"
+    return "resumed"
