@@ -740,6 +740,14 @@ def _crd_established(kube: Kube, name: str) -> bool:
     return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
 
+def _crd_exists(kube: Kube, name: str) -> bool:
+    try:
+        kube.get(CRDS, None, name)
+    except NotFound:
+        return False
+    return True
+
+
 def workflow_crd_missing_at_start(rig: Rig) -> Heal:
     """Argo Workflows' Workflow CRD removed (kubectl delete crd) before the ProgressiveSync arrives: the
     watcher's Workflow informers meet 404, wait and say so (CRDMissing, naming the CRD and the fix),
@@ -759,6 +767,10 @@ def workflow_crd_missing_at_start(rig: Rig) -> Heal:
         timeout=120,
         what="the Workflow informers to meet the missing CRD",
     )
+    # The deletion ends only once the API server has removed every Workflow of the shared plane; a
+    # create before then answers AlreadyExists and the CRD is then gone for good (a race seen when
+    # this row ran after the other rows on the same control plane).
+    wait_for(lambda: not _crd_exists(rig.kube, WORKFLOW_CRD), timeout=120, what="the Workflow CRD deleted")
     assert all(
         i.blocked is not None and i.blocked.reason == CRD_MISSING for i in watcher.caches.workflow_informers
     )
