@@ -15,8 +15,8 @@ controller/sync.go `SyncAppState`, applicationset_controller.go `createOrUpdateI
    "one or more tasks are running" with `syncResult.revision` resolved to the full SHA ->
    Succeeded / Failed / Error with `finishedAt` and `.operation` removed; with `operation.retry`
    a failed attempt is Running with `finishedAt` and `retryCount`, then "Retrying operation.
-   Attempt #N"; `phase: Terminating` -> Failed "Operation terminated" (not while a deny window
-   holds it: Argo CD checks the window first);
+   Attempt #N"; `phase: Terminating` -> Failed "Operation terminated" (also while a deny window
+   holds it: v3.6's SyncAppState skips the window check for a terminate);
 4. the refresh annotation -> a comparison now, the annotation removed;
 5. after an operation: the comparison (`status.sync` at the resolved revision, health Progressing,
    `reconciledAt`), `staleSeconds` late with the stale in-between state before it;
@@ -717,9 +717,12 @@ def _run(
     running = _Running(app, state, now)
     op, behaviour = running.op, world.behaviour
     phase = str(state.get("phase") or "")
+    if phase == "Terminating":
+        # Before the window: a terminate is never held by a sync window (v3.6 SyncAppState checks
+        # the window only when the phase is not Terminating; it used to, and stayed Terminating).
+        return running.finish("Failed", MSG_TERMINATED, [], terminated=True)
     blocked = _window_message(app, op, world, now)
     if blocked is not None:
-        # Checked before termination, as SyncAppState does: a Terminating operation waits too.
         if phase == "Running" and state.get("message") != blocked:
             return running.write(
                 "sync-blocked",
@@ -727,8 +730,6 @@ def _run(
                 (Event("sync-blocked", {"message": blocked}),),
             )
         return Decision(wake_at=now + timedelta(seconds=RECHECK_SECONDS))
-    if phase == "Terminating":
-        return running.finish("Failed", MSG_TERMINATED, [], terminated=True)
     if state.get("finishedAt"):  # Running with finishedAt: waiting for Argo CD's next retry
         finished = parse_time(state.get("finishedAt")) or now
         retry_at = next_retry_at(op.get("retry") or {}, finished, running.retry_count)
