@@ -20,6 +20,7 @@ from typing import Any
 from orchestrator.api.models import ProgressiveSync
 from orchestrator.api.release import Revisions, normalize_revisions
 from orchestrator.api.rollout_status import find_stage
+from orchestrator.argocd.assess import first_few
 from orchestrator.argocd.fleet import (
     AppSetView,
     Cluster,
@@ -92,6 +93,9 @@ class Tuning:
     refresh_again_seconds: float = 10.0
     # The `batch` step: waits before running one cluster again after a temporary error (then exit 75).
     batch_retry_backoffs: tuple[float, ...] = (5.0, 10.0, 20.0, 40.0)
+    # The `batch` step: how often it writes the status changes its clusters gathered (a failure at
+    # once; steps.status_sink).
+    batch_flush_seconds: float = 5.0
     # The `batch` step while the ProgressiveSync is paused: how often it looks whether the pause
     # was lifted, and how long it holds a cluster back before it exits 75 (Argo retries the batch).
     pause_poll_seconds: float = 2.0
@@ -132,7 +136,7 @@ def stage_failure(ps: ProgressiveSync, stage: str) -> str:
     tolerated = ps.spec.failure_policy.max_failed_clusters
     if len(entry.failed) <= tolerated:
         return ""
-    failed = ", ".join(failure.name for failure in entry.failed)
+    failed = first_few([failure.name for failure in entry.failed])
     return (
         f"stage {stage!r} has failed already ({len(entry.failed)} failed cluster(s), at most {tolerated} "
         f"tolerated: {failed}); no new cluster starts"

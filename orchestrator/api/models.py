@@ -33,15 +33,19 @@ from pydantic import (
     Field,
     PlainSerializer,
     PlainValidator,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
     StrictBool,
     StrictInt,
     ValidationInfo,
     WithJsonSchema,
     field_validator,
+    model_serializer,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
 
+from orchestrator.api.ledger import ClusterState, Ledger, build_ledger
 from orchestrator.core.clock import format_time
 
 GROUP = "progressivesync.io"
@@ -569,8 +573,49 @@ class ClusterNote(_Model):
     """What holds it (a sync window, Suspended, Missing, Unknown, a retry) or what a done one left."""
 
 
+# How many clusters the status names in each of a stage's lists for people (in flight, failed with
+# their reasons, notes); the counts and the ledger (`clusters`) cover every cluster. Issue 15: the
+# status of a 10,000-cluster rollout stays far under 256 KiB.
+STATUS_LIST_CAP = 20
+# A failure's reason or a note is cut to this many characters in the status.
+REASON_MAX_CHARS = 512
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= REASON_MAX_CHARS else text[: REASON_MAX_CHARS - 1] + "\u2026"
+
+
+class StageCounts(_Model):
+    """How many of the stage's clusters are in each state (computed on every write)."""
+
+    targets: Annotated[StrictInt, Field(ge=0)] = 0
+    """Clusters the stage took."""
+    syncing: Annotated[StrictInt, Field(ge=0)] = 0
+    """Clusters whose sync is in flight."""
+    completed: Annotated[StrictInt, Field(ge=0)] = 0
+    """Clusters updated, Synced and Healthy."""
+    failed: Annotated[StrictInt, Field(ge=0)] = 0
+    """Clusters that failed."""
+
+
+class ClusterLedger(_Model):
+    """Every cluster of the stage and its state, compact: what the steps read (orchestrator/api/ledger.py)."""
+
+    names: str
+    """The clusters in rollout order: a JSON list, zlib-compressed, base64-encoded."""
+    states: Annotated[str, Field(pattern=r"^[.scf]*$")]
+    """One character per name: . not started, s syncing, c completed, f failed."""
+    targets: Annotated[StrictInt, Field(ge=0)]
+    """The first `targets` names are the stage's targets (any after them were recorded without being one)."""
+
+
+# In memory (Python) `targets`, `syncing`, `completed` and `failed` hold every cluster, as the steps
+# and the planner use them; on the wire (`to_api`) a stage carries `counts`, the first
+# `STATUS_LIST_CAP` names of `syncing`, `failed` and `notes`, and the ledger `clusters` with every
+# cluster's state. A status written before the ledger (every cluster listed in `targets`,
+# `completed`, ...) is read as it is and written back in the new shape.
 class StageStatus(_Model):
-    """Where one stage stands: which clusters it took, which are in flight, done and failed."""
+    """Where one stage stands: counts, the first clusters in flight and failed, every cluster's state."""
 
     name: str
     """The stage's name from the spec."""
@@ -578,20 +623,93 @@ class StageStatus(_Model):
     """Pending, Progressing, Succeeded, Failed, Skipped or Cancelled."""
     message: str = ""
     """What happened, for people (e.g. "1 of 1 clusters updated")."""
-    targets: list[str] = Field(default_factory=list, json_schema_extra={"default": []})
-    """The clusters the stage took, in rollout order."""
+    counts: StageCounts | None = Field(default=None, exclude=True)
+    """How many clusters the stage took, and how many are in flight, completed and failed (absent: none)."""
     syncing: list[str] = Field(default_factory=list, json_schema_extra={"default": []})
-    """Clusters whose sync is in flight."""
-    completed: list[str] = Field(default_factory=list, json_schema_extra={"default": []})
-    """Clusters updated, Synced and Healthy."""
+    """Clusters whose sync is in flight: the first 20 (`counts.syncing` has how many)."""
     failed: list[ClusterFailure] = Field(default_factory=list, json_schema_extra={"default": []})
-    """Clusters that failed, with reasons."""
+    """Clusters that failed, with reasons: the first 20 (`counts.failed` has how many)."""
     notes: list[ClusterNote] = Field(default_factory=list, json_schema_extra={"default": []})
-    """Clusters in flight held by something other than a plain wait, and done clusters with a remark."""
+    """Clusters held by something other than a plain wait, done clusters with a remark: the first 20."""
+    clusters: ClusterLedger | None = Field(default=None, exclude=True)
+    """Every cluster of the stage and its state (`progressive-sync status --clusters` shows them)."""
+    targets: list[str] = Field(default_factory=list)
+    """Deprecated, read only: every cluster the stage took, as written before `clusters` replaced it."""
+    completed: list[str] = Field(default_factory=list)
+    """Deprecated, read only: every cluster updated, as written before `clusters` replaced it."""
     started_at: Timestamp | None = None
     """When the stage started."""
     finished_at: Timestamp | None = None
     """When the stage finished."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_wire(cls, data: Any) -> Any:
+        # The ledger is the truth for every cluster; `counts` is derived. A status without a ledger
+        # was written before it (or lists no cluster): its lists are taken as they are.
+        if not isinstance(data, dict):
+            return data
+        data = {key: value for key, value in data.items() if key != "counts"}
+        wire = data.pop("clusters", None)
+        if not wire:
+            return data
+        ledger = Ledger.decode(wire if isinstance(wire, dict) else {})
+        by_state: dict[ClusterState, list[str]] = {state: [] for state in ClusterState}
+        for name, state in zip(ledger.names, ledger.states, strict=True):
+            by_state[state].append(name)
+        failed_now = set(by_state[ClusterState.FAILED])
+        reasons: dict[str, str] = {}
+        for entry in data.get("failed") or []:
+            if isinstance(entry, dict) and entry.get("name") in failed_now:
+                reasons.setdefault(str(entry["name"]), str(entry.get("reason") or ""))
+        # The failures with reasons first, in their order (the first to fail), then the others.
+        failed_order = [*reasons, *(name for name in by_state[ClusterState.FAILED] if name not in reasons)]
+        data["targets"] = list(ledger.names[: ledger.targets])
+        data["syncing"] = by_state[ClusterState.SYNCING]
+        data["completed"] = by_state[ClusterState.COMPLETED]
+        data["failed"] = [{"name": name, "reason": reasons.get(name, "")} for name in failed_order]
+        return data
+
+    @model_serializer(mode="wrap")
+    def _to_wire(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        ledger = self.ledger()
+        data.pop("targets", None)
+        data.pop("completed", None)
+        data["syncing"] = [name for name in self.syncing[:STATUS_LIST_CAP]]
+        data["failed"] = [
+            {"name": failure.name, "reason": _cut(failure.reason)}
+            for failure in self.failed[:STATUS_LIST_CAP]
+        ]
+        data["notes"] = [
+            {"name": note.name, "note": _cut(note.note)} for note in self.notes[:STATUS_LIST_CAP]
+        ]
+        if ledger.names:  # a stage with no cluster (Pending, Skipped) says nothing more
+            data["counts"] = counts_of(ledger).model_dump(by_alias=info.by_alias)
+            data["clusters"] = ledger.encode()
+        return data
+
+    def ledger(self) -> Ledger:
+        """Every cluster of the stage with its state (see `orchestrator.api.ledger`)."""
+        return build_ledger(
+            self.targets,
+            syncing=self.syncing,
+            completed=self.completed,
+            failed=[failure.name for failure in self.failed],
+        )
+
+
+def counts_of(ledger: Ledger) -> StageCounts:
+    """The counts of a stage's ledger."""
+    tally = {state: 0 for state in ClusterState}
+    for state in ledger.states:
+        tally[state] += 1
+    return StageCounts(
+        targets=ledger.targets,
+        syncing=tally[ClusterState.SYNCING],
+        completed=tally[ClusterState.COMPLETED],
+        failed=tally[ClusterState.FAILED],
+    )
 
 
 def _condition_types_unique(conditions: list[Condition] | None) -> list[Condition] | None:
@@ -633,6 +751,29 @@ class ProgressiveSyncStatus(_Model):
     """Ready, Progressing, Paused and Valid; one per type."""
     stages: list[StageStatus] | None = None
     """One entry per stage of the current rollout, in order."""
+    counts: StageCounts | None = Field(default=None, exclude=True)
+    """The stages' counts added up: clusters taken, in flight, completed and failed in this rollout."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_derived(cls, data: Any) -> Any:
+        # `counts` is computed from the stages on every write.
+        if isinstance(data, dict) and "counts" in data:
+            return {key: value for key, value in data.items() if key != "counts"}
+        return data
+
+    @model_serializer(mode="wrap")
+    def _to_wire(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        totals = [counts_of(ledger) for stage in self.stages or [] if (ledger := stage.ledger()).names]
+        if totals:
+            data["counts"] = StageCounts(
+                targets=sum(c.targets for c in totals),
+                syncing=sum(c.syncing for c in totals),
+                completed=sum(c.completed for c in totals),
+                failed=sum(c.failed for c in totals),
+            ).model_dump(by_alias=info.by_alias)
+        return data
 
     @field_validator("conditions")
     @classmethod

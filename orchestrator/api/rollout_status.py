@@ -11,8 +11,9 @@ Callers: the steps (`steps/`), through the status writer; tests call them direct
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 from orchestrator.api.models import (
     ClusterFailure,
@@ -314,3 +315,28 @@ def finalize_rollout(
         stage.finished_at = stage.finished_at or now
     refresh_progress(status)
     return status
+
+
+def expanded(status: ProgressiveSyncStatus) -> dict[str, Any]:
+    """The status as the API server stores it, with every stage's full cluster lists decoded.
+
+    The stored status carries counts, the first few clusters in flight and failed and the ledger
+    (`clusters`); this adds back, per stage, `targets`, `syncing`, `completed`, `failed` (every
+    failed cluster; the reason where the status kept it) and `notes` as lists of every cluster,
+    for `progressive-sync status -o json` and for tests that read per-cluster details.
+    """
+    data = status.to_api()
+    for wire, stage in zip(data.get("stages") or [], status.stages or [], strict=True):
+        wire["targets"] = list(stage.targets)
+        wire["syncing"] = list(stage.syncing)
+        wire["completed"] = list(stage.completed)
+        wire["failed"] = [{"name": f.name, "reason": f.reason} for f in stage.failed]
+        wire["notes"] = [{"name": n.name, "note": n.note} for n in stage.notes]
+    return data
+
+
+def expanded_wire(raw: Mapping[str, Any] | None) -> dict[str, Any]:
+    """`expanded` of a status as read from the API server ({} for none)."""
+    if not raw:
+        return {}
+    return expanded(ProgressiveSyncStatus.model_validate(dict(raw)))

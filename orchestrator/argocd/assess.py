@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from orchestrator.api.models import RolloutPhase, StagePhase, StageStatus
+from orchestrator.api.models import STATUS_LIST_CAP, RolloutPhase, StagePhase, StageStatus
 from orchestrator.api.rollout_status import is_step_error
 from orchestrator.argocd import appsync
 from orchestrator.core.clock import format_time, parse_time
@@ -395,6 +395,12 @@ def assess_cluster(
     return ClusterVerdict(ClusterPhase.WAITING, f"cluster {cluster}: " + "; ".join(waiting), notices, refresh)
 
 
+def first_few(items: Sequence[str], limit: int = STATUS_LIST_CAP) -> str:
+    """`a, b, c` for people, cut after `limit` items with how many more (status messages stay small)."""
+    shown = ", ".join(items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
 def assess_stage(stage: StageStatus, *, max_failed_clusters: int) -> tuple[StagePhase, str]:
     """Close a stage: Succeeded, or Failed when failures exceed the policy or targets never finished."""
     if stage.phase == StagePhase.SKIPPED:
@@ -406,7 +412,7 @@ def assess_stage(stage: StageStatus, *, max_failed_clusters: int) -> tuple[Stage
     completed = set(stage.completed)
     updated = [name for name in stage.targets if name in completed and name not in failed_names]
     if len(stage.failed) > max_failed_clusters:
-        details = ", ".join(f"{f.name} ({f.reason})" if f.reason else f.name for f in stage.failed)
+        details = first_few([f"{f.name} ({f.reason})" if f.reason else f.name for f in stage.failed])
         return (
             StagePhase.FAILED,
             f"{len(stage.failed)} of {total} clusters failed (at most {max_failed_clusters} tolerated): "
@@ -416,7 +422,7 @@ def assess_stage(stage: StageStatus, *, max_failed_clusters: int) -> tuple[Stage
     if unfinished:
         return (
             StagePhase.FAILED,
-            f"{len(unfinished)} of {total} clusters did not finish: {', '.join(unfinished)}; "
+            f"{len(unfinished)} of {total} clusters did not finish: {first_few(unfinished)}; "
             f"{len(updated)} updated, {len(stage.failed)} failed",
         )
     message = f"{len(updated)} of {total} clusters updated"
@@ -455,7 +461,7 @@ def assess_rollout(
         if stage.phase == StagePhase.PROGRESSING
     ]
     if workflow_status != WorkflowOutcome.SUCCEEDED:
-        detail = f"; failed: {', '.join(failed_clusters)}" if failed_clusters else ""
+        detail = f"; failed: {first_few(failed_clusters)}" if failed_clusters else ""
         errors = [
             f"stage {stage.name!r}: {stage.message}"
             for stage in stages

@@ -27,6 +27,7 @@ import yaml
 from orchestrator.api.metadata import NAME_LABEL, label_value
 from orchestrator.api.models import ProgressiveSync, StagePhase
 from orchestrator.api.release import Release, spec_hash
+from orchestrator.api.rollout_status import expanded_wire
 from orchestrator.argocd.fleet import app_set_view_from_object, app_view_from_object, cluster_from_secret
 from orchestrator.kube.client import APPLICATION_SETS, APPLICATIONS, PROGRESSIVE_SYNCS, SECRETS, WORKFLOWS
 from orchestrator.planning.planner import RolloutPlan, plan_rollout
@@ -267,7 +268,7 @@ class RolloutRig:
         return ProgressiveSync.model_validate(self.kube.get(PROGRESSIVE_SYNCS, self.namespace, PS_NAME))
 
     def status(self) -> dict[str, Any]:
-        return self.kube.get(PROGRESSIVE_SYNCS, self.namespace, PS_NAME).get("status") or {}
+        return expanded_wire(self.kube.get(PROGRESSIVE_SYNCS, self.namespace, PS_NAME).get("status"))
 
     def wait_phase(self, phase: str, timeout: float = 300.0) -> dict[str, Any]:
         wait_for(

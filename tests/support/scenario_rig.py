@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from orchestrator.api.rollout_status import expanded_wire
 from orchestrator.kube.client import (
     APPLICATION_SETS,
     APPLICATIONS,
@@ -152,7 +153,7 @@ class ScenarioRig:
     # -- reading -------------------------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:
-        return dict(self.kube.get(PROGRESSIVE_SYNCS, self.namespace, NAME).get("status") or {})
+        return expanded_wire(self.kube.get(PROGRESSIVE_SYNCS, self.namespace, NAME).get("status"))
 
     def status_text(self) -> str:
         """The whole status as JSON: where a reason or a notice must show."""

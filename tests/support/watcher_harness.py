@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.api.metadata import NAME_LABEL, label_value
+from orchestrator.api.rollout_status import expanded_wire
 from orchestrator.engine.executor import ExecutorSettings, LocalExecutor
 from orchestrator.kube.client import APPLICATIONS, PROGRESSIVE_SYNCS, WORKFLOWS, Conflict, Kube, NotFound
 from orchestrator.simulator.appcontroller import FleetSimulator
@@ -103,7 +104,7 @@ def patch_spec(kube: Kube, namespace: str, name: str, spec: dict[str, Any]) -> N
 def status_of(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
     """The ProgressiveSync's status ({} when it has none, or when it is gone)."""
     try:
-        return kube.get(PROGRESSIVE_SYNCS, namespace, name).get("status") or {}
+        return expanded_wire(kube.get(PROGRESSIVE_SYNCS, namespace, name).get("status"))
     except NotFound:
         return {}
 

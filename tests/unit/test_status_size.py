@@ -1,0 +1,169 @@
+"""The ProgressiveSync status stays small at 10,000 clusters; its compact form loses no cluster (issue 15).
+
+Pure: the status is built with the steps' own mutations (`orchestrator.api.rollout_status`) and
+serialized the way the status writer sends it (`to_api`). Nothing real is needed; nothing is faked.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from orchestrator.api.ledger import Ledger, LedgerError
+from orchestrator.api.models import (
+    REASON_MAX_CHARS,
+    STATUS_LIST_CAP,
+    ProgressiveSyncStatus,
+)
+from orchestrator.api.rollout_status import (
+    expanded,
+    mark_completed,
+    mark_failed,
+    mark_syncing,
+    set_note,
+    start_rollout,
+    start_stage,
+)
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+BUDGET = 256 * 1024
+STAGES = ("canary", "one per region", "ten percent", "the rest")
+
+
+def fleet_name(index: int) -> str:
+    """Names like a real fleet's (and bench/scale_fleet.py's): ~22 characters."""
+    return f"cell-{index:05d}-region-{index % 20:02d}{'abc'[index % 3]}"
+
+
+def wire_bytes(status: ProgressiveSyncStatus) -> int:
+    return len(json.dumps(status.to_api(), separators=(",", ":")).encode())
+
+
+def rollout_of(names: list[str], sizes: tuple[int, ...]) -> ProgressiveSyncStatus:
+    status = start_rollout(
+        ProgressiveSyncStatus(), rollout_id="602c4d4c1d", stage_names=STAGES, now=NOW, revision="4f1c2e9" * 6
+    )
+    position = 0
+    for stage, size in zip(STAGES, sizes, strict=True):
+        targets = names[position : position + size]
+        position += size
+        status = start_stage(status, stage=stage, targets=targets, message="selected", now=NOW)
+    return status
+
+
+def test_a_10000_cluster_rollout_at_its_largest_stays_under_256_kib() -> None:
+    # The worst moment for size: every stage selected, a third of the clusters in flight with a
+    # long note, a third failed with a long reason, a third done.
+    names = [fleet_name(index) for index in range(10_000)]
+    status = rollout_of(names, (1, 19, 1_000, 8_980))
+    for stage in status.stages or []:
+        for index, cluster in enumerate(list(stage.targets)):
+            if index % 3 == 0:
+                status = mark_failed(status, stage=stage.name, cluster=cluster, reason="x" * 5_000)
+            elif index % 3 == 1:
+                status = mark_completed(status, stage=stage.name, cluster=cluster)
+            else:
+                status = mark_syncing(status, stage=stage.name, cluster=cluster)
+                status = set_note(status, stage=stage.name, cluster=cluster, note="held " * 1_000)
+    size = wire_bytes(status)
+    assert size < BUDGET, f"{size:,} bytes"
+    wire = status.to_api()
+    sizes = (1, 19, 1_000, 8_980)
+    failed = sum(len(range(0, n, 3)) for n in sizes)
+    completed = sum(len(range(1, n, 3)) for n in sizes)
+    syncing = 10_000 - failed - completed
+    assert wire["counts"] == {"targets": 10_000, "syncing": syncing, "completed": completed, "failed": failed}
+    rest = wire["stages"][3]
+    assert len(rest["failed"]) == len(rest["syncing"]) == len(rest["notes"]) == STATUS_LIST_CAP
+    assert all(len(failure["reason"]) <= REASON_MAX_CHARS for failure in rest["failed"])
+    # Every cluster's state survives the round trip through the compact form.
+    back = ProgressiveSyncStatus.model_validate(wire)
+    assert expanded(back)["stages"][3]["targets"] == names[1_020:]
+    assert [len(s.failed) for s in back.stages or []] == [len(s.failed) for s in status.stages or []]
+
+
+cluster_names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-.", min_size=1, max_size=40)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    names=st.lists(cluster_names, min_size=0, max_size=80, unique=True),
+    outcomes=st.lists(
+        st.sampled_from(["pending", "syncing", "completed", "failed"]), min_size=80, max_size=80
+    ),
+    reason=st.text(max_size=2_000),
+)
+def test_the_compact_status_keeps_every_cluster_and_its_state(
+    names: list[str], outcomes: list[str], reason: str
+) -> None:
+    status = rollout_of(names, (len(names), 0, 0, 0))
+    for cluster, outcome in zip(names, outcomes, strict=False):
+        if outcome == "syncing":
+            status = mark_syncing(status, stage="canary", cluster=cluster)
+        elif outcome == "completed":
+            status = mark_completed(status, stage="canary", cluster=cluster)
+        elif outcome == "failed":
+            status = mark_failed(status, stage="canary", cluster=cluster, reason=reason)
+    wire = status.to_api()
+    back = ProgressiveSyncStatus.model_validate(json.loads(json.dumps(wire)))
+    before, after = (status.stages or [])[0], (back.stages or [])[0]
+    assert (after.targets, after.syncing, after.completed) == (
+        before.targets,
+        before.syncing,
+        before.completed,
+    )
+    assert [f.name for f in after.failed] == [f.name for f in before.failed]
+    # The first few failures keep their reason (cut to the cap); the counts add up.
+    for kept, original in zip(after.failed[:STATUS_LIST_CAP], before.failed, strict=False):
+        assert kept.reason == original.reason[:REASON_MAX_CHARS] or kept.reason.endswith("\u2026")
+    counts = wire["stages"][0].get("counts", {"targets": 0, "syncing": 0, "completed": 0, "failed": 0})
+    assert counts["targets"] == len(names)
+    assert counts["syncing"] + counts["completed"] + counts["failed"] <= len(names)
+    assert back.to_api() == wire  # reading and writing again changes nothing: no needless write
+
+
+def test_a_status_written_in_the_old_shape_is_read_and_written_back_compact() -> None:
+    old = {
+        "phase": "Progressing",
+        "progress": "1/3",
+        "stages": [
+            {
+                "name": "canary",
+                "phase": "Progressing",
+                "message": "",
+                "targets": ["a", "b", "c"],
+                "syncing": ["b"],
+                "completed": ["a"],
+                "failed": [{"name": "c", "reason": "Degraded"}],
+                "notes": [{"name": "b", "note": "Suspended"}],
+                "startedAt": "2026-11-30T12:00:00Z",
+            }
+        ],
+    }
+    status = ProgressiveSyncStatus.model_validate(old)
+    stage = (status.stages or [])[0]
+    assert (stage.targets, stage.syncing, stage.completed) == (["a", "b", "c"], ["b"], ["a"])
+    assert [(f.name, f.reason) for f in stage.failed] == [("c", "Degraded")]
+    wire = status.to_api()["stages"][0]
+    assert "targets" not in wire and "completed" not in wire
+    assert wire["counts"] == {"targets": 3, "syncing": 1, "completed": 1, "failed": 1}
+    assert wire["clusters"]["states"] == "csf"
+
+
+@pytest.mark.parametrize(
+    "ledger",
+    [
+        pytest.param({"names": "not base64!", "states": "", "targets": 0}, id="names-not-base64"),
+        pytest.param(Ledger(("a", "b"), (), 2).encode() | {"states": "c"}, id="fewer-states-than-names"),
+        pytest.param(
+            Ledger(("a",), (), 1).encode() | {"states": "c", "targets": 5}, id="more-targets-than-names"
+        ),
+    ],
+)
+def test_a_broken_ledger_is_refused_naming_the_field(ledger: dict[str, object]) -> None:
+    with pytest.raises((LedgerError, ValueError), match=r"stages\[\]\.clusters"):
+        ProgressiveSyncStatus.model_validate({"stages": [{"name": "canary", "clusters": ledger}]})
