@@ -5,7 +5,7 @@ A stage of a few dozen clusters runs one `cluster` pod per cluster. Past
 the Workflow keeps O(stages x batches) nodes (Argo keeps every node in the Workflow object) and the
 Argo UI draws a batch node rather than thousands of cluster nodes. docs/workflow.md says when.
 
-Batch `i` of `n` takes the stage's recorded targets (`status.stages[].targets`, written by
+Batch `i` of `n` takes the stage's recorded targets (the ledger `status.stages[].clusters`, written by
 `select`) at positions i, i+n, i+2n, ... in rollout order, and runs at most its share of the stage's
 `maxParallel` at once (`slots_of_batch`: the shares of the n batches add up to maxParallel, so no
 more clusters are in flight across the stage than one pod per cluster allowed). Each cluster runs
@@ -13,7 +13,9 @@ exactly as the `cluster` step runs it (`steps.cluster.run_cluster`): its recorde
 reported as is; a cluster of a stage that has failed already (failures above
 `maxFailedClusters`, read from the status right before it starts, so a failure in another batch
 counts too) is not started; otherwise sync, then wait-healthy with the per-cluster progress
-deadline, each recording the outcome in the stage status. Clusters start in target order as
+deadline. The clusters' status changes are gathered and written together (`steps.status_sink`): a
+failure at once, the rest every `Tuning.batch_flush_seconds` and at the end, so a batch writes its
+status a few times, not twice per cluster. Clusters start in target order as
 slots free, as Argo starts the items of a `withParam` loop under `parallelism`. While the
 ProgressiveSync is paused (`spec.paused`, DESIGN.md §3: no new step starts, running syncs finish)
 no new cluster starts: a cluster about to start waits until the pause is lifted (read right
@@ -46,6 +48,7 @@ from orchestrator.core.clock import Clock
 from orchestrator.kube.client import Kube, KubeError, Retryable
 from steps.cluster import ClusterOutcome, ClusterResult, run_cluster
 from steps.common import RolloutRef, Tuning, UsageProblem, check_rollout, check_stage, load_progressive_sync
+from steps.status_sink import BatchedSink
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +75,7 @@ class BatchResult:
     stage: str
     batch: int
     results: tuple[ClusterResult, ...]
+    status_writes: int = 0  # status updates the batch sent (gathered: steps.status_sink)
 
     @property
     def failed(self) -> bool:
@@ -92,7 +96,7 @@ class BatchResult:
             shown = "; ".join(f"{r.cluster}: {r.reason}" for r in failed[:5])
             more = f" (and {len(failed) - 5} more)" if len(failed) > 5 else ""
             text += f"; failed: {shown}{more}"
-        return text
+        return text + f"; {self.status_writes} status write(s)"
 
 
 def run_batch(
@@ -134,14 +138,26 @@ def run_batch(
     def paused() -> bool:
         return load_progressive_sync(kube, rollout).spec.paused
 
+    sink = BatchedSink(
+        kube, rollout.namespace, rollout.name, tuning.status, flush_seconds=tuning.batch_flush_seconds
+    )
+
     def one(cluster: str) -> ClusterResult:
         hold_while_paused(paused, cluster, clock=clock, tuning=tuning)
         return run_cluster(
-            kube, rollout, stage=stage, cluster=cluster, revisions=revisions, clock=clock, tuning=tuning
+            kube,
+            rollout,
+            stage=stage,
+            cluster=cluster,
+            revisions=revisions,
+            clock=clock,
+            tuning=tuning,
+            sink=sink,
         )
 
-    results = run_clusters(clusters, one, slots=slots, clock=clock, backoffs=tuning.batch_retry_backoffs)
-    return BatchResult(stage, batch, tuple(results))
+    with sink:
+        results = run_clusters(clusters, one, slots=slots, clock=clock, backoffs=tuning.batch_retry_backoffs)
+    return BatchResult(stage, batch, tuple(results), status_writes=sink.writes)
 
 
 class PausedTooLong(KubeError):

@@ -41,6 +41,7 @@ from steps.common import (
     load_progressive_sync,
     stage_failure,
 )
+from steps.status_sink import StatusSink
 from steps.sync import sync_cluster
 from steps.wait_healthy import wait_healthy
 
@@ -83,8 +84,12 @@ def run_cluster(
     revisions: Sequence[Revisions],
     clock: Clock,
     tuning: Tuning | None = None,
+    sink: StatusSink | None = None,
 ) -> ClusterResult:
-    """Sync `cluster` and wait until it is done or failed, unless its stage has failed already."""
+    """Sync `cluster` and wait until it is done or failed, unless its stage has failed already.
+
+    Status changes go to `sink` (default: written at once; a batch gathers them).
+    """
     tuning = tuning or Tuning()
     ps = load_progressive_sync(kube, rollout)
     check_rollout(ps, rollout.rollout_id)
@@ -98,12 +103,26 @@ def run_cluster(
         return ClusterResult(cluster, ClusterOutcome.NOT_STARTED, refused)
 
     synced = sync_cluster(
-        kube, rollout, stage=stage, cluster=cluster, revisions=revisions, clock=clock, tuning=tuning
+        kube,
+        rollout,
+        stage=stage,
+        cluster=cluster,
+        revisions=revisions,
+        clock=clock,
+        tuning=tuning,
+        sink=sink,
     )
     if synced.failed:
         return ClusterResult(cluster, ClusterOutcome.FAILED, synced.failure)
     waited = wait_healthy(
-        kube, rollout, stage=stage, cluster=cluster, revisions=revisions, clock=clock, tuning=tuning
+        kube,
+        rollout,
+        stage=stage,
+        cluster=cluster,
+        revisions=revisions,
+        clock=clock,
+        tuning=tuning,
+        sink=sink,
     )
     outcome = ClusterOutcome.DONE if waited.phase == ClusterPhase.DONE else ClusterOutcome.FAILED
     return ClusterResult(cluster, outcome, waited.reason)

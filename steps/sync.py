@@ -38,7 +38,7 @@ from orchestrator.argocd import appsync
 from orchestrator.argocd.appwatch import follow_applications
 from orchestrator.core.clock import Clock
 from orchestrator.kube.client import APPLICATIONS, Conflict, Kube
-from orchestrator.kube.status_writer import ConflictsExhausted, update_status
+from orchestrator.kube.status_writer import ConflictsExhausted
 from steps.common import (
     RolloutRef,
     Tuning,
@@ -50,6 +50,7 @@ from steps.common import (
     list_clusters,
     load_progressive_sync,
 )
+from steps.status_sink import DirectSink, StatusSink
 from steps.terminate import terminate_operations
 
 log = logging.getLogger(__name__)
@@ -109,13 +110,15 @@ def sync_cluster(
     revisions: Sequence[Revisions],
     clock: Clock,
     tuning: Tuning | None = None,
+    sink: StatusSink | None = None,
 ) -> SyncResult:
     """Request the pinned sync of every Application of the ApplicationSet on `cluster`.
 
     `revisions` are the release's revision tuples; each Application is pinned to its own
-    (`orchestrator.argocd.appsync.release_pin`).
+    (`orchestrator.argocd.appsync.release_pin`). Status changes go to `sink` (default: written at once).
     """
     tuning = tuning or Tuning()
+    sink = sink or DirectSink(kube, rollout.namespace, rollout.name, tuning.status)
     release = check_revisions(revisions)
     ps = load_progressive_sync(kube, rollout)
     rollout = rollout.with_applications_of(ps)
@@ -128,6 +131,7 @@ def sync_cluster(
             kube,
             rollout,
             tuning,
+            sink,
             stage=stage,
             cluster=cluster,
             reason=f"cluster {cluster}: no Argo CD cluster Secret has this name",
@@ -139,6 +143,7 @@ def sync_cluster(
             kube,
             rollout,
             tuning,
+            sink,
             stage=stage,
             cluster=cluster,
             reason=f"cluster {cluster}: no Application of ApplicationSet {app_set_name} targets it",
@@ -168,6 +173,7 @@ def sync_cluster(
                 kube,
                 rollout,
                 tuning,
+                sink,
                 stage=stage,
                 cluster=cluster,
                 reason=f"cluster {cluster}: {exc}",
@@ -178,13 +184,8 @@ def sync_cluster(
         if did_wait:
             waited.append(name)
 
-    update_status(
-        kube,
-        rollout.namespace,
-        rollout.name,
-        lambda status: mark_syncing(status, stage=stage, cluster=cluster),
-        what=f"cluster {cluster} syncing",
-        settings=tuning.status,
+    sink.record(
+        lambda status: mark_syncing(status, stage=stage, cluster=cluster), what=f"cluster {cluster} syncing"
     )
     return SyncResult(
         cluster,
@@ -300,6 +301,7 @@ def _fail(
     kube: Kube,
     rollout: RolloutRef,
     tuning: Tuning,
+    sink: StatusSink,
     *,
     stage: str,
     cluster: str,
@@ -312,12 +314,9 @@ def _fail(
         ended = terminate_operations(kube, rollout, apps, clock=clock, tuning=tuning)
         if ended.acted:
             reason = f"{reason}; {ended.summary}"
-    update_status(
-        kube,
-        rollout.namespace,
-        rollout.name,
+    sink.record(
         lambda status: mark_failed(status, stage=stage, cluster=cluster, reason=reason),
         what=f"cluster {cluster} failed",
-        settings=tuning.status,
+        urgent=True,
     )
     return SyncResult(cluster, failure=reason)

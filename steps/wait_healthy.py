@@ -34,7 +34,6 @@ from orchestrator.argocd.appwatch import SnapshotCause, follow_applications
 from orchestrator.argocd.assess import ClusterPhase, assess_cluster
 from orchestrator.core.clock import Clock, format_time
 from orchestrator.kube.client import APPLICATIONS, Kube
-from orchestrator.kube.status_writer import update_status
 from steps.common import (
     RolloutRef,
     Tuning,
@@ -47,6 +46,7 @@ from steps.common import (
     load_progressive_sync,
     stage_failure,
 )
+from steps.status_sink import DirectSink, StatusSink
 from steps.terminate import terminate_operations
 
 log = logging.getLogger(__name__)
@@ -85,12 +85,15 @@ def wait_healthy(
     revisions: Sequence[Revisions],
     clock: Clock,
     tuning: Tuning | None = None,
+    sink: StatusSink | None = None,
 ) -> WaitResult:
     """Wait until `cluster` is done or failed, record it in the stage status, and return it.
 
-    `revisions` are the release's revision tuples (see `orchestrator.argocd.assess`).
+    `revisions` are the release's revision tuples (see `orchestrator.argocd.assess`). Status changes
+    go to `sink` (default: written at once).
     """
     tuning = tuning or Tuning()
+    sink = sink or DirectSink(kube, rollout.namespace, rollout.name, tuning.status)
     release = check_revisions(revisions)
     ps = load_progressive_sync(kube, rollout)
     rollout = rollout.with_applications_of(ps)
@@ -101,7 +104,15 @@ def wait_healthy(
         return recorded
 
     result = _follow(
-        kube, rollout, ps, stage=stage, cluster=cluster, release=release, clock=clock, tuning=tuning
+        kube,
+        rollout,
+        ps,
+        stage=stage,
+        cluster=cluster,
+        release=release,
+        clock=clock,
+        tuning=tuning,
+        sink=sink,
     )
     if result.phase == ClusterPhase.FAILED and result.apps:
         # Nothing we started may apply the release after we said the cluster failed (a sync a
@@ -116,14 +127,7 @@ def wait_healthy(
             return set_note(marked, stage=stage, cluster=cluster, note=result.note)
         return mark_failed(status, stage=stage, cluster=cluster, reason=result.reason)
 
-    update_status(
-        kube,
-        rollout.namespace,
-        rollout.name,
-        mutation,
-        what=f"cluster {cluster} {result.phase.value.lower()}",
-        settings=tuning.status,
-    )
+    sink.record(mutation, what=f"cluster {cluster} {result.phase.value.lower()}", urgent=result.failed)
     return result
 
 
@@ -150,6 +154,7 @@ def _follow(
     release: Sequence[Revisions],
     clock: Clock,
     tuning: Tuning,
+    sink: StatusSink,
 ) -> WaitResult:
     clusters = list_clusters(kube, rollout.argocd_namespace)
     found = find_cluster(clusters, cluster)
@@ -174,7 +179,7 @@ def _follow(
     last_stage_check = clock.now()
     cluster_exists = True
     last_reason = ""
-    notes = _Notes(kube, rollout, stage=stage, cluster=cluster, tuning=tuning)
+    notes = _Notes(sink, stage=stage, cluster=cluster)
     refreshes = _Refreshes(kube, rollout.applications_namespace, tuning, clock)
 
     def window() -> int:
@@ -267,18 +272,16 @@ class _Notes:
     """Writes the cluster's note into the stage status (`notes`) when it changes: a person sees what
     holds the cluster (a sync window, Suspended, Missing, Unknown, Argo CD retrying, ...) while it lasts."""
 
-    def __init__(self, kube: Kube, rollout: RolloutRef, *, stage: str, cluster: str, tuning: Tuning) -> None:
-        self.kube = kube
-        self.rollout = rollout
+    def __init__(self, sink: StatusSink, *, stage: str, cluster: str) -> None:
+        self.sink = sink
         self.stage = stage
         self.cluster = cluster
-        self.tuning = tuning
         self.said: str | None = None  # None: not written by this step yet (a note may be left over)
 
     def say(self, note: str) -> None:
         if note == self.said:
             return
-        rollout, stage, cluster = self.rollout, self.stage, self.cluster
+        stage, cluster = self.stage, self.cluster
 
         def mutation(status: ProgressiveSyncStatus) -> ProgressiveSyncStatus:
             entry = find_stage(status, stage)
@@ -286,14 +289,7 @@ class _Notes:
                 return status  # recorded already (by a step run again): its outcome says it
             return set_note(status, stage=stage, cluster=cluster, note=note)
 
-        update_status(
-            self.kube,
-            rollout.namespace,
-            rollout.name,
-            mutation,
-            what=f"cluster {cluster} note",
-            settings=self.tuning.status,
-        )
+        self.sink.record(mutation, what=f"cluster {cluster} note")
         self.said = note
 
 

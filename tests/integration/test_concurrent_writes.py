@@ -15,14 +15,15 @@ from typing import Any
 
 import pytest
 
-from orchestrator.api.rollout_status import find_stage, mark_completed
+from orchestrator.api.rollout_status import find_stage, mark_completed, mark_failed, mark_syncing
 from orchestrator.argocd import appsync
 from orchestrator.core.clock import SystemClock
 from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.kube.client import APPLICATIONS, PROGRESSIVE_SYNCS, Kube, Resource
-from orchestrator.kube.status_writer import update_status
+from orchestrator.kube.status_writer import StatusWriterSettings, update_status
 from orchestrator.simulator.seed import seed_fleet
 from steps.common import RolloutRef
+from steps.status_sink import BatchedSink
 from steps.sync import sync_cluster
 from tests.support.builders import NEW_REVISION as REVISION
 from tests.support.builders import foreign_operation
@@ -210,3 +211,84 @@ def test_fifty_concurrent_status_writers_lose_nothing(
     assert codes.count(409) > 0, "the writers really raced"
     assert max(attempts) > 1
     print(f"50 writers: {codes.count(409)} conflicts, attempts max {max(attempts)}")
+
+
+def test_a_batch_gathers_its_clusters_changes_into_one_write_and_sends_a_failure_at_once(
+    kube: Kube, namespace: str, control_plane: DevCluster, steps_config: Path
+) -> None:
+    # Issue 15: a batch pod's status writes grow with batches, not clusters; a failure is written
+    # before `record` returns (other batches read it before they start a cluster).
+    make_progressive_sync(kube, namespace)
+    clusters = [f"cluster-{i:02d}" for i in range(WRITERS)]
+    client = Kube.from_kubeconfig(str(steps_config))
+    mark = control_plane.audit_mark()
+    try:
+        with BatchedSink(client, namespace, "myservice", StatusWriterSettings(), flush_seconds=3600) as sink:
+            for cluster in clusters[:-1]:
+                sink.record(
+                    lambda s, c=cluster: mark_syncing(s, stage="canary", cluster=c), what=f"{cluster} syncing"
+                )
+                sink.record(
+                    lambda s, c=cluster: mark_completed(s, stage="canary", cluster=c), what=f"{cluster} done"
+                )
+            stage = find_stage(read_progressive_sync(kube, namespace).status, "canary")
+            assert stage is None or stage.completed == [], "nothing written before a failure or the end"
+            failing = clusters[-1]
+            sink.record(
+                lambda s: mark_failed(s, stage="canary", cluster=failing, reason="Degraded"),
+                what=f"{failing} failed",
+                urgent=True,
+            )
+            stage = find_stage(read_progressive_sync(kube, namespace).status, "canary")
+            assert stage is not None and [f.name for f in stage.failed] == [failing], "the failure is there"
+            assert sorted(stage.completed) == clusters[:-1], "with everything gathered before it"
+            assert sink.writes == 1
+    finally:
+        client.close()
+    writes = [w for w in writes_by(control_plane, mark, user=STEPS_USER) if w.subresource == "status"]
+    assert [w.code for w in writes] == [200], describe(writes)
+
+
+OLD_SHAPE_STATUS = {
+    "phase": "Progressing",
+    "progress": "1/3",
+    "rollout": {"id": "602c4d4c1d", "startedAt": "2026-11-30T12:00:00Z"},
+    "stages": [
+        {
+            "name": "canary",
+            "phase": "Progressing",
+            "targets": ["eu-1", "eu-2", "eu-3"],
+            "syncing": ["eu-2"],
+            "completed": ["eu-1"],
+            "failed": [],
+            "notes": [{"name": "eu-2", "note": "Suspended"}],
+        }
+    ],
+}
+
+
+def test_a_status_stored_in_the_shape_before_the_ledger_is_read_and_written_back_compact(
+    kube: Kube, namespace: str, control_plane: DevCluster, steps_config: Path
+) -> None:
+    # Objects written by an earlier version list every cluster in `targets` and `completed`; the
+    # CRD still accepts those fields, every reader takes them, and the next write is compact.
+    make_progressive_sync(kube, namespace, status=OLD_SHAPE_STATUS)
+    stored = kube.get(PROGRESSIVE_SYNCS, namespace, "myservice")["status"]["stages"][0]
+    assert stored["targets"] == ["eu-1", "eu-2", "eu-3"], "the API server kept the old fields"
+    stage = find_stage(read_progressive_sync(kube, namespace).status, "canary")
+    assert stage is not None and (stage.targets, stage.syncing, stage.completed) == (
+        ["eu-1", "eu-2", "eu-3"],
+        ["eu-2"],
+        ["eu-1"],
+    )
+    update_status(
+        kube, namespace, "myservice", lambda s: mark_completed(s, stage="canary", cluster="eu-2"), what="eu-2"
+    )
+    written = kube.get(PROGRESSIVE_SYNCS, namespace, "myservice")["status"]["stages"][0]
+    assert "targets" not in written and "completed" not in written
+    assert written["counts"] == {"targets": 3, "syncing": 0, "completed": 2, "failed": 0}
+    stage = find_stage(read_progressive_sync(kube, namespace).status, "canary")
+    assert stage is not None and (stage.targets, stage.completed) == (
+        ["eu-1", "eu-2", "eu-3"],
+        ["eu-1", "eu-2"],
+    )
