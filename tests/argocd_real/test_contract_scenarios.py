@@ -4,8 +4,9 @@ Each test sets up what real Argo CD does in that situation (the ApplicationSet c
 annotations, an Application's own sync options and retry, a sync that never finishes, two revisions
 in one release, Applications that refresh late, a workload that is Degraded for a moment or
 Suspended, a manifest removed without prune, a deny sync window) and checks what progressive-sync
-must make of it. A test that awaits a fix on main is marked `awaits(finding)` (not run); the fix
-removes the mark.
+must make of it. Every scenario runs (the last four marked as awaiting a fix passed on 30 Nov 2026
+once issue 12's fixes were on main; the rollout with prune needs `PrunePropagationPolicy=background`
+here, see `_legacy_scenario`).
 
 Real: see conftest.py. Health is driven through HealthProbe objects on the destination clusters,
 whose Lua health check in argocd-cm reads `status.health` (ProbeDriver sets it).
@@ -40,24 +41,6 @@ from tests.support.wait import wait_for
 pytestmark = pytest.mark.argocd
 
 OTHER = "us-1"  # the second cluster of the SMALL scenarios, on the other API server
-FINDING = {
-    "3w": "issue 12 finding 3: inside a deny sync window the rollout does not say it waits for the window",
-    5: "issue 12 finding 5: Applications refreshed after their stage selected are never synced",
-    "6s": "issue 12 finding 6: Suspended waits to the deadline with no word in the status",
-    "6p": "issue 12 finding 6: an Application that requires pruning waits to the deadline with no reason",
-    "prune?": "on real Argo CD (15:35 run) the pruned ConfigMap stays, health Progressing 'Caused by "
-    "ConfigMap .../legacy', to the deadline: Argo CD prunes with foreground deletion, whose finalizer "
-    "only a garbage collector removes, and the destination API servers run no kube-controller-manager "
-    "(to try: PrunePropagationPolicy=background in the scenario's syncOptions)",
-}
-
-
-def awaits(*findings: int | str) -> pytest.MarkDecorator:
-    """A scenario whose fix is not on main yet, naming the issue-12 findings it waits for: not run (it
-    would only wait out its deadlines, minutes of real Argo CD each; tests/e2e/test_argocd_scenarios.py
-    marks the same findings the same way). Each fails here today; the fix drops the mark
-    (`pytest --runxfail -m argocd` runs them all)."""
-    return pytest.mark.xfail(run=False, reason="; ".join(FINDING[f] for f in findings))
 
 
 def status_text(scenario: Scenario) -> str:
@@ -236,7 +219,6 @@ def test_cancelling_a_rollout_terminates_the_sync_it_started(
         assert configmap_release(argocd_stack, scenario, CANARY) == "1"
 
 
-@awaits("3w")
 def test_inside_a_deny_sync_window_the_rollout_waits_says_so_and_goes_on_when_it_closes(
     argocd_stack: ArgoCDStack, tmp_path: Path
 ) -> None:
@@ -305,7 +287,6 @@ def test_a_release_of_two_revisions_syncs_each_application_to_its_own(
 # --- 5: refresh lag -------------------------------------------------------------------------------
 
 
-@awaits(5)
 def test_applications_that_see_the_commit_late_are_still_rolled_out(
     scenario: Scenario, tmp_path: Path
 ) -> None:
@@ -347,7 +328,6 @@ def test_a_degraded_moment_right_after_the_sync_does_not_fail_the_cluster(
         assert driver.applied[CANARY] == ["Degraded", "Healthy"]
 
 
-@awaits("6s")
 def test_a_suspended_workload_holds_the_cluster_and_the_status_says_so(
     argocd_stack: ArgoCDStack, tmp_path: Path
 ) -> None:
@@ -376,16 +356,20 @@ def _release_without_legacy(scenario: Scenario) -> str:
     return scenario.release({"legacy.yaml": None})
 
 
-def _legacy_scenario(stack: ArgoCDStack) -> Any:
-    """Release 1 holds the starter ConfigMap and a `legacy` ConfigMap that release 2 removes."""
+def _legacy_scenario(stack: ArgoCDStack, sync_options: tuple[str, ...] = ("CreateNamespace=true",)) -> Any:
+    """Release 1 holds the starter ConfigMap and a `legacy` ConfigMap that release 2 removes.
+
+    A rollout with prune needs `PrunePropagationPolicy=background` among the Applications' sync
+    options here: Argo CD prunes with foreground deletion by default, whose finalizer only a garbage
+    collector removes, and the destination API servers run no kube-controller-manager, so the pruned
+    ConfigMap stayed and the Application Progressing ("Caused by" it) to the deadline."""
     files = {
         "configmap.yaml": starter_app.configmap_manifest(SCENARIO_CONFIGMAP, {"release": "1"}),
         "legacy.yaml": starter_app.configmap_manifest("legacy", {"left": "over"}),
     }
-    return scenario_of(stack, selector=SMALL, files=files)
+    return scenario_of(stack, selector=SMALL, files=files, app_set_changes={"sync_options": sync_options})
 
 
-@awaits("6p")
 def test_a_removed_manifest_without_prune_gives_a_reason_instead_of_waiting_to_the_deadline(
     argocd_stack: ArgoCDStack, tmp_path: Path
 ) -> None:
@@ -402,11 +386,15 @@ def test_a_removed_manifest_without_prune_gives_a_reason_instead_of_waiting_to_t
         )
 
 
-@awaits("prune?")
 def test_with_prune_the_removed_manifest_is_deleted_and_the_rollout_succeeds(
     argocd_stack: ArgoCDStack, tmp_path: Path
 ) -> None:
-    with _legacy_scenario(argocd_stack) as scenario, rollout_actors(argocd_stack, tmp_path):
+    with (
+        _legacy_scenario(
+            argocd_stack, ("CreateNamespace=true", "PrunePropagationPolicy=background")
+        ) as scenario,
+        rollout_actors(argocd_stack, tmp_path, allow_prune=True),  # the chart's policy.allowPrune
+    ):
         revision = _release_without_legacy(scenario)
         scenario.refresh()
         scenario.wait_out_of_sync(revision)

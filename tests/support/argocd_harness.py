@@ -302,8 +302,9 @@ def scenario_of(stack: ArgoCDStack, **kwargs: Any) -> Iterator[Scenario]:
 
 
 @contextlib.contextmanager
-def rollout_actors(stack: ArgoCDStack, workdir: Path) -> Iterator[Watcher]:
-    """The watcher (engine argo) and the local executor (playing Argo Workflows) for one test."""
+def rollout_actors(stack: ArgoCDStack, workdir: Path, **watcher_changes: Any) -> Iterator[Watcher]:
+    """The watcher (engine argo) and the local executor (playing Argo Workflows) for one test;
+    `watcher_changes` change the watcher's settings (e.g. allow_prune=True)."""
     kubeconfig = steps_kubeconfig(stack.control_plane, stack.kube)
     executor = LocalExecutor(
         stack.kube,
@@ -316,7 +317,7 @@ def rollout_actors(stack: ArgoCDStack, workdir: Path) -> Iterator[Watcher]:
         ),
     ).start()
     try:
-        watcher = Watcher(stack.kube, watcher_settings(stack.namespace)).start()
+        watcher = Watcher(stack.kube, watcher_settings(stack.namespace, **watcher_changes)).start()
         try:
             yield watcher
         finally:
