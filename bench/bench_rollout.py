@@ -49,6 +49,7 @@ from typing import Any
 import psutil
 
 from orchestrator.api.models import resolve_int_or_percent
+from orchestrator.api.rollout_status import expanded_wire
 from orchestrator.core.clock import SystemClock
 from orchestrator.devenv import tools
 from orchestrator.devenv.controlplane import DevCluster
@@ -224,7 +225,8 @@ def read_audit(cluster: DevCluster) -> list[dict[str, Any]]:
 
 
 def wait_settled(kube: Kube, name: str, timeout: float) -> tuple[float, dict[str, Any]]:
-    """Poll until the ProgressiveSync's rollout ended; (when it was first seen ended, its status)."""
+    """Poll until the ProgressiveSync's rollout ended; (when it was first seen ended, its status with
+    every stage's cluster lists decoded: `rollout_status.expanded_wire`)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         obj = kube.get(PROGRESSIVE_SYNCS, NAMESPACE, name)
@@ -232,7 +234,7 @@ def wait_settled(kube: Kube, name: str, timeout: float) -> tuple[float, dict[str
         if status.get("phase") in ("Succeeded", "Failed", "Cancelled") and (status.get("rollout") or {}).get(
             "finishedAt"
         ):
-            return time.time(), status
+            return time.time(), expanded_wire(status)
         time.sleep(0.1)
     raise TimeoutError(f"ProgressiveSync {name} did not finish within {timeout:g}s")
 
