@@ -6,6 +6,9 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
+# pytest-xdist workers for `make test` (0: one process, no xdist). The suite waits far more than it
+# computes, so more workers than cores pays; the tests of one shared stack stay on one worker.
+PYTEST_WORKERS ?= 4
 
 .PHONY: help venv tools test unit lint fmt clean crds bench demo
 
@@ -44,7 +47,7 @@ tools:
 
 test: $(STAMP)
 	tools="$$(hack/tools/build.sh)" && KUBEBUILDER_ASSETS="$$tools" PROGRESSIVE_SYNC_TOOLS_DIR="$$tools" \
-		$(BIN)/pytest $(PYTEST_ARGS)
+		$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)

@@ -98,9 +98,17 @@ def pytest_report_header() -> list[str]:
     ]
 
 
+# Tests that share one machine-wide or expensive stack run on one pytest-xdist worker each (`make
+# test` runs the suite with `--dist loadgroup`): the real node and Argo Workflows (one per machine),
+# and the real Argo CD stack (~20 s to start, one per package). Every other test runs on any worker.
+SHARED_STACK_GROUPS = {"realstack": "realstack", "argocd": "argocd"}
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every test that uses the real stack is marked `realstack` (before -m selects by markers).
+    """Every test that uses the real stack is marked `realstack` (before -m selects by markers), the
+    tests of each shared stack are put in one xdist group (before xdist reads the groups), and the
+    real-stack tests are ordered last (`_run_order`).
 
     Batch mode on the real controller (`argo-batch`) runs only the scenarios marked
     `batch_on_real_argo`: real pods cost seconds each, and batches change only how clusters share
@@ -110,6 +118,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "real_stack_session" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.realstack)
+        for marker, group in SHARED_STACK_GROUPS.items():
+            if item.get_closest_marker(marker) is not None:
+                item.add_marker(pytest.mark.xdist_group(group))
+                break
         engine = getattr(getattr(item, "callspec", None), "params", {}).get("engine")
         if engine == "argo-batch" and item.get_closest_marker("batch_on_real_argo") is None:
             dropped.append(item)
@@ -117,18 +129,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             kept.append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
-        items[:] = kept
+    items[:] = sorted(kept, key=_run_order)
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """The selected real-stack tests run last, together: the machine's node (started by the first of
-    them) is held only meanwhile, and stops with the session's fixtures right after the last."""
-    items = session.items
-    real = [item for item in items if item.get_closest_marker("realstack") is not None]
-    # Those that stop the session's stack (to use the machine without it) go last: no restart after.
-    real.sort(key=lambda item: item.get_closest_marker("stops_the_real_stack") is not None)
-    items[:] = [item for item in items if item not in real] + real
+def _run_order(item: pytest.Item) -> int:
+    """The real-stack tests run last, together: the machine's node (started by the first of them) is
+    held only meanwhile and stops with the session's fixtures right after the last. Those that stop
+    the session's stack (to use the machine without it) go after every other: no restart after.
+    (Sorted here, not at collection finish: pytest-xdist sends the order on before that.)"""
+    if item.get_closest_marker("realstack") is None:
+        return 0
+    return 2 if item.get_closest_marker("stops_the_real_stack") is not None else 1
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
