@@ -89,6 +89,20 @@ COMPONENTS = ("argocd-repo-server", "argocd-application-controller", "argocd-app
 NAMES_PER_SERVER = 2
 
 
+# A unix socket's path must fit `sun_path`: 108 bytes on Linux, the terminating NUL included.
+UNIX_SOCKET_PATH_MAX = 107
+
+
+def socket_folder(workdir: Path, longest_name: str) -> Path:
+    """`workdir` when a socket named `longest_name` fits in it, else a new short folder in the
+    system's temporary folder (the caller removes it). A deep work dir (a test's tmp_path under
+    pytest-xdist, a long $TMPDIR) would otherwise make the repo-server fail with `bind: invalid
+    argument`."""
+    if len(os.fsencode(workdir / longest_name)) <= UNIX_SOCKET_PATH_MAX:
+        return workdir
+    return Path(tempfile.mkdtemp(prefix="ps-argocd-", dir="/tmp"))
+
+
 class ArgoCDStackError(RuntimeError):
     """The Argo CD dev stack could not start (tools missing, a component failed); says which."""
 
@@ -235,6 +249,9 @@ class ArgoCDStack:
     clusters: list[DestinationCluster] = field(default_factory=list)
     ports: dict[str, int] = field(default_factory=dict)
     _owns_workdir: bool = True
+    # Where the components' unix sockets go: the work dir, or a short folder of its own when the
+    # work dir's path is too long for a socket (see `socket_folder`).
+    _socket_dir: Path | None = None
     _server_kubes: dict[str, Kube] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -426,12 +443,17 @@ class ArgoCDStack:
             "ARGOCD_BINARY_NAME": component,
             "ARGOCD_GPG_ENABLED": "false",
             "ARGOCD_GNUPGHOME": str(self.workdir / "gnupg"),
-            "ARGOCD_ASK_PASS_SOCK": str(self.workdir / f"{component}-askpass.sock"),
+            "ARGOCD_ASK_PASS_SOCK": str(self._sockets() / f"{component}-askpass.sock"),
             "ARGOCD_TLS_DATA_PATH": str(self.workdir / "tls"),
             "ARGOCD_SSH_DATA_PATH": str(self.workdir / "ssh"),
             "ARGOCD_RECONCILIATION_TIMEOUT": seconds,
             "ARGOCD_RECONCILIATION_JITTER": jitter,
         }
+
+    def _sockets(self) -> Path:
+        if self._socket_dir is None:
+            self._socket_dir = socket_folder(self.workdir, f"{max(COMPONENTS, key=len)}-askpass.sock")
+        return self._socket_dir
 
     def _start_processes(self) -> None:
         ports = {
@@ -704,6 +726,8 @@ class ArgoCDStack:
             server.stop()
         self.servers.clear()
         self.kube.close()
+        if self._socket_dir is not None and self._socket_dir != self.workdir:
+            shutil.rmtree(self._socket_dir, ignore_errors=True)
         if self._owns_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 

@@ -17,7 +17,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -487,8 +487,7 @@ class Kube:
         if on_open is not None:
             on_open(lambda: _shutdown_stream(response))
         try:
-            for line in _iter_lines(response):
-                event = json.loads(line)
+            for event in watch_events(response.stream(amt=None, decode_content=True)):
                 event_type = event.get("type", "")
                 obj = event.get("object") or {}
                 if event_type == "ERROR":
@@ -498,7 +497,7 @@ class Kube:
                         raise Gone(message, status=410, reason=str(obj.get("reason", "")))
                     raise KubeError(message, status=code, reason=str(obj.get("reason", "")))
                 yield WatchEvent(event_type, obj)
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
+        except (urllib3.exceptions.HTTPError, OSError, TruncatedEvent) as exc:
             raise Retryable(f"watch {resource.plural}: {exc}") from exc
         finally:
             response.release_conn()
@@ -589,14 +588,33 @@ def _shutdown_stream(response: Any) -> None:
         response.shutdown()
 
 
-def _iter_lines(response: Any) -> Iterator[bytes]:
-    """Split a chunked HTTP body into lines without waiting for more than one line."""
+class TruncatedEvent(ValueError):
+    """A watch stream ended inside an event: the response was cut (a proxy, a reset)."""
+
+
+def watch_events(chunks: Iterable[bytes]) -> Iterator[dict[str, Any]]:
+    """The events of a watch response body, one per line, each as soon as its line is complete.
+
+    The API server ends every event with a newline, so text after the last newline, or a line that
+    is not JSON (cut inside a multi-byte character, say), is a truncated response: TruncatedEvent,
+    which the caller retries like a dropped connection.
+    """
     pending = b""
-    for chunk in response.stream(amt=None, decode_content=True):
+    for chunk in chunks:
         pending += chunk
         while b"\n" in pending:
             line, pending = pending.split(b"\n", 1)
             if line.strip():
-                yield line
+                yield _event(line)
     if pending.strip():
-        yield pending
+        raise TruncatedEvent(f"the stream ended inside an event ({len(pending)} bytes without a newline)")
+
+
+def _event(line: bytes) -> dict[str, Any]:
+    try:
+        event = json.loads(line)
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+        raise TruncatedEvent(f"an event that is not JSON ({exc})") from exc
+    if not isinstance(event, dict):
+        raise TruncatedEvent(f"an event that is not an object: {line[:80]!r}")
+    return event
