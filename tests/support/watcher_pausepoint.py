@@ -23,7 +23,7 @@ import sys
 import threading
 from typing import Any
 
-from orchestrator.watcher import loop
+from orchestrator.watcher import act
 
 
 def _arm(point: str, signum: int) -> None:
@@ -36,10 +36,10 @@ def _arm(point: str, signum: int) -> None:
             os.kill(os.getpid(), signum)
 
     if point == "after-workflow-create":
-        real_create = loop.Watcher._create_workflow
-        real_update = loop.update_status
+        real_create = act.Actor._create_workflow
+        real_update = act.update_status
 
-        def create(self: loop.Watcher, *args: Any, **kwargs: Any) -> None:
+        def create(self: act.Actor, *args: Any, **kwargs: Any) -> None:
             real_create(self, *args, **kwargs)
             created.done = True
 
@@ -49,18 +49,18 @@ def _arm(point: str, signum: int) -> None:
                 hit()
             return real_update(*args, **kwargs)
 
-        loop.Watcher._create_workflow = create  # type: ignore[method-assign]
-        loop.update_status = update
+        act.Actor._create_workflow = create  # type: ignore[method-assign]
+        act.update_status = update
     elif point.startswith("event:"):
         reason = point.removeprefix("event:")
-        real_record = loop.Watcher._record_event
+        real_record = act.Actor.record_event
 
-        def record(self: loop.Watcher, cached: Any, action: Any) -> None:
+        def record(self: act.Actor, cached: Any, action: Any) -> None:
             if action.reason == reason:
                 hit()
             real_record(self, cached, action)
 
-        loop.Watcher._record_event = record  # type: ignore[method-assign]
+        act.Actor.record_event = record  # type: ignore[method-assign]
     else:
         raise SystemExit(f"unknown pause point {point!r}")
 
