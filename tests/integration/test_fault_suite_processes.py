@@ -35,9 +35,12 @@ from orchestrator.kube.client import LEASES, NAMESPACES, Kube
 from tests.integration.test_fault_suite import CLUSTERS, FLEET, PS, ROLLOUT_SECONDS, event_reasons
 from tests.support.wait import wait_for
 from tests.support.watcher_harness import (
+    LEASE,
+    LEASE_SECONDS,
     Actors,
     WatcherProcess,
     create_ps,
+    leader_elect_args,
     phase_of,
     seed,
     status_of,
@@ -47,9 +50,6 @@ from tests.support.watcher_harness import (
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
-LEASE = "progressive-sync-watcher"
-# Short timings so a takeover takes seconds; the ratios are client-go's (15/10/2).
-LEASE_SECONDS, RENEW_DEADLINE, RETRY = 6.0, 4.0, 0.5
 NOT_SENT = "no longer holds the leader lease"
 
 
@@ -78,14 +78,7 @@ class ProcessRig:
         kubeconfig = self.cluster.mint_user(user, ["system:masters"])
         extra: tuple[str, ...] = ("--shutdown-timeout=15",)
         if leader:
-            extra += (
-                "--leader-elect",
-                f"--leader-elect-namespace={self.namespace}",
-                f"--leader-elect-identity={name}",
-                f"--lease-duration={LEASE_SECONDS}",
-                f"--renew-deadline={RENEW_DEADLINE}",
-                f"--retry-period={RETRY}",
-            )
+            extra += leader_elect_args(self.namespace, name)
         process = WatcherProcess(kubeconfig, self.namespace, self.tmp_path / f"{name}.log", extra_args=extra)
         if point is not None:
             process.module = ("tests.support.watcher_pausepoint", *point)

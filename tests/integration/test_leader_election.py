@@ -26,9 +26,13 @@ from orchestrator.simulator.config import SimulatorConfig
 from orchestrator.watcher.leader import LeaderElector, LeaseSettings
 from tests.support.wait import wait_for
 from tests.support.watcher_harness import (
+    LEASE,
+    LEASE_SECONDS,
+    RETRY,
     WatcherProcess,
     completed_count,
     create_ps,
+    leader_elect_args,
     phase_of,
     seed,
     status_of,
@@ -38,9 +42,6 @@ from tests.support.watcher_harness import (
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
-LEASE = "progressive-sync-watcher"
-# Short timings so the test runs in seconds; the ratios are client-go's (15/10/2).
-LEASE_SECONDS, RENEW_DEADLINE, RETRY = 6.0, 4.0, 0.5
 SLOW_FLEET = "defaults: {syncSeconds: 1.0, healthSeconds: 1.0}"
 
 
@@ -130,12 +131,7 @@ def replica(kubeconfig: Path, namespace: str, identity: str, port: int, log: Pat
         log,
         extra_args=(
             "--engine=local",
-            "--leader-elect",
-            f"--leader-elect-namespace={namespace}",
-            f"--leader-elect-identity={identity}",
-            f"--lease-duration={LEASE_SECONDS}",
-            f"--renew-deadline={RENEW_DEADLINE}",
-            f"--retry-period={RETRY}",
+            *leader_elect_args(namespace, identity),
             f"--http-port={port}",
             "--http-address=127.0.0.1",
             "--shutdown-timeout=15",

@@ -40,6 +40,23 @@ REVISION_1 = "1111111111111111111111111111111111111111"
 REVISION_2 = "2222222222222222222222222222222222222222"
 FAST_FLEET = "defaults: {syncSeconds: 0.3, healthSeconds: 0.3}"
 
+# Leader election in the tests: the watcher's Lease (its default name) and short timings, so a
+# takeover takes seconds; the ratios are client-go's (15/10/2).
+LEASE = Settings.leader_elect_name
+LEASE_SECONDS, RENEW_DEADLINE, RETRY = 6.0, 4.0, 0.5
+
+
+def leader_elect_args(namespace: str, identity: str) -> tuple[str, ...]:
+    """The `watch` flags of one replica that takes part in leader election with those timings."""
+    return (
+        "--leader-elect",
+        f"--leader-elect-namespace={namespace}",
+        f"--leader-elect-identity={identity}",
+        f"--lease-duration={LEASE_SECONDS}",
+        f"--renew-deadline={RENEW_DEADLINE}",
+        f"--retry-period={RETRY}",
+    )
+
 
 # --- the fleet ------------------------------------------------------------------------------------
 
