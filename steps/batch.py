@@ -124,6 +124,11 @@ def run_batch(
     entry = find_stage(ps.status, stage)
     if entry is None:
         raise UsageProblem(f"stage {stage!r} has no status yet: its select step has not run")
+    if entry.clusters_omitted:
+        # `select` refuses such a stage; a status edited since cannot tell the batch its clusters.
+        raise UsageProblem(
+            f"stage {stage!r} has no list of its clusters in the status: {entry.clusters_omitted}"
+        )
     clusters = clusters_of_batch(entry.targets, batches, batch)
     slots = slots_of_batch(max_parallel, batches, batch)
     log.info(

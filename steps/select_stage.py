@@ -30,9 +30,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from orchestrator.api.models import ProgressiveSyncStatus, StagePhase
+from orchestrator.api.models import STATUS_MAX_BYTES, ProgressiveSyncStatus, StagePhase
 from orchestrator.api.release import Revisions, revision_key
-from orchestrator.api.rollout_status import close_stage, find_stage, skip_stage, start_rollout, start_stage
+from orchestrator.api.rollout_status import (
+    close_stage,
+    find_stage,
+    skip_stage,
+    stage_of,
+    start_rollout,
+    start_stage,
+)
 from orchestrator.argocd import appsync
 from orchestrator.argocd.fleet import AppSetView, AppView, app_view_from_object
 from orchestrator.core.clock import Clock
@@ -152,9 +159,15 @@ def select_stage(
         if entry is not None and entry.phase != StagePhase.PENDING:
             return current  # a concurrent select of the same stage got there first: keep its answer
         if phase == StagePhase.PROGRESSING:
-            return start_stage(
+            started = start_stage(
                 current, stage=stage, targets=targets, message=reason, now=now, planned_total=planned_total
             )
+            too_big = ledger_left_out(started, stage)
+            if not too_big:
+                return started
+            entry = stage_of(started, stage)
+            entry.targets, entry.clusters_omitted, entry.counts = [], "", None
+            return close_stage(started, stage=stage, phase=StagePhase.FAILED, message=too_big, now=now)
         if phase == StagePhase.SKIPPED:
             return skip_stage(current, stage=stage, reason=reason, now=now, planned_total=planned_total)
         return close_stage(current, stage=stage, phase=StagePhase.FAILED, message=reason, now=now)
@@ -165,6 +178,25 @@ def select_stage(
     entry = find_stage(update.status, stage)
     assert entry is not None  # record() created it
     return SelectResult(stage, entry.phase, tuple(entry.targets), entry.message)
+
+
+def ledger_left_out(status: ProgressiveSyncStatus, stage: str) -> str:
+    """Why the stage cannot run when the status could not hold its clusters' ledger ("" when it can).
+
+    The steps read a stage's clusters from its ledger (`batch` its share, a step run again its
+    outcome), so a stage whose ledger the bounded status would leave out is refused before any
+    cluster starts (names of 253 characters, or tens of thousands of clusters in one stage).
+    """
+    for wire in status.to_api().get("stages") or []:
+        if wire.get("name") == stage and wire.get("clustersOmitted"):
+            targets = (wire.get("counts") or {}).get("targets", 0)
+            return (
+                f"its {targets} clusters' names do not fit in the ProgressiveSync status (kept under "
+                f"{STATUS_MAX_BYTES:,} bytes), which the steps read them from: split the stage into "
+                "smaller ones (a lower maxTargets, or one more stage with a narrower selector) or use "
+                "shorter cluster names"
+            )
+    return ""
 
 
 def refresh_not_compared_since(

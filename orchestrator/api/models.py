@@ -22,6 +22,7 @@ Field docstrings become the CRD's descriptions (`kubectl explain progressivesync
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime
 from enum import StrEnum
@@ -575,8 +576,19 @@ class ClusterNote(_Model):
 
 # How many clusters the status names in each of a stage's lists for people (in flight, failed with
 # their reasons, notes); the counts and the ledger (`clusters`) cover every cluster. Issue 15: the
-# status of a 10,000-cluster rollout stays far under 256 KiB.
+# status of a 10,000-cluster rollout stays under 256 KiB.
 STATUS_LIST_CAP = 20
+# The most the status may take as the API server writes it (`status_wire_bytes`), whatever the
+# cluster names: past it, `ProgressiveSyncStatus` leaves ledgers out (finished stages first) and
+# then shortens the lists and messages for people, and says so (`StageStatus.clusters_omitted`).
+# 16 KiB under the issue's 256 KiB bar.
+STATUS_MAX_BYTES = 240 * 1024
+# Why a stage's ledger is not in the status (its `clustersOmitted`).
+CLUSTERS_OMITTED = (
+    "the per-cluster list did not fit in the status ({size:,} bytes of cluster names; the status is "
+    "kept under {limit:,} bytes): counts and the first clusters in flight and failed are kept; "
+    "`progressive-sync status --clusters` reads each cluster's state from its Applications"
+)
 # A failure's reason or a note is cut to this many characters in the status.
 REASON_MAX_CHARS = 512
 
@@ -601,8 +613,10 @@ class StageCounts(_Model):
 class ClusterLedger(_Model):
     """Every cluster of the stage and its state, compact: what the steps read (orchestrator/api/ledger.py)."""
 
+    codec: str = ""
+    """How `names` is packed: "xz85" (LZMA2, base85); absent: zlib, base64 (the first ledgers)."""
     names: str
-    """The clusters in rollout order: a JSON list, zlib-compressed, base64-encoded."""
+    """The clusters in rollout order: a JSON list, compressed and encoded as `codec` says."""
     states: Annotated[str, Field(pattern=r"^[.scf]*$")]
     """One character per name: . not started, s syncing, c completed, f failed."""
     targets: Annotated[StrictInt, Field(ge=0)]
@@ -633,6 +647,8 @@ class StageStatus(_Model):
     """Clusters held by something other than a plain wait, done clusters with a remark: the first 20."""
     clusters: ClusterLedger | None = Field(default=None, exclude=True)
     """Every cluster of the stage and its state (`progressive-sync status --clusters` shows them)."""
+    clusters_omitted: str = ""
+    """Set when `clusters` was left out to keep the status under its bound: why, and where to look."""
     targets: list[str] = Field(default_factory=list)
     """Deprecated, read only: every cluster the stage took, as written before `clusters` replaced it."""
     completed: list[str] = Field(default_factory=list)
@@ -649,9 +665,12 @@ class StageStatus(_Model):
         # was written before it (or lists no cluster): its lists are taken as they are.
         if not isinstance(data, dict):
             return data
+        counts = data.get("counts")
         data = {key: value for key, value in data.items() if key != "counts"}
         wire = data.pop("clusters", None)
         if not wire:
+            if (data.get("clustersOmitted") or data.get("clusters_omitted")) and isinstance(counts, dict):
+                data["counts"] = counts  # no ledger to derive them from: the stored counts are kept
             return data
         ledger = Ledger.decode(wire if isinstance(wire, dict) else {})
         by_state: dict[ClusterState, list[str]] = {state: [] for state in ClusterState}
@@ -684,10 +703,23 @@ class StageStatus(_Model):
         data["notes"] = [
             {"name": note.name, "note": _cut(note.note)} for note in self.notes[:STATUS_LIST_CAP]
         ]
-        if ledger.names:  # a stage with no cluster (Pending, Skipped) says nothing more
+        if self.clusters_omitted and self.counts is not None:
+            # Read back without its ledger: the stored counts are all there is (the lists above
+            # hold only the few clusters the status kept).
+            data["counts"] = self.counts.model_dump(by_alias=info.by_alias)
+        elif ledger.names:  # a stage with no cluster (Pending, Skipped) says nothing more
             data["counts"] = counts_of(ledger).model_dump(by_alias=info.by_alias)
             data["clusters"] = ledger.encode()
+        if not data.get("clustersOmitted" if info.by_alias else "clusters_omitted"):
+            data.pop("clustersOmitted" if info.by_alias else "clusters_omitted", None)
         return data
+
+    def tally(self) -> StageCounts:
+        """How many clusters the stage took and where they stand (the stored counts when the ledger
+        was left out of the status)."""
+        if self.clusters_omitted and self.counts is not None:
+            return self.counts
+        return counts_of(self.ledger())
 
     def ledger(self) -> Ledger:
         """Every cluster of the stage with its state (see `orchestrator.api.ledger`)."""
@@ -697,6 +729,57 @@ class StageStatus(_Model):
             completed=self.completed,
             failed=[failure.name for failure in self.failed],
         )
+
+
+def status_wire_bytes(data: Any) -> int:
+    """The bytes the status takes as the API server writes it, at most: compact JSON with every
+    non-ASCII character as a \\u escape, and `<`, `>`, `&` as Go's encoder writes them (6 bytes)."""
+    text = json.dumps(data, separators=(",", ":"))
+    return len(text) + 5 * (text.count("<") + text.count(">") + text.count("&"))
+
+
+def bound_status(data: dict[str, Any], stages: list[StageStatus], *, by_alias: bool) -> None:
+    """Keep the status `data` (the wire form of `stages`' status) within `STATUS_MAX_BYTES`.
+
+    In this order until it fits: leave out the ledgers of finished stages (first stage first),
+    each saying so in `clustersOmitted` and keeping its counts; keep fewer clusters in flight,
+    failed and noted per stage (5, 1, none); cut every message to 200 characters; last, leave out
+    the ledgers of unfinished stages (largest first: `select` refuses a stage whose ledger would
+    not fit, so a running stage never loses its own). Names of stages, phases, times and counts
+    always stay.
+    """
+    if status_wire_bytes(data) <= STATUS_MAX_BYTES:
+        return
+    omitted_key = "clustersOmitted" if by_alias else "clusters_omitted"
+    wires: list[dict[str, Any]] = data.get("stages") or []
+    unfinished = {id(w) for w, s in zip(wires, stages, strict=True) if s.phase in _UNFINISHED}
+
+    def leave_out(wire: dict[str, Any]) -> bool:
+        names_bytes = len(wire.pop("clusters")["names"])
+        wire[omitted_key] = CLUSTERS_OMITTED.format(size=names_bytes, limit=STATUS_MAX_BYTES)
+        return status_wire_bytes(data) <= STATUS_MAX_BYTES
+
+    for wire in [w for w in wires if "clusters" in w and id(w) not in unfinished]:
+        if leave_out(wire):
+            return
+    for cap in (5, 1, 0):
+        for wire in wires:
+            for key in ("syncing", "failed", "notes"):
+                if key in wire:
+                    wire[key] = wire[key][:cap]
+        if status_wire_bytes(data) <= STATUS_MAX_BYTES:
+            return
+    for holder in [data, *wires, *(data.get("conditions") or [])]:
+        if isinstance(holder.get("message"), str) and len(holder["message"]) > 200:
+            holder["message"] = holder["message"][:199] + "\u2026"
+    if status_wire_bytes(data) <= STATUS_MAX_BYTES:
+        return
+    for wire in sorted((w for w in wires if "clusters" in w), key=lambda w: -len(w["clusters"]["names"])):
+        if leave_out(wire):
+            return
+
+
+_UNFINISHED = (StagePhase.PENDING, StagePhase.PROGRESSING)
 
 
 def counts_of(ledger: Ledger) -> StageCounts:
@@ -765,7 +848,8 @@ class ProgressiveSyncStatus(_Model):
     @model_serializer(mode="wrap")
     def _to_wire(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
-        totals = [counts_of(ledger) for stage in self.stages or [] if (ledger := stage.ledger()).names]
+        tallies = [stage.tally() for stage in self.stages or []]
+        totals = [c for c in tallies if c.targets or c.syncing or c.completed or c.failed]
         if totals:
             data["counts"] = StageCounts(
                 targets=sum(c.targets for c in totals),
@@ -773,6 +857,7 @@ class ProgressiveSyncStatus(_Model):
                 completed=sum(c.completed for c in totals),
                 failed=sum(c.failed for c in totals),
             ).model_dump(by_alias=info.by_alias)
+        bound_status(data, self.stages or [], by_alias=info.by_alias)
         return data
 
     @field_validator("conditions")

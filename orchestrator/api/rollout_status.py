@@ -96,8 +96,9 @@ def set_condition(
 
 def refresh_progress(status: ProgressiveSyncStatus, planned_total: int | None = None) -> None:
     """`progress` = "updated/total" for `kubectl get`; the total comes from `select`'s plan."""
-    completed = sum(len(stage.completed) for stage in status.stages or [])
-    selected = sum(len(stage.targets) for stage in status.stages or [])
+    tallies = [stage.tally() for stage in status.stages or []]
+    completed = sum(tally.completed for tally in tallies)
+    selected = sum(tally.targets for tally in tallies)
     total = planned_total
     if total is None and status.progress:
         match = re.fullmatch(r"\d+/(\d+)", status.progress)
@@ -159,6 +160,7 @@ def start_stage(
     entry = stage_of(status, stage)
     entry.phase = StagePhase.PROGRESSING
     entry.targets = list(targets)
+    entry.clusters_omitted, entry.counts = "", None  # a ledger of its own again
     entry.message = message
     entry.started_at = entry.started_at or now
     entry.finished_at = None
@@ -303,9 +305,8 @@ def finalize_rollout(
         if stage.phase not in UNFINISHED_STAGE_PHASES:
             continue
         if stage.phase == StagePhase.PROGRESSING or is_step_error(stage.message):
-            counts = (
-                f"{len(stage.completed)} of {len(stage.targets)} clusters updated, {len(stage.failed)} failed"
-            )
+            tally = stage.tally()
+            counts = f"{tally.completed} of {tally.targets} clusters updated, {tally.failed} failed"
             why = f"{stage.message}; the rollout {ended}" if is_step_error(stage.message) else ""
             stage.phase = StagePhase.FAILED if phase == RolloutPhase.FAILED else StagePhase.CANCELLED
             stage.message = f"did not finish ({counts}): {why or f'the rollout {ended}: {reason}'}"

@@ -6,7 +6,11 @@ serialized the way the status writer sends it (`to_api`). Nothing real is needed
 
 from __future__ import annotations
 
+import base64
 import json
+import random
+import string
+import zlib
 from datetime import UTC, datetime
 
 import pytest
@@ -17,9 +21,15 @@ from orchestrator.api.ledger import Ledger, LedgerError
 from orchestrator.api.models import (
     REASON_MAX_CHARS,
     STATUS_LIST_CAP,
+    STATUS_MAX_BYTES,
+    ClusterFailure,
+    ClusterNote,
     ProgressiveSyncStatus,
+    StagePhase,
+    status_wire_bytes,
 )
 from orchestrator.api.rollout_status import (
+    close_stage,
     expanded,
     mark_completed,
     mark_failed,
@@ -28,6 +38,7 @@ from orchestrator.api.rollout_status import (
     start_rollout,
     start_stage,
 )
+from steps.select_stage import ledger_left_out
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 BUDGET = 256 * 1024
@@ -41,6 +52,19 @@ def fleet_name(index: int) -> str:
 
 def wire_bytes(status: ProgressiveSyncStatus) -> int:
     return len(json.dumps(status.to_api(), separators=(",", ":")).encode())
+
+
+DNS_CHARS = string.ascii_lowercase + string.digits
+
+
+def random_suffix_name(index: int, rng: random.Random, length: int = 16) -> str:
+    """A fleet name with a random suffix, as generated names are (`cell-00001-region-01b-k3x9...`)."""
+    return f"{fleet_name(index)}-{''.join(rng.choice(DNS_CHARS) for _ in range(length))}"
+
+
+def longest_name(index: int, rng: random.Random) -> str:
+    """A valid Kubernetes name of the most characters allowed (253), random but for a counter."""
+    return f"{index:05d}." + "".join(rng.choice(DNS_CHARS) for _ in range(247))
 
 
 def rollout_of(names: list[str], sizes: tuple[int, ...]) -> ProgressiveSyncStatus:
@@ -167,3 +191,124 @@ def test_a_status_written_in_the_old_shape_is_read_and_written_back_compact() ->
 def test_a_broken_ledger_is_refused_naming_the_field(ledger: dict[str, object]) -> None:
     with pytest.raises((LedgerError, ValueError), match=r"stages\[\]\.clusters"):
         ProgressiveSyncStatus.model_validate({"stages": [{"name": "canary", "clusters": ledger}]})
+
+
+def play(status: ProgressiveSyncStatus, outcomes: list[str], reason: str) -> ProgressiveSyncStatus:
+    """Each stage's clusters by `outcomes` (cycled: pending, syncing, completed, failed), set as the
+    steps' mutations leave them (`mark_*` one by one is quadratic at 10,000: the tests above use them)."""
+    for stage in status.stages or []:
+        chosen = {name: outcomes[index % len(outcomes)] for index, name in enumerate(stage.targets)}
+        stage.syncing = [name for name, outcome in chosen.items() if outcome == "syncing"]
+        stage.completed = [name for name, outcome in chosen.items() if outcome == "completed"]
+        stage.failed = [
+            ClusterFailure(name=name, reason=reason)
+            for name, outcome in chosen.items()
+            if outcome == "failed"
+        ]
+        stage.notes = [ClusterNote(name=name, note=reason) for name in stage.syncing]
+    return status
+
+
+@pytest.mark.parametrize(
+    ("make_name", "ledgers_kept"),
+    [
+        pytest.param(lambda i, rng: fleet_name(i), True, id="typical-names-keep-every-ledger"),
+        pytest.param(random_suffix_name, True, id="random-16-char-suffix-keeps-every-ledger"),
+        pytest.param(longest_name, False, id="253-char-random-names-leave-ledgers-out-and-say-so"),
+    ],
+)
+def test_10000_clusters_stay_under_256_kib_whatever_the_names(make_name, ledgers_kept: bool) -> None:  # type: ignore[no-untyped-def]
+    rng = random.Random(15)
+    names = [make_name(index, rng) for index in range(10_000)]
+    sizes = (1, 19, 1_000, 8_980)
+    status = play(rollout_of(names, sizes), ["completed", "syncing", "failed"], "Degraded " * 100)
+    wire = status.to_api()
+    assert status_wire_bytes(wire) <= STATUS_MAX_BYTES < BUDGET
+    assert wire["counts"]["targets"] == 10_000
+    assert [s["counts"]["targets"] for s in wire["stages"]] == list(sizes)
+    kept = [("clusters" in s, bool(s.get("clustersOmitted"))) for s in wire["stages"]]
+    if ledgers_kept:
+        assert kept == [(True, False)] * 4
+        back = ProgressiveSyncStatus.model_validate(json.loads(json.dumps(wire)))
+        assert [t for s in back.stages or [] for t in s.targets] == names
+    else:
+        # Every stage is unfinished here, so the largest ledgers go first; each one left out says so.
+        assert (True, True) not in kept and (False, False) not in kept
+        assert (False, True) in kept
+        omitted = next(s for s in wire["stages"] if s.get("clustersOmitted"))
+        assert "progressive-sync status --clusters" in omitted["clustersOmitted"]
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    count=st.integers(min_value=0, max_value=10_000),
+    name_length=st.integers(min_value=1, max_value=253),
+    stages=st.integers(min_value=1, max_value=50),
+    finished=st.integers(min_value=0, max_value=50),
+    outcomes=st.lists(st.sampled_from(["pending", "syncing", "completed", "failed"]), min_size=1, max_size=7),
+    reason=st.text(max_size=600),
+    seed=st.integers(min_value=0, max_value=2**32),
+)
+def test_the_status_never_passes_its_bound_and_keeps_every_count(
+    *, count: int, name_length: int, stages: int, finished: int, outcomes: list[str], reason: str, seed: int
+) -> None:
+    rng = random.Random(seed)
+    names = list(
+        dict.fromkeys(
+            f"{index}-{''.join(rng.choice(DNS_CHARS) for _ in range(name_length))}"[:253]
+            for index in range(count)
+        )
+    )
+    stage_names = [f"stage-{n}" for n in range(stages)]
+    status = start_rollout(ProgressiveSyncStatus(), rollout_id="602c4d4c1d", stage_names=stage_names, now=NOW)
+    per_stage = -(-len(names) // stages) if names else 0
+    for number, stage in enumerate(stage_names):
+        targets = names[number * per_stage : (number + 1) * per_stage]
+        status = start_stage(status, stage=stage, targets=targets, message=reason, now=NOW)
+    status = play(status, outcomes, reason)
+    for stage in stage_names[:finished]:
+        status = close_stage(status, stage=stage, phase=StagePhase.SUCCEEDED, message=reason * 10, now=NOW)
+    wire = status.to_api()
+    assert status_wire_bytes(wire) <= STATUS_MAX_BYTES
+    assert len(json.dumps(wire, separators=(",", ":"), ensure_ascii=False).encode()) < BUDGET
+    expected = [s.tally() for s in status.stages or []]
+    for stage_wire, tally in zip(wire["stages"], expected, strict=True):
+        assert stage_wire.get("counts", {"targets": 0, "syncing": 0, "completed": 0, "failed": 0}) == (
+            tally.model_dump(by_alias=True)
+        )
+        assert ("clusters" in stage_wire) != bool(stage_wire.get("clustersOmitted")) or not tally.targets
+    # Read back and written again (the status writer's round): still within the bound, the same
+    # counts, and a stage left without its ledger stays so (its stored counts are kept).
+    again = ProgressiveSyncStatus.model_validate(json.loads(json.dumps(wire))).to_api()
+    assert status_wire_bytes(again) <= STATUS_MAX_BYTES
+    assert again.get("counts") == wire.get("counts")
+    for before, after in zip(wire["stages"], again["stages"], strict=True):
+        assert before.get("counts") == after.get("counts")
+        assert not before.get("clustersOmitted") or after.get("clustersOmitted")
+
+
+def test_a_stage_whose_ledger_cannot_fit_is_refused_by_select_with_the_fix() -> None:
+    rng = random.Random(7)
+    names = [longest_name(index, rng) for index in range(2_000)]
+    status = start_stage(
+        rollout_of([], (0, 0, 0, 0)), stage="the rest", targets=names, message="selected", now=NOW
+    )
+    why = ledger_left_out(status, "the rest")
+    assert "its 2000 clusters' names do not fit" in why and "split the stage" in why
+    small = start_stage(
+        rollout_of([], (0, 0, 0, 0)), stage="canary", targets=names[:100], message="", now=NOW
+    )
+    assert ledger_left_out(small, "canary") == ""
+
+
+def test_a_ledger_written_with_the_first_codec_is_still_read() -> None:
+    names = ["a", "b", "c"]
+    first = {
+        "names": base64.b64encode(zlib.compress(json.dumps(names).encode(), 9)).decode(),
+        "states": "cs.",
+        "targets": 3,
+    }
+    status = ProgressiveSyncStatus.model_validate({"stages": [{"name": "canary", "clusters": first}]})
+    stage = (status.stages or [])[0]
+    assert (stage.targets, stage.completed, stage.syncing) == (names, ["a"], ["b"])
+    assert status.to_api()["stages"][0]["clusters"]["codec"] == "xz85"
