@@ -5,7 +5,7 @@ ProgressiveSync status ~480 kB, and every status write sent all of it to every w
 now carries counts and short lists for people (`models.StageStatus`), and this ledger for the steps:
 the stage's cluster names once, in rollout order, packed (`pack_names`), and one state character
 per cluster. It is what a step run again reads to know a cluster's outcome (exactly-once
-recording), what `batch` reads to know its clusters, and what `progressive-sync status --clusters`
+recording), what `batch` reads to know its clusters, and what `progressive-sync status`
 shows per cluster.
 
 How names are packed (`codec`): "xz85", the names as a JSON list, LZMA2-compressed (raw, 1 MiB

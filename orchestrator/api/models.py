@@ -586,8 +586,9 @@ STATUS_MAX_BYTES = 240 * 1024
 # Why a stage's ledger is not in the status (its `clustersOmitted`).
 CLUSTERS_OMITTED = (
     "the per-cluster list did not fit in the status ({size:,} bytes of cluster names; the status is "
-    "kept under {limit:,} bytes): counts and the first clusters in flight and failed are kept; "
-    "`progressive-sync status --clusters` reads each cluster's state from its Applications"
+    "kept under {limit:,} bytes): counts and the first clusters in flight and failed are kept; each "
+    "cluster's story is on its Applications (sync and health status, and operationState, whose "
+    "operation info names this rollout-id and stage)"
 )
 # A failure's reason or a note is cut to this many characters in the status.
 REASON_MAX_CHARS = 512
@@ -646,7 +647,7 @@ class StageStatus(_Model):
     notes: list[ClusterNote] = Field(default_factory=list, json_schema_extra={"default": []})
     """Clusters held by something other than a plain wait, done clusters with a remark: the first 20."""
     clusters: ClusterLedger | None = Field(default=None, exclude=True)
-    """Every cluster of the stage and its state (`progressive-sync status --clusters` shows them)."""
+    """Every cluster of the stage and its state (`progressive-sync status` lists them)."""
     clusters_omitted: str = ""
     """Set when `clusters` was left out to keep the status under its bound: why, and where to look."""
     targets: list[str] = Field(default_factory=list)
