@@ -57,8 +57,14 @@ _END = r"(?=[ \t]*$|[ \t]+#|:[ \t]|:$)"
 # `false`, `null`, `~`, `.inf` and `.nan` read alike in both and are not looked at. Each pattern
 # starts with a character class (the blank before the scalar; the text is scanned with a newline
 # put in front) so that the regular expression engine skips ahead in C.
-_SUSPECT_NUMBER = re.compile(r"[ \t\n]((?:[0-9]|[-+._][-+._0-9])[^\n]*?)" + _END, re.MULTILINE)
-_SUSPECT_WORD = re.compile(r"[ \t\n]([yYnNoO<=](?:[eE][sS]|[oO]|[nN]|[fF][fF]|<|))" + _END, re.MULTILINE)
+# One pattern, one pass over the text (two passes, one per kind, took 0.52-0.65 s on the
+# 10,000-cluster YAML fleet file; one 0.38-0.46 s). The two kinds start with different characters,
+# so at any blank at most one can match; a number-led token runs to the scalar's end, so a word it
+# covers is part of that scalar, not a scalar of its own.
+_SUSPECT = re.compile(
+    r"[ \t\n]((?:[0-9]|[-+._][-+._0-9])[^\n]*?|[yYnNoO<=](?:[eE][sS]|[oO]|[nN]|[fF][fF]|<|))" + _END,
+    re.MULTILINE,
+)
 # Of the suspect numbers, those either YAML reads as a number or a timestamp: PyYAML's own
 # resolvers (YAML 1.1) and the YAML 1.2 core schema's int and float. The rest (uids, revisions,
 # versions) are strings in both and are not parsed twice.
@@ -128,7 +134,7 @@ def _agrees_with_pyyaml(text: str) -> bool:
     if any(pattern.search(text) for pattern in _LEFT_TO_PYYAML):
         return False
     # Each distinct token once (a fleet repeats the same revisions and numbers thousands of times).
-    for token in {*_SUSPECT_WORD.findall(text), *_SUSPECT_NUMBER.findall(text)}:
+    for token in set(_SUSPECT.findall(text)):
         if _PLAIN_DECIMAL.fullmatch(token):
             continue
         # Digit-led tokens that match neither YAML's numbers are strings in both (uids, revisions);
