@@ -20,7 +20,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NoReturn, Protocol
 
@@ -249,9 +249,17 @@ def main() -> None:
 @main.command("select")
 @common_options
 @_option("stage", required=True, help="The stage to plan.")
-def select_command(stage: str, **options: Any) -> None:
+@_option(
+    "compare-wait-seconds",
+    default=Tuning.compare_wait_seconds,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Longest wait for Argo CD to answer the refreshes select asked for before planning.",
+)
+def select_command(stage: str, compare_wait_seconds: float, **options: Any) -> None:
     """Plan one stage against the live fleet; output `targets` (JSON list, rollout order)."""
     settings = _settings(options)
+    settings = replace(settings, tuning=replace(settings.tuning, compare_wait_seconds=compare_wait_seconds))
 
     def targets(result: StepResult) -> dict[str, str]:
         assert isinstance(result, SelectResult)

@@ -91,6 +91,9 @@ class Tuning:
     app_conflict_backoffs: tuple[float, ...] = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
     # How long a refresh we asked Argo CD for may stay unanswered before we ask again.
     refresh_again_seconds: float = 10.0
+    # The `select` step: how long it waits for Argo CD to answer the refreshes it asked for (and the
+    # pending ones) before planning without those answers (steps.select_stage).
+    compare_wait_seconds: float = 30.0
     # The `batch` step: waits before running one cluster again after a temporary error (then exit 75).
     batch_retry_backoffs: tuple[float, ...] = (5.0, 10.0, 20.0, 40.0)
     # The `batch` step: how often it writes the status changes its clusters gathered (a failure at

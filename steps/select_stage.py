@@ -6,13 +6,16 @@ their clusters. The stage is recorded Progressing with its ordered targets and `
 Skipped with the planner's reason; a plan with errors (e.g. out-of-date clusters no stage covers)
 fails the stage instead of running it. The targets are the step's output (a JSON list).
 
-Refresh lag (issue 12 finding 5): Argo CD compares Applications one by one (every ~120 s plus
-jitter without Git webhooks), so when a rollout starts some still read Synced at the commit before
-the release and no stage would take them. Before recording the stage, `select` asks Argo CD to
-compare again (`argocd.argoproj.io/refresh: normal`, which the ApplicationSet controller keeps)
-every owned Application it has not compared since the rollout started and that does not already
-was compared against a release revision; it does not wait for the answers: a later stage's `select`
-plans with them. The stage message says how many were asked.
+Refresh lag (issue 12 finding 5, issue 13): Argo CD compares Applications one by one (every ~120 s
+plus jitter without Git webhooks), so when a rollout starts some still read Synced at the commit
+before the release and no stage would take them. Before planning the stage, `select` asks Argo CD to
+compare again (`argocd.argoproj.io/refresh: normal`, which the ApplicationSet controller keeps) every
+owned Application not compared against a release revision and without a refresh pending, then waits
+(`--compare-wait-seconds`, polling with backoff) until Argo CD answered those and the pending ones
+(the annotation is gone), and plans with the answers. The rule is on revisions, not on time
+(`orchestrator.argocd.compare_request`): a comparison in the rollout's first second can still be
+against the old commit. The stage message says how many were asked and how many did not answer in
+time (a later stage's `select` asks them again).
 
 Idempotent: when this rollout already selected the stage, the recorded targets are returned as
 they are, without planning again or writing anything. When the status describes no rollout or
@@ -27,7 +30,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import timedelta
 from typing import Any
 
 from orchestrator.api.models import STATUS_MAX_BYTES, ProgressiveSyncStatus, StagePhase
@@ -41,11 +44,18 @@ from orchestrator.api.rollout_status import (
     start_stage,
 )
 from orchestrator.argocd import appsync
+from orchestrator.argocd.compare_request import CompareNeed, compare_need, unanswered
 from orchestrator.argocd.fleet import AppSetView, AppView, app_view_from_object
 from orchestrator.core.clock import Clock
 from orchestrator.kube.client import APPLICATIONS, Kube, NotFound
 from orchestrator.kube.status_writer import update_status
-from orchestrator.planning.planner import IssueCode, StageState, plan_rollout, progress_from_status
+from orchestrator.planning.planner import (
+    IssueCode,
+    RolloutPlan,
+    StageState,
+    plan_rollout,
+    progress_from_status,
+)
 from steps.common import (
     RolloutRef,
     Tuning,
@@ -103,29 +113,35 @@ def select_stage(
     app_set = get_app_set(kube, app_namespace(ps), ps.spec.app_set_ref.name)
     clusters = list_clusters(kube, rollout.argocd_namespace)
     items, _ = kube.list(APPLICATIONS, app_namespace(ps))
-    plan = plan_rollout(
-        ps.spec,
-        ps_name=ps.metadata.name,
-        appset=app_set,
-        clusters=clusters,
-        apps=[app_view_from_object(item) for item in items],
-        progress=progress_from_status(status) if ours else None,
+
+    def plan_with(apps: Sequence[Mapping[str, Any]]) -> RolloutPlan:
+        return plan_rollout(
+            ps.spec,
+            ps_name=ps.metadata.name,
+            appset=app_set,
+            clusters=clusters,
+            apps=[app_view_from_object(item) for item in apps],
+            progress=progress_from_status(status) if ours else None,
+        )
+
+    plan = plan_with(items)
+    compared = ask_to_compare(
+        kube,
+        app_namespace(ps),
+        items,
+        app_set=app_set,
+        app_set_name=ps.spec.app_set_ref.name,
+        release=plan.revisions,
+        clock=clock,
+        wait_seconds=tuning.compare_wait_seconds,
     )
+    if compared.awaited:
+        plan = plan_with(compared.items)  # with Argo CD's answers
     for warning in plan.warnings:
         log.warning("plan: %s", warning.message)
     stage_plan = plan.stage(stage)
     planned_total = sum(len(s.targets) for s in plan.stages)
     now = clock.now()
-    since = status.rollout.started_at if ours and status.rollout and status.rollout.started_at else now
-    asked = refresh_not_compared_since(
-        kube,
-        rollout,
-        items,
-        app_set=app_set,
-        app_set_name=ps.spec.app_set_ref.name,
-        release=plan.revisions,
-        since=since,
-    )
     stage_names = [s.name for s in ps.spec.stages]
     revision = " ".join(revision_key(r) for r in plan.revisions)  # for people: status.rollout.revision
 
@@ -140,11 +156,8 @@ def select_stage(
     late = [w.message for w in plan.warnings if w.code == IssueCode.LATE_CLUSTERS]
     if late and phase != StagePhase.FAILED:
         reason += "; " + "; ".join(late)
-    if asked:
-        reason += (
-            f"; asked Argo CD to compare {len(asked)} Application(s) not compared since the rollout "
-            "started (a later stage takes them if they are behind the release)"
-        )
+    if compared.message:
+        reason += "; " + compared.message
 
     def record(current: ProgressiveSyncStatus) -> ProgressiveSyncStatus:
         current = start_rollout(
@@ -199,43 +212,105 @@ def ledger_left_out(status: ProgressiveSyncStatus, stage: str) -> str:
     return ""
 
 
-def refresh_not_compared_since(
+@dataclass(frozen=True)
+class CompareRequests:
+    """What `ask_to_compare` did: the Applications asked, the ones awaited (asked or already
+    pending), those Argo CD did not answer in time, and the Applications as last listed."""
+
+    asked: tuple[str, ...]
+    awaited: tuple[str, ...]
+    unanswered: tuple[str, ...]
+    items: Sequence[Mapping[str, Any]]
+    wait_seconds: float
+
+    @property
+    def message(self) -> str:
+        """For the stage message ("" when nothing was asked or awaited)."""
+        if not self.awaited:
+            return ""
+        text = f"asked Argo CD to compare {len(self.asked)} Application(s) not compared against the release"
+        if len(self.awaited) > len(self.asked):
+            text += f" (and waited for {len(self.awaited) - len(self.asked)} refresh(es) already pending)"
+        if self.unanswered:
+            shown = ", ".join(self.unanswered[:10]) + (" ..." if len(self.unanswered) > 10 else "")
+            text += (
+                f"; {len(self.unanswered)} not answered within {self.wait_seconds:g} s: {shown} "
+                "(a later stage asks again and takes them if they are behind the release)"
+            )
+        return text
+
+
+def ask_to_compare(
     kube: Kube,
-    rollout: RolloutRef,
+    namespace: str,
     items: Sequence[Mapping[str, Any]],
     *,
     app_set: AppSetView | None,
     app_set_name: str,
     release: Sequence[Revisions],
-    since: datetime,
-) -> tuple[str, ...]:
-    """Ask Argo CD to compare each owned Application it has not compared since `since` (see module).
-
-    Skipped: Applications compared since, ones Argo CD already compared against a release revision
-    (the plan has them, or they are up to date), ones with a refresh pending. One merge patch each;
-    the names asked.
-    """
-    wanted = {tuple(revisions) for revisions in release}
+    clock: Clock,
+    wait_seconds: float,
+) -> CompareRequests:
+    """Ask Argo CD to compare the owned Applications (in `namespace`, listed as `items`) not compared
+    against `release`, then wait for
+    the answers (see module and `compare_request`). One merge patch per Application asked; one list
+    per poll while waiting (backoff 0.2 s doubling to 2 s, at most `wait_seconds`)."""
+    wanted = frozenset(tuple(revisions) for revisions in release)
     asked: list[str] = []
+    awaited: list[str] = []
     for item in items:
         view: AppView = app_view_from_object(item)
-        if not view.is_owned_by(app_set_name, app_set.uid if app_set else ""):
-            continue
-        if view.reconciled_at is not None and view.reconciled_at >= since:
-            continue
-        if tuple(view.sync_revisions) in wanted:
-            continue  # Argo CD compared it against the release already
-        if appsync.refresh_requested(item):
-            continue
-        try:
-            namespace = str((item.get("metadata") or {}).get("namespace") or rollout.applications_namespace)
-            kube.patch(APPLICATIONS, namespace, view.name, appsync.refresh_patch())
-        except NotFound:
-            continue
-        asked.append(view.name)
+        need = compare_need(
+            view,
+            owned=view.is_owned_by(app_set_name, app_set.uid if app_set else ""),
+            release=wanted,
+            refresh_pending=appsync.refresh_requested(item),
+        )
+        if need == CompareNeed.ASK:
+            try:
+                kube.patch(APPLICATIONS, namespace, view.name, appsync.refresh_patch())
+            except NotFound:
+                continue
+            asked.append(view.name)
+        if need.awaited:
+            awaited.append(view.name)
     if asked:
         shown = ", ".join(asked[:10]) + (" ..." if len(asked) > 10 else "")
         log.info(
-            "asked Argo CD to compare %d Application(s) not compared since %s: %s", len(asked), since, shown
+            "asked Argo CD to compare %d Application(s) not compared against the release: %s",
+            len(asked),
+            shown,
         )
-    return tuple(asked)
+    if not awaited:
+        return CompareRequests((), (), (), items, wait_seconds)
+    items, left = _wait_for_answers(kube, namespace, awaited, clock=clock, wait_seconds=wait_seconds)
+    if left:
+        log.warning(
+            "%d Application(s) not compared by Argo CD within %g s: %s",
+            len(left),
+            wait_seconds,
+            ", ".join(left[:10]),
+        )
+    return CompareRequests(tuple(asked), tuple(awaited), left, items, wait_seconds)
+
+
+def _wait_for_answers(
+    kube: Kube, namespace: str, names: Sequence[str], *, clock: Clock, wait_seconds: float
+) -> tuple[Sequence[Mapping[str, Any]], tuple[str, ...]]:
+    """List the Applications until none of `names` has a refresh pending or `wait_seconds` passed;
+    the last list and the names still pending."""
+    deadline = clock.now() + timedelta(seconds=wait_seconds)
+    pause = _FIRST_POLL_SECONDS
+    while True:
+        items, _ = kube.list(APPLICATIONS, namespace)
+        left = unanswered(items, names)
+        remaining = (deadline - clock.now()).total_seconds()
+        if not left or remaining <= 0:
+            return items, left
+        clock.sleep(min(pause, remaining))
+        pause = min(pause * 2, _LAST_POLL_SECONDS)
+
+
+# How often `select` looks whether Argo CD answered the refreshes it asked for (doubling).
+_FIRST_POLL_SECONDS = 0.2
+_LAST_POLL_SECONDS = 2.0

@@ -92,8 +92,8 @@ def rig(control_plane: DevCluster, kube: Kube, namespace: str, tmp_path: Path) -
     yield Rig(kube, namespace, world, runner, control_plane, tmp_path)
 
 
-def select(rig: Rig) -> list[str]:
-    result = rig.runner.run("select", "--stage", "all")
+def select(rig: Rig, **env: str) -> list[str]:
+    result = rig.runner.run("select", "--stage", "all", **env)
     assert result.returncode == 0, result.stdout + result.stderr
     return list(json.loads(rig.runner.targets()))
 
@@ -391,14 +391,44 @@ def test_a_cancelled_rollout_ends_every_sync_it_started_and_nothing_else(rig: Ri
 # --- finding 5: refresh lag ------------------------------------------------------------------------
 
 
-def test_select_asks_argo_cd_to_compare_what_it_has_not_compared_since_the_rollout_started(rig: Rig) -> None:
+def test_select_asks_argo_cd_to_compare_what_it_has_not_compared_against_the_release(rig: Rig) -> None:
     """c2 still reads Synced at the old commit from a comparison an hour ago: Argo CD has not looked
-    at the release yet. select plans c1 and asks for a fresh comparison of c2 only, once."""
+    at the release yet. select asks for a fresh comparison of c2 only, once, waits for the answer
+    (bounded: nothing answers here) and plans c1."""
     make_progressive_sync(rig.kube, rig.namespace, stages=ALL)
     rig.world.compares("c2", now() - timedelta(hours=1), sync="Synced", revision=OLD_REVISION)
     mark = rig.control_plane.audit_mark()
-    assert select(rig) == ["c1"]
+    assert select(rig, PROGRESSIVE_SYNC_COMPARE_WAIT_SECONDS="1") == ["c1"]
     assert appsync.refresh_requested(rig.world.get("c2")), "c2 is asked for a fresh comparison"
     assert not appsync.refresh_requested(rig.world.get("c1")), "c1 was compared against the release"
-    assert "asked Argo CD to compare 1 Application(s)" in rig.stage().message
+    message = rig.stage().message
+    assert "asked Argo CD to compare 1 Application(s)" in message
+    assert "1 not answered within 1 s: myservice-c2" in message
     assert rig.app_writes(mark) == ["patch applications/myservice-c2 -> 200"]
+
+
+def test_select_plans_with_argo_cds_answer_for_one_compared_in_the_rollouts_first_second_at_the_old_commit(
+    rig: Rig,
+) -> None:
+    """Issue 13, seen on real Argo CD: c2's last comparison (the one after its previous sync) is
+    stamped in the very second the rollout starts, but was made against the commit before the
+    release. Whole-second reconciledAt cannot tell it from a comparison with the release: select
+    asks by revision, waits for Argo CD's answer (played here: OutOfSync at the release) and plans
+    c2 in the same stage."""
+    make_progressive_sync(rig.kube, rig.namespace, stages=ALL)
+    rig.world.compares("c2", now(), sync="Synced", revision=OLD_REVISION)
+    log = rig.tmp_path / "select.log"
+    process = rig.runner.start("select", "--stage", "all", log_path=log)
+    try:
+        wait_for(
+            lambda: appsync.refresh_requested(rig.world.get("c2")), timeout=30, what="select to ask about c2"
+        )
+        rig.world.compares("c2", now(), sync="OutOfSync", revision=REVISION)  # consumes the annotation
+    except BaseException:
+        process.kill()
+        raise
+    code, output = finish(process, log)
+    assert code == 0, output
+    assert sorted(json.loads(rig.runner.targets())) == ["c1", "c2"]
+    assert "asked Argo CD to compare 1 Application(s)" in rig.stage().message
+    assert "not answered" not in rig.stage().message
