@@ -34,6 +34,7 @@ from orchestrator.api.models import (
     ProgressiveSync,
     RolloutPhase,
     RolloutStatus,
+    StageCounts,
     StagePhase,
     StageStatus,
 )
@@ -155,6 +156,10 @@ class StageView:
     finished_at: datetime | None = None
     approval: ApprovalMode = ApprovalMode.AUTOMATIC
     waiting_for_approval: bool = False
+    # For a stage whose cluster list the status left out (its lists above then come from the
+    # Applications): the status's counts, and why the list was left out.
+    counted: StageCounts | None = None
+    clusters_omitted: str = ""
 
     def duration(self, now: datetime) -> timedelta | None:
         """Started → finished, or → now while it runs; None before it starts."""
@@ -163,7 +168,14 @@ class StageView:
     @property
     def done_count(self) -> int:
         """Clusters that finished, well or badly."""
+        if self.counted is not None:
+            return self.counted.completed + self.counted.failed
         return len(self.completed) + len(self.failed)
+
+    @property
+    def target_count(self) -> int:
+        """Clusters the stage took."""
+        return self.counted.targets if self.counted is not None else len(self.targets)
 
 
 @dataclass(frozen=True)
@@ -297,6 +309,8 @@ def rollout_view(
                 finished_at=entry.finished_at,
                 approval=approvals.get(entry.name, ApprovalMode.AUTOMATIC),
                 waiting_for_approval=entry.name in waiting,
+                counted=entry.tally() if entry.clusters_omitted else None,
+                clusters_omitted=entry.clusters_omitted,
             )
             for entry in status.stages
             for targets, syncing, completed, failed in [lists(entry)]
@@ -345,7 +359,7 @@ def stage_progress(stage: StageView) -> str:
     """`done/targets` (`-` before the stage has targets)."""
     if not stage.targets:
         return "-"
-    return f"{stage.done_count}/{len(stage.targets)}"
+    return f"{stage.done_count}/{stage.target_count}"
 
 
 def phase_text(view: RolloutView) -> str:
@@ -488,6 +502,14 @@ def render_data(view: RolloutView, now: datetime) -> dict[str, Any]:
                 "syncing": list(stage.syncing),
                 "completed": list(stage.completed),
                 "failed": [{"name": f.name, "reason": f.reason} for f in stage.failed],
+                **(
+                    {
+                        "counts": stage.counted.model_dump(by_alias=True),
+                        "clustersOmitted": stage.clusters_omitted,
+                    }
+                    if stage.counted is not None
+                    else {}
+                ),
                 "startedAt": stamp(stage.started_at),
                 "finishedAt": stamp(stage.finished_at),
                 "durationSeconds": seconds(stage.duration(now)),

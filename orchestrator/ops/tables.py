@@ -111,7 +111,7 @@ def stage_bars(view: ops.RolloutView, now: datetime, *, width: int = BAR_WIDTH) 
     for stage in view.stages:
         bars.add_row(
             Text(stage.name),
-            stage_bar(stage.done_count, len(stage.targets), width=width),
+            stage_bar(stage.done_count, stage.target_count, width=width),
             Text(ops.stage_progress(stage)),
             _phase(ops.stage_state_text(stage)),
             Text(ops.format_duration(stage.duration(now))),

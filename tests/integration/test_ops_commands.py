@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import string
 import subprocess
 import sys
@@ -26,7 +27,7 @@ from click.testing import CliRunner, Result
 
 from orchestrator.api.metadata import RETRY_ANNOTATION, workflow_name
 from orchestrator.api.models import ClusterFailure, ProgressiveSyncStatus, StagePhase
-from orchestrator.api.rollout_status import close_stage, start_rollout, start_stage
+from orchestrator.api.rollout_status import close_stage, refresh_progress, start_rollout, start_stage
 from orchestrator.cli.main import main
 from orchestrator.devenv import controlplane as devcluster
 from orchestrator.kube.client import APPLICATIONS, PROGRESSIVE_SYNCS, WORKFLOWS, Kube
@@ -460,6 +461,7 @@ def test_status_tells_a_stage_left_out_of_the_status_from_its_applications(
     canary = (status.stages or [])[0]
     canary.completed, canary.syncing = ["eu-1", *long_names], ["eu-3"]
     canary.failed = [ClusterFailure(name="eu-2", reason="Degraded")]
+    refresh_progress(status)
     status = close_stage(status, stage="canary", phase=StagePhase.SUCCEEDED, message="", now=T0)
     kube.create(PROGRESSIVE_SYNCS, namespace, make_ps(namespace=namespace, stages=OPERATOR_STAGES))
     kube.patch(PROGRESSIVE_SYNCS, namespace, PS_NAME, {"status": status.to_api()}, subresource="status")
@@ -502,6 +504,10 @@ def test_status_tells_a_stage_left_out_of_the_status_from_its_applications(
     assert shown["failed"] == [
         {"name": "eu-2", "reason": "myservice-eu-2: one or more objects failed to apply"}
     ]
+    assert shown["counts"] == {"targets": 1_303, "syncing": 1, "completed": 1_301, "failed": 1}
+    assert "on its Applications" in shown["clustersOmitted"]
     table = cli("status", PS_NAME)
     assert table.exit_code == 0, table.output
     assert "eu-2" in table.output and "one or more objects failed to apply" in table.output
+    assert "progress:  1301/1303 clusters" in table.output
+    assert re.search(r"canary\s+Succeeded\s+1302/1303\s+1\s", table.output), table.output
