@@ -5,9 +5,11 @@ decides on every change with `orchestrator.argocd.assess.assess_cluster` (DESIGN
 Application finished its operation Succeeded at the pinned revision, is Synced and Healthy, with
 the health observed after the operation finished; failed when an operation ended Failed/Error
 (after Argo CD's retries), health went Degraded after the sync, an Application or the cluster
-Secret disappeared, or the progress deadline passed. The deadline is `progressDeadlineSeconds`
-after the sync started (the controller's `operationState.startedAt` for our operation, else the
-time our request was written), so a restarted step keeps the original deadline.
+Secret disappeared, an Application was replaced by a new object of the same name (another uid:
+deleted and created again; `assess.replacement`), or the progress deadline passed. The deadline
+is `progressDeadlineSeconds` after the sync started (the controller's `operationState.startedAt`
+for our operation, else the time our request was written), so a restarted step keeps the
+original deadline.
 
 The outcome is recorded with the cluster in the stage status (completed, or failed with the
 reason; removed from syncing). A cluster already recorded for this rollout is reported as recorded
@@ -31,7 +33,7 @@ from orchestrator.api.release import Revisions
 from orchestrator.api.rollout_status import find_stage, mark_completed, mark_failed, set_note
 from orchestrator.argocd import appsync
 from orchestrator.argocd.appwatch import SnapshotCause, follow_applications
-from orchestrator.argocd.assess import ClusterPhase, assess_cluster
+from orchestrator.argocd.assess import ClusterPhase, assess_cluster, remember_uids
 from orchestrator.core.clock import Clock, format_time
 from orchestrator.kube.client import APPLICATIONS, Kube
 from steps.common import (
@@ -172,7 +174,6 @@ def _follow(
         )
 
     since = ps.status.rollout.started_at if ps.status and ps.status.rollout else None
-    progress_deadline = timedelta(seconds=ps.spec.progress_deadline_seconds)
     started: datetime | None = None
     deadline: datetime | None = None
     last_cluster_check = clock.now()
@@ -180,6 +181,7 @@ def _follow(
     cluster_exists = True
     last_reason = ""
     notes = _Notes(sink, stage=stage, cluster=cluster)
+    first_uids: dict[str, str] = {}  # each Application as first seen: a new uid is another object
     refreshes = _Refreshes(kube, rollout.applications_namespace, tuning, clock)
 
     def window() -> int:
@@ -195,7 +197,7 @@ def _follow(
             now = clock.now()
             if started is None:
                 started = _sync_started(snapshot.apps, rollout.rollout_id) or now
-                deadline = started + progress_deadline
+                deadline = started + timedelta(seconds=ps.spec.progress_deadline_seconds)
                 log.info(
                     "cluster %s: following %s; deadline %s (%ss after the sync started at %s)",
                     cluster,
@@ -229,6 +231,7 @@ def _follow(
                 cluster_exists=cluster_exists,
                 since=since,
                 degraded_grace=timedelta(seconds=ps.spec.degraded_grace_seconds),
+                first_seen=remember_uids(first_uids, snapshot.apps),
             )
             if verdict.phase != ClusterPhase.WAITING:
                 log.info("%s", verdict.reason)

@@ -156,6 +156,42 @@ def assess_application(
     return Verdict(ClusterPhase.WAITING, f"{name}: the sync of rollout {rollout_id} was not requested yet")
 
 
+def application_uids(apps: Mapping[str, Mapping[str, Any] | None]) -> dict[str, str]:
+    """Name -> metadata.uid of the Applications that exist (and carry one)."""
+    return {
+        name: str(uid)
+        for name, app in apps.items()
+        if app is not None and (uid := (app.get("metadata") or {}).get("uid"))
+    }
+
+
+def remember_uids(first_seen: dict[str, str], apps: Mapping[str, Mapping[str, Any] | None]) -> dict[str, str]:
+    """Add the uid of each Application seen for the first time to `first_seen`; returns it (what a
+    follower passes to `assess_cluster` as `first_seen`: a name keeps the uid it was first seen with)."""
+    for name, uid in application_uids(apps).items():
+        first_seen.setdefault(name, uid)
+    return first_seen
+
+
+def replacement(first_seen: Mapping[str, str], apps: Mapping[str, Mapping[str, Any] | None]) -> str:
+    """Why the cluster fails because an Application followed since `first_seen` (name -> uid) is now
+    another object of the same name ("" when none is).
+
+    An Application deleted and created again (by a person, or by the ApplicationSet controller) is
+    a new object: the sync this rollout requested was on the old one, whose result is not the new
+    one's, and the new one is never synced by this rollout. A watch that saw the deletion says
+    "was deleted" first; this catches the replacement when the deletion was not seen (a re-list)."""
+    for name, uid in sorted(application_uids(apps).items()):
+        before = first_seen.get(name)
+        if before and before != uid:
+            return (
+                f"Application {name} was deleted and created again (uid {before} -> {uid}) while this "
+                "rollout waited for it: its sync was requested on the deleted object, and the new one "
+                "is not synced by this rollout"
+            )
+    return ""
+
+
 def _assess_our_operation(
     name: str,
     app: Mapping[str, Any],
@@ -347,15 +383,20 @@ def assess_cluster(
     cluster_exists: bool = True,
     since: datetime | None = None,
     degraded_grace: timedelta = DEFAULT_DEGRADED_GRACE,
+    first_seen: Mapping[str, str] | None = None,
 ) -> ClusterVerdict:
     """Decide one cluster from its Applications (name -> object, None when deleted).
 
-    `release` are the release's revision tuples (see `assess_application`).
+    `release` are the release's revision tuples (see `assess_application`). `first_seen` (name ->
+    uid, see `remember_uids`): an Application now of another uid was replaced (`replacement`).
     """
     if not cluster_exists:
         return ClusterVerdict(
             ClusterPhase.FAILED, f"cluster {cluster}: its Argo CD cluster Secret was deleted"
         )
+    replaced = replacement(first_seen or {}, apps)
+    if replaced:
+        return ClusterVerdict(ClusterPhase.FAILED, f"cluster {cluster}: {replaced}")
     if not apps:
         return ClusterVerdict(
             ClusterPhase.FAILED, f"cluster {cluster}: no Application of the ApplicationSet targets it"

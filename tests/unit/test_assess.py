@@ -15,6 +15,7 @@ from orchestrator.argocd.assess import (
     assess_cluster,
     assess_rollout,
     assess_stage,
+    remember_uids,
 )
 from tests.support.builders import (
     NEW_REVISION,
@@ -538,3 +539,56 @@ def test_a_fresh_comparison_is_asked_for_after_the_second_of_finished_at() -> No
         ).refresh_after
         is None
     )
+
+
+def _with_uid(uid: str) -> dict[str, Any]:
+    app = done_application()
+    app["metadata"]["uid"] = uid
+    return app
+
+
+EU1 = "myservice-eu-1"
+
+
+@pytest.mark.parametrize(
+    ("first_seen", "apps", "expected", "reason_has"),
+    [
+        pytest.param(
+            {}, {EU1: _with_uid("a")}, D, "Synced and Healthy", id="first-sight-is-not-a-replacement"
+        ),
+        pytest.param({EU1: "a"}, {EU1: _with_uid("a")}, D, "Synced and Healthy", id="same-uid"),
+        pytest.param({EU1: "a"}, {EU1: None}, F, f"Application {EU1} was deleted", id="deleted"),
+        pytest.param(
+            {EU1: "a"},
+            {EU1: _with_uid("b")},
+            F,
+            f"Application {EU1} was deleted and created again (uid a -> b)",
+            id="new-uid-same-name-is-another-object-even-when-done",
+        ),
+        pytest.param(
+            {EU1: "a"},
+            {EU1: _with_uid("a"), "myservice-eu-2": _with_uid("c")},
+            D,
+            "Synced and Healthy",
+            id="an-application-first-seen-later-is-not-a-replacement",
+        ),
+    ],
+)
+def test_a_replaced_application_fails_the_cluster_never_judged_by_the_old_objects_result(
+    first_seen: dict[str, str], apps: dict[str, Any], expected: ClusterPhase, reason_has: str
+) -> None:
+    remembered = remember_uids(dict(first_seen), apps)
+    verdict = assess_cluster(
+        "eu-1",
+        apps,
+        release=[[NEW_REVISION]],
+        rollout_id=ROLLOUT,
+        started=at(0),
+        now=NOW,
+        deadline=at(600),
+        first_seen=remembered,
+    )
+    assert verdict.phase == expected, verdict
+    assert reason_has in verdict.reason
+    # A name keeps the uid it was first seen with.
+    assert all(remembered[name] == uid for name, uid in first_seen.items())
