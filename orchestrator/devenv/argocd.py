@@ -20,8 +20,9 @@ controller, redis, a `file://` Git repository and destination clusters, as local
 Reconciliation timing comes from `ARGOCD_RECONCILIATION_TIMEOUT`/`_JITTER` (argocd-cm's
 `timeout.reconciliation` is read from those variables by the processes; the ConfigMap keeps the
 same value for people reading it). Every port is free-chosen; nothing machine-wide changes.
-`stop()` ends the processes, the destination clusters and removes the work dir. The Argo CD
-processes use the control plane's admin credentials and their own client certificates
+`restart_component(name)` kills one Argo CD component and starts it again (the fault suite's
+controller restart). `stop()` ends the processes, the destination clusters and removes the work
+dir. The Argo CD processes use the control plane's admin credentials and their own client certificates
 (`system:masters`) on the destination clusters.
 
 Callers: `progressive-sync dev-cluster up --argocd`, `progressive-sync demo --argocd real`, the
@@ -38,6 +39,7 @@ import logging
 import os
 import secrets
 import shutil
+import signal
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -253,6 +255,8 @@ class ArgoCDStack:
     # work dir's path is too long for a socket (see `socket_folder`).
     _socket_dir: Path | None = None
     _server_kubes: dict[str, Kube] = field(default_factory=dict, repr=False)
+    # Component -> the URL that answers 200 once it runs (its health check).
+    _health_urls: dict[str, str] = field(default_factory=dict, repr=False)
 
     @classmethod
     def start(
@@ -528,11 +532,27 @@ class ArgoCDStack:
                 env=self._environment(component),
                 executable=self.tools.argocd,
             )
+        self._health_urls = health
         for component in COMPONENTS:
-            url = health[component]
-            self.supervisor.wait_until(
-                component, functools.partial(http_ok, url), timeout=timeout, what=f"GET {url}"
-            )
+            self._wait_ready(component)
+
+    def _wait_ready(self, component: str) -> None:
+        url = self._health_urls[component]
+        self.supervisor.wait_until(
+            component,
+            functools.partial(http_ok, url),
+            timeout=self.settings.ready_timeout_seconds,
+            what=f"GET {url}",
+        )
+
+    def restart_component(self, component: str, *, kill_signal: signal.Signals = signal.SIGKILL) -> None:
+        """Kill one Argo CD component (SIGKILL by default: a crash, as an OOM kill or a lost node
+        does) and start it again with the same flags; returns once it answers its health check.
+        What it kept in memory is gone; redis, the API server and the Applications stay."""
+        if component not in COMPONENTS:
+            raise ValueError(f"component {component!r}: use one of {', '.join(COMPONENTS)}")
+        self.supervisor.restart(component, kill_signal=kill_signal)
+        self._wait_ready(component)
 
     # -- using it ---------------------------------------------------------------------------
 

@@ -2,7 +2,9 @@
 
 `Supervisor` starts each program with its output in `<workdir>/<name>.log`, in its own process
 group (stopped as a whole), with `PR_SET_PDEATHSIG` so a killed parent leaves no orphans, and
-stops them in reverse order. `wait_until` polls a readiness check with a deadline and fails early,
+stops them in reverse order. `restart(name)` kills one program's group (SIGKILL by default: a crash,
+nothing flushed) and starts it again with the same command line, environment and log (appended), as
+a pod's container restart would. `wait_until` polls a readiness check with a deadline and fails early,
 with the log's tail, when the program exits while starting.
 
 The kernel sends the death signal when the *thread* that started the child exits: start
@@ -37,6 +39,10 @@ class Supervisor:
 
     workdir: Path
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    # How each program was started (argv, env, executable), so `restart` starts it the same way.
+    _commands: dict[str, tuple[list[str], dict[str, str] | None, str | None]] = field(
+        default_factory=dict, repr=False
+    )
 
     def log_path(self, name: str) -> Path:
         """Where `name`'s stdout and stderr go."""
@@ -67,7 +73,28 @@ class Supervisor:
                 close_fds=True,
             )
         self.processes[name] = process
+        self._commands[name] = (
+            list(argv),
+            dict(env) if env is not None else None,
+            str(executable) if executable else None,
+        )
         return process
+
+    def restart(
+        self, name: str, *, kill_signal: signal.Signals = signal.SIGKILL, grace_seconds: float = 10.0
+    ) -> subprocess.Popen[bytes]:
+        """Send `kill_signal` to `name`'s group, wait until it is gone (SIGKILL after `grace_seconds`),
+        then start it again as it was started; the new process."""
+        process = self.processes.get(name)
+        if process is None:
+            raise ProcessError(f"{name} is not running here: nothing to restart")
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, kill_signal)
+        _stop_group(process, grace_seconds)
+        del self.processes[name]
+        argv, env, executable = self._commands[name]
+        return self.spawn(name, argv, env=env, executable=executable)
 
     @property
     def pids(self) -> dict[str, int]:

@@ -10,7 +10,9 @@ changes of that state are kept, each with its resourceVersion and the time it wa
   and against the simulator alike;
 - `first_requested` gives the order in which our sync requests reached the API server (one watch
   stream delivers events in etcd order, so this order is exact, unlike second-resolution stamps);
-- `history(app)` is the sequence of distinct states, what the contract test compares.
+- `history(app)` is the sequence of distinct states, what the contract test compares;
+- `uids(app)` the objects that carried the name, in order (an Application deleted and created
+  again is a new object: `sync_starts(app, uid=...)` counts one object's operations only).
 
 Real: the API server's watch. A 410 or a dropped stream re-lists and carries on (states in between
 may be missed, which the tests' assertions tolerate: they assert on what was seen in order).
@@ -93,6 +95,7 @@ class Seen:
     state: AppState
     resource_version: str
     monotonic: float
+    uid: str = ""
 
 
 class AppRecorder:
@@ -103,7 +106,7 @@ class AppRecorder:
         self.namespace = namespace
         self.keep = keep
         self.seen: list[Seen] = []
-        self._last: dict[str, AppState] = {}
+        self._last: dict[str, tuple[str, AppState]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._stream_stop: Callable[[], None] | None = None
@@ -130,10 +133,11 @@ class AppRecorder:
         if not self.keep(name):
             return
         state = AppState.of(app)
+        uid = str((app.get("metadata") or {}).get("uid", ""))
         with self._lock:
-            if self._last.get(name) == state:
+            if self._last.get(name) == (uid, state):
                 return
-            self._last[name] = state
+            self._last[name] = (uid, state)
             self.seen.append(
                 Seen(
                     len(self.seen),
@@ -141,6 +145,7 @@ class AppRecorder:
                     state,
                     str((app.get("metadata") or {}).get("resourceVersion", "")),
                     time.monotonic(),
+                    uid,
                 )
             )
 
@@ -182,10 +187,20 @@ class AppRecorder:
         with self._lock:
             return [seen.state for seen in self.seen if seen.app == app]
 
-    def sync_starts(self, app: str, *, by: str | None = None, rollout: str | None = None) -> int:
-        """How many operations the controller started on `app` (optionally only `by`/`rollout`'s)."""
+    def uids(self, app: str) -> list[str]:
+        """The uids of the objects named `app`, in the order they were seen."""
+        with self._lock:
+            return list(dict.fromkeys(seen.uid for seen in self.seen if seen.app == app))
+
+    def sync_starts(
+        self, app: str, *, by: str | None = None, rollout: str | None = None, uid: str | None = None
+    ) -> int:
+        """How many operations the controller started on `app` (optionally only `by`/`rollout`'s,
+        only on the object `uid`)."""
         started: set[tuple[str, str, str]] = set()
-        for state in self.history(app):
+        with self._lock:
+            states = [s.state for s in self.seen if s.app == app and (uid is None or s.uid == uid)]
+        for state in states:
             if not state.started_at:
                 continue
             if by is not None and state.started_by != by:
@@ -194,6 +209,20 @@ class AppRecorder:
                 continue
             started.add((state.started_at, state.started_by, state.started_rollout))
         return len(started)
+
+    def sync_requests(self, app: str, *, by: str, uid: str | None = None) -> int:
+        """How many times a sync request by `by` appeared on `app` (on the object `uid`): a state
+        with `.operation` by `by` after one without (Argo CD keeps `.operation` while it runs)."""
+        count = 0
+        before: dict[str, str] = {}
+        with self._lock:
+            seen = [s for s in self.seen if s.app == app and (uid is None or s.uid == uid)]
+        for entry in seen:
+            previous = before.get(entry.uid, "")
+            if entry.state.requested_by == by and previous != by:
+                count += 1
+            before[entry.uid] = entry.state.requested_by
+        return count
 
     def first_requested(self, *, by: str) -> list[str]:
         """Applications in the order a sync request by `by` first appeared on them."""
