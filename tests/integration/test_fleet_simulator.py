@@ -281,6 +281,39 @@ clusters:
     assert synced["status"]["sync"]["revision"] == REVISION and synced["status"]["sync"]["status"] == "Synced"
 
 
+def test_a_deleted_application_is_not_created_again_unlike_argo_cds_application_set_controller(
+    kube: Kube, namespace: str, tmp_path: Path
+) -> None:
+    """Pins a difference (docs/simulator.md): Argo CD's ApplicationSet controller creates a deleted
+    generated Application again within a second, a new object (tests/argocd_real/
+    test_fault_suite_argocd.py, argocd-application-recreated-new-uid); the simulator generates no
+    Applications, so on the fast tier that fault is a deletion only (the rollout fails the same way:
+    the cluster's Application was deleted). The simulator's rewrite of the other Application (its
+    ApplicationSet reconciled after the deletion) shows it had its chance."""
+    fleet = seed_fleet(kube, namespace, clusters=2, regions=["eu-west-1"], revision=REVISION)
+    deleted, other = fleet.applications
+    config = SimulatorConfig.from_yaml(
+        """
+defaults: {syncSeconds: 0.2, healthSeconds: 0.2}
+clusters:
+  "*": {appSetController: true}
+"""
+    )
+    log = tmp_path / "events.jsonl"
+    with FleetSimulator(kube, namespace, config, events_log=log, watch_window_seconds=1) as sim:
+        kube.delete(APPLICATIONS, namespace, deleted)
+        annotate(kube, namespace, other, {"progressivesync.io/rollout-id": "r1"})
+        wait_for(
+            lambda: any(e["event"] == "appset-rewrite" and e["app"] == other for e in read_events(log)),
+            timeout=30,
+            what="the simulated ApplicationSet controller to reconcile after the deletion",
+        )
+        with pytest.raises(NotFound):
+            kube.get(APPLICATIONS, namespace, deleted)
+    assert sim.error is None
+    assert not [e for e in read_events(log) if e["app"] == deleted]
+
+
 def test_an_application_being_deleted_keeps_argo_cds_finalizer_for_deletion_seconds(
     kube: Kube, namespace: str, tmp_path: Path
 ) -> None:
