@@ -37,7 +37,7 @@ from orchestrator.api.models import ProgressiveSyncStatus
 from orchestrator.argocd.fleet import AppSetView, AppView, Cluster
 from orchestrator.argocd.inventory import InventoryError
 from orchestrator.core.clock import Clock, SystemClock
-from orchestrator.kube.client import Forbidden, Kube, KubeError
+from orchestrator.kube.client import Forbidden, Kube, KubeError, retry_after_note
 from orchestrator.kube.informer import Change, Informer, InformerFailed, run_in_thread, wait_synced
 from orchestrator.kube.watchloop import Blocked
 from orchestrator.watcher import triggers
@@ -296,17 +296,18 @@ class Watcher:
             except Exception as exc:
                 self.metrics.reconcile_errors.inc()
                 failures = self.queue.failures(key) + 1
-                delay = self.queue.retry(key)
+                delay = self.queue.retry(key, at_least=server_asked_wait(exc))
                 if isinstance(exc, Forbidden):
                     self._report(key, self.hold_back.forbidden(key, str(exc)))
                 level = logging.WARNING if isinstance(exc, KubeError) else logging.ERROR
                 log.log(
                     level,
-                    "reconcile %s/%s: attempt %d failed: %s; retrying in %.1fs",
+                    "reconcile %s/%s: attempt %d failed: %s%s; retrying in %.1fs",
                     key[0],
                     key[1],
                     failures,
                     exc,
+                    retry_after_note(exc) if isinstance(exc, KubeError) else "",
                     delay,
                     exc_info=not isinstance(exc, KubeError),
                     extra={"ps": f"{key[0]}/{key[1]}"},
@@ -350,3 +351,12 @@ class Watcher:
         )
         self.actor.execute(cached, obs, decision)
         return decision
+
+
+def server_asked_wait(exc: BaseException) -> float:
+    """Seconds the API server asked us to wait before trying again (`Retry-After` with a 429, e.g.
+    from API Priority and Fairness on a Workflow create); 0 when it asked nothing. The work queue
+    waits at least this long, whatever its backoff says."""
+    if isinstance(exc, KubeError) and exc.retry_after is not None:
+        return max(0.0, exc.retry_after)
+    return 0.0

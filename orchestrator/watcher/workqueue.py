@@ -7,8 +7,9 @@ The semantics of client-go's workqueue, which every level-triggered controller r
   meanwhile marks it *dirty* and it is queued again at `done`, so no change is lost and no key is
   reconciled by two workers at once;
 - `retry(key)` re-queues after the key's next backoff (a tuple of delays, the last one repeated:
-  a level-triggered controller never gives up on an object, it slows down); `forget(key)` resets
-  the count after a success;
+  a level-triggered controller never gives up on an object, it slows down), or after `at_least`
+  seconds when that is longer (the `Retry-After` of a 429 the reconcile met: the server's ask
+  wins); `forget(key)` resets the count after a success;
 - `add_after(key, delay)` for "look again later" (deadlines, polling a Workflow that has no events).
 
 Time comes from the `clock` given (monotonic seconds), so tests drive it without sleeping.
@@ -76,12 +77,13 @@ class WorkQueue(Generic[K]):
             heapq.heappush(self._delayed, (ready_at, self._sequence, key))
             self._cond.notify()
 
-    def retry(self, key: K) -> float:
-        """Re-queue `key` after its next backoff (call after a failed reconcile); returns the delay."""
+    def retry(self, key: K, *, at_least: float = 0.0) -> float:
+        """Re-queue `key` after its next backoff, or `at_least` seconds when longer (call after a
+        failed reconcile; `at_least` is what the server asked, `Retry-After`); returns the delay."""
         with self._cond:
             failures = self._failures.get(key, 0) + 1
             self._failures[key] = failures
-        delay = self._backoffs[min(failures, len(self._backoffs)) - 1]
+        delay = max(self._backoffs[min(failures, len(self._backoffs)) - 1], at_least)
         self.add_after(key, delay)
         return delay
 

@@ -9,6 +9,8 @@ import threading
 
 import pytest
 
+from orchestrator.kube.client import KubeError, Retryable
+from orchestrator.watcher.loop import server_asked_wait
 from orchestrator.watcher.workqueue import WorkQueue
 from tests.support.wait import wait_for
 
@@ -152,3 +154,38 @@ def test_many_workers_never_hold_the_same_key_at_once() -> None:
         worker.join(timeout=5)
     assert overlaps == []
     assert set(handled) == {f"ns/{i}" for i in range(7)}
+
+
+@pytest.mark.parametrize(
+    ("at_least", "expected_delay"),
+    [
+        pytest.param(0.0, 1.0, id="nothing-asked-the-backoff"),
+        pytest.param(0.5, 1.0, id="asked-less-than-the-backoff-the-backoff"),
+        pytest.param(7.0, 7.0, id="asked-more-than-the-backoff-retry-after-wins"),
+    ],
+)
+def test_a_retry_waits_at_least_what_the_server_asked(at_least: float, expected_delay: float) -> None:
+    queue, clock = make_queue()
+    queue.add("ns/a")
+    key = queue.get(timeout=0)
+    assert key == "ns/a"
+    assert queue.retry(key, at_least=at_least) == expected_delay
+    queue.done(key)
+    clock.now += expected_delay - 0.1
+    assert queue.get(timeout=0) is None, "not before the delay"
+    clock.now += 0.2
+    assert queue.get(timeout=0) == "ns/a"
+    assert queue.failures("ns/a") == 1, "Retry-After does not skip the backoff's count"
+
+
+@pytest.mark.parametrize(
+    ("exc", "expected"),
+    [
+        pytest.param(Retryable("429", status=429, retry_after=3.0), 3.0, id="429-with-retry-after"),
+        pytest.param(Retryable("429", status=429), 0.0, id="429-without-retry-after"),
+        pytest.param(KubeError("500", status=500), 0.0, id="other-kube-error"),
+        pytest.param(ValueError("a bug"), 0.0, id="not-a-kube-error"),
+    ],
+)
+def test_the_watcher_retries_a_reconcile_no_sooner_than_retry_after(exc: Exception, expected: float) -> None:
+    assert server_asked_wait(exc) == expected
