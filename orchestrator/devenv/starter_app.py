@@ -152,10 +152,15 @@ def application_set(
     sync_options: Sequence[str] = ("CreateNamespace=true",),
     retry: Mapping[str, Any] | None = None,
     preserved_annotations: Sequence[str] = (),
+    preserve_resources_on_deletion: bool = False,
 ) -> dict[str, Any]:
     """An ApplicationSet: one Application per cluster Secret matching `selector`.
 
     `target_revision` may be a template (e.g. `{{metadata.labels.track}}`: a branch per cluster).
+    The ApplicationSet controller gives each Application Argo CD's resources finalizer (deleting
+    the Application deletes its resources) unless `preserve_resources_on_deletion`
+    (`spec.syncPolicy.preserveResourcesOnDeletion`): then an Application is deleted at once and its
+    resources stay.
     """
     sync_policy: dict[str, Any] = {}
     if sync_options:
@@ -179,6 +184,8 @@ def application_set(
     }
     if preserved_annotations:
         spec["preservedFields"] = {"annotations": list(preserved_annotations)}
+    if preserve_resources_on_deletion:
+        spec["syncPolicy"] = {"preserveResourcesOnDeletion": True}
     return {
         "apiVersion": "argoproj.io/v1alpha1",
         "kind": "ApplicationSet",
