@@ -154,11 +154,12 @@ def restart_controller_mid_sync(run: Run) -> None:
     run.facts["restart_seconds"] = time.monotonic() - killed
     run.fault_ended = time.monotonic()
     run.driver.release(CANARY)
-    # The tier runs with Argo CD's timed comparison off. Without this refresh (what the timer or a
-    # Git webhook sends) the restarted controller took up nothing in 2 of 3 runs: not one
-    # "Refreshing app status" in 60 s. Suspected: its informer's first Application events came
-    # before its cluster sharding had assigned the clusters, were dropped, and the informer's
-    # resync period is the reconciliation timeout (off here; 120 s by default).
+    # The tier runs with Argo CD's timed comparison off. A restarted application controller (v3.6.1,
+    # controller/appcontroller.go) queues an Application's operation only on an Application update
+    # event, a managed resource's change (5 s later) or the operation's own requeue, never at start:
+    # the gate turning Healthy before its cluster cache watched was missed, and the operation stayed
+    # Running with nothing logged for 60 s (2 of 3 runs without this line). The refresh is what the
+    # timer (120 s by default) or a Git webhook sends: an update event, so the operation resumes.
     run.scenario.refresh([CANARY])
 
 
