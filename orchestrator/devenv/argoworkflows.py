@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -113,6 +114,10 @@ class ArgoWorkflows:
     server_url: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
     _processes: list[subprocess.Popen[bytes]] = field(default_factory=list, repr=False)
+    _controller: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    _controller_command: tuple[list[str], dict[str, str]] = field(
+        default_factory=lambda: ([], {}), repr=False
+    )
 
     @classmethod
     def start(
@@ -179,8 +184,7 @@ class ArgoWorkflows:
         )
         local = self.folder / "controller.kubeconfig"
         local.write_bytes(kubeconfig.read_bytes())
-        process = self._spawn(
-            "workflow-controller",
+        self._controller_command = (
             [
                 str(self.tools.workflow_controller),
                 f"--kubeconfig={local}",
@@ -194,7 +198,40 @@ class ArgoWorkflows:
             {"LEADER_ELECTION_DISABLE": "true", "DEFAULT_REQUEUE_TIME": requeue_time},
         )
         networking.guard_loopback_ports(self.node.ledger, [HEALTHZ_PORT])
-        self._wait_http(f"http://127.0.0.1:{HEALTHZ_PORT}/healthz", process, "workflow-controller", timeout)
+        self._run_controller(timeout)
+
+    def _run_controller(self, timeout: float) -> None:
+        argv, env = self._controller_command
+        self._controller = self._spawn("workflow-controller", argv, env)
+        self._wait_http(
+            f"http://127.0.0.1:{HEALTHZ_PORT}/healthz", self._controller, "workflow-controller", timeout
+        )
+
+    @property
+    def controller_pid(self) -> int:
+        """The running workflow-controller's process id."""
+        if self._controller is None or self._controller.poll() is not None:
+            raise ArgoError("the workflow-controller is not running")
+        return self._controller.pid
+
+    def kill_controller(self) -> None:
+        """SIGKILL the workflow-controller (its whole process group) and reap it: a crash, no
+        clean shutdown. The server and the pods keep running. For the fault suite."""
+        process = self._controller
+        if process is None:
+            raise ArgoError("the workflow-controller is not running")
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30.0)
+        self._processes.remove(process)
+        self._controller = None
+
+    def start_controller(self, *, timeout: float = 90.0) -> None:
+        """Start the workflow-controller again as it first ran (after `kill_controller`); return
+        once its health endpoint answers."""
+        if self._controller is not None:
+            raise ArgoError("the workflow-controller is running already")
+        self._run_controller(timeout)
 
     def _start_server(self, timeout: float) -> None:
         kubeconfig = self.cluster.mint_user(

@@ -31,6 +31,7 @@ import contextlib
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -44,6 +45,7 @@ import yaml
 from orchestrator.devenv import host, machine, networking, tools
 from orchestrator.devenv import images as images_mod
 from orchestrator.devenv.controlplane import ControlPlaneError, DevCluster, free_port, spawn_logged
+from orchestrator.devenv.processes import http_ok
 from orchestrator.kube.client import NAMESPACES, Kube, KubeError, NotFound, Resource
 
 log = logging.getLogger(__name__)
@@ -149,6 +151,8 @@ class Node:
     _pool: ThreadPoolExecutor | None = field(default=None, repr=False)
     _started_at: float = 0.0
     _stopped: bool = False
+    _kubelet_argv: list[str] = field(default_factory=list, repr=False)
+    _kubelet_healthz_port: int = 0
     _owns_lock: bool = True
 
     # -- start ----------------------------------------------------------------------------
@@ -351,19 +355,48 @@ class Node:
         assert self._ledger is not None
         self._ledger.remember_sysctls(machine.KERNEL_TUNABLES)
         self._ledger.remember_new_folders(machine.KUBELET_FIXED_FOLDERS)
-        self._spawn(
-            "kubelet",
-            [
-                str(self.tools.kubelet),
-                f"--config={config}",
-                f"--kubeconfig={kubeconfig}",
-                f"--root-dir={self.root / 'kubelet'}",
-                f"--cert-dir={certs}",
-                f"--hostname-override={self.name}",
-                f"--node-ip={self.node_ip}",
-                "--v=1",
-            ],
-        )
+        self._kubelet_argv = [
+            str(self.tools.kubelet),
+            f"--config={config}",
+            f"--kubeconfig={kubeconfig}",
+            f"--root-dir={self.root / 'kubelet'}",
+            f"--cert-dir={certs}",
+            f"--hostname-override={self.name}",
+            f"--node-ip={self.node_ip}",
+            "--v=1",
+        ]
+        self._kubelet_healthz_port = healthz_port
+        self._spawn("kubelet", self._kubelet_argv)
+
+    def restart_kubelet(self, *, kill: bool = False, ready_timeout: float = 60.0) -> None:
+        """Stop the kubelet (SIGTERM, or SIGKILL when `kill`) and start it again with the same
+        configuration; return once its health endpoint answers. The containers it started keep
+        running meanwhile (containerd runs them); the new kubelet finds them again.
+
+        For the fault suite (a node's kubelet restarted mid-rollout).
+        """
+        index = self._kubelet_index()
+        process = self._processes[index]
+        if kill:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=30.0)
+        else:
+            host.stop_process_group(process)
+        self._processes[index] = spawn_logged("kubelet", self._kubelet_argv, self.root / "logs")
+        url = f"http://127.0.0.1:{self._kubelet_healthz_port}/healthz"
+        self._wait(lambda: http_ok(url), ready_timeout, f"the restarted kubelet's {url}")
+
+    def _kubelet_index(self) -> int:
+        for index, process in enumerate(self._processes):
+            if isinstance(process.args, list) and process.args[:1] == [str(self.tools.kubelet)]:
+                return index
+        raise NodeError("the kubelet is not running (the node has not joined)")
+
+    @property
+    def kubelet_pid(self) -> int:
+        """The running kubelet's process id."""
+        return self._processes[self._kubelet_index()].pid
 
     def _kubeconfig(self, user: str, groups: Sequence[str] = ()) -> Path:
         """A kubeconfig for `user` kept under the node's root (so a leftover process is found by it)."""
