@@ -15,9 +15,11 @@ Caller: `python -m steps` (steps/__main__.py), i.e. the Workflow's containers an
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import signal
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -154,9 +156,33 @@ def run_step(
     A step of a stage that cannot do its job (exit 2 or 75, a crash) first leaves its message in
     the stage status (`steps.failure`)."""
     _setup_logging()
+    signal.signal(signal.SIGTERM, lambda signum, frame: _stopped(step))
     code, line = _run(step, settings, call, outputs, stage=stage, cluster=cluster)
     click.echo(line)
     sys.exit(code)
+
+
+def _stopped(step: str) -> NoReturn:
+    """SIGTERM: the step's pod is being deleted (by hand, evicted, its node drained). That is no
+    verdict on the cluster or the stage: exit 75 at once, so the Workflow's retryStrategy runs the
+    step again, and the retry resumes where this one was (the steps are idempotent).
+
+    Without this the process died of the signal (exit 137 through Argo's emissary), its pod ended
+    Failed, and Argo retries only `Error` nodes and exit 75: a deleted pod failed its cluster, unless
+    the pod was gone before the controller saw it end (then "pod deleted", an Error, retried).
+    Argo itself stops pods with SIGTERM only when the Workflow is stopped, terminated or past its
+    deadline, and then retries nothing. Exits at once (`os._exit`): a batch's cluster threads are
+    not waited for; what they did is found again by the retry.
+    """
+    line = (
+        f"{step}: stopped by SIGTERM before it finished (its pod deleted, evicted or drained): "
+        "not a verdict on the cluster; exit 75, the retry resumes it"
+    )
+    log.warning("%s", line)
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+    os._exit(EXIT_TEMPORARY)
 
 
 def _run(

@@ -9,6 +9,7 @@ write as admin, so the audit log tells the steps' writes apart.
 from __future__ import annotations
 
 import json
+import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -393,6 +394,42 @@ def test_cluster_syncs_then_waits_until_done_and_a_second_run_writes_nothing(rig
     assert_ok(again)
     assert "recorded as completed already" in again.stdout
     assert writes_by(rig.control_plane, mark) == []
+
+
+def test_a_cluster_step_stopped_by_sigterm_exits_75_and_its_retry_resumes_without_a_second_sync(
+    rig: Rig,
+) -> None:
+    """Issue 18 (a step pod deleted): SIGTERM is no verdict on the cluster. The step exits 75 (what
+    the Workflow retries) at once, and the retry finds the sync it had started: one sync in all."""
+    make_progressive_sync(rig.kube, rig.namespace)
+    cluster = select_canary(rig.runner)
+    rig.simulate(SimulatorConfig.from_yaml("defaults: {syncSeconds: 0.3, healthSeconds: 3600}"))
+    log = rig.tmp_path / "cluster.log"
+    args = ("--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS)
+    process = rig.runner.start("cluster", *args, log_path=log)
+    try:
+        wait_for(lambda: rig.app(cluster)["status"]["health"]["status"] == "Progressing", timeout=30)
+        process.send_signal(signal.SIGTERM)
+        code, output = finish(process, log, timeout=10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert code == 75, output
+    assert "cluster: stopped by SIGTERM before it finished" in output.splitlines()[-1]
+    assert rig.stage().completed == []
+
+    rig.update_app(
+        cluster,
+        lambda app: (
+            app["metadata"]
+            .setdefault("annotations", {})
+            .update({"simulator.progressivesync.io/health-seconds": "0"})
+        ),
+    )
+    assert_ok(rig.runner.run("cluster", *args))
+    assert rig.stage().completed == [cluster]
+    starts = [e for e in read_events(rig.tmp_path / "sim-events.jsonl") if e["event"] == "sync-start"]
+    assert [e["cluster"] for e in starts] == [cluster]
 
 
 def stage_with_a_failure(targets: list[str]) -> dict[str, Any]:
