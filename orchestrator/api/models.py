@@ -583,6 +583,13 @@ STATUS_LIST_CAP = 20
 # then shortens the lists and messages for people, and says so (`StageStatus.clusters_omitted`).
 # 16 KiB under the issue's 256 KiB bar.
 STATUS_MAX_BYTES = 240 * 1024
+
+
+def _no_schema_default(schema: dict[str, Any]) -> None:
+    """Leave a field's default out of the CRD (the model omits the field when it holds its default)."""
+    schema.pop("default", None)
+
+
 # Why a stage's ledger is not in the status (its `clustersOmitted`).
 CLUSTERS_OMITTED = (
     "the per-cluster list did not fit in the status ({size:,} bytes of cluster names; the status is "
@@ -648,7 +655,8 @@ class StageStatus(_Model):
     """Clusters held by something other than a plain wait, done clusters with a remark: the first 20."""
     clusters: ClusterLedger | None = Field(default=None, exclude=True)
     """Every cluster of the stage and its state (`progressive-sync status` lists them)."""
-    clusters_omitted: str = ""
+    # No default in the CRD: the API server would store "" where the model writes nothing.
+    clusters_omitted: str = Field(default="", json_schema_extra=_no_schema_default)
     """Set when `clusters` was left out to keep the status under its bound: why, and where to look."""
     targets: list[str] = Field(default_factory=list)
     """Deprecated, read only: every cluster the stage took, as written before `clusters` replaced it."""
