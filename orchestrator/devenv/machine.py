@@ -283,12 +283,54 @@ QUEUE_PATH = Path(os.environ.get("PROGRESSIVE_SYNC_NODE_QUEUE", "/tmp/progressiv
 
 
 def _held_by_an_ancestor(path: Path) -> bool:
-    """True when this process inherited an open file of `path` (from `flock FILE command`)."""
+    """True when this process or one of its ancestors holds `path`'s flock (`flock FILE command`).
+
+    An inherited open file is not enough to tell: pytest-xdist's workers (execnet) and other
+    spawners close inherited files, so a worker under `flock FILE make test` has none, yet its
+    ancestor `flock` holds the lock (waiting for it would wait for ever: the holder waits for us).
+    So the kernel's table of locks (/proc/locks) is read for a lock on the file's inode taken by
+    this process or an ancestor.
+    """
     for entry in Path("/proc/self/fd").iterdir():
         with contextlib.suppress(OSError):
             if Path(os.readlink(entry)) == path:
                 return True
-    return False
+    try:
+        status = path.stat()
+        table = Path("/proc/locks").read_text()
+    except OSError:
+        return False
+    holders = _flock_holders(table, (os.major(status.st_dev), os.minor(status.st_dev), status.st_ino))
+    return any(pid in holders for pid in _ancestry(os.getpid()))
+
+
+def _flock_holders(table: str, file: tuple[int, int, int]) -> set[int]:
+    """The pids holding a granted flock on `file` (device major, minor, inode) in /proc/locks'
+    text (waiters, `->`, left out)."""
+    holders: set[int] = set()
+    for line in table.splitlines():
+        fields = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 4242 fe:00:1234 0 EOF" (device in hex); a waiter: "1: -> FLOCK".
+        if len(fields) < 6 or fields[1] != "FLOCK":
+            continue
+        with contextlib.suppress(ValueError):
+            major, minor, inode = fields[5].split(":")
+            if (int(major, 16), int(minor, 16), int(inode)) == file:
+                holders.add(int(fields[4]))
+    return holders
+
+
+def _ancestry(pid: int, limit: int = 64) -> list[int]:
+    """`pid` and its ancestors up to init (from /proc/PID/stat), at most `limit` of them."""
+    chain: list[int] = []
+    while pid > 1 and len(chain) < limit:
+        chain.append(pid)
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            break
+        pid = int(stat.rsplit(")", 1)[1].split()[1])  # the command may hold spaces and parentheses
+    return chain
 
 
 @contextlib.contextmanager

@@ -279,3 +279,42 @@ def test_a_main_thread_waits_for_the_queue_in_the_kernel(
         holder.kill()
         holder.wait()
     assert result.stdout.strip() == outcome, result.stderr
+
+
+def test_a_process_whose_ancestor_flock_holds_the_queue_gets_its_turn_without_the_inherited_file(
+    tmp_path: Path,
+) -> None:
+    """`flock FILE make test` runs pytest-xdist workers, which execnet starts with the inherited
+    files closed: the worker must see that its ancestor holds the queue, not wait for it for ever."""
+    queue = tmp_path / "queue.lock"
+    waiter = (
+        "from pathlib import Path\n"
+        "from orchestrator.devenv import machine\n"
+        "try:\n"
+        f"    with machine.queue_turn(Path({str(queue)!r}), timeout=1):\n"
+        "        print('turn')\n"
+        "except machine.NodeBusy:\n"
+        "    print('NodeBusy')\n"
+    )
+    # The child's child closes every inherited file before it asks (as execnet does).
+    spawn = (
+        "import subprocess, sys\n"
+        f"sys.exit(subprocess.run([sys.executable, '-c', {waiter!r}], close_fds=True).returncode)\n"
+    )
+    held = subprocess.run(
+        ["flock", str(queue), "sh", "-c", f'{sys.executable} -c "$0"', spawn],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert held.stdout.strip() == "turn", held.stderr
+    other = _hold(queue, 30)  # someone else's holder is not an ancestor: still waited for
+    try:
+        alone = subprocess.run(
+            [sys.executable, "-c", waiter], capture_output=True, text=True, timeout=60, check=False
+        )
+    finally:
+        other.kill()
+        other.wait()
+    assert alone.stdout.strip() == "NodeBusy", alone.stderr
