@@ -70,16 +70,20 @@ _SUSPECT = re.compile(
 # versions) are strings in both and are not parsed twice.
 _NUMERIC_IN_EITHER = re.compile(
     "|".join(
-        [
-            *(
-                pattern.pattern
-                for resolvers in yaml.resolver.Resolver.yaml_implicit_resolvers.values()
-                for tag, pattern in resolvers
-                if tag.endswith((":int", ":float", ":timestamp"))
-            ),
-            r"^[-+]?[0-9]+$|^0o[0-7]+$|^0x[0-9a-fA-F]+$",
-            r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$",
-        ]
+        # PyYAML files each resolver under every character a scalar may start with: each pattern
+        # once (joined 38 times over, the expression took 25 us a token; 10,000 uids, 0.25 s).
+        dict.fromkeys(
+            [
+                *(
+                    pattern.pattern
+                    for resolvers in yaml.resolver.Resolver.yaml_implicit_resolvers.values()
+                    for tag, pattern in resolvers
+                    if tag.endswith((":int", ":float", ":timestamp"))
+                ),
+                r"^[-+]?[0-9]+$|^0o[0-7]+$|^0x[0-9a-fA-F]+$",
+                r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$",
+            ]
+        )
     ),
     re.VERBOSE,
 )
@@ -130,7 +134,11 @@ def _resolves_alike(token: str) -> bool:
 
 def _agrees_with_pyyaml(text: str) -> bool:
     """True when every plain scalar in `text` that YAML 1.1 and 1.2 could read differently reads alike."""
-    text = "\n" + text  # the first line starts after a newline like the others
+    # Every pattern reads within one line (a line's start is a newline), so the text can be read
+    # as its distinct lines, each once: a fleet file repeats most of its lines thousands of times
+    # (10,000 clusters: 530,000 lines, 100,000 distinct, a quarter of the characters; the scan
+    # took 0.85 s over the whole text, 0.25 s so).
+    text = "\n" + "\n".join(set(text.split("\n")))
     if any(pattern.search(text) for pattern in _LEFT_TO_PYYAML):
         return False
     # Each distinct token once (a fleet repeats the same revisions and numbers thousands of times).
