@@ -30,6 +30,7 @@ from __future__ import annotations
 import datetime
 import json
 import re
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -162,16 +163,31 @@ def _document_count(text: str) -> int:
     return len(starts) + (1 if _CONTENT_LINE.search(head) else 0)
 
 
+def _yaml_rs_load(text: str, into: list[Any]) -> None:
+    """yaml-rs's reading of `text` appended to `into`, or nothing when it refuses the text."""
+    assert yaml_rs is not None
+    try:
+        into.append(
+            yaml_rs.loads(text, parse_datetime=False, duplicate_key_policy=yaml_rs.DuplicateKeyPolicy.LastWins)
+        )
+    except Exception:  # noqa: S110 - whatever yaml-rs refuses, PyYAML reads (or explains)
+        pass
+
+
 def _native_load_all(text: str) -> list[Any] | None:
     """Every document, read by yaml-rs, when that provably equals PyYAML's reading; else None."""
-    if yaml_rs is None or not _agrees_with_pyyaml(text):
+    if yaml_rs is None:
         return None
-    try:
-        loaded = yaml_rs.loads(
-            text, parse_datetime=False, duplicate_key_policy=yaml_rs.DuplicateKeyPolicy.LastWins
-        )
-    except Exception:
+    # yaml-rs parses without the GIL (it takes it back to build the objects), so the scan runs on
+    # another core meanwhile; yaml-rs's answer is used only when the scan says it may be.
+    parsed: list[Any] = []
+    parser = threading.Thread(target=_yaml_rs_load, args=(text, parsed), name="yaml-rs", daemon=True)
+    parser.start()
+    agrees = _agrees_with_pyyaml(text)
+    parser.join()
+    if not agrees or not parsed:
         return None
+    loaded = parsed[0]
     # yaml-rs gives None for no document, the document for one, and a list for several.
     count = _document_count(text)
     if count == 0:
