@@ -300,10 +300,11 @@ def app_view_from_object(obj: Mapping[str, Any]) -> AppView:
     operation_state = _mapping(status.get("operationState"))
     sync_result = _mapping(operation_state.get("syncResult"))
     current_operation = _mapping(obj.get("operation")) or _mapping(operation_state.get("operation"))
-    info = {
-        _text(entry.get("name")): _text(entry.get("value"))
-        for entry in _mappings(current_operation.get("info"))
-    }
+    info = (
+        {_text(entry.get("name")): _text(entry.get("value")) for entry in _mappings(current_operation.get("info"))}
+        if current_operation
+        else _EMPTY
+    )
     multi_source = bool(spec.get("sources"))
     return AppView(
         name=name,
@@ -415,7 +416,7 @@ def fleet_from_objects(objects: Iterable[Any]) -> Fleet:
 
 def _flatten(objects: Iterable[Any]) -> Iterator[Mapping[str, Any]]:
     for obj in objects:
-        if not isinstance(obj, Mapping):
+        if type(obj) is not dict and not isinstance(obj, Mapping):
             raise FleetError(f"a document is a {type(obj).__name__}, not a Kubernetes object")
         if isinstance(obj.get("items"), list) and str(obj.get("kind", "")).endswith("List"):
             yield from _flatten(obj["items"])
@@ -441,13 +442,19 @@ def _read_cluster_secret(obj: Mapping[str, Any]) -> ClusterSecret:
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
-    if type(value) is dict:  # what JSON and YAML give; much faster than the Mapping ABC check
+    # dict (what JSON and YAML give) and None (a field left out) first: the Mapping ABC's check
+    # costs ten times as much, and 10,000 Applications make 130,000 of these calls.
+    if type(value) is dict:
         return value
+    if value is None:
+        return _EMPTY
     return value if isinstance(value, Mapping) else _EMPTY
 
 
 def _mappings(value: Any) -> list[Mapping[str, Any]]:
-    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
+    if not isinstance(value, list):
+        return []
+    return [v for v in value if type(v) is dict or isinstance(v, Mapping)]
 
 
 def _text(value: Any) -> str:

@@ -7,7 +7,7 @@ a second of CPU). `client` re-exports everything here; `Kube.list_cluster_secret
 
 from __future__ import annotations
 
-import base64
+import binascii
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -40,7 +40,8 @@ def cluster_secret_from_object(secret: Mapping[str, Any]) -> ClusterSecret:
         raw = data.get(key)
         if not raw:
             return ""
-        return base64.b64decode(raw).decode("utf-8", errors="replace")
+        # What base64.b64decode calls, without its wrapper (the same errors): 20,000 keys a fleet.
+        return binascii.a2b_base64(raw).decode("utf-8", errors="replace")
 
     return ClusterSecret(
         secret_name=str(metadata.get("name", "")),
