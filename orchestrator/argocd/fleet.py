@@ -300,11 +300,8 @@ def app_view_from_object(obj: Mapping[str, Any]) -> AppView:
     operation_state = _mapping(status.get("operationState"))
     sync_result = _mapping(operation_state.get("syncResult"))
     current_operation = _mapping(obj.get("operation")) or _mapping(operation_state.get("operation"))
-    info = (
-        {_text(entry.get("name")): _text(entry.get("value")) for entry in _mappings(current_operation.get("info"))}
-        if current_operation
-        else _EMPTY
-    )
+    entries = _mappings(current_operation.get("info")) if current_operation else []
+    info = {_text(entry.get("name")): _text(entry.get("value")) for entry in entries}
     multi_source = bool(spec.get("sources"))
     return AppView(
         name=name,

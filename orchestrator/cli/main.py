@@ -18,8 +18,6 @@ from types import MappingProxyType
 
 import click
 
-from orchestrator import __version__
-
 # Subcommand name -> (module under orchestrator.cli, attribute of the click command in it).
 COMMANDS: Mapping[str, tuple[str, str]] = MappingProxyType(
     {
@@ -65,9 +63,26 @@ class LazyGroup(click.Group):
 @click.group(
     cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}
 )
-@click.version_option(__version__, "--version", prog_name="progressive-sync")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=lambda ctx, _param, value: _print_version(ctx) if value else None,
+    help="Show the version and exit.",
+)
 def main() -> None:
     """Roll a change out across a fleet of Kubernetes clusters with Argo CD, in stages."""
+
+
+def _print_version(ctx: click.Context) -> None:
+    # What click.version_option prints, with the version looked up only when asked for.
+    if ctx.resilient_parsing:
+        return
+    from orchestrator import __version__  # noqa: PLC0415 - importlib.metadata costs every command 60 ms
+
+    click.echo(f"progressive-sync, version {__version__}")
+    ctx.exit()
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ orchestrator.kube.crds, orchestrator.devenv.argoworkflows.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import re
@@ -166,12 +167,10 @@ def _document_count(text: str) -> int:
 def _yaml_rs_load(text: str, into: list[Any]) -> None:
     """yaml-rs's reading of `text` appended to `into`, or nothing when it refuses the text."""
     assert yaml_rs is not None
-    try:
-        into.append(
-            yaml_rs.loads(text, parse_datetime=False, duplicate_key_policy=yaml_rs.DuplicateKeyPolicy.LastWins)
-        )
-    except Exception:  # noqa: S110 - whatever yaml-rs refuses, PyYAML reads (or explains)
-        pass
+    # Whatever yaml-rs refuses, PyYAML reads (or explains).
+    with contextlib.suppress(Exception):
+        policy = yaml_rs.DuplicateKeyPolicy.LastWins
+        into.append(yaml_rs.loads(text, parse_datetime=False, duplicate_key_policy=policy))
 
 
 def _native_load_all(text: str) -> list[Any] | None:
