@@ -29,7 +29,12 @@ from orchestrator.argocd.fleet import (
     app_view_from_object,
     cluster_from_secret,
 )
-from orchestrator.cli.manifest import manifest_options, read_fleet_file, read_progressive_sync
+from orchestrator.cli.manifest import (
+    collector_paused,
+    manifest_options,
+    read_fleet_file,
+    read_progressive_sync,
+)
 from orchestrator.planning.planner import RolloutPlan, StagePlan, StageState, plan_rollout
 
 DEFAULT_ARGOCD_NAMESPACE = "argocd"
@@ -109,17 +114,19 @@ def plan(
         output=OutputFormat(output),
     )
     ps = read_progressive_sync(settings.ps_file, settings.ps_name)
-    fleet = read_fleet_file(settings.fleet_file) if settings.fleet_file else read_live_fleet(settings, ps)
-    result = plan_rollout(
-        ps.spec,
-        ps_name=ps.metadata.name,
-        appset=fleet.app_set(ps.spec.app_set_ref.name),
-        clusters=fleet.clusters,
-        apps=fleet.apps,
-    )
-    # A manifest that was never applied has no generation; the API server would give it 1.
-    generation = ps.metadata.generation or 1
-    click.echo(render(result, settings.output, generation=generation), nl=False)
+    with collector_paused():
+        fleet = read_fleet_file(settings.fleet_file) if settings.fleet_file else read_live_fleet(settings, ps)
+        result = plan_rollout(
+            ps.spec,
+            ps_name=ps.metadata.name,
+            appset=fleet.app_set(ps.spec.app_set_ref.name),
+            clusters=fleet.clusters,
+            apps=fleet.apps,
+        )
+        # A manifest that was never applied has no generation; the API server would give it 1.
+        generation = ps.metadata.generation or 1
+        shown = render(result, settings.output, generation=generation)
+    click.echo(shown, nl=False)
     if result.has_errors:
         ctx.exit(1)
 

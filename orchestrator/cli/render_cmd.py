@@ -26,7 +26,12 @@ from hera.workflows import Workflow
 
 from orchestrator.api.models import ProgressiveSync
 from orchestrator.api.release import Release, spec_hash
-from orchestrator.cli.manifest import manifest_options, read_fleet_file, read_progressive_sync
+from orchestrator.cli.manifest import (
+    collector_paused,
+    manifest_options,
+    read_fleet_file,
+    read_progressive_sync,
+)
 from orchestrator.planning.planner import RolloutPlan, plan_rollout
 from workflow_templates import pieces, validate
 from workflow_templates.builder import StageSizes, WorkflowBuildError, assumed_sizes, build_workflow
@@ -100,14 +105,16 @@ def render(
         _note("assumed: no uid (the manifest was never applied), so no ownerReference")
     sizes: StageSizes
     if fleet_file is not None:
-        fleet = read_fleet_file(fleet_file)
-        plan = plan_rollout(
-            ps.spec,
-            ps_name=ps.metadata.name,
-            appset=fleet.app_set(ps.spec.app_set_ref.name),
-            clusters=fleet.clusters,
-            apps=fleet.apps,
-        )
+        with collector_paused():
+            fleet = read_fleet_file(fleet_file)
+            plan = plan_rollout(
+                ps.spec,
+                ps_name=ps.metadata.name,
+                appset=fleet.app_set(ps.spec.app_set_ref.name),
+                clusters=fleet.clusters,
+                apps=fleet.apps,
+            )
+            del fleet  # freed now: the collector, on again for the Workflow build, does not walk it
         if plan.has_errors:
             errors = "; ".join(issue.message for issue in plan.errors)
             raise click.ClickException(
