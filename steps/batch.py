@@ -47,7 +47,15 @@ from orchestrator.api.rollout_status import find_stage
 from orchestrator.core.clock import Clock
 from orchestrator.kube.client import Kube, KubeError, Retryable
 from steps.cluster import ClusterOutcome, ClusterResult, run_cluster
-from steps.common import RolloutRef, Tuning, UsageProblem, check_rollout, check_stage, load_progressive_sync
+from steps.common import (
+    FleetLookup,
+    RolloutRef,
+    Tuning,
+    UsageProblem,
+    check_rollout,
+    check_stage,
+    load_progressive_sync,
+)
 from steps.status_sink import BatchedSink
 
 log = logging.getLogger(__name__)
@@ -146,9 +154,17 @@ def run_batch(
     sink = BatchedSink(
         kube, rollout.namespace, rollout.name, tuning.status, flush_seconds=tuning.batch_flush_seconds
     )
+    # One read of the inventory and of the Applications for the batch's clusters, not two per
+    # cluster (the Applications a cluster acts on are still read fresh: steps.common.FleetLookup).
+    fleet = FleetLookup(kube, rollout, ps, clock=clock, max_age_seconds=tuning.fleet_lookup_seconds)
 
     def one(cluster: str) -> ClusterResult:
-        hold_while_paused(paused, cluster, clock=clock, tuning=tuning)
+        # One read of the ProgressiveSync right before the cluster starts: paused, then the
+        # cluster's recorded outcome and the stage's failures (run_cluster) are all taken from it.
+        current = load_progressive_sync(kube, rollout)
+        if current.spec.paused:
+            hold_while_paused(paused, cluster, clock=clock, tuning=tuning)
+            current = load_progressive_sync(kube, rollout)
         return run_cluster(
             kube,
             rollout,
@@ -158,6 +174,8 @@ def run_batch(
             clock=clock,
             tuning=tuning,
             sink=sink,
+            ps=current,
+            fleet=fleet,
         )
 
     with sink:

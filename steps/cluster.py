@@ -34,6 +34,7 @@ from orchestrator.argocd.assess import ClusterPhase
 from orchestrator.core.clock import Clock
 from orchestrator.kube.client import Kube
 from steps.common import (
+    FleetLookup,
     RolloutRef,
     Tuning,
     check_rollout,
@@ -85,13 +86,18 @@ def run_cluster(
     clock: Clock,
     tuning: Tuning | None = None,
     sink: StatusSink | None = None,
+    ps: ProgressiveSync | None = None,
+    fleet: FleetLookup | None = None,
 ) -> ClusterResult:
     """Sync `cluster` and wait until it is done or failed, unless its stage has failed already.
 
-    Status changes go to `sink` (default: written at once; a batch gathers them).
+    Status changes go to `sink` (default: written at once; a batch gathers them). `ps`: the
+    ProgressiveSync as the caller read it right before (default: read here); its recorded outcomes
+    and the stage's failures are what decide whether the cluster starts. `fleet`: the clusters and
+    their Applications (default: read for this cluster; a batch shares one).
     """
     tuning = tuning or Tuning()
-    ps = load_progressive_sync(kube, rollout)
+    ps = ps or load_progressive_sync(kube, rollout)
     check_rollout(ps, rollout.rollout_id)
     check_stage(ps, stage)
     recorded = _recorded(ps, stage, cluster)
@@ -111,6 +117,8 @@ def run_cluster(
         clock=clock,
         tuning=tuning,
         sink=sink,
+        ps=ps,
+        fleet=fleet,
     )
     if synced.failed:
         return ClusterResult(cluster, ClusterOutcome.FAILED, synced.failure)
@@ -123,6 +131,7 @@ def run_cluster(
         clock=clock,
         tuning=tuning,
         sink=sink,
+        fleet=fleet,
     )
     outcome = ClusterOutcome.DONE if waited.phase == ClusterPhase.DONE else ClusterOutcome.FAILED
     return ClusterResult(cluster, outcome, waited.reason)

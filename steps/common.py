@@ -13,8 +13,10 @@ Callers: the step modules in this package.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 from orchestrator.api.models import ProgressiveSync
@@ -29,6 +31,7 @@ from orchestrator.argocd.fleet import (
     index_clusters,
 )
 from orchestrator.argocd.inventory import INVENTORY_NAME, InventoryError, clusters_from_configmap
+from orchestrator.core.clock import Clock
 from orchestrator.kube.client import (
     APPLICATION_SETS,
     APPLICATIONS,
@@ -107,6 +110,10 @@ class Tuning:
     terminate_wait_seconds: float = 60.0
     # How often `wait-healthy` looks whether a sibling's failure has failed the stage meanwhile.
     stage_check_seconds: float = 5.0
+    # The `batch` step: how long the cluster inventory and which Applications deploy to which cluster,
+    # read once, serve the batch's clusters before they are read again (`FleetLookup`). The
+    # Applications themselves are always read fresh.
+    fleet_lookup_seconds: float = 30.0
     status: StatusWriterSettings = field(default_factory=StatusWriterSettings)
 
 
@@ -213,14 +220,17 @@ def app_namespace(ps: ProgressiveSync) -> str:
 
 def owned_apps(kube: Kube, ps: ProgressiveSync) -> list[dict[str, Any]]:
     """The Applications of the ProgressiveSync's ApplicationSet (ownerReference, uid when known)."""
-    app_set_name = ps.spec.app_set_ref.name
-    app_set = get_app_set(kube, app_namespace(ps), app_set_name)
+    app_set = get_app_set(kube, app_namespace(ps), ps.spec.app_set_ref.name)
     items, _ = kube.list(APPLICATIONS, app_namespace(ps))
-    return [
-        item
-        for item in items
-        if app_view_from_object(item).is_owned_by(app_set_name, app_set.uid if app_set else "")
-    ]
+    return owned_by(items, ps.spec.app_set_ref.name, app_set)
+
+
+def owned_by(
+    items: Sequence[dict[str, Any]], app_set_name: str, app_set: AppSetView | None
+) -> list[dict[str, Any]]:
+    """The Applications among `items` that the ApplicationSet owns (ownerReference, uid when known)."""
+    uid = app_set.uid if app_set else ""
+    return [item for item in items if app_view_from_object(item).is_owned_by(app_set_name, uid)]
 
 
 def apps_of_cluster(
@@ -239,3 +249,116 @@ def apps_of_cluster(
         if (c := index.cluster_of(app_view_from_object(app))) is not None and c.name == cluster.name
     ]
     return sorted(mine, key=lambda app: app["metadata"]["name"])
+
+
+class FleetLookup:
+    """The Argo CD clusters, and which of the ApplicationSet's Applications deploy to each cluster.
+
+    `sync` and `wait-healthy` need both for every cluster. Read fresh for each call (`max_age_seconds`
+    0, what a `cluster` pod does), that is the inventory ConfigMap, the ApplicationSet and a list of
+    every Application of the namespace, twice per cluster: ~15 MB per list at 10,000 clusters. A
+    `batch` pod shares one lookup between its clusters (issue 15): the inventory, the ApplicationSet
+    and the Applications' names by cluster are read at most once per `max_age_seconds`, and the
+    Applications a cluster acts on are then read one by one (a GET each), so every sync decision is
+    taken on the Application as it is now and the cache can never cause a second sync write (our
+    rollout id in the operation is seen on the fresh object). What a cached read can miss is only
+    an Application or a cluster added since it was read: a cluster not found, or found without
+    Applications, is looked up again at once before it is failed. Thread-safe (a batch's clusters
+    run in threads).
+    """
+
+    def __init__(
+        self,
+        kube: Kube,
+        rollout: RolloutRef,
+        ps: ProgressiveSync,
+        *,
+        clock: Clock,
+        max_age_seconds: float = 0.0,
+    ) -> None:
+        self.kube = kube
+        self.rollout = rollout.with_applications_of(ps)
+        self.ps = ps
+        self.clock = clock
+        self.max_age_seconds = max_age_seconds
+        self._lock = threading.Lock()
+        self._read_at: datetime | None = None
+        self._clusters: list[Cluster] = []
+        self._names: dict[str, list[str]] = {}  # cluster name -> its Applications' names, sorted
+        self._app_set_uid = ""
+        self.reads = 0  # how many times the inventory and the Applications were read (for tests, logs)
+
+    @property
+    def cached(self) -> bool:
+        """True when reads are shared between calls (a batch)."""
+        return self.max_age_seconds > 0
+
+    def clusters(self) -> list[Cluster]:
+        """The Argo CD clusters (the inventory), at most `max_age_seconds` old."""
+        if not self.cached:
+            return list_clusters(self.kube, self.rollout.argocd_namespace)
+        with self._lock:
+            self._refresh_locked(force=False)
+            return list(self._clusters)
+
+    def find(self, name: str) -> tuple[Cluster | None, list[Cluster]]:
+        """The cluster of that name and the clusters it was found among; a miss is read again once."""
+        clusters = self.clusters()
+        found = find_cluster(clusters, name)
+        if found is None and self.cached:
+            with self._lock:
+                self._refresh_locked(force=True)
+                clusters = list(self._clusters)
+            found = find_cluster(clusters, name)
+        return found, clusters
+
+    def apps_of(self, cluster: Cluster, clusters: Sequence[Cluster]) -> list[dict[str, Any]]:
+        """The ApplicationSet's Applications that deploy to `cluster`, sorted by name, as they are now."""
+        if not self.cached:
+            return apps_of_cluster(self.kube, self.rollout, self.ps, cluster, clusters)
+        apps = self._read_apps(cluster, force=False)
+        return apps or self._read_apps(cluster, force=True)
+
+    def _read_apps(self, cluster: Cluster, *, force: bool) -> list[dict[str, Any]]:
+        """Each Application the lookup has for `cluster`, read now; kept when it still belongs to the
+        ApplicationSet and deploys to the cluster."""
+        with self._lock:
+            self._refresh_locked(force=force)
+            names = list(self._names.get(cluster.name, ()))
+            index = index_clusters(self._clusters)
+            uid = self._app_set_uid
+        app_set_name = self.ps.spec.app_set_ref.name
+        apps = []
+        for name in names:
+            try:
+                app = self.kube.get(APPLICATIONS, self.rollout.applications_namespace, name)
+            except NotFound:
+                continue
+            view = app_view_from_object(app)
+            owner = index.cluster_of(view)
+            if view.is_owned_by(app_set_name, uid) and owner is not None and owner.name == cluster.name:
+                apps.append(app)
+        return sorted(apps, key=lambda app: app["metadata"]["name"])
+
+    def _refresh_locked(self, *, force: bool) -> None:
+        now = self.clock.now()
+        if (
+            not force
+            and self._read_at is not None
+            and (now - self._read_at).total_seconds() < self.max_age_seconds
+        ):
+            return
+        clusters = list_clusters(self.kube, self.rollout.argocd_namespace)
+        app_set = get_app_set(self.kube, app_namespace(self.ps), self.ps.spec.app_set_ref.name)
+        index = index_clusters(clusters)
+        names: dict[str, list[str]] = {}
+        items, _ = self.kube.list(APPLICATIONS, app_namespace(self.ps))
+        for app in owned_by(items, self.ps.spec.app_set_ref.name, app_set):
+            owner = index.cluster_of(app_view_from_object(app))
+            if owner is not None:
+                names.setdefault(owner.name, []).append(app["metadata"]["name"])
+        self._clusters = clusters
+        self._names = {cluster: sorted(apps) for cluster, apps in names.items()}
+        self._app_set_uid = app_set.uid if app_set else ""
+        self._read_at = now
+        self.reads += 1

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from orchestrator.api.models import ProgressiveSync
 from orchestrator.api.release import Revisions
 from orchestrator.api.rollout_status import mark_failed, mark_syncing
 from orchestrator.argocd import appsync
@@ -40,14 +41,12 @@ from orchestrator.core.clock import Clock
 from orchestrator.kube.client import APPLICATIONS, Conflict, Kube
 from orchestrator.kube.status_writer import ConflictsExhausted
 from steps.common import (
+    FleetLookup,
     RolloutRef,
     Tuning,
-    apps_of_cluster,
     check_revisions,
     check_rollout,
     check_stage,
-    find_cluster,
-    list_clusters,
     load_progressive_sync,
 )
 from steps.status_sink import DirectSink, StatusSink
@@ -111,21 +110,25 @@ def sync_cluster(
     clock: Clock,
     tuning: Tuning | None = None,
     sink: StatusSink | None = None,
+    ps: ProgressiveSync | None = None,
+    fleet: FleetLookup | None = None,
 ) -> SyncResult:
     """Request the pinned sync of every Application of the ApplicationSet on `cluster`.
 
     `revisions` are the release's revision tuples; each Application is pinned to its own
     (`orchestrator.argocd.appsync.release_pin`). Status changes go to `sink` (default: written at once).
+    `ps`: the ProgressiveSync as the caller read it a moment ago (default: read here); `fleet`: the
+    clusters and their Applications (default: read here; a batch shares one, see `FleetLookup`).
     """
     tuning = tuning or Tuning()
     sink = sink or DirectSink(kube, rollout.namespace, rollout.name, tuning.status)
     release = check_revisions(revisions)
-    ps = load_progressive_sync(kube, rollout)
+    ps = ps or load_progressive_sync(kube, rollout)
     rollout = rollout.with_applications_of(ps)
     check_rollout(ps, rollout.rollout_id)
     check_stage(ps, stage)
-    clusters = list_clusters(kube, rollout.argocd_namespace)
-    found = find_cluster(clusters, cluster)
+    fleet = fleet or FleetLookup(kube, rollout, ps, clock=clock)
+    found, clusters = fleet.find(cluster)
     if found is None:
         return _fail(
             kube,
@@ -136,7 +139,7 @@ def sync_cluster(
             cluster=cluster,
             reason=f"cluster {cluster}: no Argo CD cluster Secret has this name",
         )
-    apps = apps_of_cluster(kube, rollout, ps, found, clusters)
+    apps = fleet.apps_of(found, clusters)
     app_set_name = ps.spec.app_set_ref.name
     if not apps:
         return _fail(

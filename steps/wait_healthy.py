@@ -37,9 +37,9 @@ from orchestrator.argocd.assess import ClusterPhase, assess_cluster, remember_ui
 from orchestrator.core.clock import Clock, format_time
 from orchestrator.kube.client import APPLICATIONS, Kube
 from steps.common import (
+    FleetLookup,
     RolloutRef,
     Tuning,
-    apps_of_cluster,
     check_revisions,
     check_rollout,
     check_stage,
@@ -88,11 +88,13 @@ def wait_healthy(
     clock: Clock,
     tuning: Tuning | None = None,
     sink: StatusSink | None = None,
+    fleet: FleetLookup | None = None,
 ) -> WaitResult:
     """Wait until `cluster` is done or failed, record it in the stage status, and return it.
 
     `revisions` are the release's revision tuples (see `orchestrator.argocd.assess`). Status changes
-    go to `sink` (default: written at once).
+    go to `sink` (default: written at once). `fleet`: the clusters and their Applications (default:
+    read here; a batch shares one, see `steps.common.FleetLookup`).
     """
     tuning = tuning or Tuning()
     sink = sink or DirectSink(kube, rollout.namespace, rollout.name, tuning.status)
@@ -115,6 +117,7 @@ def wait_healthy(
         clock=clock,
         tuning=tuning,
         sink=sink,
+        fleet=fleet or FleetLookup(kube, rollout, ps, clock=clock),
     )
     if result.phase == ClusterPhase.FAILED and result.apps:
         # Nothing we started may apply the release after we said the cluster failed (a sync a
@@ -157,14 +160,14 @@ def _follow(
     clock: Clock,
     tuning: Tuning,
     sink: StatusSink,
+    fleet: FleetLookup,
 ) -> WaitResult:
-    clusters = list_clusters(kube, rollout.argocd_namespace)
-    found = find_cluster(clusters, cluster)
+    found, clusters = fleet.find(cluster)
     if found is None:
         return WaitResult(
             cluster, ClusterPhase.FAILED, f"cluster {cluster}: no Argo CD cluster Secret has this name"
         )
-    apps = apps_of_cluster(kube, rollout, ps, found, clusters)
+    apps = fleet.apps_of(found, clusters)
     names = [appsync.app_name(app) for app in apps]
     if not names:
         return WaitResult(
@@ -193,7 +196,7 @@ def _follow(
 
     snapshots = follow_applications(kube, rollout.applications_namespace, names, window_seconds=window)
     try:
-        for snapshot in snapshots:
+        for index, snapshot in enumerate(snapshots):
             now = clock.now()
             if started is None:
                 started = _sync_started(snapshot.apps, rollout.rollout_id) or now
@@ -215,7 +218,8 @@ def _follow(
                 if stopped:
                     return WaitResult(cluster, ClusterPhase.FAILED, stopped, apps=tuple(names))
             stale_check = (now - last_cluster_check).total_seconds() >= tuning.watch_window_seconds
-            if snapshot.cause != SnapshotCause.EVENT or stale_check:
+            # The first snapshot needs no look: `fleet.find` found the cluster a moment ago.
+            if (snapshot.cause != SnapshotCause.EVENT and index > 0) or stale_check:
                 cluster_exists = (
                     find_cluster(list_clusters(kube, rollout.argocd_namespace), cluster) is not None
                 )

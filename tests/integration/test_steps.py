@@ -10,25 +10,28 @@ from __future__ import annotations
 
 import json
 import signal
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from orchestrator.api.models import RolloutPhase, StagePhase, StageStatus
+from orchestrator.api.release import revisions_from_json
 from orchestrator.api.rollout_status import find_stage
 from orchestrator.argocd import appsync
-from orchestrator.core.clock import format_time
+from orchestrator.core.clock import SystemClock, format_time
 from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.kube.client import APPLICATIONS, SECRETS, WORKFLOWS, Conflict, Kube
 from orchestrator.simulator.appcontroller import FleetSimulator
 from orchestrator.simulator.config import SimulatorConfig
 from orchestrator.simulator.events import read_events
 from orchestrator.simulator.seed import SeedResult, seed_fleet
-from steps.common import RolloutRef
+from steps.batch import run_batch
+from steps.common import FleetLookup, RolloutRef, Tuning
 from steps.wait_healthy import wait_healthy
 from tests.support.builders import NEW_REVISION as REVISION
 from tests.support.builders import REVISIONS, foreign_operation
@@ -851,3 +854,92 @@ def test_wait_healthy_reads_the_deadline_from_the_clock_it_is_given(rig: Rig, st
     assert result.failed
     assert f"cluster {cluster}: progress deadline of 600s passed" in result.reason
     assert "sync operation not picked up by Argo CD yet" in result.reason
+
+
+# --- batch: the fleet read once per batch -----------------------------------------------------
+
+
+class CountingKube:
+    """The test's Kube, counting what a step calls through it: (method, resource plural, filtered)."""
+
+    def __init__(self, kube: Kube) -> None:
+        self._kube = kube
+        self.calls: Counter[tuple[str, str, bool]] = Counter()
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._kube, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            plural = getattr(args[0], "plural", "") if args else ""
+            self.calls[(name, plural, bool(kwargs.get("field_selector")))] += 1
+            return attr(*args, **kwargs)
+
+        return call
+
+
+def test_a_batch_reads_the_fleet_once_and_syncs_each_application_once(rig: Rig) -> None:
+    """Three clusters one after another in one batch: the inventory, the ApplicationSet and the
+    Applications are read once for the batch (before: twice per cluster), each Application is synced
+    exactly once, and the batch run again (a retried pod) writes no sync."""
+    make_progressive_sync(rig.kube, rig.namespace, stages=[REST])
+    assert_ok(rig.runner.run("select", "--stage", "rest"))
+    targets = rig.stage("rest").targets
+    assert len(targets) == 3
+    rig.simulate()
+    rollout = RolloutRef(
+        namespace=rig.namespace, name="myservice", rollout_id="r1", argocd_namespace=rig.namespace
+    )
+
+    def batch() -> tuple[CountingKube, Any]:
+        counting = CountingKube(rig.kube)
+        result = run_batch(
+            cast(Kube, counting),
+            rollout,
+            stage="rest",
+            batch=0,
+            batches=1,
+            max_parallel=1,
+            revisions=revisions_from_json(REVISIONS),
+            clock=SystemClock(),
+            tuning=Tuning(watch_window_seconds=2),
+        )
+        return counting, result
+
+    counting, result = batch()
+    assert [r.outcome.value for r in result.results] == ["done", "done", "done"], result.summary
+    calls = counting.calls
+    assert calls[("list", "applications", False)] == 1, calls
+    assert calls[("get", "configmaps", False)] == 1, calls
+    assert calls[("get", "applicationsets", False)] == 1, calls
+    assert calls[("replace", "applications", False)] == 3, calls  # one sync write per Application
+    for cluster in targets:
+        assert appsync.sync_started_at(rig.app(cluster), "r1") is not None, cluster
+
+    again, rerun = batch()
+    assert [r.reason for r in rerun.results] == ["recorded as completed already"] * 3
+    assert again.calls[("replace", "applications", False)] == 0, again.calls
+
+
+def test_a_batch_finds_an_application_created_after_it_read_the_fleet(rig: Rig) -> None:
+    """The lookup is read once; a cluster it knew without Applications is looked up again before it fails."""
+    make_progressive_sync(rig.kube, rig.namespace)
+    cluster = select_canary(rig.runner)
+    ps = read_progressive_sync(rig.kube, rig.namespace)
+    rollout = RolloutRef(
+        namespace=rig.namespace, name="myservice", rollout_id="r1", argocd_namespace=rig.namespace
+    )
+    app = rig.app(cluster)
+    rig.kube.delete(APPLICATIONS, rig.namespace, app["metadata"]["name"])
+    counting = CountingKube(rig.kube)
+    lookup = FleetLookup(cast(Kube, counting), rollout, ps, clock=SystemClock(), max_age_seconds=3600)
+    found, clusters = lookup.find(cluster)
+    assert found is not None
+    assert lookup.apps_of(found, clusters) == []
+    kept = ("name", "namespace", "labels", "ownerReferences")
+    app["metadata"] = {k: v for k, v in app["metadata"].items() if k in kept}
+    app.pop("status", None)
+    rig.kube.create(APPLICATIONS, rig.namespace, app)
+    assert [a["metadata"]["name"] for a in lookup.apps_of(found, clusters)] == [app["metadata"]["name"]]
+    assert lookup.reads == 3  # the first read, then once more for each time the cluster had none
