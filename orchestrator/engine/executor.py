@@ -531,6 +531,12 @@ class _Worker:
         self.wakeup = threading.Event()
         self.processes: dict[str, _Process] = {}
         self.last_written_rv = ""
+        # The Workflow as this worker last wrote it: the next pass starts from it instead of reading
+        # the object again, unless something else changed it since (`changed_elsewhere`, set by the
+        # watch). A pass on a copy that is behind anyway ends in a 409 on the write, then a fresh
+        # read, as Argo's controller works from its informer's copy.
+        self.last_written: dict[str, Any] | None = None
+        self.changed_elsewhere = True
         self.lock_key: str | None = None
         self.thread = threading.Thread(target=self._run, name=f"workflow-{namespace}/{name}", daemon=True)
         self.done = False
@@ -540,6 +546,11 @@ class _Worker:
         return (self.namespace, self.name)
 
     def wake(self) -> None:
+        self.wakeup.set()
+
+    def wake_changed(self) -> None:
+        """The Workflow changed (or went away) other than by this worker's write: read it afresh."""
+        self.changed_elsewhere = True
         self.wakeup.set()
 
     def _run(self) -> None:
@@ -587,7 +598,11 @@ class _Worker:
         kube = executor.kube
         attempts = executor.settings.status_write_attempts
         for attempt in range(1, attempts + 1):
-            workflow = kube.get(WORKFLOWS, self.namespace, self.name)
+            if attempt == 1 and self.last_written is not None and not self.changed_elsewhere:
+                workflow = self.last_written
+            else:
+                self.changed_elsewhere = False
+                workflow = kube.get(WORKFLOWS, self.namespace, self.name)
             if workflow["metadata"].get("uid") != self.uid:
                 raise NotFound(f"workflow {self.namespace}/{self.name} was replaced")
             pods = {node_id: process.state() for node_id, process in self.processes.items()}
@@ -613,6 +628,7 @@ class _Worker:
                 try:
                     written = kube.replace(WORKFLOWS, self.namespace, body)
                 except Conflict:
+                    self.last_written = None
                     log.debug(
                         "workflow %s/%s: conflict on attempt %d/%d",
                         self.namespace,
@@ -622,6 +638,7 @@ class _Worker:
                     )
                     continue
                 self.last_written_rv = str(written.get("metadata", {}).get("resourceVersion", ""))
+                self.last_written = written
             for launch in op.launches:
                 self._start(launch)
             if op.finished:
@@ -775,7 +792,7 @@ class LocalExecutor:
             worker = self._workers.get(key)
             if worker is not None and worker.uid == uid and not worker.done:
                 if str(meta.get("resourceVersion", "")) != worker.last_written_rv:
-                    worker.wake()
+                    worker.wake_changed()
                 return
             if phase in TERMINAL_WORKFLOW_PHASES:
                 return
@@ -789,7 +806,7 @@ class LocalExecutor:
         with self._mutex:
             worker = self._workers.get((str(meta.get("namespace", "")), str(meta.get("name", ""))))
         if worker is not None:
-            worker.wake()
+            worker.wake_changed()
 
     def _watch_loop(self) -> None:
         settings = self.settings
