@@ -99,16 +99,18 @@ def pytest_report_header() -> list[str]:
 
 
 # Tests that share one machine-wide or expensive stack run on one pytest-xdist worker each (`make
-# test` runs the suite with `--dist loadgroup`): the real node and Argo Workflows (one per machine),
-# and the real Argo CD stack (~20 s to start, one per package). Every other test runs on any worker.
-SHARED_STACK_GROUPS = {"realstack": "realstack", "argocd": "argocd"}
+# test` runs the suite with `--dist loadgroup`): the real Argo CD stack (~20 s to start, one per
+# package), and the real node with Argo Workflows (one per machine), whose tests two workers share
+# (tests/support/realstack.py `assign_groups`: an owner that starts it, a guest that attaches).
+# Every other test runs on any worker.
+SHARED_STACK_GROUPS = {"argocd": "argocd"}
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every test that uses the real stack is marked `realstack` (before -m selects by markers), the
-    tests of each shared stack are put in one xdist group (before xdist reads the groups), and the
-    real-stack tests are ordered last (`_run_order`).
+    tests of each shared stack are put in their xdist group (before xdist reads the groups), and
+    the real-stack tests are ordered last (`_run_order`).
 
     Batch mode on the real controller (`argo-batch`) runs only the scenarios marked
     `batch_on_real_argo`: real pods cost seconds each, and batches change only how clusters share
@@ -118,6 +120,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "real_stack_session" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.realstack)
+    realstack_groups = realstack_plugin.assign_groups(config, sorted(items, key=_run_order))
+    for item in items:
+        if item in realstack_groups:
+            item.add_marker(pytest.mark.xdist_group(realstack_groups[item]))
         for marker, group in SHARED_STACK_GROUPS.items():
             if item.get_closest_marker(marker) is not None:
                 item.add_marker(pytest.mark.xdist_group(group))
@@ -139,12 +145,18 @@ def _run_order(item: pytest.Item) -> int:
     (Sorted here, not at collection finish: pytest-xdist sends the order on before that.)"""
     if item.get_closest_marker("realstack") is None:
         return 0
-    return 2 if item.get_closest_marker("stops_the_real_stack") is not None else 1
+    if item.get_closest_marker("stops_the_real_stack") is not None:
+        return 3
+    return 2 if item.get_closest_marker("realstack_exclusive") is not None else 1
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    """Before a realstack test (and its timeout) begins: wait for the node and start the stack."""
-    if item.get_closest_marker("realstack") is not None:
+    """Before a realstack test (and its timeout) begins: its turn on the stack (shared by two
+    workers, or its own), then wait for the node and start the stack."""
+    if item.get_closest_marker("realstack") is None:
+        yield
+        return
+    with realstack_plugin.test_turn(item, nextitem):
         realstack_plugin.warm_up(item)
-    yield
+        yield

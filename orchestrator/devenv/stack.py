@@ -123,6 +123,9 @@ class DevStack:
     argocd: ArgoCDStack | None = None
     steps_image: images_mod.Image | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    # A view of a stack another process runs (`attach`): it prepares namespaces on that stack's node
+    # and reads its API server, and starts or stops nothing.
+    attached: bool = False
     _lock: machine.NodeLock | None = field(default=None, repr=False)
     _rbac: dict[str, list[tuple[str, str | None, str]]] = field(default_factory=dict, repr=False)
 
@@ -185,6 +188,23 @@ class DevStack:
         for namespace in options.namespaces:
             self._timed(f"namespace {namespace}", lambda ns=namespace: self.prepare_namespace(ns))
 
+    @classmethod
+    def attach(cls, *, tools_dir: Path, workdir: Path, api_url: str, kubeconfig: Path) -> DevStack:
+        """A view of a stack with a node that another process started (its control plane's folder,
+        URL and admin kubeconfig): for a second test process sharing the machine's one node. Its
+        `cluster` reads the audit log; `stop()` stops nothing and leaves the folder."""
+        cluster = DevCluster(
+            workdir=workdir,
+            tools_dir=tools_dir,
+            api_url=api_url,
+            etcd_url="",
+            kubeconfig=kubeconfig,
+            node_ready=True,
+            _owns_workdir=False,
+        )
+        options = StackOptions(node=True, argo_workflows=True, namespaces=())
+        return cls(options=options, tools_dir=tools_dir, cluster=cluster, attached=True)
+
     def add_argo_workflows(self, *, requeue_time: str = "10s", server: bool = True) -> None:
         """Start Argo Workflows on this running stack's node (no-op when it runs already).
 
@@ -245,7 +265,7 @@ class DevStack:
 
     def prepare_namespace(self, namespace: str) -> None:
         """Create `namespace` (ready for pods) and install the chart's steps identity and RBAC in it."""
-        if self.node is None:
+        if self.node is None and not self.attached:
             raise StackError("prepare_namespace needs the node (StackOptions(node=True))")
         with self.kube() as kube:
             try:

@@ -184,16 +184,23 @@ class ArgoFault:
 
 
 FAULTS = [
+    # The controller and the kubelet serve every test on the stack: those rows have it alone
+    # (`realstack_exclusive`, tests/support/realstack.py); deleting the row's own pod disturbs no other.
     pytest.param(
         ArgoFault(controller_killed_and_restarted, "Succeeded", 90.0),
         id="realstack-argo-controller-killed-and-restarted",
+        marks=pytest.mark.realstack_exclusive,
     ),
     # The deleted pod's step exits 75 on SIGTERM. Argo then either records that attempt (Failed,
     # exit 75: retried), finds the pod gone (Error "pod deleted": retried), or, within 10 s of the
     # attempt's start (RECENTLY_STARTED_POD_DURATION), creates the same pod again for the same
     # attempt. Each way the step runs again, finds the sync it had started and waits for health.
     pytest.param(ArgoFault(step_pod_deleted, "Succeeded", 90.0), id="realstack-step-pod-deleted"),
-    pytest.param(ArgoFault(kubelet_restarted, "Succeeded", 90.0), id="realstack-kubelet-restarted"),
+    pytest.param(
+        ArgoFault(kubelet_restarted, "Succeeded", 90.0),
+        id="realstack-kubelet-restarted",
+        marks=pytest.mark.realstack_exclusive,
+    ),
 ]
 
 

@@ -94,6 +94,7 @@ def test_a_pod_of_our_step_image_runs_to_succeeded_and_reaches_the_api_server(
     assert "progressive-sync 0.1.0" in logs.stdout
 
 
+@pytest.mark.realstack_owner  # the message names the node lock's holder: this process
 def test_a_second_node_on_the_machine_fails_at_once_with_a_clear_message(
     real_node: RealStack, tmp_path: Path
 ) -> None:

@@ -23,11 +23,15 @@ the Argo Server); `RealStack.workflow_settings()` is what an in-process watcher 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import fcntl
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -55,6 +59,8 @@ class RealStack:
     stack: DevStack
     kube: Kube
     workdir: Path
+    # On a worker that shares another worker's stack: what that worker published (`Published`).
+    published: Published | None = None
 
     @property
     def kubeconfig(self) -> Path:
@@ -65,18 +71,34 @@ class RealStack:
     @property
     def step_image(self) -> str:
         """The locally built step image's reference."""
+        if self.published is not None:
+            return self.published.step_image
         assert self.stack.steps_image is not None
         return self.stack.steps_image.reference
 
     @property
     def argo_server_url(self) -> str:
         """The Argo Server's URL (plain HTTP on loopback)."""
+        if self.published is not None:
+            return self.published.argo_server_url
         assert self.stack.argo is not None and self.stack.argo.server_url is not None
         return self.stack.argo.server_url
 
+    def argo_server_environment(self) -> dict[str, str]:
+        """What the argo CLI needs to talk to the Argo Server."""
+        if self.published is not None:
+            return dict(self.published.argo_environment)
+        assert self.stack.argo is not None
+        return self.stack.argo.argo_environment()
+
     def environment(self) -> dict[str, str]:
         """This process's environment with the stack's exports (what `dev-cluster up` prints)."""
-        return self.stack.environment(dict(os.environ))
+        base = dict(os.environ)
+        if self.published is None:
+            return self.stack.environment(base)
+        for name, value in self.published.exports:
+            base[name] = value.replace("$PATH", os.environ.get("PATH", ""))
+        return base
 
     def workflow_settings(self, **changes: Any) -> WorkflowSettings:
         """Workflow settings for a watcher in this process: our step image, never pulled."""
@@ -109,8 +131,7 @@ class RealStack:
         for name in ("ARGO_SERVER", "ARGO_SECURE", "ARGO_HTTP1", "ARGO_TOKEN"):
             env.pop(name, None)
         if via_server:
-            assert self.stack.argo is not None
-            env.update(self.stack.argo.argo_environment())
+            env.update(self.argo_server_environment())
         return subprocess.run(
             [str(tools.binary("argo")), *args, "-n", namespace],
             capture_output=True,
@@ -119,6 +140,202 @@ class RealStack:
             timeout=timeout,
             check=False,
         )
+
+
+# --- two workers, one stack -------------------------------------------------------------------------
+#
+# `make test` runs the real-stack tests on two pytest-xdist workers over the machine's one node (they
+# wait on pods far more than they compute): tests/conftest.py puts them in two groups. The owner's
+# worker (group OWNER_GROUP) starts the stack as before and publishes what the other needs in a
+# folder of this test run (`Published`); the guest's worker (GUEST_GROUP) attaches to it with its own
+# namespaces. Each realstack test holds the run's test lock shared; a test that disrupts the stack
+# (`realstack_exclusive`: a controller killed, a kubelet restarted) holds it exclusive, so it has the
+# stack alone. The owner stops the stack only once the guest says it is done (or at the deadline).
+# Tests that need the owner's process (the node lock's holder, the stack's processes) are in its group.
+
+OWNER_GROUP = "realstack"
+GUEST_GROUP = "realstack-2"
+# How many workers share the stack in `make test` (1: the owner alone, as before).
+SHARING_WORKERS = int(os.environ.get("PROGRESSIVE_SYNC_REALSTACK_WORKERS", "2"))
+# The owner may wait for the machine's node queue (other runs) before it can publish.
+GUEST_WAIT_SECONDS = 7200.0
+OWNER_WAIT_SECONDS = 3600.0
+
+
+@dataclass(frozen=True)
+class Published:
+    """What the owner's worker publishes for the guest: where the running stack is."""
+
+    tools_dir: str
+    workdir: str
+    api_url: str
+    kubeconfig: str
+    step_image: str
+    argo_server_url: str
+    argo_environment: tuple[tuple[str, str], ...]
+    exports: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def of(cls, stack: DevStack) -> Published:
+        """The facts of a running stack with Argo Workflows and its server."""
+        assert stack.cluster is not None and stack.steps_image is not None
+        assert stack.argo is not None and stack.argo.server_url is not None
+        return cls(
+            tools_dir=str(stack.tools_dir),
+            workdir=str(stack.cluster.workdir),
+            api_url=stack.cluster.api_url,
+            kubeconfig=str(stack.cluster.kubeconfig),
+            step_image=stack.steps_image.reference,
+            argo_server_url=stack.argo.server_url,
+            argo_environment=tuple(sorted(stack.argo.argo_environment().items())),
+            exports=tuple(stack.exports()),
+        )
+
+    def to_json(self) -> str:
+        """The JSON the guest reads."""
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> Published:
+        """Read what `to_json` wrote."""
+        data = json.loads(text)
+        data["argo_environment"] = tuple(tuple(pair) for pair in data["argo_environment"])
+        data["exports"] = tuple(tuple(pair) for pair in data["exports"])
+        return cls(**data)
+
+
+@dataclass
+class Share:
+    """The folder of one test run where the owner publishes and both take the test lock."""
+
+    folder: Path
+
+    @property
+    def published_path(self) -> Path:
+        return self.folder / "stack.json"
+
+    @property
+    def error_path(self) -> Path:
+        return self.folder / "owner-error.txt"
+
+    @property
+    def guest_done_path(self) -> Path:
+        return self.folder / "guest-done"
+
+    def publish(self, published: Published) -> None:
+        """Write the stack's facts (atomically: the guest never reads half a file)."""
+        scratch = self.folder / "stack.json.tmp"
+        scratch.write_text(published.to_json())
+        scratch.rename(self.published_path)
+
+    def publish_error(self, error: str) -> None:
+        """The owner could not start the stack: the guest fails with this rather than waiting."""
+        self.error_path.write_text(error)
+
+    def wait_published(self, timeout: float = GUEST_WAIT_SECONDS) -> Published:
+        """The owner's facts, once it published them (MachineError at the deadline or its error)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.published_path.exists():
+                return Published.from_json(self.published_path.read_text())
+            if self.error_path.exists():
+                raise machine.MachineError(
+                    f"the stack's owner could not start it: {self.error_path.read_text()}"
+                )
+            time.sleep(0.5)
+        raise machine.MachineError(
+            f"the stack's owner published nothing in {self.folder} within {timeout:g}s"
+        )
+
+    def say_guest_done(self) -> None:
+        """The guest's tests are over: the owner may stop the stack."""
+        self.guest_done_path.touch()
+
+    def wait_guest_done(self, timeout: float = OWNER_WAIT_SECONDS) -> None:
+        """Wait (up to `timeout`) until the guest is done with the stack."""
+        deadline = time.monotonic() + timeout
+        while not self.guest_done_path.exists():
+            if time.monotonic() > deadline:
+                sys.stderr.write(
+                    f"\nthe guest worker did not finish within {timeout:g}s: stopping the stack\n"
+                )
+                return
+            time.sleep(0.5)
+
+    @contextlib.contextmanager
+    def test_turn(self, *, exclusive: bool, timeout: float = GUEST_WAIT_SECONDS) -> Iterator[None]:
+        """Hold the run's test lock (shared, or exclusive) for one test. A turnstile lets a waiting
+        exclusive test in before later shared ones."""
+        deadline = time.monotonic() + timeout
+        with (
+            (self.folder / "turnstile.lock").open("a") as turnstile,
+            (self.folder / "test.lock").open("a") as lock,
+        ):
+            _flock(turnstile, fcntl.LOCK_EX, deadline)
+            try:
+                _flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH, deadline)
+            finally:
+                fcntl.flock(turnstile, fcntl.LOCK_UN)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _flock(handle: Any, mode: int, deadline: float) -> None:
+    while True:
+        try:
+            fcntl.flock(handle, mode | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise machine.MachineError("waited too long for the real-stack test lock") from None
+            time.sleep(0.1)
+
+
+def share_for(config: pytest.Config, items: Sequence[pytest.Item]) -> Share | None:
+    """This run's share folder when the selected real-stack tests (`items`: the session's, after
+    deselection) are split over workers, else None."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None or not any(_group_of(item) == GUEST_GROUP for item in items):
+        return None
+    folder = Path(tempfile.gettempdir()) / f"progressive-sync-realstack-{workerinput['testrunuid']}"
+    folder.mkdir(exist_ok=True)
+    return Share(folder)
+
+
+def assign_groups(config: pytest.Config, items: Sequence[pytest.Item]) -> dict[pytest.Item, str]:
+    """The xdist group of each realstack test: all in OWNER_GROUP, or (on 2+ xdist workers, with
+    SHARING_WORKERS 2) every other one in GUEST_GROUP, in collection order, except those that need
+    the owner's process or the stack alone (`realstack_owner`, `realstack_exclusive`,
+    `stops_the_real_stack`). Every worker collects the same tests, so all compute the same."""
+    workerinput = getattr(config, "workerinput", None)
+    # With 3+ workers xdist's first round of work gives the three big groups (these two and Argo
+    # CD's) to three workers: never both of these to one (which would wait for itself).
+    split = SHARING_WORKERS >= 2 and workerinput is not None and workerinput.get("workercount", 1) >= 3
+    groups: dict[pytest.Item, str] = {}
+    shareable = 0
+    for item in items:
+        if item.get_closest_marker("realstack") is None:
+            continue
+        if split and not _needs_the_owner(item):
+            groups[item] = GUEST_GROUP if shareable % 2 == 0 else OWNER_GROUP
+            shareable += 1
+        else:
+            groups[item] = OWNER_GROUP
+    return groups
+
+
+def _needs_the_owner(item: pytest.Item) -> bool:
+    return any(
+        item.get_closest_marker(name) is not None
+        for name in ("realstack_owner", "realstack_exclusive", "stops_the_real_stack")
+    )
+
+
+def _group_of(item: pytest.Item) -> str:
+    marker = item.get_closest_marker("xdist_group")
+    return str(marker.args[0]) if marker is not None and marker.args else OWNER_GROUP
 
 
 @dataclass
@@ -130,12 +347,18 @@ class RealStackSession:
     before the test's own protocol (and its timeout) begins: waiting for the machine's node queue
     and starting the stack take minutes on a busy machine, which is not the test's time. An error
     then is kept and reported by the test that asks for the stack.
+
+    With a `share` (two workers, one stack: see above), the owner starts Argo with the node and
+    publishes the stack; the guest attaches to it and starts or stops nothing.
     """
 
     workdir: Path
+    share: Share | None = None
+    guest: bool = False
     _stack: RealStack | None = None
     _error: str | None = None
     _queue: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+    _guest_done: bool = False
 
     def warm_up(self, *, argo: bool) -> None:
         """Start what a coming test needs, keeping any error for it (see the class doc)."""
@@ -156,13 +379,41 @@ class RealStackSession:
         raise AssertionError("unreachable")
 
     def _start(self, *, argo: bool) -> RealStack:
+        if self.guest:
+            return self._attach()
         if self._stack is None:
             self._queue.enter_context(machine.queue_turn(say=lambda text: sys.stderr.write(f"\n{text}\n")))
-            stack = DevStack.start(StackOptions(node=True, namespaces=()))
+            try:
+                stack = DevStack.start(StackOptions(node=True, namespaces=()))
+            except Exception as exc:
+                if self.share is not None:
+                    self.share.publish_error(f"{type(exc).__name__}: {exc}")
+                raise
             assert stack.cluster is not None
             self._stack = RealStack(stack, Kube.from_kubeconfig(str(stack.cluster.kubeconfig)), self.workdir)
-        if argo:
-            self._stack.stack.add_argo_workflows(requeue_time=TEST_REQUEUE_TIME)
+        if argo or self.share is not None:
+            try:
+                self._stack.stack.add_argo_workflows(requeue_time=TEST_REQUEUE_TIME)
+            except Exception as exc:
+                if self.share is not None:
+                    self.share.publish_error(f"{type(exc).__name__}: {exc}")
+                raise
+            if self.share is not None and not self.share.published_path.exists():
+                self.share.publish(Published.of(self._stack.stack))
+        return self._stack
+
+    def _attach(self) -> RealStack:
+        if self._stack is None:
+            assert self.share is not None
+            published = self.share.wait_published()
+            stack = DevStack.attach(
+                tools_dir=Path(published.tools_dir),
+                workdir=Path(published.workdir),
+                api_url=published.api_url,
+                kubeconfig=Path(published.kubeconfig),
+            )
+            kube = Kube.from_kubeconfig(published.kubeconfig)
+            self._stack = RealStack(stack, kube, self.workdir, published=published)
         return self._stack
 
     @staticmethod
@@ -174,30 +425,45 @@ class RealStackSession:
             pytrace=False,
         )
 
+    def guest_done(self) -> None:
+        """The guest's realstack tests are over: tell the owner (once)."""
+        if self.guest and self.share is not None and not self._guest_done:
+            self._guest_done = True
+            self.share.say_guest_done()
+
     def stop(self) -> None:
-        """Stop the stack (the queue lock stays held until the session ends)."""
-        if self._stack is not None:
-            self._stack.kube.close()
-            self._stack.stack.stop()
-            self._stack = None
+        """Stop the stack (the queue lock stays held until the session ends). The owner of a shared
+        stack first waits for the guest to be done with it; a guest only lets go of it."""
+        if self._stack is None:
+            return
+        if self.share is not None and not self.guest and self._stack.published is None:
+            self.share.wait_guest_done()
+        self._stack.kube.close()
+        self._stack.stack.stop()
+        self._stack = None
 
     def close(self) -> None:
         """Stop the stack and give the queue lock back."""
         try:
+            self.guest_done()
             self.stop()
         finally:
             self._queue.close()
+            if self.share is not None and not self.guest:
+                shutil.rmtree(self.share.folder, ignore_errors=True)
 
 
 # One per test session: made by `session_for` (the warm-up hook may come before the fixture).
 _session: dict[str, RealStackSession] = {}
 
 
-def session_for(config: pytest.Config) -> RealStackSession:
-    """This test session's stack holder."""
+def session_for(config: pytest.Config, item: pytest.Item | None = None) -> RealStackSession:
+    """This test session's stack holder (its role, owner or guest, from the first realstack test)."""
     if "current" not in _session:
         workdir = Path(tempfile.mkdtemp(prefix="progressive-sync-realstack-"))
-        _session["current"] = RealStackSession(workdir)
+        share = share_for(config, item.session.items) if item is not None else None
+        guest = share is not None and item is not None and _group_of(item) == GUEST_GROUP
+        _session["current"] = RealStackSession(workdir, share=share, guest=guest)
         config.add_cleanup(close_session)
     return _session["current"]
 
@@ -218,7 +484,27 @@ def warm_up(item: pytest.Item) -> None:
         return
     names = getattr(item, "fixturenames", ())
     node_only = "real_node" in names and "real_stack" not in names
-    session_for(item.config).warm_up(argo=not node_only)
+    session_for(item.config, item).warm_up(argo=not node_only)
+
+
+@contextlib.contextmanager
+def test_turn(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Around a realstack test's protocol: its turn on a shared stack (shared or exclusive), the
+    guest done after its last one, and a test that stops the stack only after the guest."""
+    session = session_for(item.config, item)
+    if session.share is None:
+        yield
+        return
+    stops = item.get_closest_marker("stops_the_real_stack") is not None
+    if stops:
+        session.share.wait_guest_done()
+    exclusive = stops or item.get_closest_marker("realstack_exclusive") is not None
+    try:
+        with session.share.test_turn(exclusive=exclusive):
+            yield
+    finally:
+        if nextitem is None or nextitem.get_closest_marker("realstack") is None:
+            session.guest_done()
 
 
 # --- fixtures (tests/conftest.py imports them) ------------------------------------------------------

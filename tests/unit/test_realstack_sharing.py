@@ -1,0 +1,151 @@
+"""Two pytest-xdist workers sharing the machine's one real stack (tests/support/realstack.py): which
+test goes to which worker, what the owner publishes, and the shared/exclusive test lock.
+
+The sharing itself runs in `make test` (the realstack tier on two workers); these pin its parts.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.devenv import machine
+from tests.support import realstack
+from tests.support.realstack import GUEST_GROUP, OWNER_GROUP, Published, Share
+
+
+@dataclass(eq=False)
+class Item:
+    """What `assign_groups` reads of a collected test: its markers."""
+
+    name: str
+    markers: tuple[str, ...] = ("realstack",)
+
+    def get_closest_marker(self, name: str) -> Any:
+        return name if name in self.markers else None
+
+
+@dataclass
+class Config:
+    workerinput: dict[str, Any] = field(default_factory=dict)
+
+
+def groups(config: Config, items: list[Item]) -> dict[str, str]:
+    return {item.name: group for item, group in realstack.assign_groups(config, items).items()}  # type: ignore[arg-type]
+
+
+ITEMS = [
+    Item("unit", markers=()),
+    Item("a"),
+    Item("b"),
+    Item("second-node", ("realstack", "realstack_owner")),
+    Item("c"),
+    Item("d"),
+    Item("kill-controller", ("realstack", "realstack_exclusive")),
+    Item("sigkill", ("realstack", "stops_the_real_stack")),
+]
+
+
+@pytest.mark.parametrize(
+    ("workerinput", "expected"),
+    [
+        pytest.param(
+            {"workercount": 4},
+            {
+                "a": GUEST_GROUP,
+                "b": OWNER_GROUP,
+                "second-node": OWNER_GROUP,
+                "c": GUEST_GROUP,
+                "d": OWNER_GROUP,
+                "kill-controller": OWNER_GROUP,
+                "sigkill": OWNER_GROUP,
+            },
+            id="every-other-shareable-test-to-the-guest",
+        ),
+        pytest.param(
+            {"workercount": 2},
+            dict.fromkeys(["a", "b", "second-node", "c", "d", "kill-controller", "sigkill"], OWNER_GROUP),
+            id="two-workers-all-to-the-owner",
+        ),
+        pytest.param(None, {}, id="no-xdist-no-groups-for-the-plain-run"),
+    ],
+)
+def test_the_realstack_tests_are_split_between_owner_and_guest(
+    workerinput: dict[str, Any] | None, expected: dict[str, str]
+) -> None:
+    config = Config(workerinput) if workerinput is not None else object()
+    assigned = groups(config, ITEMS)  # type: ignore[arg-type]
+    if workerinput is None:
+        assert set(assigned.values()) == {OWNER_GROUP} and "unit" not in assigned
+        return
+    assert assigned == expected
+
+
+def published() -> Published:
+    return Published(
+        tools_dir="/tools",
+        workdir="/tmp/cp",
+        api_url="https://127.0.0.1:1",
+        kubeconfig="/tmp/cp/admin.kubeconfig",
+        step_image="progressive-sync.local/steps:abc",
+        argo_server_url="http://127.0.0.1:2",
+        argo_environment=(("ARGO_SERVER", "127.0.0.1:2"),),
+        exports=(("KUBECONFIG", "/tmp/cp/admin.kubeconfig"), ("PATH", "/tools:$PATH")),
+    )
+
+
+def test_the_guest_reads_what_the_owner_published(tmp_path: Path) -> None:
+    share = Share(tmp_path)
+    share.publish(published())
+    assert share.wait_published(timeout=1) == published()
+    assert [p.name for p in tmp_path.iterdir()] == ["stack.json"]  # written whole, then renamed
+
+
+def test_the_guest_fails_with_the_owners_error_rather_than_waiting(tmp_path: Path) -> None:
+    share = Share(tmp_path)
+    share.publish_error("NodeBusy: a dev node is already running")
+    started = time.monotonic()
+    with pytest.raises(machine.MachineError, match="could not start it: NodeBusy"):
+        share.wait_published(timeout=30)
+    assert time.monotonic() - started < 5
+
+
+def _hold_shared(lock: Path, seconds: float) -> subprocess.Popen[bytes]:
+    holder = subprocess.Popen(
+        ["flock", "--shared", "--close", str(lock), "sh", "-c", f"echo held; sleep {seconds}"],
+        stdout=subprocess.PIPE,
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+    return holder
+
+
+@pytest.mark.parametrize(
+    ("exclusive", "waits"),
+    [
+        pytest.param(False, False, id="a-shared-test-runs-beside-the-other-workers-test"),
+        pytest.param(True, True, id="an-exclusive-test-waits-until-the-other-worker-is-between-tests"),
+    ],
+)
+def test_the_test_lock(tmp_path: Path, exclusive: bool, waits: bool) -> None:
+    share = Share(tmp_path)
+    other = _hold_shared(tmp_path / "test.lock", 30)
+    try:
+        if waits:
+            with (
+                pytest.raises(machine.MachineError, match="test lock"),
+                share.test_turn(exclusive=exclusive, timeout=0.5),
+            ):
+                pass
+            other.kill()
+            other.wait()
+        with share.test_turn(exclusive=exclusive, timeout=10):
+            held = subprocess.run(["flock", "--nonblock", str(tmp_path / "test.lock"), "true"], check=False)
+            assert held.returncode == 1  # this test holds it meanwhile
+    finally:
+        other.kill()
+        other.wait()
