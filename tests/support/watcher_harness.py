@@ -159,6 +159,8 @@ def release(kube: Kube, fleet: Fleet, revision: str) -> None:
                 break
             except Conflict:  # the simulator wrote meanwhile: read again
                 continue
+        else:
+            raise AssertionError(f"{app}: 10 conflicts in a row; the release did not reach it")
 
 
 def sync_starts(events_log: Path) -> dict[str, int]:
