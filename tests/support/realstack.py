@@ -304,25 +304,54 @@ def share_for(config: pytest.Config, items: Sequence[pytest.Item]) -> Share | No
     return Share(folder)
 
 
+# Seconds the longer shareable realstack tests took in a clean-clone CI run (5e611e1), by name prefix;
+# any other counts DEFAULT_TEST_SECONDS. They only balance the split between owner and guest: a stale
+# figure costs minutes of wall time, never a result.
+MEASURED_SECONDS: tuple[tuple[str, float], ...] = (
+    ("test_twelve_clusters_in_three_stages", 110.0),
+    ("test_helm_install_a_rollout", 115.0),
+    ("test_the_argo_ui_shows", 110.0),
+    ("test_a_second_rollout_waits_on_the_mutex", 110.0),
+    ("test_a_cluster_failing_while_a_sibling_runs", 90.0),
+    ("test_a_watcher_killed_mid_rollout", 75.0),
+    ("test_pause_holds_new_clusters", 75.0),
+    ("test_failures_within_max_failed_clusters", 72.0),
+    ("test_the_approval_gate_waits", 68.0),
+    ("test_the_watcher_submits_through_the_real_argo_server", 57.0),
+    ("test_a_cluster_past_its_progress_deadline", 57.0),
+)
+DEFAULT_TEST_SECONDS = 25.0
+
+
+def expected_seconds(name: str) -> float:
+    """What a realstack test is expected to take, for balancing (`MEASURED_SECONDS`)."""
+    return next(
+        (seconds for prefix, seconds in MEASURED_SECONDS if name.startswith(prefix)), DEFAULT_TEST_SECONDS
+    )
+
+
 def assign_groups(config: pytest.Config, items: Sequence[pytest.Item]) -> dict[pytest.Item, str]:
-    """The xdist group of each realstack test: all in OWNER_GROUP, or (on 2+ xdist workers, with
-    SHARING_WORKERS 2) every other one in GUEST_GROUP, in collection order, except those that need
+    """The xdist group of each realstack test: all in OWNER_GROUP, or (on 3+ xdist workers, with
+    SHARING_WORKERS 2) the shareable ones split between OWNER_GROUP and GUEST_GROUP by their expected
+    seconds (longest first, each to the less loaded side; ties to the guest), except those that need
     the owner's process or the stack alone (`realstack_owner`, `realstack_exclusive`,
-    `stops_the_real_stack`). Every worker collects the same tests, so all compute the same."""
+    `stops_the_real_stack`): they stay with the owner and are not counted (the exclusive ones stop both
+    sides alike, the stack-stopping one runs after the guest is done). Every worker collects the same
+    tests, so all compute the same."""
     workerinput = getattr(config, "workerinput", None)
     # With 3+ workers xdist's first round of work gives the three big groups (these two and Argo
     # CD's) to three workers: never both of these to one (which would wait for itself).
     split = SHARING_WORKERS >= 2 and workerinput is not None and workerinput.get("workercount", 1) >= 3
-    groups: dict[pytest.Item, str] = {}
-    shareable = 0
-    for item in items:
-        if item.get_closest_marker("realstack") is None:
-            continue
-        if split and not _needs_the_owner(item):
-            groups[item] = GUEST_GROUP if shareable % 2 == 0 else OWNER_GROUP
-            shareable += 1
-        else:
-            groups[item] = OWNER_GROUP
+    realstack_items = [item for item in items if item.get_closest_marker("realstack") is not None]
+    groups: dict[pytest.Item, str] = dict.fromkeys(realstack_items, OWNER_GROUP)
+    if not split:
+        return groups
+    shareable = [item for item in realstack_items if not _needs_the_owner(item)]
+    load = {GUEST_GROUP: 0.0, OWNER_GROUP: 0.0}
+    for item in sorted(shareable, key=lambda i: -expected_seconds(i.name)):  # stable: collection order
+        side = GUEST_GROUP if load[GUEST_GROUP] <= load[OWNER_GROUP] else OWNER_GROUP
+        groups[item] = side
+        load[side] += expected_seconds(item.name)
     return groups
 
 

@@ -86,6 +86,25 @@ def test_the_realstack_tests_are_split_between_owner_and_guest(
     assert assigned == expected
 
 
+def test_the_longest_tests_are_spread_first_each_to_the_less_loaded_side() -> None:
+    items = [
+        Item("test_twelve_clusters_in_three_stages[argo]"),
+        Item("test_helm_install_a_rollout"),
+        Item("a"),
+        Item("b"),
+        Item("kill-controller", ("realstack", "realstack_exclusive")),
+    ]
+    # helm (115 s) first, to the guest; twelve (110 s) to the owner; a (25 s) to the owner (110 < 115);
+    # b to the guest (115 < 135); the exclusive row stays with the owner, uncounted.
+    assert groups(Config({"workercount": 4}), items) == {
+        "test_helm_install_a_rollout": GUEST_GROUP,
+        "test_twelve_clusters_in_three_stages[argo]": OWNER_GROUP,
+        "a": OWNER_GROUP,
+        "b": GUEST_GROUP,
+        "kill-controller": OWNER_GROUP,
+    }
+
+
 def published() -> Published:
     return Published(
         tools_dir="/tools",
