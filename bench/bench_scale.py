@@ -68,7 +68,7 @@ from orchestrator.kube.client import (
     Kube,
 )
 from orchestrator.kube.crds import all_crd_documents, apply_crds
-from orchestrator.planning.planner import plan_rollout
+from orchestrator.planning.planner import plan_fleet, planned_sizes
 from orchestrator.simulator.appcontroller import FleetSimulator
 from orchestrator.simulator.config import Behaviour, SimulatorConfig
 from orchestrator.simulator.events import read_events
@@ -80,7 +80,6 @@ from workflow_templates.builder import (
     batch_count,
     build_workflow,
     estimate_nodes,
-    sizes_from_plan,
     workflow_object,
 )
 from workflow_templates.settings import WorkflowSettings
@@ -128,9 +127,7 @@ def status_at_scale(ps_path: Path, fleet_path: Path) -> tuple[int, int, int]:
     `targets` and `completed`), and the number of targets."""
     ps = ProgressiveSync.model_validate(json.loads(ps_path.read_text()))
     fleet = load_fleet(fleet_path.read_text())
-    plan = plan_rollout(
-        ps.spec, ps_name=ps.metadata.name, appset=fleet.app_sets[0], clusters=fleet.clusters, apps=fleet.apps
-    )
+    plan = plan_fleet(ps.spec, fleet, ps_name=ps.metadata.name)
     now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
     status = start_rollout(
         ProgressiveSyncStatus(),
@@ -198,14 +195,8 @@ def part_cli(options: argparse.Namespace, workdir: Path, say: Callable[[str], No
             say(f"  {command} --fleet {fleet.name}: {seconds:.2f}s, CPU {cpu:.2f}s (exit {code})")
     ps_model = ProgressiveSync.model_validate(json.loads(ps.read_text()))
     fleet_model = load_fleet(as_json.read_text())
-    plan = plan_rollout(
-        ps_model.spec,
-        ps_name="checkout",
-        appset=fleet_model.app_sets[0],
-        clusters=fleet_model.clusters,
-        apps=fleet_model.apps,
-    )
-    sizes = sizes_from_plan(ps_model, plan)
+    plan = plan_fleet(ps_model.spec, fleet_model, ps_name="checkout")
+    sizes = planned_sizes(ps_model.spec, plan)
     settings = WorkflowSettings()
     figures["nodes"] = estimate_nodes(ps_model, sizes, settings)
     figures["batches"] = {

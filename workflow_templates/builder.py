@@ -84,6 +84,7 @@ from orchestrator.api.metadata import (
 )
 from orchestrator.api.models import API_VERSION, KIND, ApprovalMode, ProgressiveSync, Stage
 from orchestrator.api.release import Release
+from orchestrator.planning.planner import planned_sizes
 from orchestrator.planning.sizing import StageSize, stage_size
 from workflow_templates import names, pieces
 from workflow_templates.settings import WorkflowSettings
@@ -107,16 +108,12 @@ StageSizes = Mapping[str, StageSize]
 
 def sizes_from_plan(ps: ProgressiveSync, plan: RolloutPlan) -> dict[str, StageSize]:
     """Each stage's planned target count and its maxParallel (>= 1) by the one sizing rule."""
-    sizes: dict[str, StageSize] = {}
-    for stage in ps.spec.stages:
-        try:
-            planned = plan.stage(stage.name)
-        except KeyError as exc:
-            raise WorkflowBuildError(
-                f"the plan has no stage {stage.name!r}: it was made for another spec"
-            ) from exc
-        sizes[stage.name] = stage_size(stage, available=planned.available, targets=len(planned.targets))
-    return sizes
+    try:
+        return planned_sizes(ps.spec, plan)
+    except KeyError as exc:
+        raise WorkflowBuildError(
+            f"the plan has no stage {exc.args[0]!r}: it was made for another spec"
+        ) from exc
 
 
 def assumed_sizes(ps: ProgressiveSync, clusters_per_stage: int) -> dict[str, StageSize]:

@@ -1,5 +1,8 @@
 """Rendering Workflows and WorkflowTemplates to YAML, and the committed golden files.
 
+`rendered_text` is what `progressive-sync render` prints: the rollout Workflow built, checked
+against the WorkflowTemplates it references and written as YAML or JSON.
+
 `python -m workflow_templates.render` rewrites the YAML files committed in this folder from the
 Python definitions (pieces.py, builder.py) with default settings; the golden test
 (tests/unit/test_workflow_golden.py) fails when they disagree, and `REGENERATE=1` makes it rewrite
@@ -9,9 +12,11 @@ rollout looks like and catches unintended changes to the builder.
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 
 import yaml
@@ -19,8 +24,9 @@ from hera.workflows import Workflow
 
 from orchestrator.api.models import ProgressiveSync
 from orchestrator.api.release import Release, spec_hash
-from workflow_templates import pieces
-from workflow_templates.builder import assumed_sizes, build_workflow
+from orchestrator.planning.sizing import StageSize
+from workflow_templates import pieces, validate
+from workflow_templates.builder import WorkflowBuildError, assumed_sizes, build_workflow
 from workflow_templates.settings import IMAGE_REPOSITORY, WorkflowSettings
 
 HERE = Path(__file__).resolve().parent
@@ -69,6 +75,28 @@ def to_yaml(workflow: Workflow) -> str:
     reader turns those into numbers and rejects the object (argo lint found it).
     """
     return str(workflow.to_yaml(Dumper=KubeYamlDumper))
+
+
+def rendered_text(
+    ps: ProgressiveSync,
+    release: Release,
+    sizes: Mapping[str, StageSize],
+    settings: WorkflowSettings,
+    *,
+    output: str,
+) -> str:
+    """The rollout Workflow of `ps` for `release`, as YAML (`output` "yaml") or indented JSON.
+
+    WorkflowBuildError when it cannot be built (the builder's refusal) or when it references a
+    template or parameter that the WorkflowTemplates of `settings` do not have (`validate`).
+    """
+    workflow = build_workflow(ps, release=release, plan=sizes, settings=settings)
+    obj = workflow.to_dict()
+    library = validate.library_of(t.to_dict() for t in pieces.workflow_templates(settings))
+    problems = validate.problems(obj, library=library)
+    if problems:
+        raise WorkflowBuildError("the rendered Workflow is broken: " + "; ".join(problems))
+    return json.dumps(obj, indent=2) + "\n" if output == "json" else to_yaml(workflow)
 
 
 HEADER = (

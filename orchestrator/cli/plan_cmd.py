@@ -35,7 +35,7 @@ from orchestrator.cli.manifest import (
     read_fleet_file,
     read_progressive_sync,
 )
-from orchestrator.planning.planner import RolloutPlan, StagePlan, StageState, plan_rollout
+from orchestrator.planning.planner import RolloutPlan, StagePlan, StageState, plan_fleet
 
 DEFAULT_ARGOCD_NAMESPACE = "argocd"
 # Lists of cluster names in the table and the diagram stop here; `-o json` always has them all.
@@ -116,13 +116,7 @@ def plan(
     ps = read_progressive_sync(settings.ps_file, settings.ps_name)
     with collector_paused():
         fleet = read_fleet_file(settings.fleet_file) if settings.fleet_file else read_live_fleet(settings, ps)
-        result = plan_rollout(
-            ps.spec,
-            ps_name=ps.metadata.name,
-            appset=fleet.app_set(ps.spec.app_set_ref.name),
-            clusters=fleet.clusters,
-            apps=fleet.apps,
-        )
+        result = plan_fleet(ps.spec, fleet, ps_name=ps.metadata.name)
         # A manifest that was never applied has no generation; the API server would give it 1.
         generation = ps.metadata.generation or 1
         shown = render(result, settings.output, generation=generation)

@@ -45,12 +45,13 @@ from orchestrator.argocd.fleet import (
     AppView,
     Cluster,
     ClusterIndex,
+    Fleet,
     HealthStatus,
     SyncStatus,
     index_clusters,
     normalize_server,
 )
-from orchestrator.planning.sizing import resolve_max_targets, stage_size
+from orchestrator.planning.sizing import StageSize, resolve_max_targets, stage_size
 
 # How many names a message lists before "and N more"; `PlanIssue.subjects` always has them all.
 NAMES_IN_MESSAGE = 8
@@ -386,6 +387,34 @@ def plan_rollout(
         errors=tuple(issues.errors),
         ignored_apps=ignored,
     )
+
+
+def plan_fleet(spec: ProgressiveSyncSpec, fleet: Fleet, *, ps_name: str) -> RolloutPlan:
+    """`plan_rollout` over a whole `Fleet` (a fleet file, or a live listing read into one): the
+    ApplicationSet the spec names, if the fleet holds it, and every cluster and Application."""
+    return plan_rollout(
+        spec,
+        ps_name=ps_name,
+        appset=fleet.app_set(spec.app_set_ref.name),
+        clusters=fleet.clusters,
+        apps=fleet.apps,
+    )
+
+
+def planned_sizes(spec: ProgressiveSyncSpec, plan: RolloutPlan) -> dict[str, StageSize]:
+    """Each stage's planned target count and its maxParallel (>= 1), by the one sizing rule.
+
+    KeyError with the stage's name when the plan has no stage the spec names (it was made for
+    another spec).
+    """
+    sizes: dict[str, StageSize] = {}
+    for stage in spec.stages:
+        try:
+            planned = plan.stage(stage.name)
+        except KeyError:
+            raise KeyError(stage.name) from None
+        sizes[stage.name] = stage_size(stage, available=planned.available, targets=len(planned.targets))
+    return sizes
 
 
 # --- plan_rollout, step by step --------------------------------------------------------------

@@ -18,6 +18,7 @@ import yaml
 from click.testing import CliRunner
 
 from orchestrator.cli.main import main
+from orchestrator.cli.overlap import NO_FORK_VARIABLE
 from orchestrator.core import yamlio
 from tests.support.builders import (
     APP_SET,
@@ -135,6 +136,9 @@ def test_every_parser_path_prints_the_same_bytes(
     parsers_used: list[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # `render` reads the fleet in a forked child (orchestrator/cli/overlap.py), where this process's
+    # spy on the parsers would not see the read: one process here.
+    monkeypatch.setenv(NO_FORK_VARIABLE, "1")
     outputs: dict[str, tuple[int, str]] = {}
     outputs["json"] = run(*command, "-f", files["ps"], "--fleet", files["json"])
     outputs["yaml-rs"] = run(*command, "-f", files["ps"], "--fleet", files["yaml"])

@@ -7,16 +7,22 @@ are the real ones. Nothing talks to a cluster.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from click.testing import CliRunner, Result
 
 from orchestrator.api.models import ProgressiveSync
 from orchestrator.argocd.fleet import load_fleet
 from orchestrator.cli.main import main
-from orchestrator.planning.planner import plan_rollout
+from orchestrator.cli.overlap import NO_FORK_VARIABLE
+from orchestrator.planning.planner import plan_fleet
 from workflow_templates import names
 
 EXAMPLE_PS = Path("examples/canary-regions-rest.yaml")
@@ -37,13 +43,7 @@ def test_with_a_fleet_it_renders_the_planned_release() -> None:
     obj = json.loads(result.stdout)
     ps = ProgressiveSync.model_validate(yaml.safe_load(EXAMPLE_PS.read_text()))
     fleet = load_fleet(EXAMPLE_FLEET.read_text())
-    plan = plan_rollout(
-        ps.spec,
-        ps_name=ps.metadata.name,
-        appset=fleet.app_set(ps.spec.app_set_ref.name),
-        clusters=fleet.clusters,
-        apps=fleet.apps,
-    )
+    plan = plan_fleet(ps.spec, fleet, ps_name=ps.metadata.name)
     release = plan.release_id(1)
     assert obj["metadata"]["name"] == f"checkout-{release}"
     arguments = {p["name"]: p["value"] for p in obj["spec"]["arguments"]["parameters"]}
@@ -115,3 +115,49 @@ def test_nothing_out_of_date_renders_nothing(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.stderr
     assert result.stdout == ""
     assert "nothing is out of date" in result.stderr
+
+
+def fleet_missing_a_cluster_secret(tmp_path: Path) -> Path:
+    """The example fleet without its first cluster Secret: that cluster's Application has no
+    cluster, a plan error (the spec does not allow a partial rollout)."""
+    text = EXAMPLE_FLEET.read_text()
+    first = text.index("- apiVersion: v1\n  kind: Secret")
+    second = text.index("- apiVersion:", first + 1)
+    path = tmp_path / "fleet.yaml"
+    path.write_text(text[:first] + text[second:])
+    return path
+
+
+def unreadable_fleet(tmp_path: Path) -> Path:
+    path = tmp_path / "fleet.yaml"
+    path.write_text("kind: Secret\nmetadata: {name: x\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("fleet", "args", "code", "said"),
+    [
+        pytest.param(lambda _: EXAMPLE_FLEET, ["-o", "yaml"], 0, "", id="the-planned-release"),
+        pytest.param(fleet_missing_a_cluster_secret, [], 1, "the plan has errors", id="a-plan-with-errors"),
+        pytest.param(unreadable_fleet, [], 1, "fleet.yaml:", id="an-unreadable-fleet-file"),
+    ],
+)
+def test_it_prints_the_same_whether_a_forked_child_plans_the_fleet_or_not(
+    fleet: Callable[[Path], Path], args: list[str], code: int, said: str, tmp_path: Path
+) -> None:
+    """`render --fleet` plans in a forked child while it imports Hera (orchestrator/cli/overlap.py);
+    in a fresh process, as users run it, the output, the messages and the exit code are those of
+    the same command in one process."""
+    command = [sys.executable, "-m", "orchestrator.cli.main", "render", "-f", str(EXAMPLE_PS)]
+    command += ["--fleet", str(fleet(tmp_path)), *args]
+    env = {k: v for k, v in os.environ.items() if k != NO_FORK_VARIABLE}
+    results = [
+        subprocess.run(command, capture_output=True, text=True, timeout=120, check=False, env=env | extra)
+        for extra in ({}, {NO_FORK_VARIABLE: "1"})
+    ]
+    forked, alone = ((r.returncode, r.stdout, r.stderr) for r in results)
+    assert forked == alone
+    assert forked[0] == code, forked[2]
+    assert said in forked[2]
+    if code == 0:
+        assert "kind" in forked[1] and "Workflow" in forked[1]
