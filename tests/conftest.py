@@ -28,6 +28,7 @@ from orchestrator.devenv import tools
 from orchestrator.kube.client import NAMESPACES, Kube, NotFound
 from orchestrator.kube.crds import all_crd_documents, apply_crds
 from tests.support import realstack as realstack_plugin
+from tests.support import timeline
 from tests.support.kubectl import Kubectl
 from tests.support.realstack import (  # noqa: F401 - fixtures
     real_namespace,
@@ -153,10 +154,40 @@ def _run_order(item: pytest.Item) -> int:
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """Before a realstack test (and its timeout) begins: its turn on the stack (shared by two
-    workers, or its own), then wait for the node and start the stack."""
-    if item.get_closest_marker("realstack") is None:
+    workers, or its own), then wait for the node and start the stack. With
+    PROGRESSIVE_SYNC_TEST_TIMELINE set, the whole of it goes in the run's timeline."""
+    realstack = item.get_closest_marker("realstack") is not None
+    with contextlib.ExitStack() as around:
+        recorder = _timeline.get("recorder")
+        if recorder is not None:
+            around.enter_context(recorder.test(item.nodeid, realstack))
+        if realstack:
+            around.enter_context(realstack_plugin.test_turn(item, nextitem))
+            realstack_plugin.warm_up(item)
         yield
-        return
-    with realstack_plugin.test_turn(item, nextitem):
-        realstack_plugin.warm_up(item)
-        yield
+
+
+# This process's timeline recorder (tests/support/timeline.py), when PROGRESSIVE_SYNC_TEST_TIMELINE is set.
+_timeline: dict[str, timeline.Recorder] = {}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Start this worker's timeline (when asked for)."""
+    recorder = timeline.Recorder.for_worker(os.environ.get("PYTEST_XDIST_WORKER", "main"))
+    if recorder is not None:
+        _timeline["recorder"] = recorder
+        recorder.session("start")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """End this worker's timeline."""
+    recorder = _timeline.pop("recorder", None)
+    if recorder is not None:
+        recorder.session("end")
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Keep the setup/call/teardown durations for the timeline's line of this test."""
+    recorder = _timeline.get("recorder")
+    if recorder is not None:
+        recorder.phases[report.when] = round(report.duration, 3)
