@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -77,6 +78,7 @@ class Recorder:
         """Around one test's whole protocol: write its line after it ends."""
         self.phases = {}
         start, cpu, busy = time.time(), time.process_time(), machine_busy_seconds()
+        children = _children_cpu()
         try:
             yield
         finally:
@@ -87,10 +89,17 @@ class Recorder:
                     "start": start,
                     "end": time.time(),
                     "cpu": time.process_time() - cpu,
+                    "children_cpu": _children_cpu() - children,
                     "machine_busy": machine_busy_seconds() - busy,
                     "phases": dict(self.phases),
                 }
             )
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's children that ended and were waited for (steps, watchers, kubectl)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 # --- the summary ------------------------------------------------------------------------------------
@@ -102,6 +111,10 @@ def read(where: Path) -> list[dict[str, Any]]:
     for path in sorted(where.glob("*.jsonl")):
         lines += [json.loads(text) for text in path.read_text().splitlines() if text.strip()]
     return lines
+
+
+def _cpu(lines: Sequence[dict[str, Any]], key: str) -> float:
+    return sum(float(line.get(key, 0.0)) for line in lines)
 
 
 def summary(lines: Sequence[dict[str, Any]], slowest: int = 25) -> str:
@@ -122,7 +135,8 @@ def summary(lines: Sequence[dict[str, Any]], slowest: int = 25) -> str:
         out.append(
             f"  {worker}: {len(own)} tests, first start {own[0]['start'] - origin:.0f}s, "
             f"end {ends[worker] - origin:.0f}s (idle tail {last_end - ends[worker]:.0f}s), "
-            f"in tests {busy:.0f}s ({stack:.0f}s real stack), own CPU {sum(line['cpu'] for line in own):.0f}s"
+            f"in tests {busy:.0f}s ({stack:.0f}s real stack), own CPU {_cpu(own, 'cpu'):.0f}s, "
+            f"children's {_cpu(own, 'children_cpu'):.0f}s"
         )
         for line in own[-3:]:
             out.append(
@@ -133,7 +147,8 @@ def summary(lines: Sequence[dict[str, Any]], slowest: int = 25) -> str:
     others_wall = sum(line["end"] - line["start"] for line in others)
     out.append(
         f"outside the real stack: {len(others)} tests, {others_wall:.0f}s "
-        f"of wall time over the workers, {sum(line['cpu'] for line in others):.0f}s of their workers' own CPU"
+        f"of wall time over the workers, {_cpu(others, 'cpu'):.0f}s of their workers' own CPU, "
+        f"{_cpu(others, 'children_cpu'):.0f}s of their children's"
     )
     busy = [line for line in sessions if "machine_busy" in line]
     if len(busy) >= 2:
@@ -148,6 +163,7 @@ def summary(lines: Sequence[dict[str, Any]], slowest: int = 25) -> str:
         out.append(
             f"  {line['end'] - line['start']:6.1f}s {line['worker']} "
             f"{line['start'] - origin:5.0f}s-{line['end'] - origin:5.0f}s cpu {line['cpu']:5.1f}s "
+            f"+{line.get('children_cpu', 0.0):5.1f}s "
             f"machine {line['machine_busy']:5.0f}s {line['nodeid']}"
         )
     return "\n".join(out)
