@@ -45,7 +45,7 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -143,6 +143,9 @@ class DemoSettings:
     sync_seconds: float = 2.0
     health_seconds: float = 1.0
     fail_cluster: str | None = None
+    # The simulated Applications' `spec.syncPolicy.retry` (None: none, so a sync retries as Argo CD's
+    # automated syncers do, 5 times backing off 5 s to 80 s: a failing canary takes ~2.5 min to fail).
+    sync_retry: Mapping[str, Any] | None = None
     timeout_seconds: float = 300.0
     tty: bool = False
     engine: Engine = Engine.LOCAL
@@ -303,7 +306,7 @@ def _start_fleet(
             workdir=settings.workdir,
             write=write,
         )
-    _seed(kube, canary, write)
+    _seed(kube, canary, write, settings.sync_retry)
     simulator = FleetSimulator(
         kube, NAMESPACE, _simulator_config(settings), clock=clock, events_log=events_log
     ).start()
@@ -399,13 +402,21 @@ def _simulator_config(settings: DemoSettings) -> SimulatorConfig:
     return SimulatorConfig(defaults=defaults, clusters=failing)
 
 
-def _seed(kube: Kube, canary: str, write: Callable[[str], None]) -> None:
+def _seed(
+    kube: Kube, canary: str, write: Callable[[str], None], sync_retry: Mapping[str, Any] | None = None
+) -> None:
     with contextlib.suppress(AlreadyExists):
         kube.create(
             NAMESPACES, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
         )
     seeded = seed_fleet(
-        kube, NAMESPACE, clusters=CLUSTER_COUNT, regions=REGIONS, revision=NEW_REVISION, app_set=NAME
+        kube,
+        NAMESPACE,
+        clusters=CLUSTER_COUNT,
+        regions=REGIONS,
+        revision=NEW_REVISION,
+        app_set=NAME,
+        sync_policy={"retry": dict(sync_retry)} if sync_retry is not None else None,
     )
     secret = next(f"cluster-{c.name}" for c in seeded.clusters if c.name == canary)
     kube.patch(SECRETS, NAMESPACE, secret, {"metadata": {"labels": {CANARY_LABEL: "true"}}})

@@ -22,6 +22,7 @@ import pytest
 from orchestrator.api.models import RolloutPhase, StagePhase
 from orchestrator.core.clock import SystemClock
 from orchestrator.devenv.demo import DemoSettings, demo_cluster_names, run_demo, summary
+from orchestrator.simulator.events import read_events
 
 pytestmark = pytest.mark.e2e
 
@@ -65,16 +66,33 @@ def test_demo_succeeds_in_stage_order(tmp_path: Path, record_property: Any) -> N
     assert list(tmp_path.iterdir()) == []
 
 
+# The failing canary's sync is retried once, 1 s later, instead of Argo CD's default 5 retries
+# backing off 5 s to 80 s (155 s of waiting, most of this test's 3 minutes): what is checked is that
+# a canary whose sync fails after Argo CD's retries stops the rollout, not how long Argo CD retries.
+QUICK_RETRY = {"limit": 1, "backoff": {"duration": "1s", "factor": 2, "maxDuration": "2s"}}
+
+
 def test_fail_cluster_stops_the_rollout_at_the_canary(tmp_path: Path) -> None:
     failing = demo_cluster_names()[5]  # not the default canary: the flag must make it the canary
-    settings = DemoSettings(workdir=tmp_path, sync_seconds=0.2, health_seconds=0.1, fail_cluster=failing)
+    settings = DemoSettings(
+        workdir=tmp_path, sync_seconds=0.2, health_seconds=0.1, fail_cluster=failing, sync_retry=QUICK_RETRY
+    )
     output: list[str] = []
     result = run_demo(settings, output.append, SystemClock())
     assert result.phase == RolloutPhase.FAILED
     assert result.exit_code == 1
     assert result.canary == failing
-    # The simulator's records: the canary is the only cluster that ever received a sync.
+    # The simulator's records: the canary is the only cluster that ever received a sync, and its
+    # operation failed after Argo CD's one retry, not before.
     assert result.synced_clusters == [failing]
+    events = read_events(tmp_path / "simulator-events.jsonl")
+    assert [(e["event"], e["cluster"]) for e in events if e["event"].startswith("sync-")] == [
+        ("sync-start", failing),
+        ("sync-attempt-failed", failing),
+        ("sync-retry", failing),
+        ("sync-finish", failing),
+    ]
+    assert [e["phase"] for e in events if e["event"] == "sync-finish"] == ["Failed"]
     assert result.view is not None
     phases = {stage.name: stage.phase for stage in result.view.stages}
     assert phases["canary"] == StagePhase.FAILED
