@@ -169,7 +169,8 @@ def test_a_failed_rollout_is_not_re_created_after_restarts(
         "defaults: {syncSeconds: 0.3, healthSeconds: 0.3, degrade: true}",
     ):
         watcher_process.start()
-        create_ps(kube, namespace, "web", fleet.app_set)
+        # The canary fails once Degraded for 2 s (the default grace, 120 s, was most of this test's time).
+        create_ps(kube, namespace, "web", fleet.app_set, degradedGraceSeconds=2)
         wait_for(
             lambda: phase_of(kube, namespace, "web") == "Failed", timeout=180, what="the rollout to fail"
         )
@@ -180,6 +181,8 @@ def test_a_failed_rollout_is_not_re_created_after_restarts(
 
     assert len(workflows_of(kube, namespace, "web")) == 1
     assert phase_of(kube, namespace, "web") == "Failed"
+    failed = stage_of(status_of(kube, namespace, "web"), "canary").get("failed") or []
+    assert len(failed) == 1 and "health Degraded" in failed[0]["reason"], failed
     assert sum(sync_starts(events).values()) == 1, "only the canary was synced, once"
 
 

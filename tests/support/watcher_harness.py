@@ -107,9 +107,13 @@ def create_ps(
     *,
     stages: list[dict[str, Any]] | None = None,
     paused: bool = False,
+    **spec: Any,
 ) -> dict[str, Any]:
-    """Create a ProgressiveSync of `app_set` (default stages: a canary in region eu, then the rest)."""
-    body = make_ps(name, namespace=None, app_set=app_set, stages=stages or canary_then_rest(), paused=paused)
+    """Create a ProgressiveSync of `app_set` (default stages: a canary in region eu, then the rest);
+    `spec`: more spec fields in wire form (`degradedGraceSeconds=2`)."""
+    body = make_ps(
+        name, namespace=None, app_set=app_set, stages=stages or canary_then_rest(), paused=paused, **spec
+    )
     return kube.create(PROGRESSIVE_SYNCS, namespace, body)
 
 
