@@ -1,12 +1,15 @@
-"""Memory of the whole watcher process with 10,000 Applications in its Argo CD namespace.
+"""Memory of the whole watcher process with 1,000 Applications in its Argo CD namespace.
 
-Real: the control plane, 10,000 Application objects shaped like Argo CD's (spec, sync and health
-status, an operation state with its result, a resource list and a history), owned by 100
+Real: the control plane, 1,000 Application objects shaped like Argo CD's (spec, sync and health
+status, an operation state with its result, a resource list and a history), owned by 10
 ApplicationSets of 100 clusters each, and `progressive-sync watch` as a child process. A paused
 ProgressiveSync on one ApplicationSet makes the watcher plan over its 100 Applications too.
 
-The figure: the watcher's resident memory after its first lists and reconcile, and its peak
-(VmHWM), both well under 150 MB.
+What is checked: the watcher lists them all and reconciles, its resident memory after that and
+its peak (VmHWM) stay well under 150 MB, and the Applications cost little over the idle watcher.
+The figure at 10,000 Applications (and 10,000 cluster Secrets) is `make bench`'s (bench_scale.py
+part 5, peak RSS against its 200 MB target): creating 10,000 Applications took 2-3 minutes of
+the suite's time on a loaded machine.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from tests.support.watcher_harness import REVISION_1, WatcherProcess, create_ps
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
-APP_SETS = 100
+APP_SETS = 10
 CLUSTERS_PER_APP_SET = 100
 LIMIT_BYTES = 150 * 1024 * 1024
 
@@ -157,7 +160,7 @@ def application(app_set_name: str, uid: str, cluster: int) -> dict[str, Any]:
 
 
 @pytest.mark.timeout(900)
-def test_ten_thousand_applications_fit_well_under_150_mb(
+def test_a_thousand_applications_fit_well_under_150_mb(
     kube: Kube, namespace: str, tmp_path: Path, kubeconfig_admin: Path
 ) -> None:
     for cluster in range(CLUSTERS_PER_APP_SET):
@@ -178,13 +181,14 @@ def test_ten_thousand_applications_fit_well_under_150_mb(
     idle_rss, _ = _measure(kubeconfig_admin, "default", tmp_path / "idle.log", ps_key=None)
     rss, peak = _measure(kubeconfig_admin, namespace, tmp_path / "watcher.log", ps_key=f"{namespace}/svc-0")
     print(
-        f"10,000 Applications: watcher RSS {rss / 2**20:.1f} MiB (idle {idle_rss / 2**20:.1f} MiB), "
+        f"{APP_SETS * CLUSTERS_PER_APP_SET:,} Applications: watcher RSS {rss / 2**20:.1f} MiB (idle {idle_rss / 2**20:.1f} MiB), "
         f"peak {peak / 2**20:.1f} MiB"
     )
     assert rss < LIMIT_BYTES
     assert peak < LIMIT_BYTES
-    # The Applications themselves cost little: the rest is the interpreter and its libraries.
-    assert rss - idle_rss < 40 * 1024 * 1024
+    # The Applications themselves cost little: the rest is the interpreter and its libraries (5.3 MiB
+    # over idle measured at 1,000, 14 MiB at 10,000; the bar is three times the measure, as 40 MiB was).
+    assert rss - idle_rss < 16 * 1024 * 1024
 
 
 def _measure(kubeconfig: Path, namespace: str, log: Path, *, ps_key: str | None) -> tuple[int, int]:
