@@ -139,16 +139,56 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items[:] = sorted(kept, key=_run_order)
 
 
-def _run_order(item: pytest.Item) -> int:
-    """The real-stack tests run last, together: the machine's node (started by the first of them) is
-    held only meanwhile and stops with the session's fixtures right after the last. Those that stop
-    the session's stack (to use the machine without it) go after every other: no restart after.
-    (Sorted here, not at collection finish: pytest-xdist sends the order on before that.)"""
+# Tests outside the shared stacks that took 40 s or more in a timeline of `make test` (the 06:38 run
+# of 2026-12-01, tests/support/timeline.py; both CPUs busy throughout), by node id prefix: a whole
+# module where its tests share a module-scoped fixture. Seconds as measured, or as expected after a
+# cut (marked). They only order the run, longest first: a long test sent last holds the run open
+# while the other workers are idle (in that run test_watcher_memory, 270 s, then the test queued
+# behind it on its worker, 138 s, ended it 125 s after the others). Stale figures cost time, never a
+# result.
+LONG_TESTS: tuple[tuple[str, float], ...] = (
+    ("tests/integration/test_watcher_gone.py", 147.0),
+    ("tests/e2e/test_ops_rollouts.py::test_retry_runs_a_failed_rollout_again", 121.0),
+    ("tests/e2e/test_demo.py::test_demo_succeeds_in_stage_order", 116.0),
+    (
+        "tests/integration/test_fault_suite.py::test_a_rollout_survives[schema-workflow-crd-missing-at-start]",
+        104.0,
+    ),
+    ("tests/unit/test_status_size.py::test_a_10000_cluster_rollout_at_its_largest", 93.0),
+    ("tests/integration/test_fleet_simulator.py::test_an_empty_revision_resolves", 83.0),
+    ("tests/integration/test_watcher_restarts.py::test_with_the_local_engine_in_the_same_process", 74.0),
+    ("tests/e2e/test_demo.py::test_fail_cluster_stops_the_rollout_at_the_canary", 70.0),  # 235 before its cut
+    ("tests/e2e/test_argocd_scenarios.py::test_a_sync_we_started_is_terminated_when_we_stop", 69.0),
+    ("tests/e2e/test_rollout_scenarios.py::test_exit_75_is_retried_limit_times_with_capped_waits", 69.0),
+    ("tests/integration/test_control_plane.py", 62.0),
+    ("tests/unit/test_suite_groups.py", 62.0),
+    ("tests/integration/test_fault_suite.py::test_a_rollout_survives[apiserver-409-storm]", 59.0),
+    ("tests/integration/test_fault_suite.py::test_a_rollout_survives[network-half-open-stall]", 55.0),
+    ("tests/integration/test_fault_suite.py::test_a_rollout_survives[apiserver-restart-same-etcd]", 51.0),
+    ("tests/integration/test_access_matrix.py", 50.0),
+    ("tests/integration/test_watcher_memory.py", 50.0),  # 270 before its cut
+    ("tests/integration/test_leader_election.py::test_the_leader_killed_mid_rollout", 44.0),
+)
+
+
+def expected_seconds(nodeid: str) -> float:
+    """What a test outside the shared stacks is expected to take, for the order (`LONG_TESTS`; 0: short)."""
+    return next((seconds for prefix, seconds in LONG_TESTS if nodeid.startswith(prefix)), 0.0)
+
+
+def _run_order(item: pytest.Item) -> tuple[int, float]:
+    """The tests outside the real stack first, the long ones among them first (`LONG_TESTS`), the
+    rest in collection order. The real-stack tests run last, together: the machine's node (started
+    by the first of them) is held only meanwhile and stops with the session's fixtures right after
+    the last. Those that stop the session's stack (to use the machine without it) go after every
+    other: no restart after. (Sorted here, not at collection finish: pytest-xdist sends the order on
+    before that. Its `--dist loadgroup` sends the biggest groups first whatever the order: the two
+    real-stack workers' and Argo CD's; the tests without a group follow in this order.)"""
     if item.get_closest_marker("realstack") is None:
-        return 0
+        return 0, -expected_seconds(item.nodeid)
     if item.get_closest_marker("stops_the_real_stack") is not None:
-        return 3
-    return 2 if item.get_closest_marker("realstack_exclusive") is not None else 1
+        return 3, 0.0
+    return (2 if item.get_closest_marker("realstack_exclusive") is not None else 1), 0.0
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
