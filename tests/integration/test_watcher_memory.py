@@ -181,7 +181,8 @@ def test_a_thousand_applications_fit_well_under_150_mb(
     idle_rss, _ = _measure(kubeconfig_admin, "default", tmp_path / "idle.log", ps_key=None)
     rss, peak = _measure(kubeconfig_admin, namespace, tmp_path / "watcher.log", ps_key=f"{namespace}/svc-0")
     print(
-        f"{APP_SETS * CLUSTERS_PER_APP_SET:,} Applications: watcher RSS {rss / 2**20:.1f} MiB (idle {idle_rss / 2**20:.1f} MiB), "
+        f"{APP_SETS * CLUSTERS_PER_APP_SET:,} Applications: watcher RSS {rss / 2**20:.1f} MiB "
+        f"(idle {idle_rss / 2**20:.1f} MiB), "
         f"peak {peak / 2**20:.1f} MiB"
     )
     assert rss < LIMIT_BYTES
