@@ -304,21 +304,26 @@ def share_for(config: pytest.Config, items: Sequence[pytest.Item]) -> Share | No
     return Share(folder)
 
 
-# Seconds the longer shareable realstack tests took in a clean-clone CI run (5e611e1), by name prefix;
-# any other counts DEFAULT_TEST_SECONDS. They only balance the split between owner and guest: a stale
-# figure costs minutes of wall time, never a result.
+# Seconds the longer realstack tests took in a timeline of `make test` (tests/support/timeline.py; the
+# 06:38 run of 2026-12-01 at f66ee47's parent, both CPUs busy throughout: about 1.3 times the 5e611e1
+# figures), by name prefix; any other counts DEFAULT_TEST_SECONDS. They only balance the split between
+# owner and guest: a stale figure costs minutes of wall time, never a result.
 MEASURED_SECONDS: tuple[tuple[str, float], ...] = (
-    ("test_twelve_clusters_in_three_stages", 110.0),
-    ("test_helm_install_a_rollout", 115.0),
-    ("test_the_argo_ui_shows", 110.0),
-    ("test_a_second_rollout_waits_on_the_mutex", 110.0),
-    ("test_a_cluster_failing_while_a_sibling_runs", 90.0),
-    ("test_a_watcher_killed_mid_rollout", 75.0),
-    ("test_pause_holds_new_clusters", 75.0),
-    ("test_failures_within_max_failed_clusters", 72.0),
-    ("test_the_approval_gate_waits", 68.0),
-    ("test_the_watcher_submits_through_the_real_argo_server", 57.0),
-    ("test_a_cluster_past_its_progress_deadline", 57.0),
+    ("test_the_argo_ui_shows", 229.0),
+    ("test_helm_install_a_rollout", 201.0),
+    ("test_a_second_rollout_waits_on_the_mutex", 191.0),
+    ("test_twelve_clusters_in_three_stages", 152.0),
+    ("test_pause_holds_new_clusters", 143.0),
+    ("test_a_node_whose_owner_was_sigkilled", 143.0),
+    ("test_a_watcher_killed_mid_rollout", 128.0),
+    ("test_a_cluster_failing_while_a_sibling_runs", 122.0),
+    ("test_the_approval_gate_waits", 104.0),
+    ("test_failures_within_max_failed_clusters", 100.0),
+    ("test_a_cluster_past_its_progress_deadline", 73.0),
+    ("test_the_watcher_submits_through_the_real_argo_server", 70.0),
+    ("test_rollout_rides_out_the_fault", 60.0),
+    ("test_a_failing_canary_fails_the_rollout", 43.0),
+    ("test_a_second_node_on_the_machine", 1.0),
 )
 DEFAULT_TEST_SECONDS = 25.0
 
@@ -335,9 +340,10 @@ def assign_groups(config: pytest.Config, items: Sequence[pytest.Item]) -> dict[p
     SHARING_WORKERS 2) the shareable ones split between OWNER_GROUP and GUEST_GROUP by their expected
     seconds (longest first, each to the less loaded side; ties to the guest), except those that need
     the owner's process or the stack alone (`realstack_owner`, `realstack_exclusive`,
-    `stops_the_real_stack`): they stay with the owner and are not counted (the exclusive ones stop both
-    sides alike, the stack-stopping one runs after the guest is done). Every worker collects the same
-    tests, so all compute the same."""
+    `stops_the_real_stack`): they stay with the owner. The owner's own ones count in its load from the
+    start (the stack-stopping one runs after the guest is done, which then runs other tests); the
+    exclusive ones stop both sides alike and are not counted. Every worker collects the same tests, so
+    all compute the same."""
     workerinput = getattr(config, "workerinput", None)
     # With 3+ workers xdist's first round of work gives the three big groups (these two and Argo
     # CD's) to three workers: never both of these to one (which would wait for itself).
@@ -347,7 +353,12 @@ def assign_groups(config: pytest.Config, items: Sequence[pytest.Item]) -> dict[p
     if not split:
         return groups
     shareable = [item for item in realstack_items if not _needs_the_owner(item)]
-    load = {GUEST_GROUP: 0.0, OWNER_GROUP: 0.0}
+    owners_own = [
+        item
+        for item in realstack_items
+        if _needs_the_owner(item) and item.get_closest_marker("realstack_exclusive") is None
+    ]
+    load = {GUEST_GROUP: 0.0, OWNER_GROUP: sum(expected_seconds(item.name) for item in owners_own)}
     for item in sorted(shareable, key=lambda i: -expected_seconds(i.name)):  # stable: collection order
         side = GUEST_GROUP if load[GUEST_GROUP] <= load[OWNER_GROUP] else OWNER_GROUP
         groups[item] = side
