@@ -37,6 +37,7 @@ from steps.cluster import run_cluster
 from steps.common import RolloutRef, Superseded, Tuning, UsageProblem
 from steps.failure import record_step_failure
 from steps.finalize import finalize
+from steps.hand_over import HandOverResult, hand_over
 from steps.record import record_stage
 from steps.select_stage import SelectResult, select_stage
 from steps.sync import sync_cluster
@@ -148,7 +149,7 @@ def run_step(
     call: Callable[[Kube], StepResult],
     outputs: Callable[[StepResult], Mapping[str, str]] | None = None,
     *,
-    stage: str = "",
+    stage: str | Callable[[], str] = "",
     cluster: str = "",
 ) -> NoReturn:
     """Build the adapter, run the step, write outputs, print the summary and exit with its code.
@@ -191,7 +192,7 @@ def _run(
     call: Callable[[Kube], StepResult],
     outputs: Callable[[StepResult], Mapping[str, str]] | None,
     *,
-    stage: str = "",
+    stage: str | Callable[[], str] = "",
     cluster: str = "",
 ) -> tuple[int, str]:
     try:
@@ -201,12 +202,14 @@ def _run(
         return EXIT_USAGE, f"{step}: cannot reach the API server: {exc} (check --kubeconfig)"
 
     def leave_word(message: str, *, final: bool) -> None:
-        if stage:
+        # A step of two stages (record-and-select) names the stage it is at when it fails.
+        stage_now = stage() if callable(stage) else stage
+        if stage_now:
             record_step_failure(
                 kube,
                 settings.rollout,
                 step=step,
-                stage=stage,
+                stage=stage_now,
                 cluster=cluster,
                 message=message,
                 final=final,
@@ -425,6 +428,46 @@ def record_command(stage: str, **options: Any) -> None:
             kube, settings.rollout, stage=stage, clock=SystemClock(), tuning=settings.tuning
         ),
         stage=stage,
+    )
+
+
+@main.command("record-and-select")
+@common_options
+@_option("stage", required=True, help="The stage to close.")
+@_option("next-stage", required=True, help="The stage after it, to plan once it is closed.")
+@_option(
+    "compare-wait-seconds",
+    default=Tuning.compare_wait_seconds,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Longest wait for Argo CD to answer the refreshes select asked for before planning.",
+)
+def record_and_select_command(
+    stage: str, next_stage: str, compare_wait_seconds: float, **options: Any
+) -> None:
+    """Close the stage (as record), then plan the next one (as select); output its `targets`."""
+    settings = _settings(options)
+    settings = replace(settings, tuning=replace(settings.tuning, compare_wait_seconds=compare_wait_seconds))
+    at = [stage]
+
+    def targets(result: StepResult) -> dict[str, str]:
+        assert isinstance(result, HandOverResult)
+        return {"targets": json.dumps(list(result.targets))}
+
+    run_step(
+        "record-and-select",
+        settings,
+        lambda kube: hand_over(
+            kube,
+            settings.rollout,
+            stage=stage,
+            next_stage=next_stage,
+            clock=SystemClock(),
+            tuning=settings.tuning,
+            on_next=lambda: at.append(next_stage),
+        ),
+        targets,
+        stage=lambda: at[-1],
     )
 
 

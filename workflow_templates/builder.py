@@ -4,17 +4,23 @@ Called by the watcher when a rollout is due and by `progressive-sync render`. Pu
 ProgressiveSync, rollout id, revision, plan and settings always give the same Workflow, so creating
 it twice yields AlreadyExists, never a second rollout.
 
-The shape (DESIGN.md §4, with the changes docs/workflow.md explains), for stages A and B:
+The shape (DESIGN.md §4, with the changes docs/workflow.md explains), for stages A, B and C where
+C has a manual gate:
 
     rollout (DAG)                       entry; one task per stage, each depending on the one before
-    ├── A  -> stage-A (DAG)
-    │   ├── approve -> approval         only with `approval: Manual`; resumed by `argo resume`
+    ├── A  -> stage-A (DAG)             output `targets`: B's, from record-and-select
     │   ├── select                      writes the output parameter `targets` (JSON list)
     │   ├── clusters -> fanout-A (DAG)  parallelism = A's resolved maxParallel; continueOn failed
     │   │   └── cluster                 withParam over the targets: one pod per cluster (sync, wait)
+    │   └── record-and-select           closes A (exits 1 when it failed), then selects B
+    ├── B  -> stage-B (DAG)             input `targets` = A's output; no select of its own
+    │   ├── clusters -> fanout-B ...
     │   ├── record                      closes the stage; exits 1 when it failed
     │   └── bake -> bake-600s           only with `bakeSeconds`, after a stage that succeeded
-    └── B  -> stage-B ...
+    └── C  -> stage-C (DAG)
+        ├── approve -> approval         only with `approval: Manual`; resumed by `argo resume`
+        ├── select                      a stage behind a gate or a bake selects itself
+        └── clusters, record ...
     onExit: finalize --workflow-status {{workflow.status}}
 
 Decisions worth knowing:
@@ -43,7 +49,11 @@ Decisions worth knowing:
   `workflows.argoproj.io/display-name` shows it exactly; the stage node always carries the exact
   name as its `stage` input parameter. A cluster's node shows the cluster's name where Argo's rule
   allows it (`names.display_name_of_input`; docs/workflow.md, How the Argo UI draws it).
-- **Size**: a stage of N clusters makes about 2N + 7 nodes (a Retry node and a pod per cluster).
+- **One step per stage boundary**: between two stages with nothing in between (no gate on the
+  next, no bake after this one) `record-and-select` closes one and selects the next in one pod
+  (`opens_itself`; steps/hand_over.py): one step pod fewer on the critical path per boundary.
+- **Size**: a stage of N clusters makes about 2N + 7 nodes (a Retry node and a pod per cluster),
+  2N + 5 when the stage before selects it.
   Argo keeps node status in the object (compressed past ~1 MiB), so a plan above
   `settings.max_nodes` (default 4000, about 1,990 clusters in one rollout) is refused with a
   message.
@@ -67,10 +77,12 @@ from hera.workflows.models import (
     DAGTemplate,
     Inputs,
     Mutex,
+    Outputs,
     OwnerReference,
     PodGC,
     Synchronization,
     Template,
+    ValueFrom,
 )
 from hera.workflows.models import Parameter as ModelParameter
 
@@ -95,6 +107,7 @@ if TYPE_CHECKING:
 # Nominal node counts (see the module docstring); retries add one node per extra attempt.
 NODES_PER_CLUSTER = 2  # retry + pod
 NODES_PER_STAGE = 7  # stage DAG + select (retry + pod) + fan-out DAG + task group + record (retry + pod)
+NODES_PER_SELECT = 2  # retry + pod: not there in a stage the one before selects (record-and-select)
 TARGETS_INPUT = "targets"
 NODES_FIXED = 3  # root DAG + exit handler (retry + pod)
 
@@ -136,10 +149,12 @@ def estimate_nodes(ps: ProgressiveSync, sizes: StageSizes, settings: WorkflowSet
     """The nominal number of status nodes the Workflow makes (no retries)."""
     settings = settings or WorkflowSettings()
     total = NODES_FIXED
-    for stage in ps.spec.stages:
+    stages = list(ps.spec.stages)
+    for index, stage in enumerate(stages):
         size = sizes[stage.name]
         batches = batch_count(size, settings)
         total += NODES_PER_STAGE + NODES_PER_CLUSTER * (batches or size.targets)
+        total -= 0 if opens_itself(stages, sizes, index) else NODES_PER_SELECT
         total += 1 if stage.approval is ApprovalMode.MANUAL else 0
         total += 1 if stage.bake_seconds and size.targets else 0
     return total
@@ -226,23 +241,53 @@ def _batch_fanout_template(task_name: str, size: StageSize, batches: int) -> Tem
     )
 
 
-def _stage_template(stage: Stage, task_name: str, size: StageSize, batches: int = 0) -> Template:
+def opens_itself(stages: list[Stage], sizes: StageSizes, index: int) -> bool:
+    """Does stage `index` run its own `select`? The first stage, a stage behind an approval gate
+    (selection happens once a person approved it, after seeing the stage before recorded) and a
+    stage after a bake do; any other stage is selected by the step that closes the one before it
+    (`record-and-select`, steps/hand_over.py): one step pod fewer per stage boundary."""
+    if index == 0 or stages[index].approval is ApprovalMode.MANUAL:
+        return True
+    before = stages[index - 1]
+    return bool(before.bake_seconds and sizes[before.name].targets)
+
+
+def _stage_template(
+    stage: Stage,
+    task_name: str,
+    size: StageSize,
+    batches: int = 0,
+    *,
+    opens: bool = True,
+    next_stage: str | None = None,
+    next_batches: int = 0,
+) -> Template:
+    """One stage's DAG. `opens`: it selects its own clusters (else they come in as the input
+    `targets`, or from the status for a stage in batches); `next_stage`: its closing step selects
+    that stage too, and the DAG's output `targets` carries them (unless that stage runs in batches)."""
     stage_ref = "{{inputs.parameters." + pieces.STAGE_INPUT + "}}"
     stage_arg = Arguments(parameters=[_parameter(pieces.STAGE_INPUT, stage_ref)])
     tasks: list[DAGTask] = []
     previous: list[str] = []
+    inputs = [ModelParameter(name=pieces.STAGE_INPUT)]
     if stage.approval is ApprovalMode.MANUAL:
         tasks.append(DAGTask(name=names.APPROVE_TASK, template=names.APPROVAL_TEMPLATE, arguments=stage_arg))
         previous = [names.APPROVE_TASK]
-    tasks.append(
-        DAGTask(
-            name=names.SELECT_TASK,
-            template=names.SELECT_FOR_BATCHES_TEMPLATE if batches else names.SELECT_TEMPLATE,
-            arguments=stage_arg,
-            dependencies=previous or None,
+    if opens:
+        tasks.append(
+            DAGTask(
+                name=names.SELECT_TASK,
+                template=names.SELECT_FOR_BATCHES_TEMPLATE if batches else names.SELECT_TEMPLATE,
+                arguments=stage_arg,
+                dependencies=previous or None,
+            )
         )
-    )
-    targets = "{{tasks." + names.SELECT_TASK + ".outputs.parameters." + pieces.TARGETS_OUTPUT + "}}"
+        previous = [names.SELECT_TASK]
+        targets = "{{tasks." + names.SELECT_TASK + ".outputs.parameters." + pieces.TARGETS_OUTPUT + "}}"
+    else:
+        targets = "{{inputs.parameters." + TARGETS_INPUT + "}}"
+        if not batches:
+            inputs.append(ModelParameter(name=TARGETS_INPUT))
     fanout_arguments = [_parameter(pieces.STAGE_INPUT, stage_ref)]
     if not batches:
         fanout_arguments.append(_parameter(TARGETS_INPUT, targets))
@@ -250,20 +295,45 @@ def _stage_template(stage: Stage, task_name: str, size: StageSize, batches: int 
         DAGTask(
             name=names.CLUSTERS_TASK,
             template=names.fanout_template_name(task_name),
-            dependencies=[names.SELECT_TASK],
+            dependencies=previous or None,
             arguments=Arguments(parameters=fanout_arguments),
             # A failed cluster fails the fan-out (a lost one errors it); record still closes the stage.
             continue_on=ContinueOn(failed=True, error=True),
         )
     )
-    tasks.append(
-        DAGTask(
+    outputs = None
+    if next_stage is None:
+        close = DAGTask(
             name=names.RECORD_TASK,
             template=names.RECORD_TEMPLATE,
             arguments=stage_arg,
             dependencies=[names.CLUSTERS_TASK],
         )
-    )
+    else:
+        close = DAGTask(
+            name=names.RECORD_AND_SELECT_TASK,
+            template=names.RECORD_AND_SELECT_FOR_BATCHES_TEMPLATE
+            if next_batches
+            else names.RECORD_AND_SELECT_TEMPLATE,
+            arguments=Arguments(
+                parameters=[
+                    _parameter(pieces.STAGE_INPUT, stage_ref),
+                    _parameter(pieces.NEXT_STAGE_INPUT, next_stage),
+                ]
+            ),
+            dependencies=[names.CLUSTERS_TASK],
+        )
+        if not next_batches:
+            # Argo sets a DAG's outputs only when it Succeeded: a failed stage hands nothing on.
+            handed = (
+                "{{tasks." + names.RECORD_AND_SELECT_TASK + ".outputs.parameters." + pieces.TARGETS_OUTPUT
+            )
+            outputs = Outputs(
+                parameters=[
+                    ModelParameter(name=pieces.TARGETS_OUTPUT, value_from=ValueFrom(parameter=handed + "}}"))
+                ]
+            )
+    tasks.append(close)
     if stage.bake_seconds and size.targets:
         # After record: only a stage that succeeded bakes (record exits 1 on a failed one).
         tasks.append(
@@ -277,19 +347,30 @@ def _stage_template(stage: Stage, task_name: str, size: StageSize, batches: int 
     return Template(
         name=names.stage_template_name(task_name),
         annotations={names.DISPLAY_NAME_ANNOTATION: display_name} if display_name else None,
-        inputs=Inputs(parameters=[ModelParameter(name=pieces.STAGE_INPUT)]),
+        inputs=Inputs(parameters=inputs),
+        outputs=outputs,
         dag=DAGTemplate(tasks=tasks),
     )
 
 
-def _entry_template(stages: list[Stage], task_names: list[str]) -> Template:
+def _entry_template(stages: list[Stage], task_names: list[str], handed_targets: list[bool]) -> Template:
+    """One task per stage, each after the one before; `handed_targets[i]`: stage i takes its
+    targets from the output of stage i-1 (selected by that stage's `record-and-select`)."""
     tasks = []
     for index, (stage, task_name) in enumerate(zip(stages, task_names, strict=True)):
+        parameters = [_parameter(pieces.STAGE_INPUT, stage.name)]
+        if handed_targets[index]:
+            before = task_names[index - 1]
+            parameters.append(
+                _parameter(
+                    TARGETS_INPUT, "{{tasks." + before + ".outputs.parameters." + pieces.TARGETS_OUTPUT + "}}"
+                )
+            )
         tasks.append(
             DAGTask(
                 name=task_name,
                 template=names.stage_template_name(task_name),
-                arguments=Arguments(parameters=[_parameter(pieces.STAGE_INPUT, stage.name)]),
+                arguments=Arguments(parameters=parameters),
                 dependencies=[task_names[index - 1]] if index else None,
             )
         )
@@ -376,20 +457,36 @@ def build_workflow(
     bake_seconds = sorted(
         {stage.bake_seconds for stage in stages if stage.bake_seconds and sizes[stage.name].targets}
     )
-    templates: list[Any] = [_entry_template(stages, task_names)]
-    batched = False
-    for stage, task_name in zip(stages, task_names, strict=True):
+    batch_counts = [batch_count(sizes[stage.name], settings) for stage in stages]
+    opens = [opens_itself(stages, sizes, index) for index in range(len(stages))]
+    handed_targets = [not opens[i] and not batch_counts[i] for i in range(len(stages))]
+    templates: list[Any] = [_entry_template(stages, task_names, handed_targets)]
+    hand_overs: set[bool] = set()  # whether the next stage runs in batches, per hand-over kind used
+    for index, (stage, task_name) in enumerate(zip(stages, task_names, strict=True)):
         size = sizes[stage.name]
-        batches = batch_count(size, settings)
-        batched = batched or bool(batches)
-        templates.append(_stage_template(stage, task_name, size, batches))
+        batches = batch_counts[index]
+        hands_over = index + 1 < len(stages) and not opens[index + 1]
+        if hands_over:
+            hand_overs.add(bool(batch_counts[index + 1]))
+        templates.append(
+            _stage_template(
+                stage,
+                task_name,
+                size,
+                batches,
+                opens=opens[index],
+                next_stage=stages[index + 1].name if hands_over else None,
+                next_batches=batch_counts[index + 1] if hands_over else 0,
+            )
+        )
         if batches:
             templates.append(_batch_fanout_template(task_name, size, batches))
         else:
             templates.append(_fanout_template(task_name, size))
     templates += pieces.reusable_templates(settings)
-    if batched:
+    if any(batch_counts):
         templates += pieces.batch_templates(settings)
+    templates += [pieces.hand_over_template(settings, next_in_batches=kind) for kind in sorted(hand_overs)]
     templates += [pieces.bake_template(seconds) for seconds in bake_seconds]
 
     annotations = {

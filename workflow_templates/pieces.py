@@ -61,6 +61,7 @@ RETRY_EXPRESSION = 'lastRetry.status == "Error" || asInt(lastRetry.exitCode) == 
 
 TARGETS_OUTPUT = "targets"
 STAGE_INPUT = "stage"
+NEXT_STAGE_INPUT = "next-stage"
 CLUSTER_INPUT = "cluster"
 BATCH_INPUT = "batch"
 BATCHES_INPUT = "batches"
@@ -180,7 +181,7 @@ def _step(
 
 
 def step_templates(settings: WorkflowSettings) -> list[StepContainer]:
-    """The six step containers of docs/CONTRACTS.md, in contract order."""
+    """The step containers of docs/CONTRACTS.md, in contract order."""
     stage = ("--stage", _input(STAGE_INPUT))
     cluster = ("--cluster", _input(CLUSTER_INPUT))
     revision = ("--revisions", _workflow_parameter(names.PARAM_REVISIONS))
@@ -214,6 +215,13 @@ def step_templates(settings: WorkflowSettings) -> list[StepContainer]:
         ),
         _step(names.RECORD_TEMPLATE, [*stage], settings, inputs=(STAGE_INPUT,)),
         _step(
+            names.RECORD_AND_SELECT_TEMPLATE,
+            [*stage, "--next-stage", _input(NEXT_STAGE_INPUT)],
+            settings,
+            inputs=(STAGE_INPUT, NEXT_STAGE_INPUT),
+            outputs=(TARGETS_OUTPUT,),
+        ),
+        _step(
             names.FINALIZE_TEMPLATE,
             ["--workflow-name", "{{workflow.name}}", "--workflow-status", "{{workflow.status}}"],
             settings,
@@ -240,6 +248,16 @@ def select_for_batches_template(settings: WorkflowSettings) -> Container:
     """
     step = _step(names.SELECT_TEMPLATE, ["--stage", _input(STAGE_INPUT)], settings, inputs=(STAGE_INPUT,))
     step.name = names.SELECT_FOR_BATCHES_TEMPLATE
+    return step
+
+
+def hand_over_template(settings: WorkflowSettings, *, next_in_batches: bool) -> Container:
+    """`record-and-select` (steps/hand_over.py), or for a next stage in batches its variant without
+    the `targets` output (see `select_for_batches_template`)."""
+    step = next(s for s in step_templates(settings) if s.name == names.RECORD_AND_SELECT_TEMPLATE)
+    if next_in_batches:
+        step.outputs = None
+        step.name = names.RECORD_AND_SELECT_FOR_BATCHES_TEMPLATE
     return step
 
 
@@ -287,8 +305,8 @@ def steps_workflow_template(settings: WorkflowSettings) -> WorkflowTemplate:
         annotations={
             names.TITLE_ANNOTATION: "progressive-sync steps",
             names.DESCRIPTION_ANNOTATION: (
-                "The steps of a progressive-sync rollout (select, sync, wait-healthy, cluster, record, "
-                "finalize) and the approval gate, for templateRef."
+                "The steps of a progressive-sync rollout (select, sync, wait-healthy, cluster, batch, "
+                "record, record-and-select, finalize) and the approval gate, for templateRef."
             ),
         },
         service_account_name=settings.service_account,

@@ -85,8 +85,31 @@ class DagNodes(PassState):
             if child is not None and self.phase_of(child) in UNSUCCESSFUL and not self.continues(task, child):
                 failed.append(child)
         if all(n is not None and self.phase_of(n) in FULFILLED for n in task_nodes.values()):
-            self.finish(node, NodePhase(failed[0]["phase"]) if failed else NodePhase.SUCCEEDED)
+            if failed:
+                self.finish(node, NodePhase(failed[0]["phase"]))
+            else:
+                self.finish_with_outputs(node, template, self.task_scope(name, scope, task_nodes))
         return node
+
+    def finish_with_outputs(
+        self, node: dict[str, Any], template: Mapping[str, Any], scope: Mapping[str, str]
+    ) -> None:
+        """A DAG that Succeeded: its `outputs.parameters` (`valueFrom.parameter`, e.g.
+        `{{tasks.t.outputs.parameters.p}}`) resolved from its tasks' outputs, then Succeeded. As
+        Argo v3.7 (dag.go executeDAG): outputs are set only on success (a Failed DAG has none),
+        and one that cannot be resolved (the task produced no such output) errors the DAG."""
+        parameters = []
+        for param in (template.get("outputs") or {}).get("parameters") or []:
+            reference = str((param.get("valueFrom") or {}).get("parameter", ""))
+            try:
+                value = substitute(reference, scope)
+            except Unresolved as exc:
+                self.finish(node, NodePhase.ERROR, f"output parameter {param['name']!r}: {exc}")
+                return
+            parameters.append({"name": str(param["name"]), "value": str(value)})
+        if parameters:
+            node["outputs"] = {"parameters": parameters}
+        self.finish(node, NodePhase.SUCCEEDED)
 
     def satisfies(self, dependency: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
         """Does a finished dependency let the task after it run? (`dependencies` as Argo expands them)."""

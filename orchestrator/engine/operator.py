@@ -11,7 +11,8 @@ It supports exactly the features our rollout Workflows use (workflow_templates/b
 answers anything else with the Workflow in phase Error and a message naming the feature:
 
 - templates: `dag` (tasks with `dependencies`, `arguments.parameters`, `withParam`,
-  `continueOn`; Omitted nodes for tasks whose dependency failed), `container` (command + args +
+  `continueOn`; Omitted nodes for tasks whose dependency failed; output parameters from
+  `valueFrom.parameter`, set when the DAG Succeeded), `container` (command + args +
   env; output parameters from `valueFrom.path`), `suspend` (with or without `duration`); template
   `parallelism` (`failFast` is refused: on Argo v3.7 it hangs nested templates),
   `retryStrategy` (`limit`, `retryPolicy` Always/OnFailure/OnError, `backoff` with `duration`,

@@ -80,15 +80,18 @@ def _only(kind: str, obj: Mapping[str, Any], allowed: set[str]) -> None:
         raise UnsupportedFeature(f"{kind}.{extra[0]}")
 
 
-def _check_parameters(kind: str, holder: Mapping[str, Any] | None, *, outputs: bool = False) -> None:
+def _check_parameters(
+    kind: str, holder: Mapping[str, Any] | None, *, outputs: bool = False, value_from: str = "path"
+) -> None:
+    """Parameters without valueFrom; outputs with `valueFrom.<value_from>` only (a container's
+    `path`, a DAG's `parameter`)."""
     if not holder:
         return
     _only(kind, holder, {"parameters"})
     for param in holder.get("parameters") or []:
         if outputs:
-            value_from = param.get("valueFrom") or {}
-            if set(value_from) != {"path"}:
-                raise UnsupportedFeature(f"{kind}.parameters.valueFrom other than path")
+            if set(param.get("valueFrom") or {}) != {value_from}:
+                raise UnsupportedFeature(f"{kind}.parameters.valueFrom other than {value_from}")
         elif "valueFrom" in param:
             raise UnsupportedFeature(f"{kind}.parameters.valueFrom")
 
@@ -141,7 +144,12 @@ def check_supported(workflow: Mapping[str, Any]) -> None:
         if len(bodies) != 1:
             raise UnsupportedFeature(f"{kind}: a template type other than dag, container or suspend")
         _check_parameters(f"{kind}.inputs", template.get("inputs"))
-        _check_parameters(f"{kind}.outputs", template.get("outputs"), outputs=True)
+        _check_parameters(
+            f"{kind}.outputs",
+            template.get("outputs"),
+            outputs=True,
+            value_from="parameter" if "dag" in template else "path",
+        )
         if "dag" in template:
             if "failFast" in template["dag"]:
                 raise UnsupportedFeature(f"{kind}.dag.failFast")

@@ -54,15 +54,25 @@ def test_workflow_templates_pass_argo_lint(argo: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.parametrize(
+    "batch_threshold",
+    [
+        pytest.param(WorkflowSettings().batch_threshold, id="pod-per-cluster"),
+        # Stages in batches: record-and-select-for-batches hands over without a targets output.
+        pytest.param(4, id="batches"),
+    ],
+)
 @pytest.mark.parametrize("ps", progressive_syncs(), ids=lambda ps: ps.metadata.name)
-def test_rendered_workflows_pass_argo_lint(argo: Path, ps: ProgressiveSync, tmp_path: Path) -> None:
+def test_rendered_workflows_pass_argo_lint(
+    argo: Path, ps: ProgressiveSync, batch_threshold: int, tmp_path: Path
+) -> None:
     if not ps.metadata.namespace:
         ps = ps.model_copy(update={"metadata": ps.metadata.model_copy(update={"namespace": "argocd"})})
     workflow = build_workflow(
         ps,
         release=make_release("0123456789", revisions=(("4f1c2e9",),)),
         plan=assumed_sizes(ps, 12),
-        settings=WorkflowSettings(),
+        settings=WorkflowSettings(batch_threshold=batch_threshold),
     )
     path = tmp_path / "workflow.yaml"
     path.write_text(render.to_yaml(workflow))

@@ -671,6 +671,49 @@ def test_record_closes_the_stage_by_failure_policy_and_a_second_run_writes_nothi
     assert writes_by(rig.control_plane, mark) == []
 
 
+@pytest.mark.parametrize(
+    ("max_failed", "code", "closed", "next_phase"),
+    [
+        pytest.param(0, 1, StagePhase.FAILED, StagePhase.PENDING, id="failed-stage-selects-nothing"),
+        pytest.param(1, 0, StagePhase.SUCCEEDED, StagePhase.PROGRESSING, id="closed-stage-selects-the-next"),
+    ],
+)
+def test_record_and_select_closes_the_stage_then_selects_the_next_and_a_second_run_writes_nothing(
+    rig: Rig, max_failed: int, code: int, closed: StagePhase, next_phase: StagePhase
+) -> None:
+    first, second, third = (c.name for c in rig.fleet.clusters)
+    canary = {
+        "name": "canary",
+        "phase": "Progressing",
+        "targets": [first, second],
+        "completed": [first],
+        "failed": [{"name": second, "reason": "Degraded"}],
+        "startedAt": "2030-01-01T12:00:00Z",
+    }
+    make_progressive_sync(
+        rig.kube,
+        rig.namespace,
+        stages=[CANARY, REST],
+        max_failed_clusters=max_failed,
+        status=rollout_status(canary, {"name": "rest", "phase": "Pending"}),
+    )
+    result = rig.runner.run("record-and-select", "--stage", "canary", "--next-stage", "rest")
+    assert_ok(result, code)
+    assert rig.stage("canary").phase == closed
+    assert rig.stage("rest").phase == next_phase
+    # A failed stage hands on nothing (and its step exits 1, so Argo runs nothing after it).
+    targets = json.loads(rig.runner.targets())
+    assert targets == ([] if code else [third])
+    assert targets == rig.stage("rest").targets
+
+    mark = rig.control_plane.audit_mark()
+    (rig.runner.outputs_dir / "targets").unlink()
+    again = rig.runner.run("record-and-select", "--stage", "canary", "--next-stage", "rest")
+    assert_ok(again, code)
+    assert json.loads(rig.runner.targets()) == targets
+    assert writes_by(rig.control_plane, mark) == []
+
+
 def test_a_step_of_a_superseded_rollout_writes_nothing(rig: Rig) -> None:
     make_progressive_sync(rig.kube, rig.namespace, status=rollout_status(rollout_id="r2"))
     mark = rig.control_plane.audit_mark()

@@ -278,6 +278,74 @@ def test_stage_dag_select_fanout_record_and_one_pod_per_cluster() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("second", "first_bakes", "batched", "hands_over"),
+    [
+        pytest.param({}, False, False, True, id="nothing-between-one-step-closes-and-selects"),
+        pytest.param({}, False, True, True, id="next-in-batches-takes-no-targets-output"),
+        pytest.param({"approval": "Manual"}, False, False, False, id="gate-selects-after-approval"),
+        pytest.param({}, True, False, False, id="bake-between-keeps-its-own-select"),
+    ],
+)
+def test_a_stage_boundary_with_nothing_between_is_one_step(
+    second: dict[str, Any], first_bakes: bool, batched: bool, hands_over: bool
+) -> None:
+    first = {**make_stage("canary"), **({"bakeSeconds": 60} if first_bakes else {})}
+    ps = make_ps(first, {**make_stage("rest"), **second})
+    sizes = {"canary": StageSize(1, 1), "rest": StageSize(200 if batched else 12, 4)}
+    obj = build(ps, sizes)
+    rest_pods = batch_count(sizes["rest"], SETTINGS) or 12
+    assert (rest_pods < 12) == batched
+    canary, rest = tasks(templates(obj)["stage-canary"]), tasks(templates(obj)["stage-rest"])
+    [canary_task, rest_task] = templates(obj)["rollout"]["dag"]["tasks"]
+    rest_arguments = {p["name"]: p["value"] for p in rest_task["arguments"]["parameters"]}
+    if not hands_over:
+        assert names.RECORD_TASK in canary and names.SELECT_TASK in rest
+        assert rest_arguments == {"stage": "rest"}
+        assert estimate_nodes(ps, sizes) == 3 + 2 * 7 + 2 * (1 + rest_pods) + 1  # + bake
+        return
+    # canary: select, clusters, then one step that records canary and selects rest.
+    assert list(canary) == ["select", "clusters", names.RECORD_AND_SELECT_TASK]
+    close = canary[names.RECORD_AND_SELECT_TASK]
+    assert close["dependencies"] == ["clusters"]
+    assert {p["name"]: p["value"] for p in close["arguments"]["parameters"]} == {
+        "stage": "{{inputs.parameters.stage}}",
+        "next-stage": "rest",
+    }
+    # rest: no select of its own; its clusters start at once with what canary handed on.
+    assert list(rest) == ["clusters", "record"]
+    assert "dependencies" not in rest["clusters"]
+    step = templates(obj)[close["template"]]
+    assert step["container"]["args"][:5] == [
+        "record-and-select",
+        "--stage",
+        "{{inputs.parameters.stage}}",
+        "--next-stage",
+        "{{inputs.parameters.next-stage}}",
+    ]
+    if batched:
+        # The batch pods read rest's targets from the status, as after select-for-batches.
+        assert close["template"] == names.RECORD_AND_SELECT_FOR_BATCHES_TEMPLATE
+        assert "outputs" not in step and "outputs" not in templates(obj)["stage-canary"]
+        assert rest_arguments == {"stage": "rest"}
+    else:
+        assert close["template"] == names.RECORD_AND_SELECT_TEMPLATE
+        assert templates(obj)["stage-canary"]["outputs"] == {
+            "parameters": [
+                {
+                    "name": "targets",
+                    "valueFrom": {"parameter": "{{tasks.record-and-select.outputs.parameters.targets}}"},
+                }
+            ]
+        }
+        assert rest_arguments == {
+            "stage": "rest",
+            "targets": "{{tasks." + canary_task["name"] + ".outputs.parameters.targets}}",
+        }
+        assert rest["clusters"]["arguments"]["parameters"][1]["value"] == "{{inputs.parameters.targets}}"
+    assert estimate_nodes(ps, sizes) == 3 + 2 * 7 - 2 + 2 * (1 + rest_pods)  # no select pod for rest
+
+
 def test_no_template_fails_fast_whatever_the_tolerance() -> None:
     for tolerated in (0, 2):
         obj = build(make_ps(failurePolicy={"maxFailedClusters": tolerated}))

@@ -58,8 +58,9 @@ def fleet_step(
 
     select returns `targets[stage]`; `cluster` exits `fail[cluster]` (recorded as a failure of its
     stage), or, once its stage has more than `tolerate` failures, exits 1 without syncing ("skip");
-    record exits 1 when its stage has more than `tolerate` failures. A cluster's outcome is known
-    when its pod starts (the drive decides results at launch).
+    record exits 1 when its stage has more than `tolerate` failures; record-and-select is record,
+    then (unless that failed) select of `--next-stage`, logged as the two. A cluster's outcome is
+    known when its pod starts (the drive decides results at launch).
     """
     failures: dict[str, list[str]] = {}
 
@@ -82,6 +83,16 @@ def fleet_step(
                     result = PodResult(code, summary="cluster Degraded")
         elif step == "record" and len(failures.get(stage, [])) > tolerate:
             result = PodResult(1, summary="stage failed")
+        elif step == "record-and-select":
+            record = ("record", stage)
+            if len(failures.get(stage, [])) > tolerate:
+                result = PodResult(1, summary="stage failed", outputs={"targets": "[]"})
+            else:
+                following = arg(launch, "--next-stage")
+                if calls is not None:
+                    calls.append(record)
+                record = ("select", following)
+                result = PodResult(0, outputs={"targets": json.dumps(targets[following])})
         elif step == "finalize":
             record = (step, arg(launch, "--workflow-status"))
         if calls is not None:
@@ -125,7 +136,27 @@ def test_three_stages_run_in_order_within_max_parallel_and_end_succeeded() -> No
     assert stages_in_call_order == ["canary", "canary", "wave one", "wave one", "rest", "rest"]
     assert seen == {"fanout-canary": 1, "fanout-wave-one": 2, "fanout-rest": 3}
     assert calls[-1] == ("finalize", "Succeeded")
-    assert drive.status["progress"] == f"{len(calls)}/{len(calls)}"
+    # One step closes each stage and selects the next: 1 select, 12 clusters, 2 record-and-select,
+    # 1 record, finalize.
+    steps = [n["templateName"] for n in drive.nodes(type="Pod")]
+    assert {name: steps.count(name) for name in set(steps)} == {
+        "select": 1,
+        "cluster": 12,
+        "record-and-select": 2,
+        "record": 1,
+        "finalize": 1,
+    }
+    assert drive.status["progress"] == "17/17"
+    # Each stage DAG hands the next stage's targets on as its output, which the next stage takes in.
+    for stage, following in (("canary", "wave-one"), ("wave-one", "rest")):
+        [handed] = drive.nodes(name=f"svc-r1.{stage}")[0]["outputs"]["parameters"]
+        [taken] = [
+            p
+            for p in drive.nodes(name=f"svc-r1.{following}")[0]["inputs"]["parameters"]
+            if p["name"] == "targets"
+        ]
+        assert handed["name"] == "targets" and json.loads(handed["value"]) == json.loads(taken["value"])
+    assert json.loads(handed["value"]) == TARGETS["rest"]
 
 
 def test_node_shape_follows_argo() -> None:
@@ -175,7 +206,9 @@ def test_failing_cluster_fails_its_stage_record_closes_it_and_later_stages_are_o
     fanout = drive.nodes(name="svc-r1.wave-one.clusters")[0]
     assert fanout["phase"] == "Failed" and "message" not in fanout
     assert ("record", "wave one") in calls  # the fan-out continues on failure: record closes the stage
-    assert drive.nodes(name="svc-r1.wave-one")[0]["phase"] == "Failed"
+    wave_one = drive.nodes(name="svc-r1.wave-one")[0]
+    # Its record-and-select failed (exit 1): a failed DAG hands nothing on (Argo sets no outputs).
+    assert (wave_one["phase"], wave_one.get("outputs")) == ("Failed", None)
     rest = drive.nodes(name="svc-r1.rest")[0]
     assert (rest["type"], rest["phase"], rest["message"]) == (
         "Skipped",
