@@ -156,6 +156,20 @@ def _running_stage(nodes: Mapping[str, Any]) -> tuple[str, str]:
         return "", ""
     stage_id, (_, stage_name) = max(stages.items(), key=lambda item: item[1][0])
     waiting = ""
+    handing_over = (names.RECORD_AND_SELECT_TEMPLATE, names.RECORD_AND_SELECT_FOR_BATCHES_TEMPLATE)
+    for node in nodes.values():
+        # The step that closes this stage selects the next one (steps/hand_over.py), which then
+        # is the ProgressiveSync's current stage: say so, rather than name the stage being closed
+        # until the next stage's node starts (a status write per boundary that undid select's).
+        if (
+            isinstance(node, Mapping)
+            and node.get("phase") == "Running"
+            and str(node.get("boundaryID") or "") == stage_id
+            and node.get("templateName") in handing_over
+        ):
+            following = _input(node, "next-stage")
+            if following:
+                return following, ""
     for node in nodes.values():
         if not isinstance(node, Mapping) or node.get("phase") != "Running" or node.get("type") != "Suspend":
             continue
@@ -169,11 +183,15 @@ def _running_stage(nodes: Mapping[str, Any]) -> tuple[str, str]:
     return stage_name, waiting
 
 
-def _stage_name(node: Mapping[str, Any]) -> str:
+def _input(node: Mapping[str, Any], name: str) -> str:
     for parameter in _mapping(node.get("inputs")).get("parameters") or []:
-        if isinstance(parameter, Mapping) and parameter.get("name") == "stage" and parameter.get("value"):
+        if isinstance(parameter, Mapping) and parameter.get("name") == name and parameter.get("value"):
             return str(parameter["value"])
-    return str(node.get("displayName") or node.get("name") or "")
+    return ""
+
+
+def _stage_name(node: Mapping[str, Any]) -> str:
+    return _input(node, "stage") or str(node.get("displayName") or node.get("name") or "")
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:

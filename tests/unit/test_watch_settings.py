@@ -263,6 +263,26 @@ def test_workflow_view_reads_the_running_stage_and_its_wait(compressed: bool) ->
     assert view.ps_name == "web"
 
 
+def test_workflow_view_names_the_next_stage_while_the_step_closing_this_one_selects_it() -> None:
+    closing = {
+        "templateName": "record-and-select",
+        "type": "Pod",
+        "phase": "Running",
+        "boundaryID": "web-2",
+        "inputs": {
+            "parameters": [
+                {"name": "stage", "value": "everything else"},
+                {"name": "next-stage", "value": "last"},
+            ]
+        },
+    }
+    nodes = {key: node for key, node in STAGE_NODES.items() if key != "web-3"}
+    view = workflow_view_from_object(workflow({**nodes, "web-4": closing}))
+    assert (view.current_stage, view.waiting) == ("last", "")
+    view = workflow_view_from_object(workflow({**nodes, "web-4": {**closing, "phase": "Succeeded"}}))
+    assert view.current_stage == "everything else"
+
+
 def test_workflow_view_of_a_bare_object_is_empty_not_an_error() -> None:
     view = workflow_view_from_object(
         {"metadata": {"name": "x"}, "status": {"compressedNodes": "not base64!"}}
