@@ -714,6 +714,42 @@ def test_record_and_select_closes_the_stage_then_selects_the_next_and_a_second_r
     assert writes_by(rig.control_plane, mark) == []
 
 
+def test_record_and_select_leaves_a_next_stage_that_cannot_run_to_its_own_closing_step(rig: Rig) -> None:
+    """The canary succeeded, but the rest cannot be planned (an Application of the cluster it would
+    take lost its cluster Secret: a plan error). The hand-over exits 0 and hands on no targets,
+    the rest is recorded Failed, and the rest's own closing step exits 1: Argo shows the rest
+    failed, not the canary."""
+    first, _, third = (c.name for c in rig.fleet.clusters)
+    canary = {
+        "name": "canary",
+        "phase": "Progressing",
+        "targets": [first],
+        "completed": [first],
+        "startedAt": "2030-01-01T12:00:00Z",
+    }
+    make_progressive_sync(
+        rig.kube,
+        rig.namespace,
+        stages=[CANARY, REST],
+        status=rollout_status(canary, {"name": "rest", "phase": "Pending"}),
+    )
+    rig.kube.delete(SECRETS, rig.namespace, f"cluster-{third}")
+    publish_inventory(rig.kube, rig.namespace)  # what the watcher does on the Secret's deletion
+
+    result = rig.runner.run("record-and-select", "--stage", "canary", "--next-stage", "rest")
+    assert_ok(result, 0)
+    assert rig.stage("canary").phase == StagePhase.SUCCEEDED
+    rest = rig.stage("rest")
+    assert rest.phase == StagePhase.FAILED
+    assert rest.message and third in rest.message, rest.message
+    assert json.loads(rig.runner.targets()) == []
+
+    closing = rig.runner.run("record", "--stage", "rest")
+    assert_ok(closing, 1)
+    assert rig.stage("rest").phase == StagePhase.FAILED
+    assert rig.stage("canary").phase == StagePhase.SUCCEEDED
+
+
 def test_a_step_of_a_superseded_rollout_writes_nothing(rig: Rig) -> None:
     make_progressive_sync(rig.kube, rig.namespace, status=rollout_status(rollout_id="r2"))
     mark = rig.control_plane.audit_mark()
