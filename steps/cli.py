@@ -275,32 +275,41 @@ def main() -> None:
     """The steps of a progressive-sync rollout Workflow (docs/CONTRACTS.md)."""
 
 
-@main.command("select")
-@common_options
-@_option("stage", required=True, help="The stage to plan.")
-@_option(
+_compare_wait_option = _option(
     "compare-wait-seconds",
     default=Tuning.compare_wait_seconds,
     show_default=True,
     type=click.FloatRange(min=0),
     help="Longest wait for Argo CD to answer the refreshes select asked for before planning.",
 )
+
+
+def _settings_waiting_for_compare(options: Mapping[str, Any], compare_wait_seconds: float) -> StepSettings:
+    """The step's settings with `--compare-wait-seconds` (select and record-and-select)."""
+    settings = _settings(options)
+    return replace(settings, tuning=replace(settings.tuning, compare_wait_seconds=compare_wait_seconds))
+
+
+def _targets_output(result: StepResult) -> dict[str, str]:
+    """The `targets` output parameter: the selected stage's targets as a JSON list, rollout order."""
+    assert isinstance(result, SelectResult | HandOverResult)
+    return {"targets": json.dumps(list(result.targets))}
+
+
+@main.command("select")
+@common_options
+@_option("stage", required=True, help="The stage to plan.")
+@_compare_wait_option
 def select_command(stage: str, compare_wait_seconds: float, **options: Any) -> None:
     """Plan one stage against the live fleet; output `targets` (JSON list, rollout order)."""
-    settings = _settings(options)
-    settings = replace(settings, tuning=replace(settings.tuning, compare_wait_seconds=compare_wait_seconds))
-
-    def targets(result: StepResult) -> dict[str, str]:
-        assert isinstance(result, SelectResult)
-        return {"targets": json.dumps(list(result.targets))}
-
+    settings = _settings_waiting_for_compare(options, compare_wait_seconds)
     run_step(
         "select",
         settings,
         lambda kube: select_stage(
             kube, settings.rollout, stage=stage, clock=SystemClock(), tuning=settings.tuning
         ),
-        targets,
+        _targets_output,
         stage=stage,
     )
 
@@ -435,25 +444,13 @@ def record_command(stage: str, **options: Any) -> None:
 @common_options
 @_option("stage", required=True, help="The stage to close.")
 @_option("next-stage", required=True, help="The stage after it, to plan once it is closed.")
-@_option(
-    "compare-wait-seconds",
-    default=Tuning.compare_wait_seconds,
-    show_default=True,
-    type=click.FloatRange(min=0),
-    help="Longest wait for Argo CD to answer the refreshes select asked for before planning.",
-)
+@_compare_wait_option
 def record_and_select_command(
     stage: str, next_stage: str, compare_wait_seconds: float, **options: Any
 ) -> None:
     """Close the stage (as record), then plan the next one (as select); output its `targets`."""
-    settings = _settings(options)
-    settings = replace(settings, tuning=replace(settings.tuning, compare_wait_seconds=compare_wait_seconds))
+    settings = _settings_waiting_for_compare(options, compare_wait_seconds)
     at = [stage]
-
-    def targets(result: StepResult) -> dict[str, str]:
-        assert isinstance(result, HandOverResult)
-        return {"targets": json.dumps(list(result.targets))}
-
     run_step(
         "record-and-select",
         settings,
@@ -466,7 +463,7 @@ def record_and_select_command(
             tuning=settings.tuning,
             on_next=lambda: at.append(next_stage),
         ),
-        targets,
+        _targets_output,
         stage=lambda: at[-1],
     )
 
