@@ -119,9 +119,9 @@ class Pending(Generic[T]):
 
 
 @contextlib.contextmanager
-def in_child(work: Callable[[], T], *, use_child: bool = True) -> Iterator[Pending[T]]:
-    """Start `work` in a forked child (see the module docstring); `use_child=False` never forks."""
-    if not (use_child and fork_is_safe()):
+def in_child(work: Callable[[], T]) -> Iterator[Pending[T]]:
+    """Start `work` in a forked child where that is safe (see the module docstring)."""
+    if not fork_is_safe():
         yield Pending(work, None, None)
         return
     reader, writer = os.pipe()
