@@ -5,10 +5,15 @@ A stage of a few dozen clusters runs one `cluster` pod per cluster. Past
 the Workflow keeps O(stages x batches) nodes (Argo keeps every node in the Workflow object) and the
 Argo UI draws a batch node rather than thousands of cluster nodes. docs/workflow.md says when.
 
-Batch `i` of `n` takes the stage's recorded targets (the ledger `status.stages[].clusters`, written by
-`select`) at positions i, i+n, i+2n, ... in rollout order, and runs at most its share of the stage's
-`maxParallel` at once (`slots_of_batch`: the shares of the n batches add up to maxParallel, so no
-more clusters are in flight across the stage than one pod per cluster allowed). Each cluster runs
+The stage's `maxParallel` slots are shared out among the n batches, slot s to batch s mod n
+(`slots_of_batch`: the shares add up to maxParallel, so no more clusters are in flight across the
+stage than one pod per cluster allowed), and the stage's recorded targets (the ledger
+`status.stages[].clusters`, written by `select`) are dealt the same way: the target at position k
+goes to the batch that owns slot k mod maxParallel (`clusters_of_batch`). So each batch takes
+clusters in proportion to its slots, and with clusters that take equally long every batch ends
+after the same number of waves as one loop of maxParallel pods would (dealing them evenly left the
+batches with fewer slots a wave behind when the shares were unequal). When the batch count divides
+maxParallel this is batch i taking positions i, i+n, i+2n, ... Each cluster runs
 exactly as the `cluster` step runs it (`steps.cluster.run_cluster`): its recorded outcome is
 reported as is; a cluster of a stage that has failed already (failures above
 `maxFailedClusters`, read from the status right before it starts, so a failure in another batch
@@ -64,16 +69,18 @@ RunCluster = Callable[[str], ClusterResult]
 
 
 def slots_of_batch(max_parallel: int, batches: int, batch: int) -> int:
-    """Batch `batch`'s share of the stage's maxParallel; the shares of all batches add up to it.
+    """Batch `batch`'s share of the stage's maxParallel: the slots s with s mod `batches` == `batch`.
 
-    The builder never makes more batches than maxParallel, so every share is at least 1.
+    The shares of all batches add up to maxParallel; the builder never makes more batches than
+    maxParallel (`run_batch` refuses it), so every share is at least 1.
     """
-    return max(1, max_parallel // batches + (1 if batch < max_parallel % batches else 0))
+    return max_parallel // batches + (1 if batch < max_parallel % batches else 0)
 
 
-def clusters_of_batch(targets: Sequence[str], batches: int, batch: int) -> list[str]:
-    """The targets batch `batch` of `batches` takes: every `batches`-th one from position `batch`."""
-    return list(targets[batch::batches])
+def clusters_of_batch(targets: Sequence[str], batches: int, batch: int, max_parallel: int) -> list[str]:
+    """The targets batch `batch` of `batches` takes, in rollout order: the one at position k when
+    it owns slot k mod `max_parallel` (see the module: clusters in proportion to the batch's slots)."""
+    return [target for position, target in enumerate(targets) if position % max_parallel % batches == batch]
 
 
 @dataclass(frozen=True)
@@ -121,10 +128,11 @@ def run_batch(
 ) -> BatchResult:
     """Run the clusters of batch `batch` of `batches` of `stage`, its share of maxParallel at a time."""
     tuning = tuning or Tuning()
-    if batches < 1 or not 0 <= batch < batches or max_parallel < 1:
+    if batches < 1 or not 0 <= batch < batches or max_parallel < batches:
         raise UsageProblem(
             f"--batch {batch} --batches {batches} --max-parallel {max_parallel}: need 0 <= batch < "
-            "batches and max-parallel >= 1"
+            "batches <= max-parallel (every batch runs at least one cluster at a time, and the "
+            "batches' shares add up to max-parallel)"
         )
     ps = load_progressive_sync(kube, rollout)
     check_rollout(ps, rollout.rollout_id)
@@ -137,7 +145,7 @@ def run_batch(
         raise UsageProblem(
             f"stage {stage!r} has no list of its clusters in the status: {entry.clusters_omitted}"
         )
-    clusters = clusters_of_batch(entry.targets, batches, batch)
+    clusters = clusters_of_batch(entry.targets, batches, batch, max_parallel)
     slots = slots_of_batch(max_parallel, batches, batch)
     log.info(
         "batch %d/%d of stage %r: %d cluster(s), %d at a time",

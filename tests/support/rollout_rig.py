@@ -42,6 +42,7 @@ from tests.support.steps_harness import make_progressive_sync, publish_inventory
 from tests.support.wait import wait_for
 from tests.support.watcher_harness import Fleet, WatcherProcess, in_process_watcher, release
 from workflow_templates.builder import build_workflow, workflow_object
+from workflow_templates.pieces import MAX_PARALLEL_INPUT
 
 REVISION = "4f1c2e9b7a3d5c8e1f0a2b4c6d8e0f1a3b5c7d9e"
 REVISION_2 = "5a2d3f0c8b4e6d9f2a1b3c5d7e9f1a2b4c6d8e0f"
@@ -255,13 +256,19 @@ class RolloutRig:
 
     def cluster_nodes(self, stage_task: str, index: int, cluster: str) -> list[dict[str, Any]]:
         """The node that shows how `cluster` (item `index` of the stage) ended: its own Retry node,
-        or in batch mode the Retry node of the batch that ran it (batch index % batches, as
-        steps.batch.clusters_of_batch deals them)."""
+        or in batch mode the Retry node of the batch that ran it (the one steps.batch.clusters_of_batch
+        deals item `index` to, from the batch count and the max-parallel the batch nodes were given)."""
         loop = f"{self.workflow_name}.{stage_task}.clusters"
         if not self.batched:
             return self.nodes(name=f"{loop}.cluster({index}:{cluster})")
         batches = [n for n in self.nodes(type="Retry") if n["name"].startswith(f"{loop}.batch(")]
-        batch = index % len(batches)
+        given = [
+            {p["name"]: p.get("value") for p in (node.get("inputs") or {}).get("parameters") or []}
+            for node in self.nodes()
+            if node["name"].startswith(f"{loop}.batch(")
+        ]
+        [max_parallel] = {int(inputs[MAX_PARALLEL_INPUT]) for inputs in given if MAX_PARALLEL_INPUT in inputs}
+        batch = index % max_parallel % len(batches)
         return self.nodes(name=f"{loop}.batch({batch}:{batch})")
 
     def progressive_sync(self) -> ProgressiveSync:

@@ -9,22 +9,24 @@ from __future__ import annotations
 
 import threading
 from datetime import UTC, datetime
+from typing import cast
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.kube.client import KubeError, Retryable
+from orchestrator.kube.client import Kube, KubeError, Retryable
 from steps.batch import (
     BatchResult,
     PausedTooLong,
     clusters_of_batch,
     hold_while_paused,
+    run_batch,
     run_clusters,
     slots_of_batch,
 )
 from steps.cluster import ClusterOutcome, ClusterResult
-from steps.common import Tuning
+from steps.common import RolloutRef, Tuning, UsageProblem
 from tests.support.clock import ManualClock
 
 CLOCK_START = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -37,12 +39,55 @@ def test_the_batches_share_max_parallel_exactly(max_parallel: int, batches: int)
     assert sum(shares) == max_parallel and min(shares) >= 1
 
 
-@given(st.lists(st.text(min_size=1, max_size=5), unique=True, max_size=60), st.integers(1, 12))
-def test_the_batches_take_every_target_once_in_order(targets: list[str], batches: int) -> None:
-    taken = [clusters_of_batch(targets, batches, batch) for batch in range(batches)]
+@given(
+    st.lists(st.text(min_size=1, max_size=5), unique=True, max_size=60),
+    st.integers(1, 12),
+    st.integers(1, 40),
+)
+def test_the_batches_take_every_target_once_in_order(
+    targets: list[str], batches: int, max_parallel: int
+) -> None:
+    batches = min(batches, max_parallel)
+    taken = [clusters_of_batch(targets, batches, batch, max_parallel) for batch in range(batches)]
     assert sorted(c for batch in taken for c in batch) == sorted(targets)
     for batch in taken:
         assert batch == [t for t in targets if t in batch]  # rollout order inside each batch
+
+
+@settings(deadline=None)
+@given(st.integers(0, 2_000), st.integers(1, 300), st.integers(1, 60))
+def test_equal_clusters_end_in_as_many_waves_as_one_loop_of_max_parallel_pods(
+    targets: int, max_parallel: int, batches: int
+) -> None:
+    # Each batch runs its clusters `share` at a time, so with clusters that all take as long it ends
+    # after ceil(clusters / share) waves; one loop of maxParallel pods ends after ceil(targets /
+    # maxParallel). Dealing the clusters in proportion to the shares makes them equal, whatever the
+    # shares (dealt evenly, a batch with one slot fewer ended a wave or more behind).
+    batches = min(batches, max_parallel)
+    names = [f"c{index}" for index in range(targets)]
+    waves = [
+        -(
+            -len(clusters_of_batch(names, batches, batch, max_parallel))
+            // slots_of_batch(max_parallel, batches, batch)
+        )
+        for batch in range(batches)
+    ]
+    assert max(waves) == -(-targets // max_parallel)
+
+
+@pytest.mark.parametrize(
+    ("max_parallel", "batches", "dealt"),
+    [
+        pytest.param(4, 2, [[0, 2, 4, 6, 8], [1, 3, 5, 7, 9]], id="shares-equal-every-other-target"),
+        pytest.param(5, 2, [[0, 2, 4, 5, 7, 9], [1, 3, 6, 8]], id="three-slots-and-two-take-six-and-four"),
+        pytest.param(3, 3, [[0, 3, 6, 9], [1, 4, 7], [2, 5, 8]], id="one-slot-each-round-robin"),
+        pytest.param(20, 2, [[0, 2, 4, 6, 8], [1, 3, 5, 7, 9]], id="more-slots-than-targets"),
+    ],
+)
+def test_which_targets_each_batch_takes(max_parallel: int, batches: int, dealt: list[list[int]]) -> None:
+    names = [str(index) for index in range(10)]
+    taken = [clusters_of_batch(names, batches, batch, max_parallel) for batch in range(batches)]
+    assert taken == [[str(index) for index in batch] for batch in dealt]
 
 
 def _done(cluster: str) -> ClusterResult:
@@ -135,3 +180,28 @@ def test_a_pause_longer_than_the_hold_exits_75_for_argo_to_retry() -> None:
         )
     # The entrypoint maps a KubeError to exit 75; not Retryable, so the pod does not retry it itself.
     assert isinstance(PausedTooLong("x"), KubeError) and not isinstance(PausedTooLong("x"), Retryable)
+
+
+@pytest.mark.parametrize(
+    ("batch", "batches", "max_parallel"),
+    [
+        pytest.param(0, 3, 2, id="more-batches-than-max-parallel"),
+        pytest.param(3, 3, 6, id="batch-index-past-the-last"),
+        pytest.param(0, 0, 6, id="no-batches"),
+    ],
+)
+def test_a_batch_refuses_flags_that_cannot_share_max_parallel(
+    batch: int, batches: int, max_parallel: int
+) -> None:
+    # Refused before any API call: no Kubernetes client is needed to see it.
+    with pytest.raises(UsageProblem, match=r"--max-parallel .*need 0 <= batch < batches <= max-parallel"):
+        run_batch(
+            cast(Kube, None),
+            RolloutRef(namespace="ns", name="ps", rollout_id="r1", argocd_namespace="argocd"),
+            stage="rest",
+            batch=batch,
+            batches=batches,
+            max_parallel=max_parallel,
+            revisions=[],
+            clock=ManualClock(CLOCK_START),
+        )
