@@ -3,9 +3,13 @@
 `LocalExecutor(kube, settings)` watches Workflow objects labelled `progressivesync.io/name`
 (`orchestrator.kube.watchloop`: list, then watch, resume, re-list on 410 Gone), and runs each one
 that is not finished in a worker thread: read the Workflow, decide with `workflow_engine.operate`,
-write the status back (PUT with the resourceVersion it read, since the Workflow CRD has no status
-subresource; on a conflict read again and decide again, a bounded number of times), then start the
-processes the decision asks for. Each Pod node runs the container's command and args as a subprocess
+start the processes the decision asks for, then write the status back (PUT with the resourceVersion
+it read, since the Workflow CRD has no status subresource; on a conflict read again and decide
+again, a bounded number of times). Starting first is what Argo's operator does (it creates a pass's
+pods during the pass and persists the Workflow at its end), and it keeps the write off the path
+from one step's end to the next step's start. A node is its process's key (the node id is a hash of
+its name), so the pass after a lost write finds the process running, or finished, and never starts
+it twice. Each Pod node runs the container's command and args as a subprocess
 with the container's environment, plus `PROGRESSIVE_SYNC_KUBECONFIG`/`KUBECONFIG` for the control
 plane named in the settings and `PROGRESSIVE_SYNC_OUTPUTS_DIR` pointing at the node's own directory,
 from which its output parameters are read.
@@ -628,6 +632,9 @@ class _Worker:
                 process = self.processes.get(node_id)
                 if process is not None:
                     process.kill()
+            # Before the write (see the module): a pass again after a conflict sees these running.
+            for launch in op.launches:
+                self._start(launch)
             if op.status != (workflow.get("status") or {}):
                 body = dict(workflow)
                 body["status"] = op.status
@@ -645,8 +652,6 @@ class _Worker:
                     continue
                 self.last_written_rv = str(written.get("metadata", {}).get("resourceVersion", ""))
                 self.last_written = written
-            for launch in op.launches:
-                self._start(launch)
             if op.finished:
                 log.info(
                     "workflow %s/%s %s%s",
