@@ -255,9 +255,10 @@ class FleetLookup:
     """The Argo CD clusters, and which of the ApplicationSet's Applications deploy to each cluster.
 
     `sync` and `wait-healthy` need both for every cluster. Read fresh for each call (`max_age_seconds`
-    0, what a `cluster` pod does), that is the inventory ConfigMap, the ApplicationSet and a list of
-    every Application of the namespace, twice per cluster: ~15 MB per list at 10,000 clusters. A
-    `batch` pod shares one lookup between its clusters (issue 15): the inventory, the ApplicationSet
+    0, what `sync` and `wait-healthy` run alone do), that is the inventory ConfigMap, the
+    ApplicationSet and a list of every Application of the namespace: ~15 MB per list at 10,000
+    clusters. A `cluster` pod shares one lookup between its sync and its wait, a `batch` pod between
+    all its clusters (issue 15): the inventory, the ApplicationSet
     and the Applications' names by cluster are read at most once per `max_age_seconds`, and the
     Applications a cluster acts on are then read one by one (a GET each), so every sync decision is
     taken on the Application as it is now and the cache can never cause a second sync write (our

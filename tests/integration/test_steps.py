@@ -31,6 +31,7 @@ from orchestrator.simulator.config import SimulatorConfig
 from orchestrator.simulator.events import read_events
 from orchestrator.simulator.seed import SeedResult, seed_fleet
 from steps.batch import run_batch
+from steps.cluster import run_cluster
 from steps.common import FleetLookup, RolloutRef, Tuning
 from steps.wait_healthy import wait_healthy
 from tests.support.builders import NEW_REVISION as REVISION
@@ -998,6 +999,38 @@ def test_a_batch_reads_the_fleet_once_and_syncs_each_application_once(rig: Rig) 
 
     again, rerun = batch()
     assert [r.reason for r in rerun.results] == ["recorded as completed already"] * 3
+    assert again.calls[("replace", "applications", False)] == 0, again.calls
+
+
+def test_a_cluster_step_reads_the_fleet_once_for_its_sync_and_its_wait(rig: Rig) -> None:
+    """A `cluster` pod lists the Applications once (before: once for the sync and again for the
+    wait; ~15 MB per list at 10,000 clusters), writes one sync, and run again writes none."""
+    make_progressive_sync(rig.kube, rig.namespace)
+    cluster = select_canary(rig.runner)
+    rig.simulate()
+    rollout = RolloutRef(
+        namespace=rig.namespace, name="myservice", rollout_id="r1", argocd_namespace=rig.namespace
+    )
+
+    def one_cluster() -> tuple[CountingKube, Any]:
+        counting = CountingKube(rig.kube)
+        result = run_cluster(
+            cast(Kube, counting),
+            rollout,
+            stage="canary",
+            cluster=cluster,
+            revisions=revisions_from_json(REVISIONS),
+            clock=SystemClock(),
+            tuning=Tuning(watch_window_seconds=2),
+        )
+        return counting, result
+
+    counting, result = one_cluster()
+    assert result.outcome.value == "done", result.summary
+    assert counting.calls[("list", "applications", False)] == 1, counting.calls
+    assert counting.calls[("replace", "applications", False)] == 1, counting.calls
+    again, rerun = one_cluster()
+    assert rerun.reason == "recorded as completed already"
     assert again.calls[("replace", "applications", False)] == 0, again.calls
 
 
