@@ -44,8 +44,8 @@ def finished_core_and_crds(cache: Path) -> Path:
         (f"argo-workflows-crds-{_pinned('ARGO_VERSION')}", "argoproj.io_workflows"),
         (f"argocd-crds-{_pinned('ARGOCD_VERSION')}", "application-crd"),
     ]
-    for folder, name in crds:
-        (cache / folder).mkdir(parents=True)
+    for folder, name in [*crds, (f"{crds[0][0]}/minimal", "argoproj.io_workflows")]:
+        (cache / folder).mkdir(parents=True, exist_ok=True)
         (cache / folder / f"{name}.yaml").write_text("kind: CustomResourceDefinition\n")
         (cache / folder / f"{name}.json").write_text('{"kind": "CustomResourceDefinition"}\n')
     return assets
