@@ -540,12 +540,15 @@ class _Worker:
         self.uid = uid
         self.wakeup = threading.Event()
         self.processes: dict[str, _Process] = {}
-        self.last_written_rv = ""
-        # The Workflow as this worker last wrote it: the next pass starts from it instead of reading
-        # the object again, unless something else changed it since (`changed_elsewhere`, set by the
-        # watch). A pass on a copy that is behind anyway ends in a 409 on the write, then a fresh
-        # read, as Argo's controller works from its informer's copy.
-        self.last_written: dict[str, Any] | None = None
+        # The newest copy of the Workflow this worker has, from its own last write or its last read,
+        # and that copy's resourceVersion: the next pass starts from it instead of reading the object
+        # again, unless the watch has shown a version other than this one since (`changed_elsewhere`),
+        # as Argo's controller works from its informer's copy. A read that led to no write must
+        # replace it too: a pass on the copy from before (say, from before someone suspended the
+        # Workflow) would start steps the object no longer allows; the write's 409 would come after
+        # the start (the processes start before the write, see the module).
+        self.known_rv = ""
+        self.known: dict[str, Any] | None = None
         self.changed_elsewhere = True
         self.lock_key: str | None = None
         self.thread = threading.Thread(target=self._run, name=f"workflow-{namespace}/{name}", daemon=True)
@@ -608,11 +611,13 @@ class _Worker:
         kube = executor.kube
         attempts = executor.settings.status_write_attempts
         for attempt in range(1, attempts + 1):
-            if attempt == 1 and self.last_written is not None and not self.changed_elsewhere:
-                workflow = self.last_written
+            if attempt == 1 and self.known is not None and not self.changed_elsewhere:
+                workflow = self.known
             else:
                 self.changed_elsewhere = False
                 workflow = kube.get(WORKFLOWS, self.namespace, self.name)
+                self.known_rv = str(workflow.get("metadata", {}).get("resourceVersion", ""))
+                self.known = workflow
             if workflow["metadata"].get("uid") != self.uid:
                 raise NotFound(f"workflow {self.namespace}/{self.name} was replaced")
             pods = {node_id: process.state() for node_id, process in self.processes.items()}
@@ -641,7 +646,7 @@ class _Worker:
                 try:
                     written = kube.replace(WORKFLOWS, self.namespace, body)
                 except Conflict:
-                    self.last_written = None
+                    self.known = None
                     log.debug(
                         "workflow %s/%s: conflict on attempt %d/%d",
                         self.namespace,
@@ -650,8 +655,8 @@ class _Worker:
                         attempts,
                     )
                     continue
-                self.last_written_rv = str(written.get("metadata", {}).get("resourceVersion", ""))
-                self.last_written = written
+                self.known_rv = str(written.get("metadata", {}).get("resourceVersion", ""))
+                self.known = written
             if op.finished:
                 log.info(
                     "workflow %s/%s %s%s",
@@ -812,7 +817,7 @@ class LocalExecutor:
                 return
             worker = self._workers.get(key)
             if worker is not None and worker.uid == uid and not worker.done:
-                if str(meta.get("resourceVersion", "")) != worker.last_written_rv:
+                if str(meta.get("resourceVersion", "")) != worker.known_rv:
                     worker.wake_changed()
                 return
             if phase in TERMINAL_WORKFLOW_PHASES:
