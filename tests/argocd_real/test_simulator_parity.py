@@ -53,8 +53,17 @@ pytestmark = pytest.mark.argocd
 Step = tuple[str, str, str, str, str, str]
 
 # Differences between the simulator and real Argo CD that this comparison normalizes away, each
-# also in docs/simulator.md ("Where it differs from Argo CD"). Empty: none is known in the trail.
-SIMULATOR_DIFFERENCES: dict[str, str] = {}
+# also in docs/simulator.md ("Where it differs from Argo CD").
+SIMULATOR_DIFFERENCES: dict[str, str] = {
+    "comparison-before-operation-end": (
+        "Argo CD writes an Application's operation (requested, phase, applied revision) and its "
+        "comparison (sync status, compared revision, health) from different parts of the application "
+        "controller, so after a sync the comparison at the release can land before or after the "
+        "operation's end (seen both ways in one run on a loaded machine: 'requested Running - Synced "
+        "release Progressing' between them); the simulator always ends the operation first. "
+        "Normalized by `writers_apart`: a trail is compared as the two writers' sequences."
+    ),
+}
 
 OURS = "progressive-sync"
 # The simulator's model of the real release: no hooks or sync waves, so no "one or more tasks are
@@ -118,6 +127,27 @@ def fleet_order(
         marks.append((min(r for r in requested if r is not None), f"{name}: first sync requested"))
         marks.append((max(d for d in done if d is not None), f"{name}: all Synced and Healthy"))
     return [mark for _, mark in sorted(marks)]
+
+
+# The fields of a Step each writer owns: the operation's (requested, phase, applied) and the
+# comparison's (sync, compared with, health).
+OPERATION_FIELDS = slice(0, 3)
+COMPARISON_FIELDS = slice(3, 6)
+
+
+def writers_apart(one: tuple[Step, ...]) -> tuple[tuple[tuple[str, ...], ...], tuple[tuple[str, ...], ...]]:
+    """A trail as the operation's sequence and the comparison's sequence, repeats dropped: the same
+    for every interleaving of the two writers (SIMULATOR_DIFFERENCES, comparison-before-operation-end)."""
+
+    def sequence(fields: slice) -> tuple[tuple[str, ...], ...]:
+        steps: list[tuple[str, ...]] = []
+        for step in one:
+            part = step[fields]
+            if not steps or steps[-1] != part:
+                steps.append(part)
+        return tuple(steps)
+
+    return sequence(OPERATION_FIELDS), sequence(COMPARISON_FIELDS)
 
 
 def show(found: list[tuple[Step, ...]]) -> str:
@@ -226,8 +256,11 @@ def test_a_staged_rollout_leaves_the_same_trail_in_the_applications_on_the_simul
     print(f"real Argo CD order: {real_order}\nsimulator order: {sim_order}")
     assert sorted(real_syncs.values()) == sorted(sim_syncs.values()) == [1, 1, 1, 1], (real_syncs, sim_syncs)
     assert sim_order == real_order
-    assert sim_trails == real_trails, (
+    assert {writers_apart(t) for t in sim_trails} == {writers_apart(t) for t in real_trails}, (
         f"the simulator left other trails than real Argo CD: fix the simulator or name the "
         f"difference in SIMULATOR_DIFFERENCES and docs/simulator.md\nreal:\n{show(real_trails)}\n"
         f"simulator:\n{show(sim_trails)}"
     )
+    # Every trail still starts at our request and ends Synced and Healthy at the release, with the
+    # operation Succeeded: only the order between the two writers may differ.
+    assert {(t[0], t[-1]) for t in sim_trails} == {(t[0], t[-1]) for t in real_trails}
