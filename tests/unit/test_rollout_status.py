@@ -5,14 +5,19 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from orchestrator.api import rollout_status as rs
+from orchestrator.api.ledger import build_ledger
 from orchestrator.api.models import (
     ConditionStatus,
     ProgressiveSyncStatus,
     RolloutPhase,
     RolloutStatus,
     StagePhase,
+    counts_of,
+    counts_of_lists,
 )
 from tests.support.builders import T0, at, make_stage_status
 
@@ -199,3 +204,16 @@ def test_a_steps_own_words_reach_the_stage_and_survive_finalize(
     assert ("select step: forbidden" in stage.message) is kept, stage.message
     if kept:
         assert stage.phase == StagePhase.FAILED and stage.message.startswith("did not finish")
+
+
+_names = st.lists(st.sampled_from([f"c{index}" for index in range(12)]), max_size=16)
+
+
+@given(targets=_names, syncing=_names, completed=_names, failed=_names)
+def test_a_stage_is_counted_as_its_ledger_counts_it(
+    targets: list[str], syncing: list[str], completed: list[str], failed: list[str]
+) -> None:
+    # The counts every status change recomputes for each stage come from the lists directly; they
+    # must be the ledger's (a cluster in several lists, or in none of the targets, included).
+    ledger = build_ledger(targets, syncing=syncing, completed=completed, failed=failed)
+    assert counts_of_lists(targets, syncing=syncing, completed=completed, failed=failed) == counts_of(ledger)
