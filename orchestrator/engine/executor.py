@@ -7,9 +7,11 @@ start the processes the decision asks for, then write the status back (PUT with 
 it read, since the Workflow CRD has no status subresource; on a conflict read again and decide
 again, a bounded number of times). Starting first is what Argo's operator does (it creates a pass's
 pods during the pass and persists the Workflow at its end), and it keeps the write off the path
-from one step's end to the next step's start. A node is its process's key (the node id is a hash of
-its name), so the pass after a lost write finds the process running, or finished, and never starts
-it twice. Each Pod node runs the container's command and args as a subprocess
+from one step's end to the next step's start. A pass that would start processes decides on a fresh
+read (a pass that starts nothing may work from the copy the worker kept), so a suspend or stop
+made before the read is always seen before a start. A node is its process's key (the node id is a
+hash of its name), so the pass after a lost write finds the process running, or finished, and
+never starts it twice. Each Pod node runs the container's command and args as a subprocess
 with the container's environment, plus `PROGRESSIVE_SYNC_KUBECONFIG`/`KUBECONFIG` for the control
 plane named in the settings and `PROGRESSIVE_SYNC_OUTPUTS_DIR` pointing at the node's own directory,
 from which its output parameters are read.
@@ -606,12 +608,13 @@ class _Worker:
             executor.worker_done(self)
 
     def _reconcile(self) -> tuple[bool, datetime | None]:
-        """Read, decide, write, start processes. Returns (finished, when to look again)."""
+        """Read, decide, start processes, write. Returns (finished, when to look again)."""
         executor = self.executor
         kube = executor.kube
         attempts = executor.settings.status_write_attempts
         for attempt in range(1, attempts + 1):
-            if attempt == 1 and self.known is not None and not self.changed_elsewhere:
+            fresh = not (attempt == 1 and self.known is not None and not self.changed_elsewhere)
+            if not fresh:
                 workflow = self.known
             else:
                 self.changed_elsewhere = False
@@ -633,6 +636,12 @@ class _Worker:
             if op.needs_lock and executor.acquire_lock(op.needs_lock, self.uid, running=phase == "Running"):
                 self.lock_key = op.needs_lock
                 continue  # decide again, now holding the lock
+            if op.launches and not fresh:
+                # A start is the one thing the write's 409 cannot take back: decide it on the object as
+                # it is now (a GET is cheap beside the PUT), not on the copy kept from before, which
+                # the watch may not yet have shown to be behind (a suspend made a moment ago).
+                self.changed_elsewhere = True
+                continue
             for node_id in op.kills:
                 process = self.processes.get(node_id)
                 if process is not None:
