@@ -613,9 +613,10 @@ class _Worker:
         kube = executor.kube
         attempts = executor.settings.status_write_attempts
         for attempt in range(1, attempts + 1):
-            fresh = not (attempt == 1 and self.known is not None and not self.changed_elsewhere)
-            if not fresh:
-                workflow = self.known
+            kept = self.known if attempt == 1 and not self.changed_elsewhere else None
+            fresh = kept is None
+            if kept is not None:
+                workflow = kept
             else:
                 self.changed_elsewhere = False
                 workflow = kube.get(WORKFLOWS, self.namespace, self.name)
