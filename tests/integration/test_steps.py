@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import pytest
 
@@ -30,8 +30,8 @@ from orchestrator.simulator.appcontroller import FleetSimulator
 from orchestrator.simulator.config import SimulatorConfig
 from orchestrator.simulator.events import read_events
 from orchestrator.simulator.seed import SeedResult, seed_fleet
-from steps.batch import run_batch
-from steps.cluster import run_cluster
+from steps.batch import BatchResult, run_batch
+from steps.cluster import ClusterResult, run_cluster
 from steps.common import FleetLookup, RolloutRef, Tuning
 from steps.wait_healthy import wait_healthy
 from tests.support.builders import NEW_REVISION as REVISION
@@ -54,6 +54,8 @@ REGIONS = ["eu-west-1", "us-east-1", "ap-south-1"]
 CANARY = {"name": "canary", "targets": {"clusters": {"selector": {}}}, "maxTargets": 1}
 REST = {"name": "rest", "targets": {"clusters": {"selector": {}}}, "maxParallel": 3}
 FAST = SimulatorConfig.from_yaml("defaults: {syncSeconds: 0.3, healthSeconds: 0.3}")
+# What a step returns, for `counted`.
+Outcome = TypeVar("Outcome")
 
 
 @pytest.fixture(scope="module")
@@ -959,6 +961,19 @@ class CountingKube:
         return call
 
 
+def counted(rig: Rig, step: Callable[[Kube], Outcome]) -> tuple[CountingKube, Outcome]:
+    """Run `step` on the rig's Kube behind a CountingKube: (what it called, what it returned)."""
+    counting = CountingKube(rig.kube)
+    return counting, step(cast(Kube, counting))
+
+
+def rollout_r1(rig: Rig) -> RolloutRef:
+    """The rollout `r1` of the rig's ProgressiveSync `myservice`, as a step is given it."""
+    return RolloutRef(
+        namespace=rig.namespace, name="myservice", rollout_id="r1", argocd_namespace=rig.namespace
+    )
+
+
 def test_a_batch_reads_the_fleet_once_and_syncs_each_application_once(rig: Rig) -> None:
     """Three clusters one after another in one batch: the inventory, the ApplicationSet and the
     Applications are read once for the batch (before: twice per cluster), each Application is synced
@@ -968,24 +983,22 @@ def test_a_batch_reads_the_fleet_once_and_syncs_each_application_once(rig: Rig) 
     targets = rig.stage("rest").targets
     assert len(targets) == 3
     rig.simulate()
-    rollout = RolloutRef(
-        namespace=rig.namespace, name="myservice", rollout_id="r1", argocd_namespace=rig.namespace
-    )
 
-    def batch() -> tuple[CountingKube, Any]:
-        counting = CountingKube(rig.kube)
-        result = run_batch(
-            cast(Kube, counting),
-            rollout,
-            stage="rest",
-            batch=0,
-            batches=1,
-            max_parallel=1,
-            revisions=revisions_from_json(REVISIONS),
-            clock=SystemClock(),
-            tuning=Tuning(watch_window_seconds=2),
+    def batch() -> tuple[CountingKube, BatchResult]:
+        return counted(
+            rig,
+            lambda kube: run_batch(
+                kube,
+                rollout_r1(rig),
+                stage="rest",
+                batch=0,
+                batches=1,
+                max_parallel=1,
+                revisions=revisions_from_json(REVISIONS),
+                clock=SystemClock(),
+                tuning=Tuning(watch_window_seconds=2),
+            ),
         )
-        return counting, result
 
     counting, result = batch()
     assert [r.outcome.value for r in result.results] == ["done", "done", "done"], result.summary
@@ -1008,22 +1021,20 @@ def test_a_cluster_step_reads_the_fleet_once_for_its_sync_and_its_wait(rig: Rig)
     make_progressive_sync(rig.kube, rig.namespace)
     cluster = select_canary(rig.runner)
     rig.simulate()
-    rollout = RolloutRef(
-        namespace=rig.namespace, name="myservice", rollout_id="r1", argocd_namespace=rig.namespace
-    )
 
-    def one_cluster() -> tuple[CountingKube, Any]:
-        counting = CountingKube(rig.kube)
-        result = run_cluster(
-            cast(Kube, counting),
-            rollout,
-            stage="canary",
-            cluster=cluster,
-            revisions=revisions_from_json(REVISIONS),
-            clock=SystemClock(),
-            tuning=Tuning(watch_window_seconds=2),
+    def one_cluster() -> tuple[CountingKube, ClusterResult]:
+        return counted(
+            rig,
+            lambda kube: run_cluster(
+                kube,
+                rollout_r1(rig),
+                stage="canary",
+                cluster=cluster,
+                revisions=revisions_from_json(REVISIONS),
+                clock=SystemClock(),
+                tuning=Tuning(watch_window_seconds=2),
+            ),
         )
-        return counting, result
 
     counting, result = one_cluster()
     assert result.outcome.value == "done", result.summary
@@ -1039,9 +1050,7 @@ def test_a_batch_finds_an_application_created_after_it_read_the_fleet(rig: Rig) 
     make_progressive_sync(rig.kube, rig.namespace)
     cluster = select_canary(rig.runner)
     ps = read_progressive_sync(rig.kube, rig.namespace)
-    rollout = RolloutRef(
-        namespace=rig.namespace, name="myservice", rollout_id="r1", argocd_namespace=rig.namespace
-    )
+    rollout = rollout_r1(rig)
     app = rig.app(cluster)
     rig.kube.delete(APPLICATIONS, rig.namespace, app["metadata"]["name"])
     counting = CountingKube(rig.kube)
