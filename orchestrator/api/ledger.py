@@ -99,19 +99,35 @@ class Ledger:
     def decode(cls, wire: dict[str, object]) -> Ledger:
         """The ledger from its wire form; LedgerError when it does not hold together."""
         try:
-            names = unpack_names(str(wire.get("names") or ""), str(wire.get("codec") or ""))
-            states = tuple(ClusterState(char) for char in str(wire.get("states") or ""))
+            names = _names_of(str(wire.get("names") or ""), str(wire.get("codec") or ""))
+            states = tuple(map(_STATE_OF.__getitem__, str(wire.get("states") or "")))
             targets = int(wire.get("targets", len(names)))  # type: ignore[call-overload]
+        except LedgerError:
+            raise
+        except KeyError as exc:
+            raise LedgerError(f"status.stages[].clusters cannot be read: {exc} is not a state") from exc
         except (ValueError, zlib.error, lzma.LZMAError, TypeError) as exc:
             raise LedgerError(f"status.stages[].clusters cannot be read: {exc}") from exc
-        if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
-            raise LedgerError("status.stages[].clusters.names is not a list of cluster names")
         if len(states) != len(names) or not 0 <= targets <= len(names):
             raise LedgerError(
                 f"status.stages[].clusters: {len(names)} names, {len(states)} states, {targets} targets "
                 "do not match"
             )
-        return cls(tuple(names), states, targets)
+        return cls(names, states, targets)
+
+
+_STATE_OF = {state.value: state for state in ClusterState}
+
+
+@functools.lru_cache(maxsize=16)
+def _names_of(text: str, codec: str) -> tuple[str, ...]:
+    """`unpack_names`, checked and cached: every read of the ProgressiveSync (a step reads it before
+    each cluster it starts and while it waits) decodes every stage's ledger, and a stage's names stay
+    the same across its writes (only its states change), so each is unpacked once per process."""
+    names = unpack_names(text, codec)
+    if not all(isinstance(name, str) for name in names):
+        raise LedgerError("status.stages[].clusters.names is not a list of cluster names")
+    return tuple(names)
 
 
 def build_ledger(

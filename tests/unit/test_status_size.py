@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.api.ledger import Ledger, LedgerError
+from orchestrator.api.ledger import CODEC, ClusterState, Ledger, LedgerError, pack_names
 from orchestrator.api.models import (
     REASON_MAX_CHARS,
     STATUS_LIST_CAP,
@@ -186,11 +186,28 @@ def test_a_status_written_in_the_old_shape_is_read_and_written_back_compact() ->
         pytest.param(
             Ledger(("a",), (), 1).encode() | {"states": "c", "targets": 5}, id="more-targets-than-names"
         ),
+        pytest.param(Ledger(("a", "b"), (), 2).encode() | {"states": "cx"}, id="unknown-state-character"),
+        pytest.param(
+            {"codec": CODEC, "names": pack_names(("a", 1)), "states": "cc", "targets": 2},  # type: ignore[arg-type]
+            id="a-name-that-is-not-a-string",
+        ),
     ],
 )
 def test_a_broken_ledger_is_refused_naming_the_field(ledger: dict[str, object]) -> None:
     with pytest.raises((LedgerError, ValueError), match=r"stages\[\]\.clusters"):
         ProgressiveSyncStatus.model_validate({"stages": [{"name": "canary", "clusters": ledger}]})
+
+
+def test_a_stage_read_again_decodes_the_same_ledger_with_its_new_states() -> None:
+    # The names are unpacked once per process (cached on the packed text); the states never are.
+    names = tuple(f"cell-{n:05d}" for n in range(1000))
+    first = Ledger(names, (ClusterState.PENDING,) * 1000, 1000).encode()
+    later = first | {"states": "c" * 500 + "." * 500}
+    assert Ledger.decode(first).states == (ClusterState.PENDING,) * 1000
+    again = Ledger.decode(later)
+    assert again.names == names
+    assert again.states == (ClusterState.COMPLETED,) * 500 + (ClusterState.PENDING,) * 500
+    assert Ledger.decode(first).states == (ClusterState.PENDING,) * 1000
 
 
 def play(status: ProgressiveSyncStatus, outcomes: list[str], reason: str) -> ProgressiveSyncStatus:
