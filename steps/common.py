@@ -285,6 +285,9 @@ class FleetLookup:
         self._lock = threading.Lock()
         self._read_at: datetime | None = None
         self._clusters: list[Cluster] = []
+        self._index = index_clusters([])  # of `_clusters`, built once per read
+        self._looked: list[Cluster] = []  # the inventory as `still_exists` last read it
+        self._looked_at: datetime | None = None
         self._names: dict[str, list[str]] = {}  # cluster name -> its Applications' names, sorted
         self._app_set_uid = ""
         self.reads = 0  # how many times the inventory and the Applications were read (for tests, logs)
@@ -313,6 +316,21 @@ class FleetLookup:
             found = find_cluster(clusters, name)
         return found, clusters
 
+    def still_exists(self, name: str, *, max_age_seconds: float) -> bool:
+        """Whether the inventory still has the cluster `name`: read now, or in a batch from a read its
+        clusters share, at most `max_age_seconds` old (each cluster of a batch looks every few
+        seconds while it waits: one read per look made the inventory, megabytes at 10,000 clusters,
+        the batch's biggest read)."""
+        if not self.cached:
+            return find_cluster(list_clusters(self.kube, self.rollout.argocd_namespace), name) is not None
+        with self._lock:
+            now = self.clock.now()
+            if self._looked_at is None or (now - self._looked_at).total_seconds() >= max_age_seconds:
+                self._looked = list_clusters(self.kube, self.rollout.argocd_namespace)
+                self._looked_at = now
+            clusters = self._looked
+        return find_cluster(clusters, name) is not None
+
     def apps_of(self, cluster: Cluster, clusters: Sequence[Cluster]) -> list[dict[str, Any]]:
         """The ApplicationSet's Applications that deploy to `cluster`, sorted by name, as they are now."""
         if not self.cached:
@@ -326,7 +344,7 @@ class FleetLookup:
         with self._lock:
             self._refresh_locked(force=force)
             names = list(self._names.get(cluster.name, ()))
-            index = index_clusters(self._clusters)
+            index = self._index
             uid = self._app_set_uid
         app_set_name = self.ps.spec.app_set_ref.name
         apps = []
@@ -359,6 +377,7 @@ class FleetLookup:
             if owner is not None:
                 names.setdefault(owner.name, []).append(app["metadata"]["name"])
         self._clusters = clusters
+        self._index = index
         self._names = {cluster: sorted(apps) for cluster, apps in names.items()}
         self._app_set_uid = app_set.uid if app_set else ""
         self._read_at = now

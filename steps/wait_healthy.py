@@ -43,8 +43,6 @@ from steps.common import (
     check_revisions,
     check_rollout,
     check_stage,
-    find_cluster,
-    list_clusters,
     load_progressive_sync,
     stage_failure,
 )
@@ -220,9 +218,7 @@ def _follow(
             stale_check = (now - last_cluster_check).total_seconds() >= tuning.watch_window_seconds
             # The first snapshot needs no look: `fleet.find` found the cluster a moment ago.
             if (snapshot.cause != SnapshotCause.EVENT and index > 0) or stale_check:
-                cluster_exists = (
-                    find_cluster(list_clusters(kube, rollout.argocd_namespace), cluster) is not None
-                )
+                cluster_exists = fleet.still_exists(cluster, max_age_seconds=tuning.stage_check_seconds)
                 last_cluster_check = now
             verdict = assess_cluster(
                 cluster,

@@ -23,9 +23,10 @@ from orchestrator.api.models import RolloutPhase, StagePhase, StageStatus
 from orchestrator.api.release import revisions_from_json
 from orchestrator.api.rollout_status import find_stage
 from orchestrator.argocd import appsync
+from orchestrator.argocd.inventory import INVENTORY_NAME, clusters_from_configmap, inventory_configmap
 from orchestrator.core.clock import SystemClock, format_time
 from orchestrator.devenv.controlplane import DevCluster
-from orchestrator.kube.client import APPLICATIONS, SECRETS, WORKFLOWS, Conflict, Kube
+from orchestrator.kube.client import APPLICATIONS, CONFIG_MAPS, SECRETS, WORKFLOWS, Conflict, Kube
 from orchestrator.simulator.appcontroller import FleetSimulator
 from orchestrator.simulator.config import SimulatorConfig
 from orchestrator.simulator.events import read_events
@@ -1043,6 +1044,42 @@ def test_a_cluster_step_reads_the_fleet_once_for_its_sync_and_its_wait(rig: Rig)
     again, rerun = one_cluster()
     assert rerun.reason == "recorded as completed already"
     assert again.calls[("replace", "applications", False)] == 0, again.calls
+
+
+@pytest.mark.parametrize(
+    "cached", [pytest.param(True, id="a-batch"), pytest.param(False, id="a-cluster-pod")]
+)
+def test_the_check_that_a_waiting_cluster_still_exists_shares_its_read_only_in_a_batch(
+    rig: Rig, cached: bool
+) -> None:
+    """A batch's clusters look at the inventory while they wait: one read serves them for the age
+    given, then a removed cluster is seen; a lookup of one cluster pod reads it every time."""
+    make_progressive_sync(rig.kube, rig.namespace)
+    cluster = select_canary(rig.runner)
+    ps = read_progressive_sync(rig.kube, rig.namespace)
+    clock = ManualClock(datetime(2026, 12, 1, tzinfo=UTC))
+    counting = CountingKube(rig.kube)
+    lookup = FleetLookup(
+        cast(Kube, counting), rollout_r1(rig), ps, clock=clock, max_age_seconds=3600 if cached else 0
+    )
+
+    def reads() -> int:
+        return counting.calls[("get", "configmaps", False)]
+
+    assert lookup.still_exists(cluster, max_age_seconds=5)
+    assert lookup.still_exists(cluster, max_age_seconds=5)
+    assert reads() == (1 if cached else 2)
+    inventory = rig.kube.get(CONFIG_MAPS, rig.namespace, INVENTORY_NAME)
+    left = [c for c in clusters_from_configmap(inventory) if c.name != cluster]
+    rig.kube.replace(
+        CONFIG_MAPS,
+        rig.namespace,
+        inventory_configmap(rig.namespace, left) | {"metadata": inventory["metadata"]},
+    )
+    assert lookup.still_exists(cluster, max_age_seconds=5) is cached  # the batch's read is 0 s old
+    clock.advance(5)
+    assert not lookup.still_exists(cluster, max_age_seconds=5)
+    assert reads() == (2 if cached else 4)
 
 
 def test_a_batch_finds_an_application_created_after_it_read_the_fleet(rig: Rig) -> None:
