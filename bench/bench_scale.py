@@ -70,9 +70,8 @@ from orchestrator.kube.client import (
     WORKFLOWS,
     AlreadyExists,
     Kube,
-    KubeError,
 )
-from orchestrator.kube.crds import all_crd_documents, apply_crds, crd_documents_in
+from orchestrator.kube.crds import all_crd_documents, apply_crds
 from orchestrator.planning.planner import plan_fleet, planned_sizes
 from orchestrator.simulator.appcontroller import FleetSimulator
 from orchestrator.simulator.config import Behaviour, SimulatorConfig
@@ -295,18 +294,13 @@ class SizeSampler:
 def rollout_crds(workflow_crd: str) -> list[dict[str, Any]]:
     """The CRDs the rollout's control plane gets: ours and the peers', with Argo's Workflow CRD in
     its `minimal` variant (what Argo's install manifests apply: spec and status kept as they are
-    written) or `full` (every field's schema, which the tests install to catch a malformed Workflow;
-    the API server validates every write of the Workflow against it)."""
-    documents = all_crd_documents(tools.peer_crd_dirs())
-    if workflow_crd == "full":
-        return documents
-    folder = tools.crd_dir("argo-workflows") / "minimal"
+    written) or `full` (every field's schema, which the tests' own control plane installs to catch a
+    malformed Workflow; the API server validates every write of the Workflow against it)."""
     try:
-        [minimal] = crd_documents_in(folder)
-    except KubeError as exc:
-        raise SystemExit(f"{exc}: rebuild the CRDs with `hack/tools/build.sh crds`") from exc
-    name = minimal["metadata"]["name"]
-    return [minimal if document["metadata"]["name"] == name else document for document in documents]
+        minimal = tools.minimal_workflow_crd_dir() if workflow_crd == "minimal" else None
+    except tools.ToolsMissing as exc:
+        raise SystemExit(str(exc)) from exc
+    return all_crd_documents(tools.peer_crd_dirs(), workflow_crd_dir=minimal)
 
 
 def part_rollout(

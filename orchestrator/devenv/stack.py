@@ -165,7 +165,10 @@ class DevStack:
                 built.append(images_mod.argoexec_image(cache, argo_tools.argoexec))
             return built
 
-        crds = all_crd_documents(tools.peer_crd_dirs())  # before anything starts: may say what to build
+        # Before anything starts (it may say what to build). Argo's minimal Workflow CRD, as Argo's
+        # install applies it: the real controller writes Workflows all along, and the full schema
+        # doubles what each write and the install cost the API server (docs/dev-stack.md).
+        crds = all_crd_documents(tools.peer_crd_dirs(), workflow_crd_dir=tools.minimal_workflow_crd_dir())
         if options.wants_node:
             # containerd and the image imports need no API server: they run while it starts.
             assert self._lock is not None

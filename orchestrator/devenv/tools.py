@@ -93,6 +93,16 @@ def crd_dir(project: str) -> Path:
     return folder
 
 
+def minimal_workflow_crd_dir() -> Path:
+    """The folder of Argo's minimal Workflow CRD (`crds/argo-workflows/minimal/`)."""
+    folder = crd_dir("argo-workflows") / "minimal"
+    if not any(folder.glob("*.yaml")):
+        raise ToolsMissing(
+            f"Argo's minimal Workflow CRD is not built (no {folder}/*.yaml): {_how_to_build('crds')}"
+        )
+    return folder
+
+
 def peer_crd_dirs() -> list[Path]:
     """The CRD folders of Argo Workflows and Argo CD, the peers every tier installs."""
     return [crd_dir(project) for project in CRD_PROJECTS]

@@ -36,7 +36,9 @@ def argocd_stack() -> Iterator[ArgoCDStack]:
     try:
         argocd_tools = ArgoCDTools.find()
         assets = devcluster.find_tools_dir()
-        crds = all_crd_documents(tools.peer_crd_dirs())
+        # Argo's minimal Workflow CRD (as installed): the session's control plane checks our
+        # Workflows against the full schema; here Argo CD is what is under test.
+        crds = all_crd_documents(tools.peer_crd_dirs(), workflow_crd_dir=tools.minimal_workflow_crd_dir())
     except (ArgoCDStackError, devcluster.ControlPlaneError, tools.ToolsMissing) as exc:
         pytest.fail(f"{exc}\n(`make test` builds the tools and sets PROGRESSIVE_SYNC_TOOLS_DIR for you.)")
     started = time.monotonic()

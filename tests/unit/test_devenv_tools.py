@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.devenv import tools
+from orchestrator.kube.crds import all_crd_documents
 
 
 def make_tools_dir(folder: Path, binaries: list[str], crd_projects: list[str]) -> Path:
@@ -88,3 +89,33 @@ def test_missing_crds_name_the_project_and_the_build(
 def test_an_unknown_crd_project_is_a_programming_error(no_tools_env: Path) -> None:
     with pytest.raises(ValueError, match="argo-workflows, argocd"):
         tools.crd_dir("argo-events")
+
+
+def test_a_cache_without_the_minimal_workflow_crd_says_to_rebuild_the_crds(
+    no_tools_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = make_tools_dir(no_tools_env / "set", [], ["argo-workflows", "argocd"])
+    monkeypatch.setenv(tools.TOOLS_DIR_VARIABLE, str(folder))
+    with pytest.raises(tools.ToolsMissing, match=r"minimal Workflow CRD is not built.*build.sh crds"):
+        tools.minimal_workflow_crd_dir()
+    (folder / "crds" / "argo-workflows" / "minimal").mkdir()
+    (folder / "crds" / "argo-workflows" / "minimal" / "w.yaml").write_text("kind: CustomResourceDefinition\n")
+    assert tools.minimal_workflow_crd_dir() == folder / "crds" / "argo-workflows" / "minimal"
+
+
+def test_the_minimal_workflow_crd_replaces_the_full_one_and_nothing_else(tmp_path: Path) -> None:
+    def crd(folder: Path, name: str, schema: str) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{name}.yaml").write_text(
+            f"kind: CustomResourceDefinition\nmetadata: {{name: {name}}}\nspec: {{schema: {schema}}}\n"
+        )
+
+    crd(tmp_path / "argo", "workflows.argoproj.io", "full")
+    crd(tmp_path / "argo", "workflowtemplates.argoproj.io", "full")
+    crd(tmp_path / "argo" / "minimal", "workflows.argoproj.io", "minimal")
+    full = all_crd_documents([tmp_path / "argo"])
+    minimal = all_crd_documents([tmp_path / "argo"], workflow_crd_dir=tmp_path / "argo" / "minimal")
+    assert [d["metadata"]["name"] for d in minimal] == [d["metadata"]["name"] for d in full]
+    schemas = {d["metadata"]["name"]: d["spec"].get("schema") for d in minimal[1:]}
+    assert schemas == {"workflows.argoproj.io": "minimal", "workflowtemplates.argoproj.io": "full"}
+    assert minimal[0] == full[0]  # ours, generated from the models
