@@ -29,7 +29,7 @@ from orchestrator.simulator.config import ANNOTATION_PREFIX, SimulatorConfig
 from orchestrator.simulator.events import read_events
 from orchestrator.simulator.seed import publish_refs, seed_fleet
 from tests.support.app_requests import REVISION, annotate, change, request_sync, settled
-from tests.support.simulator_events import max_in_flight, sync_order, sync_starts
+from tests.support.simulator_events import logged_events, max_in_flight, sync_order, sync_starts
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.integration
@@ -127,20 +127,23 @@ def test_the_simulator_plays_success_failure_and_degradation(
     assert failed["status"]["sync"]["status"] == "OutOfSync"
     assert degraded["status"]["health"]["status"] == "Degraded"
 
-    log = tmp_path / "events.jsonl"
     clusters = [c.name for c in fleet.clusters]
-    by_cluster = {
-        cluster: [
-            e["event"] for e in read_events(log) if e["cluster"] == cluster and e["event"] in SYNC_EVENTS
-        ]
-        for cluster in clusters
-    }
-    assert by_cluster == {
+
+    expected = {
         clusters[0]: ["sync-start", "sync-finish", "healthy"],
         clusters[1]: ["sync-start", "sync-finish"],
         clusters[2]: ["sync-start", "sync-finish", "degraded"],
     }
-    events = read_events(log)
+    events = logged_events(
+        tmp_path / "events.jsonl",
+        lambda events: sum(e["event"] in SYNC_EVENTS for e in events) >= 8,
+        what="the settled writes' events",
+    )
+    by_cluster = {
+        cluster: [e["event"] for e in events if e["cluster"] == cluster and e["event"] in SYNC_EVENTS]
+        for cluster in clusters
+    }
+    assert by_cluster == expected
     assert all(e["revision"] == REVISION for e in events if e["event"] in ("sync-start", "sync-finish"))
     assert max_in_flight(events) == 3, "all three were synced at once"
 

@@ -38,6 +38,7 @@ from steps.wait_healthy import wait_healthy
 from tests.support.builders import NEW_REVISION as REVISION
 from tests.support.builders import REVISIONS, foreign_operation
 from tests.support.clock import ManualClock
+from tests.support.simulator_events import logged_events
 from tests.support.steps_harness import (
     StepRunner,
     describe,
@@ -150,6 +151,17 @@ def rig(
 
 def app_of(kube: Kube, namespace: str, fleet: SeedResult, cluster: str) -> dict[str, Any]:
     return kube.get(APPLICATIONS, namespace, f"{fleet.app_set}-{cluster}")
+
+
+def settle_events(rig: Rig, cluster: str) -> list[str]:
+    """The cluster's sync and health events, once the simulator has logged it healthy."""
+    kinds = ("sync-start", "sync-finish", "healthy")
+    events = logged_events(
+        rig.tmp_path / "sim-events.jsonl",
+        lambda events: any(e["event"] == "healthy" and e["cluster"] == cluster for e in events),
+        what=f"the simulator to log {cluster} healthy",
+    )
+    return [e["event"] for e in events if e["cluster"] == cluster and e["event"] in kinds]
 
 
 def assert_ok(result: Any, code: int = 0) -> None:
@@ -361,12 +373,7 @@ def test_wait_healthy_follows_the_simulated_sync_to_done_and_a_second_run_writes
     }, describe(writes)
     stage = rig.stage()
     assert (stage.completed, stage.syncing, stage.failed) == ([cluster], [], [])
-    events = [e["event"] for e in read_events(rig.tmp_path / "sim-events.jsonl") if e["cluster"] == cluster]
-    assert [e for e in events if e in ("sync-start", "sync-finish", "healthy")] == [
-        "sync-start",
-        "sync-finish",
-        "healthy",
-    ]
+    assert settle_events(rig, cluster) == ["sync-start", "sync-finish", "healthy"]
 
     mark = rig.control_plane.audit_mark()
     again = rig.runner.run(
@@ -389,12 +396,7 @@ def test_cluster_syncs_then_waits_until_done_and_a_second_run_writes_nothing(rig
     assert f"cluster {cluster} done" in result.stdout
     stage = rig.stage()
     assert (stage.completed, stage.syncing, stage.failed) == ([cluster], [], [])
-    events = [e["event"] for e in read_events(rig.tmp_path / "sim-events.jsonl") if e["cluster"] == cluster]
-    assert [e for e in events if e in ("sync-start", "sync-finish", "healthy")] == [
-        "sync-start",
-        "sync-finish",
-        "healthy",
-    ]
+    assert settle_events(rig, cluster) == ["sync-start", "sync-finish", "healthy"]
 
     mark = rig.control_plane.audit_mark()
     again = rig.runner.run("cluster", "--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS)

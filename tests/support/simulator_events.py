@@ -1,14 +1,36 @@
 """The arithmetic tests and benchmarks do on the simulator's events log
 (`orchestrator.simulator.events`): operations picked up per Application, the order clusters
-started syncing, and how many were busy at once.
+started syncing, and how many were busy at once; and reading the log of a running simulator.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
+from orchestrator.simulator.events import read_events
+from tests.support.wait import wait_for
+
 SETTLED = ("healthy", "degraded")
+
+
+def logged_events(
+    log: Path, until: Callable[[list[dict[str, Any]]], bool], *, what: str, timeout: float = 10.0
+) -> list[dict[str, Any]]:
+    """The running simulator's events, once `until` holds for them.
+
+    The simulator logs a write's events when the API server's answer comes back, and the write is
+    visible to everyone else before that: a test that saw an Application settle may read the log
+    before that write's events are in it."""
+    events: list[dict[str, Any]] = []
+
+    def logged() -> bool:
+        events[:] = read_events(log)
+        return until(events)
+
+    wait_for(logged, timeout=timeout, what=what)
+    return events
 
 
 def sync_starts(events: Iterable[Mapping[str, Any]]) -> dict[str, int]:
