@@ -19,6 +19,7 @@ from typing import Any, TypeVar, cast
 
 import pytest
 
+import steps.batch
 from orchestrator.api.models import RolloutPhase, StagePhase, StageStatus
 from orchestrator.api.release import revisions_from_json
 from orchestrator.api.rollout_status import find_stage
@@ -33,7 +34,7 @@ from orchestrator.simulator.events import read_events
 from orchestrator.simulator.seed import SeedResult, seed_fleet
 from steps.batch import BatchResult, run_batch
 from steps.cluster import ClusterResult, run_cluster
-from steps.common import FleetLookup, RolloutRef, Tuning
+from steps.common import FleetLookup, RolloutRef, Tuning, load_progressive_sync
 from steps.wait_healthy import wait_healthy
 from tests.support.builders import NEW_REVISION as REVISION
 from tests.support.builders import REVISIONS, foreign_operation
@@ -977,15 +978,29 @@ def rollout_r1(rig: Rig) -> RolloutRef:
     )
 
 
-def test_a_batch_reads_the_fleet_once_and_syncs_each_application_once(rig: Rig) -> None:
-    """Three clusters one after another in one batch: the inventory, the ApplicationSet and the
-    Applications are read once for the batch (before: twice per cluster), each Application is synced
-    exactly once, and the batch run again (a retried pod) writes no sync."""
+@pytest.mark.parametrize(
+    "max_parallel",
+    [pytest.param(1, id="one-after-another"), pytest.param(3, id="all-three-at-once")],
+)
+def test_a_batch_reads_the_fleet_once_and_syncs_each_application_once(
+    rig: Rig, max_parallel: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three clusters in one batch: the inventory, the ApplicationSet and the Applications are read
+    once for the batch (before: twice per cluster), each Application is synced exactly once, and the
+    batch run again (a retried pod) writes no sync. The clusters of the first wave start on the
+    batch's own read of the ProgressiveSync; each later one reads it again right before it starts."""
     make_progressive_sync(rig.kube, rig.namespace, stages=[REST])
     assert_ok(rig.runner.run("select", "--stage", "rest"))
     targets = rig.stage("rest").targets
     assert len(targets) == 3
     rig.simulate()
+    reads: list[str] = []
+
+    def load(kube: Kube, rollout: RolloutRef) -> Any:
+        reads.append(rollout.name)
+        return load_progressive_sync(kube, rollout)
+
+    monkeypatch.setattr(steps.batch, "load_progressive_sync", load)
 
     def batch() -> tuple[CountingKube, BatchResult]:
         return counted(
@@ -996,7 +1011,7 @@ def test_a_batch_reads_the_fleet_once_and_syncs_each_application_once(rig: Rig) 
                 stage="rest",
                 batch=0,
                 batches=1,
-                max_parallel=1,
+                max_parallel=max_parallel,
                 revisions=revisions_from_json(REVISIONS),
                 clock=SystemClock(),
                 tuning=Tuning(watch_window_seconds=2),
@@ -1005,6 +1020,7 @@ def test_a_batch_reads_the_fleet_once_and_syncs_each_application_once(rig: Rig) 
 
     counting, result = batch()
     assert [r.outcome.value for r in result.results] == ["done", "done", "done"], result.summary
+    assert len(reads) == 1 + len(targets) - max_parallel, "one read per cluster after the first wave"
     calls = counting.calls
     assert calls[("list", "applications", False)] == 1, calls
     assert calls[("get", "configmaps", False)] == 1, calls
