@@ -44,7 +44,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -87,6 +88,8 @@ class ExecutorSettings:
     watch_timeout_seconds: int = 60
     status_write_attempts: int = 5
     relist_backoffs: tuple[float, ...] = (0.5, 1.0, 2.0, 5.0, 10.0)
+    # How many of a pass's steps are started at once (each waits for its fork).
+    parallel_starts: int = 8
     # Host variables a step inherits (a container inherits none; these make Python work here).
     passthrough_env: tuple[str, ...] = (
         "PATH",
@@ -648,8 +651,7 @@ class _Worker:
                 if process is not None:
                     process.kill()
             # Before the write (see the module): a pass again after a conflict sees these running.
-            for launch in op.launches:
-                self._start(launch)
+            self._start_all(op.launches)
             if op.status != (workflow.get("status") or {}):
                 body = dict(workflow)
                 body["status"] = op.status
@@ -677,6 +679,21 @@ class _Worker:
                 )
             return op.finished, op.wake_at
         raise KubeError(f"workflow {self.namespace}/{self.name}: status write conflicted {attempts} times")
+
+    def _start_all(self, launches: Sequence[PodLaunch]) -> None:
+        """Start a pass's steps together, as Argo creates a pass's pods: each start waits for its
+        fork (~20-25 ms through the warm launcher, which forks the requests as they come), and one
+        after another the last of a stage's 18 batches started 0.45 s after the first. Every start
+        is tried; the first error is raised after all of them, as a start failing alone was."""
+        if len(launches) <= 1:
+            for launch in launches:
+                self._start(launch)
+            return
+        workers = min(len(launches), self.executor.settings.parallel_starts)
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="start") as pool:
+            started = [pool.submit(self._start, launch) for launch in launches]
+        for future in started:
+            future.result()
 
     def _start(self, launch: PodLaunch) -> None:
         existing = self.processes.get(launch.node_id)
