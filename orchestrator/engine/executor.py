@@ -88,7 +88,7 @@ class ExecutorSettings:
     watch_timeout_seconds: int = 60
     status_write_attempts: int = 5
     relist_backoffs: tuple[float, ...] = (0.5, 1.0, 2.0, 5.0, 10.0)
-    # How many of a pass's steps are started at once (each waits for its fork).
+    # How many of a pass's steps are started at once (each waits for its fork); 1: one after another.
     parallel_starts: int = 8
     # Host variables a step inherits (a container inherits none; these make Python work here).
     passthrough_env: tuple[str, ...] = (
@@ -689,7 +689,7 @@ class _Worker:
             for launch in launches:
                 self._start(launch)
             return
-        workers = min(len(launches), self.executor.settings.parallel_starts)
+        workers = max(1, min(len(launches), self.executor.settings.parallel_starts))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="start") as pool:
             started = [pool.submit(self._start, launch) for launch in launches]
         for future in started:
