@@ -123,7 +123,11 @@ def test_a_first_deploy_carries_the_applications_create_namespace_and_retries_a_
             what="a retry of us-1's sync",
         )
         argocd_stack.install_crd(OTHER, gadget_crd)
-        assert scenario.wait_phase("Succeeded", "Failed") == "Succeeded", scenario.status()
+        phase = scenario.wait_phase("Succeeded", "Failed")
+        # Failed once in CI (1 of ~10 runs): us-1's sync succeeded after the CRD came, and Argo CD
+        # then compared it no more for 2.5 min (reconciledAt stayed at the sync's second) despite a
+        # refresh request every 10 s. What Argo CD says of it is in the message if it happens again.
+        assert phase == "Succeeded", {"status": scenario.status(), "argocd": scenario.argocd_says()}
         for cluster in scenario.clusters:
             operation = operation_state(scenario, cluster)["operation"]
             assert "CreateNamespace=true" in operation["sync"].get("syncOptions", [])

@@ -30,7 +30,14 @@ from orchestrator.devenv import starter_app
 from orchestrator.devenv.argocd import HEALTH_PROBES, ArgoCDStack, ClusterSpec, request_sync
 from orchestrator.devenv.gitrepo import ReleaseRepo
 from orchestrator.engine.executor import ExecutorSettings, LocalExecutor
-from orchestrator.kube.client import APPLICATION_SETS, APPLICATIONS, PROGRESSIVE_SYNCS, Kube, NotFound
+from orchestrator.kube.client import (
+    APPLICATION_SETS,
+    APPLICATIONS,
+    PROGRESSIVE_SYNCS,
+    Kube,
+    KubeError,
+    NotFound,
+)
 from orchestrator.watcher.loop import Watcher
 from tests.support.steps_harness import steps_kubeconfig
 from tests.support.wait import wait_for
@@ -210,6 +217,29 @@ class Scenario:
 
     def status(self) -> dict[str, Any]:
         return status_of(self.kube, self.namespace, self.name)
+
+    def argocd_says(self) -> dict[str, dict[str, Any]]:
+        """What Argo CD reports of each cluster's Application, for a failed assertion's message: the
+        operation's phase and end, the last comparison's time, sync and health, and its conditions
+        (a ComparisonError there leaves `reconciledAt` where it was)."""
+        said: dict[str, dict[str, Any]] = {}
+        for cluster in self.clusters:
+            try:
+                status = self.application(cluster).get("status") or {}
+            except KubeError as exc:  # the message must not hide the failure it explains
+                said[cluster] = {"unreadable": str(exc)}
+                continue
+            operation = status.get("operationState") or {}
+            said[cluster] = {
+                "operation": [operation.get("phase"), operation.get("finishedAt")],
+                "reconciledAt": status.get("reconciledAt"),
+                "sync": (status.get("sync") or {}).get("status"),
+                "health": (status.get("health") or {}).get("status"),
+                "conditions": [
+                    [c.get("type"), str(c.get("message") or "")[:300]] for c in status.get("conditions") or []
+                ],
+            }
+        return said
 
     def wait_phase(self, *phases: str, timeout: float = ROLLOUT_TIMEOUT) -> str:
         """Wait until the ProgressiveSync's phase is one of `phases`; that phase."""
