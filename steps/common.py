@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from orchestrator.api.models import ProgressiveSync
 from orchestrator.api.release import Revisions, normalize_revisions
@@ -26,6 +26,7 @@ from orchestrator.argocd.assess import first_few
 from orchestrator.argocd.fleet import (
     AppSetView,
     Cluster,
+    ClusterIndex,
     app_set_view_from_object,
     app_view_from_object,
     index_clusters,
@@ -42,6 +43,9 @@ from orchestrator.kube.client import (
     Retryable,
 )
 from orchestrator.kube.status_writer import StatusWriterSettings
+
+# An Application object as read or listed (a dict, or a read-only Mapping of one).
+AppObject = TypeVar("AppObject", bound=Mapping[str, Any])
 
 log = logging.getLogger(__name__)
 
@@ -225,12 +229,24 @@ def owned_apps(kube: Kube, ps: ProgressiveSync) -> list[dict[str, Any]]:
     return owned_by(items, ps.spec.app_set_ref.name, app_set)
 
 
-def owned_by(
-    items: Sequence[dict[str, Any]], app_set_name: str, app_set: AppSetView | None
-) -> list[dict[str, Any]]:
+def owned_by(items: Sequence[AppObject], app_set_name: str, app_set: AppSetView | None) -> list[AppObject]:
     """The Applications among `items` that the ApplicationSet owns (ownerReference, uid when known)."""
     uid = app_set.uid if app_set else ""
     return [item for item in items if app_view_from_object(item).is_owned_by(app_set_name, uid)]
+
+
+def apps_by_cluster(
+    items: Sequence[AppObject], app_set_name: str, app_set: AppSetView | None, index: ClusterIndex
+) -> dict[str, list[AppObject]]:
+    """The ApplicationSet's Applications among `items` by the name of the cluster they deploy to,
+    each cluster's sorted by name (the planner's rule, `ClusterIndex.cluster_of`; Applications that
+    deploy to no known cluster are left out)."""
+    grouped: dict[str, list[AppObject]] = {}
+    for app in owned_by(items, app_set_name, app_set):
+        owner = index.cluster_of(app_view_from_object(app))
+        if owner is not None:
+            grouped.setdefault(owner.name, []).append(app)
+    return {name: sorted(apps, key=lambda app: app["metadata"]["name"]) for name, apps in grouped.items()}
 
 
 def apps_of_cluster(
@@ -370,15 +386,11 @@ class FleetLookup:
         clusters = list_clusters(self.kube, self.rollout.argocd_namespace)
         app_set = get_app_set(self.kube, app_namespace(self.ps), self.ps.spec.app_set_ref.name)
         index = index_clusters(clusters)
-        names: dict[str, list[str]] = {}
         items, _ = self.kube.list(APPLICATIONS, app_namespace(self.ps))
-        for app in owned_by(items, self.ps.spec.app_set_ref.name, app_set):
-            owner = index.cluster_of(app_view_from_object(app))
-            if owner is not None:
-                names.setdefault(owner.name, []).append(app["metadata"]["name"])
+        by_cluster = apps_by_cluster(items, self.ps.spec.app_set_ref.name, app_set, index)
         self._clusters = clusters
         self._index = index
-        self._names = {cluster: sorted(apps) for cluster, apps in names.items()}
+        self._names = {name: [app["metadata"]["name"] for app in apps] for name, apps in by_cluster.items()}
         self._app_set_uid = app_set.uid if app_set else ""
         self._read_at = now
         self.reads += 1

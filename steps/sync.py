@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -233,17 +233,17 @@ def _sync_one(
             )
             waited = True
             continue
-        body = appsync.build_sync_request(
-            app,
-            revisions=decision.pins,
-            rollout_id=rollout.rollout_id,
-            stage=stage,
-            prune=prune,
-            sync_options=sync_options,
-            now=clock.now(),
-        )
         try:
-            kube.replace(APPLICATIONS, rollout.applications_namespace, body)
+            write_sync(
+                kube,
+                rollout,
+                app,
+                pins=decision.pins,
+                stage=stage,
+                prune=prune,
+                sync_options=sync_options,
+                now=clock.now(),
+            )
         except Conflict as exc:
             if conflicts == len(backoffs):
                 raise ConflictsExhausted(
@@ -264,6 +264,31 @@ def _sync_one(
             continue
         log.info("Application %s: sync requested at revision %s", name, ",".join(decision.pins))
         return decision.action, waited
+
+
+def write_sync(
+    kube: Kube,
+    rollout: RolloutRef,
+    app: Mapping[str, Any],
+    *,
+    pins: Sequence[str],
+    stage: str,
+    prune: bool,
+    sync_options: Sequence[str],
+    now: datetime,
+) -> None:
+    """The one write that requests our sync of `app` (as read: its resourceVersion makes a change
+    since then a Conflict): `.operation` pinned to `pins`, our rollout id and stage in its `info`."""
+    body = appsync.build_sync_request(
+        app,
+        revisions=pins,
+        rollout_id=rollout.rollout_id,
+        stage=stage,
+        prune=prune,
+        sync_options=sync_options,
+        now=now,
+    )
+    kube.replace(APPLICATIONS, rollout.applications_namespace, body)
 
 
 def _wait_until_free(
