@@ -25,7 +25,8 @@ slots free, as Argo starts the items of a `withParam` loop under `parallelism`. 
 ProgressiveSync is paused (`spec.paused`, DESIGN.md §3: no new step starts, running syncs finish)
 no new cluster starts: a cluster about to start waits until the pause is lifted (read right
 before each start, every `Tuning.pause_poll_seconds`), as Argo starts no new pod of a suspended
-Workflow; the clusters in flight go on.
+Workflow; the clusters in flight go on, and so do those whose sync `select` started already (the
+first wave, listed in `syncing`: steps/first_wave.py).
 
 A temporary error of one cluster (the API unreachable, a conflict that kept coming) retries that
 cluster after `Tuning.batch_retry_backoffs`, the others go on; when the retries run out the step
@@ -51,7 +52,7 @@ from orchestrator.api.release import Revisions
 from orchestrator.api.rollout_status import find_stage
 from orchestrator.core.clock import Clock
 from orchestrator.kube.client import Kube, KubeError, Retryable
-from steps.cluster import ClusterOutcome, ClusterResult, run_cluster
+from steps.cluster import ClusterOutcome, ClusterResult, in_flight, run_cluster
 from steps.common import (
     FleetLookup,
     RolloutRef,
@@ -177,7 +178,8 @@ def run_batch(
             current = first_wave.pop()  # atomic: two threads never get the same read
         except IndexError:
             current = load_progressive_sync(kube, rollout)
-        if current.spec.paused:
+        # A cluster in flight already (its sync started by `select`) is a running sync: it goes on.
+        if current.spec.paused and not in_flight(current, stage, cluster):
             hold_while_paused(paused, cluster, clock=clock, tuning=tuning)
             current = load_progressive_sync(kube, rollout)
         return run_cluster(

@@ -296,18 +296,45 @@ def _targets_output(result: StepResult) -> dict[str, str]:
     return {"targets": json.dumps(list(result.targets))}
 
 
+_start_syncs_option = _option(
+    "start-syncs",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help=(
+        "Request the syncs of the stage's first N targets once it is recorded (the Workflow passes "
+        "the stage's maxParallel; needs --revisions). 0: every sync is left to the cluster steps."
+    ),
+)
+
+
+def _optional_revisions(text: str) -> tuple[Revisions, ...]:
+    """`--revisions` of select and record-and-select: optional (needed with --start-syncs)."""
+    return _release_revisions(text) if text.strip() else ()
+
+
 @main.command("select")
 @common_options
 @_option("stage", required=True, help="The stage to plan.")
 @_compare_wait_option
-def select_command(stage: str, compare_wait_seconds: float, **options: Any) -> None:
+@_start_syncs_option
+@_revisions_option
+def select_command(
+    stage: str, compare_wait_seconds: float, start_syncs: int, revisions: str, **options: Any
+) -> None:
     """Plan one stage against the live fleet; output `targets` (JSON list, rollout order)."""
     settings = _settings_waiting_for_compare(options, compare_wait_seconds)
     run_step(
         "select",
         settings,
         lambda kube: select_stage(
-            kube, settings.rollout, stage=stage, clock=SystemClock(), tuning=settings.tuning
+            kube,
+            settings.rollout,
+            stage=stage,
+            clock=SystemClock(),
+            tuning=settings.tuning,
+            start_syncs=start_syncs,
+            revisions=_optional_revisions(revisions),
         ),
         _targets_output,
         stage=stage,
@@ -445,8 +472,15 @@ def record_command(stage: str, **options: Any) -> None:
 @_option("stage", required=True, help="The stage to close.")
 @_option("next-stage", required=True, help="The stage after it, to plan once it is closed.")
 @_compare_wait_option
+@_start_syncs_option
+@_revisions_option
 def record_and_select_command(
-    stage: str, next_stage: str, compare_wait_seconds: float, **options: Any
+    stage: str,
+    next_stage: str,
+    compare_wait_seconds: float,
+    start_syncs: int,
+    revisions: str,
+    **options: Any,
 ) -> None:
     """Close the stage (as record), then plan the next one (as select); output its `targets`."""
     settings = _settings_waiting_for_compare(options, compare_wait_seconds)
@@ -462,6 +496,8 @@ def record_and_select_command(
             clock=SystemClock(),
             tuning=settings.tuning,
             on_next=lambda: at.append(next_stage),
+            start_syncs=start_syncs,
+            revisions=_optional_revisions(revisions),
         ),
         _targets_output,
         stage=lambda: at[-1],

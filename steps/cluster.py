@@ -9,7 +9,9 @@ not a sync pod and a wait pod). In order:
    `failurePolicy.maxFailedClusters` (DESIGN.md §3: then no new cluster starts), the cluster is
    not started: nothing is synced, nothing is recorded for it, and the step exits 1 so the
    Workflow shows it did not succeed. The fan-out has no `failFast` (Argo's hangs or stalls the
-   rollout around nested templates), so this check is what stops the stage;
+   rollout around nested templates), so this check is what stops the stage. A cluster the stage
+   lists in `syncing` is in flight already (its sync started by `select`, steps/first_wave.py):
+   it goes on to wait-healthy, which stops what was started there and records it failed;
 3. `steps.sync.sync_cluster`, then `steps.wait_healthy.wait_healthy`, each idempotent, each
    recording the cluster's outcome in the stage status as they do when run alone.
 
@@ -106,9 +108,11 @@ def run_cluster(
     if recorded is not None:
         return recorded
     refused = stage_failure(ps, stage)
-    if refused:
+    if refused and not in_flight(ps, stage, cluster):
         log.info("cluster %s not started: %s", cluster, refused)
         return ClusterResult(cluster, ClusterOutcome.NOT_STARTED, refused)
+    # A cluster in flight in a failed stage (its sync started by `select`: steps.first_wave) goes
+    # to wait-healthy, which stops what we started there and records it failed.
 
     # Shared by the sync and the wait: the inventory and the Applications' list are read once (each
     # Application itself is still read fresh before every decision: steps.common.FleetLookup).
@@ -140,6 +144,12 @@ def run_cluster(
     )
     outcome = ClusterOutcome.DONE if waited.phase == ClusterPhase.DONE else ClusterOutcome.FAILED
     return ClusterResult(cluster, outcome, waited.reason)
+
+
+def in_flight(ps: ProgressiveSync, stage: str, cluster: str) -> bool:
+    """True when the status lists the cluster's sync as requested (the stage's `syncing`)."""
+    entry = find_stage(ps.status, stage)
+    return entry is not None and cluster in entry.syncing
 
 
 def _recorded(ps: ProgressiveSync, stage: str, cluster: str) -> ClusterResult | None:

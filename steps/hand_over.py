@@ -11,7 +11,8 @@ What it does is exactly what the two steps did, in the same order, each with its
    `maxFailedClusters` the step stops there and exits 1, so nothing after it runs and the next
    stage is never selected (its targets output is an empty list);
 2. `select` of `next_stage` (`steps.select_stage.select_stage`); its targets are the step's output,
-   which the next stage's fan-out takes. A next stage that cannot run (a plan with errors, a
+   which the next stage's fan-out takes; with `--start-syncs` it starts the next stage's first
+   wave as `select` does (steps/first_wave.py). A next stage that cannot run (a plan with errors, a
    ledger too large) is recorded Failed by `select` as always, but this step exits 0: that failure
    is the next stage's, and the next stage's own closing step reports it (its record keeps the
    closed phase and exits 1), so the Argo UI shows the failed stage failed, not this one.
@@ -24,14 +25,15 @@ Caller: `python -m steps record-and-select` (steps.cli); tests call `hand_over` 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from orchestrator.api.release import Revisions
 from orchestrator.core.clock import Clock
 from orchestrator.kube.client import Kube
 from steps.common import RolloutRef, Tuning
 from steps.record import RecordResult, record_stage
-from steps.select_stage import SelectResult, select_stage
+from steps.select_stage import SelectResult, first_wave_release, select_stage
 
 
 @dataclass(frozen=True)
@@ -70,15 +72,27 @@ def hand_over(
     clock: Clock,
     tuning: Tuning | None = None,
     on_next: Callable[[], None] | None = None,
+    start_syncs: int = 0,
+    revisions: Sequence[Revisions] = (),
 ) -> HandOverResult:
     """Close `stage`; unless it failed, select `next_stage` (see module).
 
     `on_next` is called between the two (the entrypoint then attributes an error to the next stage).
+    `start_syncs`, `revisions`: the next stage's first wave, as `select_stage` starts it.
     """
+    first_wave_release(start_syncs, revisions)  # a usage error before anything is written
     recorded = record_stage(kube, rollout, stage=stage, clock=clock, tuning=tuning)
     if recorded.failed:
         return HandOverResult(recorded, None)
     if on_next is not None:
         on_next()
-    selected = select_stage(kube, rollout, stage=next_stage, clock=clock, tuning=tuning)
+    selected = select_stage(
+        kube,
+        rollout,
+        stage=next_stage,
+        clock=clock,
+        tuning=tuning,
+        start_syncs=start_syncs,
+        revisions=revisions,
+    )
     return HandOverResult(recorded, selected)

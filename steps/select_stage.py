@@ -17,6 +17,11 @@ owned Application not compared against a release revision and without a refresh 
 against the old commit. The stage message says how many were asked and how many did not answer in
 time (a later stage's `select` asks them again).
 
+The first wave (issue 15): with `--start-syncs N` (the Workflow passes the stage's maxParallel)
+and `--revisions`, once the stage is recorded Progressing the step requests the syncs of its first
+N targets itself, from the listing it planned with, and lists them in `syncing`
+(`steps.first_wave`); the cluster steps find those syncs ours and write nothing for them.
+
 Idempotent: when this rollout already selected the stage, the recorded targets are returned as
 they are, without planning again or writing anything. When the status describes no rollout or
 another one, `select` starts this rollout's status (see `rollout_status.start_rollout`).
@@ -29,7 +34,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -59,12 +64,15 @@ from orchestrator.planning.planner import (
 from steps.common import (
     RolloutRef,
     Tuning,
+    UsageProblem,
     app_namespace,
+    check_revisions,
     check_stage,
     get_app_set,
     list_clusters,
     load_progressive_sync,
 )
+from steps.first_wave import FirstWave, start_first_wave
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +86,7 @@ class SelectResult:
     targets: tuple[str, ...]
     reason: str
     from_status: bool = False  # True: this rollout had selected the stage already
+    first_wave: FirstWave = field(default_factory=FirstWave)  # the syncs this step started
 
     @property
     def failed(self) -> bool:
@@ -90,15 +99,28 @@ class SelectResult:
         again = " (already selected)" if self.from_status else ""
         if self.phase == StagePhase.PROGRESSING or self.targets:
             targets = ", ".join(self.targets)
-            return f"select: stage {self.stage!r}{again}: {len(self.targets)} target(s): {targets}"
+            started = f"; {self.first_wave.summary}" if self.first_wave.summary else ""
+            return f"select: stage {self.stage!r}{again}: {len(self.targets)} target(s): {targets}{started}"
         return f"select: stage {self.stage!r} {self.phase.value}{again}: {self.reason}"
 
 
 def select_stage(
-    kube: Kube, rollout: RolloutRef, *, stage: str, clock: Clock, tuning: Tuning | None = None
+    kube: Kube,
+    rollout: RolloutRef,
+    *,
+    stage: str,
+    clock: Clock,
+    tuning: Tuning | None = None,
+    start_syncs: int = 0,
+    revisions: Sequence[Revisions] = (),
 ) -> SelectResult:
-    """Plan `stage` for this rollout and record it; return its targets."""
+    """Plan `stage` for this rollout and record it; return its targets.
+
+    `start_syncs`: once the stage is recorded, request the syncs of its first `start_syncs` targets
+    (pinned to `revisions`, the release) from the listing it was planned with (steps.first_wave).
+    """
     tuning = tuning or Tuning()
+    release = first_wave_release(start_syncs, revisions)
     ps = load_progressive_sync(kube, rollout)
     check_stage(ps, stage)
     status = ps.status or ProgressiveSyncStatus()
@@ -139,27 +161,16 @@ def select_stage(
         plan = plan_with(compared.items)  # with Argo CD's answers
     for warning in plan.warnings:
         log.warning("plan: %s", warning.message)
-    stage_plan = plan.stage(stage)
     planned_total = sum(len(s.targets) for s in plan.stages)
     now = clock.now()
     stage_names = [s.name for s in ps.spec.stages]
     revision = " ".join(revision_key(r) for r in plan.revisions)  # for people: status.rollout.revision
+    phase, targets, reason = stage_outcome(plan, stage, compared)
 
-    targets: tuple[str, ...]
-    if plan.has_errors:
-        reason = "the plan has errors: " + "; ".join(issue.message for issue in plan.errors)
-        phase, targets = StagePhase.FAILED, ()
-    elif stage_plan.state == StageState.PLANNED:
-        reason, phase, targets = stage_plan.reason, StagePhase.PROGRESSING, stage_plan.targets
-    else:
-        reason, phase, targets = stage_plan.reason, StagePhase.SKIPPED, ()
-    late = [w.message for w in plan.warnings if w.code == IssueCode.LATE_CLUSTERS]
-    if late and phase != StagePhase.FAILED:
-        reason += "; " + "; ".join(late)
-    if compared.message:
-        reason += "; " + compared.message
+    recorded_here: list[bool] = []  # record() started the stage (not a concurrent select)
 
     def record(current: ProgressiveSyncStatus) -> ProgressiveSyncStatus:
+        recorded_here.clear()
         current = start_rollout(
             current,
             rollout_id=rollout.rollout_id,
@@ -177,6 +188,7 @@ def select_stage(
             )
             too_big = ledger_left_out(started, stage)
             if not too_big:
+                recorded_here.append(True)
                 return started
             entry = stage_of(started, stage)
             entry.targets, entry.clusters_omitted, entry.counts = [], "", None
@@ -190,7 +202,60 @@ def select_stage(
     )
     entry = find_stage(update.status, stage)
     assert entry is not None  # record() created it
-    return SelectResult(stage, entry.phase, tuple(entry.targets), entry.message)
+    if not recorded_here or entry.phase != StagePhase.PROGRESSING:
+        return SelectResult(stage, entry.phase, tuple(entry.targets), entry.message)
+    first_wave = start_first_wave(
+        kube,
+        rollout,
+        ps,
+        stage=stage,
+        wave=entry.targets[:start_syncs],
+        release=release,
+        items=compared.items,
+        clusters=clusters,
+        app_set=app_set,
+        since=update.status.rollout.started_at if update.status.rollout else None,
+        clock=clock,
+        tuning=tuning,
+    )
+    return SelectResult(stage, entry.phase, tuple(entry.targets), entry.message, first_wave=first_wave)
+
+
+def first_wave_release(start_syncs: int, revisions: Sequence[Revisions]) -> tuple[Revisions, ...]:
+    """The release the first wave's syncs are pinned to; UsageProblem when `--start-syncs` asks for
+    syncs without `--revisions` (never a sync without a pinned revision)."""
+    if start_syncs < 0:
+        raise UsageProblem(f"--start-syncs {start_syncs}: must be 0 (start none) or more")
+    if not start_syncs:
+        return ()
+    if not revisions:
+        raise UsageProblem(
+            f"--start-syncs {start_syncs} needs --revisions, the release's revisions its syncs are "
+            "pinned to (or --start-syncs 0 to leave every sync to the cluster steps)"
+        )
+    return check_revisions(revisions)
+
+
+def stage_outcome(
+    plan: RolloutPlan, stage: str, compared: CompareRequests
+) -> tuple[StagePhase, tuple[str, ...], str]:
+    """How the stage is recorded: Failed when the plan has errors, else Progressing with its
+    targets or Skipped; the reason with the late clusters and what was asked of Argo CD."""
+    stage_plan = plan.stage(stage)
+    targets: tuple[str, ...]
+    if plan.has_errors:
+        reason = "the plan has errors: " + "; ".join(issue.message for issue in plan.errors)
+        phase, targets = StagePhase.FAILED, ()
+    elif stage_plan.state == StageState.PLANNED:
+        reason, phase, targets = stage_plan.reason, StagePhase.PROGRESSING, stage_plan.targets
+    else:
+        reason, phase, targets = stage_plan.reason, StagePhase.SKIPPED, ()
+    late = [w.message for w in plan.warnings if w.code == IssueCode.LATE_CLUSTERS]
+    if late and phase != StagePhase.FAILED:
+        reason += "; " + "; ".join(late)
+    if compared.message:
+        reason += "; " + compared.message
+    return phase, targets, reason
 
 
 def ledger_left_out(status: ProgressiveSyncStatus, stage: str) -> str:

@@ -6,7 +6,9 @@ Application finished its operation Succeeded at the pinned revision, is Synced a
 the health observed after the operation finished; failed when an operation ended Failed/Error
 (after Argo CD's retries), health went Degraded after the sync, an Application or the cluster
 Secret disappeared, an Application was replaced by a new object of the same name (another uid:
-deleted and created again; `assess.replacement`), or the progress deadline passed. The deadline
+deleted and created again; `assess.replacement`), or the progress deadline passed, or its stage
+failed (a sibling's failure beyond `maxFailedClusters`: then what we started is stopped, looked at
+when the step starts and every `Tuning.stage_check_seconds`). The deadline
 is `progressDeadlineSeconds` after the sync started (the controller's `operationState.startedAt`
 for our operation, else the time our request was written), so a restarted step keeps the
 original deadline.
@@ -160,19 +162,9 @@ def _follow(
     sink: StatusSink,
     fleet: FleetLookup,
 ) -> WaitResult:
-    found, clusters = fleet.find(cluster)
-    if found is None:
-        return WaitResult(
-            cluster, ClusterPhase.FAILED, f"cluster {cluster}: no Argo CD cluster Secret has this name"
-        )
-    apps = fleet.apps_of(found, clusters)
-    names = [appsync.app_name(app) for app in apps]
-    if not names:
-        return WaitResult(
-            cluster,
-            ClusterPhase.FAILED,
-            f"cluster {cluster}: no Application of ApplicationSet {ps.spec.app_set_ref.name} targets it",
-        )
+    names = _apps_to_follow(ps, fleet, stage=stage, cluster=cluster)
+    if isinstance(names, WaitResult):
+        return names
 
     since = ps.status.rollout.started_at if ps.status and ps.status.rollout else None
     started: datetime | None = None
@@ -247,6 +239,30 @@ def _follow(
     raise AssertionError("unreachable: the Application follower never ends on its own")
 
 
+def _apps_to_follow(
+    ps: ProgressiveSync, fleet: FleetLookup, *, stage: str, cluster: str
+) -> list[str] | WaitResult:
+    """The names of the cluster's Applications to follow, or why the cluster fails without a wait:
+    no cluster Secret, no Application, or its stage failed already (in flight in a failed stage,
+    steps.cluster: it is stopped at once)."""
+    found, clusters = fleet.find(cluster)
+    if found is None:
+        return WaitResult(
+            cluster, ClusterPhase.FAILED, f"cluster {cluster}: no Argo CD cluster Secret has this name"
+        )
+    names = [appsync.app_name(app) for app in fleet.apps_of(found, clusters)]
+    if not names:
+        return WaitResult(
+            cluster,
+            ClusterPhase.FAILED,
+            f"cluster {cluster}: no Application of ApplicationSet {ps.spec.app_set_ref.name} targets it",
+        )
+    failed_already = stage_failure(ps, stage)
+    if failed_already:
+        return WaitResult(cluster, ClusterPhase.FAILED, _stopped(cluster, failed_already), apps=tuple(names))
+    return names
+
+
 def _sync_started(apps: Mapping[str, Mapping[str, Any] | None], rollout_id: str) -> datetime | None:
     """When the first of this rollout's syncs of the cluster started (None when none is known)."""
     starts = [
@@ -264,9 +280,12 @@ def _stage_failed_meanwhile(kube: Kube, rollout: RolloutRef, *, stage: str, clus
     current = load_progressive_sync(kube, rollout)
     check_rollout(current, rollout.rollout_id)
     failed = stage_failure(current, stage)
-    if not failed:
-        return ""
-    reason = f"cluster {cluster}: stopped before it finished: {failed}"
+    return _stopped(cluster, failed) if failed else ""
+
+
+def _stopped(cluster: str, stage_failure_reason: str) -> str:
+    """Why the cluster is stopped: its stage failed (DESIGN.md §3: the rollout is Failed)."""
+    reason = f"cluster {cluster}: stopped before it finished: {stage_failure_reason}"
     log.info("%s", reason)
     return reason
 

@@ -22,12 +22,21 @@ import pytest
 import steps.batch
 from orchestrator.api.models import RolloutPhase, StagePhase, StageStatus
 from orchestrator.api.release import revisions_from_json
-from orchestrator.api.rollout_status import find_stage
+from orchestrator.api.rollout_status import find_stage, mark_failed
 from orchestrator.argocd import appsync
 from orchestrator.argocd.inventory import INVENTORY_NAME, clusters_from_configmap, inventory_configmap
 from orchestrator.core.clock import SystemClock, format_time
 from orchestrator.devenv.controlplane import DevCluster
-from orchestrator.kube.client import APPLICATIONS, CONFIG_MAPS, SECRETS, WORKFLOWS, Conflict, Kube
+from orchestrator.kube.client import (
+    APPLICATIONS,
+    CONFIG_MAPS,
+    PROGRESSIVE_SYNCS,
+    SECRETS,
+    WORKFLOWS,
+    Conflict,
+    Kube,
+)
+from orchestrator.kube.status_writer import update_status
 from orchestrator.simulator.appcontroller import FleetSimulator
 from orchestrator.simulator.config import SimulatorConfig
 from orchestrator.simulator.events import read_events
@@ -35,6 +44,7 @@ from orchestrator.simulator.seed import SeedResult, seed_fleet
 from steps.batch import BatchResult, run_batch
 from steps.cluster import ClusterResult, run_cluster
 from steps.common import FleetLookup, RolloutRef, Tuning, load_progressive_sync
+from steps.select_stage import select_stage
 from steps.wait_healthy import wait_healthy
 from tests.support.builders import NEW_REVISION as REVISION
 from tests.support.builders import REVISIONS, foreign_operation
@@ -1119,3 +1129,191 @@ def test_a_batch_finds_an_application_created_after_it_read_the_fleet(rig: Rig) 
     rig.kube.create(APPLICATIONS, rig.namespace, app)
     assert [a["metadata"]["name"] for a in lookup.apps_of(found, clusters)] == [app["metadata"]["name"]]
     assert lookup.reads == 3  # the first read, then once more for each time the cluster had none
+
+
+# --- the first wave: started by the step that selected the stage (steps/first_wave.py) -------
+
+
+def first_wave_args(count: int) -> tuple[str, ...]:
+    return ("--start-syncs", str(count), "--revisions", REVISIONS)
+
+
+def ours(rig: Rig, cluster: str) -> bool:
+    """Does the cluster's Application carry a sync of rollout r1?"""
+    return appsync.operation_is_ours(appsync.operation(rig.app(cluster)), "r1")
+
+
+def set_paused(rig: Rig, paused: bool) -> None:
+    for _ in range(_UPDATE_ATTEMPTS):
+        obj = rig.kube.get(PROGRESSIVE_SYNCS, rig.namespace, "myservice")
+        obj["spec"]["paused"] = paused
+        try:
+            rig.kube.replace(PROGRESSIVE_SYNCS, rig.namespace, obj)
+            return
+        except Conflict:
+            continue
+    raise AssertionError("the ProgressiveSync kept conflicting")
+
+
+def test_select_starts_the_first_wave_and_the_cluster_steps_write_no_second_sync(rig: Rig) -> None:
+    make_progressive_sync(rig.kube, rig.namespace, stages=[REST])
+    mark = rig.control_plane.audit_mark()
+    result = rig.runner.run("select", "--stage", "rest", *first_wave_args(2))
+    assert_ok(result)
+    assert "started the sync of 2 cluster(s)" in result.stdout
+    targets = rig.stage("rest").targets
+    writes = writes_by(rig.control_plane, mark)
+    # The stage recorded, the first two clusters' syncs, then one write listing them syncing.
+    assert sorted((w.resource, w.subresource) for w in writes) == [
+        ("applications", ""),
+        ("applications", ""),
+        ("progressivesyncs", "status"),
+        ("progressivesyncs", "status"),
+    ], describe(writes)
+    assert [ours(rig, cluster) for cluster in targets] == [True, True, False]
+    assert rig.stage("rest").syncing == targets[:2]
+    assert rig.app(targets[0])["operation"]["sync"]["revision"] == REVISION
+
+    rig.simulate()
+    mark = rig.control_plane.audit_mark()
+    assert_ok(rig.runner.run("cluster", "--stage", "rest", "--cluster", targets[0], "--revisions", REVISIONS))
+    writes = writes_by(rig.control_plane, mark)
+    # No second sync write (wait-healthy may still patch a refresh request on the Application).
+    assert [w for w in writes if (w.resource, w.verb) == ("applications", "update")] == [], describe(writes)
+    assert targets[0] in rig.stage("rest").completed
+
+    mark = rig.control_plane.audit_mark()
+    again = rig.runner.run("select", "--stage", "rest", *first_wave_args(2))
+    assert_ok(again)
+    assert "already selected" in again.stdout and "started the sync" not in again.stdout
+    assert writes_by(rig.control_plane, mark) == []
+
+
+def test_record_and_select_starts_the_next_stages_first_wave(rig: Rig) -> None:
+    first, _, third = (c.name for c in rig.fleet.clusters)
+    canary = {
+        "name": "canary",
+        "phase": "Progressing",
+        "targets": [first],
+        "completed": [first],
+        "startedAt": "2030-01-01T12:00:00Z",
+    }
+    make_progressive_sync(
+        rig.kube,
+        rig.namespace,
+        stages=[CANARY, REST],
+        status=rollout_status(canary, {"name": "rest", "phase": "Pending"}),
+    )
+    args = ("--stage", "canary", "--next-stage", "rest", *first_wave_args(3))
+    result = rig.runner.run("record-and-select", *args)
+    assert_ok(result)
+    assert "started the sync of 2 cluster(s)" in result.stdout  # the rest has two clusters
+    rest = rig.stage("rest")
+    assert sorted(rest.syncing) == sorted(rest.targets) and third in rest.targets
+    assert all(ours(rig, cluster) for cluster in rest.targets)
+    assert not ours(rig, first)
+
+
+def test_nothing_starts_while_the_progressive_sync_is_paused(rig: Rig) -> None:
+    make_progressive_sync(rig.kube, rig.namespace, stages=[REST])
+    set_paused(rig, True)
+    mark = rig.control_plane.audit_mark()
+    assert_ok(rig.runner.run("select", "--stage", "rest", *first_wave_args(3)))
+    writes = writes_by(rig.control_plane, mark)
+    assert [(w.resource, w.subresource) for w in writes] == [("progressivesyncs", "status")], describe(writes)
+    assert rig.stage("rest").syncing == []
+    assert not any(ours(rig, cluster) for cluster in rig.stage("rest").targets)
+
+
+def test_start_syncs_without_the_release_is_a_usage_error_that_writes_no_sync(rig: Rig) -> None:
+    make_progressive_sync(rig.kube, rig.namespace, stages=[REST])
+    result = rig.runner.run("select", "--stage", "rest", "--start-syncs", "2")
+    assert_ok(result, 2)
+    assert "--start-syncs 2 needs --revisions" in result.stdout
+    assert not any(ours(rig, c.name) for c in rig.fleet.clusters)
+
+
+class RefusingKube(CountingKube):
+    """Behind a CountingKube: the Application `refused`'s replace answers 409, as if someone wrote it."""
+
+    def __init__(self, kube: Kube, refused: str) -> None:
+        super().__init__(kube)
+        self.refused = refused
+
+    def replace(self, resource: Any, namespace: str | None, body: dict[str, Any], **kwargs: Any) -> Any:
+        if resource is APPLICATIONS and body["metadata"]["name"] == self.refused:
+            raise Conflict(f"applications {self.refused}: the object has been modified")
+        return self._kube.replace(resource, namespace, body, **kwargs)
+
+
+def test_a_conflict_or_someone_elses_operation_is_left_to_the_cluster_step(rig: Rig) -> None:
+    make_progressive_sync(rig.kube, rig.namespace, stages=[REST])
+    busy, conflicting, free = (c.name for c in rig.fleet.clusters)
+    rig.update_app(busy, lambda app: app.update(operation=foreign_operation("alice")))
+    kube = RefusingKube(rig.kube, f"{rig.fleet.app_set}-{conflicting}")
+    result = select_stage(
+        cast(Kube, kube),
+        rollout_r1(rig),
+        stage="rest",
+        clock=SystemClock(),
+        tuning=Tuning(compare_wait_seconds=0),
+        start_syncs=3,
+        revisions=revisions_from_json(REVISIONS),
+    )
+    assert result.first_wave.started == (free,)
+    assert sorted(result.first_wave.left) == sorted([busy, conflicting])
+    assert rig.stage("rest").syncing == [free]
+    assert rig.app(busy)["operation"] == foreign_operation("alice"), "never overwritten"
+    assert [ours(rig, c) for c in (busy, conflicting, free)] == [False, False, True]
+
+
+def test_a_first_wave_cluster_of_a_stage_that_failed_is_stopped_not_left_syncing(rig: Rig) -> None:
+    """Its sync was started by select; a sibling failed the stage before its step ran. The step
+    ends what was started (not "not started": it was) and records the cluster failed."""
+    make_progressive_sync(rig.kube, rig.namespace, stages=[REST])
+    targets = sorted(c.name for c in rig.fleet.clusters)
+    for cluster in targets:
+        rig.update_app(cluster, hang)
+    assert_ok(rig.runner.run("select", "--stage", "rest", *first_wave_args(2)))
+    first, second, third = rig.stage("rest").targets
+    assert rig.stage("rest").syncing == [first, second]
+    rig.simulate()
+    assert_ok(rig.runner.run("sync", "--stage", "rest", "--cluster", third, "--revisions", REVISIONS))
+    update_status(
+        rig.kube,
+        rig.namespace,
+        "myservice",
+        lambda status: mark_failed(status, stage="rest", cluster=third, reason="Degraded"),
+        what="a sibling failed",
+    )
+    result = rig.runner.run("cluster", "--stage", "rest", "--cluster", first, "--revisions", REVISIONS)
+    assert_ok(result, 1)
+    assert f"cluster {first}: stopped before it finished: stage 'rest' has failed already" in result.stdout
+    stage = rig.stage("rest")
+    assert first in {f.name for f in stage.failed} and first not in stage.syncing
+    assert not appsync.operation_is_ours(appsync.operation(rig.app(first)), "r1") or (
+        (rig.app(first)["status"].get("operationState") or {}).get("phase") in {"Terminating", "Failed"}
+    ), "what select started is ended"
+
+
+def test_a_paused_batch_lets_its_first_wave_go_on_and_starts_no_other_cluster(rig: Rig) -> None:
+    make_progressive_sync(rig.kube, rig.namespace, stages=[REST])
+    assert_ok(rig.runner.run("select", "--stage", "rest", *first_wave_args(2)))
+    first, second, third = rig.stage("rest").targets
+    set_paused(rig, True)
+    rig.simulate()
+    with pytest.raises(steps.batch.PausedTooLong):
+        run_batch(
+            rig.kube,
+            rollout_r1(rig),
+            stage="rest",
+            batch=0,
+            batches=1,
+            max_parallel=2,
+            revisions=revisions_from_json(REVISIONS),
+            clock=SystemClock(),
+            tuning=Tuning(watch_window_seconds=2, pause_poll_seconds=0.1, pause_hold_seconds=1),
+        )
+    stage = rig.stage("rest")
+    assert sorted(stage.completed) == sorted([first, second]), "the syncs select started finish"
+    assert not ours(rig, third), "no new cluster starts while paused"

@@ -54,6 +54,21 @@ def test_the_batches_take_every_target_once_in_order(
         assert batch == [t for t in targets if t in batch]  # rollout order inside each batch
 
 
+@given(st.integers(0, 400), st.integers(1, 60), st.integers(1, 30))
+def test_the_batches_first_waves_are_the_first_max_parallel_targets(
+    targets: int, max_parallel: int, batches: int
+) -> None:
+    # `select` starts the syncs of the stage's first maxParallel targets (steps/first_wave.py): they
+    # must be the clusters the batches start first, each batch its first `slots` clusters.
+    batches = min(batches, max_parallel)
+    names = [f"c{i}" for i in range(targets)]
+    first_waves = [
+        clusters_of_batch(names, batches, batch, max_parallel)[: slots_of_batch(max_parallel, batches, batch)]
+        for batch in range(batches)
+    ]
+    assert sorted(c for wave in first_waves for c in wave) == sorted(names[:max_parallel])
+
+
 @settings(deadline=None)
 @given(st.integers(0, 2_000), st.integers(1, 300), st.integers(1, 60))
 def test_equal_clusters_end_in_as_many_waves_as_one_loop_of_max_parallel_pods(

@@ -1,0 +1,201 @@
+"""The first wave of a stage starts from the step that selected it (issue 15).
+
+A stage's first `maxParallel` clusters used to wait for their own pods (or a batch pod) to start
+before anything was synced: on the real node that is seconds per stage, on the critical path of
+every rollout. `select` (and `record-and-select` for the next stage) has just listed the
+Applications it planned with, so once it recorded the stage it requests the syncs of the first
+`--start-syncs` targets itself (the Workflow passes the stage's maxParallel: exactly the clusters
+the fan-out starts first, one pod per cluster or in batches, see `steps.batch`):
+
+- each Application is decided as `sync` decides it (`orchestrator.argocd.appsync.decide_sync`), on
+  the object as listed, and when due written once with that resourceVersion (`steps.sync.write_sync`);
+- anything else is left to the cluster's own step, which decides again on the Application as it
+  is then: a conflict (someone wrote since the list), any API error, someone's operation in
+  progress, an Application being deleted, a cluster without Applications; nothing is retried here;
+- nothing starts while the ProgressiveSync is paused (DESIGN.md §3: no new step starts);
+- the clusters where a sync of ours was written are then listed in the stage's `syncing`, in one
+  status update; it is best effort (the cluster step lists them too).
+
+The cluster steps find the syncs ours (our rollout id in `.operation.info`) and write nothing for
+them, so every Application still gets exactly one sync write per rollout. A first-wave cluster of a
+stage that fails before its step runs is stopped by that step (`steps.cluster`: it is listed in
+`syncing`) rather than reported "not started". A `select` run again for a stage already selected
+starts nothing: its cluster steps do.
+
+Caller: `steps.select_stage.select_stage`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from orchestrator.api.models import ProgressiveSync, ProgressiveSyncStatus
+from orchestrator.api.release import Revisions
+from orchestrator.api.rollout_status import find_stage, mark_syncing
+from orchestrator.argocd import appsync
+from orchestrator.argocd.fleet import AppSetView, Cluster, index_clusters
+from orchestrator.core.clock import Clock
+from orchestrator.kube.client import Kube, KubeError
+from orchestrator.kube.status_writer import update_status
+from steps.common import RolloutRef, Tuning, apps_by_cluster
+from steps.sync import write_sync
+
+log = logging.getLogger(__name__)
+
+# Sync writes in flight at once: each is one small PUT, so a handful of threads keep the API server
+# busy without a burst the size of maxParallel.
+WRITERS = 8
+
+
+@dataclass(frozen=True)
+class FirstWave:
+    """The clusters of the first wave whose sync this step requested, and those left to their step."""
+
+    started: tuple[str, ...] = ()
+    left: tuple[str, ...] = ()
+
+    @property
+    def summary(self) -> str:
+        """For the step's summary line ("" when nothing was tried)."""
+        if not self.started and not self.left:
+            return ""
+        text = f"started the sync of {len(self.started)} cluster(s)"
+        if self.left:
+            text += f", left {len(self.left)} to their own step"
+        return text
+
+
+def start_first_wave(
+    kube: Kube,
+    rollout: RolloutRef,
+    ps: ProgressiveSync,
+    *,
+    stage: str,
+    wave: Sequence[str],
+    release: Sequence[Revisions],
+    items: Sequence[Mapping[str, Any]],
+    clusters: Sequence[Cluster],
+    app_set: AppSetView | None,
+    since: datetime | None,
+    clock: Clock,
+    tuning: Tuning,
+) -> FirstWave:
+    """Request the syncs of the clusters in `wave` from `items` (the Applications as listed), then
+    list the clusters started in the stage's `syncing` (see the module)."""
+    if not wave:
+        return FirstWave()
+    if ps.spec.paused:
+        log.info("not starting the first wave of stage %r: the ProgressiveSync is paused", stage)
+        return FirstWave(left=tuple(wave))
+    rollout = rollout.with_applications_of(ps)
+    by_cluster = apps_by_cluster(items, ps.spec.app_set_ref.name, app_set, index_clusters(clusters))
+
+    def start(cluster: str) -> bool:
+        return _start_cluster(
+            kube,
+            rollout,
+            ps,
+            stage=stage,
+            cluster=cluster,
+            apps=by_cluster.get(cluster, ()),
+            release=release,
+            since=since,
+            clock=clock,
+        )
+
+    with ThreadPoolExecutor(max_workers=min(WRITERS, len(wave)), thread_name_prefix="first-wave") as pool:
+        outcomes = list(pool.map(start, wave))
+    started = tuple(cluster for cluster, ok in zip(wave, outcomes, strict=True) if ok)
+    left = tuple(cluster for cluster, ok in zip(wave, outcomes, strict=True) if not ok)
+    if started:
+        _list_syncing(kube, rollout, stage=stage, clusters=started, tuning=tuning)
+    log.info(
+        "stage %r: requested the sync of %d first-wave cluster(s); %d left to their own step",
+        stage,
+        len(started),
+        len(left),
+    )
+    return FirstWave(started, left)
+
+
+def _start_cluster(
+    kube: Kube,
+    rollout: RolloutRef,
+    ps: ProgressiveSync,
+    *,
+    stage: str,
+    cluster: str,
+    apps: Sequence[Mapping[str, Any]],
+    release: Sequence[Revisions],
+    since: datetime | None,
+    clock: Clock,
+) -> bool:
+    """Write the due syncs of one cluster's Applications; True when at least one sync of ours was
+    written (the cluster is then in flight, whatever its step does with the rest)."""
+    if not apps:
+        log.info("cluster %s: no Application listed for it; left to its step", cluster)
+        return False
+    written = False
+    for app in apps:
+        name = appsync.app_name(app)
+        decision = appsync.decide_sync(app, rollout.rollout_id, release=release, since=since)
+        if decision.action in _NOTHING_TO_WRITE:
+            continue
+        if decision.action != appsync.SyncAction.REQUEST:
+            log.info("cluster %s: %s; left to its step", cluster, decision.reason)
+            return written
+        try:
+            write_sync(
+                kube,
+                rollout,
+                app,
+                pins=decision.pins,
+                stage=stage,
+                prune=ps.spec.sync_options.prune,
+                sync_options=list(ps.spec.sync_options.options or []),
+                now=clock.now(),
+            )
+        except KubeError as exc:  # a conflict, or the API: the cluster's step decides again
+            log.info("cluster %s: Application %s not written (%s); left to its step", cluster, name, exc)
+            return written
+        log.info("Application %s: sync requested at revision %s", name, ",".join(decision.pins))
+        written = True
+    return written
+
+
+_NOTHING_TO_WRITE = (
+    appsync.SyncAction.ALREADY_REQUESTED,
+    appsync.SyncAction.ADOPT,
+    appsync.SyncAction.UP_TO_DATE,
+)
+
+
+def _list_syncing(
+    kube: Kube, rollout: RolloutRef, *, stage: str, clusters: Sequence[str], tuning: Tuning
+) -> None:
+    """One status update listing `clusters` in the stage's `syncing`; an error is logged, not raised."""
+
+    def mutation(status: ProgressiveSyncStatus) -> ProgressiveSyncStatus:
+        superseded = status.rollout is None or status.rollout.id != rollout.rollout_id
+        if superseded or find_stage(status, stage) is None:
+            return status  # not ours to write any more
+        for cluster in clusters:
+            status = mark_syncing(status, stage=stage, cluster=cluster)
+        return status
+
+    try:
+        update_status(
+            kube,
+            rollout.namespace,
+            rollout.name,
+            mutation,
+            what=f"stage {stage!r}: {len(clusters)} first-wave cluster(s) syncing",
+            settings=tuning.status,
+        )
+    except KubeError as exc:
+        log.warning("stage %r: could not list the first wave in syncing (%s); their steps will", stage, exc)
