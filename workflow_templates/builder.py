@@ -261,6 +261,7 @@ def _stage_template(
     opens: bool = True,
     next_stage: str | None = None,
     next_batches: int = 0,
+    next_max_parallel: int = 0,
 ) -> Template:
     """One stage's DAG. `opens`: it selects its own clusters (else they come in as the input
     `targets`, or from the status for a stage in batches); `next_stage`: its closing step selects
@@ -278,7 +279,13 @@ def _stage_template(
             DAGTask(
                 name=names.SELECT_TASK,
                 template=names.SELECT_FOR_BATCHES_TEMPLATE if batches else names.SELECT_TEMPLATE,
-                arguments=stage_arg,
+                # It starts the syncs of the first wave: the clusters the fan-out starts first.
+                arguments=Arguments(
+                    parameters=[
+                        _parameter(pieces.STAGE_INPUT, stage_ref),
+                        _parameter(pieces.START_SYNCS_INPUT, str(size.max_parallel)),
+                    ]
+                ),
                 dependencies=previous or None,
             )
         )
@@ -319,6 +326,7 @@ def _stage_template(
                 parameters=[
                     _parameter(pieces.STAGE_INPUT, stage_ref),
                     _parameter(pieces.NEXT_STAGE_INPUT, next_stage),
+                    _parameter(pieces.START_SYNCS_INPUT, str(next_max_parallel)),
                 ]
             ),
             dependencies=[names.CLUSTERS_TASK],
@@ -477,6 +485,7 @@ def build_workflow(
                 opens=opens[index],
                 next_stage=stages[index + 1].name if hands_over else None,
                 next_batches=batch_counts[index + 1] if hands_over else 0,
+                next_max_parallel=sizes[stages[index + 1].name].max_parallel if hands_over else 0,
             )
         )
         if batches:

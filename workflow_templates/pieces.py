@@ -66,6 +66,8 @@ CLUSTER_INPUT = "cluster"
 BATCH_INPUT = "batch"
 BATCHES_INPUT = "batches"
 MAX_PARALLEL_INPUT = "max-parallel"
+# select and record-and-select: how many of the stage's first targets they start (steps/first_wave.py).
+START_SYNCS_INPUT = "start-syncs"
 
 
 def _workflow_parameter(name: str) -> str:
@@ -155,6 +157,7 @@ def _step(
     inputs: tuple[str, ...] = (),
     outputs: tuple[str, ...] = (),
     display_input: str | None = None,
+    defaults: dict[str, str] | None = None,
 ) -> StepContainer:
     display = None
     if display_input:
@@ -170,7 +173,7 @@ def _step(
         resources=_resources(settings),
         security_context=step_security_context(settings),
         volumes=[EmptyDirVolume(name=OUTPUTS_VOLUME, mount_path=settings.outputs_dir)],
-        inputs=[Parameter(name=item) for item in inputs] or None,
+        inputs=[_input_parameter(item, (defaults or {}).get(item)) for item in inputs] or None,
         outputs=[
             Parameter(name=item, value_from=ValueFrom(path=f"{settings.outputs_dir}/{item}"))
             for item in outputs
@@ -180,14 +183,30 @@ def _step(
     )
 
 
+def _input_parameter(name: str, default: str | None) -> Parameter:
+    # Hera renders `default=None` as the string "null": only a real default is given.
+    return Parameter(name=name) if default is None else Parameter(name=name, default=default)
+
+
 def step_templates(settings: WorkflowSettings) -> list[StepContainer]:
     """The step containers of docs/CONTRACTS.md, in contract order."""
     stage = ("--stage", _input(STAGE_INPUT))
     cluster = ("--cluster", _input(CLUSTER_INPUT))
     revision = ("--revisions", _workflow_parameter(names.PARAM_REVISIONS))
     per_cluster = (STAGE_INPUT, CLUSTER_INPUT)
+    # select and record-and-select start the stage's first wave (steps/first_wave.py); a caller
+    # that passes no `start-syncs` (a templateRef, a person) leaves every sync to the cluster steps.
+    first_wave = ("--start-syncs", _input(START_SYNCS_INPUT), *revision)
+    no_first_wave = {START_SYNCS_INPUT: "0"}
     return [
-        _step(names.SELECT_TEMPLATE, [*stage], settings, inputs=(STAGE_INPUT,), outputs=(TARGETS_OUTPUT,)),
+        _step(
+            names.SELECT_TEMPLATE,
+            [*stage, *first_wave],
+            settings,
+            inputs=(STAGE_INPUT, START_SYNCS_INPUT),
+            outputs=(TARGETS_OUTPUT,),
+            defaults=no_first_wave,
+        ),
         _step(names.SYNC_TEMPLATE, [*stage, *cluster, *revision], settings, inputs=per_cluster),
         _step(names.WAIT_HEALTHY_TEMPLATE, [*stage, *cluster, *revision], settings, inputs=per_cluster),
         # Its node shows the cluster's name in the Argo UI (names.display_name_of_input).
@@ -216,10 +235,11 @@ def step_templates(settings: WorkflowSettings) -> list[StepContainer]:
         _step(names.RECORD_TEMPLATE, [*stage], settings, inputs=(STAGE_INPUT,)),
         _step(
             names.RECORD_AND_SELECT_TEMPLATE,
-            [*stage, "--next-stage", _input(NEXT_STAGE_INPUT)],
+            [*stage, "--next-stage", _input(NEXT_STAGE_INPUT), *first_wave],
             settings,
-            inputs=(STAGE_INPUT, NEXT_STAGE_INPUT),
+            inputs=(STAGE_INPUT, NEXT_STAGE_INPUT, START_SYNCS_INPUT),
             outputs=(TARGETS_OUTPUT,),
+            defaults=no_first_wave,
         ),
         _step(
             names.FINALIZE_TEMPLATE,
@@ -246,7 +266,8 @@ def select_for_batches_template(settings: WorkflowSettings) -> Container:
     of thousands of clusters would take hundreds of kB there. The batch pods read the targets
     `select` records in the ProgressiveSync status instead.
     """
-    step = _step(names.SELECT_TEMPLATE, ["--stage", _input(STAGE_INPUT)], settings, inputs=(STAGE_INPUT,))
+    step = next(s for s in step_templates(settings) if s.name == names.SELECT_TEMPLATE)
+    step.outputs = None
     step.name = names.SELECT_FOR_BATCHES_TEMPLATE
     return step
 

@@ -301,6 +301,8 @@ def test_a_stage_boundary_with_nothing_between_is_one_step(
     rest_arguments = {p["name"]: p["value"] for p in rest_task["arguments"]["parameters"]}
     if not hands_over:
         assert names.RECORD_TASK in canary and names.SELECT_TASK in rest
+        select_arguments = {p["name"]: p["value"] for p in rest[names.SELECT_TASK]["arguments"]["parameters"]}
+        assert select_arguments == {"stage": "{{inputs.parameters.stage}}", "start-syncs": "4"}
         assert rest_arguments == {"stage": "rest"}
         assert estimate_nodes(ps, sizes) == 3 + 2 * 7 + 2 * (1 + rest_pods) + 1  # + bake
         return
@@ -308,21 +310,28 @@ def test_a_stage_boundary_with_nothing_between_is_one_step(
     assert list(canary) == ["select", "clusters", names.RECORD_AND_SELECT_TASK]
     close = canary[names.RECORD_AND_SELECT_TASK]
     assert close["dependencies"] == ["clusters"]
+    # ... and starts the syncs of rest's first wave: its maxParallel (4) first targets.
     assert {p["name"]: p["value"] for p in close["arguments"]["parameters"]} == {
         "stage": "{{inputs.parameters.stage}}",
         "next-stage": "rest",
+        "start-syncs": "4",
     }
     # rest: no select of its own; its clusters start at once with what canary handed on.
     assert list(rest) == ["clusters", "record"]
     assert "dependencies" not in rest["clusters"]
     step = templates(obj)[close["template"]]
-    assert step["container"]["args"][:5] == [
+    assert step["container"]["args"] == [
         "record-and-select",
         "--stage",
         "{{inputs.parameters.stage}}",
         "--next-stage",
         "{{inputs.parameters.next-stage}}",
+        "--start-syncs",
+        "{{inputs.parameters.start-syncs}}",
+        "--revisions",
+        "{{workflow.parameters.revisions}}",
     ]
+    assert {"name": "start-syncs", "default": "0"} in step["inputs"]["parameters"]
     if batched:
         # The batch pods read rest's targets from the status, as after select-for-batches.
         assert close["template"] == names.RECORD_AND_SELECT_FOR_BATCHES_TEMPLATE
