@@ -45,6 +45,7 @@ import pytest
 
 from orchestrator.devenv import controlplane as devcluster
 from orchestrator.kube.client import (
+    APPLICATIONS,
     CRDS,
     EVENTS,
     NAMESPACES,
@@ -646,6 +647,10 @@ def credentials_rotated(rig: Rig) -> Heal:
     the file its kubeconfig names (`tokenFile`), the old one revoked (its bound Secret deleted)
     until the API server refuses it. The watcher goes on with the new one, without a restart."""
     assert rig.token_path is not None
+    # The rollout must still be running once the old token is refused (which takes up to ~10 s, the
+    # API server's token cache): every cluster is held Progressing until then, so the watcher's
+    # writes on the rollout's end come after the revocation, however fast the rollout is.
+    hold_health(rig, "3600")
     old = rig.token_path.read_text().strip()
     new = mint_token(rig.cluster, rig.namespace, "watcher-token-2")
     write_token(rig.token_path, new)
@@ -654,7 +659,16 @@ def credentials_rotated(rig: Rig) -> Heal:
     wait_for(lambda: token_refused(rig.cluster, old), timeout=30, interval=0.5, what="the old token refused")
     rig.rotated_mark = rig.cluster.audit_mark()
     rig.new_credential = token_id(new)
-    return _no_heal
+    return lambda: hold_health(rig, "0")
+
+
+def hold_health(rig: Rig, seconds: str) -> None:
+    """Every Application of the fleet turns Healthy `seconds` after its sync (the simulator's
+    annotation; a merge patch, so no race with the steps' sync writes)."""
+    items, _ = rig.kube.list(APPLICATIONS, rig.namespace)
+    patch = {"metadata": {"annotations": {"simulator.progressivesync.io/health-seconds": seconds}}}
+    for item in items:
+        rig.kube.patch(APPLICATIONS, rig.namespace, item["metadata"]["name"], patch)
 
 
 def showed_new_credentials_used(rig: Rig) -> str:
