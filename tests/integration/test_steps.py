@@ -731,17 +731,13 @@ def test_record_and_select_closes_the_stage_then_selects_the_next_and_a_second_r
     assert writes_by(rig.control_plane, mark) == []
 
 
-def test_record_and_select_leaves_a_next_stage_that_cannot_run_to_its_own_closing_step(rig: Rig) -> None:
-    """The canary succeeded, but the rest cannot be planned (an Application of the cluster it would
-    take lost its cluster Secret: a plan error). The hand-over exits 0 and hands on no targets,
-    the rest is recorded Failed, and the rest's own closing step exits 1: Argo shows the rest
-    failed, not the canary."""
-    first, _, third = (c.name for c in rig.fleet.clusters)
+def canary_done_rest_pending(rig: Rig, cluster: str) -> None:
+    """The ProgressiveSync of stages canary and rest, its canary (`cluster`) done, the rest pending."""
     canary = {
         "name": "canary",
         "phase": "Progressing",
-        "targets": [first],
-        "completed": [first],
+        "targets": [cluster],
+        "completed": [cluster],
         "startedAt": "2030-01-01T12:00:00Z",
     }
     make_progressive_sync(
@@ -750,6 +746,15 @@ def test_record_and_select_leaves_a_next_stage_that_cannot_run_to_its_own_closin
         stages=[CANARY, REST],
         status=rollout_status(canary, {"name": "rest", "phase": "Pending"}),
     )
+
+
+def test_record_and_select_leaves_a_next_stage_that_cannot_run_to_its_own_closing_step(rig: Rig) -> None:
+    """The canary succeeded, but the rest cannot be planned (an Application of the cluster it would
+    take lost its cluster Secret: a plan error). The hand-over exits 0 and hands on no targets,
+    the rest is recorded Failed, and the rest's own closing step exits 1: Argo shows the rest
+    failed, not the canary."""
+    first, _, third = (c.name for c in rig.fleet.clusters)
+    canary_done_rest_pending(rig, first)
     rig.kube.delete(SECRETS, rig.namespace, f"cluster-{third}")
     publish_inventory(rig.kube, rig.namespace)  # what the watcher does on the Secret's deletion
 
@@ -1191,19 +1196,7 @@ def test_select_starts_the_first_wave_and_the_cluster_steps_write_no_second_sync
 
 def test_record_and_select_starts_the_next_stages_first_wave(rig: Rig) -> None:
     first, _, third = (c.name for c in rig.fleet.clusters)
-    canary = {
-        "name": "canary",
-        "phase": "Progressing",
-        "targets": [first],
-        "completed": [first],
-        "startedAt": "2030-01-01T12:00:00Z",
-    }
-    make_progressive_sync(
-        rig.kube,
-        rig.namespace,
-        stages=[CANARY, REST],
-        status=rollout_status(canary, {"name": "rest", "phase": "Pending"}),
-    )
+    canary_done_rest_pending(rig, first)
     args = ("--stage", "canary", "--next-stage", "rest", *first_wave_args(3))
     result = rig.runner.run("record-and-select", *args)
     assert_ok(result)
