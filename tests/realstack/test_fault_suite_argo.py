@@ -6,8 +6,11 @@ image). Argo CD is the fleet simulator (in this process), over a fleet of two cl
 stage, one at a time. The rollout's Workflow is created as the watcher creates it
 (`RolloutRig.start_rollout`); the steps record the ProgressiveSync's status themselves.
 
-Each row injects one fault once the simulator has picked up the first cluster's sync (its step pod
-is then waiting for it to turn Healthy), ends it, and checks what every fault row checks:
+The first cluster is held Progressing until its row's fault is in place: its sync may start from
+`select` (the first wave, steps/first_wave.py) before its step pod exists, so a fixed health time
+could end before the pod runs. Each row injects one fault once that pod's step logs that it is
+following the cluster (it is then waiting for it to turn Healthy), lets the cluster turn Healthy,
+and checks what every fault row checks:
 
 1. the rollout ends in the row's phase (the Workflow and the ProgressiveSync's status);
 2. every Application is synced at most once, exactly once when the rollout succeeds (the
@@ -43,9 +46,8 @@ CLUSTERS = 2
 # the exit handler).
 STAGE = "all"
 STAGES = [{"name": STAGE, "targets": {"clusters": {"selector": {}}}, "maxParallel": 1}]
-# The first cluster stays Progressing for this long after its sync: the fault lands while its step pod
-# waits for it to turn Healthy.
-FIRST_HEALTH_SECONDS = 8
+# The first cluster stays Progressing (an hour) until its row lets it turn Healthy (`release_first`).
+HELD_HEALTH_SECONDS = 3600
 WORKFLOW_LABEL = "workflows.argoproj.io/workflow"
 NODE_NAME_ANNOTATION = "workflows.argoproj.io/node-name"
 
@@ -83,10 +85,32 @@ def first_pod(run: FaultRun) -> dict[str, Any] | None:
 
 
 def wait_for_first_pod(run: FaultRun) -> dict[str, Any]:
-    """The first cluster's step pod, once it runs."""
-    pod = wait_for(lambda: first_pod(run), timeout=30, interval=0.2, what="the first cluster's step pod")
+    """The first cluster's step pod, once its step follows the cluster (its log says so): the step
+    runs in it, past the emissary's start, and waits for the cluster to turn Healthy."""
+    pod = wait_for(lambda: first_pod(run), timeout=60, interval=0.2, what="the first cluster's step pod")
     assert pod is not None
+    following = f"cluster {run.first}: following"
+    wait_for(
+        lambda: following in step_log(run, pod),
+        timeout=60,
+        interval=0.2,
+        what=f"the log of pod {pod['metadata']['name']} to say {following!r}",
+    )
     return pod
+
+
+def step_log(run: FaultRun, pod: dict[str, Any]) -> str:
+    """What the pod's main container logged so far, read where the node's kubelet writes it."""
+    node = run.real.stack.node
+    assert node is not None
+    meta = pod["metadata"]
+    folder = node.root / "pod-logs" / f"{meta['namespace']}_{meta['name']}_{meta['uid']}" / "main"
+    return "".join(path.read_text(errors="replace") for path in sorted(folder.glob("*.log")))
+
+
+def release_first(run: FaultRun) -> None:
+    """The first cluster turns Healthy now (it was held Progressing); again, it changes nothing."""
+    run.rig.set_app_behaviour(run.first, **{"health-seconds": "0"})
 
 
 def controller_killed_and_restarted(run: FaultRun) -> None:
@@ -97,6 +121,7 @@ def controller_killed_and_restarted(run: FaultRun) -> None:
     pod = wait_for_first_pod(run)
     killed = argo.controller_pid
     argo.kill_controller()
+    release_first(run)
     try:
         wait_for(
             lambda: _pod_phase(run, pod["metadata"]["name"]) == "Succeeded",
@@ -146,6 +171,7 @@ def step_pod_deleted(run: FaultRun) -> None:
         interval=0.2,
         what="the first cluster's step in a new pod",
     )[0]
+    release_first(run)
     how = "the same pod name, same attempt" if again["metadata"]["name"] == name else "a new attempt"
     run.showed = (
         f"pod {name} deleted: "
@@ -162,6 +188,7 @@ def kubelet_restarted(run: FaultRun) -> None:
     pod = wait_for_first_pod(run)
     before = node.kubelet_pid
     node.restart_kubelet()
+    release_first(run)
     run.showed = (
         f"kubelet {before} restarted as {node.kubelet_pid} with pod {pod['metadata']['name']} running"
     )
@@ -213,13 +240,14 @@ def rig(request: pytest.FixtureRequest, real_stack: RealStack, tmp_path: Path) -
 @pytest.mark.parametrize("fault", FAULTS)
 def test_rollout_rides_out_the_fault(rig: RolloutRig, real_stack: RealStack, fault: ArgoFault) -> None:
     first, _ = rig.planned_targets(STAGES, STAGE)
-    rig.simulate({first: {"healthSeconds": FIRST_HEALTH_SECONDS}})
+    rig.simulate({first: {"healthSeconds": HELD_HEALTH_SECONDS}})
     mark = rig.engine.cluster.audit_mark()
     started = time.monotonic()
     rig.start_rollout(STAGES)
     wait_for(lambda: rig.sync_starts().get(first), timeout=120, interval=0.2, what="the first sync")
     run = FaultRun(rig, real_stack, first)
     fault.inject(run)
+    release_first(run)  # each row lets it go once its fault is in place; here in case one did not
     healed = time.monotonic()
 
     done = rig.wait_finished(timeout=fault.bound)
