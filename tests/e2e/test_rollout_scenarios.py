@@ -327,18 +327,28 @@ def test_the_approval_gate_waits_until_approved(rig: RolloutRig, how: str) -> No
 
 def test_pause_holds_new_clusters_and_resume_finishes_the_rollout(rig: RolloutRig) -> None:
     [canary] = rig.planned_targets(TWO_STAGES, CANARY["name"])
-    rig.simulate({canary: {"healthSeconds": 8}})
+    # The canary stays Progressing until it is let go below: its sync starts from select (the first
+    # wave), and its step must be running when the pause comes, so that the pause meets a running
+    # step (which finishes) and a stage's record not yet started (which waits).
+    rig.simulate({canary: {"healthSeconds": 3600}})
     rig.run_engine()
     rig.watcher()
     rig.create_ps(TWO_STAGES)
     wait_for(
         lambda: rig.sync_starts() == {canary: 1}, timeout=TIMEOUT, interval=0.5, what="the canary syncing"
     )
+    rig.workflow_name = rig.workflows()[0]["metadata"]["name"]
+    wait_for(
+        lambda: any(pod.get("phase") == "Running" for pod in rig.cluster_pods()),
+        timeout=TIMEOUT,
+        interval=0.5,
+        what="the canary's step running",
+    )
 
     paused = cli(rig, "pause", "myservice")
     assert paused.exit_code == 0, paused.output
     rig.wait_phase("Paused")
-    rig.workflow_name = rig.workflows()[0]["metadata"]["name"]
+    rig.set_app_behaviour(canary, **{"health-seconds": "0"})
     # The canary's step finishes; nothing new starts while paused (not even the stage's record).
     wait_for(
         lambda: (
