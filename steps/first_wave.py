@@ -43,7 +43,7 @@ from orchestrator.core.clock import Clock
 from orchestrator.kube.client import Kube, KubeError
 from orchestrator.kube.status_writer import update_status
 from steps.common import RolloutRef, Tuning, apps_by_cluster
-from steps.sync import write_sync
+from steps.sync import NOTHING_TO_WRITE, write_sync
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +144,7 @@ def _start_cluster(
     for app in apps:
         name = appsync.app_name(app)
         decision = appsync.decide_sync(app, rollout.rollout_id, release=release, since=since)
-        if decision.action in _NOTHING_TO_WRITE:
+        if decision.action in NOTHING_TO_WRITE:
             continue
         if decision.action != appsync.SyncAction.REQUEST:
             log.info("cluster %s: %s; left to its step", cluster, decision.reason)
@@ -166,13 +166,6 @@ def _start_cluster(
         log.info("Application %s: sync requested at revision %s", name, ",".join(decision.pins))
         written = True
     return written
-
-
-_NOTHING_TO_WRITE = (
-    appsync.SyncAction.ALREADY_REQUESTED,
-    appsync.SyncAction.ADOPT,
-    appsync.SyncAction.UP_TO_DATE,
-)
 
 
 def _list_syncing(

@@ -89,7 +89,8 @@ class SyncResult:
         return f"sync: cluster {self.cluster}: " + "; ".join(parts)
 
 
-_NOTHING_TO_WRITE = (
+# What `sync` writes nothing for (the first wave too: steps/first_wave.py).
+NOTHING_TO_WRITE = (
     appsync.SyncAction.ALREADY_REQUESTED,
     appsync.SyncAction.ADOPT,
     appsync.SyncAction.UP_TO_DATE,
@@ -221,7 +222,7 @@ def _sync_one(
     waited = False
     while True:
         decision = appsync.decide_sync(app, rollout.rollout_id, release=release, since=since)
-        if decision.action in _NOTHING_TO_WRITE:
+        if decision.action in NOTHING_TO_WRITE:
             log.info("%s; writing nothing", decision.reason)
             return decision.action, waited
         if decision.action == appsync.SyncAction.REFUSED:
