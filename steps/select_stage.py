@@ -144,6 +144,9 @@ def select_stage(
             clusters=clusters,
             apps=[app_view_from_object(item) for item in apps],
             progress=progress_from_status(status) if ours else None,
+            # The release the Workflow rolls out, not one re-derived from the fleet (which no longer
+            # names it once every Application still out of date is only waiting for its health).
+            release=revisions or None,
         )
 
     plan = plan_with(items)

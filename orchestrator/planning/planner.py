@@ -82,6 +82,7 @@ class IssueCode(StrEnum):
     SPREAD_LABEL_MISSING = "SpreadLabelMissing"
     UNKNOWN_PROGRESS_STAGE = "UnknownProgressStage"
     LATE_CLUSTERS = "LateClusters"
+    NOT_A_RELEASE = "NotARelease"
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,8 +347,13 @@ def plan_rollout(
     clusters: Iterable[Cluster],
     apps: Iterable[AppView],
     progress: RolloutProgress | None = None,
+    release: Iterable[Sequence[str]] | None = None,
 ) -> RolloutPlan:
     """Plan one rollout of `spec` over the fleet; see the module docstring and docs/planner.md.
+
+    `release` are the revisions of the release being rolled out (a step passes the Workflow's); None
+    derives them from the fleet (`release_of_fleet`: the revisions Argo CD compared Applications
+    against that they do not run yet).
 
     `appset` is the ApplicationSet the spec names (None when not at hand: ownership is then
     decided by name alone, with a warning). `progress` is what the rollout under way recorded;
@@ -366,8 +372,14 @@ def plan_rollout(
             f"no Application is owned by ApplicationSet {app_set_name!r}: there is nothing to roll out",
         )
     apps_by_cluster, homeless = _assign_apps(issues, owned, index)
-    fleet = _fleet_clusters(apps_by_cluster)
-    revisions = _release_revisions(issues, owned, fleet)
+    given = normalize_revisions(release) if release is not None else None
+    revisions = (
+        given
+        if given is not None
+        else release_of_fleet(app for apps in apps_by_cluster.values() for app in apps)
+    )
+    fleet, outside = _fleet_clusters(apps_by_cluster, frozenset(revisions))
+    _report_release(issues, owned, fleet, outside)
     _report_automated_sync(issues, owned)
     _report_homeless(issues, homeless, spec.allow_partial_rollout)
 
@@ -537,33 +549,69 @@ def _assign_apps(
     return apps_by_cluster, homeless
 
 
-def _fleet_clusters(apps_by_cluster: Mapping[str, list[AppView]]) -> dict[str, ClusterPlan]:
-    """The ApplicationSet's clusters (those with at least one of its Applications), by name."""
+def new_desired_state(app: AppView) -> Revisions | None:
+    """The revisions Argo CD compared the Application against when that is a state it does not run
+    yet (sync status OutOfSync at a known revision), else None.
+
+    Only this makes a release revision. An Application Synced at its revision but not Healthy (or
+    with a sync of its current revision still running) describes the commit it already runs: that
+    is a health question, and taking its revision as a release would make every Application still
+    compared against that old commit count as "at the release" (issue 29, finding 2).
+    """
+    if app.sync_status is SyncStatus.OUT_OF_SYNC and app.sync_revisions:
+        return app.sync_revisions
+    return None
+
+
+def release_of_fleet(apps: Iterable[AppView]) -> tuple[Revisions, ...]:
+    """The release the fleet asks for: the distinct new desired states (`new_desired_state`), sorted."""
+    return normalize_revisions(rev for app in apps if (rev := new_desired_state(app)) is not None)
+
+
+def _needs_release(app: AppView, reason: str | None, release: frozenset[Revisions]) -> bool:
+    """True when the out-of-date Application (`reason` not None) is a target of `release`: it is not
+    Synced (OutOfSync, or Argo CD could not compare it), Argo CD reports no revision for it yet, or
+    the revision it is Synced at is one of the release's (it still has to become Healthy: adopted)."""
+    if reason is None:
+        return False
+    return app.sync_status is not SyncStatus.SYNCED or not app.sync_revisions or app.sync_revisions in release
+
+
+def _fleet_clusters(
+    apps_by_cluster: Mapping[str, list[AppView]], release: frozenset[Revisions]
+) -> tuple[dict[str, ClusterPlan], list[str]]:
+    """The ApplicationSet's clusters (those with at least one of its Applications), by name, and the
+    Applications that are not settled at a revision outside `release` ("name: reason"): not targets."""
     fleet: dict[str, ClusterPlan] = {}
+    outside: list[str] = []
     for name in sorted(apps_by_cluster):
         apps = apps_by_cluster[name]
-        stale = [(app, reason) for app in apps if (reason := out_of_date_reason(app)) is not None]
+        stale: list[tuple[AppView, str]] = []
+        for app in apps:
+            reason = out_of_date_reason(app)
+            if _needs_release(app, reason, release):
+                stale.append((app, str(reason)))
+            elif reason is not None:
+                outside.append(f"{app.name} ({reason} at {app.sync_revision})")
         if not stale:
             fleet[name] = ClusterPlan(name=name, apps=tuple(app.name for app in apps))
             continue
-        revisions = {app.sync_revisions for app, _ in stale if app.sync_revisions}
+        revisions = {rev for app, _ in stale if (rev := new_desired_state(app)) is not None}
         fleet[name] = ClusterPlan(
             name=name,
             apps=tuple(app.name for app in apps),
             stale_apps=tuple(app.name for app, _ in stale),
             reasons=tuple(f"{app.name}: {reason}" for app, reason in stale),
-            revisions=tuple(sorted(revisions)) if len(revisions) > 1 else tuple(revisions),
+            revisions=tuple(sorted(revisions)),
         )
-    return fleet
+    return fleet, outside
 
 
-def _release_revisions(
-    issues: _Issues, owned: list[AppView], fleet: Mapping[str, ClusterPlan]
-) -> tuple[Revisions, ...]:
-    """The release revisions (those of the out-of-date Applications); mixed or unknown ones reported."""
+def _report_release(
+    issues: _Issues, owned: list[AppView], fleet: Mapping[str, ClusterPlan], outside: list[str]
+) -> None:
+    """Mixed revisions, unknown ones, and unsettled Applications that are not part of the release."""
     stale_names = {app for cluster in fleet.values() for app in cluster.stale_apps}
-    revisions = normalize_revisions(rev for cluster in fleet.values() for rev in cluster.revisions)
-
     # Every Application with a revision, out of date or not: one that is Synced at another
     # revision than the rest is as worth a look as two releases in flight.
     by_revision: dict[str, list[str]] = defaultdict(list)
@@ -586,7 +634,14 @@ def _release_revisions(
             "cannot be pinned until Argo CD has compared them",
             unknown,
         )
-    return revisions
+    if outside:
+        issues.warn(
+            IssueCode.NOT_A_RELEASE,
+            f"{_names(outside)} are Synced at the revision they run but not settled: a health question, "
+            "not a release; no rollout syncs them for it (Argo CD reports why; a new commit or "
+            "`argocd app sync` changes them)",
+            [entry.split(" ", 1)[0] for entry in outside],
+        )
 
 
 def _report_automated_sync(issues: _Issues, owned: list[AppView]) -> None:
