@@ -494,6 +494,18 @@ def _eu(count: int = 2) -> list[Cluster]:
         ),
         pytest.param(
             _eu(),
+            [
+                make_app(cluster="eu-1"),
+                make_app(cluster="eu-2", sync="Synced", revision=OLD_REVISION, health="Degraded"),
+            ],
+            [make_stage("all")],
+            {},
+            {"MixedRevisions", "NotARelease"},
+            set(),
+            id="degraded-at-the-old-commit-is-reported-not-released",
+        ),
+        pytest.param(
+            _eu(),
             [*stale_apps(_eu()), make_app("lost", cluster="gone")],
             [make_stage("all")],
             {},
@@ -673,6 +685,38 @@ def test_shared_server_goes_to_the_secret_that_sorts_first() -> None:
     result = plan(clusters, apps, make_stage("all"))
     assert result.clusters["a"].apps == ("by-server",)
     assert result.clusters["b"].apps == ("by-name",)
+
+
+def test_an_unhealthy_application_at_the_old_commit_adds_nothing_to_the_release() -> None:
+    """Issue 29, finding 2: the old commit of a Degraded Application is not a release revision, so an
+    Application still compared against it is not "at the release"; the warning names it."""
+    apps = [
+        make_app(cluster="eu-1"),
+        make_app(cluster="eu-2", sync="Synced", revision=OLD_REVISION, health="Degraded"),
+    ]
+    result = plan(_eu(), apps, make_stage("all"))
+    assert result.revisions == ((NEW_REVISION,),)
+    assert result.stages[0].targets == ("eu-1",)
+    warning = next(w for w in result.warnings if w.code.value == "NotARelease")
+    assert warning.subjects == ("myservice-eu-2",)
+    assert f"health is Degraded at {OLD_REVISION}" in warning.message
+
+
+def test_the_release_given_to_a_running_rollout_is_the_one_planned() -> None:
+    """A step passes the Workflow's release: an Application Synced at it but still Progressing stays a
+    target when no other Application names the release any more."""
+    apps = [make_app(cluster="eu-1", sync="Synced", health="Progressing"), up_to_date("eu-2")]
+    assert plan(_eu(), apps, make_stage("all")).stages[0].targets == ()
+    given = plan_rollout(
+        make_spec(make_stage("all")),
+        ps_name="myservice",
+        appset=make_app_set(),
+        clusters=_eu(),
+        apps=apps,
+        release=[(NEW_REVISION,)],
+    )
+    assert given.revisions == ((NEW_REVISION,),)
+    assert given.stages[0].targets == ("eu-1",)
 
 
 def test_mixed_revisions_are_all_release_revisions() -> None:
