@@ -241,8 +241,7 @@ class Actor:
         if asked:
             shown = ", ".join(asked[:10]) + (f" and {len(asked) - 10} more" if len(asked) > 10 else "")
             log.info(
-                "asked Argo CD to compare %d Application(s) against release %s before its rollout "
-                "starts: %s",
+                "asked Argo CD to compare %d Application(s) against release %s before its rollout starts: %s",
                 len(asked),
                 action.release,
                 shown,

@@ -107,7 +107,9 @@ def plan() -> RolloutPlan:
     )
 
 
-def observed(apps: tuple[AppView, ...], status: ProgressiveSyncStatus | None = None, **changes: Any) -> Observed:
+def observed(
+    apps: tuple[AppView, ...], status: ProgressiveSyncStatus | None = None, **changes: Any
+) -> Observed:
     base: dict[str, Any] = {
         "namespace": "argocd",
         "name": "web",
@@ -147,9 +149,14 @@ def fleet_condition(status: ProgressiveSyncStatus) -> tuple[ConditionStatus, str
 @pytest.mark.parametrize(
     ("apps", "since", "expected"),
     [
-        pytest.param((at_release("a"), at_release("b")), NOW, FleetComparison(owned=2), id="all-at-the-release"),
         pytest.param(
-            (at_release("a"), app("b")), NOW, FleetComparison(to_ask=("b",), owned=2), id="old-comparison-is-asked"
+            (at_release("a"), at_release("b")), NOW, FleetComparison(owned=2), id="all-at-the-release"
+        ),
+        pytest.param(
+            (at_release("a"), app("b")),
+            NOW,
+            FleetComparison(to_ask=("b",), owned=2),
+            id="old-comparison-is-asked",
         ),
         pytest.param(
             (at_release("a"), app("b", refresh=True)),
@@ -176,7 +183,10 @@ def fleet_condition(status: ProgressiveSyncStatus) -> tuple[ConditionStatus, str
             id="never-compared-is-asked",
         ),
         pytest.param(
-            (app("x", owner=None), app("y", owner=OwnerRef("argoproj.io/v1alpha1", "ApplicationSet", "other"))),
+            (
+                app("x", owner=None),
+                app("y", owner=OwnerRef("argoproj.io/v1alpha1", "ApplicationSet", "other")),
+            ),
             NOW,
             FleetComparison(owned=0),
             id="not-owned-is-not-ours-to-ask",
@@ -256,7 +266,9 @@ def test_the_wait_asks_the_lagging_applications_and_the_status_says_what_it_wait
     status = apply_patch(ProgressiveSyncStatus(), only(decision, UpdateStatus).patch, NOW)
     assert fleet_condition(status) == (ConditionStatus.FALSE, AWAITING_FLEET_COMPARISON)
     assert status.phase == RolloutPhase.PENDING
-    assert "waiting until 2026-11-30T12:01:00Z (at most 60 s) for Argo CD to compare" in (status.message or "")
+    assert "waiting until 2026-11-30T12:01:00Z (at most 60 s) for Argo CD to compare" in (
+        status.message or ""
+    )
     assert "starts with what is known" in (status.message or "")
     progressing = next(c for c in status.conditions or [] if c.type == "Progressing")
     assert (progressing.status, progressing.reason) == (ConditionStatus.TRUE, AWAITING_FLEET_COMPARISON)
@@ -273,7 +285,9 @@ def test_a_wait_that_goes_on_writes_the_same_status() -> None:
     status = apply_patch(ProgressiveSyncStatus(observed_generation=1), only(first, UpdateStatus).patch, NOW)
     stored = ProgressiveSyncStatus.model_validate(status.to_api())  # whole seconds, as stored
     later = decide(observed(LAGGING, stored, now=NOW + timedelta(seconds=7)), POLICY)
-    again = apply_patch(stored.model_copy(deep=True), only(later, UpdateStatus).patch, NOW + timedelta(seconds=7))
+    again = apply_patch(
+        stored.model_copy(deep=True), only(later, UpdateStatus).patch, NOW + timedelta(seconds=7)
+    )
     assert again.to_api() == stored.to_api()
 
 
@@ -300,7 +314,9 @@ def test_the_rollout_records_how_the_wait_ended(
     warnings = [a for a in decision.actions if isinstance(a, RecordEvent) and a.type == "Warning"]
     assert [w.reason for w in warnings] == ([event] if event else [])
     if event:
-        assert "did not compare 2 of 3 Application(s)" in warnings[0].message and "b, c" in warnings[0].message
+        assert (
+            "did not compare 2 of 3 Application(s)" in warnings[0].message and "b, c" in warnings[0].message
+        )
         assert "started with what was known" in (after.message or "")
 
 
