@@ -12,6 +12,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from orchestrator.api.models import (
     Condition,
@@ -366,3 +368,36 @@ def test_the_workflow_is_sized_from_the_plan_made_after_the_wait() -> None:
     create = only(decision, CreateWorkflow)
     fanouts = {t["name"]: t for t in create.workflow["spec"]["templates"] if "parallelism" in t}
     assert fanouts["fanout-rest"]["parallelism"] == 2, sorted(fanouts)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([NEW, OLD]),
+            st.sampled_from(list(SyncStatus)),
+            st.none() | st.integers(-120, 120).map(lambda s: NOW + timedelta(seconds=s)),
+            st.booleans(),
+            st.booleans(),
+        ),
+        max_size=12,
+    )
+)
+def test_an_application_is_asked_or_awaited_only_while_argo_cd_has_not_compared_it(
+    rows: list[tuple[str, SyncStatus, datetime | None, bool, bool]],
+) -> None:
+    apps = [
+        app(f"a{i}", revision=rev, sync=sync, compared=at, refresh=refresh, owner=OWNER if owned else None)
+        for i, (rev, sync, at, refresh, owned) in enumerate(rows)
+    ]
+    got = fleet_comparison(apps, app_set_name=APP_SET, app_set_uid="u1", release=[(NEW,)], since=NOW)
+    by_name = {a.name: a for a in apps}
+    assert not set(got.to_ask) & set(got.pending)
+    assert got.owned == sum(1 for a in apps if a.owner_references)
+    for name in got.unanswered:
+        view = by_name[name]
+        assert view.owner_references and view.sync_revisions != (NEW,), "never one compared at the release"
+    for name in got.to_ask:
+        view = by_name[name]
+        assert not view.refresh_pending, "a pending refresh is awaited, not asked again"
+        assert view.reconciled_at is None or view.reconciled_at <= NOW, "an answer is not asked again"
+    assert got.complete == (not got.unanswered)
