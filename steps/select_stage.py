@@ -194,7 +194,7 @@ def select_stage(
                 recorded_here.append(True)
                 return started
             entry = stage_of(started, stage)
-            entry.targets, entry.clusters_omitted, entry.counts = [], "", None
+            entry.targets, entry.clusters_omitted, entry.clusters_taken, entry.counts = [], "", None, None
             return close_stage(started, stage=stage, phase=StagePhase.FAILED, message=too_big, now=now)
         if phase == StagePhase.SKIPPED:
             return skip_stage(current, stage=stage, reason=reason, now=now, planned_total=planned_total)

@@ -20,7 +20,11 @@ rollout is due. `docs/planner.md` explains the rules with examples; the summary:
   (the one sizing rule, `orchestrator.planning.sizing`, which the Workflow builder uses too).
 - **A running rollout** (`progress`): a stage that rollout already selected keeps exactly the
   targets it recorded, and they count as taken, so later stages get the answer the plan gave at the
-  start (unless the fleet itself changed).
+  start (unless the fleet itself changed). A stage whose list of clusters the status left out
+  (issue 29 point 8) is known by its taken-set, the digests of its targets' names: its targets are
+  the fleet's clusters with those digests, and no later stage takes them (nor counts a failure of
+  one against its own `maxFailedClusters`). A stage of which the status kept neither, and which
+  has clusters not updated, is an error: a later stage could take them again.
 """
 
 from __future__ import annotations
@@ -28,15 +32,17 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
+from orchestrator.api.ledger import name_digest
 from orchestrator.api.models import (
     LabelSelector,
     ProgressiveSyncSpec,
     ProgressiveSyncStatus,
+    StageCounts,
     StagePhase,
 )
 from orchestrator.api.release import Revisions, normalize_revisions, release_id, revision_key
@@ -83,6 +89,7 @@ class IssueCode(StrEnum):
     UNKNOWN_PROGRESS_STAGE = "UnknownProgressStage"
     LATE_CLUSTERS = "LateClusters"
     NOT_A_RELEASE = "NotARelease"
+    PROGRESS_LEFT_OUT = "ProgressLeftOut"
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,11 +117,28 @@ class StageProgress:
     completed: tuple[str, ...] = ()
     failed: tuple[str, ...] = ()
     phase: StagePhase = StagePhase.PENDING
+    # A stage whose ledger the status left out: no names (`failed` holds only the few the status
+    # kept), the digests of its targets' names (`orchestrator.api.ledger.name_digest`; empty when
+    # the status kept none) and its stored counts.
+    taken: frozenset[bytes] = frozenset()
+    counted: StageCounts | None = None
 
     @property
     def is_selected(self) -> bool:
         """True once the rollout's `select` ran for this stage (or skipped it)."""
-        return self.phase is not StagePhase.PENDING or bool(self.targets)
+        return self.phase is not StagePhase.PENDING or bool(self.targets) or bool(self.taken)
+
+    @property
+    def targets_unknown(self) -> bool:
+        """True when the status kept neither its targets nor their digests while some of them are
+        not updated (a later stage could take those again)."""
+        counted = self.counted
+        return (
+            not self.targets
+            and not self.taken
+            and counted is not None
+            and counted.targets > counted.completed
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +160,8 @@ def progress_from_status(status: ProgressiveSyncStatus) -> RolloutProgress:
                 completed=tuple(stage.completed),
                 failed=tuple(f.name for f in stage.failed),
                 phase=stage.phase,
+                taken=stage.taken_digests(),
+                counted=stage.tally() if stage.clusters_omitted else None,
             )
             for stage in status.stages or []
         ),
@@ -686,7 +712,9 @@ def _plan_stages(
     fleet: Mapping[str, ClusterPlan],
     progress: RolloutProgress | None,
 ) -> tuple[StagePlan, ...]:
-    recorded = {s.name: s for s in (progress.stages if progress else ()) if s.is_selected}
+    recorded = _targets_of_taken_sets(
+        issues, {s.name: s for s in (progress.stages if progress else ()) if s.is_selected}, clusters
+    )
     stage_names = {stage.name for stage in spec.stages}
     strangers = sorted(name for name in recorded if name not in stage_names)
     if strangers:
@@ -750,6 +778,33 @@ def _plan_stages(
     return tuple(plans)
 
 
+def _targets_of_taken_sets(
+    issues: _Issues, recorded: dict[str, StageProgress], clusters: Mapping[str, Cluster]
+) -> dict[str, StageProgress]:
+    """The recorded stages, those the status kept only as taken-sets with their targets: the
+    fleet's clusters whose name digests are in the set (a cluster that left the fleet is no
+    candidate anyway). A stage kept without either is an error (see `targets_unknown`)."""
+    unknown = [s.name for s in recorded.values() if s.targets_unknown]
+    if unknown:
+        issues.error(
+            IssueCode.PROGRESS_LEFT_OUT,
+            f"the status no longer says which clusters stage(s) {_names(unknown)} of the running "
+            "rollout took (their list was left out of the status without the set of clusters taken, "
+            "which an earlier version did not keep), and some of them are not updated: a later stage "
+            "could take them again; retry the rollout (progressive-sync retry)",
+            unknown,
+        )
+    if not any(s.taken and not s.targets for s in recorded.values()):
+        return recorded
+    by_digest = {name_digest(name): name for name in clusters}
+    resolved = dict(recorded)
+    for name, stage in recorded.items():
+        if stage.taken and not stage.targets:
+            targets = sorted(by_digest[d] for d in stage.taken if d in by_digest)
+            resolved[name] = replace(stage, targets=tuple(targets))
+    return resolved
+
+
 # Cluster names grouped by their values of some label keys (None where a cluster lacks the key).
 _Partition = dict[tuple[str | None, ...], list[str]]
 
@@ -803,13 +858,17 @@ def _recorded_state(recorded: StageProgress, rollout: str) -> tuple[StageState, 
     targets = recorded.targets
     done = set(recorded.completed)
     completed = sum(1 for t in targets if t in done)
+    total, failed = len(targets), len(recorded.failed)
+    counted = recorded.counted
+    if counted is not None:  # its ledger was left out: the stored counts
+        total, completed, failed = counted.targets, counted.completed, counted.failed
     if recorded.phase is StagePhase.SKIPPED:
         return StageState.SKIPPED, f"skipped by {rollout}"
-    if recorded.phase is StagePhase.SUCCEEDED or (targets and completed == len(targets)):
-        return StageState.DONE, f"{completed} of {len(targets)} clusters updated by {rollout}"
-    reason = f"selected by {rollout}: {completed} of {len(targets)} clusters updated"
-    if recorded.failed:
-        reason += f", {len(recorded.failed)} failed ({_names(recorded.failed)})"
+    if recorded.phase is StagePhase.SUCCEEDED or (total and completed == total):
+        return StageState.DONE, f"{completed} of {total} clusters updated by {rollout}"
+    reason = f"selected by {rollout}: {completed} of {total} clusters updated"
+    if failed:
+        reason += f", {failed} failed ({_names(recorded.failed)})"
     if recorded.phase is not StagePhase.PROGRESSING:
         reason += f"; stage {recorded.phase.value}"
     return StageState.PLANNED, reason
