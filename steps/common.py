@@ -106,6 +106,9 @@ class Tuning:
     # The `batch` step: how often it writes the status changes its clusters gathered (a failure at
     # once; steps.status_sink).
     batch_flush_seconds: float = 5.0
+    # A step sent SIGTERM: how long it may take to write the status changes it gathered before it
+    # exits 75 (within the pod's termination grace period, 30 s by default; steps.status_sink).
+    stop_flush_seconds: float = 10.0
     # The `batch` step while the ProgressiveSync is paused: how often it looks whether the pause
     # was lifted, and how long it holds a cluster back before it exits 75 (Argo retries the batch).
     pause_poll_seconds: float = 2.0

@@ -452,6 +452,56 @@ def test_a_cluster_step_stopped_by_sigterm_exits_75_and_its_retry_resumes_withou
     assert [e["cluster"] for e in starts] == [cluster]
 
 
+def test_a_batch_stopped_by_sigterm_writes_the_completions_it_gathered_before_it_exits(rig: Rig) -> None:
+    """Issue 29 point 9: a batch gathers its clusters' status changes between writes. Sent SIGTERM,
+    it exited 75 at once and they were lost: clusters done on their Applications stayed "in
+    flight" in the status and ended as "did not finish". Now it writes them first (bounded)."""
+    make_progressive_sync(rig.kube, rig.namespace, stages=[REST])
+    assert_ok(rig.runner.run("select", "--stage", "rest"))
+    targets = rig.stage("rest").targets
+    slow, done = targets[-1], targets[:-1]
+    rig.update_app(
+        slow,
+        lambda app: (
+            app["metadata"]
+            .setdefault("annotations", {})
+            .update({"simulator.progressivesync.io/health-seconds": "3600"})
+        ),
+    )
+    rig.simulate()
+    log = rig.tmp_path / "batch.log"
+    args = ("--stage", "rest", "--batch", "0", "--batches", "1", "--max-parallel", "3")
+    # No periodic write during the test: what the batch gathered is written at its end only.
+    process = rig.runner.start(
+        "batch",
+        *args,
+        "--revisions",
+        REVISIONS,
+        "--batch-flush-seconds",
+        "3600",
+        log_path=log,
+        PROGRESSIVE_SYNC_LOG_LEVEL="DEBUG",
+    )
+    try:
+        wait_for(
+            lambda: all(f"gathered: cluster {cluster} done" in log.read_text() for cluster in done),
+            timeout=60,
+            what="the batch to gather the completion of every cluster but the slow one",
+        )
+        process.send_signal(signal.SIGTERM)
+        code, output = finish(process, log, timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert code == 75, output
+    last = output.splitlines()[-1]
+    assert "batch: stopped by SIGTERM before it finished" in last, output
+    assert "status change(s) its clusters had gathered" in last, last
+    stage = rig.stage("rest")
+    assert sorted(stage.completed) == sorted(done), stage
+    assert stage.syncing == [slow], stage
+
+
 def stage_with_a_failure(targets: list[str]) -> dict[str, Any]:
     return {
         "name": "canary",
