@@ -101,6 +101,10 @@ class Tuning:
     # The `select` step: how long it waits for Argo CD to answer the refreshes it asked for (and the
     # pending ones) before planning without those answers (steps.select_stage).
     compare_wait_seconds: float = 30.0
+    # The `select` step: how long it waits for the cluster inventory to list the cluster of an
+    # out-of-date Application whose destination it does not know yet (a cluster whose Secret and
+    # Application appeared together: the watcher publishes it within seconds; steps.select_stage).
+    inventory_wait_seconds: float = 60.0
     # The `batch` step: waits before running one cluster again after a temporary error (then exit 75).
     batch_retry_backoffs: tuple[float, ...] = (5.0, 10.0, 20.0, 40.0)
     # The `batch` step: how often it writes the status changes its clusters gathered (a failure at

@@ -237,7 +237,9 @@ class RolloutPlan:
 
     `revisions` are the distinct release revisions of the out-of-date Applications, sorted (empty
     when nothing is out of date); `release_id(generation)` turns them into the rollout id.
-    `uncovered` are out-of-date clusters no stage takes. A plan with `errors` must not be run.
+    `uncovered` are out-of-date clusters no stage takes; `homeless` the out-of-date Applications
+    whose destination is no known cluster (no cluster Secret, or, for the steps, one the cluster
+    inventory does not list yet: `select` waits for it). A plan with `errors` must not be run.
     """
 
     ps_name: str
@@ -246,6 +248,7 @@ class RolloutPlan:
     clusters: Mapping[str, ClusterPlan]
     revisions: tuple[Revisions, ...] = ()
     uncovered: tuple[str, ...] = ()
+    homeless: tuple[str, ...] = ()
     warnings: tuple[PlanIssue, ...] = ()
     errors: tuple[PlanIssue, ...] = ()
     ignored_apps: int = 0
@@ -421,6 +424,7 @@ def plan_rollout(
         clusters=MappingProxyType(fleet),
         revisions=revisions,
         uncovered=uncovered,
+        homeless=tuple(sorted(app.name for app in homeless if out_of_date_reason(app) is not None)),
         warnings=tuple(issues.warnings),
         errors=tuple(issues.errors),
         ignored_apps=ignored,
