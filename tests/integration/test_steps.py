@@ -558,12 +558,12 @@ def test_a_batch_stopped_by_sigterm_writes_the_completions_it_gathered_before_it
         if process.poll() is None:
             process.kill()
     assert code == 75, output
-    last = output.splitlines()[-1]
-    assert "batch: stopped by SIGTERM before it finished" in last, output
-    assert "status change(s) its clusters had gathered" in last, last
     stage = rig.stage("rest")
     assert sorted(stage.completed) == sorted(done), stage
     assert stage.syncing == [slow], stage
+    last = output.splitlines()[-1]
+    assert "batch: stopped by SIGTERM before it finished" in last, output
+    assert "status change(s) its clusters had gathered" in last, last
 
 
 def stage_with_a_failure(targets: list[str]) -> dict[str, Any]:
