@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from orchestrator.api.models import ProgressiveSync
 from orchestrator.api.release import Revisions, normalize_revisions
 from orchestrator.api.rollout_status import find_stage
+from orchestrator.argocd import appsync
 from orchestrator.argocd.assess import first_few
 from orchestrator.argocd.fleet import (
     AppSetView,
@@ -162,6 +163,34 @@ def stage_failure(ps: ProgressiveSync, stage: str) -> str:
         f"stage {stage!r} has failed already ({len(entry.failed)} failed cluster(s), at most {tolerated} "
         f"tolerated: {failed}); no new cluster starts"
     )
+
+
+def stopped_reason(cluster: str, stage_failure_reason: str) -> str:
+    """Why a cluster in flight is stopped: its stage failed (DESIGN.md §3: the rollout is Failed)."""
+    reason = f"cluster {cluster}: stopped before it finished: {stage_failure_reason}"
+    log.info("%s", reason)
+    return reason
+
+
+def stage_failed_meanwhile(kube: Kube, rollout: RolloutRef, *, stage: str, cluster: str) -> str:
+    """Why the cluster stops because its stage failed since the caller read it ("" while it has
+    not): one read of the ProgressiveSync. Raises Superseded when a newer rollout took over."""
+    current = load_progressive_sync(kube, rollout)
+    check_rollout(current, rollout.rollout_id)
+    failed = stage_failure(current, stage)
+    return stopped_reason(cluster, failed) if failed else ""
+
+
+def written_by_rollout(apps: Sequence[Mapping[str, Any]], ps: ProgressiveSync, rollout_id: str) -> list[str]:
+    """The Applications among `apps` that carry a sync this rollout wrote (requested, running or
+    finished: `appsync.synced_by_rollout`), whatever the stage's `syncing` lists.
+
+    The Applications are what says what we wrote: a first-wave write whose listing in `syncing` was
+    lost (a crash between the writes and the list, an error while listing, a lost answer to the
+    write) is still ours, and must be ended, not reported "not started" (issue 29, point 5).
+    """
+    since = ps.status.rollout.started_at if ps.status and ps.status.rollout else None
+    return [appsync.app_name(app) for app in apps if appsync.synced_by_rollout(app, rollout_id, since=since)]
 
 
 def check_stage(ps: ProgressiveSync, stage: str) -> None:

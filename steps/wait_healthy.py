@@ -46,7 +46,9 @@ from steps.common import (
     check_rollout,
     check_stage,
     load_progressive_sync,
+    stage_failed_meanwhile,
     stage_failure,
+    stopped_reason,
 )
 from steps.status_sink import DirectSink, StatusSink
 from steps.terminate import terminate_operations
@@ -204,7 +206,7 @@ def _follow(
                 # A sibling's failure may have failed the stage: the rollout is Failed, so what we
                 # started here must not go on applying the release (DESIGN.md §3).
                 last_stage_check = now
-                stopped = _stage_failed_meanwhile(kube, rollout, stage=stage, cluster=cluster)
+                stopped = stage_failed_meanwhile(kube, rollout, stage=stage, cluster=cluster)
                 if stopped:
                     return WaitResult(cluster, ClusterPhase.FAILED, stopped, apps=tuple(names))
             stale_check = (now - last_cluster_check).total_seconds() >= tuning.watch_window_seconds
@@ -259,7 +261,9 @@ def _apps_to_follow(
         )
     failed_already = stage_failure(ps, stage)
     if failed_already:
-        return WaitResult(cluster, ClusterPhase.FAILED, _stopped(cluster, failed_already), apps=tuple(names))
+        return WaitResult(
+            cluster, ClusterPhase.FAILED, stopped_reason(cluster, failed_already), apps=tuple(names)
+        )
     return names
 
 
@@ -271,23 +275,6 @@ def _sync_started(apps: Mapping[str, Mapping[str, Any] | None], rollout_id: str)
         if app is not None and (t := appsync.sync_started_at(app, rollout_id)) is not None
     ]
     return min(starts) if starts else None
-
-
-def _stage_failed_meanwhile(kube: Kube, rollout: RolloutRef, *, stage: str, cluster: str) -> str:
-    """Why the cluster stops waiting because its stage failed meanwhile ("" while it has not).
-
-    Raises Superseded when a newer rollout took over."""
-    current = load_progressive_sync(kube, rollout)
-    check_rollout(current, rollout.rollout_id)
-    failed = stage_failure(current, stage)
-    return _stopped(cluster, failed) if failed else ""
-
-
-def _stopped(cluster: str, stage_failure_reason: str) -> str:
-    """Why the cluster is stopped: its stage failed (DESIGN.md §3: the rollout is Failed)."""
-    reason = f"cluster {cluster}: stopped before it finished: {stage_failure_reason}"
-    log.info("%s", reason)
-    return reason
 
 
 class _Notes:
