@@ -11,6 +11,12 @@ For each Application of the ApplicationSet on the cluster (`orchestrator.argocd.
   the cluster fails with a reason naming who started it;
 - it is already Synced at its release revision (someone else synced it) -> adopt it: no sync,
   `wait-healthy` waits for its health;
+- it is Synced and Healthy at a revision outside the release -> Argo CD is asked to compare it again
+  (`argocd.argoproj.io/refresh`) and its answer is decided on: left alone only when that answer
+  still puts it outside the release (it may be one Argo CD had not compared since the release: a
+  refresh `select` asked for that went unanswered); synced when the answer is OutOfSync at the
+  release. No answer by the progress deadline fails the cluster, naming the Application: every
+  Application of the cluster gets the release or the cluster is not done (issue 29, point 4);
 - otherwise one update carrying the resourceVersion sets `.operation` (revision pinned, our rollout
   id and stage in `info`) and nulls the finished `status.operationState`. A 409 means someone
   wrote in between: read again and decide again (bounded). Annotations are never written: the
@@ -18,6 +24,12 @@ For each Application of the ApplicationSet on the cluster (`orchestrator.argocd.
 
 Then the cluster is listed in the stage's `syncing` (status writer: no change, no write). Running
 the step twice for the same rollout writes nothing the second time.
+
+A stage that has failed (failures above `maxFailedClusters`) gets no new sync from this step, for no
+Application: when the step starts, and again after every wait (someone's operation, a comparison).
+Then what this rollout wrote on the cluster (by the Applications' own marks, `written_by_rollout`)
+is ended and the cluster recorded failed ("stopped before it finished"); when nothing was written,
+the cluster is not started (nothing recorded, exit 1).
 
 Caller: `python -m steps sync` (steps.cli); tests call `sync_cluster` directly too.
 """
@@ -27,7 +39,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -38,7 +50,7 @@ from orchestrator.api.rollout_status import mark_failed, mark_syncing
 from orchestrator.argocd import appsync
 from orchestrator.argocd.appwatch import follow_applications
 from orchestrator.core.clock import Clock
-from orchestrator.kube.client import APPLICATIONS, Conflict, Kube
+from orchestrator.kube.client import APPLICATIONS, Conflict, Kube, NotFound
 from orchestrator.kube.status_writer import ConflictsExhausted
 from steps.common import (
     FleetLookup,
@@ -48,6 +60,10 @@ from steps.common import (
     check_rollout,
     check_stage,
     load_progressive_sync,
+    stage_failed_meanwhile,
+    stage_failure,
+    stopped_reason,
+    written_by_rollout,
 )
 from steps.status_sink import DirectSink, StatusSink
 from steps.terminate import terminate_operations
@@ -85,7 +101,10 @@ class SyncResult:
         if self.adopted:
             parts.append(f"already at the release revision, adopted: {', '.join(self.adopted)}")
         if self.left_alone:
-            parts.append(f"up to date outside this release, left alone: {', '.join(self.left_alone)}")
+            parts.append(
+                "up to date outside this release (Argo CD compared again at our request), left alone: "
+                + ", ".join(self.left_alone)
+            )
         return f"sync: cluster {self.cluster}: " + "; ".join(parts)
 
 
@@ -99,6 +118,10 @@ NOTHING_TO_WRITE = (
 
 class _Busy(Exception):
     """Someone's operation was still in progress at the deadline, or the Application cannot be synced."""
+
+
+class _Stopped(Exception):
+    """The stage failed while this step waited: no new sync is written (the message says why)."""
 
 
 def sync_cluster(
@@ -152,10 +175,32 @@ def sync_cluster(
             cluster=cluster,
             reason=f"cluster {cluster}: no Application of ApplicationSet {app_set_name} targets it",
         )
+    names = [appsync.app_name(a) for a in apps]
+    failed_already = stage_failure(ps, stage)
+    if failed_already:
+        # No new sync in a failed stage (DESIGN.md §3); what we wrote before is ended.
+        if not written_by_rollout(apps, ps, rollout.rollout_id):
+            log.info("cluster %s not started: %s", cluster, failed_already)
+            return SyncResult(cluster, failure=f"cluster {cluster} not started: {failed_already}")
+        return _fail(
+            kube,
+            rollout,
+            tuning,
+            sink,
+            stage=stage,
+            cluster=cluster,
+            reason=stopped_reason(cluster, failed_already),
+            apps=names,
+            clock=clock,
+        )
     deadline = clock.now() + timedelta(seconds=ps.spec.progress_deadline_seconds)
     since = ps.status.rollout.started_at if ps.status and ps.status.rollout else None
     outcomes: dict[appsync.SyncAction, list[str]] = defaultdict(list)
     waited: list[str] = []
+
+    def stage_check() -> str:
+        return stage_failed_meanwhile(kube, rollout, stage=stage, cluster=cluster)
+
     for app in apps:
         name = appsync.app_name(app)
         try:
@@ -171,8 +216,10 @@ def sync_cluster(
                 clock=clock,
                 deadline=deadline,
                 tuning=tuning,
+                stage_check=stage_check,
             )
-        except _Busy as exc:
+        except (_Busy, _Stopped) as exc:
+            reason = str(exc) if isinstance(exc, _Stopped) else f"cluster {cluster}: {exc}"
             return _fail(
                 kube,
                 rollout,
@@ -180,8 +227,8 @@ def sync_cluster(
                 sink,
                 stage=stage,
                 cluster=cluster,
-                reason=f"cluster {cluster}: {exc}",
-                apps=[appsync.app_name(a) for a in apps],
+                reason=reason,
+                apps=names,
                 clock=clock,
             )
         outcomes[outcome].append(name)
@@ -214,25 +261,39 @@ def _sync_one(
     clock: Clock,
     deadline: datetime,
     tuning: Tuning,
+    stage_check: Callable[[], str],
 ) -> tuple[appsync.SyncAction, bool]:
-    """Decide and, when due, write one Application; re-decide after a 409 or a foreign operation."""
+    """Decide and, when due, write one Application; re-decide after a 409, a foreign operation or
+    a comparison asked for. After a wait the stage is read again: a failed stage gets no new sync
+    (`stage_check` says why, _Stopped)."""
     name = appsync.app_name(app)
     backoffs = tuning.app_conflict_backoffs
     conflicts = 0
     waited = False
+    compared_on_request = False
     while True:
-        decision = appsync.decide_sync(app, rollout.rollout_id, release=release, since=since)
+        decision = appsync.decide_sync(
+            app, rollout.rollout_id, release=release, since=since, compared_on_request=compared_on_request
+        )
         if decision.action in NOTHING_TO_WRITE:
             log.info("%s; writing nothing", decision.reason)
             return decision.action, waited
         if decision.action == appsync.SyncAction.REFUSED:
             raise _Busy(decision.reason)
-        if decision.action == appsync.SyncAction.BUSY:
-            log.info("%s; not overwriting it, waiting for it to end", decision.reason)
-            app = _wait_until_free(
-                kube, rollout, name, since=since, clock=clock, deadline=deadline, tuning=tuning
-            )
+        if decision.action in (appsync.SyncAction.BUSY, appsync.SyncAction.CONFIRM):
+            if decision.action == appsync.SyncAction.BUSY:
+                log.info("%s; not overwriting it, waiting for it to end", decision.reason)
+                app = _wait_until_free(
+                    kube, rollout, name, since=since, clock=clock, deadline=deadline, tuning=tuning
+                )
+            else:
+                log.info("%s", decision.reason)
+                app = _compare_again(kube, rollout, app, clock=clock, deadline=deadline, tuning=tuning)
+                compared_on_request = True
             waited = True
+            stopped = stage_check()
+            if stopped:
+                raise _Stopped(stopped)
             continue
         try:
             write_sync(
@@ -324,6 +385,51 @@ def _wait_until_free(
     finally:
         snapshots.close()
     raise AssertionError(f"unreachable: {reason}")
+
+
+def _compare_again(
+    kube: Kube,
+    rollout: RolloutRef,
+    app: Mapping[str, Any],
+    *,
+    clock: Clock,
+    deadline: datetime,
+    tuning: Tuning,
+) -> dict[str, Any]:
+    """Ask Argo CD to compare the Application again (unless a request is pending already) and follow
+    it until Argo CD answered (the annotation is gone: a comparison that resolved the branch afresh,
+    `orchestrator.argocd.compare_request`); the Application as answered. _Busy at the deadline."""
+    name = appsync.app_name(app)
+    namespace = rollout.applications_namespace
+    before = ",".join(appsync.compared_revisions(app)) or "(no revision)"
+    if not appsync.refresh_requested(app):
+        try:
+            kube.patch(APPLICATIONS, namespace, name, appsync.refresh_patch())
+        except NotFound as exc:
+            raise _Busy(f"Application {name} was deleted while we asked Argo CD to compare it") from exc
+
+    def window() -> int:
+        left = (deadline - clock.now()).total_seconds()
+        return max(1, min(tuning.watch_window_seconds, math.ceil(left)))
+
+    snapshots = follow_applications(kube, namespace, [name], window_seconds=window)
+    try:
+        for snapshot in snapshots:
+            current = snapshot.apps[name]
+            if current is None:
+                raise _Busy(f"Application {name} was deleted while we waited for Argo CD to compare it")
+            if not appsync.refresh_requested(current):
+                log.info("Application %s: Argo CD compared it again at our request", name)
+                return current
+            if clock.now() >= deadline:
+                raise _Busy(
+                    f"{name}: Synced and Healthy at {before}, which is not a revision of this release, "
+                    "and Argo CD did not answer our request to compare it again within the progress "
+                    "deadline: whether it runs the release is not known, so it is not left alone"
+                )
+    finally:
+        snapshots.close()
+    raise AssertionError(f"unreachable: {name}")
 
 
 def _fail(

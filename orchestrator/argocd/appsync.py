@@ -209,6 +209,9 @@ class SyncAction(StrEnum):
     ALREADY_REQUESTED = "AlreadyRequested"  # this rollout already synced it: write nothing
     ADOPT = "Adopt"  # someone already brought it to a release revision: no sync, wait for health
     UP_TO_DATE = "UpToDate"  # Synced and Healthy at a revision outside the release: left alone
+    # Synced and Healthy at a revision outside the release, but on a comparison nobody asked for in
+    # this step: ask Argo CD to compare it again and decide on its answer (not left alone yet).
+    CONFIRM = "Confirm"
     BUSY = "Busy"  # someone's operation is in progress: never overwrite it
     REFUSED = "Refused"  # it cannot be synced (being deleted, no revision to pin): the cluster fails
 
@@ -269,13 +272,19 @@ def decide_sync(
     *,
     release: Sequence[Sequence[str]],
     since: datetime | None = None,
+    compared_on_request: bool = False,
 ) -> SyncDecision:
     """Ordered early returns: ours already, being deleted, someone else's operation in progress,
     already at a release revision (adopt), up to date outside the release, else request (pinned).
 
     `release` are the release's revision tuples (`orchestrator.api.release.Release.revisions`);
     `since` is when the rollout started (a sync of ours in the Application's history after it
-    counts as this rollout's).
+    counts as this rollout's). `compared_on_request`: Argo CD answered a request to compare the
+    Application again that the caller made in this step (the annotation it set is gone), so its
+    comparison saw every commit pushed before the rollout. Only then is an Application Synced and
+    Healthy outside the release left alone (UP_TO_DATE); otherwise it may be one Argo CD has not
+    compared since the release (refresh lag, a refresh `select` asked for that went unanswered), and
+    the answer is CONFIRM: ask, wait, decide again (issue 29, point 4).
     """
     name = app_name(app)
     if synced_by_rollout(app, rollout_id, since=since):
@@ -305,10 +314,17 @@ def decide_sync(
             "synced again; waiting for its health",
         )
     if synced and compared and health_status(app) == "Healthy":
+        if not compared_on_request:
+            return SyncDecision(
+                SyncAction.CONFIRM,
+                f"{name}: Synced and Healthy at {','.join(compared)}, which is not a revision of this "
+                "release, on a comparison that may predate the release: asking Argo CD to compare it "
+                "again before leaving it alone",
+            )
         return SyncDecision(
             SyncAction.UP_TO_DATE,
             f"{name}: Synced and Healthy at {','.join(compared)}, which is not a revision of this "
-            "release: left alone",
+            "release, compared again at our request: left alone",
         )
     try:
         pins = release_pin(app, release)

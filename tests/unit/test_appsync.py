@@ -116,9 +116,9 @@ def _deleting(app: dict[str, Any]) -> dict[str, Any]:
         ),
         pytest.param(
             make_application(sync="Synced", revision=OLD_REVISION, health="Healthy"),
-            SyncAction.UP_TO_DATE,
-            "not a revision of this release: left alone",
-            id="up-to-date-outside-the-release-is-left-alone",
+            SyncAction.CONFIRM,
+            "asking Argo CD to compare it again before leaving it alone",
+            id="up-to-date-outside-the-release-is-compared-again-before-it-is-left-alone",
         ),
         pytest.param(
             make_application(sync="Synced", revision=NEW_REVISION, health="Healthy"),
@@ -138,6 +138,47 @@ def test_decide_sync(app: dict[str, Any], expected: SyncAction, reason_has: str)
     decision = appsync.decide_sync(app, ROLLOUT, release=[(NEW_REVISION,)], since=T0)
     assert decision.action == expected
     assert reason_has in decision.reason
+
+
+@pytest.mark.parametrize(
+    ("app", "compared_on_request", "expected"),
+    [
+        pytest.param(
+            make_application(sync="Synced", revision=OLD_REVISION, health="Healthy"),
+            False,
+            SyncAction.CONFIRM,
+            id="outside-the-release-on-a-comparison-nobody-asked-for-is-not-left-alone",
+        ),
+        pytest.param(
+            make_application(sync="Synced", revision=OLD_REVISION, health="Healthy"),
+            True,
+            SyncAction.UP_TO_DATE,
+            id="outside-the-release-after-a-comparison-we-asked-for-is-left-alone",
+        ),
+        pytest.param(
+            make_application(revision=NEW_REVISION),
+            False,
+            SyncAction.REQUEST,
+            id="out-of-sync-at-the-release-is-synced-without-asking",
+        ),
+        pytest.param(
+            make_application(sync="Synced", revision=NEW_REVISION, health="Healthy"),
+            False,
+            SyncAction.ADOPT,
+            id="synced-at-the-release-is-adopted-without-asking",
+        ),
+    ],
+)
+def test_an_application_outside_the_release_is_left_alone_only_on_a_comparison_we_asked_for(
+    app: dict[str, Any], compared_on_request: bool, expected: SyncAction
+) -> None:
+    """Issue 29 point 4: an Application still compared at the old commit (refresh lag, a refresh
+    that went unanswered) must not count as up to date: that cluster would count done and the
+    Application never be synced once Argo CD compared it against the release."""
+    decision = appsync.decide_sync(
+        app, ROLLOUT, release=[(NEW_REVISION,)], since=T0, compared_on_request=compared_on_request
+    )
+    assert decision.action == expected, decision.reason
 
 
 def test_build_sync_request_sets_operation_clears_finished_state_and_leaves_metadata() -> None:
