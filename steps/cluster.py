@@ -9,9 +9,13 @@ not a sync pod and a wait pod). In order:
    `failurePolicy.maxFailedClusters` (DESIGN.md §3: then no new cluster starts), the cluster is
    not started: nothing is synced, nothing is recorded for it, and the step exits 1 so the
    Workflow shows it did not succeed. The fan-out has no `failFast` (Argo's hangs or stalls the
-   rollout around nested templates), so this check is what stops the stage. A cluster the stage
-   lists in `syncing` is in flight already (its sync started by `select`, steps/first_wave.py):
-   it goes on to wait-healthy, which stops what was started there and records it failed;
+   rollout around nested templates), so this check is what stops the stage. A cluster in flight
+   already is not "not started": the stage lists it in `syncing` (its sync started by `select`,
+   steps/first_wave.py), or, when that list lost it (a crash between the writes and the list, an
+   error while listing, a lost answer to a write), its Applications carry a sync of this rollout
+   (`steps.common.written_by_rollout`: the Applications say what we wrote). It goes straight to
+   wait-healthy, which stops what was started and records it failed: no new sync is written for
+   any of its Applications (issue 29, points 4 and 5);
 3. `steps.sync.sync_cluster`, then `steps.wait_healthy.wait_healthy`, each idempotent, each
    recording the cluster's outcome in the stage status as they do when run alone.
 
@@ -43,6 +47,7 @@ from steps.common import (
     check_stage,
     load_progressive_sync,
     stage_failure,
+    written_by_rollout,
 )
 from steps.status_sink import StatusSink
 from steps.sync import sync_cluster
@@ -107,16 +112,30 @@ def run_cluster(
     recorded = _recorded(ps, stage, cluster)
     if recorded is not None:
         return recorded
-    refused = stage_failure(ps, stage)
-    if refused and not in_flight(ps, stage, cluster):
-        log.info("cluster %s not started: %s", cluster, refused)
-        return ClusterResult(cluster, ClusterOutcome.NOT_STARTED, refused)
-    # A cluster in flight in a failed stage (its sync started by `select`: steps.first_wave) goes
-    # to wait-healthy, which stops what we started there and records it failed.
-
     # Shared by the sync and the wait: the inventory and the Applications' list are read once (each
     # Application itself is still read fresh before every decision: steps.common.FleetLookup).
     fleet = fleet or FleetLookup(kube, rollout, ps, clock=clock, max_age_seconds=tuning.fleet_lookup_seconds)
+    refused = stage_failure(ps, stage)
+    if refused:
+        if not in_flight(ps, stage, cluster) and not _written_here(fleet, ps, rollout.rollout_id, cluster):
+            log.info("cluster %s not started: %s", cluster, refused)
+            return ClusterResult(cluster, ClusterOutcome.NOT_STARTED, refused)
+        # In flight in a failed stage: no new sync (not even for an Application the first wave
+        # left); wait-healthy stops what we started there and records the cluster failed.
+        stopped = wait_healthy(
+            kube,
+            rollout,
+            stage=stage,
+            cluster=cluster,
+            revisions=revisions,
+            clock=clock,
+            tuning=tuning,
+            sink=sink,
+            fleet=fleet,
+        )
+        outcome = ClusterOutcome.DONE if stopped.phase == ClusterPhase.DONE else ClusterOutcome.FAILED
+        return ClusterResult(cluster, outcome, stopped.reason)
+
     synced = sync_cluster(
         kube,
         rollout,
@@ -150,6 +169,14 @@ def in_flight(ps: ProgressiveSync, stage: str, cluster: str) -> bool:
     """True when the status lists the cluster's sync as requested (the stage's `syncing`)."""
     entry = find_stage(ps.status, stage)
     return entry is not None and cluster in entry.syncing
+
+
+def _written_here(fleet: FleetLookup, ps: ProgressiveSync, rollout_id: str, cluster: str) -> bool:
+    """True when an Application of the cluster carries a sync this rollout wrote (see the module)."""
+    found, clusters = fleet.find(cluster)
+    if found is None:
+        return False
+    return bool(written_by_rollout(fleet.apps_of(found, clusters), ps, rollout_id))
 
 
 def _recorded(ps: ProgressiveSync, stage: str, cluster: str) -> ClusterResult | None:
