@@ -12,15 +12,23 @@ the fan-out starts first, one pod per cluster or in batches, see `steps.batch`):
 - anything else is left to the cluster's own step, which decides again on the Application as it
   is then: a conflict (someone wrote since the list), any API error, someone's operation in
   progress, an Application being deleted, a cluster without Applications; nothing is retried here;
-- nothing starts while the ProgressiveSync is paused (DESIGN.md §3: no new step starts);
+- nothing starts while the ProgressiveSync is paused (DESIGN.md §3: no new step starts), nor when
+  its rollout was superseded or the stage failed: the ProgressiveSync is read again (one GET) right
+  before the writes, since the read `select` planned with is older by the listing, the planning and
+  up to `--compare-wait-seconds` of waiting for Argo CD (issue 29, point 6);
+- an Application Synced and Healthy outside the release is not decided here (its cluster step asks
+  Argo CD to compare it again first, `steps.sync`); the cluster's other Applications are;
+- a write whose answer is an error (a 409 after a lost answer, a timeout) is looked at once more
+  (one GET): when the Application carries our sync, it was written;
 - the clusters where a sync of ours was written are then listed in the stage's `syncing`, in one
-  status update; it is best effort (the cluster step lists them too).
+  status update; it is best effort (the cluster step lists them too). Nothing depends on that list
+  alone: a cluster step of a failed stage asks the Applications what we wrote (`steps.cluster`).
 
 The cluster steps find the syncs ours (our rollout id in `.operation.info`) and write nothing for
 them, so every Application still gets exactly one sync write per rollout. A first-wave cluster of a
 stage that fails before its step runs is stopped by that step (`steps.cluster`: it is listed in
-`syncing`) rather than reported "not started". A `select` run again for a stage already selected
-starts nothing: its cluster steps do.
+`syncing`, or its Applications carry our sync) rather than reported "not started". A `select` run
+again for a stage already selected starts nothing: its cluster steps do.
 
 Caller: `steps.select_stage.select_stage`.
 """
@@ -40,9 +48,9 @@ from orchestrator.api.rollout_status import find_stage, mark_syncing
 from orchestrator.argocd import appsync
 from orchestrator.argocd.fleet import AppSetView, Cluster, index_clusters
 from orchestrator.core.clock import Clock
-from orchestrator.kube.client import Kube, KubeError
+from orchestrator.kube.client import APPLICATIONS, Kube, KubeError
 from orchestrator.kube.status_writer import update_status
-from steps.common import RolloutRef, Tuning, apps_by_cluster
+from steps.common import RolloutRef, Tuning, apps_by_cluster, load_progressive_sync, stage_failure
 from steps.sync import NOTHING_TO_WRITE, write_sync
 
 log = logging.getLogger(__name__)
@@ -54,16 +62,20 @@ WRITERS = 8
 
 @dataclass(frozen=True)
 class FirstWave:
-    """The clusters of the first wave whose sync this step requested, and those left to their step."""
+    """The clusters of the first wave whose sync this step requested, and those left to their step
+    (`reason`: why none was started, when the wave was refused as a whole)."""
 
     started: tuple[str, ...] = ()
     left: tuple[str, ...] = ()
+    reason: str = ""
 
     @property
     def summary(self) -> str:
         """For the step's summary line ("" when nothing was tried)."""
         if not self.started and not self.left:
             return ""
+        if self.reason:
+            return f"started no sync ({self.reason}), left {len(self.left)} cluster(s) to their own step"
         text = f"started the sync of {len(self.started)} cluster(s)"
         if self.left:
             text += f", left {len(self.left)} to their own step"
@@ -73,7 +85,6 @@ class FirstWave:
 def start_first_wave(
     kube: Kube,
     rollout: RolloutRef,
-    ps: ProgressiveSync,
     *,
     stage: str,
     wave: Sequence[str],
@@ -86,12 +97,15 @@ def start_first_wave(
     tuning: Tuning,
 ) -> FirstWave:
     """Request the syncs of the clusters in `wave` from `items` (the Applications as listed), then
-    list the clusters started in the stage's `syncing` (see the module)."""
+    list the clusters started in the stage's `syncing` (see the module). The ProgressiveSync is read
+    here, right before the writes, not taken from the read `select` planned with."""
     if not wave:
         return FirstWave()
-    if ps.spec.paused:
-        log.info("not starting the first wave of stage %r: the ProgressiveSync is paused", stage)
-        return FirstWave(left=tuple(wave))
+    ps = load_progressive_sync(kube, rollout)
+    refused = first_wave_refusal(ps, rollout.rollout_id, stage)
+    if refused:
+        log.info("not starting the first wave of stage %r: %s", stage, refused)
+        return FirstWave(left=tuple(wave), reason=refused)
     rollout = rollout.with_applications_of(ps)
     by_cluster = apps_by_cluster(items, ps.spec.app_set_ref.name, app_set, index_clusters(clusters))
 
@@ -123,6 +137,17 @@ def start_first_wave(
     return FirstWave(started, left)
 
 
+def first_wave_refusal(ps: ProgressiveSync, rollout_id: str, stage: str) -> str:
+    """Why the first wave may not start on this read of the ProgressiveSync ("" when it may):
+    another rollout owns the status, the ProgressiveSync is paused, or the stage failed."""
+    current = ps.status.rollout.id if ps.status and ps.status.rollout else None
+    if current != rollout_id:
+        return f"rollout {rollout_id} was superseded by {current or 'no rollout'}"
+    if ps.spec.paused:
+        return "the ProgressiveSync is paused"
+    return stage_failure(ps, stage)
+
+
 def _start_cluster(
     kube: Kube,
     rollout: RolloutRef,
@@ -144,8 +169,8 @@ def _start_cluster(
     for app in apps:
         name = appsync.app_name(app)
         decision = appsync.decide_sync(app, rollout.rollout_id, release=release, since=since)
-        if decision.action in NOTHING_TO_WRITE:
-            continue
+        if decision.action in NOTHING_TO_WRITE or decision.action == appsync.SyncAction.CONFIRM:
+            continue  # CONFIRM: the cluster's step asks Argo CD to compare it again, then decides
         if decision.action != appsync.SyncAction.REQUEST:
             log.info("cluster %s: %s; left to its step", cluster, decision.reason)
             return written
@@ -161,11 +186,26 @@ def _start_cluster(
                 now=clock.now(),
             )
         except KubeError as exc:  # a conflict, or the API: the cluster's step decides again
+            if _landed(kube, rollout, name, since=since):
+                # A lost answer retried into a 409, or a timeout after the write: it is ours.
+                log.info("Application %s: the write answered %s, but the sync of ours is there", name, exc)
+                written = True
+                continue
             log.info("cluster %s: Application %s not written (%s); left to its step", cluster, name, exc)
             return written
         log.info("Application %s: sync requested at revision %s", name, ",".join(decision.pins))
         written = True
     return written
+
+
+def _landed(kube: Kube, rollout: RolloutRef, name: str, *, since: datetime | None) -> bool:
+    """Whether the Application carries a sync of this rollout after a write that answered an error
+    (one GET; an error reading it is "not known": False, the cluster's step decides again)."""
+    try:
+        app = kube.get(APPLICATIONS, rollout.applications_namespace, name)
+    except KubeError:
+        return False
+    return appsync.synced_by_rollout(app, rollout.rollout_id, since=since)
 
 
 def _list_syncing(

@@ -231,7 +231,6 @@ def select_stage(
     first_wave = start_first_wave(
         kube,
         rollout,
-        ps,
         stage=stage,
         wave=entry.targets[:start_syncs],
         release=release,
