@@ -35,6 +35,7 @@ from orchestrator.kube.client import (
     WORKFLOWS,
     Conflict,
     Kube,
+    Retryable,
 )
 from orchestrator.kube.status_writer import update_status
 from orchestrator.simulator.appcontroller import FleetSimulator
@@ -47,7 +48,7 @@ from steps.common import FleetLookup, RolloutRef, Tuning, load_progressive_sync
 from steps.select_stage import select_stage
 from steps.wait_healthy import wait_healthy
 from tests.support.builders import NEW_REVISION as REVISION
-from tests.support.builders import REVISIONS, foreign_operation
+from tests.support.builders import OLD_REVISION, REVISIONS, foreign_operation
 from tests.support.clock import ManualClock
 from tests.support.simulator_events import logged_events
 from tests.support.steps_harness import (
@@ -1012,8 +1013,9 @@ def test_finalize_rejects_an_unknown_workflow_status(rig: Rig) -> None:
 # --- several Applications on one cluster, and time passed in -----------------------------------
 
 
-def add_second_app(rig: Rig, cluster: str) -> str:
-    """Another Application of the same ApplicationSet on `cluster`, naming it by destination.name."""
+def add_second_app(rig: Rig, cluster: str, *, status: dict[str, Any] | None = None) -> str:
+    """Another Application of the same ApplicationSet on `cluster`, naming it by destination.name
+    (with the first one's status, or `status`)."""
     first = rig.app(cluster)
     name = f"{first['metadata']['name']}-worker"
     rig.kube.create(
@@ -1024,7 +1026,7 @@ def add_second_app(rig: Rig, cluster: str) -> str:
             "kind": "Application",
             "metadata": {"name": name, "ownerReferences": first["metadata"]["ownerReferences"]},
             "spec": {**first["spec"], "destination": {"name": cluster, "namespace": "worker"}},
-            "status": first["status"],
+            "status": status if status is not None else first["status"],
         },
     )
     return name
@@ -1424,3 +1426,196 @@ def test_a_paused_batch_lets_its_first_wave_go_on_and_starts_no_other_cluster(ri
     stage = rig.stage("rest")
     assert sorted(stage.completed) == sorted([first, second]), "the syncs select started finish"
     assert not ours(rig, third), "no new cluster starts while paused"
+
+
+# --- issue 29: several Applications on a cluster, syncs not listed, a pause read late -----------
+
+
+# What Argo CD reports of an Application it has not compared since the release: Synced and Healthy
+# at the commit before it.
+COMPARED_BEFORE_THE_RELEASE: dict[str, Any] = {
+    "sync": {"status": "Synced", "revision": OLD_REVISION},
+    "health": {"status": "Healthy"},
+    "reconciledAt": "2030-01-01T11:00:00Z",
+}
+
+
+def update_named_app(rig: Rig, name: str, change: Callable[[dict[str, Any]], None]) -> None:
+    """`Rig.update_app` for an Application named `name` (read, change, replace; again on 409)."""
+    for _ in range(_UPDATE_ATTEMPTS):
+        app = rig.kube.get(APPLICATIONS, rig.namespace, name)
+        change(app)
+        try:
+            rig.kube.replace(APPLICATIONS, rig.namespace, app)
+            return
+        except Conflict:
+            continue
+    raise AssertionError(f"Application {name}: still conflicting after {_UPDATE_ATTEMPTS} attempts")
+
+
+def answer_compare_with_the_release(app: dict[str, Any]) -> None:
+    """Play Argo CD answering a refresh: the annotation consumed, compared against the release."""
+    app["metadata"].get("annotations", {}).pop(appsync.REFRESH_ANNOTATION, None)
+    app["status"]["sync"] = {"status": "OutOfSync", "revision": REVISION}
+
+
+def test_an_application_compared_before_the_release_is_compared_again_and_synced(rig: Rig) -> None:
+    """Issue 29 point 4: the cluster's second Application still reads Synced and Healthy at the commit
+    before the release (its refresh went unanswered). It is not left alone (the cluster would count
+    done and the Application never be synced once Argo CD compares it): the step asks Argo CD to
+    compare it again, and syncs it when the answer is the release."""
+    make_progressive_sync(rig.kube, rig.namespace)
+    cluster = select_canary(rig.runner)
+    worker = add_second_app(rig, cluster, status=COMPARED_BEFORE_THE_RELEASE)
+    log = rig.tmp_path / "sync.log"
+    process = rig.runner.start(
+        "sync", "--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS, log_path=log
+    )
+    try:
+        wait_for(
+            lambda: appsync.refresh_requested(rig.kube.get(APPLICATIONS, rig.namespace, worker)),
+            timeout=20,
+            what=f"the sync step to ask Argo CD to compare {worker} again",
+        )
+        update_named_app(rig, worker, answer_compare_with_the_release)
+    finally:
+        code, output = finish(process, log)
+    assert code == 0, output
+    synced = rig.kube.get(APPLICATIONS, rig.namespace, worker)
+    assert appsync.requested_by_rollout(synced, "r1"), output
+    assert synced["operation"]["sync"]["revision"] == REVISION
+    assert appsync.requested_by_rollout(rig.app(cluster), "r1")
+
+
+def test_an_application_argo_cd_does_not_compare_again_fails_the_cluster_naming_it(rig: Rig) -> None:
+    """Issue 29 point 4: no answer to the comparison by the progress deadline: the cluster is not done
+    (it fails), and the reason names the Application and why; what we started there is ended."""
+    make_progressive_sync(rig.kube, rig.namespace, deadline_seconds=2)
+    cluster = select_canary(rig.runner)
+    worker = add_second_app(rig, cluster, status=COMPARED_BEFORE_THE_RELEASE)
+    result = rig.runner.run("sync", "--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS)
+    assert_ok(result, 1)
+    expected = (
+        f"{worker}: Synced and Healthy at {OLD_REVISION}, which is not a revision of this release, and "
+        "Argo CD did not answer our request to compare it again within the progress deadline"
+    )
+    assert expected in result.stdout
+    failures = {f.name: f.reason for f in rig.stage().failed}
+    assert expected in failures[cluster]
+    assert not appsync.requested_by_rollout(rig.app(cluster), "r1"), "the request written was withdrawn"
+
+
+class RefusingKubeOf(CountingKube):
+    """Behind a CountingKube: the replace of each Application in `refused` answers 409, and (with
+    `fail_status_after`) every status update after that many answers a temporary error."""
+
+    def __init__(self, kube: Kube, refused: set[str], *, fail_status_after: int | None = None) -> None:
+        super().__init__(kube)
+        self.refused = refused
+        self.fail_status_after = fail_status_after
+        self.status_writes = 0
+
+    def replace(self, resource: Any, namespace: str | None, body: dict[str, Any], **kwargs: Any) -> Any:
+        if resource is APPLICATIONS and body["metadata"]["name"] in self.refused:
+            raise Conflict(f"applications {body['metadata']['name']}: the object has been modified")
+        if resource is PROGRESSIVE_SYNCS and kwargs.get("subresource") == "status":
+            self.status_writes += 1
+            if self.fail_status_after is not None and self.status_writes > self.fail_status_after:
+                raise Retryable("progressivesyncs/status: connection reset by peer")
+        return self._kube.replace(resource, namespace, body, **kwargs)
+
+
+def select_rest_in_process(rig: Rig, kube: Any, start_syncs: int) -> Any:
+    return select_stage(
+        cast(Kube, kube),
+        rollout_r1(rig),
+        stage="rest",
+        clock=SystemClock(),
+        tuning=Tuning(compare_wait_seconds=0),
+        start_syncs=start_syncs,
+        revisions=revisions_from_json(REVISIONS),
+    )
+
+
+def fail_a_sibling(rig: Rig, cluster: str) -> None:
+    update_status(
+        rig.kube,
+        rig.namespace,
+        "myservice",
+        lambda status: mark_failed(status, stage="rest", cluster=cluster, reason="Degraded"),
+        what="a sibling failed",
+    )
+
+
+def test_a_cluster_step_of_a_failed_stage_writes_no_sync_the_first_wave_left(rig: Rig) -> None:
+    """Issue 29 point 4: the first wave wrote the cluster's first Application and met a 409 on its
+    second, and listed the cluster syncing; then a sibling failed the stage. The cluster's step
+    writes no sync for the second (a failed stage writes nothing new) and ends the first."""
+    make_progressive_sync(rig.kube, rig.namespace, stages=[REST])
+    workers = {c.name: add_second_app(rig, c.name) for c in rig.fleet.clusters}
+    partial = sorted(workers)[0]
+    kube = RefusingKubeOf(rig.kube, {workers[partial]})
+    result = select_rest_in_process(rig, kube, 3)
+    assert partial in result.first_wave.started
+    assert partial in rig.stage("rest").syncing
+    assert not appsync.requested_by_rollout(rig.kube.get(APPLICATIONS, rig.namespace, workers[partial]), "r1")
+    fail_a_sibling(rig, next(c for c in sorted(workers) if c != partial))
+
+    mark = rig.control_plane.audit_mark()
+    step = rig.runner.run("cluster", "--stage", "rest", "--cluster", partial, "--revisions", REVISIONS)
+    assert_ok(step, 1)
+    assert f"cluster {partial}: stopped before it finished: stage 'rest' has failed already" in step.stdout
+    writes = writes_by(rig.control_plane, mark)
+    assert [w for w in writes if w.resource == "applications" and w.name == workers[partial]] == [], describe(
+        writes
+    )
+    assert not appsync.requested_by_rollout(rig.app(partial), "r1"), "the first Application's sync is ended"
+    assert partial in {f.name for f in rig.stage("rest").failed}
+
+
+def test_a_first_wave_sync_whose_listing_was_lost_is_ended_not_reported_not_started(rig: Rig) -> None:
+    """Issue 29 point 5: the first wave wrote two syncs, then its one status update listing them in
+    `syncing` failed (logged, not raised). A sibling fails the stage: the cluster step finds the sync
+    ours on the Application, ends it and records the cluster failed, instead of "not started"."""
+    make_progressive_sync(rig.kube, rig.namespace, stages=[REST])
+    kube = RefusingKubeOf(rig.kube, set(), fail_status_after=1)  # select's own record goes through
+    result = select_rest_in_process(rig, kube, 2)
+    first, second, third = rig.stage("rest").targets
+    assert result.first_wave.started == (first, second)
+    assert rig.stage("rest").syncing == [], "the listing was lost"
+    assert ours(rig, first)
+    fail_a_sibling(rig, third)
+
+    step = rig.runner.run("cluster", "--stage", "rest", "--cluster", first, "--revisions", REVISIONS)
+    assert_ok(step, 1)
+    assert f"cluster {first}: stopped before it finished" in step.stdout, step.stdout
+    assert "not started" not in step.stdout
+    assert not ours(rig, first), "the sync we wrote is withdrawn"
+    assert first in {f.name for f in rig.stage("rest").failed}
+
+
+class PausingKube(CountingKube):
+    """Behind a CountingKube: `select`'s first list of the Applications (after its read of the
+    ProgressiveSync, before the first wave) runs `meanwhile` first: someone acts in that window."""
+
+    def __init__(self, kube: Kube, meanwhile: Callable[[], None]) -> None:
+        super().__init__(kube)
+        self.meanwhile: Callable[[], None] | None = meanwhile
+
+    def list(self, resource: Any, *args: Any, **kwargs: Any) -> Any:
+        act = self.meanwhile
+        if resource is APPLICATIONS and act is not None:
+            self.meanwhile = None
+            act()
+        return self._kube.list(resource, *args, **kwargs)
+
+
+def test_a_pause_after_select_read_the_progressive_sync_starts_no_first_wave(rig: Rig) -> None:
+    """Issue 29 point 6: paused between select's read of the ProgressiveSync and the first wave's
+    writes (listing, planning and the compare wait lie between): no sync starts."""
+    make_progressive_sync(rig.kube, rig.namespace, stages=[REST])
+    result = select_rest_in_process(rig, PausingKube(rig.kube, lambda: set_paused(rig, True)), 3)
+    assert result.first_wave.started == ()
+    assert result.first_wave.reason == "the ProgressiveSync is paused"
+    assert rig.stage("rest").syncing == []
+    assert not any(ours(rig, cluster) for cluster in rig.stage("rest").targets)
