@@ -15,8 +15,9 @@ For each Application of the ApplicationSet on the cluster (`orchestrator.argocd.
   (`argocd.argoproj.io/refresh`) and its answer is decided on: left alone only when that answer
   still puts it outside the release (it may be one Argo CD had not compared since the release: a
   refresh `select` asked for that went unanswered); synced when the answer is OutOfSync at the
-  release. No answer by the progress deadline fails the cluster, naming the Application: every
-  Application of the cluster gets the release or the cluster is not done (issue 29, point 4);
+  release. While the step waits, the stage's `notes` say which Application and why; no answer by
+  the progress deadline fails the cluster, naming the Application: every Application of the
+  cluster gets the release or the cluster is not done (issue 29, point 4);
 - otherwise one update carrying the resourceVersion sets `.operation` (revision pinned, our rollout
   id and stage in `info`) and nulls the finished `status.operationState`. A 409 means someone
   wrote in between: read again and decide again (bounded). Annotations are never written: the
@@ -44,9 +45,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from orchestrator.api.models import ProgressiveSync
+from orchestrator.api.models import ProgressiveSync, ProgressiveSyncStatus
 from orchestrator.api.release import Revisions
-from orchestrator.api.rollout_status import mark_failed, mark_syncing
+from orchestrator.api.rollout_status import find_stage, mark_failed, mark_syncing, set_note
 from orchestrator.argocd import appsync
 from orchestrator.argocd.appwatch import follow_applications
 from orchestrator.core.clock import Clock
@@ -201,6 +202,16 @@ def sync_cluster(
     def stage_check() -> str:
         return stage_failed_meanwhile(kube, rollout, stage=stage, cluster=cluster)
 
+    def note(text: str) -> None:
+        # What holds the cluster while the step waits for Argo CD's answer (`status.stages[].notes`).
+        def mutation(status: ProgressiveSyncStatus) -> ProgressiveSyncStatus:
+            entry = find_stage(status, stage)
+            if entry is None or cluster in entry.completed or any(f.name == cluster for f in entry.failed):
+                return status
+            return set_note(status, stage=stage, cluster=cluster, note=text)
+
+        sink.record(mutation, what=f"cluster {cluster} note")
+
     for app in apps:
         name = appsync.app_name(app)
         try:
@@ -217,6 +228,7 @@ def sync_cluster(
                 deadline=deadline,
                 tuning=tuning,
                 stage_check=stage_check,
+                note=note,
             )
         except (_Busy, _Stopped) as exc:
             reason = str(exc) if isinstance(exc, _Stopped) else f"cluster {cluster}: {exc}"
@@ -262,6 +274,7 @@ def _sync_one(
     deadline: datetime,
     tuning: Tuning,
     stage_check: Callable[[], str],
+    note: Callable[[str], None],
 ) -> tuple[appsync.SyncAction, bool]:
     """Decide and, when due, write one Application; re-decide after a 409, a foreign operation or
     a comparison asked for. After a wait the stage is read again: a failed stage gets no new sync
@@ -288,7 +301,9 @@ def _sync_one(
                 )
             else:
                 log.info("%s", decision.reason)
+                note(decision.reason)
                 app = _compare_again(kube, rollout, app, clock=clock, deadline=deadline, tuning=tuning)
+                note("")
                 compared_on_request = True
             waited = True
             stopped = stage_check()

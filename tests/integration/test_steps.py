@@ -1477,6 +1477,8 @@ def test_an_application_compared_before_the_release_is_compared_again_and_synced
             timeout=20,
             what=f"the sync step to ask Argo CD to compare {worker} again",
         )
+        notes = {n.name: n.note for n in rig.stage().notes}
+        assert f"{worker}: Synced and Healthy at {OLD_REVISION}" in notes.get(cluster, ""), notes
         update_named_app(rig, worker, answer_compare_with_the_release)
     finally:
         code, output = finish(process, log)
@@ -1485,6 +1487,7 @@ def test_an_application_compared_before_the_release_is_compared_again_and_synced
     assert appsync.requested_by_rollout(synced, "r1"), output
     assert synced["operation"]["sync"]["revision"] == REVISION
     assert appsync.requested_by_rollout(rig.app(cluster), "r1")
+    assert cluster not in {n.name for n in rig.stage().notes}, "the note goes once Argo CD answered"
 
 
 def test_an_application_argo_cd_does_not_compare_again_fails_the_cluster_naming_it(rig: Rig) -> None:
