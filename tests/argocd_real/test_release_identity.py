@@ -41,15 +41,18 @@ from typing import Any
 import pytest
 
 from orchestrator.argocd.appsync import INFO_STAGE, INITIATOR, info_value
-from orchestrator.devenv import starter_app, tools
+from orchestrator.devenv import starter_app
 from orchestrator.devenv.argocd import CONFIG_MAPS, ArgoCDStack
 from orchestrator.devenv.helmrepo import HelmRepoServer
 from orchestrator.kube.client import APPLICATION_SETS, APPLICATIONS
 from tests.support.app_recorder import AppRecorder, recording
 from tests.support.argocd_harness import (
     CANARY_THEN_REGIONS,
+    CHART,
     SCENARIO_CONFIGMAP,
     Scenario,
+    chart_repository,
+    publish_chart,
     rollout_actors,
     scenario_of,
 )
@@ -59,17 +62,6 @@ pytestmark = pytest.mark.argocd
 # Argo CD's timed comparison here: every 10 s plus up to 5 s (its default is 120 s plus up to 60 s).
 TIMER_SECONDS = 10
 JITTER_SECONDS = 5
-CHART = "myservice"
-# The chart's one manifest: a ConfigMap naming the chart version and the release its values name.
-CHART_TEMPLATE = f"""\
-apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: {SCENARIO_CONFIGMAP}
-data:
-  chart: "{{{{ .Chart.Version }}}}"
-  release: "{{{{ .Values.release }}}}"
-"""
 VALUES_FILE = "values.yaml"  # under the scenario's app folder in Git
 COMPONENTS = ("web", "worker")
 
@@ -87,17 +79,8 @@ def timed_comparison(argocd_stack: ArgoCDStack) -> Iterator[ArgoCDStack]:
 @pytest.fixture
 def chart_repo(tmp_path: Path) -> Iterator[HelmRepoServer]:
     """A chart repository holding chart `myservice` 1.2.3."""
-    try:
-        helm = tools.binary("helm")
-    except tools.ToolsMissing as exc:
-        pytest.fail(f"{exc}\n(`make test` builds the tools and sets PROGRESSIVE_SYNC_TOOLS_DIR for you.)")
-    with HelmRepoServer.start(tmp_path / "charts", helm=helm) as repo:
-        publish(repo, "1.2.3")
+    with chart_repository(tmp_path / "charts") as repo:
         yield repo
-
-
-def publish(repo: HelmRepoServer, version: str) -> None:
-    repo.publish(CHART, version, {"configmap.yaml": CHART_TEMPLATE}, values={"release": "chart-default"})
 
 
 def values_yaml(release: str) -> str:
@@ -168,12 +151,12 @@ def roll_out_seen_late(
 
 
 def _publish_next(scenario: Scenario, repo: HelmRepoServer) -> Sequence[str]:
-    publish(repo, "1.2.4")
+    publish_chart(repo, "1.2.4")
     return ["1.2.4"]
 
 
 def _pin_next_in_the_application_set(scenario: Scenario, repo: HelmRepoServer) -> Sequence[str]:
-    publish(repo, "1.2.4")
+    publish_chart(repo, "1.2.4")
     scenario.kube.patch(
         APPLICATION_SETS,
         scenario.namespace,
@@ -218,7 +201,7 @@ def _commit_values(scenario: Scenario, repo: HelmRepoServer) -> Sequence[str]:
 
 
 def _publish_chart(scenario: Scenario, repo: HelmRepoServer) -> Sequence[str]:
-    publish(repo, "1.2.4")
+    publish_chart(repo, "1.2.4")
     return ["1.2.4", scenario.repo.head()]
 
 

@@ -26,9 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.devenv import starter_app
+from orchestrator.devenv import starter_app, tools
 from orchestrator.devenv.argocd import HEALTH_PROBES, ArgoCDStack, ClusterSpec, request_sync
 from orchestrator.devenv.gitrepo import ReleaseRepo
+from orchestrator.devenv.helmrepo import HelmRepoServer
 from orchestrator.engine.executor import ExecutorSettings, LocalExecutor
 from orchestrator.kube.client import (
     APPLICATION_SETS,
@@ -442,6 +443,43 @@ def rollout_actors(stack: ArgoCDStack, workdir: Path, **watcher_changes: Any) ->
             watcher.stop(timeout=15)
     finally:
         executor.stop(timeout=15)
+
+
+# --- a Helm chart repository -------------------------------------------------------------------------
+
+CHART = "myservice"
+# The chart's ConfigMap: the chart version, and the release its values name.
+CHART_CONFIGMAP = f"""\
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {SCENARIO_CONFIGMAP}
+data:
+  chart: "{{{{ .Chart.Version }}}}"
+  release: "{{{{ .Values.release }}}}"
+"""
+
+
+def publish_chart(repo: HelmRepoServer, version: str, *, probe: bool = False) -> None:
+    """Publish chart `myservice` at `version` (its ConfigMap; a HealthProbe `probe` too when `probe`)."""
+    templates = {"configmap.yaml": CHART_CONFIGMAP}
+    if probe:
+        templates["probe.yaml"] = starter_app.probe_manifest("probe")
+    repo.publish(CHART, version, templates, values={"release": "chart-default"})
+
+
+@contextlib.contextmanager
+def chart_repository(workdir: Path, first: str = "1.2.3") -> Iterator[HelmRepoServer]:
+    """A Helm chart repository on 127.0.0.1 holding chart `myservice` at version `first`."""
+    try:
+        helm = tools.binary("helm")
+    except tools.ToolsMissing as exc:
+        raise AssertionError(
+            f"{exc}\n(`make test` builds the tools and sets PROGRESSIVE_SYNC_TOOLS_DIR.)"
+        ) from exc
+    with HelmRepoServer.start(workdir, helm=helm) as repo:
+        publish_chart(repo, first)
+        yield repo
 
 
 # --- driving health on the destination clusters -----------------------------------------------------
