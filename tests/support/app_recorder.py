@@ -233,12 +233,6 @@ class AppRecorder:
                     order.append(seen.app)
         return order
 
-    def states_before(self, seq: int) -> dict[str, AppState]:
-        """Each recorded Application's last state before position `seq` (what the fleet looked like
-        just then, e.g. when the first sync was requested)."""
-        with self._lock:
-            return {s.app: s.state for s in self.seen if s.seq < seq}
-
     def first_seq(self, app: str, predicate: Callable[[AppState], bool]) -> int | None:
         """The position of the first recorded state of `app` for which `predicate` holds."""
         with self._lock:
