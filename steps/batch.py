@@ -20,7 +20,8 @@ reported as is; a cluster of a stage that has failed already (failures above
 counts too) is not started; otherwise sync, then wait-healthy with the per-cluster progress
 deadline. The clusters' status changes are gathered and written together (`steps.status_sink`): a
 failure at once, the rest every `Tuning.batch_flush_seconds` and at the end, so a batch writes its
-status a few times, not twice per cluster. Clusters start in target order as
+status a few times, not twice per cluster; sent SIGTERM, it writes what it gathered before it exits
+75 (bounded: `Tuning.stop_flush_seconds`). Clusters start in target order as
 slots free, as Argo starts the items of a `withParam` loop under `parallelism`. While the
 ProgressiveSync is paused (`spec.paused`, DESIGN.md §3: no new step starts, running syncs finish)
 no new cluster starts: a cluster about to start waits until the pause is lifted (read right
@@ -62,7 +63,7 @@ from steps.common import (
     check_stage,
     load_progressive_sync,
 )
-from steps.status_sink import BatchedSink
+from steps.status_sink import BatchedSink, OpenSinks
 
 log = logging.getLogger(__name__)
 
@@ -126,8 +127,12 @@ def run_batch(
     revisions: Sequence[Revisions],
     clock: Clock,
     tuning: Tuning | None = None,
+    open_sinks: OpenSinks | None = None,
 ) -> BatchResult:
-    """Run the clusters of batch `batch` of `batches` of `stage`, its share of maxParallel at a time."""
+    """Run the clusters of batch `batch` of `batches` of `stage`, its share of maxParallel at a time.
+
+    `open_sinks`: where the batch's status sink is held while it runs, for the step's SIGTERM
+    handler to write what the clusters gathered (steps.status_sink)."""
     tuning = tuning or Tuning()
     if batches < 1 or not 0 <= batch < batches or max_parallel < batches:
         raise UsageProblem(
@@ -195,7 +200,7 @@ def run_batch(
             fleet=fleet,
         )
 
-    with sink:
+    with sink, (open_sinks or OpenSinks()).holding(sink):
         results = run_clusters(clusters, one, slots=slots, clock=clock, backoffs=tuning.batch_retry_backoffs)
     return BatchResult(stage, batch, tuple(results), status_writes=sink.writes)
 

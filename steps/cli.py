@@ -40,6 +40,7 @@ from steps.finalize import finalize
 from steps.hand_over import HandOverResult, hand_over
 from steps.record import record_stage
 from steps.select_stage import SelectResult, select_stage
+from steps.status_sink import OpenSinks
 from steps.sync import sync_cluster
 from steps.wait_healthy import wait_healthy
 
@@ -151,19 +152,21 @@ def run_step(
     *,
     stage: str | Callable[[], str] = "",
     cluster: str = "",
+    before_exit: Callable[[], str] | None = None,
 ) -> NoReturn:
     """Build the adapter, run the step, write outputs, print the summary and exit with its code.
 
     A step of a stage that cannot do its job (exit 2 or 75, a crash) first leaves its message in
-    the stage status (`steps.failure`)."""
+    the stage status (`steps.failure`). `before_exit`: what a step sent SIGTERM still does before
+    it exits (bounded; it returns what it did, for the summary line)."""
     _setup_logging()
-    signal.signal(signal.SIGTERM, lambda signum, frame: _stopped(step))
+    signal.signal(signal.SIGTERM, lambda signum, frame: _stopped(step, before_exit))
     code, line = _run(step, settings, call, outputs, stage=stage, cluster=cluster)
     click.echo(line)
     sys.exit(code)
 
 
-def _stopped(step: str) -> NoReturn:
+def _stopped(step: str, before_exit: Callable[[], str] | None = None) -> NoReturn:
     """SIGTERM: the step's pod is being deleted (by hand, evicted, its node drained). That is no
     verdict on the cluster or the stage: exit 75 at once, so the Workflow's retryStrategy runs the
     step again, and the retry resumes where this one was (the steps are idempotent).
@@ -172,14 +175,22 @@ def _stopped(step: str) -> NoReturn:
     Failed, and Argo retries only `Error` nodes and exit 75: a deleted pod failed its cluster, unless
     the pod was gone before the controller saw it end (then "pod deleted", an Error, retried).
     Argo itself stops pods with SIGTERM only when the Workflow is stopped, terminated or past its
-    deadline, and then retries nothing. Exits at once (`os._exit`): a batch's cluster threads are
-    not waited for; what they did is found again by the retry.
+    deadline, and then retries nothing. Exits without waiting for a batch's cluster threads
+    (`os._exit`): what they did is found again by the retry; what they had gathered for the status
+    is written first, within a bound (`before_exit`: a batch's `OpenSinks`, issue 29 point 9).
     """
     line = (
         f"{step}: stopped by SIGTERM before it finished (its pod deleted, evicted or drained): "
         "not a verdict on the cluster; exit 75, the retry resumes it"
     )
     log.warning("%s", line)
+    if before_exit is not None:
+        try:
+            done = before_exit()
+        except Exception as exc:  # the exit 75 must happen whatever this did
+            done = f"could not write what it had gathered: {exc}"
+        log.warning("%s: %s", step, done)
+        line += f"; {done}"
     with contextlib.suppress(OSError, ValueError):
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
@@ -428,11 +439,27 @@ def cluster_command(stage: str, cluster: str, revisions: str, **options: Any) ->
     help="The stage's resolved maxParallel; this batch runs its share of it.",
 )
 @_revisions_option
+@_option(
+    "batch-flush-seconds",
+    default=Tuning.batch_flush_seconds,
+    show_default=True,
+    type=click.FloatRange(min=0.1),
+    help="How often the batch writes the status changes its clusters gathered (a failure at once).",
+)
 def batch_command(
-    stage: str, batch: int, batches: int, max_parallel: int, revisions: str, **options: Any
+    *,
+    stage: str,
+    batch: int,
+    batches: int,
+    max_parallel: int,
+    revisions: str,
+    batch_flush_seconds: float,
+    **options: Any,
 ) -> None:
     """Run one batch of a large stage's clusters in this process (each as the `cluster` step would)."""
     settings = _settings(options)
+    tuning = replace(settings.tuning, batch_flush_seconds=batch_flush_seconds)
+    open_sinks = OpenSinks()
     run_step(
         "batch",
         settings,
@@ -445,9 +472,11 @@ def batch_command(
             max_parallel=max_parallel,
             revisions=_release_revisions(revisions),
             clock=SystemClock(),
-            tuning=settings.tuning,
+            tuning=tuning,
+            open_sinks=open_sinks,
         ),
         stage=stage,
+        before_exit=lambda: open_sinks.flush_before_exit(tuning.stop_flush_seconds),
     )
 
 

@@ -101,11 +101,18 @@ class Tuning:
     # The `select` step: how long it waits for Argo CD to answer the refreshes it asked for (and the
     # pending ones) before planning without those answers (steps.select_stage).
     compare_wait_seconds: float = 30.0
+    # The `select` step: how long it waits for the cluster inventory to list the cluster of an
+    # out-of-date Application whose destination it does not know yet (a cluster whose Secret and
+    # Application appeared together: the watcher publishes it within seconds; steps.select_stage).
+    inventory_wait_seconds: float = 60.0
     # The `batch` step: waits before running one cluster again after a temporary error (then exit 75).
     batch_retry_backoffs: tuple[float, ...] = (5.0, 10.0, 20.0, 40.0)
     # The `batch` step: how often it writes the status changes its clusters gathered (a failure at
     # once; steps.status_sink).
     batch_flush_seconds: float = 5.0
+    # A step sent SIGTERM: how long it may take to write the status changes it gathered before it
+    # exits 75 (within the pod's termination grace period, 30 s by default; steps.status_sink).
+    stop_flush_seconds: float = 10.0
     # The `batch` step while the ProgressiveSync is paused: how often it looks whether the pause
     # was lifted, and how long it holds a cluster back before it exits 75 (Argo retries the batch).
     pause_poll_seconds: float = 2.0

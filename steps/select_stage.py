@@ -17,6 +17,15 @@ owned Application not compared against a release revision and without a refresh 
 against the old commit. The stage message says how many were asked and how many did not answer in
 time (a later stage's `select` asks them again).
 
+A new cluster (issue 29 point 11): the steps read the cluster inventory the watcher publishes, not
+the Secrets, so a cluster whose Secret and Application appeared together shortly before the stage
+can reach `select` before the inventory lists it; its out-of-date Application then has no known
+cluster (`RolloutPlan.homeless`) and the plan would fail the stage ("no cluster Secret for the
+destination of ..."). `select` waits for the inventory to list those clusters first
+(`wait_for_inventory`: polling with backoff, at most `Tuning.inventory_wait_seconds`) and plans
+with it; the stage message says how long it waited, and at the bound, which destinations the
+inventory still lacks and what to check. The lag alone never fails a stage.
+
 The first wave (issue 15): with `--start-syncs N` (the Workflow passes the stage's maxParallel)
 and `--revisions`, once the stage is recorded Progressing the step requests the syncs of its first
 N targets itself, from the listing it planned with, and lists them in `syncing`
@@ -50,7 +59,8 @@ from orchestrator.api.rollout_status import (
 )
 from orchestrator.argocd import appsync
 from orchestrator.argocd.compare_request import CompareNeed, compare_need, unanswered
-from orchestrator.argocd.fleet import AppSetView, AppView, app_view_from_object
+from orchestrator.argocd.fleet import AppSetView, AppView, Cluster, app_view_from_object, index_clusters
+from orchestrator.argocd.inventory import INVENTORY_NAME
 from orchestrator.core.clock import Clock
 from orchestrator.kube.client import APPLICATIONS, Kube, NotFound
 from orchestrator.kube.status_writer import update_status
@@ -144,9 +154,23 @@ def select_stage(
             clusters=clusters,
             apps=[app_view_from_object(item) for item in apps],
             progress=progress_from_status(status) if ours else None,
+            # The release the Workflow rolls out, not one re-derived from the fleet (which no longer
+            # names it once every Application still out of date is only waiting for its health).
+            release=revisions or None,
         )
 
     plan = plan_with(items)
+    inventory = InventoryWait(clusters)
+    if plan.homeless:
+        inventory = wait_for_inventory(
+            kube,
+            rollout.argocd_namespace,
+            [app_view_from_object(item) for item in items if item["metadata"]["name"] in plan.homeless],
+            clock=clock,
+            wait_seconds=tuning.inventory_wait_seconds,
+        )
+        clusters = list(inventory.clusters)
+        plan = plan_with(items)
     compared = ask_to_compare(
         kube,
         app_namespace(ps),
@@ -165,7 +189,7 @@ def select_stage(
     now = clock.now()
     stage_names = [s.name for s in ps.spec.stages]
     revision = " ".join(revision_key(r) for r in plan.revisions)  # for people: status.rollout.revision
-    phase, targets, reason = stage_outcome(plan, stage, compared)
+    phase, targets, reason = stage_outcome(plan, stage, compared, inventory)
 
     recorded_here: list[bool] = []  # record() started the stage (not a concurrent select)
 
@@ -191,7 +215,7 @@ def select_stage(
                 recorded_here.append(True)
                 return started
             entry = stage_of(started, stage)
-            entry.targets, entry.clusters_omitted, entry.counts = [], "", None
+            entry.targets, entry.clusters_omitted, entry.clusters_taken, entry.counts = [], "", None, None
             return close_stage(started, stage=stage, phase=StagePhase.FAILED, message=too_big, now=now)
         if phase == StagePhase.SKIPPED:
             return skip_stage(current, stage=stage, reason=reason, now=now, planned_total=planned_total)
@@ -237,10 +261,11 @@ def first_wave_release(start_syncs: int, revisions: Sequence[Revisions]) -> tupl
 
 
 def stage_outcome(
-    plan: RolloutPlan, stage: str, compared: CompareRequests
+    plan: RolloutPlan, stage: str, compared: CompareRequests, inventory: InventoryWait | None = None
 ) -> tuple[StagePhase, tuple[str, ...], str]:
     """How the stage is recorded: Failed when the plan has errors, else Progressing with its
-    targets or Skipped; the reason with the late clusters and what was asked of Argo CD."""
+    targets or Skipped; the reason with the late clusters, what was asked of Argo CD and what was
+    awaited of the cluster inventory."""
     stage_plan = plan.stage(stage)
     targets: tuple[str, ...]
     if plan.has_errors:
@@ -253,6 +278,8 @@ def stage_outcome(
     late = [w.message for w in plan.warnings if w.code == IssueCode.LATE_CLUSTERS]
     if late and phase != StagePhase.FAILED:
         reason += "; " + "; ".join(late)
+    if inventory is not None and inventory.message:
+        reason += "; " + inventory.message
     if compared.message:
         reason += "; " + compared.message
     return phase, targets, reason
@@ -275,6 +302,81 @@ def ledger_left_out(status: ProgressiveSyncStatus, stage: str) -> str:
                 "shorter cluster names"
             )
     return ""
+
+
+@dataclass(frozen=True)
+class InventoryWait:
+    """What `wait_for_inventory` found: the inventory as last read, the Applications it waited for
+    (name and destination), those whose cluster it still lacked at the bound, and for how long."""
+
+    clusters: Sequence[Cluster]
+    awaited: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()
+    waited_seconds: float = 0.0
+    where: str = ""  # the inventory ConfigMap, namespace/name
+
+    @property
+    def message(self) -> str:
+        """For the stage message ("" when nothing was awaited)."""
+        if not self.awaited:
+            return ""
+        if not self.missing:
+            return (
+                f"waited {self.waited_seconds:.1f} s for the cluster inventory ({self.where}) to list "
+                f"the new cluster(s) of {_shown(self.awaited)}"
+            )
+        return (
+            f"{IssueCode.MISSING_CLUSTER_SECRET.value}: the cluster inventory ({self.where}, which the "
+            "watcher publishes from Argo CD's cluster "
+            f"Secrets) still lists no cluster for {_shown(self.missing)} after {self.waited_seconds:.0f} s: "
+            "either no cluster Secret has that server or name (add it, or fix the Application's "
+            "destination), or the watcher has not published it (is the watcher running, and is "
+            "--argocd-namespace right?)"
+        )
+
+
+def _shown(names: Sequence[str]) -> str:
+    return ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+
+
+def wait_for_inventory(
+    kube: Kube, namespace: str, apps: Sequence[AppView], *, clock: Clock, wait_seconds: float
+) -> InventoryWait:
+    """Read the cluster inventory until it lists a cluster for the destination of each of `apps`
+    (out-of-date Applications whose cluster it did not know), or `wait_seconds` passed (backoff
+    0.2 s doubling to 2 s). A new cluster's Secret and Application appear together; the watcher
+    publishes the inventory within seconds of the Secret, so only the lag is waited out, never a
+    fixed time."""
+    started = clock.now()
+    deadline = started + timedelta(seconds=wait_seconds)
+    awaited = tuple(f"{app.name} -> {_destination(app)}" for app in apps)
+    log.info(
+        "waiting up to %g s for the cluster inventory to list the cluster(s) of %s",
+        wait_seconds,
+        _shown(awaited),
+    )
+    pause = _FIRST_POLL_SECONDS
+    while True:
+        clusters = list_clusters(kube, namespace)
+        index = index_clusters(clusters)
+        missing = tuple(f"{app.name} -> {_destination(app)}" for app in apps if index.cluster_of(app) is None)
+        remaining = (deadline - clock.now()).total_seconds()
+        if not missing or remaining <= 0:
+            break
+        clock.sleep(min(pause, remaining))
+        pause = min(pause * 2, _LAST_POLL_SECONDS)
+    waited = (clock.now() - started).total_seconds()
+    if missing:
+        log.warning(
+            "the cluster inventory still lacks the cluster(s) of %s after %.0f s", _shown(missing), waited
+        )
+    else:
+        log.info("the cluster inventory lists them after %.1f s", waited)
+    return InventoryWait(clusters, awaited, missing, waited, f"ConfigMap {namespace}/{INVENTORY_NAME}")
+
+
+def _destination(app: AppView) -> str:
+    return app.destination_server or app.destination_name or "(no destination)"
 
 
 @dataclass(frozen=True)

@@ -13,18 +13,26 @@ and writes them as one update:
 
 So a batch writes its status about once per flush interval plus once per failure, not once per
 cluster. The mutations state end results, so applying them together, or again after a conflict,
-is right. What a batch pod had gathered and not written when it was killed is done again by the
-batch Argo runs again: syncs are known by the Application (`operation.info`), never sent twice,
-and a done cluster is seen done at once.
+is right.
 
-Callers: `steps.sync`, `steps.wait_healthy` (through the sink they are given), `steps.batch`.
+A batch pod sent SIGTERM (deleted, evicted, drained) writes what it gathered before it exits
+(issue 29 point 9): the step's SIGTERM handler (`steps.cli`) flushes the sinks the step holds open
+(`OpenSinks`) within `Tuning.stop_flush_seconds`, then exits 75. Without that, the clusters that
+had just completed were lost with the process, and once the Workflow stopped retrying they ended
+as "did not finish". What a batch pod had gathered and still not written (killed outright, or
+the write not done within the bound) is done again by the batch Argo runs again: syncs are known
+by the Application (`operation.info`), never sent twice, and a done cluster is seen done at once.
+
+Callers: `steps.sync`, `steps.wait_healthy` (through the sink they are given), `steps.batch`;
+`OpenSinks`: `steps.batch` and `steps.cli`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from orchestrator.api.models import ProgressiveSyncStatus
@@ -85,8 +93,16 @@ class BatchedSink:
         """Gather it; an urgent one is written at once with everything gathered."""
         with self._lock:
             self._pending.append((mutation, what))
+            waiting = len(self._pending)
+        log.debug("gathered: %s (%d change(s) for the next status write)", what, waiting)
         if urgent:
             self.flush()
+
+    @property
+    def pending(self) -> int:
+        """How many gathered changes are not written yet."""
+        with self._lock:
+            return len(self._pending)
 
     def flush(self) -> None:
         """Write everything gathered so far as one status update (nothing gathered: no write)."""
@@ -131,3 +147,60 @@ class BatchedSink:
             if exc is None:
                 raise
             log.error("could not write the batch's last status changes: %s", flush_error)
+
+
+class OpenSinks:
+    """The batched sinks a step holds open, so that its SIGTERM handler can write what they
+    gathered before the process exits (see module). Thread-safe."""
+
+    def __init__(self) -> None:
+        self._sinks: list[BatchedSink] = []
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def holding(self, sink: BatchedSink) -> Iterator[BatchedSink]:
+        """`sink` is flushed by `flush_before_exit` while the block runs."""
+        with self._lock:
+            self._sinks.append(sink)
+        try:
+            yield sink
+        finally:
+            with self._lock:
+                self._sinks.remove(sink)
+
+    def flush_before_exit(self, seconds: float) -> str:
+        """Write what the open sinks gathered, waiting at most `seconds`; what happened, for people.
+
+        Called from a signal handler, which runs in the main thread between two of its bytecodes:
+        the writes run in a thread of their own (the main thread may hold a sink's write lock) and
+        are given up at the bound (the process exits anyway; the retry finds those clusters again).
+        """
+        with self._lock:
+            sinks = list(self._sinks)
+        gathered = sum(sink.pending for sink in sinks)
+        if not gathered:
+            return "no status change was waiting to be written"
+        errors: list[BaseException] = []
+
+        def write_all() -> None:
+            for sink in sinks:
+                try:
+                    sink.flush()
+                except BaseException as exc:  # reported below; the other sinks still write
+                    errors.append(exc)
+
+        writer = threading.Thread(target=write_all, name="status-flush-on-stop", daemon=True)
+        writer.start()
+        writer.join(seconds)
+        left = sum(sink.pending for sink in sinks)
+        if writer.is_alive():
+            return (
+                f"{gathered} gathered status change(s) not written within {seconds:g} s "
+                "(the retry finds those clusters again)"
+            )
+        if errors or left:
+            return (
+                f"{left or gathered} gathered status change(s) could not be written: "
+                f"{errors[0] if errors else 'still pending'} (the retry finds those clusters again)"
+            )
+        return f"wrote the {gathered} status change(s) its clusters had gathered"

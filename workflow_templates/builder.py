@@ -28,7 +28,9 @@ Decisions worth knowing:
 - **maxParallel as a percentage** becomes an integer here, from the plan of the fleet at build
   time (Argo's template `parallelism` is an integer, never an expression), by the one sizing rule
   (`orchestrator.planning.sizing.stage_size`, which the planner uses too). If `select` takes more
-  clusters at run time than the plan foresaw, the bound stays the planned one.
+  clusters at run time than the plan foresaw, the bound stays the planned one; so the watcher
+  builds it only once Argo CD compared the whole fleet against the release (bounded: its rule 12,
+  `orchestrator.watcher.fleet_compare`).
 - **No failFast; the steps decide.** Argo v3.7's template `failFast` marks the template Failed from
   `checkParallelism` without setting its outbound nodes, so whatever depends on it is never
   reached and the Workflow hangs Running (exit handler never run, mutex held). Instead every

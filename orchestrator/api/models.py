@@ -47,7 +47,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from orchestrator.api.ledger import ClusterState, Ledger, build_ledger
+from orchestrator.api.ledger import TAKEN_CODEC, ClusterState, Ledger, build_ledger, pack_taken, unpack_taken
 from orchestrator.core.clock import format_time
 
 GROUP = "progressivesync.io"
@@ -594,7 +594,8 @@ def _no_schema_default(schema: dict[str, Any]) -> None:
 # Why a stage's ledger is not in the status (its `clustersOmitted`).
 CLUSTERS_OMITTED = (
     "the per-cluster list did not fit in the status ({size:,} bytes of cluster names; the status is "
-    "kept under {limit:,} bytes): counts and the first clusters in flight and failed are kept; each "
+    "kept under {limit:,} bytes): counts, which clusters it took (clustersTaken, as digests) and the "
+    "first clusters in flight and failed are kept; each "
     "cluster's story is on its Applications (sync and health status, and operationState, whose "
     "operation info names this rollout-id and stage)"
 )
@@ -632,6 +633,16 @@ class ClusterLedger(_Model):
     """The first `targets` names are the stage's targets (any after them were recorded without being one)."""
 
 
+class TakenClusters(_Model):
+    """Which clusters a stage took, kept when its ledger was left out of the status (issue 29): a
+    later stage of the rollout never takes one of them again (orchestrator/api/ledger.py)."""
+
+    codec: str = TAKEN_CODEC
+    """How `digests` is packed: "b2b64-85", an 8-byte BLAKE2b digest of each name, sorted, base85."""
+    digests: str
+    """The digests of the names of the stage's targets."""
+
+
 # In memory (Python) `targets`, `syncing`, `completed` and `failed` hold every cluster, as the steps
 # and the planner use them; on the wire (`to_api`) a stage carries `counts`, the first
 # `STATUS_LIST_CAP` names of `syncing`, `failed` and `notes`, and the ledger `clusters` with every
@@ -659,6 +670,8 @@ class StageStatus(_Model):
     # No default in the CRD: the API server would store "" where the model writes nothing.
     clusters_omitted: str = Field(default="", json_schema_extra=_no_schema_default)
     """Set when `clusters` was left out to keep the status under its bound: why, and where to look."""
+    clusters_taken: TakenClusters | None = None
+    """Set with `clustersOmitted`: the clusters the stage took, as digests (no later stage takes them)."""
     targets: list[str] = Field(default_factory=list)
     """Deprecated, read only: every cluster the stage took, as written before `clusters` replaced it."""
     completed: list[str] = Field(default_factory=list)
@@ -681,7 +694,12 @@ class StageStatus(_Model):
         if not wire:
             if (data.get("clustersOmitted") or data.get("clusters_omitted")) and isinstance(counts, dict):
                 data["counts"] = counts  # no ledger to derive them from: the stored counts are kept
+            taken = data.get("clustersTaken", data.get("clusters_taken"))
+            if isinstance(taken, dict):  # refused on read, as a broken ledger is
+                unpack_taken(str(taken.get("digests") or ""), str(taken.get("codec", TAKEN_CODEC)))
             return data
+        # The ledger names every cluster: a taken-set beside it says nothing more.
+        data = {key: value for key, value in data.items() if key not in ("clustersTaken", "clusters_taken")}
         ledger = Ledger.decode(wire if isinstance(wire, dict) else {})
         by_state: dict[ClusterState, list[str]] = {state: [] for state in ClusterState}
         for name, state in zip(ledger.names, ledger.states, strict=True):
@@ -722,7 +740,16 @@ class StageStatus(_Model):
             data["clusters"] = ledger.encode()
         if not data.get("clustersOmitted" if info.by_alias else "clusters_omitted"):
             data.pop("clustersOmitted" if info.by_alias else "clusters_omitted", None)
+        if "clusters" in data or data.get("clustersTaken" if info.by_alias else "clusters_taken") is None:
+            data.pop("clustersTaken" if info.by_alias else "clusters_taken", None)
         return data
+
+    def taken_digests(self) -> frozenset[bytes]:
+        """The digests of the clusters the stage took (`orchestrator.api.ledger.name_digest`) when the
+        status kept only those (its ledger left out); empty otherwise."""
+        if self.clusters_taken is None:
+            return frozenset()
+        return unpack_taken(self.clusters_taken.digests, self.clusters_taken.codec)
 
     def tally(self) -> StageCounts:
         """How many clusters the stage took and where they stand (the stored counts when the ledger
@@ -757,21 +784,31 @@ def bound_status(data: dict[str, Any], stages: list[StageStatus], *, by_alias: b
     """Keep the status `data` (the wire form of `stages`' status) within `STATUS_MAX_BYTES`.
 
     In this order until it fits: leave out the ledgers of finished stages (first stage first),
-    each saying so in `clustersOmitted` and keeping its counts; keep fewer clusters in flight,
-    failed and noted per stage (5, 1, none); cut every message to 200 characters; last, leave out
-    the ledgers of unfinished stages (largest first: `select` refuses a stage whose ledger would
-    not fit, so a running stage never loses its own). Names of stages, phases, times and counts
-    always stay.
+    each saying so in `clustersOmitted` and keeping its counts and its taken-set (`clustersTaken`:
+    which clusters it took, ~10 bytes a cluster, so a later stage never takes them again); keep
+    fewer clusters in flight, failed and noted per stage (5, 1, none); cut every message to 200
+    characters; last, leave out the ledgers of unfinished stages (largest first: `select` refuses
+    a stage whose ledger would not fit, so a running stage never loses its own). A ledger smaller
+    than its taken-set is never left out (that would not shrink the status). Names of stages,
+    phases, times and counts always stay.
     """
     if status_wire_bytes(data) <= STATUS_MAX_BYTES:
         return
     omitted_key = "clustersOmitted" if by_alias else "clusters_omitted"
+    taken_key = "clustersTaken" if by_alias else "clusters_taken"
     wires: list[dict[str, Any]] = data.get("stages") or []
+    stage_of_wire = {id(w): s for w, s in zip(wires, stages, strict=True)}
     unfinished = {id(w) for w, s in zip(wires, stages, strict=True) if s.phase in _UNFINISHED}
 
     def leave_out(wire: dict[str, Any]) -> bool:
-        names_bytes = len(wire.pop("clusters")["names"])
-        wire[omitted_key] = CLUSTERS_OMITTED.format(size=names_bytes, limit=STATUS_MAX_BYTES)
+        ledger = wire["clusters"]
+        stage = stage_of_wire[id(wire)]
+        taken = pack_taken(tuple(dict.fromkeys(stage.targets)))
+        if len(taken) >= len(ledger["names"]) + len(ledger["states"]):
+            return False  # the ledger is the smaller record of the two: it stays
+        del wire["clusters"]
+        wire[omitted_key] = CLUSTERS_OMITTED.format(size=len(ledger["names"]), limit=STATUS_MAX_BYTES)
+        wire[taken_key] = {"codec": TAKEN_CODEC, "digests": taken}
         return status_wire_bytes(data) <= STATUS_MAX_BYTES
 
     for wire in [w for w in wires if "clusters" in w and id(w) not in unfinished]:

@@ -160,7 +160,7 @@ def start_stage(
     entry = stage_of(status, stage)
     entry.phase = StagePhase.PROGRESSING
     entry.targets = list(targets)
-    entry.clusters_omitted, entry.counts = "", None  # a ledger of its own again
+    entry.clusters_omitted, entry.clusters_taken, entry.counts = "", None, None  # a ledger of its own again
     entry.message = message
     entry.started_at = entry.started_at or now
     entry.finished_at = None

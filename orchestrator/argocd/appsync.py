@@ -25,7 +25,6 @@ Nothing here talks to the API server or reads the clock.
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -33,6 +32,7 @@ from enum import StrEnum
 from typing import Any
 
 from orchestrator.api.metadata import INFO_REQUESTED_AT, INFO_ROLLOUT_ID, INFO_STAGE
+from orchestrator.argocd import revisions
 from orchestrator.core.clock import format_time, parse_time
 
 REFRESH_ANNOTATION = "argocd.argoproj.io/refresh"
@@ -191,30 +191,12 @@ def is_being_deleted(app: Mapping[str, Any]) -> bool:
     return bool((app.get("metadata") or {}).get("deletionTimestamp"))
 
 
-_HEX = re.compile(r"[0-9a-fA-F]+")
-SHORT_SHA_MIN = 7
-
-
-def revision_resolves(pin: str, resolved: str) -> bool:
-    """True when `resolved` (the full SHA Argo CD reports) is what the pin `pin` names.
-
-    Argo CD stores the resolved commit (`syncResult.revision`, `status.sync.revision`) whatever the
-    pin was written as: equal strings match; a hex pin of 7+ digits matches the full SHA it starts
-    (a short SHA); a pin that is not hex (a tag or a branch) cannot be resolved here, so whatever
-    Argo CD resolved it to is taken (only ever asked about a pin of ours or a release revision).
-    """
-    if pin == resolved:
-        return True
-    if _HEX.fullmatch(pin):
-        return len(pin) >= SHORT_SHA_MIN and resolved.lower().startswith(pin.lower())
-    return bool(pin) and bool(resolved)
-
-
-def revisions_resolve(pins: Sequence[str], resolved: Sequence[str]) -> bool:
-    """`revision_resolves` for every source, in source order (the counts must agree)."""
-    return len(pins) == len(resolved) and all(
-        revision_resolves(pin, full) for pin, full in zip(pins, resolved, strict=True)
-    )
+def reported_as_release(app: Mapping[str, Any], pins: Sequence[str], reported: Sequence[str]) -> bool:
+    """True when `reported` (revisions Argo CD reports for this Application, one per source) is what
+    `pins` name, by the rule of each source's kind (`orchestrator.argocd.revisions`): a Git SHA or short
+    SHA, a chart version or a digest by identity, a tag, branch or constraint only through what Argo
+    CD recorded resolving it to on this Application. Never "both non-empty"."""
+    return revisions.same_revisions(pins, reported, revisions.source_kinds(app), revisions.resolutions(app))
 
 
 # --- deciding and building the sync -----------------------------------------------------------
@@ -245,9 +227,9 @@ def release_match(app: Mapping[str, Any], release: Sequence[Sequence[str]]) -> t
     compared = compared_revisions(app)
     if not compared:
         return None
-    for revisions in release:
-        if revisions_resolve(revisions, compared):
-            return tuple(revisions)
+    for candidate in release:
+        if reported_as_release(app, candidate, compared):
+            return tuple(candidate)
     return None
 
 

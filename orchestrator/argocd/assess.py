@@ -229,7 +229,7 @@ def _assess_our_operation(
         return Verdict(ClusterPhase.WAITING, f"{name}: sync operation phase {phase or 'unknown'}")
     pins = _requested_revisions(state)
     applied = appsync.result_revisions(state)
-    if not pins or not appsync.revisions_resolve(pins, applied):
+    if not pins or not appsync.reported_as_release(app, pins, applied):
         return Verdict(
             ClusterPhase.FAILED,
             f"{name}: sync Succeeded at revision {','.join(applied) or '(none)'}, "

@@ -34,6 +34,7 @@ from orchestrator.api.metadata import (
     parse_allowed_namespaces,
 )
 from orchestrator.api.release import revision_key
+from orchestrator.argocd.appsync import REFRESH_ANNOTATION
 from orchestrator.core import yamlio
 from orchestrator.kube.cluster_secrets import (
     CLUSTER_SECRET_TYPE,
@@ -211,6 +212,8 @@ class AppView:
     reconciled_at: datetime | None = None
     rollout_id: str = ""
     rollout_stage: str = ""
+    # `argocd.argoproj.io/refresh` is set: a comparison was asked for and Argo CD has not answered yet.
+    refresh_pending: bool = False
 
     @property
     def sync_revision(self) -> str:
@@ -335,6 +338,7 @@ def app_view_from_object(obj: Mapping[str, Any]) -> AppView:
         reconciled_at=_timestamp(status.get("reconciledAt")),
         rollout_id=info.get(INFO_ROLLOUT_ID, ""),
         rollout_stage=info.get(INFO_STAGE, ""),
+        refresh_pending=REFRESH_ANNOTATION in _mapping(metadata.get("annotations")),
     )
 
 

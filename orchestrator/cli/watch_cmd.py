@@ -225,6 +225,15 @@ def _step_resources(text: str) -> StepResources:
     help="Seconds a deleted ProgressiveSync waits for its stopped Workflow before it goes.",
 )
 @flag(
+    "--fleet-compare-wait",
+    to="fleet_compare_seconds",
+    type=float,
+    default=DEFAULTS.fleet_compare_seconds,
+    show_default=True,
+    help="Before a rollout starts, seconds to wait for Argo CD to compare every Application against the "
+    "release (the Workflow is sized from it); then it starts with what is known.",
+)
+@flag(
     "--allow-prune",
     to="allow_prune",
     is_flag=True,

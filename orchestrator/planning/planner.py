@@ -20,7 +20,11 @@ rollout is due. `docs/planner.md` explains the rules with examples; the summary:
   (the one sizing rule, `orchestrator.planning.sizing`, which the Workflow builder uses too).
 - **A running rollout** (`progress`): a stage that rollout already selected keeps exactly the
   targets it recorded, and they count as taken, so later stages get the answer the plan gave at the
-  start (unless the fleet itself changed).
+  start (unless the fleet itself changed). A stage whose list of clusters the status left out
+  (issue 29 point 8) is known by its taken-set, the digests of its targets' names: its targets are
+  the fleet's clusters with those digests, and no later stage takes them (nor counts a failure of
+  one against its own `maxFailedClusters`). A stage of which the status kept neither, and which
+  has clusters not updated, is an error: a later stage could take them again.
 """
 
 from __future__ import annotations
@@ -28,15 +32,17 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
+from orchestrator.api.ledger import name_digest
 from orchestrator.api.models import (
     LabelSelector,
     ProgressiveSyncSpec,
     ProgressiveSyncStatus,
+    StageCounts,
     StagePhase,
 )
 from orchestrator.api.release import Revisions, normalize_revisions, release_id, revision_key
@@ -82,6 +88,8 @@ class IssueCode(StrEnum):
     SPREAD_LABEL_MISSING = "SpreadLabelMissing"
     UNKNOWN_PROGRESS_STAGE = "UnknownProgressStage"
     LATE_CLUSTERS = "LateClusters"
+    NOT_A_RELEASE = "NotARelease"
+    PROGRESS_LEFT_OUT = "ProgressLeftOut"
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,11 +117,28 @@ class StageProgress:
     completed: tuple[str, ...] = ()
     failed: tuple[str, ...] = ()
     phase: StagePhase = StagePhase.PENDING
+    # A stage whose ledger the status left out: no names (`failed` holds only the few the status
+    # kept), the digests of its targets' names (`orchestrator.api.ledger.name_digest`; empty when
+    # the status kept none) and its stored counts.
+    taken: frozenset[bytes] = frozenset()
+    counted: StageCounts | None = None
 
     @property
     def is_selected(self) -> bool:
         """True once the rollout's `select` ran for this stage (or skipped it)."""
-        return self.phase is not StagePhase.PENDING or bool(self.targets)
+        return self.phase is not StagePhase.PENDING or bool(self.targets) or bool(self.taken)
+
+    @property
+    def targets_unknown(self) -> bool:
+        """True when the status kept neither its targets nor their digests while some of them are
+        not updated (a later stage could take those again)."""
+        counted = self.counted
+        return (
+            not self.targets
+            and not self.taken
+            and counted is not None
+            and counted.targets > counted.completed
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +160,8 @@ def progress_from_status(status: ProgressiveSyncStatus) -> RolloutProgress:
                 completed=tuple(stage.completed),
                 failed=tuple(f.name for f in stage.failed),
                 phase=stage.phase,
+                taken=stage.taken_digests(),
+                counted=stage.tally() if stage.clusters_omitted else None,
             )
             for stage in status.stages or []
         ),
@@ -210,7 +237,9 @@ class RolloutPlan:
 
     `revisions` are the distinct release revisions of the out-of-date Applications, sorted (empty
     when nothing is out of date); `release_id(generation)` turns them into the rollout id.
-    `uncovered` are out-of-date clusters no stage takes. A plan with `errors` must not be run.
+    `uncovered` are out-of-date clusters no stage takes; `homeless` the out-of-date Applications
+    whose destination is no known cluster (no cluster Secret, or, for the steps, one the cluster
+    inventory does not list yet: `select` waits for it). A plan with `errors` must not be run.
     """
 
     ps_name: str
@@ -219,6 +248,7 @@ class RolloutPlan:
     clusters: Mapping[str, ClusterPlan]
     revisions: tuple[Revisions, ...] = ()
     uncovered: tuple[str, ...] = ()
+    homeless: tuple[str, ...] = ()
     warnings: tuple[PlanIssue, ...] = ()
     errors: tuple[PlanIssue, ...] = ()
     ignored_apps: int = 0
@@ -346,8 +376,13 @@ def plan_rollout(
     clusters: Iterable[Cluster],
     apps: Iterable[AppView],
     progress: RolloutProgress | None = None,
+    release: Iterable[Sequence[str]] | None = None,
 ) -> RolloutPlan:
     """Plan one rollout of `spec` over the fleet; see the module docstring and docs/planner.md.
+
+    `release` are the revisions of the release being rolled out (a step passes the Workflow's); None
+    derives them from the fleet (`release_of_fleet`: the revisions Argo CD compared Applications
+    against that they do not run yet).
 
     `appset` is the ApplicationSet the spec names (None when not at hand: ownership is then
     decided by name alone, with a warning). `progress` is what the rollout under way recorded;
@@ -366,8 +401,14 @@ def plan_rollout(
             f"no Application is owned by ApplicationSet {app_set_name!r}: there is nothing to roll out",
         )
     apps_by_cluster, homeless = _assign_apps(issues, owned, index)
-    fleet = _fleet_clusters(apps_by_cluster)
-    revisions = _release_revisions(issues, owned, fleet)
+    given = normalize_revisions(release) if release is not None else None
+    revisions = (
+        given
+        if given is not None
+        else release_of_fleet(app for apps in apps_by_cluster.values() for app in apps)
+    )
+    fleet, outside = _fleet_clusters(apps_by_cluster, frozenset(revisions))
+    _report_release(issues, owned, fleet, outside)
     _report_automated_sync(issues, owned)
     _report_homeless(issues, homeless, spec.allow_partial_rollout)
 
@@ -383,6 +424,7 @@ def plan_rollout(
         clusters=MappingProxyType(fleet),
         revisions=revisions,
         uncovered=uncovered,
+        homeless=tuple(sorted(app.name for app in homeless if out_of_date_reason(app) is not None)),
         warnings=tuple(issues.warnings),
         errors=tuple(issues.errors),
         ignored_apps=ignored,
@@ -537,33 +579,69 @@ def _assign_apps(
     return apps_by_cluster, homeless
 
 
-def _fleet_clusters(apps_by_cluster: Mapping[str, list[AppView]]) -> dict[str, ClusterPlan]:
-    """The ApplicationSet's clusters (those with at least one of its Applications), by name."""
+def new_desired_state(app: AppView) -> Revisions | None:
+    """The revisions Argo CD compared the Application against when that is a state it does not run
+    yet (sync status OutOfSync at a known revision), else None.
+
+    Only this makes a release revision. An Application Synced at its revision but not Healthy (or
+    with a sync of its current revision still running) describes the commit it already runs: that
+    is a health question, and taking its revision as a release would make every Application still
+    compared against that old commit count as "at the release" (issue 29, finding 2).
+    """
+    if app.sync_status is SyncStatus.OUT_OF_SYNC and app.sync_revisions:
+        return app.sync_revisions
+    return None
+
+
+def release_of_fleet(apps: Iterable[AppView]) -> tuple[Revisions, ...]:
+    """The release the fleet asks for: the distinct new desired states (`new_desired_state`), sorted."""
+    return normalize_revisions(rev for app in apps if (rev := new_desired_state(app)) is not None)
+
+
+def _needs_release(app: AppView, reason: str | None, release: frozenset[Revisions]) -> bool:
+    """True when the out-of-date Application (`reason` not None) is a target of `release`: it is not
+    Synced (OutOfSync, or Argo CD could not compare it), Argo CD reports no revision for it yet, or
+    the revision it is Synced at is one of the release's (it still has to become Healthy: adopted)."""
+    if reason is None:
+        return False
+    return app.sync_status is not SyncStatus.SYNCED or not app.sync_revisions or app.sync_revisions in release
+
+
+def _fleet_clusters(
+    apps_by_cluster: Mapping[str, list[AppView]], release: frozenset[Revisions]
+) -> tuple[dict[str, ClusterPlan], list[str]]:
+    """The ApplicationSet's clusters (those with at least one of its Applications), by name, and the
+    Applications that are not settled at a revision outside `release` ("name: reason"): not targets."""
     fleet: dict[str, ClusterPlan] = {}
+    outside: list[str] = []
     for name in sorted(apps_by_cluster):
         apps = apps_by_cluster[name]
-        stale = [(app, reason) for app in apps if (reason := out_of_date_reason(app)) is not None]
+        stale: list[tuple[AppView, str]] = []
+        for app in apps:
+            reason = out_of_date_reason(app)
+            if _needs_release(app, reason, release):
+                stale.append((app, str(reason)))
+            elif reason is not None:
+                outside.append(f"{app.name} ({reason} at {app.sync_revision})")
         if not stale:
             fleet[name] = ClusterPlan(name=name, apps=tuple(app.name for app in apps))
             continue
-        revisions = {app.sync_revisions for app, _ in stale if app.sync_revisions}
+        revisions = {rev for app, _ in stale if (rev := new_desired_state(app)) is not None}
         fleet[name] = ClusterPlan(
             name=name,
             apps=tuple(app.name for app in apps),
             stale_apps=tuple(app.name for app, _ in stale),
             reasons=tuple(f"{app.name}: {reason}" for app, reason in stale),
-            revisions=tuple(sorted(revisions)) if len(revisions) > 1 else tuple(revisions),
+            revisions=tuple(sorted(revisions)),
         )
-    return fleet
+    return fleet, outside
 
 
-def _release_revisions(
-    issues: _Issues, owned: list[AppView], fleet: Mapping[str, ClusterPlan]
-) -> tuple[Revisions, ...]:
-    """The release revisions (those of the out-of-date Applications); mixed or unknown ones reported."""
+def _report_release(
+    issues: _Issues, owned: list[AppView], fleet: Mapping[str, ClusterPlan], outside: list[str]
+) -> None:
+    """Mixed revisions, unknown ones, and unsettled Applications that are not part of the release."""
     stale_names = {app for cluster in fleet.values() for app in cluster.stale_apps}
-    revisions = normalize_revisions(rev for cluster in fleet.values() for rev in cluster.revisions)
-
     # Every Application with a revision, out of date or not: one that is Synced at another
     # revision than the rest is as worth a look as two releases in flight.
     by_revision: dict[str, list[str]] = defaultdict(list)
@@ -586,7 +664,14 @@ def _release_revisions(
             "cannot be pinned until Argo CD has compared them",
             unknown,
         )
-    return revisions
+    if outside:
+        issues.warn(
+            IssueCode.NOT_A_RELEASE,
+            f"{_names(outside)} are Synced at the revision they run but not settled: a health question, "
+            "not a release; no rollout syncs them for it (Argo CD reports why; a new commit or "
+            "`argocd app sync` changes them)",
+            [entry.split(" ", 1)[0] for entry in outside],
+        )
 
 
 def _report_automated_sync(issues: _Issues, owned: list[AppView]) -> None:
@@ -631,7 +716,9 @@ def _plan_stages(
     fleet: Mapping[str, ClusterPlan],
     progress: RolloutProgress | None,
 ) -> tuple[StagePlan, ...]:
-    recorded = {s.name: s for s in (progress.stages if progress else ()) if s.is_selected}
+    recorded = _targets_of_taken_sets(
+        issues, {s.name: s for s in (progress.stages if progress else ()) if s.is_selected}, clusters
+    )
     stage_names = {stage.name for stage in spec.stages}
     strangers = sorted(name for name in recorded if name not in stage_names)
     if strangers:
@@ -695,6 +782,33 @@ def _plan_stages(
     return tuple(plans)
 
 
+def _targets_of_taken_sets(
+    issues: _Issues, recorded: dict[str, StageProgress], clusters: Mapping[str, Cluster]
+) -> dict[str, StageProgress]:
+    """The recorded stages, those the status kept only as taken-sets with their targets: the
+    fleet's clusters whose name digests are in the set (a cluster that left the fleet is no
+    candidate anyway). A stage kept without either is an error (see `targets_unknown`)."""
+    unknown = [s.name for s in recorded.values() if s.targets_unknown]
+    if unknown:
+        issues.error(
+            IssueCode.PROGRESS_LEFT_OUT,
+            f"the status no longer says which clusters stage(s) {_names(unknown)} of the running "
+            "rollout took (their list was left out of the status without the set of clusters taken, "
+            "which an earlier version did not keep), and some of them are not updated: a later stage "
+            "could take them again; retry the rollout (progressive-sync retry)",
+            unknown,
+        )
+    if not any(s.taken and not s.targets for s in recorded.values()):
+        return recorded
+    by_digest = {name_digest(name): name for name in clusters}
+    resolved = dict(recorded)
+    for name, stage in recorded.items():
+        if stage.taken and not stage.targets:
+            targets = sorted(by_digest[d] for d in stage.taken if d in by_digest)
+            resolved[name] = replace(stage, targets=tuple(targets))
+    return resolved
+
+
 # Cluster names grouped by their values of some label keys (None where a cluster lacks the key).
 _Partition = dict[tuple[str | None, ...], list[str]]
 
@@ -748,13 +862,17 @@ def _recorded_state(recorded: StageProgress, rollout: str) -> tuple[StageState, 
     targets = recorded.targets
     done = set(recorded.completed)
     completed = sum(1 for t in targets if t in done)
+    total, failed = len(targets), len(recorded.failed)
+    counted = recorded.counted
+    if counted is not None:  # its ledger was left out: the stored counts
+        total, completed, failed = counted.targets, counted.completed, counted.failed
     if recorded.phase is StagePhase.SKIPPED:
         return StageState.SKIPPED, f"skipped by {rollout}"
-    if recorded.phase is StagePhase.SUCCEEDED or (targets and completed == len(targets)):
-        return StageState.DONE, f"{completed} of {len(targets)} clusters updated by {rollout}"
-    reason = f"selected by {rollout}: {completed} of {len(targets)} clusters updated"
-    if recorded.failed:
-        reason += f", {len(recorded.failed)} failed ({_names(recorded.failed)})"
+    if recorded.phase is StagePhase.SUCCEEDED or (total and completed == total):
+        return StageState.DONE, f"{completed} of {total} clusters updated by {rollout}"
+    reason = f"selected by {rollout}: {completed} of {total} clusters updated"
+    if failed:
+        reason += f", {failed} failed ({_names(recorded.failed)})"
     if recorded.phase is not StagePhase.PROGRESSING:
         reason += f"; stage {recorded.phase.value}"
     return StageState.PLANNED, reason

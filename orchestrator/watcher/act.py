@@ -4,7 +4,9 @@
 read back from the plan here): the finalizer by a conditional update (a merge patch would replace
 another controller's finalizers), the Workflow `decide` built created as it is (through Argo Server
 when `--argo-server` is set; AlreadyExists with our name label: adopt it), stop/suspend/resume as
-merge patches, Events best-effort (`record_event`), `RequeueAfter` handed to the loop's queue, and
+merge patches, Events best-effort (`record_event`), the refresh annotation of `RequestCompare` as
+one merge patch per Application (`appsync.refresh_patch`; a 403 is logged and the wait, bounded,
+goes on), `RequeueAfter` handed to the loop's queue, and
 the status through the optimistic-concurrency writer (`status_writer.update_status`) only when the
 patch changes the cached status.
 
@@ -21,13 +23,16 @@ from typing import Any
 
 from orchestrator.api.metadata import FINALIZER, NAME_LABEL, label_value
 from orchestrator.api.models import ProgressiveSyncStatus
+from orchestrator.argocd import appsync
 from orchestrator.core.clock import Clock, format_time
 from orchestrator.kube.argo_server import ArgoServerSubmitter
 from orchestrator.kube.client import (
+    APPLICATIONS,
     EVENTS,
     PROGRESSIVE_SYNCS,
     WORKFLOWS,
     AlreadyExists,
+    Forbidden,
     Kube,
     KubeError,
     NotFound,
@@ -41,6 +46,7 @@ from orchestrator.watcher.decide import (
     Observed,
     RecordEvent,
     RemoveFinalizer,
+    RequestCompare,
     RequeueAfter,
     ResumeWorkflow,
     StatusPatch,
@@ -88,6 +94,8 @@ class Actor:
                 self._set_finalizer(namespace, name, present=isinstance(action, AddFinalizer))
             elif isinstance(action, CreateWorkflow):
                 self._create_workflow(namespace, name, action, extra)
+            elif isinstance(action, RequestCompare):
+                self._request_compare(action, extra)
             elif isinstance(action, StopWorkflow):
                 self._patch_workflow(
                     namespace, action.name, control.shutdown_patch(Shutdown.STOP), action.reason, extra
@@ -209,6 +217,36 @@ class Actor:
             action.attempt,
             extra={**extra, "workflow": action.name},
         )
+
+    def _request_compare(self, action: RequestCompare, extra: dict[str, str]) -> None:
+        """Ask Argo CD to compare each Application again; one gone meanwhile needs no answer."""
+        asked: list[str] = []
+        for app in action.names:
+            try:
+                self.kube.patch(APPLICATIONS, action.namespace, app, appsync.refresh_patch())
+            except NotFound:
+                continue
+            except Forbidden as exc:
+                # An installation that does not let the watcher annotate Applications still rolls
+                # out: the wait is bounded, and Argo CD's own timer compares them meanwhile.
+                log.warning(
+                    "could not ask Argo CD to compare Applications in %s: %s; waiting for its own "
+                    "comparisons instead (grant the watcher patch on applications.argoproj.io)",
+                    action.namespace,
+                    exc,
+                    extra=extra,
+                )
+                break
+            asked.append(app)
+        if asked:
+            shown = ", ".join(asked[:10]) + (f" and {len(asked) - 10} more" if len(asked) > 10 else "")
+            log.info(
+                "asked Argo CD to compare %d Application(s) against release %s before its rollout starts: %s",
+                len(asked),
+                action.release,
+                shown,
+                extra=extra,
+            )
 
     def _submit_through_argo_server(self, namespace: str, body: dict[str, Any]) -> None:
         assert self._submitter is not None

@@ -23,9 +23,16 @@ to the same answer. It is an ordered list of early returns:
 9. nothing out of date → up to date;
 10. the release due was rolled out already (whatever the outcome: a failed rollout is never
     re-created) → nothing, unless a new `progressivesync.io/retry` token asks for another attempt;
-11. a new release, paused → wait and say so; a Workflow that cannot be built (too many nodes)
-    → `Valid=False` with the builder's reason, nothing started; else create the Workflow (built
-    here, identity annotations included) and record the rollout.
+11. a new release, paused → wait and say so;
+12. Argo CD has not compared every owned Application since the release (refresh lag) → ask it to
+    (`RequestCompare`: the refresh annotation) and wait, `fleet_compare_seconds` at most
+    (`FleetCompared=False`, reason `AwaitingFleetComparison`; the wait's start is that condition's
+    lastTransitionTime, so a restarted watcher goes on with the same wait), because the Workflow's
+    shape (parallelism, batches, deadline) is sized from the plan (`fleet_compare`); at the
+    deadline, start with what is known and say so (`FleetComparisonTimedOut`);
+13. a Workflow that cannot be built (too many nodes) → `Valid=False` with the builder's reason,
+    nothing started; else create the Workflow (built here, identity annotations included) and
+    record the rollout (`FleetCompared=True`).
 
 A release is (spec generation, revisions of the out-of-date Applications), its id the planner's
 `release_id`. The generation in it is the one of the last *real* spec change: toggling `paused`
@@ -43,7 +50,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from orchestrator.api.metadata import (
@@ -52,6 +59,7 @@ from orchestrator.api.metadata import (
     workflow_name,
 )
 from orchestrator.api.models import (
+    Condition,
     ConditionStatus,
     ObjectMeta,
     ProgressiveSync,
@@ -62,9 +70,10 @@ from orchestrator.api.models import (
 )
 from orchestrator.api.release import Release, release_id, release_of, revision_key, spec_hash
 from orchestrator.api.rollout_status import set_condition, start_rollout
-from orchestrator.argocd.fleet import AppSetView
-from orchestrator.core.clock import parse_time
+from orchestrator.argocd.fleet import AppSetView, AppView
+from orchestrator.core.clock import format_time, parse_time
 from orchestrator.planning.planner import RolloutPlan
+from orchestrator.watcher.fleet_compare import fleet_comparison
 from orchestrator.workflows.view import WorkflowView
 from workflow_templates.builder import WorkflowBuildError, build_workflow, workflow_object
 from workflow_templates.settings import WorkflowSettings
@@ -79,6 +88,17 @@ PAUSED = "Paused"
 # The reason of `Paused=True` when the watcher suspended the Workflow for `spec.paused`: only such
 # a suspend is lifted by the watcher (an `argo suspend` by a person is theirs to lift).
 PAUSED_BY_SPEC = "SpecPaused"
+
+# Before a rollout starts, Argo CD compares the whole fleet against the release (rule 12).
+FLEET_COMPARED = "FleetCompared"
+# FleetCompared=False while the watcher waits; its lastTransitionTime is when the wait began.
+AWAITING_FLEET_COMPARISON = "AwaitingFleetComparison"
+# FleetCompared=True: every owned Application was compared when the Workflow was sized.
+FLEET_COMPARED_REASON = "FleetCompared"
+# FleetCompared=True: the wait ended at its deadline; the rollout started with what was known.
+FLEET_COMPARISON_TIMED_OUT = "FleetComparisonTimedOut"
+# FleetCompared=True: a wait ended without a rollout (nothing due any more, or started already).
+FLEET_COMPARISON_NOT_NEEDED = "NoComparisonAwaited"
 
 RUNNING_PHASES = (RolloutPhase.PENDING, RolloutPhase.PROGRESSING, RolloutPhase.PAUSED)
 TERMINAL_PHASES = (RolloutPhase.SUCCEEDED, RolloutPhase.FAILED, RolloutPhase.CANCELLED)
@@ -115,6 +135,9 @@ class ReconcilePolicy:
     allow_prune: bool = False
     # `spec.syncOptions.options` entries allowed ("*": any); anything else is refused.
     allowed_sync_options: tuple[str, ...] = DEFAULT_ALLOWED_SYNC_OPTIONS
+    # Before a new rollout: how long to wait for Argo CD to compare every owned Application against
+    # the release (the Workflow is sized from that plan); then it starts with what is known.
+    fleet_compare_seconds: float = 120.0
 
 
 @dataclass(frozen=True)
@@ -138,6 +161,7 @@ class Observed:
     watched_appset_namespaces: tuple[str, ...] = ()  # for the message when it does not
     claimed_by: str = ""  # "namespace/name" of the ProgressiveSync that owns the ApplicationSet
     plan: RolloutPlan | None = None  # the plan of a new rollout; None while a rollout is live
+    apps: tuple[AppView, ...] = ()  # the Applications the plan was made from (with the plan only)
     workflows: tuple[WorkflowView, ...] = ()
     uid: str = ""  # the ProgressiveSync's, for the Workflow's ownerReference
 
@@ -183,6 +207,15 @@ class CreateWorkflow:
     def retry_token(self) -> str:
         """The retry token the attempt consumed ("" when none)."""
         return self.release.retry_token
+
+
+@dataclass(frozen=True)
+class RequestCompare:
+    """Ask Argo CD to compare these Applications (in `namespace`) again: the refresh annotation."""
+
+    namespace: str
+    names: tuple[str, ...]
+    release: str  # the release id they are compared for (the log)
 
 
 @dataclass(frozen=True)
@@ -267,6 +300,7 @@ Action = (
     AddFinalizer
     | RemoveFinalizer
     | CreateWorkflow
+    | RequestCompare
     | StopWorkflow
     | SuspendWorkflow
     | ResumeWorkflow
@@ -407,7 +441,7 @@ def _adopt(ctx: _Context) -> Decision:
         message=message,
         lifecycle=_running_conditions(message),
         force_lifecycle=True,
-        conditions=ctx.base_conditions,
+        conditions=(*ctx.base_conditions, *_wait_over(obs.status, f"rollout {adopted.rollout_id} started")),
     )
     return ctx.decision(
         "adopt",
@@ -585,24 +619,30 @@ def _decide_release(ctx: _Context, policy: ReconcilePolicy) -> Decision:
     )
 
     if not plan.revisions:
+        message = "every cluster is up to date; waiting for a release"
+        up_to_date = (
+            _cond(READY, ConditionStatus.TRUE, "UpToDate", message),
+            _cond(PROGRESSING, ConditionStatus.FALSE, "UpToDate", message),
+        )
+        wait_over = _wait_over(obs.status, "no release is due any more: nothing to compare")
         if rollout is None:
-            message = "every cluster is up to date; waiting for a release"
             patch = StatusPatch(
                 observed_generation=obs.generation,
                 phase=RolloutPhase.PENDING,
                 message=message,
-                lifecycle=(
-                    _cond(READY, ConditionStatus.TRUE, "UpToDate", message),
-                    _cond(PROGRESSING, ConditionStatus.FALSE, "UpToDate", message),
-                ),
-                conditions=(valid, paused),
+                lifecycle=up_to_date,
+                conditions=(valid, paused, *wait_over),
             )
         else:
-            # A retry of a release with nothing left to do is handled by doing nothing.
+            # A retry of a release with nothing left to do is handled by doing nothing. A wait for
+            # Argo CD's comparison that the release outlived gives the status back its words.
             patch = StatusPatch(
                 observed_generation=obs.generation,
                 retry_token=obs.retry_token if token_is_new else None,
-                conditions=(valid, paused),
+                message=message if wait_over else None,
+                lifecycle=up_to_date if wait_over else (),
+                force_lifecycle=bool(wait_over),
+                conditions=(valid, paused, *wait_over),
             )
         return ctx.decision("up-to-date", "no Application is out of date", UpdateStatus(patch))
 
@@ -615,7 +655,8 @@ def _decide_release(ctx: _Context, policy: ReconcilePolicy) -> Decision:
     revision = " ".join(revision_key(r) for r in plan.revisions)
     if rollout is not None and release_of(rollout.id) == release:
         if not token_is_new:
-            patch = StatusPatch(observed_generation=obs.generation, conditions=(valid, paused))
+            wait_over = _wait_over(obs.status, f"release {release} was rolled out already")
+            patch = StatusPatch(observed_generation=obs.generation, conditions=(valid, paused, *wait_over))
             outcome = obs.status.phase.value if obs.status.phase else "unknown outcome"
             return ctx.decision(
                 "already-rolled-out",
@@ -637,6 +678,10 @@ def _decide_release(ctx: _Context, policy: ReconcilePolicy) -> Decision:
             conditions=(valid, _paused_condition(by_spec=True, message=message)),
         )
         return ctx.decision("due-but-paused", message, UpdateStatus(patch))
+    compared = _await_fleet(ctx, policy, release=release, why=why, conditions=(valid, paused))
+    if isinstance(compared, Decision):
+        return compared
+    condition, notices, note = compared
     return _create(
         ctx,
         policy,
@@ -647,9 +692,137 @@ def _decide_release(ctx: _Context, policy: ReconcilePolicy) -> Decision:
             attempt=attempt,
             retry_token=obs.retry_token,
         ),
-        why=why,
-        conditions=(valid, paused),
+        why=why + note,
+        conditions=(valid, paused, condition),
+        notices=notices,
     )
+
+
+def _await_fleet(
+    ctx: _Context,
+    policy: ReconcilePolicy,
+    *,
+    release: str,
+    why: str,
+    conditions: tuple[ConditionPatch, ...],
+) -> Decision | tuple[ConditionPatch, tuple[Action, ...], str]:
+    """Rule 12: wait (a Decision) until Argo CD compared every owned Application against the
+    release, or the wait's deadline passed; then (the FleetCompared condition, Events, a note for
+    the rollout's message) for `_create`."""
+    obs = ctx.obs
+    assert obs.plan is not None
+    app_set = ctx.spec.app_set_ref.name
+    began = wait_began(obs.status)
+    since = began or obs.now
+    comparison = fleet_comparison(
+        obs.apps,
+        app_set_name=app_set,
+        app_set_uid=obs.appset.uid if obs.appset else "",
+        release=obs.plan.revisions,
+        since=since,
+    )
+    limit = policy.fleet_compare_seconds
+    if comparison.complete:
+        message = (
+            f"Argo CD had compared all {comparison.owned} Application(s) of ApplicationSet {app_set} "
+            f"against release {release} when its Workflow was sized"
+        )
+        return _cond(FLEET_COMPARED, ConditionStatus.TRUE, FLEET_COMPARED_REASON, message), (), ""
+    waited = (obs.now - since).total_seconds()
+    left = comparison.unanswered
+    if waited >= limit:
+        message = (
+            f"Argo CD did not compare {len(left)} of {comparison.owned} Application(s) against release "
+            f"{release} within {limit:g} s: {_listed(left)}; the rollout started with what was known: "
+            "their clusters were sized by their last comparison (a later stage's select asks Argo CD "
+            "again and takes them if they are behind the release)"
+        )
+        note = f"; started with what was known: Argo CD did not compare {len(left)} Application(s) in time"
+        event = RecordEvent("Warning", FLEET_COMPARISON_TIMED_OUT, message)
+        timed_out = _cond(FLEET_COMPARED, ConditionStatus.TRUE, FLEET_COMPARISON_TIMED_OUT, message)
+        return timed_out, (event,), note
+    deadline = since + timedelta(seconds=limit)
+    message = (
+        f"{why} is due: waiting until {format_time(deadline)} (at most {limit:g} s) for Argo CD to "
+        f"compare every Application of ApplicationSet {app_set} against it, so that the Workflow is "
+        "sized for the clusters each stage really has; at the deadline the rollout starts with what "
+        "is known"
+    )
+    # A False left behind by an earlier wait is flipped first, so that its lastTransitionTime, the
+    # start of this wait, is now.
+    stale = _fleet_condition(obs.status)
+    flip = (
+        (_cond(FLEET_COMPARED, ConditionStatus.TRUE, FLEET_COMPARISON_NOT_NEEDED, "an earlier wait ended"),)
+        if began is None and stale is not None and stale.status == ConditionStatus.FALSE
+        else ()
+    )
+    patch = StatusPatch(
+        observed_generation=obs.generation,
+        phase=RolloutPhase.PENDING if obs.status.rollout is None else None,
+        message=message,
+        lifecycle=_running_conditions(message, reason=AWAITING_FLEET_COMPARISON),
+        force_lifecycle=True,
+        conditions=(
+            *conditions,
+            *flip,
+            _cond(FLEET_COMPARED, ConditionStatus.FALSE, AWAITING_FLEET_COMPARISON, message),
+        ),
+    )
+    actions: list[Action] = [UpdateStatus(patch)]
+    if began is None:
+        actions.append(
+            RecordEvent(
+                "Normal",
+                AWAITING_FLEET_COMPARISON,
+                f"{message} ({len(left)} of {comparison.owned} Application(s) not compared yet)",
+            )
+        )
+    if comparison.to_ask:
+        actions.append(RequestCompare(obs.appset_namespace or obs.namespace, comparison.to_ask, release))
+    remaining = limit - waited
+    actions.append(RequeueAfter(max(0.5, min(5.0, remaining))))
+    return ctx.decision(
+        "await-fleet-comparison",
+        f"{why}: waiting for Argo CD to compare {len(left)} of {comparison.owned} Application(s) "
+        f"({len(comparison.to_ask)} asked now, {len(comparison.pending)} pending), {remaining:.0f} s left",
+        *actions,
+    )
+
+
+def _fleet_condition(status: ProgressiveSyncStatus) -> Condition | None:
+    return next((c for c in status.conditions or [] if c.type == FLEET_COMPARED), None)
+
+
+def wait_began(status: ProgressiveSyncStatus) -> datetime | None:
+    """When the watcher began waiting for Argo CD to compare the fleet (rule 12), or None.
+
+    `FleetCompared=False` with reason AwaitingFleetComparison; its lastTransitionTime is the start.
+    One no later than the recorded rollout's start is left from a wait that ended in that rollout
+    (a watcher that died between creating the Workflow and recording it adopts it: rule 4).
+    """
+    condition = _fleet_condition(status)
+    if condition is None or condition.status != ConditionStatus.FALSE:
+        return None
+    if condition.reason != AWAITING_FLEET_COMPARISON:
+        return None
+    began = condition.last_transition_time
+    rollout = status.rollout
+    if rollout is not None and rollout.started_at is not None and began <= rollout.started_at:
+        return None
+    return began
+
+
+def _wait_over(status: ProgressiveSyncStatus, why: str) -> tuple[ConditionPatch, ...]:
+    """FleetCompared back to True when a wait ended without a rollout of its own; () when none ran."""
+    condition = _fleet_condition(status)
+    if condition is None or condition.status != ConditionStatus.FALSE:
+        return ()
+    return (_cond(FLEET_COMPARED, ConditionStatus.TRUE, FLEET_COMPARISON_NOT_NEEDED, why),)
+
+
+def _listed(names: Sequence[str], limit: int = 10) -> str:
+    shown = ", ".join(names[:limit])
+    return f"{shown} and {len(names) - limit} more" if len(names) > limit else shown
 
 
 def _create(
@@ -659,6 +832,7 @@ def _create(
     release: Release,
     why: str,
     conditions: tuple[ConditionPatch, ...],
+    notices: tuple[Action, ...] = (),
 ) -> Decision:
     obs = ctx.obs
     assert obs.plan is not None
@@ -691,7 +865,7 @@ def _create(
         conditions=conditions,
     )
     return ctx.decision(
-        "create", why, create, UpdateStatus(patch), RecordEvent("Normal", "RolloutStarted", message)
+        "create", why, create, UpdateStatus(patch), RecordEvent("Normal", "RolloutStarted", message), *notices
     )
 
 

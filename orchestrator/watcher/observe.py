@@ -4,7 +4,8 @@
 parse becomes `spec_error`, a status that does not parse reads as empty), finds the ApplicationSet,
 the Workflows (`Caches.workflows_of` reads the one the status names when the cache lacks it: the only
 request), who owns the ApplicationSet when several ProgressiveSyncs name it, and — only when no
-Workflow is live and the object is not being deleted — the rollout plan (`plan_rollout`, pure).
+Workflow is live and the object is not being deleted — the rollout plan (`plan_rollout`, pure) and
+the Applications it was made from (whose comparison `decide` may wait for).
 It decides nothing and writes nothing; the time is passed in.
 
 Callers: `orchestrator.watcher.loop` (one reconcile: observe → decide → act).
@@ -19,7 +20,7 @@ import pydantic
 
 from orchestrator.api.metadata import FINALIZER, RETRY_ANNOTATION, rollout_workflow_name
 from orchestrator.api.models import ProgressiveSync, ProgressiveSyncSpec, ProgressiveSyncStatus
-from orchestrator.argocd.fleet import AppSetView
+from orchestrator.argocd.fleet import AppSetView, AppView
 from orchestrator.core.clock import parse_time
 from orchestrator.planning.planner import RolloutPlan, plan_rollout
 from orchestrator.watcher.caches import CachedPS, Caches
@@ -56,14 +57,16 @@ def observe(cached: CachedPS, caches: Caches, settings: Settings, now: datetime)
     expected = rollout_workflow_name(name, status.rollout) if status.rollout is not None else None
     workflows = caches.workflows_of(namespace, name, expected)
     plan: RolloutPlan | None = None
+    apps: tuple[AppView, ...] = ()
     if spec is not None and not cached.deleting and not live_workflows(workflows):
         # The ApplicationSet controller creates its Applications in the ApplicationSet's namespace.
+        apps = tuple(caches.apps_of(appset_namespace, spec.app_set_ref.name))
         plan = plan_rollout(
             spec,
             ps_name=name,
             appset=appset,
             clusters=caches.clusters_in(argocd_namespace),
-            apps=caches.apps_of(appset_namespace, spec.app_set_ref.name),
+            apps=apps,
         )
     return Observed(
         namespace=namespace,
@@ -83,6 +86,7 @@ def observe(cached: CachedPS, caches: Caches, settings: Settings, now: datetime)
         watched_appset_namespaces=tuple(ns for ns in caches.app_namespaces if ns is not None),
         claimed_by=claimed_by(cached, appset, caches.ps_by_appset(cached.app_set_key)),
         plan=plan,
+        apps=apps,
         workflows=tuple(workflows),
         uid=str(meta.get("uid") or ""),
     )

@@ -80,6 +80,9 @@ class Settings:
     request_backoffs: tuple[float, ...] = (0.2, 0.5, 1.0, 2.0, 4.0)
     finalize_grace_seconds: float = 30.0
     deletion_grace_seconds: float = 30.0
+    # Before a rollout starts: at most this long for Argo CD to compare every owned Application
+    # against the release (the Workflow is sized from that plan); then it starts with what is known.
+    fleet_compare_seconds: float = 120.0
     # How long start-up waits for the first lists before giving up.
     sync_timeout_seconds: float = 120.0
     # What ProgressiveSync authors may put in spec.syncOptions (anything else: Valid=False).
@@ -171,6 +174,7 @@ class Settings:
         return ReconcilePolicy(
             finalize_grace_seconds=self.finalize_grace_seconds,
             deletion_grace_seconds=self.deletion_grace_seconds,
+            fleet_compare_seconds=self.fleet_compare_seconds,
             workflow=self.workflow_settings,
             allow_prune=self.allow_prune,
             allowed_sync_options=self.allowed_sync_options,

@@ -70,6 +70,7 @@ MATRIX: dict[str, list[Row]] = {
         yes("patch", WFS, WORKFLOWS),
         yes("create", "events", WORKFLOWS),
         yes("watch", APPS, ARGOCD),
+        yes("patch", APPS, ARGOCD),  # the refresh annotation only (admission policy)
         yes("watch", APPSETS, ARGOCD),
         yes("watch", APPS, WORKFLOWS),
         yes("list", "secrets", ARGOCD),
@@ -86,6 +87,7 @@ MATRIX: dict[str, list[Row]] = {
         no("delete", WFS, WORKFLOWS),
         no("list", PS, OTHER),
         no("update", APPS, ARGOCD),
+        no("patch", APPSETS, ARGOCD),
         no("update", "configmaps", ARGOCD, "argocd-cm"),
         no("update", LEASES, RELEASE, "someone-elses-lease"),
         no("create", "pods", WORKFLOWS),

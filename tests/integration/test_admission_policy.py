@@ -421,3 +421,37 @@ def test_the_watchers_workflows_run_as_the_steps_service_account_only(
         installed.watcher.create(WORKFLOWS, installed.namespace, body)
     assert refusal in str(raised.value)
     assert installed.admin.list(WORKFLOWS, installed.namespace)[0] == before
+
+
+@pytest.mark.parametrize(
+    ("patch", "refusal"),
+    [
+        pytest.param(appsync.refresh_patch(), None, id="asking-argo-cd-to-compare"),
+        pytest.param(
+            {"metadata": {"annotations": {"team.example.com/owner": "us"}}},
+            "no annotation of an Application but argocd.argoproj.io/refresh",
+            id="another-annotation",
+        ),
+        pytest.param({"spec": {"project": "elsewhere"}}, "may only ask Argo CD to compare", id="the-spec"),
+        pytest.param(
+            {"operation": {"sync": {"revision": REVISION}}}, "may only ask Argo CD to compare", id="a-sync"
+        ),
+        pytest.param(
+            {"metadata": {"labels": {"env": "dev"}}}, "may only ask Argo CD to compare", id="a-label"
+        ),
+    ],
+)
+def test_the_watcher_may_only_ask_argo_cd_to_compare_an_application(
+    installed: Installed, app: dict[str, Any], patch: dict[str, Any], refusal: str | None
+) -> None:
+    """Before a rollout starts the watcher asks Argo CD to compare the fleet (docs/watcher.md, "Sized
+    for the whole fleet"): its one write to Applications, and the chart allows no other."""
+    name = app["metadata"]["name"]
+    if refusal is None:
+        installed.watcher.patch(APPLICATIONS, installed.namespace, name, patch)
+        assert appsync.refresh_requested(installed.app(name))
+        return
+    with pytest.raises(Invalid) as raised:
+        installed.watcher.patch(APPLICATIONS, installed.namespace, name, patch)
+    assert refusal in str(raised.value)
+    assert installed.app(name)["metadata"].get("resourceVersion") == app["metadata"]["resourceVersion"]

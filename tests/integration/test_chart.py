@@ -47,6 +47,7 @@ WATCHER_NEEDS = [
     ("update", "progressivesyncs.progressivesync.io/status"),
     ("update", "progressivesyncs.progressivesync.io/finalizers"),
     ("list", "applications.argoproj.io"),
+    ("patch", "applications.argoproj.io"),
     ("watch", "applicationsets.argoproj.io"),
     ("create", "workflows.argoproj.io"),
     ("patch", "workflows.argoproj.io"),

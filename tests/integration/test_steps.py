@@ -245,6 +245,70 @@ def test_select_of_an_unknown_stage_is_a_usage_error(
     assert "--stage 'nope'" in result.stdout
 
 
+class WatcherCatchesUp(ManualClock):
+    """`select`'s clock: the watcher publishes the cluster inventory while `select` first sleeps
+    (the lag of a cluster whose Secret and Application appeared together, made deterministic)."""
+
+    def __init__(self, kube: Kube, namespace: str) -> None:
+        super().__init__(datetime.now(UTC))
+        self.kube, self.namespace, self.published = kube, namespace, False
+
+    def sleep(self, seconds: float) -> None:
+        if not self.published:
+            publish_inventory(self.kube, self.namespace)
+            self.published = True
+        super().sleep(seconds)
+
+
+def select_with(rig: Rig, stage: str, clock: ManualClock) -> Any:
+    """`select_stage` as the step pod runs it (the steps' own user), on a test clock."""
+    client = Kube.from_kubeconfig(str(rig.runner.kubeconfig))
+    try:
+        return select_stage(client, rollout_r1(rig), stage=stage, clock=clock, tuning=Tuning())
+    finally:
+        client.close()
+
+
+def test_select_waits_for_the_inventory_to_list_a_new_cluster_instead_of_failing_the_stage(
+    rig: Rig,
+) -> None:
+    """Issue 29 point 11: a fourth cluster's Secret and Application appear together; the watcher
+    has not published it in the inventory yet when `select` runs. The stage used to fail ("the plan
+    has errors: no cluster Secret for the destination of ..."); now it waits for the inventory."""
+    make_progressive_sync(rig.kube, rig.namespace, stages=[REST])
+    grown = seed_fleet(rig.kube, rig.namespace, clusters=4, regions=REGIONS, revision=REVISION)
+    new = grown.clusters[-1].name
+    clock = WatcherCatchesUp(rig.kube, rig.namespace)
+
+    result = select_with(rig, "rest", clock)
+
+    assert result.phase == StagePhase.PROGRESSING, result.reason
+    assert sorted(result.targets) == sorted(c.name for c in grown.clusters)
+    assert clock.published
+    stage = rig.stage("rest")
+    assert new in stage.targets
+    assert "for the cluster inventory" in stage.message and f"myservice-{new}" in stage.message, stage.message
+
+
+def test_select_says_what_the_inventory_lacks_when_it_never_lists_the_cluster(rig: Rig) -> None:
+    """The same, with the watcher never publishing the new cluster: at the bound the stage fails
+    and its message names the Application, its destination, the inventory and what to check."""
+    make_progressive_sync(rig.kube, rig.namespace, stages=[REST])
+    grown = seed_fleet(rig.kube, rig.namespace, clusters=4, regions=REGIONS, revision=REVISION)
+    new = grown.clusters[-1]
+    clock = ManualClock(datetime.now(UTC))
+
+    result = select_with(rig, "rest", clock)
+
+    assert result.phase == StagePhase.FAILED
+    message = rig.stage("rest").message
+    assert f"MissingClusterSecret: the cluster inventory (ConfigMap {rig.namespace}/{INVENTORY_NAME}" in (
+        message
+    ), message
+    assert f"still lists no cluster for myservice-{new.name} -> {new.name} after 60 s" in message, message
+    assert "is the watcher running" in message
+
+
 # --- sync ------------------------------------------------------------------------------------
 
 
@@ -450,6 +514,56 @@ def test_a_cluster_step_stopped_by_sigterm_exits_75_and_its_retry_resumes_withou
     assert rig.stage().completed == [cluster]
     starts = [e for e in read_events(rig.tmp_path / "sim-events.jsonl") if e["event"] == "sync-start"]
     assert [e["cluster"] for e in starts] == [cluster]
+
+
+def test_a_batch_stopped_by_sigterm_writes_the_completions_it_gathered_before_it_exits(rig: Rig) -> None:
+    """Issue 29 point 9: a batch gathers its clusters' status changes between writes. Sent SIGTERM,
+    it exited 75 at once and they were lost: clusters done on their Applications stayed "in
+    flight" in the status and ended as "did not finish". Now it writes them first (bounded)."""
+    make_progressive_sync(rig.kube, rig.namespace, stages=[REST])
+    assert_ok(rig.runner.run("select", "--stage", "rest"))
+    targets = rig.stage("rest").targets
+    slow, done = targets[-1], targets[:-1]
+    rig.update_app(
+        slow,
+        lambda app: (
+            app["metadata"]
+            .setdefault("annotations", {})
+            .update({"simulator.progressivesync.io/health-seconds": "3600"})
+        ),
+    )
+    rig.simulate()
+    log = rig.tmp_path / "batch.log"
+    args = ("--stage", "rest", "--batch", "0", "--batches", "1", "--max-parallel", "3")
+    # No periodic write during the test: what the batch gathered is written at its end only.
+    process = rig.runner.start(
+        "batch",
+        *args,
+        "--revisions",
+        REVISIONS,
+        "--batch-flush-seconds",
+        "3600",
+        log_path=log,
+        PROGRESSIVE_SYNC_LOG_LEVEL="DEBUG",
+    )
+    try:
+        wait_for(
+            lambda: all(f"gathered: cluster {cluster} done" in log.read_text() for cluster in done),
+            timeout=60,
+            what="the batch to gather the completion of every cluster but the slow one",
+        )
+        process.send_signal(signal.SIGTERM)
+        code, output = finish(process, log, timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert code == 75, output
+    stage = rig.stage("rest")
+    assert sorted(stage.completed) == sorted(done), stage
+    assert stage.syncing == [slow], stage
+    last = output.splitlines()[-1]
+    assert "batch: stopped by SIGTERM before it finished" in last, output
+    assert "status change(s) its clusters had gathered" in last, last
 
 
 def stage_with_a_failure(targets: list[str]) -> dict[str, Any]:

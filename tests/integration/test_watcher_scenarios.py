@@ -15,11 +15,14 @@ import pytest
 
 from orchestrator.devenv import controlplane as devcluster
 from orchestrator.kube.client import EVENTS, PROGRESSIVE_SYNCS, WORKFLOWS, Kube, NotFound
+from orchestrator.simulator.seed import publish_refs, seed_fleet
 from orchestrator.watcher.loop import Watcher
-from tests.support.builders import canary_then_rest
+from tests.support.builders import canary_then_rest, make_stage
 from tests.support.wait import wait_for
 from tests.support.watcher_harness import (
     FAST_FLEET,
+    REVISION_1,
+    REVISION_2,
     create_ps,
     in_process_watcher,
     patch_spec,
@@ -312,6 +315,51 @@ def test_two_rollouts_at_once_an_invalid_reference_and_a_converged_reconcile_tha
     assert workflows_of(kube, namespace, "alpha-copy") == []
     assert sync_starts(events_log) == dict.fromkeys(first.apps + second.apps, 1)
     assert status_of(kube, namespace, "ghost")["phase"] == "Pending"
+
+
+def test_a_release_argo_cd_compares_one_by_one_gets_a_workflow_sized_for_the_whole_fleet(
+    kube: Kube, watcher_kube: Kube, namespace: str, users: dict[str, Path], events_log: Path
+) -> None:
+    """Issue 29, point 3. Without Git webhooks Argo CD turns Applications OutOfSync one by one: here
+    one cluster's Application is compared every second, the others' once an hour. The watcher must
+    not size the Workflow on the first one: it asks Argo CD to compare the rest, waits, and the
+    later stage's `maxParallel: 50%` is half of the 5 clusters it really has (2 at a time), not of
+    the 0 or 1 it had when the first Application turned OutOfSync (1 at a time)."""
+    seeded = seed_fleet(kube, namespace, clusters=6, regions=["eu", "us"], revision=REVISION_1, synced=True)
+    publish_refs(kube, namespace, {"main": REVISION_1})
+    first_to_see_it = seeded.clusters[-1].name
+    lagging = f"""
+defaults: {{syncSeconds: 0.3, healthSeconds: 0.3, refreshSeconds: 3600}}
+clusters:
+  {first_to_see_it}: {{refreshSeconds: 1}}
+"""
+    stages = [make_stage("canary", region="eu", max_targets=1), make_stage("rest", max_parallel="50%")]
+    with (
+        running_actors(kube, namespace, users[STEPS_USER], events_log, lagging),
+        in_process_watcher(watcher_kube, namespace, fleet_compare_seconds=60.0),
+    ):
+        create_ps(kube, namespace, "web", "myservice", stages=stages, progressDeadlineSeconds=60)
+        wait_for(
+            lambda: condition(status_of(kube, namespace, "web"), "Ready") == ("True", "UpToDate"),
+            what="the fleet up to date before the push",
+        )
+        publish_refs(kube, namespace, {"main": REVISION_2})  # the push; no webhook
+        workflow = wait_for(lambda: workflows_of(kube, namespace, "web"), timeout=90, what="the Workflow")[0]
+        fanouts = {t["name"]: t.get("parallelism") for t in workflow["spec"]["templates"]}
+        description = workflow["metadata"]["annotations"]["workflows.argoproj.io/description"]
+        assert fanouts["fanout-rest"] == 2, (fanouts, description)
+        assert "rest (5 clusters, 2 at a time)" in description, description
+        wait_for(
+            lambda: phase_of(kube, namespace, "web") == "Succeeded", timeout=ROLLOUT_TIMEOUT, what="Succeeded"
+        )
+
+    status = status_of(kube, namespace, "web")
+    assert condition(status, "FleetCompared") == ("True", "FleetCompared")
+    assert status["progress"] == "6/6"
+    events, _ = kube.list(EVENTS, namespace)
+    waits = [e["message"] for e in events if e.get("reason") == "AwaitingFleetComparison"]
+    assert len(waits) == 1 and "5 of 6 Application(s) not compared yet" in waits[0], waits
+    assert sync_starts(events_log) == dict.fromkeys(seeded.applications, 1)
 
 
 def _gone(kube: Kube, namespace: str, name: str) -> bool:

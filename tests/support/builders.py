@@ -369,6 +369,8 @@ def make_application(
     revision: str | None = NEW_REVISION,
     revisions: Sequence[str] | None = None,
     sources: int = 0,
+    source: Mapping[str, Any] | None = None,
+    compared_to: str | Sequence[str] | None = None,
     health: str = "Healthy",
     health_message: str | None = None,
     reconciled_at: datetime | str | None = None,
@@ -388,7 +390,10 @@ def make_application(
     `by` is "server", "name" or "both" (how `spec.destination` names the cluster). Multi-source:
     `revisions` (one per source) or `sources` (that many, each at `revision`). `automated` goes
     under `spec.syncPolicy.automated`. `operation` is a requested `.operation` (True: a sync to the
-    new revision, with `operation_info` as its info). With `phase`, `status.operationState` holds
+    new revision, with `operation_info` as its info). `source` replaces the default Git source (every
+    source of a multi-source one: `{"chart": ...}` makes them Helm charts); `compared_to` is the
+    `targetRevision` (one, or one per source) Argo CD's comparison records in `status.sync.comparedTo`,
+    which `revision`/`revisions` resolve it to. With `phase`, `status.operationState` holds
     `state_operation` (default: ours, `our_operation`), started at `started_at` (default T0),
     and `result_revision` (one, or one per source) in its syncResult.
     """
@@ -413,12 +418,26 @@ def make_application(
         revisions = [revision] * sources
     sync_status: dict[str, Any] = {"status": sync}
     if revisions is not None:
-        spec["sources"] = [{"repoURL": f"https://git.example/{i}.git"} for i in range(len(revisions))]
+        spec["sources"] = [
+            dict(source) if source is not None else {"repoURL": f"https://git.example/{i}.git"}
+            for i in range(len(revisions))
+        ]
         sync_status["revisions"] = list(revisions)
+        if compared_to is not None:
+            written = [compared_to] * len(revisions) if isinstance(compared_to, str) else list(compared_to)
+            sync_status["comparedTo"] = {
+                "sources": [{**s, "targetRevision": t} for s, t in zip(spec["sources"], written, strict=True)]
+            }
     else:
-        spec["source"] = {"repoURL": "https://git.example/deploy.git", "targetRevision": "main"}
+        spec["source"] = (
+            dict(source)
+            if source is not None
+            else {"repoURL": "https://git.example/deploy.git", "targetRevision": "main"}
+        )
         if revision is not None:
             sync_status["revision"] = revision
+        if compared_to is not None:
+            sync_status["comparedTo"] = {"source": {**spec["source"], "targetRevision": compared_to}}
     if automated is not None:
         spec["syncPolicy"] = {"automated": dict(automated)}
     status: dict[str, Any] = {"sync": sync_status, "health": {"status": health}}

@@ -288,33 +288,6 @@ def test_result_revisions() -> None:
     assert appsync.result_revisions(None) == []
 
 
-@pytest.mark.parametrize(
-    ("pin", "resolved", "matches"),
-    [
-        pytest.param(NEW_REVISION, NEW_REVISION, True, id="full-sha"),
-        pytest.param(NEW_REVISION[:7], NEW_REVISION, True, id="short-sha"),
-        pytest.param(NEW_REVISION[:7].upper(), NEW_REVISION, True, id="short-sha-any-case"),
-        pytest.param(NEW_REVISION[:6], NEW_REVISION, False, id="too-short-to-be-a-sha"),
-        pytest.param(OLD_REVISION[:7], NEW_REVISION, False, id="another-commit"),
-        pytest.param(OLD_REVISION, NEW_REVISION, False, id="another-full-sha"),
-        pytest.param("v1.4.2", NEW_REVISION, True, id="tag-resolved-by-argo-cd"),
-        pytest.param("main", "", False, id="nothing-resolved"),
-    ],
-)
-def test_revision_resolves(pin: str, resolved: str, matches: bool) -> None:
-    assert appsync.revision_resolves(pin, resolved) is matches
-
-
-@given(sha=st.text(alphabet="0123456789abcdef", min_size=40, max_size=40), cut=st.integers(0, 40))
-def test_a_full_sha_resolves_exactly_its_prefixes_of_seven_or_more(sha: str, cut: int) -> None:
-    assert appsync.revision_resolves(sha[:cut], sha) is (cut >= appsync.SHORT_SHA_MIN)
-
-
-def test_revisions_resolve_needs_one_per_source() -> None:
-    assert appsync.revisions_resolve([NEW_REVISION, "b" * 40], [NEW_REVISION, "b" * 40])
-    assert not appsync.revisions_resolve([NEW_REVISION], [NEW_REVISION, NEW_REVISION])
-
-
 # --- finding 2: the Application's own sync policy goes into our operation -------------------------
 
 

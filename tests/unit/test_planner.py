@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import random
+import string
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from orchestrator.api.models import ProgressiveSyncStatus, StagePhase
+from orchestrator.api.models import ClusterFailure, ProgressiveSyncStatus, StagePhase
+from orchestrator.api.rollout_status import close_stage, start_rollout, start_stage
 from orchestrator.argocd.fleet import AppSetView, AppView, Cluster
 from orchestrator.planning.planner import (
     IssueCode,
@@ -34,6 +39,7 @@ from tests.support.builders import (
 )
 
 EU_US_AP = {"eu": 4, "us": 4, "ap": 4}
+T0 = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
 NOT_EU = [{"key": "region", "operator": "NotIn", "values": ["eu"]}]
 
 
@@ -299,32 +305,33 @@ def test_skipped_stage_says_why() -> None:
             id="synced-at-release-and-healthy-is-skipped",
         ),
         pytest.param(
-            [make_cluster("eu-1")],
-            [make_app(cluster="eu-1", sync="Synced", health="Degraded")],
-            {"eu-1"},
-            {"eu-1"},
-            id="synced-but-degraded-is-a-target",
+            [make_cluster("eu-1"), make_cluster("eu-2")],
+            [make_app(cluster="eu-2"), make_app(cluster="eu-1", sync="Synced", health="Degraded")],
+            {"eu-1", "eu-2"},
+            {"eu-1", "eu-2"},
+            id="synced-at-the-release-but-degraded-is-a-target",
         ),
         pytest.param(
-            [make_cluster("eu-1")],
-            [make_app(cluster="eu-1", sync="Synced", health="Progressing")],
-            {"eu-1"},
-            {"eu-1"},
-            id="synced-but-progressing-is-a-target",
+            [make_cluster("eu-1"), make_cluster("eu-2")],
+            [make_app(cluster="eu-2"), make_app(cluster="eu-1", sync="Synced", health="Progressing")],
+            {"eu-1", "eu-2"},
+            {"eu-1", "eu-2"},
+            id="synced-at-the-release-but-progressing-is-a-target",
         ),
         pytest.param(
-            [make_cluster("eu-1")],
+            [make_cluster("eu-1"), make_cluster("eu-2")],
             [
+                make_app(cluster="eu-2"),
                 up_to_date(
                     "eu-1",
                     phase="Succeeded",
                     finished_at="2026-11-29T10:05:00Z",
                     reconciled_at="2026-11-29T10:04:59Z",
-                )
+                ),
             ],
-            {"eu-1"},
-            {"eu-1"},
-            id="healthy-observed-before-the-sync-finished-is-a-target",
+            {"eu-1", "eu-2"},
+            {"eu-1", "eu-2"},
+            id="healthy-at-the-release-observed-before-the-sync-finished-is-a-target",
         ),
         pytest.param(
             [make_cluster("eu-1")],
@@ -341,11 +348,35 @@ def test_skipped_stage_says_why() -> None:
             id="healthy-observed-after-the-sync-is-up-to-date",
         ),
         pytest.param(
+            [make_cluster("eu-1"), make_cluster("eu-2")],
+            [make_app(cluster="eu-2"), up_to_date("eu-1", operation=True)],
+            {"eu-1", "eu-2"},
+            {"eu-1", "eu-2"},
+            id="operation-in-progress-at-the-release-is-a-target",
+        ),
+        pytest.param(
+            [make_cluster("eu-1")],
+            [make_app(cluster="eu-1", sync="Synced", health="Degraded")],
+            {"eu-1"},
+            set(),
+            id="degraded-at-its-current-revision-alone-is-not-a-release",
+        ),
+        pytest.param(
+            [make_cluster("eu-1"), make_cluster("eu-2")],
+            [
+                make_app(cluster="eu-1", sync="Synced", revision=OLD_REVISION, health="Degraded"),
+                make_app(cluster="eu-2"),
+            ],
+            {"eu-1", "eu-2"},
+            {"eu-2"},
+            id="degraded-at-the-old-commit-is-not-a-target-of-the-new-release",
+        ),
+        pytest.param(
             [make_cluster("eu-1")],
             [up_to_date("eu-1", operation=True)],
             {"eu-1"},
-            {"eu-1"},
-            id="operation-in-progress-is-a-target",
+            set(),
+            id="operation-in-progress-at-its-current-revision-is-not-a-release",
         ),
         pytest.param(
             [make_cluster("eu-1")],
@@ -466,6 +497,18 @@ def _eu(count: int = 2) -> list[Cluster]:
             {"MixedRevisions"},
             set(),
             id="applications-at-different-revisions-are-reported",
+        ),
+        pytest.param(
+            _eu(),
+            [
+                make_app(cluster="eu-1"),
+                make_app(cluster="eu-2", sync="Synced", revision=OLD_REVISION, health="Degraded"),
+            ],
+            [make_stage("all")],
+            {},
+            {"MixedRevisions", "NotARelease"},
+            set(),
+            id="degraded-at-the-old-commit-is-reported-not-released",
         ),
         pytest.param(
             _eu(),
@@ -650,6 +693,38 @@ def test_shared_server_goes_to_the_secret_that_sorts_first() -> None:
     assert result.clusters["b"].apps == ("by-name",)
 
 
+def test_an_unhealthy_application_at_the_old_commit_adds_nothing_to_the_release() -> None:
+    """Issue 29, finding 2: the old commit of a Degraded Application is not a release revision, so an
+    Application still compared against it is not "at the release"; the warning names it."""
+    apps = [
+        make_app(cluster="eu-1"),
+        make_app(cluster="eu-2", sync="Synced", revision=OLD_REVISION, health="Degraded"),
+    ]
+    result = plan(_eu(), apps, make_stage("all"))
+    assert result.revisions == ((NEW_REVISION,),)
+    assert result.stages[0].targets == ("eu-1",)
+    warning = next(w for w in result.warnings if w.code.value == "NotARelease")
+    assert warning.subjects == ("myservice-eu-2",)
+    assert f"health is Degraded at {OLD_REVISION}" in warning.message
+
+
+def test_the_release_given_to_a_running_rollout_is_the_one_planned() -> None:
+    """A step passes the Workflow's release: an Application Synced at it but still Progressing stays a
+    target when no other Application names the release any more."""
+    apps = [make_app(cluster="eu-1", sync="Synced", health="Progressing"), up_to_date("eu-2")]
+    assert plan(_eu(), apps, make_stage("all")).stages[0].targets == ()
+    given = plan_rollout(
+        make_spec(make_stage("all")),
+        ps_name="myservice",
+        appset=make_app_set(),
+        clusters=_eu(),
+        apps=apps,
+        release=[(NEW_REVISION,)],
+    )
+    assert given.revisions == ((NEW_REVISION,),)
+    assert given.stages[0].targets == ("eu-1",)
+
+
 def test_mixed_revisions_are_all_release_revisions() -> None:
     apps = [make_app(cluster="eu-1"), make_app(cluster="eu-2", revision=OLD_REVISION)]
     result = plan(_eu(), apps, make_stage("all"))
@@ -801,6 +876,72 @@ def test_a_cluster_that_turned_out_of_date_after_its_stages_were_selected_is_lat
     (late,) = [w for w in result.warnings if w.code.value == "LateClusters"]
     assert late.subjects == ("eu-2",) and "progressive-sync retry" in late.message
     assert result.stages[1].targets == ("us-1",)
+
+
+def _long_name(index: int, rng: random.Random) -> str:
+    """A cluster name of 253 random characters (the most Kubernetes allows): such names do not
+    compress, so the status leaves a finished stage's ledger of a thousand of them out."""
+    alphabet = string.ascii_lowercase + string.digits
+    return f"eu-{index:04d}-" + "".join(rng.choice(alphabet) for _ in range(245))
+
+
+def test_a_stage_whose_ledger_was_left_out_keeps_its_clusters_from_later_stages() -> None:
+    """Issue 29 point 8: the eu stage ended with two tolerated failures, and the status left its
+    ledger out (1,400 names of 253 characters do not fit). Read back, the catch-all stage after it
+    must not take those two again (nor count them against its own maxFailedClusters)."""
+    rng = random.Random(29)
+    eu = [make_cluster(_long_name(i, rng), region="eu") for i in range(1_400)]
+    us = regional_fleet({"us": 3})
+    failed = [eu[0].name, eu[1].name]
+    stages = [make_stage("eu", labels={"region": "eu"}), make_stage("rest")]
+    status = start_rollout(ProgressiveSyncStatus(), rollout_id="r1", stage_names=["eu", "rest"], now=T0)
+    status = start_stage(status, stage="eu", targets=[c.name for c in eu], message="", now=T0)
+    entry = (status.stages or [])[0]
+    entry.completed = [c.name for c in eu[2:]]
+    entry.failed = [ClusterFailure(name=name, reason="Degraded") for name in failed]
+    status = close_stage(status, stage="eu", phase=StagePhase.SUCCEEDED, message="2 tolerated", now=T0)
+    back = ProgressiveSyncStatus.model_validate(json.loads(json.dumps(status.to_api())))
+    assert (back.stages or [])[0].clusters_omitted, "the eu stage's ledger should not fit"
+    apps = [make_app(f"app-{i}", cluster=c.name) for i, c in enumerate(eu[:2])]
+    apps += [up_to_date(c.name, name=f"app-{i}") for i, c in enumerate(eu[2:], start=2)]
+    apps += stale_apps(us)
+
+    result = plan(eu + us, apps, *stages, progress=progress_from_status(back))
+
+    assert set(result.stages[1].targets) == {"us-1", "us-2", "us-3"}
+    assert set(result.stages[0].targets) == {c.name for c in eu}
+    assert result.stages[0].state is StageState.DONE
+    assert "1398 of 1400 clusters updated" in result.stages[0].reason
+    assert not result.errors, result.errors
+
+
+def test_a_stage_left_out_without_its_taken_set_is_an_error_not_a_second_take() -> None:
+    """A status written before the taken-set (ledger left out, nothing kept of its names): a
+    stage with clusters not updated cannot say which, so the plan refuses to guess."""
+    clusters = regional_fleet({"eu": 2, "us": 1})
+    left_out = {
+        "rollout": {"id": "r1"},
+        "stages": [
+            {
+                "name": "eu",
+                "phase": "Succeeded",
+                "counts": {"targets": 2, "completed": 1, "failed": 1},
+                "failed": [{"name": "eu-1", "reason": "Degraded"}],
+                "clustersOmitted": "did not fit",
+            },
+            {"name": "rest"},
+        ],
+    }
+    progress = progress_from_status(ProgressiveSyncStatus.model_validate(left_out))
+    result = plan(
+        clusters,
+        stale_apps(clusters, fresh=("eu-2",)),
+        make_stage("eu", labels={"region": "eu"}),
+        make_stage("rest"),
+        progress=progress,
+    )
+    assert codes(result.errors) == {"ProgressLeftOut"}
+    assert "eu" in result.errors[0].subjects and "progressive-sync retry" in result.errors[0].message
 
 
 def test_progress_from_status() -> None:

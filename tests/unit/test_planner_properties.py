@@ -187,7 +187,8 @@ def test_same_inputs_give_the_same_plan(
 def test_a_running_rollout_keeps_the_plan_it_started_with(
     fleet: tuple[list[Cluster], list[AppView]], spec: ProgressiveSyncSpec
 ) -> None:
-    """Run the stages one by one (their clusters become up to date); each replan agrees with the start."""
+    """Run the stages one by one (their clusters become up to date); each replan, given the release being
+    rolled out (as the steps are given the Workflow's), agrees with the start."""
     clusters, apps = fleet
     at_start = plan(spec, clusters, apps)
     updated: set[str] = set()
@@ -198,7 +199,13 @@ def test_a_running_rollout_keeps_the_plan_it_started_with(
             StageProgress(stage.name, stage.targets, completed=stage.targets, phase=StagePhase.SUCCEEDED)
         )
         now_apps = [_updated(a) if _cluster_of(a, clusters) in updated else a for a in apps]
-        now = plan(spec, clusters, now_apps, progress=RolloutProgress("r1", tuple(recorded)))
+        now = plan(
+            spec,
+            clusters,
+            now_apps,
+            progress=RolloutProgress("r1", tuple(recorded)),
+            release=at_start.revisions,
+        )
         assert [s.targets for s in now.stages] == [s.targets for s in at_start.stages]
         assert [(s.max_targets, s.max_parallel) for s in now.stages] == [
             (s.max_targets, s.max_parallel) for s in at_start.stages

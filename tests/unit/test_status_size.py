@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.api.ledger import CODEC, ClusterState, Ledger, LedgerError, pack_names
+from orchestrator.api.ledger import CODEC, ClusterState, Ledger, LedgerError, name_digest, pack_names
 from orchestrator.api.models import (
     REASON_MAX_CHARS,
     STATUS_LIST_CAP,
@@ -198,6 +198,19 @@ def test_a_broken_ledger_is_refused_naming_the_field(ledger: dict[str, object]) 
         ProgressiveSyncStatus.model_validate({"stages": [{"name": "canary", "clusters": ledger}]})
 
 
+@pytest.mark.parametrize(
+    "taken",
+    [
+        pytest.param({"codec": "b2b64-85", "digests": "0000"}, id="not-a-whole-digest"),
+        pytest.param({"codec": "sha1", "digests": ""}, id="unknown-codec"),
+    ],
+)
+def test_a_broken_taken_set_is_refused_naming_the_field(taken: dict[str, object]) -> None:
+    stage = {"name": "canary", "phase": "Succeeded", "clustersOmitted": "did not fit", "clustersTaken": taken}
+    with pytest.raises(ValueError, match=r"stages\[\]\.clustersTaken"):
+        ProgressiveSyncStatus.model_validate({"stages": [stage]})
+
+
 def test_a_stage_read_again_decodes_the_same_ledger_with_its_new_states() -> None:
     # The names are unpacked once per process (cached on the packed text); the states never are.
     names = tuple(f"cell-{n:05d}" for n in range(1000))
@@ -254,6 +267,13 @@ def test_10000_clusters_stay_under_256_kib_whatever_the_names(make_name, ledgers
         assert (False, True) in kept
         omitted = next(s for s in wire["stages"] if s.get("clustersOmitted"))
         assert "on its Applications" in omitted["clustersOmitted"]
+        # Which clusters each such stage took is kept (issue 29 point 8), and reads back.
+        back = ProgressiveSyncStatus.model_validate(json.loads(json.dumps(wire)))
+        for stage_wire, stage, size, start in zip(
+            wire["stages"], back.stages or [], sizes, (0, 1, 20, 1_020), strict=True
+        ):
+            if stage_wire.get("clustersOmitted"):
+                assert stage.taken_digests() == {name_digest(n) for n in names[start : start + size]}
 
 
 @settings(max_examples=12, deadline=None)
@@ -294,6 +314,8 @@ def test_the_status_never_passes_its_bound_and_keeps_every_count(
             tally.model_dump(by_alias=True)
         )
         assert ("clusters" in stage_wire) != bool(stage_wire.get("clustersOmitted")) or not tally.targets
+        # A stage without its ledger keeps which clusters it took (issue 29 point 8).
+        assert ("clustersTaken" in stage_wire) == bool(stage_wire.get("clustersOmitted") and tally.targets)
     # Read back and written again (the status writer's round): still within the bound, the same
     # counts, and a stage left without its ledger stays so (its stored counts are kept).
     again = ProgressiveSyncStatus.model_validate(json.loads(json.dumps(wire))).to_api()
@@ -302,6 +324,7 @@ def test_the_status_never_passes_its_bound_and_keeps_every_count(
     for before, after in zip(wire["stages"], again["stages"], strict=True):
         assert before.get("counts") == after.get("counts")
         assert not before.get("clustersOmitted") or after.get("clustersOmitted")
+        assert before.get("clustersTaken") == after.get("clustersTaken")
 
 
 def test_a_stage_whose_ledger_cannot_fit_is_refused_by_select_with_the_fix() -> None:

@@ -330,6 +330,7 @@ def test_every_flag_reads_the_variable_the_chart_and_docs_name() -> None:
         "--request-timeout": ("PROGRESSIVE_SYNC_REQUEST_TIMEOUT",),
         "--finalize-grace": ("PROGRESSIVE_SYNC_FINALIZE_GRACE",),
         "--deletion-grace": ("PROGRESSIVE_SYNC_DELETION_GRACE",),
+        "--fleet-compare-wait": ("PROGRESSIVE_SYNC_FLEET_COMPARE_WAIT",),
         "--allow-prune": ("PROGRESSIVE_SYNC_ALLOW_PRUNE",),
         "--allowed-sync-option": ("PROGRESSIVE_SYNC_ALLOWED_SYNC_OPTIONS",),
         "--leader-elect": ("PROGRESSIVE_SYNC_LEADER_ELECT",),
