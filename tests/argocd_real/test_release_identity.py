@@ -147,6 +147,20 @@ def roll_out_seen_late(
         # Not once the timer would have got there: the rollout itself brought each one.
         scenario.wait_at_release(revisions, timeout=30)
     joined = ",".join(revisions)
+    compared_at = {
+        app: round(seen_at.monotonic - released, 1)
+        for app in scenario.apps
+        if (seen_at := seen.first_seen(app, lambda s: s.sync_revision == joined)) is not None
+    }
+    requested_at = [
+        seen_at.monotonic - released
+        for app in scenario.apps
+        if (seen_at := seen.first_seen(app, lambda s: s.requested_by == INITIATOR)) is not None
+    ]
+    print(
+        f"seconds after the release each Application was first seen compared with it: {compared_at}; "
+        f"our first sync request: {min(requested_at):.1f}"
+    )
     for app in scenario.apps:
         assert seen.sync_starts(app, by=INITIATOR) == 1, (app, seen.history(app))
         state = seen.history(app)[-1]
