@@ -19,8 +19,10 @@ clusters with automated sync off:
 Each release is seen late, the way it is without Git webhooks: Argo CD's timed comparison is on
 (`TIMER_SECONDS` plus up to `JITTER_SECONDS`; the repo-server keeps resolved Git refs and Helm
 indexes as long), the test sends no refresh, and the ProgressiveSync exists before the release (its
-phase Pending, "up to date"). The watcher starts the rollout when Argo CD has compared some
-Applications with the release; the others still show the old revision, Synced and Healthy. Each
+phase Pending, "up to date"). Argo CD's timer finds the release for one Application first (19-24 s
+after it here: the repo-server's cache of Git refs and Helm indexes lives as long as the timer); the
+others still read Synced and Healthy at the old revision until progressive-sync asks Argo CD to
+compare them (the watcher before it builds the Workflow, `select` before it plans). Each
 fleet must end with every Application Synced and Healthy at the release, synced exactly once by
 progressive-sync (so nothing was adopted that was not at the release: an adopted Application is
 one we did not sync), each in the stage that took its cluster.
