@@ -43,7 +43,7 @@ import signal
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -554,6 +554,27 @@ class ArgoCDStack:
         self.supervisor.restart(component, kill_signal=kill_signal)
         self._wait_ready(component)
 
+    def set_reconciliation(self, seconds: int, jitter_seconds: int = 0) -> None:
+        """Switch Argo CD's timed comparison to every `seconds` (0: off) plus up to `jitter_seconds`.
+
+        The repo-server and the application controller read the timer once, at start, from
+        `ARGOCD_RECONCILIATION_TIMEOUT`/`_JITTER` (the repo-server takes its revision cache's
+        lifetime from the same variable: Git refs and Helm indexes it resolved stay cached that long,
+        24 h when it is 0), so both are restarted with the new values; `argocd-cm` says the same.
+        Call it with no operation in progress: a restarted controller takes an operation up only
+        once its Application changes (docs/real-argocd.md, traps)."""
+        if seconds < 0 or jitter_seconds < 0:
+            raise ValueError("the reconciliation timer and its jitter cannot be negative")
+        self.settings = replace(
+            self.settings, reconciliation_seconds=seconds, reconciliation_jitter_seconds=jitter_seconds
+        )
+        self.kube.patch(
+            CONFIG_MAPS, self.namespace, "argocd-cm", {"data": {"timeout.reconciliation": f"{seconds}s"}}
+        )
+        for component in ("argocd-repo-server", "argocd-application-controller"):
+            self.supervisor.restart(component, kill_signal=signal.SIGTERM, env=self._environment(component))
+            self._wait_ready(component)
+
     # -- using it ---------------------------------------------------------------------------
 
     @property
@@ -694,21 +715,26 @@ class ArgoCDStack:
 
         self._wait(names, behind, f"OutOfSync at {revision[:12]}", timeout)
 
-    def wait_synced(self, names: Sequence[str], revision: str, *, timeout: float | None = None) -> None:
-        """Wait until every Application is Synced and Healthy at `revision` with no operation left."""
+    def wait_synced(
+        self, names: Sequence[str], revision: str | Sequence[str], *, timeout: float | None = None
+    ) -> None:
+        """Wait until every Application is Synced and Healthy at `revision` (a list: the revisions
+        of a multi-source Application, one per source) with no operation left."""
+        wanted = [revision] if isinstance(revision, str) else list(revision)
 
         def synced(app: Mapping[str, Any]) -> bool:
             status = app.get("status") or {}
             sync = status.get("sync") or {}
+            compared = [str(r) for r in sync.get("revisions") or []] or [str(sync.get("revision") or "")]
             return (
                 sync.get("status") == "Synced"
-                and sync.get("revision") == revision
+                and compared == wanted
                 and (status.get("health") or {}).get("status") == "Healthy"
                 and not app.get("operation")
                 and ((status.get("operationState") or {}).get("phase") in (None, "Succeeded"))
             )
 
-        self._wait(names, synced, f"Synced and Healthy at {revision[:12]}", timeout)
+        self._wait(names, synced, f"Synced and Healthy at {','.join(r[:12] for r in wanted)}", timeout)
 
     def _wait(
         self,
@@ -793,7 +819,8 @@ def request_sync(
     namespace: str,
     name: str,
     *,
-    revision: str,
+    revision: str = "",
+    revisions: Sequence[str] = (),
     username: str = "dev-cluster",
     prune: bool = False,
     info: Mapping[str, str] | None = None,
@@ -802,8 +829,9 @@ def request_sync(
     """Sync one Application the way Argo CD's API server `Sync` does (a person's sync).
 
     The operation carries the Application's own `spec.syncPolicy.syncOptions` and `retry`, the
-    source and the pinned revision; a finished `status.operationState` is cleared in the same
-    update. Raises `ArgoCDStackError` while another operation is in progress.
+    source and the pinned revision (a multi-source Application: its sources and `revisions`, one
+    per source); a finished `status.operationState` is cleared in the same update. Raises
+    `ArgoCDStackError` while another operation is in progress.
     """
     for _ in range(attempts):
         app = kube.get(APPLICATIONS, namespace, name)
@@ -811,10 +839,20 @@ def request_sync(
         if app.get("operation") or state.get("phase") in ("Running", "Terminating"):
             raise ArgoCDStackError(f"Application {name}: another operation is in progress")
         policy = (app.get("spec") or {}).get("syncPolicy") or {}
-        sync: dict[str, Any] = {"revision": revision, "prune": prune}
-        source = (app.get("spec") or {}).get("source")
-        if source:
-            sync["source"] = source
+        sync: dict[str, Any] = {"prune": prune}
+        spec = app.get("spec") or {}
+        if spec.get("sources"):
+            if len(revisions) != len(spec["sources"]):
+                raise ArgoCDStackError(
+                    f"Application {name} has {len(spec['sources'])} sources: pin one revision each, "
+                    f"not {list(revisions)}"
+                )
+            sync["revisions"] = list(revisions)
+            sync["sources"] = spec["sources"]
+        else:
+            sync["revision"] = revision or (revisions[0] if revisions else "")
+            if spec.get("source"):
+                sync["source"] = spec["source"]
         if policy.get("syncOptions"):
             sync["syncOptions"] = list(policy["syncOptions"])
         operation: dict[str, Any] = {"sync": sync, "initiatedBy": {"username": username}}

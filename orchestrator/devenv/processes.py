@@ -81,10 +81,16 @@ class Supervisor:
         return process
 
     def restart(
-        self, name: str, *, kill_signal: signal.Signals = signal.SIGKILL, grace_seconds: float = 10.0
+        self,
+        name: str,
+        *,
+        kill_signal: signal.Signals = signal.SIGKILL,
+        grace_seconds: float = 10.0,
+        env: Mapping[str, str] | None = None,
     ) -> subprocess.Popen[bytes]:
         """Send `kill_signal` to `name`'s group, wait until it is gone (SIGKILL after `grace_seconds`),
-        then start it again as it was started; the new process."""
+        then start it again as it was started (with `env` instead of its environment when given);
+        the new process."""
         process = self.processes.get(name)
         if process is None:
             raise ProcessError(f"{name} is not running here: nothing to restart")
@@ -93,8 +99,8 @@ class Supervisor:
                 os.killpg(process.pid, kill_signal)
         _stop_group(process, grace_seconds)
         del self.processes[name]
-        argv, env, executable = self._commands[name]
-        return self.spawn(name, argv, env=env, executable=executable)
+        argv, started_env, executable = self._commands[name]
+        return self.spawn(name, argv, env=started_env if env is None else env, executable=executable)
 
     @property
     def pids(self) -> dict[str, int]:

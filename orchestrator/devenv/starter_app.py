@@ -5,7 +5,10 @@
 - `application_set(...)`: an ApplicationSet with a cluster generator over labelled cluster
   Secrets, one Application per cluster (`<appset>-<cluster>`), each into its own namespace
   `<appset>-<cluster>` (several cluster names may share one API server), automated sync off and
-  `CreateNamespace=true` among the Application's own sync options.
+  `CreateNamespace=true` among the Application's own sync options; or one per cluster and
+  component (a matrix with a list generator), Applications of a chart from a Helm chart
+  repository (`helm_source`), or multi-source ones (the chart with its values from Git:
+  `helm_source(..., value_files=["$values/..."])` plus `values_source`).
 - `HealthProbe` (`testing.progressivesync.io/v1`): a tiny CRD whose health Argo CD reads through
   a Lua check in `argocd-cm` (`resource.customizations.health.<group>_<kind>`) from
   `status.health`, which a test sets on the destination cluster to drive an Application
@@ -131,14 +134,40 @@ def probe_crd(kind: str = PROBE_KIND) -> dict[str, Any]:
     }
 
 
-def app_name(app_set: str, cluster: str) -> str:
-    """The Application the ApplicationSet generates for `cluster`."""
-    return f"{app_set}-{cluster}"
+def app_name(app_set: str, cluster: str, component: str = "") -> str:
+    """The Application the ApplicationSet generates for `cluster` (and `component`, when it
+    generates several per cluster)."""
+    return f"{app_set}-{cluster}-{component}" if component else f"{app_set}-{cluster}"
 
 
-def destination_namespace(app_set: str, cluster: str) -> str:
-    """Where that Application's objects go on the cluster (one per cluster name)."""
-    return f"{app_set}-{cluster}"
+def destination_namespace(app_set: str, cluster: str, component: str = "") -> str:
+    """Where that Application's objects go on the cluster (one per cluster name and component)."""
+    return app_name(app_set, cluster, component)
+
+
+COMPONENT_PARAMETER = "{{component}}"
+
+
+def helm_source(
+    repo_url: str,
+    chart: str,
+    target_revision: str,
+    *,
+    value_files: Sequence[str] = (),
+) -> dict[str, Any]:
+    """A chart from a Helm chart repository: `target_revision` an exact version (`1.2.4`) or a
+    semver constraint (`1.2.*`); Argo CD reports the version it resolved as the revision.
+    `value_files` may name files of a `ref` source (`$values/path/values.yaml`)."""
+    source: dict[str, Any] = {"repoURL": repo_url, "chart": chart, "targetRevision": target_revision}
+    if value_files:
+        source["helm"] = {"valueFiles": list(value_files)}
+    return source
+
+
+def values_source(repo_url: str, ref: str = "values", target_revision: str = "main") -> dict[str, Any]:
+    """A Git source that only lends its files to another source's `$<ref>/...` (no path: nothing of
+    it is deployed by itself)."""
+    return {"repoURL": repo_url, "targetRevision": target_revision, "ref": ref}
 
 
 def application_set(
@@ -153,10 +182,17 @@ def application_set(
     retry: Mapping[str, Any] | None = None,
     preserved_annotations: Sequence[str] = (),
     preserve_resources_on_deletion: bool = False,
+    sources: Sequence[Mapping[str, Any]] = (),
+    components: Sequence[str] = (),
 ) -> dict[str, Any]:
     """An ApplicationSet: one Application per cluster Secret matching `selector`.
 
     `target_revision` may be a template (e.g. `{{metadata.labels.track}}`: a branch per cluster).
+    One `sources` entry replaces the Git source (`repo_url`, `path`, `target_revision`), e.g. a
+    `helm_source`; several make multi-source Applications (`spec.sources`). `components` make it
+    generate one Application per cluster and component (a matrix of the cluster generator and a
+    list generator), `<appset>-<cluster>-<component>`, each into its own namespace; `{{component}}`
+    in `path` is the component's folder.
     The ApplicationSet controller gives each Application Argo CD's resources finalizer (deleting
     the Application deletes its resources) unless `preserve_resources_on_deletion`
     (`spec.syncPolicy.preserveResourcesOnDeletion`): then an Application is deleted at once and its
@@ -167,20 +203,27 @@ def application_set(
         sync_policy["syncOptions"] = list(sync_options)
     if retry:
         sync_policy["retry"] = dict(retry)
+    clusters: dict[str, Any] = {"clusters": {"selector": dict(selector or {})}}
+    component = COMPONENT_PARAMETER if components else ""
+    generator = clusters
+    if components:
+        elements = [{"component": each} for each in components]
+        generator = {"matrix": {"generators": [clusters, {"list": {"elements": elements}}]}}
+    template_spec: dict[str, Any] = {"project": project}
+    if len(sources) > 1:
+        template_spec["sources"] = [dict(source) for source in sources]
+    elif sources:
+        template_spec["source"] = dict(sources[0])
+    else:
+        template_spec["source"] = {"repoURL": repo_url, "path": path, "targetRevision": target_revision}
+    template_spec["destination"] = {
+        "server": "{{server}}",
+        "namespace": destination_namespace(name, "{{name}}", component),
+    }
+    template_spec["syncPolicy"] = sync_policy
     spec: dict[str, Any] = {
-        "generators": [{"clusters": {"selector": dict(selector or {})}}],
-        "template": {
-            "metadata": {"name": app_name(name, "{{name}}")},
-            "spec": {
-                "project": project,
-                "source": {"repoURL": repo_url, "path": path, "targetRevision": target_revision},
-                "destination": {
-                    "server": "{{server}}",
-                    "namespace": destination_namespace(name, "{{name}}"),
-                },
-                "syncPolicy": sync_policy,
-            },
-        },
+        "generators": [generator],
+        "template": {"metadata": {"name": app_name(name, "{{name}}", component)}, "spec": template_spec},
     }
     if preserved_annotations:
         spec["preservedFields"] = {"annotations": list(preserved_annotations)}

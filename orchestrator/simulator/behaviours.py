@@ -298,7 +298,7 @@ def _head(app: Mapping[str, Any], git: GitRefs, *, after_sync: bool = False) -> 
     repository; without a repository, what a sync just applied (`after_sync`), else the revision(s)
     its status already names, else what is live."""
     if git.exists:
-        return [git.resolve("", target_revision=str(s.get("targetRevision") or "")) for s in _sources(app)]
+        return [git.resolve_source(source) for source in _sources(app)]
     if after_sync and (applied := _applied(app)):
         return applied
     sync = (app.get("status") or {}).get("sync") or {}
@@ -575,7 +575,8 @@ def _initial_result(app: Mapping[str, Any], op: Mapping[str, Any]) -> dict[str, 
 
 
 def _resolve(app: Mapping[str, Any], op: Mapping[str, Any], git: GitRefs) -> list[str]:
-    """The full SHA(s) the operation syncs to; an empty pin means what targetRevision resolves to."""
+    """The full SHA(s) the operation syncs to (a chart version for a Helm chart source); an empty pin
+    means what targetRevision resolves to."""
     sync = op.get("sync") or {}
     sources = _sources(app)
     if _multi_source(app):
@@ -586,10 +587,7 @@ def _resolve(app: Mapping[str, Any], op: Mapping[str, Any], git: GitRefs) -> lis
         compared = _head(app, git)
         return [pin or (compared[index] if index < len(compared) else "") for index, pin in enumerate(pins)]
     return [
-        git.resolve(
-            pin,
-            target_revision=str((sources[index] if index < len(sources) else {}).get("targetRevision") or ""),
-        )
+        git.resolve_source(sources[index] if index < len(sources) else {}, pin)
         for index, pin in enumerate(pins)
     ]
 

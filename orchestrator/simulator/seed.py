@@ -113,6 +113,7 @@ def seed_fleet(
     synced: bool = False,
     app_set_template_metadata: Mapping[str, Any] | None = None,
     sync_policy: Mapping[str, Any] | None = None,
+    source: Mapping[str, Any] | None = None,
     now: datetime | None = None,
 ) -> SeedResult:
     """Create cluster Secrets, an ApplicationSet and one Application per cluster, owned by it.
@@ -122,6 +123,8 @@ def seed_fleet(
     (`sync_policy` is their `spec.syncPolicy`). Half name their cluster by `destination.server` and
     half by `destination.name` (both are common). Objects that exist already are kept.
     `app_set_template_metadata` is the template's `metadata` beyond its name (annotations, labels).
+    `source` replaces the Git source (`REPO_URL`, path `deploy`, branch main), e.g. a Helm chart
+    from a chart repository, whose revisions are chart versions (`1.2.4`) instead of SHAs.
     """
     if not revision:
         raise ValueError("--revision is empty: the fleet needs a release revision to be OutOfSync at")
@@ -141,7 +144,7 @@ def seed_fleet(
 
     for cluster in fleet:
         create(SECRETS, cluster_secret(cluster, env))
-    template_source = {"repoURL": REPO_URL, "path": "deploy", "targetRevision": "main"}
+    template_source = dict(source or {"repoURL": REPO_URL, "path": "deploy", "targetRevision": "main"})
     template_metadata = {"name": f"{app_set}-{{{{name}}}}", **dict(app_set_template_metadata or {})}
     app_set_obj = create(
         APPLICATION_SETS,
@@ -225,12 +228,19 @@ def seed_fleet(
     return SeedResult(tuple(fleet), app_set, uid, tuple(names), created, existing)
 
 
-def publish_refs(kube: Kube, namespace: str, refs: Mapping[str, str]) -> None:
-    """Point the simulated repository's refs at commits (a push): creates or replaces the ConfigMap."""
-    body = refs_configmap(refs)
+def publish_refs(
+    kube: Kube,
+    namespace: str,
+    refs: Mapping[str, str],
+    charts: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
+) -> None:
+    """Point the simulated repository's refs at commits (a push) and, when given, set the versions
+    the simulated chart repositories list (`repoURL -> chart -> versions`: a chart published):
+    creates or replaces the ConfigMap (charts published before stay when `charts` is None)."""
+    body = refs_configmap(refs, charts)
     try:
         kube.create(CONFIG_MAPS, namespace, body)
     except AlreadyExists:
         current = kube.get(CONFIG_MAPS, namespace, GIT_CONFIGMAP)
-        current["data"] = body["data"]
+        current["data"] = {**(current.get("data") or {}), **body["data"]}
         kube.replace(CONFIG_MAPS, namespace, current)

@@ -39,8 +39,11 @@ from orchestrator.kube.client import NAMESPACES, SECRETS, NotFound
 from tests.support.app_recorder import AppRecorder, AppState, recording
 from tests.support.argocd_harness import (
     CANARY_THEN_REGIONS,
+    CHART,
     ProbeDriver,
     Scenario,
+    chart_repository,
+    publish_chart,
     rollout_actors,
     scenario_of,
 )
@@ -72,6 +75,9 @@ OURS = "progressive-sync"
 # the first real run showed Running -> Succeeded directly, the simulator one step more), and a
 # workload that takes a moment to become Healthy after the post-sync comparison.
 SIMULATED_APP = "defaults: {syncSeconds: 0, healthSeconds: 0.3}"
+# The Helm case: chart `myservice` from a chart repository, `1.2.*`, released as 1.2.4.
+CHART_RELEASE = "1.2.4"
+SIMULATED_CHART_SOURCE = {"repoURL": "http://charts.example.test", "chart": CHART, "targetRevision": "1.2.*"}
 
 
 def step_of(state: AppState, release: str) -> Step:
@@ -168,11 +174,26 @@ def release_when_progressing(
             driver.release(cluster)
 
 
-def run_on_real_argocd(
-    stack: ArgoCDStack, workdir: Path
-) -> tuple[list[tuple[Step, ...]], list[str], dict[str, int]]:
-    with scenario_of(stack) as scenario:
-        revision = scenario.release({"probe.yaml": starter_app.probe_manifest("probe")})
+Outcome = tuple[list[tuple[Step, ...]], list[str], dict[str, int]]
+
+
+@contextlib.contextmanager
+def real_release(stack: ArgoCDStack, workdir: Path, *, helm: bool) -> Iterator[tuple[Scenario, str]]:
+    """A scenario and its release carrying a HealthProbe: a Git commit, or (`helm`) chart 1.2.4 of a
+    chart repository whose Applications ask for `1.2.*` (the revision is the chart version)."""
+    if not helm:
+        with scenario_of(stack) as scenario:
+            yield scenario, scenario.release({"probe.yaml": starter_app.probe_manifest("probe")})
+        return
+    with chart_repository(workdir / "charts") as repo:
+        source = starter_app.helm_source(repo.url, CHART, "1.2.*")
+        with scenario_of(stack, prefix="helm", sources=lambda _git: [source]) as scenario:
+            publish_chart(repo, CHART_RELEASE, probe=True)
+            yield scenario, CHART_RELEASE
+
+
+def run_on_real_argocd(stack: ArgoCDStack, workdir: Path, *, helm: bool = False) -> Outcome:
+    with real_release(stack, workdir, helm=helm) as (scenario, revision):
         scenario.refresh()
         scenario.wait_out_of_sync(revision)
         scripts: dict[str, list[tuple[str, float | None]]] = {
@@ -225,8 +246,18 @@ def simulated(argocd_stack: ArgoCDStack, tmp_path: Path) -> Iterator[ScenarioRig
             kube.delete(NAMESPACES, None, namespace)
 
 
-def run_on_simulator(rig: ScenarioRig) -> tuple[list[tuple[Step, ...]], list[str], dict[str, int]]:
-    rig.seed(clusters=4)  # cells-1-eua, cells-2-usa, cells-3-eub, cells-4-usb
+def run_on_simulator(rig: ScenarioRig, *, helm: bool = False) -> Outcome:
+    release = CHART_RELEASE if helm else NEW
+    if helm:  # the chart repository lists 1.2.3 and 1.2.4; the Applications ask for 1.2.*
+        rig.seed(
+            clusters=4,
+            revision=CHART_RELEASE,
+            previous_revision="1.2.3",
+            source=SIMULATED_CHART_SOURCE,
+            charts={SIMULATED_CHART_SOURCE["repoURL"]: {CHART: ["1.2.3", CHART_RELEASE]}},
+        )
+    else:
+        rig.seed(clusters=4)  # cells-1-eua, cells-2-usa, cells-3-eub, cells-4-usb
     canary = rig.clusters[0]
     rig.kube.patch(SECRETS, rig.namespace, f"cluster-{canary}", {"metadata": {"labels": {"canary": "true"}}})
     with recording(rig.kube, rig.namespace, keep=lambda n: n in rig.apps) as sim:
@@ -234,23 +265,32 @@ def run_on_simulator(rig: ScenarioRig) -> tuple[list[tuple[Step, ...]], list[str
         assert rig.wait_phase()["phase"] == "Succeeded", rig.status()
         rig.wait_operations_ended()
         wait_for(
-            lambda: all(sim.first_seq(app, done_at(NEW)) is not None for app in rig.apps),
+            lambda: all(sim.first_seq(app, done_at(release)) is not None for app in rig.apps),
             timeout=30,
             interval=0.2,
             what="every simulated Application seen Synced and Healthy",
         )
     return (
-        trails(sim, rig.apps, NEW),
-        fleet_order(sim, rig.status(), rig.app_of, NEW),
+        trails(sim, rig.apps, release),
+        fleet_order(sim, rig.status(), rig.app_of, release),
         {app: sim.sync_starts(app, by=OURS) for app in rig.apps},
     )
 
 
+@pytest.mark.parametrize(
+    "helm",
+    [
+        pytest.param(False, id="git-commit"),
+        # Issue 29: the revision is the chart version itself ("1.2.4"), on both; a trail step naming
+        # any other revision than the release shows as "old".
+        pytest.param(True, id="helm-chart-version"),
+    ],
+)
 def test_a_staged_rollout_leaves_the_same_trail_in_the_applications_on_the_simulator_and_real_argocd(
-    argocd_stack: ArgoCDStack, simulated: ScenarioRig, tmp_path: Path
+    argocd_stack: ArgoCDStack, simulated: ScenarioRig, tmp_path: Path, helm: bool
 ) -> None:
-    real_trails, real_order, real_syncs = run_on_real_argocd(argocd_stack, tmp_path / "real")
-    sim_trails, sim_order, sim_syncs = run_on_simulator(simulated)
+    real_trails, real_order, real_syncs = run_on_real_argocd(argocd_stack, tmp_path / "real", helm=helm)
+    sim_trails, sim_order, sim_syncs = run_on_simulator(simulated, helm=helm)
 
     print(f"real Argo CD trails:\n{show(real_trails)}\nsimulator trails:\n{show(sim_trails)}")
     print(f"real Argo CD order: {real_order}\nsimulator order: {sim_order}")

@@ -284,6 +284,41 @@ clusters:
     assert synced["status"]["sync"]["revision"] == REVISION and synced["status"]["sync"]["status"] == "Synced"
 
 
+def test_a_new_chart_version_reaches_helm_applications_one_by_one_as_the_version_itself(
+    kube: Kube, namespace: str, tmp_path: Path
+) -> None:
+    """A fleet of a Helm chart from a chart repository (`1.2.*`): publishing 1.2.4 makes each
+    Application OutOfSync at "1.2.4" at its next comparison; a sync pinned to the version applies it."""
+    charts_url = "http://charts.example.test"
+    source = {"repoURL": charts_url, "chart": "web", "targetRevision": "1.2.*"}
+    fleet = seed_fleet(
+        kube, namespace, clusters=2, regions=["eu-west-1"], revision="1.2.3", synced=True, source=source
+    )
+    publish_refs(kube, namespace, {}, {charts_url: {"web": ["1.2.3"]}})
+    config = SimulatorConfig.from_yaml("defaults: {refreshSeconds: 1, syncSeconds: 0.2, healthSeconds: 0.2}")
+    log = tmp_path / "events.jsonl"
+    with FleetSimulator(kube, namespace, config, events_log=log, watch_window_seconds=1) as sim:
+
+        def sync_of(name: str) -> dict[str, Any]:
+            return dict(kube.get(APPLICATIONS, namespace, name)["status"]["sync"])
+
+        publish_refs(kube, namespace, {}, {charts_url: {"web": ["1.2.3", "1.2.4"]}})  # the chart published
+        wait_for(
+            lambda: all(
+                sync_of(a) == {**sync_of(a), "status": "OutOfSync", "revision": "1.2.4"}
+                for a in fleet.applications
+            ),
+            timeout=30,
+            what="every Application to see chart 1.2.4",
+        )
+        first = fleet.applications[0]
+        request_sync(kube, namespace, first, revision="1.2.4")
+        synced = wait_for(lambda: settled(kube, namespace, first), timeout=30, what="the sync of 1.2.4")
+    assert sim.error is None
+    assert synced["status"]["operationState"]["syncResult"]["revision"] == "1.2.4"
+    assert synced["status"]["sync"]["revision"] == "1.2.4" and synced["status"]["sync"]["status"] == "Synced"
+
+
 def test_a_deleted_application_is_not_created_again_unlike_argo_cds_application_set_controller(
     kube: Kube, namespace: str, tmp_path: Path
 ) -> None:

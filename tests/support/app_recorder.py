@@ -233,6 +233,11 @@ class AppRecorder:
                     order.append(seen.app)
         return order
 
+    def first_seen(self, app: str, predicate: Callable[[AppState], bool]) -> Seen | None:
+        """The first recorded change of `app` for which `predicate` holds (with when it was seen)."""
+        with self._lock:
+            return next((s for s in self.seen if s.app == app and predicate(s.state)), None)
+
     def first_seq(self, app: str, predicate: Callable[[AppState], bool]) -> int | None:
         """The position of the first recorded state of `app` for which `predicate` holds."""
         with self._lock:

@@ -21,14 +21,15 @@ import contextlib
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.devenv import starter_app
+from orchestrator.devenv import starter_app, tools
 from orchestrator.devenv.argocd import HEALTH_PROBES, ArgoCDStack, ClusterSpec, request_sync
 from orchestrator.devenv.gitrepo import ReleaseRepo
+from orchestrator.devenv.helmrepo import HelmRepoServer
 from orchestrator.engine.executor import ExecutorSettings, LocalExecutor
 from orchestrator.kube.client import (
     APPLICATION_SETS,
@@ -96,6 +97,8 @@ class Scenario:
     configmap: str = SCENARIO_CONFIGMAP
     release_number: int = 1
     progressive_syncs: list[str] = field(default_factory=list)
+    # Several Applications per cluster (a matrix of clusters x components), when set.
+    components: tuple[str, ...] = ()
 
     @property
     def kube(self) -> Kube:
@@ -105,16 +108,18 @@ class Scenario:
     def namespace(self) -> str:
         return self.stack.namespace
 
-    def app(self, cluster: str) -> str:
-        """The Application of `cluster`."""
-        return starter_app.app_name(self.name, cluster)
+    def app(self, cluster: str, component: str = "") -> str:
+        """The Application of `cluster` (and `component`, in a scenario with components)."""
+        return starter_app.app_name(self.name, cluster, component)
 
     @property
     def apps(self) -> list[str]:
+        if self.components:
+            return [self.app(c, component) for c in self.clusters for component in self.components]
         return [self.app(cluster) for cluster in self.clusters]
 
-    def destination_namespace(self, cluster: str) -> str:
-        return starter_app.destination_namespace(self.name, cluster)
+    def destination_namespace(self, cluster: str, component: str = "") -> str:
+        return starter_app.destination_namespace(self.name, cluster, component)
 
     # -- Git -------------------------------------------------------------------------------
 
@@ -147,6 +152,46 @@ class Scenario:
     def compared_revision(self, cluster: str) -> str:
         """The revision Argo CD compared `cluster`'s Application with."""
         return str(((self.application(cluster).get("status") or {}).get("sync") or {}).get("revision", ""))
+
+    def revisions_of(self, app: str) -> list[str]:
+        """What Argo CD compared Application `app` with: `status.sync.revisions` (one per source) of
+        a multi-source Application, else `[status.sync.revision]` (a SHA, or a chart version)."""
+        sync = (self.kube.get(APPLICATIONS, self.namespace, app).get("status") or {}).get("sync") or {}
+        return compared_revisions(sync)
+
+    def wait_first_comparison(self, timeout: float = 60) -> None:
+        """Wait until every Application exists and Argo CD compared it (with any revision)."""
+
+        def compared() -> bool:
+            for app in self.stack.applications(self.apps).values():
+                sync = ((app or {}).get("status") or {}).get("sync") or {}
+                if sync.get("status") not in ("Synced", "OutOfSync") or not compared_revisions(sync):
+                    return False
+            return True
+
+        wait_for(compared, timeout=timeout, interval=0.2, what=f"{self.apps} compared once")
+
+    def wait_at_release(self, revisions: Sequence[str], timeout: float = 90) -> None:
+        """Wait until every Application is Synced and Healthy at `revisions` (one per source), its
+        operation over."""
+
+        def at_release(app: Mapping[str, Any] | None) -> bool:
+            status = (app or {}).get("status") or {}
+            return (
+                app is not None
+                and compared_revisions(status.get("sync") or {}) == list(revisions)
+                and (status.get("sync") or {}).get("status") == "Synced"
+                and (status.get("health") or {}).get("status") == "Healthy"
+                and not app.get("operation")
+                and (status.get("operationState") or {}).get("phase") in (None, "Succeeded")
+            )
+
+        wait_for(
+            lambda: all(at_release(app) for app in self.stack.applications(self.apps).values()),
+            timeout=timeout,
+            interval=0.3,
+            what=f"{self.apps} Synced and Healthy at {list(revisions)} (Argo CD says {self.argocd_says()})",
+        )
 
     def wait_compared_to_branches(self, timeout: float = 60) -> None:
         """Wait until every Application was compared with the head of the branch it follows."""
@@ -223,23 +268,36 @@ class Scenario:
         operation's phase and end, the last comparison's time, sync and health, and its conditions
         (a ComparisonError there leaves `reconciledAt` where it was)."""
         said: dict[str, dict[str, Any]] = {}
-        for cluster in self.clusters:
+        for app in self.apps:
             try:
-                status = self.application(cluster).get("status") or {}
+                status = self.kube.get(APPLICATIONS, self.namespace, app).get("status") or {}
             except KubeError as exc:  # the message must not hide the failure it explains
-                said[cluster] = {"unreadable": str(exc)}
+                said[app] = {"unreadable": str(exc)}
                 continue
             operation = status.get("operationState") or {}
-            said[cluster] = {
+            said[app] = {
                 "operation": [operation.get("phase"), operation.get("finishedAt")],
                 "reconciledAt": status.get("reconciledAt"),
                 "sync": (status.get("sync") or {}).get("status"),
+                "revisions": compared_revisions(status.get("sync") or {}),
                 "health": (status.get("health") or {}).get("status"),
                 "conditions": [
                     [c.get("type"), str(c.get("message") or "")[:300]] for c in status.get("conditions") or []
                 ],
             }
         return said
+
+    def wait_rollout_ended(self, timeout: float = ROLLOUT_TIMEOUT) -> str:
+        """Wait until a rollout was started and ended (Succeeded, Failed or Cancelled); its phase.
+        Before any release the phase is Pending ("up to date"), so the phase alone says nothing."""
+
+        def ended() -> str:
+            status = self.status()
+            phase = str(status.get("phase") or "")
+            started = bool((status.get("rollout") or {}).get("id"))
+            return phase if started and phase in ("Succeeded", "Failed", "Cancelled") else ""
+
+        return str(wait_for(ended, timeout=timeout, interval=0.5, what=f"{self.name}'s rollout to end"))
 
     def wait_phase(self, *phases: str, timeout: float = ROLLOUT_TIMEOUT) -> str:
         """Wait until the ProgressiveSync's phase is one of `phases`; that phase."""
@@ -264,6 +322,13 @@ class Scenario:
             _force_delete(self.kube, APPLICATIONS, self.namespace, app)
 
 
+def compared_revisions(sync: Mapping[str, Any]) -> list[str]:
+    """`status.sync`'s revision(s) as a list: `revisions` (multi-source) or `[revision]`."""
+    if sync.get("revisions"):
+        return [str(revision) for revision in sync["revisions"]]
+    return [str(sync["revision"])] if sync.get("revision") else []
+
+
 def _force_delete(kube: Kube, resource: Any, namespace: str, name: str) -> None:
     """Delete an object, dropping its finalizers (the controller that owns them is gone by now)."""
     with contextlib.suppress(NotFound):
@@ -282,11 +347,18 @@ def new_scenario(
     app_set_changes: Mapping[str, Any] | None = None,
     bootstrap: bool = True,
     prefix: str = "s",
+    sources: Callable[[ReleaseRepo], Sequence[Mapping[str, Any]]] | None = None,
+    components: Sequence[str] = (),
+    name: str = "",
 ) -> Scenario:
     """A fresh repository and ApplicationSet over the clusters `selector` matches (all by default),
-    whose Applications run release 1 (when `bootstrap`). `files` replace the starter ConfigMap;
-    `branches` are more branches starting at release 1."""
-    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    whose Applications run release 1 (when `bootstrap`: each synced once, by `test-bootstrap`, to
+    what Argo CD first compared it with). `files` replace the starter ConfigMap; `branches` are more
+    branches starting at release 1; `sources(repo)` gives the Applications' sources instead of the
+    repository's app folder (a Helm chart, a chart with values from the repository); `components`
+    make one Application per cluster and component (`{{component}}` in the path names its folder).
+    `name` is the ApplicationSet's (a fresh one by default)."""
+    name = name or f"{prefix}-{uuid.uuid4().hex[:6]}"
     path = starter_app.APP_PATH
     initial = {f"{path}/{k}": v for k, v in (files or {}).items()} or starter_app.release_files(
         1, path=path, app=SCENARIO_CONFIGMAP
@@ -296,12 +368,29 @@ def new_scenario(
         repo.commit({}, f"Branch {branch}", branch=branch, base="main")
     labels = dict((selector or {}).get("matchLabels") or {})
     clusters = [c.name for c in stack.clusters if all(c.labels.get(k) == v for k, v in labels.items())]
-    scenario = Scenario(stack, name, repo, clusters, path)
+    scenario = Scenario(stack, name, repo, clusters, path, components=tuple(components))
     app_set = starter_app.application_set(
-        name, repo_url=repo.url, path=path, selector=selector, **(app_set_changes or {})
+        name,
+        repo_url=repo.url,
+        path=f"{path}/{starter_app.COMPONENT_PARAMETER}" if components else path,
+        selector=selector,
+        sources=sources(repo) if sources else (),
+        components=components,
+        **(app_set_changes or {}),
     )
     stack.create_app_set(app_set)
     try:
+        if sources or components:
+            scenario.wait_first_comparison()
+            if bootstrap:
+                first = {app: scenario.revisions_of(app) for app in scenario.apps}
+                for app, revisions in first.items():
+                    request_sync(
+                        stack.kube, stack.namespace, app, revisions=revisions, username="test-bootstrap"
+                    )
+                for app, revisions in first.items():
+                    stack.wait_synced([app], revisions)
+            return scenario
         scenario.wait_compared_to_branches()
         if bootstrap:
             for cluster in scenario.clusters:
@@ -354,6 +443,43 @@ def rollout_actors(stack: ArgoCDStack, workdir: Path, **watcher_changes: Any) ->
             watcher.stop(timeout=15)
     finally:
         executor.stop(timeout=15)
+
+
+# --- a Helm chart repository -------------------------------------------------------------------------
+
+CHART = "myservice"
+# The chart's ConfigMap: the chart version, and the release its values name.
+CHART_CONFIGMAP = f"""\
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {SCENARIO_CONFIGMAP}
+data:
+  chart: "{{{{ .Chart.Version }}}}"
+  release: "{{{{ .Values.release }}}}"
+"""
+
+
+def publish_chart(repo: HelmRepoServer, version: str, *, probe: bool = False) -> None:
+    """Publish chart `myservice` at `version` (its ConfigMap; a HealthProbe `probe` too when `probe`)."""
+    templates = {"configmap.yaml": CHART_CONFIGMAP}
+    if probe:
+        templates["probe.yaml"] = starter_app.probe_manifest("probe")
+    repo.publish(CHART, version, templates, values={"release": "chart-default"})
+
+
+@contextlib.contextmanager
+def chart_repository(workdir: Path, first: str = "1.2.3") -> Iterator[HelmRepoServer]:
+    """A Helm chart repository on 127.0.0.1 holding chart `myservice` at version `first`."""
+    try:
+        helm = tools.binary("helm")
+    except tools.ToolsMissing as exc:
+        raise AssertionError(
+            f"{exc}\n(`make test` builds the tools and sets PROGRESSIVE_SYNC_TOOLS_DIR.)"
+        ) from exc
+    with HelmRepoServer.start(workdir, helm=helm) as repo:
+        publish_chart(repo, first)
+        yield repo
 
 
 # --- driving health on the destination clusters -----------------------------------------------------

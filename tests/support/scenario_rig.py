@@ -74,19 +74,26 @@ class ScenarioRig:
         synced: bool = False,
         sync_policy: Mapping[str, Any] | None = None,
         refs: Mapping[str, str] | None = None,
+        charts: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
+        source: Mapping[str, Any] | None = None,
+        previous_revision: str = OLD,
     ) -> ScenarioRig:
-        """Seed the fleet (Applications OutOfSync at `revision`, or Synced at it) and the Git refs."""
-        if refs is not None:
-            publish_refs(self.kube, self.namespace, refs)
+        """Seed the fleet (Applications OutOfSync at `revision`, or Synced at it; last synced at
+        `previous_revision`; of `source` instead of the seed's Git source) and the simulated
+        repositories (Git `refs`, chart repositories' `charts`)."""
+        if refs is not None or charts is not None:
+            publish_refs(self.kube, self.namespace, refs or {}, charts)
         seeded = seed_fleet(
             self.kube,
             self.namespace,
             clusters=clusters,
             regions=["eu", "us"],
             revision=revision,
+            previous_revision=previous_revision,
             app_set=APP_SET,
             synced=synced,
             sync_policy=sync_policy,
+            source=source,
         )
         self.clusters = tuple(c.name for c in seeded.clusters)
         self.apps = tuple(seeded.applications)

@@ -29,7 +29,7 @@ from orchestrator.simulator.behaviours import (
     next_step,
 )
 from orchestrator.simulator.config import Behaviour, Health, SyncWindow
-from orchestrator.simulator.git import GitRefs, UnresolvableRevision
+from orchestrator.simulator.git import GitRefs, UnresolvableRevision, refs_configmap
 
 START = datetime(2030, 1, 2, 15, 4, 5, tzinfo=UTC)
 OLD = "0" * 40
@@ -416,6 +416,83 @@ def test_git_resolution(refs: dict[str, str], revision: str, target: str, expect
             git.resolve(revision, target_revision=target)
     else:
         assert git.resolve(revision, target_revision=target) == expected
+
+
+# --- Helm charts and multi-source ----------------------------------------------------------------
+
+CHART_REPO = "http://charts.example.test"
+CHART_SOURCE = {"repoURL": CHART_REPO, "chart": "web", "targetRevision": "1.2.*"}
+CHARTS = {CHART_REPO: {"web": ("1.2.3", "1.2.4")}}
+
+
+def helm_app(sources: list[dict[str, Any]], *, compared: list[str], applied: list[str]) -> dict[str, Any]:
+    """An Application of `sources` (one: `spec.source`), Synced and Healthy at `applied`, compared
+    at `compared`."""
+    app = make_app(sync="Synced", revision=compared[0], applied=applied[0])
+    if len(sources) == 1:
+        app["spec"]["source"] = sources[0]
+        app["status"]["operationState"]["syncResult"]["source"] = sources[0]
+        return app
+    del app["spec"]["source"]
+    app["spec"]["sources"] = sources
+    app["status"]["sync"] = {"status": "Synced", "revisions": compared}
+    app["status"]["operationState"]["syncResult"] = {"revisions": applied, "sources": sources}
+    return app
+
+
+def test_a_chart_source_is_compared_at_the_chart_version_its_constraint_resolves_to() -> None:
+    app = helm_app([CHART_SOURCE], compared=["1.2.3"], applied=["1.2.3"])
+    app["status"]["reconciledAt"] = format_time(START)
+    git = GitRefs({}, CHARTS)
+    played = play(app, World(behaviour=Behaviour(refresh_seconds=30), git=git), seconds=100, max_steps=1)
+    assert played.names == ["periodic-compare"]
+    assert played.app["status"]["sync"]["status"] == "OutOfSync"
+    assert played.app["status"]["sync"]["revision"] == "1.2.4", "the chart version itself, not a SHA"
+
+
+@pytest.mark.parametrize(
+    ("pin", "phase", "applied"),
+    [
+        pytest.param("1.2.4", "Succeeded", "1.2.4", id="the-version-pinned"),
+        pytest.param("", "Succeeded", "1.2.4", id="empty-is-the-constraint-resolved"),
+        pytest.param("1.3.*", "Error", "", id="a-constraint-nothing-meets"),
+    ],
+)
+def test_a_sync_of_a_chart_applies_the_chart_version(pin: str, phase: str, applied: str) -> None:
+    app = helm_app([CHART_SOURCE], compared=["1.2.4"], applied=["1.2.3"])
+    app["status"]["sync"]["status"] = "OutOfSync"
+    app["operation"] = sync_op(pin)
+    played = play(app, World(behaviour=Behaviour(), git=GitRefs({}, CHARTS)))
+    state = played.state()
+    assert state["phase"] == phase, state
+    if applied:
+        assert state["syncResult"]["revision"] == applied
+        assert played.app["status"]["sync"] == {**played.app["status"]["sync"], "status": "Synced"}
+    else:
+        assert "version matching constraint not found" in state["message"]
+
+
+def test_a_multi_source_application_resolves_each_source_by_its_type() -> None:
+    """The chart with its values from Git: revisions are (chart version, commit SHA)."""
+    values = {"repoURL": SOURCE["repoURL"], "targetRevision": "main", "ref": "values"}
+    app = helm_app([CHART_SOURCE, values], compared=["1.2.3", OLD], applied=["1.2.3", OLD])
+    app["operation"] = sync_op()
+    app["operation"]["sync"] = {"revisions": ["1.2.4", NEW[:7]], "syncStrategy": {"hook": {}}}
+    played = play(app, World(behaviour=Behaviour(), git=GitRefs({"main": NEW}, CHARTS)))
+    assert played.state()["phase"] == "Succeeded"
+    assert played.state()["syncResult"]["revisions"] == ["1.2.4", NEW]
+    assert played.app["status"]["sync"]["status"] == "Synced"
+    assert played.app["status"]["sync"]["revisions"] == ["1.2.4", NEW]
+
+
+def test_the_charts_are_read_from_the_simulated_repository_configmap() -> None:
+    git = GitRefs.from_configmap(
+        refs_configmap({"main": NEW}, {CHART_REPO + "/": {"web": ["1.2.3", "1.2.4"]}})
+    )
+    assert git.resolve_source(CHART_SOURCE) == "1.2.4"
+    assert git.resolve_source({"repoURL": SOURCE["repoURL"], "targetRevision": "main"}) == NEW
+    with pytest.raises(UnresolvableRevision, match="chart 'api' not found"):
+        git.resolve_source({**CHART_SOURCE, "chart": "api"})
 
 
 # --- comparisons and health ----------------------------------------------------------------------
