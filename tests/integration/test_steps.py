@@ -921,11 +921,12 @@ def create_workflows_in_order(rig: Rig, *names: str) -> None:
     previous: datetime | None = None
     for name in names:
         if previous is not None:
-            after = previous
-            wait_for(
-                lambda after=after: datetime.now(UTC) >= after + timedelta(seconds=1), what="a new second"
-            )
+            wait_for(_after(previous + timedelta(seconds=1)), what="a new second")
         previous = create_workflow(rig, name)
+
+
+def _after(moment: datetime) -> Callable[[], bool]:
+    return lambda: datetime.now(UTC) >= moment
 
 
 SELECTED_BY_R2 = {"name": "canary", "phase": "Progressing", "targets": ["a"], "syncing": ["a"]}
