@@ -1,6 +1,6 @@
 """The chart's admission policies, enforced by the real API server: the steps' service account may
-change an Application only the way a sync needs, and the watcher's Workflows run as the steps'
-service account only.
+change an Application only the way a sync needs, the watcher's only to end a sync we started, and
+the watcher's Workflows run as the steps' service account only.
 
 Real: the control plane, the chart rendered by the real helm, its ServiceAccounts, Roles and
 ValidatingAdmissionPolicies applied, requests made with the service accounts' own tokens (the
@@ -350,6 +350,96 @@ def test_the_steps_service_account_changes_an_application_only_the_way_a_sync_ne
     assert installed.app(name)["metadata"]["resourceVersion"] == app["metadata"]["resourceVersion"]
     # The policy binds the steps' account only: an administrator's same change goes through.
     installed.admin.replace(APPLICATIONS, installed.namespace, body)
+
+
+WATCHER_CASES = [
+    # -- ending a sync we started, when no exit handler can (issue 29, point 7) ---------------------
+    pytest.param(
+        with_state(running_state("progressive-sync")),
+        terminate,
+        ALLOWED,
+        id="terminating-our-running-operation",
+    ),
+    pytest.param(
+        with_state(
+            None, operation={"initiatedBy": {"username": "progressive-sync"}, "sync": {"revision": REVISION}}
+        ),
+        withdraw,
+        ALLOWED,
+        id="withdrawing-our-own-request",
+    ),
+    # -- everything else, a sync above all -----------------------------------------------------
+    pytest.param(no_given, sync_request, "only withdraw a sync request", id="requesting-a-sync"),
+    pytest.param(
+        no_given,
+        set_path("spec.source.repoURL", "https://evil.example/repo.git"),
+        "may not change an Application's spec",
+        id="pointing-it-at-another-repository",
+    ),
+    pytest.param(
+        with_state(running_state("alice")),
+        terminate,
+        "only move an operation progress-sync started",
+        id="terminating-someone-elses-operation",
+    ),
+    pytest.param(
+        with_state(running_state("progressive-sync")),
+        set_path("status.operationState.message", "x"),
+        "only move an operation progress-sync started",
+        id="rewriting-an-operation-state",
+    ),
+    pytest.param(
+        with_state(None, operation=foreign_operation()),
+        withdraw,
+        "only withdraw a sync request progress-sync made",
+        id="removing-someone-elses-request",
+    ),
+    pytest.param(
+        no_given,
+        set_path("status.health", {"status": "Degraded", "message": "forged"}),
+        "only move an operation",
+        id="writing-health",
+    ),
+    pytest.param(
+        no_given,
+        set_path("metadata.annotations", {"argocd.argoproj.io/refresh": "normal"}),
+        "labels, annotations, finalizers or owners",
+        id="an-annotation",
+    ),
+]
+
+
+@pytest.mark.parametrize(("given", "change", "refusal"), WATCHER_CASES)
+def test_the_watchers_service_account_changes_an_application_only_to_end_our_sync(
+    installed: Installed,
+    app: dict[str, Any],
+    given: Callable[[dict[str, Any]], None],
+    change: Callable[[dict[str, Any]], dict[str, Any]],
+    refusal: str | None,
+) -> None:
+    given(app)
+    app = installed.admin.replace(APPLICATIONS, installed.namespace, app)
+    body = change(app)
+    if refusal is None:
+        stored = installed.watcher.replace(APPLICATIONS, installed.namespace, body)
+        assert stored["metadata"]["resourceVersion"] != app["metadata"]["resourceVersion"]
+        return
+
+    name = app["metadata"]["name"]
+
+    def refused() -> str:
+        # Applied with the others, the watcher's policy may come into force a moment later: a change
+        # that went through is put back as given and tried again.
+        try:
+            installed.watcher.replace(APPLICATIONS, installed.namespace, change(installed.app(name)))
+        except Invalid as exc:
+            return str(exc)
+        as_given = {**app, "metadata": installed.app(name)["metadata"]}
+        installed.admin.replace(APPLICATIONS, installed.namespace, as_given)
+        return ""
+
+    message = wait_for(refused, timeout=30, interval=0.5, what="the watcher's policy in force")
+    assert "ValidatingAdmissionPolicy" in message and refusal in message, message
 
 
 def test_rbac_still_forbids_what_the_policy_never_sees(installed: Installed, app: dict[str, Any]) -> None:
