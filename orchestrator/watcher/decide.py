@@ -7,7 +7,8 @@ level-triggered: it never asks *which* event woke it, so a duplicated, late or m
 to the same answer. It is an ordered list of early returns:
 
 1. being deleted → stop live Workflows, give them `deletion_grace_seconds` to run their exit
-   handler, then drop our finalizer (also when the Workflow is long gone or the watcher was down);
+   handler, end our syncs still in flight, then drop our finalizer (also when the Workflow is long
+   gone or the watcher was down);
 2. no finalizer yet → add it (and carry on);
 3. a spec the models reject → `Valid=False`, nothing else;
 4. a live Workflow the status does not name (created just before a crash) → adopt it;
@@ -38,8 +39,8 @@ to the same answer. It is an ordered list of early returns:
 
 Before any of those (with the finalizer): a live Workflow of a rollout older than the recorded one
 (an `argo retry` or resubmit of an old Workflow, `orchestrator.api.succession`) is stopped, never
-adopted; and a rollout that ended with no live Workflow left while Applications still run syncs
-of it gets those syncs ended (`EndSyncs`, at most `end_syncs_per_reconcile` at a time), so a
+adopted; and a rollout that ended Failed or Cancelled with no live Workflow left while Applications
+still run syncs of it gets those syncs ended (`EndSyncs`, at most `end_syncs_per_reconcile` at a time), so a
 watcher restarted at any moment still ends them. Deletion ends them too before the finalizer goes.
 
 A release is (spec generation, revisions of the out-of-date Applications), its id the planner's
@@ -503,7 +504,8 @@ def _end_ended_rollout(
     restart interrupted is ended here.
     """
     rollout = obs.status.rollout
-    if rollout is None or obs.status.phase not in TERMINAL_PHASES:
+    # A rollout that succeeded was never told to stop (the exit handler ends syncs only then too).
+    if rollout is None or obs.status.phase not in (RolloutPhase.FAILED, RolloutPhase.CANCELLED):
         return ()
     if any(wf.rollout_id == rollout.id for wf in live):
         return ()
@@ -700,7 +702,11 @@ def _record_end(ctx: _Context, current: WorkflowView, policy: ReconcilePolicy) -
             RequeueAfter(max(0.5, policy.finalize_grace_seconds - waited)),
         )
     phase = _end_phase(current)
-    ending, clause = _end_syncs(obs, {current.rollout_id} if current.rollout_id else set(), policy)
+    ending, clause = (
+        _end_syncs(obs, {current.rollout_id}, policy)
+        if current.rollout_id and phase != RolloutPhase.SUCCEEDED
+        else ((), "")
+    )
     message = (
         f"Workflow {current.name} ended {current.phase}"
         + (f" (shutdown {current.shutdown})" if current.shutdown else "")

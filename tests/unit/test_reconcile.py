@@ -915,6 +915,26 @@ ENDED = make_status(RolloutPhase.FAILED, make_rollout())
             id="ended-rollout-with-a-sync-left-restart-or-bound-ends-it",
         ),
         pytest.param(
+            observed(
+                status=make_status(RolloutPhase.SUCCEEDED, make_rollout()),
+                workflows=(),
+                in_flight=in_flight("a1"),
+            ),
+            "already-rolled-out",
+            ["UpdateStatus"],
+            id="a-rollout-that-succeeded-was-never-told-to-stop",
+        ),
+        pytest.param(
+            observed(
+                status=make_status(RolloutPhase.PROGRESSING, make_rollout()),
+                workflows=(make_wf(phase="Succeeded", finished_at=LONG_AGO),),
+                in_flight=in_flight("a1"),
+            ),
+            "record-end",
+            ["UpdateStatus"],
+            id="a-workflow-that-succeeded-without-its-exit-handler-ends-nothing",
+        ),
+        pytest.param(
             observed(status=ENDED, workflows=(), in_flight=in_flight("a1", phase="Terminating")),
             "already-rolled-out",
             ["UpdateStatus"],
