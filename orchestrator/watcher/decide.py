@@ -37,7 +37,7 @@ to the same answer. It is an ordered list of early returns:
     nothing started; else create the Workflow (built here, identity annotations included) and
     record the rollout (`FleetCompared=True`).
 
-Before rules 3-11 (after the finalizer): a live Workflow of a rollout older than the recorded one
+Before rules 3-13 (after the finalizer): a live Workflow of a rollout older than the recorded one
 (an `argo retry` or resubmit of an old Workflow, `orchestrator.api.succession`) is stopped, never
 adopted; and a rollout that ended Failed or Cancelled with no live Workflow left while Applications
 still run syncs of it gets those syncs ended (`EndSyncs`, at most `end_syncs_per_reconcile` at a
