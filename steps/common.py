@@ -153,9 +153,10 @@ def check_rollout(ps: ProgressiveSync, rollout_id: str) -> None:
         )
 
 
-def check_succession(kube: Kube, ps: ProgressiveSync, rollout_id: str) -> None:
+def check_succession(kube: Kube, ps: ProgressiveSync, rollout_id: str) -> str | None:
     """For `select`, the one step that starts its rollout in the status: Superseded unless the status
-    records no rollout, this one, or an older one (`orchestrator.api.succession`).
+    records no rollout, this one, or an older one (`orchestrator.api.succession`); the older one's
+    id, which this rollout may replace (None: none recorded, or this one).
 
     The others refuse any other rollout (`check_rollout`); `select` may meet the newer rollout before
     the watcher recorded it (a crash between creating the Workflow and recording it), and must then
@@ -167,15 +168,13 @@ def check_succession(kube: Kube, ps: ProgressiveSync, rollout_id: str) -> None:
     status = ps.status
     recorded = status.rollout if status is not None else None
     if status is None or recorded is None or recorded.id == rollout_id:
-        return
+        return None
     namespace, name = ps.metadata.namespace or "", ps.metadata.name
     own = _workflow_created(kube, namespace, workflow_name(name, rollout_id))
     theirs = _workflow_created(kube, namespace, rollout_workflow_name(name, recorded))
     verdict, why = succession(own, recorded=recorded, recorded_workflow_created=theirs)
-    if verdict == Succession.NEWER:
-        return
-    if verdict == Succession.UNKNOWN and status.phase in ENDED_PHASES:
-        return
+    if verdict == Succession.NEWER or (verdict == Succession.UNKNOWN and status.phase in ENDED_PHASES):
+        return recorded.id
     raise Superseded(
         f"ProgressiveSync {namespace}/{name} is on rollout {recorded.id}, not {rollout_id}, and {why}: "
         "this Workflow was superseded"

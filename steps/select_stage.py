@@ -138,12 +138,11 @@ def select_stage(
     release = first_wave_release(start_syncs, revisions)
     ps = load_progressive_sync(kube, rollout)
     check_stage(ps, stage)
-    check_succession(kube, ps, rollout.rollout_id)
+    # The rollout this one may take over (None: none, or this one); any other found when writing
+    # came meanwhile and is newer.
+    replaced = check_succession(kube, ps, rollout.rollout_id)
     status = ps.status or ProgressiveSyncStatus()
     ours = status.rollout is not None and status.rollout.id == rollout.rollout_id
-    # The rollout the check above let this one take over (None: none recorded); any other found
-    # when writing came meanwhile and is newer.
-    replaced = status.rollout.id if status.rollout is not None and not ours else None
     recorded = find_stage(status, stage) if ours else None
     if recorded is not None and recorded.phase != StagePhase.PENDING:
         log.info("stage %r was selected by rollout %s already; not planning again", stage, rollout.rollout_id)
@@ -204,12 +203,7 @@ def select_stage(
 
     def record(current: ProgressiveSyncStatus) -> ProgressiveSyncStatus:
         recorded_here.clear()
-        found = current.rollout.id if current.rollout is not None else None
-        if found not in (rollout.rollout_id, replaced):
-            raise Superseded(
-                f"ProgressiveSync {rollout.display} is on rollout {found}, recorded while rollout "
-                f"{rollout.rollout_id} selected stage {stage!r}: this Workflow was superseded"
-            )
+        _check_not_replaced(current, rollout, replaced, stage)
         current = start_rollout(
             current,
             rollout_id=rollout.rollout_id,
@@ -257,6 +251,19 @@ def select_stage(
         tuning=tuning,
     )
     return SelectResult(stage, entry.phase, tuple(entry.targets), entry.message, first_wave=first_wave)
+
+
+def _check_not_replaced(
+    current: ProgressiveSyncStatus, rollout: RolloutRef, replaced: str | None, stage: str
+) -> None:
+    """Superseded when, while `select` planned, the status came to name a rollout other than this
+    one and the one it may replace (a newer rollout was recorded meanwhile)."""
+    found = current.rollout.id if current.rollout is not None else None
+    if found not in (rollout.rollout_id, replaced):
+        raise Superseded(
+            f"ProgressiveSync {rollout.display} is on rollout {found}, recorded while rollout "
+            f"{rollout.rollout_id} selected stage {stage!r}: this Workflow was superseded"
+        )
 
 
 def first_wave_release(start_syncs: int, revisions: Sequence[Revisions]) -> tuple[Revisions, ...]:
