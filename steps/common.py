@@ -19,9 +19,11 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, TypeVar
 
-from orchestrator.api.models import ProgressiveSync
+from orchestrator.api.metadata import rollout_workflow_name, workflow_name
+from orchestrator.api.models import ProgressiveSync, RolloutPhase
 from orchestrator.api.release import Revisions, normalize_revisions
 from orchestrator.api.rollout_status import find_stage
+from orchestrator.api.succession import Succession, succession
 from orchestrator.argocd import appsync
 from orchestrator.argocd.assess import first_few
 from orchestrator.argocd.fleet import (
@@ -33,12 +35,13 @@ from orchestrator.argocd.fleet import (
     index_clusters,
 )
 from orchestrator.argocd.inventory import INVENTORY_NAME, InventoryError, clusters_from_configmap
-from orchestrator.core.clock import Clock
+from orchestrator.core.clock import Clock, parse_time
 from orchestrator.kube.client import (
     APPLICATION_SETS,
     APPLICATIONS,
     CONFIG_MAPS,
     PROGRESSIVE_SYNCS,
+    WORKFLOWS,
     Kube,
     NotFound,
     Retryable,
@@ -148,6 +151,46 @@ def check_rollout(ps: ProgressiveSync, rollout_id: str) -> None:
             f"ProgressiveSync {ps.metadata.namespace}/{ps.metadata.name} is on rollout {current}, "
             f"not {rollout_id}: this Workflow was superseded"
         )
+
+
+def check_succession(kube: Kube, ps: ProgressiveSync, rollout_id: str) -> str | None:
+    """For `select`, the one step that starts its rollout in the status: Superseded unless the status
+    records no rollout, this one, or an older one (`orchestrator.api.succession`); the older one's
+    id, which this rollout may replace (None: none recorded, or this one).
+
+    The others refuse any other rollout (`check_rollout`); `select` may meet the newer rollout before
+    the watcher recorded it (a crash between creating the Workflow and recording it), and must then
+    take over, but never for an old Workflow brought back (`argo retry`): its release is older, and
+    its status would send the later steps to pin the Applications back to it. The order comes from
+    the two Workflows' creation times (read here; the steps may get Workflows); when its own Workflow
+    cannot be read (a step run by hand), only a rollout that has ended is taken over.
+    """
+    status = ps.status
+    recorded = status.rollout if status is not None else None
+    if status is None or recorded is None or recorded.id == rollout_id:
+        return None
+    namespace, name = ps.metadata.namespace or "", ps.metadata.name
+    own = _workflow_created(kube, namespace, workflow_name(name, rollout_id))
+    theirs = _workflow_created(kube, namespace, rollout_workflow_name(name, recorded))
+    verdict, why = succession(own, recorded=recorded, recorded_workflow_created=theirs)
+    if verdict == Succession.NEWER or (verdict == Succession.UNKNOWN and status.phase in ENDED_PHASES):
+        return recorded.id
+    raise Superseded(
+        f"ProgressiveSync {namespace}/{name} is on rollout {recorded.id}, not {rollout_id}, and {why}: "
+        "this Workflow was superseded"
+    )
+
+
+ENDED_PHASES = (RolloutPhase.SUCCEEDED, RolloutPhase.FAILED, RolloutPhase.CANCELLED)
+
+
+def _workflow_created(kube: Kube, namespace: str, name: str) -> datetime | None:
+    """`metadata.creationTimestamp` of a Workflow, None when it does not exist."""
+    try:
+        workflow = kube.get(WORKFLOWS, namespace, name)
+    except NotFound:
+        return None
+    return parse_time((workflow.get("metadata") or {}).get("creationTimestamp"))
 
 
 def stage_failure(ps: ProgressiveSync, stage: str) -> str:

@@ -32,8 +32,11 @@ N targets itself, from the listing it planned with, and lists them in `syncing`
 (`steps.first_wave`); the cluster steps find those syncs ours and write nothing for them.
 
 Idempotent: when this rollout already selected the stage, the recorded targets are returned as
-they are, without planning again or writing anything. When the status describes no rollout or
-another one, `select` starts this rollout's status (see `rollout_status.start_rollout`).
+they are, without planning again or writing anything. When the status describes no rollout or an
+older one, `select` starts this rollout's status (see `rollout_status.start_rollout`): the watcher
+may not have recorded it yet. A newer one (this Workflow was superseded: an old Workflow brought
+back by `argo retry`) is never replaced: the step writes nothing and exits 1, as the other steps do
+(`steps.common.check_succession`, `orchestrator.api.succession`).
 
 The module is named `select_stage` so that it never shadows the standard library's `select`.
 Caller: `python -m steps select` (steps.cli); tests call `select_stage` directly too.
@@ -73,11 +76,13 @@ from orchestrator.planning.planner import (
 )
 from steps.common import (
     RolloutRef,
+    Superseded,
     Tuning,
     UsageProblem,
     app_namespace,
     check_revisions,
     check_stage,
+    check_succession,
     get_app_set,
     list_clusters,
     load_progressive_sync,
@@ -133,6 +138,9 @@ def select_stage(
     release = first_wave_release(start_syncs, revisions)
     ps = load_progressive_sync(kube, rollout)
     check_stage(ps, stage)
+    # The rollout this one may take over (None: none, or this one); any other found when writing
+    # came meanwhile and is newer.
+    replaced = check_succession(kube, ps, rollout.rollout_id)
     status = ps.status or ProgressiveSyncStatus()
     ours = status.rollout is not None and status.rollout.id == rollout.rollout_id
     recorded = find_stage(status, stage) if ours else None
@@ -195,6 +203,7 @@ def select_stage(
 
     def record(current: ProgressiveSyncStatus) -> ProgressiveSyncStatus:
         recorded_here.clear()
+        _check_not_replaced(current, rollout, replaced, stage)
         current = start_rollout(
             current,
             rollout_id=rollout.rollout_id,
@@ -242,6 +251,19 @@ def select_stage(
         tuning=tuning,
     )
     return SelectResult(stage, entry.phase, tuple(entry.targets), entry.message, first_wave=first_wave)
+
+
+def _check_not_replaced(
+    current: ProgressiveSyncStatus, rollout: RolloutRef, replaced: str | None, stage: str
+) -> None:
+    """Superseded when, while `select` planned, the status came to name a rollout other than this
+    one and the one it may replace (a newer rollout was recorded meanwhile)."""
+    found = current.rollout.id if current.rollout is not None else None
+    if found not in (rollout.rollout_id, replaced):
+        raise Superseded(
+            f"ProgressiveSync {rollout.display} is on rollout {found}, recorded while rollout "
+            f"{rollout.rollout_id} selected stage {stage!r}: this Workflow was superseded"
+        )
 
 
 def first_wave_release(start_syncs: int, revisions: Sequence[Revisions]) -> tuple[Revisions, ...]:

@@ -6,7 +6,9 @@ another controller's finalizers), the Workflow `decide` built created as it is (
 when `--argo-server` is set; AlreadyExists with our name label: adopt it), stop/suspend/resume as
 merge patches, Events best-effort (`record_event`), the refresh annotation of `RequestCompare` as
 one merge patch per Application (`appsync.refresh_patch`; a 403 is logged and the wait, bounded,
-goes on), `RequeueAfter` handed to the loop's queue, and
+goes on), `RequeueAfter` handed to the loop's queue, `EndSyncs` as the steps end our syncs (each
+Application read now, `appsync.decide_terminate` on it, one update carrying its resourceVersion, a
+409 read and decided again a few times), and
 the status through the optimistic-concurrency writer (`status_writer.update_status`) only when the
 patch changes the cached status.
 
@@ -17,6 +19,7 @@ held-back ProgressiveSyncs).
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -32,6 +35,7 @@ from orchestrator.kube.client import (
     PROGRESSIVE_SYNCS,
     WORKFLOWS,
     AlreadyExists,
+    Conflict,
     Forbidden,
     Kube,
     KubeError,
@@ -43,6 +47,7 @@ from orchestrator.watcher.decide import (
     AddFinalizer,
     CreateWorkflow,
     Decision,
+    EndSyncs,
     Observed,
     RecordEvent,
     RemoveFinalizer,
@@ -60,6 +65,9 @@ from orchestrator.workflows import control
 from orchestrator.workflows.phases import Shutdown
 
 log = logging.getLogger(__name__)
+
+# Waits before reading an Application again after our update to end a sync lost a race (409).
+END_SYNC_CONFLICT_BACKOFFS = (0.05, 0.2, 0.5)
 
 
 class Actor:
@@ -100,6 +108,8 @@ class Actor:
                 self._patch_workflow(
                     namespace, action.name, control.shutdown_patch(Shutdown.STOP), action.reason, extra
                 )
+            elif isinstance(action, EndSyncs):
+                self._end_syncs(action, extra)
             elif isinstance(action, SuspendWorkflow):
                 self._patch_workflow(
                     namespace,
@@ -273,6 +283,61 @@ class Actor:
         log.info(
             "Workflow %s: %s (%s)", name, describe_patch(patch), reason, extra={**extra, "workflow": name}
         )
+
+    def _end_syncs(self, action: EndSyncs, extra: dict[str, str]) -> None:
+        """End the rollout's syncs still in flight on each Application; raise after trying them all
+        when some could not be written (the reconcile is retried; the decision is made again)."""
+        done: dict[appsync.TerminateAction, list[str]] = {}
+        failures: list[str] = []
+        for name in action.apps:
+            try:
+                outcome = self._end_sync(action.namespace, name, action.rollout_id)
+            except KubeError as exc:
+                failures.append(f"{name}: {exc}")
+                continue
+            done.setdefault(outcome, []).append(name)
+        withdrawn = done.get(appsync.TerminateAction.WITHDRAW, [])
+        terminated = done.get(appsync.TerminateAction.TERMINATE, [])
+        if withdrawn or terminated:
+            log.info(
+                "rollout %s: sync request(s) withdrawn: %s; running sync(s) set Terminating: %s",
+                action.rollout_id,
+                ", ".join(withdrawn) or "none",
+                ", ".join(terminated) or "none",
+                extra={**extra, "rollout": action.rollout_id},
+            )
+        if failures:
+            raise KubeError(
+                f"rollout {action.rollout_id}: could not end the sync of {len(failures)} Application(s): "
+                + "; ".join(failures[:5])
+            )
+
+    def _end_sync(self, namespace: str, name: str, rollout_id: str) -> appsync.TerminateAction:
+        """One Application: read it now, decide, write at most one update (a 409 decides again)."""
+        for attempt in range(len(END_SYNC_CONFLICT_BACKOFFS) + 1):
+            try:
+                app = self.kube.get(APPLICATIONS, namespace, name)
+            except NotFound:
+                return appsync.TerminateAction.NONE
+            decision = appsync.decide_terminate(app, rollout_id)
+            if decision.action == appsync.TerminateAction.WITHDRAW:
+                body = appsync.build_withdraw_request(app)
+            elif decision.action == appsync.TerminateAction.TERMINATE:
+                body = appsync.build_terminate_request(app)
+            else:
+                return decision.action
+            try:
+                self.kube.replace(APPLICATIONS, namespace, body)
+            except NotFound:
+                return appsync.TerminateAction.NONE
+            except Conflict:
+                if attempt == len(END_SYNC_CONFLICT_BACKOFFS):
+                    raise
+                time.sleep(END_SYNC_CONFLICT_BACKOFFS[attempt])
+                continue
+            log.info("%s", decision.reason)
+            return decision.action
+        raise AssertionError("unreachable")
 
     def _write_status(
         self,

@@ -7,16 +7,19 @@ level-triggered: it never asks *which* event woke it, so a duplicated, late or m
 to the same answer. It is an ordered list of early returns:
 
 1. being deleted → stop live Workflows, give them `deletion_grace_seconds` to run their exit
-   handler, then drop our finalizer (also when the Workflow is long gone or the watcher was down);
+   handler, end our syncs still in flight, then drop our finalizer (also when the Workflow is long
+   gone or the watcher was down);
 2. no finalizer yet → add it (and carry on);
 3. a spec the models reject → `Valid=False`, nothing else;
 4. a live Workflow the status does not name (created just before a crash) → adopt it;
 5. the live rollout: a new spec (the spec hash, which ignores `paused`, changed) → stop it;
    being stopped → wait; `paused` → suspend, and resume only a suspend we made; else follow it
    (current stage, what it waits for);
-6. the rollout's Workflow finished but its exit handler recorded nothing → wait
-   `finalize_grace_seconds`, then record the end ourselves;
-7. the rollout's Workflow vanished while the status says it runs → report it, never re-create;
+6. the rollout's Workflow finished but its exit handler recorded nothing (`argo terminate`, an exit
+   handler that failed) → wait `finalize_grace_seconds`, then end the rollout's syncs still in
+   flight and record the end ourselves;
+7. the rollout's Workflow vanished while the status says it runs → end its syncs still in flight,
+   report it, never re-create;
 8. the ApplicationSet is missing, owned by another ProgressiveSync or rolled out by Argo CD's own
    RollingSync (`spec.strategy`), or the plan has errors →
    `Valid=False` with the reason, nothing started;
@@ -34,6 +37,12 @@ to the same answer. It is an ordered list of early returns:
     nothing started; else create the Workflow (built here, identity annotations included) and
     record the rollout (`FleetCompared=True`).
 
+Before rules 3-13 (after the finalizer): a live Workflow of a rollout older than the recorded one
+(an `argo retry` or resubmit of an old Workflow, `orchestrator.api.succession`) is stopped, never
+adopted; and a rollout that ended Failed or Cancelled with no live Workflow left while Applications
+still run syncs of it gets those syncs ended (`EndSyncs`, at most `end_syncs_per_reconcile` at a
+time), so a watcher restarted at any moment still ends them.
+
 A release is (spec generation, revisions of the out-of-date Applications), its id the planner's
 `release_id`. The generation in it is the one of the last *real* spec change: toggling `paused`
 bumps `metadata.generation` but is not a new release (`rollout.specHash` tells them apart).
@@ -48,7 +57,7 @@ tests (table-driven, no API server).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -70,7 +79,8 @@ from orchestrator.api.models import (
 )
 from orchestrator.api.release import Release, release_id, release_of, revision_key, spec_hash
 from orchestrator.api.rollout_status import set_condition, start_rollout
-from orchestrator.argocd.fleet import AppSetView, AppView
+from orchestrator.api.succession import Succession, succession
+from orchestrator.argocd.fleet import AppSetView, AppView, OperationPhase
 from orchestrator.core.clock import format_time, parse_time
 from orchestrator.planning.planner import RolloutPlan
 from orchestrator.watcher.fleet_compare import fleet_comparison
@@ -138,6 +148,37 @@ class ReconcilePolicy:
     # Before a new rollout: how long to wait for Argo CD to compare every owned Application against
     # the release (the Workflow is sized from that plan); then it starts with what is known.
     fleet_compare_seconds: float = 120.0
+    # At most this many Applications get their sync ended per reconcile (the rest on the next one).
+    end_syncs_per_reconcile: int = 100
+
+
+@dataclass(frozen=True)
+class InFlightSync:
+    """An Application whose current operation carries a rollout id of ours and has not ended."""
+
+    app: str
+    namespace: str
+    rollout_id: str
+    phase: str  # "" (requested, Argo CD has not taken it up), Running, Terminating
+
+
+def syncs_in_flight(apps: Iterable[AppView]) -> tuple[InFlightSync, ...]:
+    """The Applications running (or asked to run) an operation that carries a rollout id.
+
+    `AppView.rollout_id` is that of `.operation`, else of `status.operationState.operation`; the
+    operation is in flight while `.operation` is set or the state is Running/Terminating (Argo CD
+    removes `.operation` when it ends one). `EndSyncs` decides again on each Application read fresh.
+    """
+    found = []
+    for app in apps:
+        if not app.rollout_id:
+            continue
+        phase = app.operation_phase
+        running = phase in (OperationPhase.RUNNING, OperationPhase.TERMINATING)
+        if app.operation_in_progress or running:
+            state = phase.value if running and phase is not None else ""
+            found.append(InFlightSync(app.name, app.namespace, app.rollout_id, state))
+    return tuple(sorted(found, key=lambda sync: (sync.rollout_id, sync.namespace, sync.app)))
 
 
 @dataclass(frozen=True)
@@ -163,6 +204,7 @@ class Observed:
     plan: RolloutPlan | None = None  # the plan of a new rollout; None while a rollout is live
     apps: tuple[AppView, ...] = ()  # the Applications the plan was made from (with the plan only)
     workflows: tuple[WorkflowView, ...] = ()
+    in_flight: tuple[InFlightSync, ...] = ()  # its Applications' operations of a rollout (syncs_in_flight)
     uid: str = ""  # the ProgressiveSync's, for the Workflow's ownerReference
 
 
@@ -224,6 +266,18 @@ class StopWorkflow:
 
     name: str
     reason: str
+
+
+@dataclass(frozen=True)
+class EndSyncs:
+    """End the sync operations of `rollout_id` still in flight on `apps` (in `namespace`), as the
+    steps do (`steps/terminate.py`): each Application read again and decided by
+    `appsync.decide_terminate` (a request Argo CD did not take up withdrawn, a running sync set
+    Terminating, anything else left alone)."""
+
+    namespace: str
+    rollout_id: str
+    apps: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -302,6 +356,7 @@ Action = (
     | CreateWorkflow
     | RequestCompare
     | StopWorkflow
+    | EndSyncs
     | SuspendWorkflow
     | ResumeWorkflow
     | RecordEvent
@@ -345,7 +400,7 @@ class _Context:
     obs: Observed
     spec: ProgressiveSyncSpec
     spec_hash: str
-    head: tuple[Action, ...]  # AddFinalizer when missing: runs before anything else
+    head: tuple[Action, ...]  # before anything else: AddFinalizer, stale Workflows stopped, syncs ended
     current: WorkflowView | None  # the Workflow of the recorded rollout, when it exists
     live: tuple[WorkflowView, ...]
     base_conditions: tuple[ConditionPatch, ...]  # Valid=False for a refused reference or option
@@ -363,23 +418,30 @@ def decide(obs: Observed, policy: ReconcilePolicy | None = None) -> Decision:
     policy = policy or ReconcilePolicy()
     if obs.deleting:
         return _decide_deletion(obs, policy)
-    head: tuple[Action, ...] = () if obs.has_finalizer else (AddFinalizer(),)
+    rollout = obs.status.rollout
+    by_name = {wf.name: wf for wf in obs.workflows}
+    current_wf = by_name.get(rollout_workflow_name(obs.name, rollout)) if rollout else None
+    live = live_workflows(obs.workflows)
+    stale = {wf.name: why for wf in live if wf is not current_wf and (why := _stale(obs, wf, current_wf))}
+    head: tuple[Action, ...] = (
+        *(() if obs.has_finalizer else (AddFinalizer(),)),
+        *_stop_stale(obs, live, stale),
+        *_end_ended_rollout(obs, live, policy),
+    )
     if obs.spec is None:
         patch = StatusPatch(
             observed_generation=obs.generation,
             conditions=(_cond(VALID, ConditionStatus.FALSE, "InvalidSpec", obs.spec_error),),
         )
         return _decision("invalid-spec", f"the spec is invalid: {obs.spec_error}", *head, UpdateStatus(patch))
-    rollout = obs.status.rollout
-    by_name = {wf.name: wf for wf in obs.workflows}
     refusal = _refusal(obs, policy)
     ctx = _Context(
         obs=obs,
         spec=obs.spec,
         spec_hash=spec_hash(obs.spec),
         head=head,
-        current=by_name.get(rollout_workflow_name(obs.name, rollout)) if rollout else None,
-        live=tuple(live_workflows(obs.workflows)),
+        current=current_wf,
+        live=tuple(wf for wf in live if wf.name not in stale),
         base_conditions=((_cond(VALID, ConditionStatus.FALSE, *refusal),) if refusal is not None else ()),
         refusal=refusal,
     )
@@ -391,8 +453,90 @@ def decide(obs: Observed, policy: ReconcilePolicy | None = None) -> Decision:
     if current is not None and current.is_finished and obs.status.phase not in TERMINAL_PHASES:
         return _record_end(ctx, current, policy)
     if rollout is not None and current is None and obs.status.phase in RUNNING_PHASES:
-        return _workflow_deleted(ctx, rollout)
+        return _workflow_deleted(ctx, rollout, policy)
     return _decide_release(ctx, policy)
+
+
+def _stale(obs: Observed, workflow: WorkflowView, recorded_wf: WorkflowView | None) -> str:
+    """Why a live Workflow the status does not name must not be adopted ("" when it may be).
+
+    A Workflow the watcher created and had no time to record is newer than the recorded rollout
+    and has the name of its rollout; an old one brought back (`argo retry` keeps the object,
+    `argo resubmit` copies it under another name) is older, or a copy: adopting it would roll an
+    older release out again and pin the Applications back to its commit.
+    """
+    if workflow.rollout_id and workflow.name != workflow_name(obs.name, workflow.rollout_id):
+        return (
+            f"its name is not the one of rollout {workflow.rollout_id}'s Workflow "
+            f"({workflow_name(obs.name, workflow.rollout_id)}): a copy (argo resubmit?)"
+        )
+    verdict, why = succession(
+        parse_time(workflow.created),
+        recorded=obs.status.rollout,
+        recorded_workflow_created=parse_time(recorded_wf.created) if recorded_wf else None,
+    )
+    return why if verdict == Succession.OLDER else ""
+
+
+def _stop_stale(obs: Observed, live: Sequence[WorkflowView], stale: Mapping[str, str]) -> tuple[Action, ...]:
+    actions: list[Action] = []
+    recorded = obs.status.rollout.id if obs.status.rollout else ""
+    for wf in live:
+        if wf.name not in stale or wf.shutdown:
+            continue
+        message = (
+            f"Workflow {wf.name} of rollout {wf.rollout_id} runs again but is not adopted: {stale[wf.name]}; "
+            f"an old Workflow brought back (argo retry) would roll an older release out over rollout "
+            f"{recorded}: stopping it"
+        )
+        actions += [StopWorkflow(wf.name, message), RecordEvent("Warning", "StaleWorkflowStopped", message)]
+    return tuple(actions)
+
+
+def _end_ended_rollout(
+    obs: Observed, live: Sequence[WorkflowView], policy: ReconcilePolicy
+) -> tuple[Action, ...]:
+    """The recorded rollout ended and none of its Workflows runs: end its syncs still in flight.
+
+    Level-triggered, so it holds whoever recorded the end and whenever the watcher restarted: the
+    exit handler normally ended them already (then there is nothing left to end), the watcher's own
+    end records (rules 6 and 7) end them first, and what one reconcile left over (the bound) or a
+    restart interrupted is ended here.
+    """
+    rollout = obs.status.rollout
+    # A rollout that succeeded was never told to stop (the exit handler ends syncs only then too).
+    if rollout is None or obs.status.phase not in (RolloutPhase.FAILED, RolloutPhase.CANCELLED):
+        return ()
+    if any(wf.rollout_id == rollout.id for wf in live):
+        return ()
+    actions, _ = _end_syncs(obs, {rollout.id}, policy)
+    return actions
+
+
+def _end_syncs(
+    obs: Observed, rollout_ids: Collection[str], policy: ReconcilePolicy
+) -> tuple[tuple[Action, ...], str]:
+    """EndSyncs for the syncs of `rollout_ids` still in flight that need a write (Terminating ones are
+    being ended by Argo CD), at most `end_syncs_per_reconcile` (then a requeue for the rest), and a
+    clause for messages ("" when there is nothing to end)."""
+    pending = [s for s in obs.in_flight if s.rollout_id in rollout_ids and s.phase != "Terminating"]
+    if not pending:
+        return (), ""
+    batch = pending[: max(1, policy.end_syncs_per_reconcile)]
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for sync in batch:
+        namespace = sync.namespace or obs.appset_namespace or obs.namespace
+        grouped.setdefault((namespace, sync.rollout_id), []).append(sync.app)
+    actions: list[Action] = [EndSyncs(ns, rid, tuple(apps)) for (ns, rid), apps in grouped.items()]
+    names = [sync.app for sync in pending]
+    shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+    clause = (
+        f"ending the {len(names)} sync(s) of it still in flight ({shown}): a request Argo CD has not "
+        "taken up is withdrawn, a running sync is set Terminating"
+    )
+    if len(pending) > len(batch):
+        actions.append(RequeueAfter(1.0))
+    return tuple(actions), clause
 
 
 def _decide_deletion(obs: Observed, policy: ReconcilePolicy) -> Decision:
@@ -418,6 +562,21 @@ def _decide_deletion(obs: Observed, policy: ReconcilePolicy) -> Decision:
         if not live
         else f"Workflow(s) still live after {policy.deletion_grace_seconds:.0f}s"
     )
+    # Nothing we started may apply once the object is gone: no exit handler can end it then.
+    ours = {wf.rollout_id for wf in obs.workflows if wf.rollout_id}
+    if obs.status.rollout is not None:
+        ours.add(obs.status.rollout.id)
+    ending, clause = _end_syncs(obs, ours, policy)
+    if any(isinstance(action, RequeueAfter) for action in ending):
+        return _decision("deleting-end-syncs", f"being deleted: {gone}; {clause}", *stops, *ending)
+    if ending:
+        return _decision(
+            "deleting-release",
+            f"being deleted: {gone}; {clause}; removing our finalizer",
+            *stops,
+            *ending,
+            RemoveFinalizer(),
+        )
     return _decision(
         "deleting-release", f"being deleted: {gone}; removing our finalizer", *stops, RemoveFinalizer()
     )
@@ -543,11 +702,17 @@ def _record_end(ctx: _Context, current: WorkflowView, policy: ReconcilePolicy) -
             RequeueAfter(max(0.5, policy.finalize_grace_seconds - waited)),
         )
     phase = _end_phase(current)
+    ending, clause = (
+        _end_syncs(obs, {current.rollout_id}, policy)
+        if current.rollout_id and phase != RolloutPhase.SUCCEEDED
+        else ((), "")
+    )
     message = (
         f"Workflow {current.name} ended {current.phase}"
         + (f" (shutdown {current.shutdown})" if current.shutdown else "")
         + f" and its exit handler recorded nothing within {policy.finalize_grace_seconds:.0f}s"
         + (f": {current.message}" if current.message else "")
+        + (f"; {clause}" if clause else "")
     )
     # Not forced: an end phase the exit handler records meanwhile wins over ours.
     patch = StatusPatch(
@@ -558,16 +723,18 @@ def _record_end(ctx: _Context, current: WorkflowView, policy: ReconcilePolicy) -
         lifecycle=_ended_conditions(phase, f"Rollout{phase.value}", message),
         conditions=ctx.base_conditions,
     )
-    return ctx.decision("record-end", message, UpdateStatus(patch))
+    return ctx.decision("record-end", message, *ending, UpdateStatus(patch))
 
 
-def _workflow_deleted(ctx: _Context, rollout: RolloutStatus) -> Decision:
+def _workflow_deleted(ctx: _Context, rollout: RolloutStatus, policy: ReconcilePolicy) -> Decision:
     """The Workflow vanished while the status says the rollout runs: report it, never re-create it."""
     obs = ctx.obs
     name = rollout_workflow_name(obs.name, rollout)
+    ending, clause = _end_syncs(obs, {rollout.id}, policy)
     message = (
-        f"Workflow {name} of rollout {rollout.id} was deleted outside progressive-sync; it is not "
-        "re-created (`progressive-sync retry` starts a new attempt)"
+        f"Workflow {name} of rollout {rollout.id} was deleted outside progressive-sync"
+        + (f"; {clause}" if clause else "")
+        + "; it is not re-created (`progressive-sync retry` starts a new attempt)"
     )
     patch = StatusPatch(
         observed_generation=obs.generation,
@@ -578,7 +745,11 @@ def _workflow_deleted(ctx: _Context, rollout: RolloutStatus) -> Decision:
         conditions=ctx.base_conditions,
     )
     return ctx.decision(
-        "workflow-deleted", message, UpdateStatus(patch), RecordEvent("Warning", "WorkflowDeleted", message)
+        "workflow-deleted",
+        message,
+        *ending,
+        UpdateStatus(patch),
+        RecordEvent("Warning", "WorkflowDeleted", message),
     )
 
 

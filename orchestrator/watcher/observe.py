@@ -3,9 +3,10 @@
 `observe(cached, caches, settings, now) -> Observed` parses the spec and status (a spec that does not
 parse becomes `spec_error`, a status that does not parse reads as empty), finds the ApplicationSet,
 the Workflows (`Caches.workflows_of` reads the one the status names when the cache lacks it: the only
-request), who owns the ApplicationSet when several ProgressiveSyncs name it, and — only when no
-Workflow is live and the object is not being deleted — the rollout plan (`plan_rollout`, pure) and
-the Applications it was made from (whose comparison `decide` may wait for).
+request), the operations of its Applications that carry a rollout id and have not ended
+(`syncs_in_flight`), who owns the ApplicationSet when several ProgressiveSyncs name it, and — only
+when no Workflow is live and the object is not being deleted — the rollout plan (`plan_rollout`,
+pure) and the Applications it was made from (whose comparison `decide` may wait for).
 It decides nothing and writes nothing; the time is passed in.
 
 Callers: `orchestrator.watcher.loop` (one reconcile: observe → decide → act).
@@ -24,7 +25,7 @@ from orchestrator.argocd.fleet import AppSetView, AppView
 from orchestrator.core.clock import parse_time
 from orchestrator.planning.planner import RolloutPlan, plan_rollout
 from orchestrator.watcher.caches import CachedPS, Caches
-from orchestrator.watcher.decide import Observed, live_workflows
+from orchestrator.watcher.decide import Observed, live_workflows, syncs_in_flight
 from orchestrator.watcher.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,12 @@ def observe(cached: CachedPS, caches: Caches, settings: Settings, now: datetime)
     )
     expected = rollout_workflow_name(name, status.rollout) if status.rollout is not None else None
     workflows = caches.workflows_of(namespace, name, expected)
+    # The ApplicationSet controller creates its Applications in the ApplicationSet's namespace.
+    owned = (
+        caches.apps_of(appset_namespace, cached.app_set_name)
+        if cached.app_set_name and appset_watched
+        else []
+    )
     plan: RolloutPlan | None = None
     apps: tuple[AppView, ...] = ()
     if spec is not None and not cached.deleting and not live_workflows(workflows):
@@ -88,6 +95,7 @@ def observe(cached: CachedPS, caches: Caches, settings: Settings, now: datetime)
         plan=plan,
         apps=apps,
         workflows=tuple(workflows),
+        in_flight=syncs_in_flight(owned),
         uid=str(meta.get("uid") or ""),
     )
 

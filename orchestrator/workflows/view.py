@@ -62,6 +62,7 @@ class WorkflowView:
     shutdown: str = ""  # "", Stop, Terminate
     started_at: str = ""
     finished_at: str = ""
+    created: str = ""  # metadata.creationTimestamp: which of two rollouts is the newer (api.succession)
     deleting: bool = False
     current_stage: str = ""  # the stage whose node runs now (latest started)
     waiting: str = ""  # "approval" or "bake" when the current stage waits on a suspend node
@@ -106,6 +107,7 @@ def workflow_view_from_object(obj: Mapping[str, Any]) -> WorkflowView:
         shutdown=str(spec.get("shutdown") or ""),
         started_at=str(status.get("startedAt") or ""),
         finished_at=str(status.get("finishedAt") or ""),
+        created=str(metadata.get("creationTimestamp") or ""),
         deleting=bool(metadata.get("deletionTimestamp")),
         current_stage=current_stage,
         waiting=waiting,

@@ -86,8 +86,12 @@ MATRIX: dict[str, list[Row]] = {
         no("create", WFS, OTHER),
         no("delete", WFS, WORKFLOWS),
         no("list", PS, OTHER),
-        no("update", APPS, ARGOCD),
+        # Applications: only to ask for a comparison or end a sync we started (the admission policy).
+        yes("update", APPS, ARGOCD),
+        no("delete", APPS, ARGOCD),
+        no("create", APPS, ARGOCD),
         no("patch", APPSETS, ARGOCD),
+        no("update", APPSETS, ARGOCD),
         no("update", "configmaps", ARGOCD, "argocd-cm"),
         no("update", LEASES, RELEASE, "someone-elses-lease"),
         no("create", "pods", WORKFLOWS),

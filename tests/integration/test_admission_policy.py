@@ -1,6 +1,6 @@
 """The chart's admission policies, enforced by the real API server: the steps' service account may
-change an Application only the way a sync needs, and the watcher's Workflows run as the steps'
-service account only.
+change an Application only the way a sync needs, the watcher's only to end a sync we started, and
+the watcher's Workflows run as the steps' service account only.
 
 Real: the control plane, the chart rendered by the real helm, its ServiceAccounts, Roles and
 ValidatingAdmissionPolicies applied, requests made with the service accounts' own tokens (the
@@ -90,7 +90,17 @@ def installed(control_plane: DevCluster, kube: Kube, kubectl: Kubectl) -> Iterat
             return "may not change an Application's spec" in str(exc)
         return False
 
+    def watcher_policy_active() -> bool:
+        body = kube.get(APPLICATIONS, namespace, probe)
+        body["spec"]["project"] = f"probe-{uuid.uuid4().hex[:8]}"
+        try:
+            watcher.replace(APPLICATIONS, namespace, body)
+        except Invalid as exc:
+            return "may only ask Argo CD to compare" in str(exc)
+        return False
+
     wait_for(policy_active, timeout=60, interval=0.5, what="the admission policy in force")
+    wait_for(watcher_policy_active, timeout=60, interval=0.5, what="the watcher's admission policy in force")
     try:
         yield Installed(namespace, kube, steps, watcher, steps_config)
     finally:
@@ -350,6 +360,89 @@ def test_the_steps_service_account_changes_an_application_only_the_way_a_sync_ne
     assert installed.app(name)["metadata"]["resourceVersion"] == app["metadata"]["resourceVersion"]
     # The policy binds the steps' account only: an administrator's same change goes through.
     installed.admin.replace(APPLICATIONS, installed.namespace, body)
+
+
+WATCHER_CASES = [
+    # -- ending a sync we started, when no exit handler can (issue 29, point 7) ---------------------
+    pytest.param(
+        with_state(running_state("progressive-sync")),
+        terminate,
+        ALLOWED,
+        id="watcher-terminating-our-running-operation",
+    ),
+    pytest.param(
+        with_state(
+            None, operation={"initiatedBy": {"username": "progressive-sync"}, "sync": {"revision": REVISION}}
+        ),
+        withdraw,
+        ALLOWED,
+        id="watcher-withdrawing-our-own-request",
+    ),
+    # -- everything else, a sync above all -----------------------------------------------------
+    pytest.param(
+        no_given, sync_request, "the watcher's service account may only", id="watcher-requesting-a-sync"
+    ),
+    pytest.param(
+        no_given,
+        set_path("spec.source.repoURL", "https://evil.example/repo.git"),
+        "may only ask Argo CD to compare an Application (annotation argocd.argoproj.io/refresh) or end",
+        id="watcher-pointing-it-at-another-repository",
+    ),
+    pytest.param(
+        with_state(running_state("alice")),
+        terminate,
+        "or move an operation progress-sync started from Running to Terminating",
+        id="watcher-terminating-someone-elses-operation",
+    ),
+    pytest.param(
+        with_state(running_state("progressive-sync")),
+        set_path("status.operationState.message", "x"),
+        "or move an operation progress-sync started from Running to Terminating",
+        id="watcher-rewriting-an-operation-state",
+    ),
+    pytest.param(
+        with_state(None, operation=foreign_operation()),
+        withdraw,
+        "or withdraw a sync request progress-sync made",
+        id="watcher-removing-someone-elses-request",
+    ),
+    pytest.param(
+        no_given,
+        set_path("status.health", {"status": "Degraded", "message": "forged"}),
+        "or move an operation progress-sync started",
+        id="watcher-writing-health",
+    ),
+    pytest.param(
+        no_given,
+        set_path("metadata.annotations", {"team.example.com/owner": "us"}),
+        "no annotation of an Application but argocd.argoproj.io/refresh",
+        id="watcher-another-annotation",
+    ),
+]
+
+
+@pytest.mark.parametrize(("given", "change", "refusal"), WATCHER_CASES)
+def test_the_watchers_service_account_changes_an_application_only_to_end_our_sync(
+    installed: Installed,
+    app: dict[str, Any],
+    given: Callable[[dict[str, Any]], None],
+    change: Callable[[dict[str, Any]], dict[str, Any]],
+    refusal: str | None,
+) -> None:
+    given(app)
+    app = installed.admin.replace(APPLICATIONS, installed.namespace, app)
+    body = change(app)
+    if refusal is None:
+        stored = installed.watcher.replace(APPLICATIONS, installed.namespace, body)
+        assert stored["metadata"]["resourceVersion"] != app["metadata"]["resourceVersion"]
+        return
+    with pytest.raises(Invalid) as raised:
+        installed.watcher.replace(APPLICATIONS, installed.namespace, body)
+    assert "ValidatingAdmissionPolicy" in str(raised.value) and refusal in str(raised.value), raised.value
+    assert (
+        installed.app(app["metadata"]["name"])["metadata"]["resourceVersion"]
+        == app["metadata"]["resourceVersion"]
+    )
 
 
 def test_rbac_still_forbids_what_the_policy_never_sees(installed: Installed, app: dict[str, Any]) -> None:

@@ -48,6 +48,7 @@ WATCHER_NEEDS = [
     ("update", "progressivesyncs.progressivesync.io/finalizers"),
     ("list", "applications.argoproj.io"),
     ("patch", "applications.argoproj.io"),
+    ("update", "applications.argoproj.io"),  # only to end a sync we started (the admission policy)
     ("watch", "applicationsets.argoproj.io"),
     ("create", "workflows.argoproj.io"),
     ("patch", "workflows.argoproj.io"),

@@ -900,6 +900,71 @@ def test_a_step_of_a_superseded_rollout_writes_nothing(rig: Rig) -> None:
     assert writes_by(rig.control_plane, mark) == []
 
 
+# --- select never replaces a newer rollout (issue 29, point 10a) -------------------------------
+
+
+def create_workflow(rig: Rig, name: str) -> datetime:
+    """A Workflow named `name` (its steps are not run here); its creationTimestamp."""
+    body = {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Workflow",
+        "metadata": {"name": name},
+        "spec": {"entrypoint": "main", "templates": [{"name": "main", "suspend": {}}]},
+    }
+    created = rig.kube.create(WORKFLOWS, rig.namespace, body)["metadata"]["creationTimestamp"]
+    return datetime.fromisoformat(created)
+
+
+def create_workflows_in_order(rig: Rig, *names: str) -> None:
+    """Create the Workflows one after the other, each in a later second than the one before
+    (creationTimestamp has second precision: the order must show in it)."""
+    previous: datetime | None = None
+    for name in names:
+        if previous is not None:
+            wait_for(_after(previous + timedelta(seconds=1)), what="a new second")
+        previous = create_workflow(rig, name)
+
+
+def _after(moment: datetime) -> Callable[[], bool]:
+    return lambda: datetime.now(UTC) >= moment
+
+
+SELECTED_BY_R2 = {"name": "canary", "phase": "Progressing", "targets": ["a"], "syncing": ["a"]}
+
+
+@pytest.mark.parametrize(
+    "workflows",
+    [
+        pytest.param(("myservice-r1", "myservice-r2"), id="argo-retry-of-the-old-workflow"),
+        pytest.param(("myservice-r1",), id="the-newer-rollouts-workflow-is-gone"),
+    ],
+)
+def test_select_of_an_old_workflow_never_replaces_the_newer_rollout(
+    rig: Rig, workflows: tuple[str, ...]
+) -> None:
+    make_progressive_sync(rig.kube, rig.namespace, status=rollout_status(SELECTED_BY_R2, rollout_id="r2"))
+    create_workflows_in_order(rig, *workflows)
+    mark = rig.control_plane.audit_mark()
+    result = rig.runner.run("select", "--stage", "canary", "--start-syncs", "1", "--revisions", REVISIONS)
+    assert_ok(result, 1)
+    assert "superseded" in result.stdout
+    assert writes_by(rig.control_plane, mark) == [], "no status reset, no refresh, no sync"
+    status = read_progressive_sync(rig.kube, rig.namespace).status
+    assert status is not None and status.rollout is not None and status.rollout.id == "r2"
+
+
+def test_select_takes_over_from_an_older_rollout_the_watcher_had_not_replaced_yet(rig: Rig) -> None:
+    """The watcher created the new rollout's Workflow and died before recording it: select starts it."""
+    ended = {"name": "canary", "phase": "Succeeded", "targets": ["a"], "completed": ["a"]}
+    status = {**rollout_status(ended, rollout_id="r0"), "phase": "Succeeded"}
+    make_progressive_sync(rig.kube, rig.namespace, status=status)
+    create_workflows_in_order(rig, "myservice-r0", "myservice-r1")
+    assert_ok(rig.runner.run("select", "--stage", "canary"))
+    recorded = read_progressive_sync(rig.kube, rig.namespace).status
+    assert recorded is not None and recorded.rollout is not None and recorded.rollout.id == "r1"
+    assert rig.stage().phase == StagePhase.PROGRESSING
+
+
 # --- finalize --------------------------------------------------------------------------------
 
 

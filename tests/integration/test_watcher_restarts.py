@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from orchestrator.devenv import controlplane as devcluster
-from orchestrator.kube.client import APPLICATIONS, PROGRESSIVE_SYNCS, Kube
+from orchestrator.kube.client import APPLICATIONS, PROGRESSIVE_SYNCS, WORKFLOWS, Kube
 from orchestrator.simulator.appcontroller import FleetSimulator
 from orchestrator.simulator.config import SimulatorConfig
 from tests.support.wait import wait_for
@@ -229,3 +229,37 @@ def test_with_the_local_engine_in_the_same_process_kills_still_run_the_rollout_o
     assert len(workflows_of(kube, namespace, "web")) == 1
     assert sync_starts(events) == dict.fromkeys(fleet.apps, 1)
     assert status_of(kube, namespace, "web")["progress"] == "3/3"
+
+
+def test_a_workflow_deleted_while_the_watcher_was_down_still_has_its_syncs_ended(
+    kube: Kube, namespace: str, users: dict[str, Path], watcher_process: WatcherProcess, tmp_path: Path
+) -> None:
+    """Issue 29, point 7: once the restarted watcher sees the Workflow gone, it ends what we started."""
+    fleet = seed(kube, namespace, clusters=2)
+    events = tmp_path / "simulator.jsonl"
+    hanging = "defaults: {syncSeconds: 0.3, healthSeconds: 0.3, hang: true}"
+
+    def running_sync() -> str:
+        for app in fleet.apps:
+            state = (kube.get(APPLICATIONS, namespace, app).get("status") or {}).get("operationState") or {}
+            if state.get("phase") == "Running":
+                return app
+        return ""
+
+    def terminated(app: str) -> bool:
+        state = (kube.get(APPLICATIONS, namespace, app).get("status") or {}).get("operationState") or {}
+        return state.get("phase") == "Failed" and "terminated" in str(state.get("message", "")).lower()
+
+    with running_actors(kube, namespace, users[STEPS_USER], events, hanging):
+        watcher_process.start()
+        create_ps(kube, namespace, "web", fleet.app_set)
+        app = wait_for(running_sync, timeout=180, what="a sync of ours running")
+        watcher_process.kill()
+        (workflow,) = workflows_of(kube, namespace, "web")
+        kube.delete(WORKFLOWS, namespace, workflow["metadata"]["name"])
+        assert not terminated(app)
+        watcher_process.start()
+        wait_for(lambda: terminated(app), timeout=60, what=f"{app}'s sync terminated")
+        wait_for(lambda: phase_of(kube, namespace, "web") == "Cancelled", what="the end recorded")
+    assert app in status_of(kube, namespace, "web")["message"]
+    assert sync_starts(events) == {app: 1}

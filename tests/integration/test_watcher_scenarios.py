@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
+from orchestrator.argocd import appsync
 from orchestrator.devenv import controlplane as devcluster
-from orchestrator.kube.client import EVENTS, PROGRESSIVE_SYNCS, WORKFLOWS, Kube, NotFound
+from orchestrator.kube.client import APPLICATIONS, EVENTS, PROGRESSIVE_SYNCS, WORKFLOWS, Kube, NotFound
 from orchestrator.simulator.seed import publish_refs, seed_fleet
 from orchestrator.watcher.loop import Watcher
 from tests.support.builders import canary_then_rest, make_stage
@@ -27,6 +28,7 @@ from tests.support.watcher_harness import (
     in_process_watcher,
     patch_spec,
     phase_of,
+    release,
     running_actors,
     seed,
     stage_of,
@@ -41,6 +43,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 WATCHER_USER = "progressive-sync-watcher"
 STEPS_USER = "progressive-sync-steps"
 ROLLOUT_TIMEOUT = 240.0
+# Every sync the simulator picks up stays Running until someone terminates it (a sync window that
+# holds it until it opens behaves the same for us).
+HANGING_FLEET = "defaults: {syncSeconds: 0.3, healthSeconds: 0.3, hang: true}"
 
 
 @pytest.fixture(scope="module")
@@ -368,3 +373,130 @@ def _gone(kube: Kube, namespace: str, name: str) -> bool:
     except NotFound:
         return True
     return False
+
+
+# --- ending what we started without the exit handler (issue 29, point 7) --------------------------
+
+
+def operation_states(kube: Kube, namespace: str, apps: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """`status.operationState` of each Application that has one."""
+    states = {}
+    for app in apps:
+        state = (kube.get(APPLICATIONS, namespace, app).get("status") or {}).get("operationState")
+        if state:
+            states[app] = state
+    return states
+
+
+def our_running_sync(kube: Kube, namespace: str, apps: tuple[str, ...]) -> str:
+    """The Application of a sync of ours the simulator runs (and, hanging, never ends); "" if none."""
+    for app, state in operation_states(kube, namespace, apps).items():
+        rollout_id = appsync.info_value(state.get("operation"), appsync.INFO_ROLLOUT_ID)
+        if state.get("phase") == "Running" and rollout_id:
+            return app
+    return ""
+
+
+def ended(kube: Kube, namespace: str, app: str) -> bool:
+    """The Application's operation was terminated: Argo CD (the simulator) recorded it Failed."""
+    app_obj = kube.get(APPLICATIONS, namespace, app)
+    state = (app_obj.get("status") or {}).get("operationState") or {}
+    return state.get("phase") == "Failed" and "terminated" in str(state.get("message", "")).lower()
+
+
+def test_a_deleted_workflow_leaves_no_sync_of_ours_running(
+    kube: Kube, watcher_kube: Kube, namespace: str, users: dict[str, Path], events_log: Path
+) -> None:
+    fleet = seed(kube, namespace, clusters=2)
+    with (
+        running_actors(kube, namespace, users[STEPS_USER], events_log, HANGING_FLEET),
+        in_process_watcher(watcher_kube, namespace),
+    ):
+        create_ps(kube, namespace, "web", fleet.app_set)
+        app = wait_for(
+            lambda: our_running_sync(kube, namespace, fleet.apps), timeout=120, what="a sync of ours running"
+        )
+        kube.delete(WORKFLOWS, namespace, the_workflow(kube, namespace, "web")["metadata"]["name"])
+        wait_for(lambda: ended(kube, namespace, app), timeout=60, what=f"{app}'s sync terminated")
+        wait_for(lambda: phase_of(kube, namespace, "web") == "Cancelled", what="the end recorded")
+        message = status_of(kube, namespace, "web")["message"]
+        assert "deleted outside progressive-sync" in message and app in message, message
+    assert sync_starts(events_log) == {app: 1}, "the terminated sync was not started again"
+
+
+def test_argo_terminate_skips_the_exit_handler_and_the_watcher_ends_our_syncs(
+    kube: Kube, watcher_kube: Kube, namespace: str, users: dict[str, Path], events_log: Path
+) -> None:
+    fleet = seed(kube, namespace, clusters=2)
+    with (
+        running_actors(kube, namespace, users[STEPS_USER], events_log, HANGING_FLEET),
+        in_process_watcher(watcher_kube, namespace),
+    ):
+        create_ps(kube, namespace, "web", fleet.app_set)
+        app = wait_for(
+            lambda: our_running_sync(kube, namespace, fleet.apps), timeout=120, what="a sync of ours running"
+        )
+        name = the_workflow(kube, namespace, "web")["metadata"]["name"]
+        kube.patch(WORKFLOWS, namespace, name, {"spec": {"shutdown": "Terminate"}})  # argo terminate
+        wait_for(lambda: ended(kube, namespace, app), timeout=60, what=f"{app}'s sync terminated")
+        wait_for(lambda: phase_of(kube, namespace, "web") == "Cancelled", what="the end recorded")
+        message = status_of(kube, namespace, "web")["message"]
+        assert "exit handler recorded nothing" in message and app in message, message
+
+
+def test_deleting_with_no_exit_handler_to_run_ends_our_syncs_before_the_object_goes(
+    kube: Kube, watcher_kube: Kube, namespace: str, users: dict[str, Path], events_log: Path
+) -> None:
+    fleet = seed(kube, namespace, clusters=2)
+    with (
+        running_actors(kube, namespace, users[STEPS_USER], events_log, HANGING_FLEET) as actors,
+        in_process_watcher(watcher_kube, namespace),
+    ):
+        create_ps(kube, namespace, "web", fleet.app_set)
+        app = wait_for(
+            lambda: our_running_sync(kube, namespace, fleet.apps), timeout=120, what="a sync of ours running"
+        )
+        # Nobody runs the Workflow any more: its exit handler never runs (a garbage-collected Workflow,
+        # an Argo controller that is down), so only the watcher can end the sync.
+        assert actors.executor is not None
+        actors.executor.stop(timeout=15)
+        kube.delete(PROGRESSIVE_SYNCS, namespace, "web")
+        wait_for(lambda: _gone(kube, namespace, "web"), timeout=60, what="the ProgressiveSync to go")
+        wait_for(lambda: ended(kube, namespace, app), timeout=30, what=f"{app}'s sync terminated")
+
+
+def test_an_argo_retry_of_an_old_workflow_is_stopped_not_adopted(
+    kube: Kube, watcher_kube: Kube, namespace: str, users: dict[str, Path], events_log: Path
+) -> None:
+    fleet = seed(kube, namespace, clusters=2)
+    with (
+        running_actors(kube, namespace, users[STEPS_USER], events_log) as actors,
+        in_process_watcher(watcher_kube, namespace),
+    ):
+        create_ps(kube, namespace, "web", fleet.app_set)
+        wait_for(lambda: phase_of(kube, namespace, "web") == "Succeeded", timeout=ROLLOUT_TIMEOUT, what="R1")
+        old = status_of(kube, namespace, "web")["rollout"]
+        release(kube, fleet, REVISION_2)
+        wait_for(
+            lambda: (
+                phase_of(kube, namespace, "web") == "Succeeded"
+                and status_of(kube, namespace, "web")["rollout"]["id"] != old["id"]
+            ),
+            timeout=ROLLOUT_TIMEOUT,
+            what="R2, the release of the next commit",
+        )
+        new = status_of(kube, namespace, "web")["rollout"]
+        # `argo retry` of the old Workflow: the same object, Running again (nobody runs it here: what
+        # is checked is the watcher's answer, and the status the old rollout would otherwise take).
+        assert actors.executor is not None
+        actors.executor.stop(timeout=15)
+        retried = {"status": {"phase": "Running", "finishedAt": None}}
+        kube.patch(WORKFLOWS, namespace, old["workflow"], retried)
+        wait_for(
+            lambda: kube.get(WORKFLOWS, namespace, old["workflow"])["spec"].get("shutdown") == "Stop",
+            what="the old Workflow stopped",
+        )
+        status = status_of(kube, namespace, "web")
+        assert status["rollout"]["id"] == new["id"] and status["phase"] == "Succeeded", status
+        events, _ = kube.list(EVENTS, namespace)
+        assert any(e.get("reason") == "StaleWorkflowStopped" for e in events)
