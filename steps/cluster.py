@@ -116,13 +116,15 @@ def run_cluster(
     # Application itself is still read fresh before every decision: steps.common.FleetLookup).
     fleet = fleet or FleetLookup(kube, rollout, ps, clock=clock, max_age_seconds=tuning.fleet_lookup_seconds)
     refused = stage_failure(ps, stage)
-    if refused:
-        if not in_flight(ps, stage, cluster) and not _written_here(fleet, ps, rollout.rollout_id, cluster):
-            log.info("cluster %s not started: %s", cluster, refused)
-            return ClusterResult(cluster, ClusterOutcome.NOT_STARTED, refused)
-        # In flight in a failed stage: no new sync (not even for an Application the first wave
-        # left); wait-healthy stops what we started there and records the cluster failed.
-        stopped = wait_healthy(
+    if (
+        refused
+        and not in_flight(ps, stage, cluster)
+        and not _written_here(fleet, ps, rollout.rollout_id, cluster)
+    ):
+        log.info("cluster %s not started: %s", cluster, refused)
+        return ClusterResult(cluster, ClusterOutcome.NOT_STARTED, refused)
+    if not refused:
+        synced = sync_cluster(
             kube,
             rollout,
             stage=stage,
@@ -131,25 +133,13 @@ def run_cluster(
             clock=clock,
             tuning=tuning,
             sink=sink,
+            ps=ps,
             fleet=fleet,
         )
-        outcome = ClusterOutcome.DONE if stopped.phase == ClusterPhase.DONE else ClusterOutcome.FAILED
-        return ClusterResult(cluster, outcome, stopped.reason)
-
-    synced = sync_cluster(
-        kube,
-        rollout,
-        stage=stage,
-        cluster=cluster,
-        revisions=revisions,
-        clock=clock,
-        tuning=tuning,
-        sink=sink,
-        ps=ps,
-        fleet=fleet,
-    )
-    if synced.failed:
-        return ClusterResult(cluster, ClusterOutcome.FAILED, synced.failure)
+        if synced.failed:
+            return ClusterResult(cluster, ClusterOutcome.FAILED, synced.failure)
+    # In flight in a failed stage: no new sync (not even for an Application the first wave left);
+    # wait-healthy stops what we started there and records the cluster failed.
     waited = wait_healthy(
         kube,
         rollout,
