@@ -10,10 +10,12 @@ its syncs would pin the Applications back to an older commit.
 
 Rollout ids are hashes and carry no order, so the order comes from the API server's clock:
 `metadata.creationTimestamp` of the two Workflows (a retried Workflow keeps its own), else the
-recorded rollout's `startedAt` when its Workflow is gone. A watcher only creates a new rollout's
-Workflow after the old one ended, so an older rollout's Workflow was always created before the
-newer one's; the same second counts as older (an old rollout that took under a second to end and
-be replaced is not worth the risk of pinning the fleet back).
+recorded rollout's `startedAt` when its Workflow is gone. An older rollout's Workflow was always
+created before the newer one's, but timestamps have whole seconds: the watcher can stop a rollout
+for a new spec and create the next one's Workflow (queued on the mutex) within the same second. So
+the same second decides on what the recorded rollout did: one that ended (`finishedAt`) gives way
+to a Workflow of its second (that Workflow waited for it on the mutex); one still running does not
+(an old Workflow brought back is always seconds older than the rollout it would replace).
 
 `succession(...) -> (Succession, reason)` is pure. Callers: `orchestrator.watcher.decide` (which
 live Workflow it may adopt), `steps.select_stage` (whether it may start its rollout in the status).
@@ -51,7 +53,13 @@ def succession(
         return Succession.NEWER, "the status records no rollout"
     if created is None:
         return Succession.UNKNOWN, "its Workflow's creation time is not known"
+    ended = recorded.finished_at is not None
     if recorded_workflow_created is not None:
+        if created.replace(microsecond=0) == recorded_workflow_created.replace(microsecond=0) and ended:
+            return Succession.NEWER, (
+                f"its Workflow was created in the same second as the Workflow of the recorded rollout "
+                f"{recorded.id} ({format_time(recorded_workflow_created)}), which has ended"
+            )
         if created > recorded_workflow_created:
             return Succession.NEWER, (
                 f"its Workflow was created at {format_time(created)}, after the Workflow of the recorded "
@@ -64,7 +72,7 @@ def succession(
     if recorded.started_at is not None:
         # Second precision on both sides (metav1.Time): compare whole seconds.
         started = recorded.started_at.replace(microsecond=0)
-        if created.replace(microsecond=0) > started:
+        if created.replace(microsecond=0) > started or (created.replace(microsecond=0) == started and ended):
             return Succession.NEWER, (
                 f"its Workflow was created at {format_time(created)}, after the recorded rollout "
                 f"{recorded.id} started ({format_time(started)})"

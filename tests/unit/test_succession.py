@@ -35,7 +35,21 @@ RECORDED = RolloutStatus(id="r2", started_at=T)
             Succession.OLDER,
             id="created-before-the-recorded-workflow-argo-retry-of-an-old-one",
         ),
-        pytest.param(T, RECORDED, T, Succession.OLDER, id="same-second-counts-as-older"),
+        pytest.param(T, RECORDED, T, Succession.OLDER, id="same-second-as-a-running-rollout-counts-as-older"),
+        pytest.param(
+            T + timedelta(microseconds=400_000),
+            RolloutStatus(id="r2", started_at=T, finished_at=T + timedelta(seconds=9)),
+            T,
+            Succession.NEWER,
+            id="same-second-as-an-ended-rollout-queued-behind-it-on-the-mutex",
+        ),
+        pytest.param(
+            T,
+            RolloutStatus(id="r2", started_at=T, finished_at=T + timedelta(seconds=9)),
+            None,
+            Succession.NEWER,
+            id="recorded-workflow-gone-same-second-as-its-start-and-ended",
+        ),
         pytest.param(
             T + timedelta(seconds=1),
             RECORDED,
