@@ -193,8 +193,28 @@ def _workflow_created(kube: Kube, namespace: str, name: str) -> datetime | None:
     return parse_time((workflow.get("metadata") or {}).get("creationTimestamp"))
 
 
+def rollout_ended(ps: ProgressiveSync) -> str:
+    """Why no new cluster starts because the recorded rollout (the caller's: `check_rollout` passed) has
+    ended Failed or Cancelled already, or "" while it has not.
+
+    A step still running when the watcher recorded the end (its Workflow deleted, or ended without
+    its exit handler) must not start a sync after we said stop (DESIGN.md §3).
+    """
+    status = ps.status
+    rollout = status.rollout if status is not None else None
+    if status is None or rollout is None or rollout.finished_at is None:
+        return ""
+    if status.phase not in (RolloutPhase.FAILED, RolloutPhase.CANCELLED):
+        return ""
+    return f"rollout {rollout.id} ended {status.phase.value} already; no new cluster starts"
+
+
 def stage_failure(ps: ProgressiveSync, stage: str) -> str:
-    """Why the stage has failed already (its failures exceed maxFailedClusters), or "" when it has not."""
+    """Why no new cluster of the stage starts: the rollout ended (`rollout_ended`) or the stage has failed
+    already (its failures exceed maxFailedClusters); "" when neither."""
+    ended = rollout_ended(ps)
+    if ended:
+        return ended
     entry = find_stage(ps.status, stage)
     if entry is None:
         return ""

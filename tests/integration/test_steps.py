@@ -587,6 +587,24 @@ def test_a_cluster_of_a_stage_that_failed_already_is_not_started(rig: Rig) -> No
     assert writes_by(rig.control_plane, mark) == [], "nothing synced, nothing recorded"
 
 
+@pytest.mark.parametrize(
+    "phase", [pytest.param("Cancelled", id="cancelled"), pytest.param("Failed", id="failed")]
+)
+def test_a_cluster_of_a_rollout_that_ended_already_is_not_started(rig: Rig, phase: str) -> None:
+    """The watcher recorded the end (the Workflow was deleted, or ended without its exit handler) while
+    this step was still to run: no sync after we said stop."""
+    targets = sorted(c.name for c in rig.fleet.clusters)
+    status = rollout_status({"name": "canary", "phase": "Progressing", "targets": targets})
+    status["phase"] = phase
+    status["rollout"]["finishedAt"] = "2030-01-01T12:05:00Z"
+    make_progressive_sync(rig.kube, rig.namespace, status=status)
+    mark = rig.control_plane.audit_mark()
+    result = rig.runner.run("cluster", "--stage", "canary", "--cluster", targets[1], "--revisions", REVISIONS)
+    assert_ok(result, 1)
+    assert f"cluster {targets[1]} not started: rollout r1 ended {phase} already" in result.stdout
+    assert writes_by(rig.control_plane, mark) == [], "nothing synced, nothing recorded"
+
+
 def test_a_cluster_starts_while_the_failures_are_within_the_tolerance(rig: Rig) -> None:
     targets = sorted(c.name for c in rig.fleet.clusters)
     make_progressive_sync(
