@@ -20,7 +20,8 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from orchestrator.api.metadata import rollout_workflow_name, workflow_name
-from orchestrator.api.models import ProgressiveSync, RolloutPhase
+from orchestrator.api.models import ProgressiveSync
+from orchestrator.api.phases import FINISHED_ROLLOUT_PHASES, STOPPED_ROLLOUT_PHASES
 from orchestrator.api.release import Revisions, normalize_revisions
 from orchestrator.api.rollout_status import find_stage
 from orchestrator.api.succession import Succession, succession
@@ -173,15 +174,14 @@ def check_succession(kube: Kube, ps: ProgressiveSync, rollout_id: str) -> str | 
     own = _workflow_created(kube, namespace, workflow_name(name, rollout_id))
     theirs = _workflow_created(kube, namespace, rollout_workflow_name(name, recorded))
     verdict, why = succession(own, recorded=recorded, recorded_workflow_created=theirs)
-    if verdict == Succession.NEWER or (verdict == Succession.UNKNOWN and status.phase in ENDED_PHASES):
+    if verdict == Succession.NEWER or (
+        verdict == Succession.UNKNOWN and status.phase in FINISHED_ROLLOUT_PHASES
+    ):
         return recorded.id
     raise Superseded(
         f"ProgressiveSync {namespace}/{name} is on rollout {recorded.id}, not {rollout_id}, and {why}: "
         "this Workflow was superseded"
     )
-
-
-ENDED_PHASES = (RolloutPhase.SUCCEEDED, RolloutPhase.FAILED, RolloutPhase.CANCELLED)
 
 
 def _workflow_created(kube: Kube, namespace: str, name: str) -> datetime | None:
@@ -204,7 +204,7 @@ def rollout_ended(ps: ProgressiveSync) -> str:
     rollout = status.rollout if status is not None else None
     if status is None or rollout is None or rollout.finished_at is None:
         return ""
-    if status.phase not in (RolloutPhase.FAILED, RolloutPhase.CANCELLED):
+    if status.phase not in STOPPED_ROLLOUT_PHASES:
         return ""
     return f"rollout {rollout.id} ended {status.phase.value} already; no new cluster starts"
 

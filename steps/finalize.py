@@ -19,6 +19,7 @@ import logging
 from dataclasses import dataclass
 
 from orchestrator.api.models import ProgressiveSync, ProgressiveSyncStatus, RolloutPhase
+from orchestrator.api.phases import STOPPED_ROLLOUT_PHASES
 from orchestrator.api.rollout_status import finalize_rollout, is_finalized
 from orchestrator.argocd import appsync
 from orchestrator.argocd.assess import WorkflowOutcome, assess_rollout
@@ -132,7 +133,7 @@ def _end_what_we_started(
     if (status.rollout is not None and status.rollout.id != rollout.rollout_id) or is_finalized(status):
         return ""
     phase, _ = assess_rollout(workflow_name, workflow_status, shutdown=shutdown, stages=status.stages or [])
-    if phase not in (RolloutPhase.FAILED, RolloutPhase.CANCELLED):
+    if phase not in STOPPED_ROLLOUT_PHASES:
         return ""
     rollout = rollout.with_applications_of(ps)
     in_flight = [

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.api.models import ProgressiveSyncStatus, StagePhase
+from orchestrator.api.phases import FINISHED_STAGE_PHASES
 from orchestrator.api.rollout_status import close_stage, find_stage
 from orchestrator.argocd.assess import assess_stage
 from orchestrator.core.clock import Clock
@@ -50,7 +51,7 @@ def decide_close(
     entry = find_stage(status, stage)
     if entry is None or entry.phase == StagePhase.PENDING:
         return StagePhase.FAILED, NEVER_SELECTED
-    if entry.phase in (StagePhase.SUCCEEDED, StagePhase.FAILED, StagePhase.CANCELLED) and entry.finished_at:
+    if entry.phase in FINISHED_STAGE_PHASES and entry.finished_at:
         return entry.phase, entry.message
     return assess_stage(entry, max_failed_clusters=max_failed_clusters)
 

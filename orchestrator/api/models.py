@@ -48,6 +48,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from orchestrator.api.ledger import TAKEN_CODEC, ClusterState, Ledger, build_ledger, pack_taken, unpack_taken
+from orchestrator.api.phases import UNFINISHED_STAGE_PHASES, RolloutPhase, StagePhase
 from orchestrator.core.clock import format_time
 
 GROUP = "progressivesync.io"
@@ -487,28 +488,6 @@ class ProgressiveSyncSpec(_Model):
 Timestamp = Annotated[datetime, PlainSerializer(format_time, return_type=str, when_used="json")]
 
 
-class RolloutPhase(StrEnum):
-    """The phase of the ProgressiveSync as a whole (its current or last rollout)."""
-
-    PENDING = "Pending"
-    PROGRESSING = "Progressing"
-    PAUSED = "Paused"
-    SUCCEEDED = "Succeeded"
-    FAILED = "Failed"
-    CANCELLED = "Cancelled"
-
-
-class StagePhase(StrEnum):
-    """The phase of one stage within the current rollout."""
-
-    PENDING = "Pending"
-    PROGRESSING = "Progressing"
-    SUCCEEDED = "Succeeded"
-    FAILED = "Failed"
-    SKIPPED = "Skipped"
-    CANCELLED = "Cancelled"
-
-
 class ConditionStatus(StrEnum):
     """metav1.ConditionStatus."""
 
@@ -798,7 +777,7 @@ def bound_status(data: dict[str, Any], stages: list[StageStatus], *, by_alias: b
     taken_key = "clustersTaken" if by_alias else "clusters_taken"
     wires: list[dict[str, Any]] = data.get("stages") or []
     stage_of_wire = {id(w): s for w, s in zip(wires, stages, strict=True)}
-    unfinished = {id(w) for w, s in zip(wires, stages, strict=True) if s.phase in _UNFINISHED}
+    unfinished = {id(w) for w, s in zip(wires, stages, strict=True) if s.phase in UNFINISHED_STAGE_PHASES}
 
     def leave_out(wire: dict[str, Any]) -> bool:
         ledger = wire["clusters"]
@@ -829,9 +808,6 @@ def bound_status(data: dict[str, Any], stages: list[StageStatus], *, by_alias: b
     for wire in sorted((w for w in wires if "clusters" in w), key=lambda w: -len(w["clusters"]["names"])):
         if leave_out(wire):
             return
-
-
-_UNFINISHED = (StagePhase.PENDING, StagePhase.PROGRESSING)
 
 
 def counts_of_lists(

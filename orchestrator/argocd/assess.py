@@ -21,6 +21,7 @@ from enum import StrEnum
 from typing import Any
 
 from orchestrator.api.models import STATUS_LIST_CAP, RolloutPhase, StagePhase, StageStatus
+from orchestrator.api.phases import PASSED_STAGE_PHASES, UNFINISHED_STAGE_PHASES
 from orchestrator.api.rollout_status import is_step_error
 from orchestrator.argocd import appsync
 from orchestrator.core.clock import format_time, parse_time
@@ -506,13 +507,11 @@ def assess_rollout(
         errors = [
             f"stage {stage.name!r}: {stage.message}"
             for stage in stages
-            if stage.phase in (StagePhase.PENDING, StagePhase.PROGRESSING) and is_step_error(stage.message)
+            if stage.phase in UNFINISHED_STAGE_PHASES and is_step_error(stage.message)
         ]
         detail += "".join(f"; {error}" for error in errors)
         return RolloutPhase.FAILED, f"Workflow {workflow_name} ended {workflow_status.value}{detail}"
-    unfinished = [
-        stage.name for stage in stages if stage.phase not in (StagePhase.SUCCEEDED, StagePhase.SKIPPED)
-    ]
+    unfinished = [stage.name for stage in stages if stage.phase not in PASSED_STAGE_PHASES]
     if unfinished:
         return (
             RolloutPhase.FAILED,

@@ -38,15 +38,20 @@ from orchestrator.api.models import (
     StagePhase,
     StageStatus,
 )
+from orchestrator.api.phases import (
+    FINISHED_ROLLOUT_PHASES,
+    STOPPED_ROLLOUT_PHASES,
+    STOPPED_STAGE_PHASES,
+    UNFINISHED_ROLLOUT_PHASES,
+)
 from orchestrator.argocd.fleet import AppView, HealthStatus, OperationPhase, SyncStatus
 from orchestrator.core.clock import format_time
 from orchestrator.workflows.view import FINISHED_PHASES, workflow_nodes
 from workflow_templates import names
 
-FINISHED_ROLLOUT_PHASES = frozenset({RolloutPhase.SUCCEEDED, RolloutPhase.FAILED, RolloutPhase.CANCELLED})
 # Rollouts a person may start again with `retry`: a failed one, and one someone cancelled (the
 # watcher never restarts either on its own).
-RETRYABLE_PHASES = frozenset({RolloutPhase.FAILED, RolloutPhase.CANCELLED})
+RETRYABLE_PHASES = STOPPED_ROLLOUT_PHASES
 
 
 # Stage messages can carry a whole failure reason; the table keeps one line per stage (the cluster
@@ -392,7 +397,7 @@ def cluster_rows(view: RolloutView) -> list[tuple[str, str, str]]:
                 state = "updated"
             elif cluster in stage.syncing:
                 state = "syncing"
-            elif stage.phase in (StagePhase.CANCELLED, StagePhase.FAILED):
+            elif stage.phase in STOPPED_STAGE_PHASES:
                 state = "not started"
             else:
                 state = "waiting"
@@ -633,7 +638,7 @@ def decide_retry(ps: ProgressiveSync) -> RolloutStatus:
         shown = phase.value if phase else "Pending"
         if phase == RolloutPhase.SUCCEEDED:
             why = "it succeeded"
-        elif phase in (RolloutPhase.PROGRESSING, RolloutPhase.PAUSED, RolloutPhase.PENDING, None):
+        elif phase is None or phase in UNFINISHED_ROLLOUT_PHASES:
             why = f"it is still running ({shown}); wait for it, or cancel it first"
         else:
             why = f"its phase is {shown}"
