@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from orchestrator.api.conditions import ConditionType
 from orchestrator.api.models import (
     ClusterFailure,
     ClusterNote,
@@ -26,10 +27,9 @@ from orchestrator.api.models import (
     StagePhase,
     StageStatus,
 )
+from orchestrator.api.phases import FINISHED_ROLLOUT_PHASES, UNFINISHED_STAGE_PHASES
+from orchestrator.api.reasons import ROLLOUT_ENDED, Reason
 
-READY = "Ready"
-PROGRESSING = "Progressing"
-UNFINISHED_STAGE_PHASES = (StagePhase.PENDING, StagePhase.PROGRESSING)
 # How a stage message written by a step that could not do its job begins (`note_step_error`);
 # `finalize_rollout` keeps such a message in the stage's final one.
 STEP_ERROR = "step error: "
@@ -58,23 +58,26 @@ def find_stage(status: ProgressiveSyncStatus | None, name: str) -> StageStatus |
 
 def set_condition(
     status: ProgressiveSyncStatus,
-    type_: str,
+    type_: ConditionType,
     *,
     value: ConditionStatus,
-    reason: str,
+    reason: Reason,
     message: str,
     now: datetime,
     generation: int | None = None,
 ) -> None:
-    """Set a metav1.Condition; lastTransitionTime moves only when the status value changes."""
+    """Set a metav1.Condition; lastTransitionTime moves only when the status value changes.
+
+    The type and the reason come from their catalogs (`orchestrator.api.conditions`,
+    `orchestrator.api.reasons`): a reason a person reads always has a documented meaning and fix."""
     conditions = list(status.conditions or [])
     for index, existing in enumerate(conditions):
         if existing.type == type_:
             moved = existing.status != value
             conditions[index] = Condition(
-                type=type_,
+                type=type_.value,
                 status=value,
-                reason=reason,
+                reason=reason.value,
                 message=message,
                 last_transition_time=now if moved else existing.last_transition_time,
                 observed_generation=generation if generation is not None else existing.observed_generation,
@@ -83,9 +86,9 @@ def set_condition(
     else:
         conditions.append(
             Condition(
-                type=type_,
+                type=type_.value,
                 status=value,
-                reason=reason,
+                reason=reason.value,
                 message=message,
                 last_transition_time=now,
                 observed_generation=generation,
@@ -127,12 +130,15 @@ def start_rollout(
         status.message = f"rollout {rollout_id} started"
         status.current_stage = None
         status.progress = None
-        for type_, value in ((READY, ConditionStatus.FALSE), (PROGRESSING, ConditionStatus.TRUE)):
+        for type_, value in (
+            (ConditionType.READY, ConditionStatus.FALSE),
+            (ConditionType.PROGRESSING, ConditionStatus.TRUE),
+        ):
             set_condition(
                 status,
                 type_,
                 value=value,
-                reason="RolloutProgressing",
+                reason=Reason.ROLLOUT_PROGRESSING,
                 message=status.message,
                 now=now,
                 generation=generation,
@@ -271,8 +277,11 @@ def close_stage(
 
 def is_finalized(status: ProgressiveSyncStatus) -> bool:
     """True when the rollout's end was recorded already (finishedAt and a final phase)."""
-    final = (RolloutPhase.SUCCEEDED, RolloutPhase.FAILED, RolloutPhase.CANCELLED)
-    return status.rollout is not None and status.rollout.finished_at is not None and status.phase in final
+    return (
+        status.rollout is not None
+        and status.rollout.finished_at is not None
+        and status.phase in FINISHED_ROLLOUT_PHASES
+    )
 
 
 def finalize_rollout(
@@ -288,9 +297,9 @@ def finalize_rollout(
     status.message = reason
     if status.rollout is not None:
         status.rollout.finished_at = status.rollout.finished_at or now
-    condition_reason = f"Rollout{phase.value}"
+    condition_reason = ROLLOUT_ENDED[phase]
     ready = ConditionStatus.TRUE if phase == RolloutPhase.SUCCEEDED else ConditionStatus.FALSE
-    for type_, value in ((READY, ready), (PROGRESSING, ConditionStatus.FALSE)):
+    for type_, value in ((ConditionType.READY, ready), (ConditionType.PROGRESSING, ConditionStatus.FALSE)):
         set_condition(
             status,
             type_,

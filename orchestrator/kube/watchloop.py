@@ -148,6 +148,9 @@ class Blocked:
     status: int
 
 
+# Event reasons of the catalog (orchestrator.api.reasons: WATCH_FORBIDDEN, CRD_MISSING), spelled out
+# here because this loop also serves the simulator, which imports nothing of the API;
+# tests/unit/test_reasons.py fails when they are not in the catalog.
 FORBIDDEN = "WatchForbidden"
 CRD_MISSING = "CRDMissing"
 

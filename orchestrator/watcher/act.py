@@ -2,17 +2,17 @@
 
 `Actor.execute(cached, obs, decision)` runs each action as `decide` wrote it (nothing is decided or
 read back from the plan here): the finalizer by a conditional update (a merge patch would replace
-another controller's finalizers), the Workflow `decide` built created as it is (through Argo Server
-when `--argo-server` is set; AlreadyExists with our name label: adopt it), stop/suspend/resume as
-merge patches, Events best-effort (`record_event`), the refresh annotation of `RequestCompare` as
-one merge patch per Application (`appsync.refresh_patch`; a 403 is logged and the wait, bounded,
-goes on), `RequeueAfter` handed to the loop's queue, `EndSyncs` as the steps end our syncs (each
-Application read now, `appsync.decide_terminate` on it, one update carrying its resourceVersion, a
-409 read and decided again a few times), and
-the status through the optimistic-concurrency writer (`status_writer.update_status`) only when the
-patch changes the cached status.
+another controller's finalizers), the Workflow `build` made from the decision's `CreateWorkflow`
+created as it is (through Argo Server when `--argo-server` is set; AlreadyExists with our name
+label: adopt it), stop/suspend/resume as merge patches, Events best-effort (`record_event`), the
+refresh annotation of `RequestCompare` as one merge patch per Application (`appsync.refresh_patch`;
+a 403 is logged and the wait, bounded, goes on), `RequeueAfter` handed to the loop's queue,
+`EndSyncs` as the steps end our syncs (each Application read now, `appsync.decide_terminate` on it,
+one update carrying its resourceVersion, a 409 read and decided again a few times), and the status
+through the optimistic-concurrency writer (`status_writer.update_status`) only when the patch
+changes the cached status.
 
-Callers: `orchestrator.watcher.loop` (after `decide`, for Events from status transitions and from
+Callers: `orchestrator.watcher.loop` (after `decide` and `build`, for Events from status transitions and from
 held-back ProgressiveSyncs).
 """
 
@@ -43,7 +43,7 @@ from orchestrator.kube.client import (
 )
 from orchestrator.kube.status_writer import update_status
 from orchestrator.watcher.caches import CachedPS, Key
-from orchestrator.watcher.decide import (
+from orchestrator.watcher.decision import (
     AddFinalizer,
     CreateWorkflow,
     Decision,
@@ -58,9 +58,9 @@ from orchestrator.watcher.decide import (
     StopWorkflow,
     SuspendWorkflow,
     UpdateStatus,
-    apply_patch,
 )
 from orchestrator.watcher.settings import Settings
+from orchestrator.watcher.status_patch import apply_patch
 from orchestrator.workflows import control
 from orchestrator.workflows.phases import Shutdown
 
@@ -200,6 +200,8 @@ class Actor:
     def _create_workflow(
         self, namespace: str, ps_name: str, action: CreateWorkflow, extra: dict[str, str]
     ) -> None:
+        if not action.workflow:
+            raise ValueError(f"Workflow {action.name} was not built: run the decision through `build` first")
         body = dict(action.workflow)
         try:
             if self._submitter is not None:

@@ -23,17 +23,15 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from orchestrator.api.reasons import Reason
 from orchestrator.kube.informer import Informer
 from orchestrator.watcher.caches import CachedPS, Key
-from orchestrator.watcher.decide import RecordEvent
+from orchestrator.watcher.decision import RecordEvent
 from orchestrator.watcher.settings import Settings
 
 # A ProgressiveSync held back by an informer waiting on a permission or a CRD is looked at again this
 # often (the informer's recovery queues it at once too): no busy loop, and a missed wake-up heals.
 BLOCKED_RECHECK_SECONDS = 15.0
-WATCH_RESUMED = "WatchResumed"
-RECONCILE_FORBIDDEN = "ReconcileForbidden"
-RECONCILE_RESUMED = "ReconcileResumed"
 
 
 def affects(informer_namespace: str | None, cached: CachedPS, settings: Settings) -> bool:
@@ -69,7 +67,7 @@ class HoldBack:
         cap = max(self.settings.reconcile_backoffs)
         return RecordEvent(
             "Warning",
-            RECONCILE_FORBIDDEN,
+            Reason.RECONCILE_FORBIDDEN,
             f"not reconciled: {refusal}: grant the watcher's account this permission (the chart's "
             "Role has it: was the Role narrowed or its RoleBinding removed?); retrying with "
             f"backoff (at most {cap:.0f}s apart), resuming by itself once it is back",
@@ -81,7 +79,7 @@ class HoldBack:
             was = self._forbidden.pop(key, None)
         if was is None:
             return None
-        return RecordEvent("Normal", RECONCILE_RESUMED, "reconciled again: the permission is back")
+        return RecordEvent("Normal", Reason.RECONCILE_RESUMED, Reason.RECONCILE_RESUMED.say())
 
     def check(self, cached: CachedPS, informers: Sequence[Informer[Any]]) -> tuple[bool, list[RecordEvent]]:
         """(held back?, the Events to record): held back when an informer this ProgressiveSync needs is
@@ -97,7 +95,11 @@ class HoldBack:
             else:
                 self._reported.pop(key, None)
         events = [
-            RecordEvent("Warning", causes[cause].reason, f"not reconciled meanwhile: {causes[cause].message}")
+            RecordEvent(
+                "Warning",
+                Reason.named(causes[cause].reason),
+                f"not reconciled meanwhile: {causes[cause].message}",
+            )
             for cause in new
         ]
         if not waiting and reported:
@@ -105,7 +107,7 @@ class HoldBack:
             events.append(
                 RecordEvent(
                     "Normal",
-                    WATCH_RESUMED,
+                    Reason.WATCH_RESUMED,
                     "every resource this ProgressiveSync needs is listed and watched again "
                     f"(was waiting on {was})",
                 )

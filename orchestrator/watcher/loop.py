@@ -42,8 +42,10 @@ from orchestrator.kube.informer import Change, Informer, InformerFailed, run_in_
 from orchestrator.kube.watchloop import Blocked
 from orchestrator.watcher import triggers
 from orchestrator.watcher.act import Actor
+from orchestrator.watcher.build import build_workflows
 from orchestrator.watcher.caches import CachedPS, Caches, Handlers, Key
-from orchestrator.watcher.decide import Decision, RecordEvent, decide
+from orchestrator.watcher.decide import decide
+from orchestrator.watcher.decision import Decision, RecordEvent
 from orchestrator.watcher.holdback import BLOCKED_RECHECK_SECONDS, HoldBack
 from orchestrator.watcher.metrics import WatcherMetrics
 from orchestrator.watcher.observe import observe
@@ -269,7 +271,7 @@ class Watcher:
             self.metrics.observe(new.key, transition)
             if not transition.kind.recorded_as_event:
                 continue
-            event = RecordEvent(transition.kind.event_type, transition.kind.value, transition.message)
+            event = RecordEvent(transition.kind.event_type, transition.kind.reason, transition.message)
             try:
                 self._events.put_nowait((new, event))
             except queue.Full:
@@ -339,7 +341,7 @@ class Watcher:
             self.queue.add_after(key, BLOCKED_RECHECK_SECONDS)
             return None
         obs = observe(cached, self.caches, self.settings, self.clock.now())
-        decision = decide(obs, self.settings.policy)
+        decision = build_workflows(decide(obs, self.settings.policy), obs, self.settings.workflow_settings)
         self.reconciles += 1
         log.debug(
             "%s/%s: %s: %s",

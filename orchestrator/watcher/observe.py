@@ -25,7 +25,7 @@ from orchestrator.argocd.fleet import AppSetView, AppView
 from orchestrator.core.clock import parse_time
 from orchestrator.planning.planner import RolloutPlan, plan_rollout
 from orchestrator.watcher.caches import CachedPS, Caches
-from orchestrator.watcher.decide import Observed, live_workflows, syncs_in_flight
+from orchestrator.watcher.decision import Observed, live_workflows, syncs_in_flight
 from orchestrator.watcher.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from orchestrator.kube.client import KubeSettings
 from orchestrator.kube.informer import InformerSettings
-from orchestrator.watcher.decide import DEFAULT_ALLOWED_SYNC_OPTIONS, ReconcilePolicy
+from orchestrator.watcher.decision import DEFAULT_ALLOWED_SYNC_OPTIONS, ReconcilePolicy
 from orchestrator.watcher.leader import LeaseSettings
 from workflow_templates.settings import WorkflowSettings
 
@@ -175,7 +175,6 @@ class Settings:
             finalize_grace_seconds=self.finalize_grace_seconds,
             deletion_grace_seconds=self.deletion_grace_seconds,
             fleet_compare_seconds=self.fleet_compare_seconds,
-            workflow=self.workflow_settings,
             allow_prune=self.allow_prune,
             allowed_sync_options=self.allowed_sync_options,
         )

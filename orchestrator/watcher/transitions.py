@@ -22,19 +22,25 @@ from datetime import datetime
 from enum import StrEnum
 
 from orchestrator.api.models import ProgressiveSyncStatus, RolloutPhase, StagePhase, StageStatus
+from orchestrator.api.reasons import Reason
 
 
 class TransitionKind(StrEnum):
-    """What happened; also the Event's reason."""
+    """What happened; also the Event's reason (`reason`, from the catalog)."""
 
-    STAGE_SUCCEEDED = "StageSucceeded"
-    STAGE_FAILED = "StageFailed"
-    CLUSTER_SYNCING = "ClusterSyncing"
-    CLUSTER_COMPLETED = "ClusterCompleted"
-    CLUSTER_FAILED = "ClusterFailed"
-    ROLLOUT_SUCCEEDED = "RolloutSucceeded"
-    ROLLOUT_FAILED = "RolloutFailed"
-    ROLLOUT_CANCELLED = "RolloutCancelled"
+    STAGE_SUCCEEDED = Reason.STAGE_SUCCEEDED.value
+    STAGE_FAILED = Reason.STAGE_FAILED.value
+    CLUSTER_SYNCING = Reason.CLUSTER_SYNCING.value
+    CLUSTER_COMPLETED = Reason.CLUSTER_COMPLETED.value
+    CLUSTER_FAILED = Reason.CLUSTER_FAILED.value
+    ROLLOUT_SUCCEEDED = Reason.ROLLOUT_SUCCEEDED.value
+    ROLLOUT_FAILED = Reason.ROLLOUT_FAILED.value
+    ROLLOUT_CANCELLED = Reason.ROLLOUT_CANCELLED.value
+
+    @property
+    def reason(self) -> Reason:
+        """The Event's reason: the catalog's entry of the same name."""
+        return Reason.named(self.value)
 
     @property
     def event_type(self) -> str:

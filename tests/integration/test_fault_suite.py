@@ -43,6 +43,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.api.reasons import Reason
 from orchestrator.devenv import controlplane as devcluster
 from orchestrator.kube.client import (
     APPLICATIONS,
@@ -59,7 +60,6 @@ from orchestrator.kube.client import (
     Resource,
 )
 from orchestrator.kube.watchloop import CRD_MISSING, FORBIDDEN
-from orchestrator.watcher.holdback import RECONCILE_FORBIDDEN, RECONCILE_RESUMED, WATCH_RESUMED
 from orchestrator.watcher.loop import Watcher
 from tests.support import etcd
 from tests.support.kubectl import Kubectl
@@ -391,7 +391,9 @@ def showed_forbidden_reported(rig: Rig) -> str:
         f"forbidden to list workflows.argoproj.io in namespace {rig.namespace}" in forbidden[0]
     ), forbidden[0]
     wait_for(
-        lambda: WATCH_RESUMED in event_reasons(rig.kube, rig.namespace, PS), timeout=30, what="WatchResumed"
+        lambda: Reason.WATCH_RESUMED in event_reasons(rig.kube, rig.namespace, PS),
+        timeout=30,
+        what="WatchResumed",
     )
     forbidden_attempts = sum(i.stats.failures for i in rig.watcher.caches.workflow_informers)
     return (
@@ -711,7 +713,7 @@ def status_write_forbidden(rig: Rig) -> Heal:
     _set_watcher_rules(rig, narrowed)
     create_ps(rig.kube, rig.namespace, PS, "myservice")
     wait_for(
-        lambda: RECONCILE_FORBIDDEN in event_reasons(rig.kube, rig.namespace, PS),
+        lambda: Reason.RECONCILE_FORBIDDEN in event_reasons(rig.kube, rig.namespace, PS),
         timeout=30,
         what="the ReconcileForbidden Event on the ProgressiveSync",
     )
@@ -726,12 +728,12 @@ def status_write_forbidden(rig: Rig) -> Heal:
 
 
 def showed_status_forbidden_reported(rig: Rig) -> str:
-    forbidden = event_messages(rig.kube, rig.namespace, PS, RECONCILE_FORBIDDEN)
+    forbidden = event_messages(rig.kube, rig.namespace, PS, Reason.RECONCILE_FORBIDDEN)
     assert len(forbidden) == 1, f"one ReconcileForbidden Event: {forbidden}"
     assert 'cannot update resource "progressivesyncs/status"' in forbidden[0], forbidden[0]
     assert "grant the watcher's account this permission" in forbidden[0], forbidden[0]
     wait_for(
-        lambda: RECONCILE_RESUMED in event_reasons(rig.kube, rig.namespace, PS),
+        lambda: Reason.RECONCILE_RESUMED in event_reasons(rig.kube, rig.namespace, PS),
         timeout=30,
         what="ReconcileResumed",
     )
@@ -816,7 +818,9 @@ def showed_crd_missing_reported(rig: Rig) -> str:
     assert f"the CustomResourceDefinition {WORKFLOW_CRD} is not installed" in missing[0], missing[0]
     assert "install Argo Workflows' CRDs" in missing[0], missing[0]
     wait_for(
-        lambda: WATCH_RESUMED in event_reasons(rig.kube, rig.namespace, PS), timeout=30, what="WatchResumed"
+        lambda: Reason.WATCH_RESUMED in event_reasons(rig.kube, rig.namespace, PS),
+        timeout=30,
+        what="WatchResumed",
     )
     return f"Events {event_reasons(rig.kube, rig.namespace, PS)}; no Workflow until the CRD was back"
 

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from orchestrator.api.conditions import ConditionType
 from orchestrator.api.models import (
     Condition,
     ConditionStatus,
@@ -22,14 +23,12 @@ from orchestrator.api.models import (
     RolloutPhase,
     RolloutStatus,
 )
+from orchestrator.api.reasons import Reason
 from orchestrator.argocd.fleet import AppSetView, AppView, OwnerRef, SyncStatus
 from orchestrator.planning.planner import RolloutPlan, StagePlan, StageState
-from orchestrator.watcher.decide import (
-    AWAITING_FLEET_COMPARISON,
-    FLEET_COMPARED,
-    FLEET_COMPARED_REASON,
-    FLEET_COMPARISON_NOT_NEEDED,
-    FLEET_COMPARISON_TIMED_OUT,
+from orchestrator.watcher.build import build_workflows
+from orchestrator.watcher.decide import decide
+from orchestrator.watcher.decision import (
     CreateWorkflow,
     Decision,
     Observed,
@@ -38,13 +37,13 @@ from orchestrator.watcher.decide import (
     RequestCompare,
     RequeueAfter,
     UpdateStatus,
-    apply_patch,
-    decide,
-    wait_began,
 )
 from orchestrator.watcher.fleet_compare import FleetComparison, fleet_comparison
+from orchestrator.watcher.fleet_wait import wait_began
+from orchestrator.watcher.status_patch import apply_patch
 from tests.support import builders
 from tests.support.builders import make_stage
+from workflow_templates.settings import WorkflowSettings
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 NEW = "2" * 40
@@ -86,9 +85,9 @@ def awaiting_since(began: datetime, rollout: RolloutStatus | None = None) -> Pro
         rollout=rollout,
         conditions=[
             Condition(
-                type=FLEET_COMPARED,
+                type=ConditionType.FLEET_COMPARED,
                 status=ConditionStatus.FALSE,
-                reason=AWAITING_FLEET_COMPARISON,
+                reason=Reason.AWAITING_FLEET_COMPARISON,
                 message="waiting",
                 last_transition_time=began.replace(microsecond=0),
             )
@@ -140,7 +139,7 @@ def only(decision: Decision, kind: type) -> Any:
 
 def fleet_condition(status: ProgressiveSyncStatus) -> tuple[ConditionStatus, str] | None:
     for condition in status.conditions or []:
-        if condition.type == FLEET_COMPARED:
+        if condition.type == ConditionType.FLEET_COMPARED:
             return condition.status, condition.reason
     return None
 
@@ -266,17 +265,20 @@ def test_the_wait_asks_the_lagging_applications_and_the_status_says_what_it_wait
     ask = only(decision, RequestCompare)
     assert (ask.namespace, ask.names) == ("argocd", ("b", "c"))
     status = apply_patch(ProgressiveSyncStatus(), only(decision, UpdateStatus).patch, NOW)
-    assert fleet_condition(status) == (ConditionStatus.FALSE, AWAITING_FLEET_COMPARISON)
+    assert fleet_condition(status) == (ConditionStatus.FALSE, Reason.AWAITING_FLEET_COMPARISON)
     assert status.phase == RolloutPhase.PENDING
     assert "waiting until 2026-11-30T12:01:00Z (at most 60 s) for Argo CD to compare" in (
         status.message or ""
     )
     assert "starts with what is known" in (status.message or "")
     progressing = next(c for c in status.conditions or [] if c.type == "Progressing")
-    assert (progressing.status, progressing.reason) == (ConditionStatus.TRUE, AWAITING_FLEET_COMPARISON)
+    assert (progressing.status, progressing.reason) == (
+        ConditionStatus.TRUE,
+        Reason.AWAITING_FLEET_COMPARISON,
+    )
     assert wait_began(status) == NOW, "the condition's lastTransitionTime is the wait's start"
     event = only(decision, RecordEvent)
-    assert (event.type, event.reason) == ("Normal", AWAITING_FLEET_COMPARISON)
+    assert (event.type, event.reason) == ("Normal", Reason.AWAITING_FLEET_COMPARISON)
     assert "2 of 3 Application(s) not compared yet" in event.message
     assert only(decision, RequeueAfter).seconds == 5.0
 
@@ -296,11 +298,11 @@ def test_a_wait_that_goes_on_writes_the_same_status() -> None:
 @pytest.mark.parametrize(
     ("status", "reason", "event"),
     [
-        pytest.param(awaiting_since(NOW - timedelta(seconds=10)), FLEET_COMPARED_REASON, None, id="compared"),
+        pytest.param(awaiting_since(NOW - timedelta(seconds=10)), Reason.FLEET_COMPARED, None, id="compared"),
         pytest.param(
             awaiting_since(NOW - timedelta(seconds=60)),
-            FLEET_COMPARISON_TIMED_OUT,
-            FLEET_COMPARISON_TIMED_OUT,
+            Reason.FLEET_COMPARISON_TIMED_OUT,
+            Reason.FLEET_COMPARISON_TIMED_OUT,
             id="timed-out",
         ),
     ],
@@ -342,7 +344,7 @@ def test_a_release_that_went_away_during_the_wait_ends_the_wait() -> None:
     decision = decide(observed((app("a"),), waiting, plan=nothing_due), POLICY)
     assert decision.step == "up-to-date"
     after = apply_patch(waiting.model_copy(deep=True), only(decision, UpdateStatus).patch, NOW)
-    assert fleet_condition(after) == (ConditionStatus.TRUE, FLEET_COMPARISON_NOT_NEEDED)
+    assert fleet_condition(after) == (ConditionStatus.TRUE, Reason.NO_COMPARISON_AWAITED)
 
 
 def test_the_workflow_is_sized_from_the_plan_made_after_the_wait() -> None:
@@ -364,7 +366,8 @@ def test_the_workflow_is_sized_from_the_plan_made_after_the_wait() -> None:
         clusters={},
         revisions=((NEW,),),
     )
-    decision = decide(observed((at_release("a"),), plan=full), POLICY)
+    obs = observed((at_release("a"),), plan=full)
+    decision = build_workflows(decide(obs, POLICY), obs, WorkflowSettings())
     create = only(decision, CreateWorkflow)
     fanouts = {t["name"]: t for t in create.workflow["spec"]["templates"] if "parallelism" in t}
     assert fanouts["fanout-rest"]["parallelism"] == 2, sorted(fanouts)

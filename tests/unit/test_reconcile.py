@@ -23,7 +23,9 @@ from orchestrator.api.models import (
 from orchestrator.api.release import revisions_from_json, spec_hash
 from orchestrator.argocd.fleet import AppSetView
 from orchestrator.planning.planner import IssueCode, PlanIssue, RolloutPlan, StagePlan, StageState, release_id
-from orchestrator.watcher.decide import (
+from orchestrator.watcher.build import build_workflows
+from orchestrator.watcher.decide import decide
+from orchestrator.watcher.decision import (
     CreateWorkflow,
     Decision,
     EndSyncs,
@@ -35,10 +37,9 @@ from orchestrator.watcher.decide import (
     RequeueAfter,
     StopWorkflow,
     UpdateStatus,
-    apply_patch,
-    decide,
     syncs_in_flight,
 )
+from orchestrator.watcher.status_patch import apply_patch
 from orchestrator.workflows.view import WorkflowView, workflow_view_from_object
 from tests.support import builders
 from tests.support.builders import make_stage
@@ -660,7 +661,8 @@ def test_the_end_record_uses_the_workflow_outcome() -> None:
 
 
 def test_the_created_workflow_carries_the_identity_a_restarted_watcher_reads_back() -> None:
-    create = actions_of(decide(observed(retry_token="t0", uid="ps-uid"), POLICY), CreateWorkflow)[0]
+    obs = observed(retry_token="t0", uid="ps-uid")
+    create = actions_of(build_workflows(decide(obs, POLICY), obs, WorkflowSettings()), CreateWorkflow)[0]
     assert isinstance(create, CreateWorkflow)
     view = workflow_view_from_object(create.workflow)
     assert (view.name, view.rollout_id, view.release_id, view.attempt) == (WF_NAME, RELEASE, RELEASE, 1)
@@ -671,7 +673,8 @@ def test_the_created_workflow_carries_the_identity_a_restarted_watcher_reads_bac
 def test_mixed_revisions_reach_the_steps_as_data() -> None:
     """Finding 4: the release's revision sets go from the plan to the steps' `--revisions` unjoined."""
     plan = make_plan(revisions=((OLD_REVISION,), (REVISION,)))
-    create = actions_of(decide(observed(plan=plan), POLICY), CreateWorkflow)[0]
+    obs = observed(plan=plan)
+    create = actions_of(build_workflows(decide(obs, POLICY), obs, WorkflowSettings()), CreateWorkflow)[0]
     assert isinstance(create, CreateWorkflow)
     assert create.release.revisions == ((REVISION,), (OLD_REVISION,))  # sorted, one tuple each
     arguments = {p["name"]: p["value"] for p in create.workflow["spec"]["arguments"]["parameters"]}
@@ -682,8 +685,8 @@ def test_mixed_revisions_reach_the_steps_as_data() -> None:
 
 
 def test_a_workflow_that_cannot_be_built_is_a_reason_in_the_status_and_nothing_starts() -> None:
-    too_small = replace(POLICY, workflow=WorkflowSettings(max_nodes=10))
-    decision = decide(observed(has_finalizer=False), too_small)
+    obs = observed(has_finalizer=False)
+    decision = build_workflows(decide(obs, POLICY), obs, WorkflowSettings(max_nodes=10))
     assert (decision.step, kinds(decision)) == ("workflow-invalid", ["AddFinalizer", "UpdateStatus"])
     status = apply_patch(make_status(), _patch(decision), NOW)
     assert _condition(status, "Valid") == (ConditionStatus.FALSE, "WorkflowInvalid")

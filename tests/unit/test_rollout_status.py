@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from orchestrator.api import rollout_status as rs
+from orchestrator.api.conditions import ConditionType
 from orchestrator.api.ledger import build_ledger
 from orchestrator.api.models import (
     ConditionStatus,
@@ -19,6 +20,7 @@ from orchestrator.api.models import (
     counts_of,
     counts_of_lists,
 )
+from orchestrator.api.reasons import Reason
 from tests.support.builders import T0, at, make_stage_status
 
 Mutation = Callable[[ProgressiveSyncStatus], ProgressiveSyncStatus]
@@ -143,10 +145,17 @@ def test_finalize_marks_unfinished_stages(
 
 def test_condition_transition_time_moves_only_on_change() -> None:
     status = ProgressiveSyncStatus()
-    rs.set_condition(status, "Ready", value=ConditionStatus.FALSE, reason="A", message="", now=at(1))
-    rs.set_condition(status, "Ready", value=ConditionStatus.FALSE, reason="B", message="", now=at(2))
+    ready = ConditionType.READY
+    rs.set_condition(
+        status, ready, value=ConditionStatus.FALSE, reason=Reason.ROLLOUT_PROGRESSING, message="", now=at(1)
+    )
+    rs.set_condition(
+        status, ready, value=ConditionStatus.FALSE, reason=Reason.ROLLOUT_PAUSED, message="", now=at(2)
+    )
     assert status.conditions is not None and status.conditions[0].last_transition_time == at(1)
-    rs.set_condition(status, "Ready", value=ConditionStatus.TRUE, reason="C", message="", now=at(3))
+    rs.set_condition(
+        status, ready, value=ConditionStatus.TRUE, reason=Reason.ROLLOUT_SUCCEEDED, message="", now=at(3)
+    )
     assert status.conditions[0].last_transition_time == at(3)
 
 
