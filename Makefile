@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # computes, so more workers than cores pays; the tests of one shared stack stay on one worker.
 PYTEST_WORKERS ?= 4
 
-.PHONY: help venv tools test unit lint fmt clean crds bench demo
+.PHONY: help venv tools test unit lint fmt clean crds docs bench demo
 
 help:
 	@echo "make demo    run a staged rollout over a simulated 12-cluster fleet on a local control plane"
@@ -18,6 +18,7 @@ help:
 	@echo "make lint    ruff + mypy + the import contract (lint-imports)"
 	@echo "make tools   build the real components (control plane, node, Argo, Argo CD) into the cache"
 	@echo "make crds    regenerate the CRD from the models"
+	@echo "make docs    regenerate docs/troubleshooting.md from the reason catalog"
 	@echo "make bench   benchmarks (ratios measured side by side)"
 	@echo "make clean   remove the virtualenv and caches in the tree (not the tool cache)"
 
@@ -75,6 +76,11 @@ lint: $(STAMP)
 # The chart's CRD is generated from orchestrator/api/models.py; a golden test fails when they differ.
 crds: $(STAMP)
 	$(BIN)/python -m orchestrator.api.crdgen
+
+# docs/troubleshooting.md is generated from the reason catalog (orchestrator/api/reasons.py); a golden
+# test (tests/unit/test_reasons.py) fails when they differ.
+docs: $(STAMP)
+	$(BIN)/python -m orchestrator.api.reasons --write docs/troubleshooting.md
 
 fmt: $(STAMP)
 	$(BIN)/ruff format .
