@@ -52,7 +52,8 @@ from datetime import timedelta
 from orchestrator.api.release import Revisions
 from orchestrator.api.rollout_status import find_stage
 from orchestrator.core.clock import Clock
-from orchestrator.kube.client import Kube, KubeError, Retryable
+from orchestrator.core.errors import TemporaryError
+from orchestrator.kube.client import Kube, Retryable
 from steps.cluster import ClusterOutcome, ClusterResult, in_flight, run_cluster
 from steps.common import (
     FleetLookup,
@@ -205,9 +206,10 @@ def run_batch(
     return BatchResult(stage, batch, tuple(results), status_writes=sink.writes)
 
 
-class PausedTooLong(KubeError):
-    """The ProgressiveSync stayed paused past `Tuning.pause_hold_seconds`: exit 75 (a KubeError, not
-    retried in the pod), Argo runs the batch again later; recorded clusters are reported as they are."""
+class PausedTooLong(TemporaryError):
+    """The ProgressiveSync stayed paused past `Tuning.pause_hold_seconds`: temporary (exit 75), not
+    retried in the pod (the hold was the wait), Argo runs the batch again later; recorded clusters are
+    reported as they are."""
 
 
 def hold_while_paused(paused: Callable[[], bool], cluster: str, *, clock: Clock, tuning: Tuning) -> None:
@@ -235,9 +237,11 @@ def run_clusters(
 ) -> list[ClusterResult]:
     """Run `run` for each cluster, at most `slots` at once, starting them in order.
 
-    A temporary error (Retryable) is retried after each of `backoffs` in turn; once they run out,
-    no new cluster starts, the ones in flight finish, and the error is raised (exit 75). Any other
-    error stops new starts the same way and is raised after the clusters in flight end.
+    A temporary error (the adapter's `Retryable`, or a `TemporaryError` such as a missing cluster
+    inventory) is retried after each of `backoffs` in turn; once they run out, no new cluster starts,
+    the ones in flight finish, and the error is raised (exit 75). A pause that outlived its hold
+    (`PausedTooLong`) and any other error stop new starts the same way and are raised after the
+    clusters in flight end.
     """
     stop = threading.Event()
     errors: list[BaseException] = []
@@ -248,8 +252,8 @@ def run_clusters(
         for attempt in range(len(backoffs) + 1):
             try:
                 return run(cluster)
-            except Retryable as exc:
-                if attempt == len(backoffs) or stop.is_set():
+            except (Retryable, TemporaryError) as exc:
+                if isinstance(exc, PausedTooLong) or attempt == len(backoffs) or stop.is_set():
                     stop.set()
                     errors.append(exc)
                     return None

@@ -6,9 +6,14 @@ calls its typed step function with a `SystemClock`, writes the output files, pri
 line on stdout (logs go to stderr) and exits:
 
 - 0 success; 1 a rollout failure (the cluster or the stage failed, or the rollout was superseded);
-- 2 bad usage or configuration (the message names the option or object; RBAC refusals too);
-- 75 a temporary error (API unreachable, timeouts, conflicts that kept coming): the only code the
-  Workflow's retryStrategy retries.
+- 2 a permanent error (`orchestrator.core.errors.PermanentError`: bad usage or configuration, the
+  message names the option or object; RBAC refusals too);
+- 75 a temporary error (`TemporaryError`: API unreachable, timeouts, conflicts that kept coming): the
+  only code the Workflow's retryStrategy retries.
+
+Which of the two an error is follows from its type alone (`step_error`): a step raises one of them,
+and an adapter error is mapped by the adapter (`orchestrator.kube.client.temporary_or_permanent`);
+`exit_code` maps the two types to exit codes, here and nowhere else.
 
 Caller: `python -m steps` (steps/__main__.py), i.e. the Workflow's containers and the local executor.
 """
@@ -31,7 +36,8 @@ import click
 from orchestrator.api.release import Revisions, RevisionsError, revisions_from_json
 from orchestrator.argocd.assess import WorkflowOutcome
 from orchestrator.core.clock import SystemClock
-from orchestrator.kube.client import Forbidden, Invalid, Kube, KubeError, NotFound
+from orchestrator.core.errors import PermanentError, TemporaryError
+from orchestrator.kube.client import Kube, KubeError, temporary_or_permanent
 from steps.batch import run_batch
 from steps.cluster import run_cluster
 from steps.common import RolloutRef, Superseded, Tuning, UsageProblem
@@ -51,6 +57,22 @@ EXIT_ROLLOUT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_TEMPORARY = 75
 ENV_PREFIX = "PROGRESSIVE_SYNC_"
+
+
+def step_error(exc: BaseException) -> TemporaryError | PermanentError | None:
+    """What a step's error says about trying again: its own type, or the adapter's mapping of an API
+    error; None for anything else (a bug)."""
+    if isinstance(exc, TemporaryError | PermanentError):
+        return exc
+    if isinstance(exc, KubeError):
+        return temporary_or_permanent(exc)
+    return None
+
+
+def exit_code(error: TemporaryError | PermanentError) -> int:
+    """The exit code of a step's error, from its type alone: 75 temporary (the Workflow retries the
+    step), 2 permanent (a person must act). A crash is a bug: its traceback, exit 1 from Python."""
+    return EXIT_TEMPORARY if isinstance(error, TemporaryError) else EXIT_USAGE
 
 
 class StepResult(Protocol):
@@ -229,26 +251,23 @@ def _run(
 
     try:
         result = call(kube)
-    except UsageProblem as exc:
-        log.error("%s", exc)
-        leave_word(str(exc), final=True)
-        return EXIT_USAGE, f"{step}: {exc}"
     except Superseded as exc:
         log.error("%s", exc)
         return EXIT_ROLLOUT_FAILED, f"{step}: {exc}"
-    except (Forbidden, Invalid, NotFound) as exc:
-        # Permanent: RBAC, a missing CRD, an object the API server refuses. A retry cannot help.
-        log.error("%s", exc)
-        leave_word(str(exc), final=True)
-        return EXIT_USAGE, f"{step}: {exc}"
-    except KubeError as exc:
-        log.error("temporary error: %s", exc)
-        leave_word(f"temporary error: {exc}", final=False)
-        return EXIT_TEMPORARY, f"{step}: temporary error, try again: {exc}"
     except Exception as exc:
-        # A bug: the traceback goes to stderr as usual, the stage hears of it first.
-        leave_word(f"crashed: {type(exc).__name__}: {exc}", final=True)
-        raise
+        error = step_error(exc)
+        if error is None:
+            # A bug: the traceback goes to stderr as usual, the stage hears of it first.
+            leave_word(f"crashed: {type(exc).__name__}: {exc}", final=True)
+            raise
+        if isinstance(error, PermanentError):
+            # A retry cannot help: a person changes an option, a permission or an object.
+            log.error("%s", error)
+            leave_word(str(error), final=True)
+            return exit_code(error), f"{step}: {error}"
+        log.error("temporary error: %s", error)
+        leave_word(f"temporary error: {error}", final=False)
+        return exit_code(error), f"{step}: temporary error, try again: {error}"
     finally:
         kube.close()
     if outputs is not None:

@@ -1,9 +1,10 @@
 """What every step shares: the rollout it works for, its outcomes, and reading the live fleet.
 
 A step is a typed function `(kube, rollout: RolloutRef, ..., clock, tuning) -> Result`. It raises
-`UsageProblem` for bad options or configuration (exit 2) and returns a result whose `failed` says
-whether the rollout failed (exit 1); the entrypoint (`steps.cli`) maps adapter errors that are
-temporary to exit 75. Reading goes through `orchestrator.kube.client` and the typed views of
+`UsageProblem` (a `PermanentError`) for bad options or configuration (exit 2), a `TemporaryError`
+when trying again later may work (exit 75), and returns a result whose `failed` says whether the
+rollout failed (exit 1); the entrypoint (`steps.cli`) maps adapter errors to one of the two through
+the adapter's `temporary_or_permanent`. Reading goes through `orchestrator.kube.client` and the typed views of
 `orchestrator.argocd.fleet`; writing the ProgressiveSync status goes through
 `orchestrator.kube.status_writer`.
 
@@ -37,6 +38,7 @@ from orchestrator.argocd.fleet import (
 )
 from orchestrator.argocd.inventory import INVENTORY_NAME, InventoryError, clusters_from_configmap
 from orchestrator.core.clock import Clock, parse_time
+from orchestrator.core.errors import PermanentError, TemporaryError
 from orchestrator.kube.client import (
     APPLICATION_SETS,
     APPLICATIONS,
@@ -45,7 +47,6 @@ from orchestrator.kube.client import (
     WORKFLOWS,
     Kube,
     NotFound,
-    Retryable,
 )
 from orchestrator.kube.status_writer import StatusWriterSettings
 
@@ -55,8 +56,8 @@ AppObject = TypeVar("AppObject", bound=Mapping[str, Any])
 log = logging.getLogger(__name__)
 
 
-class UsageProblem(Exception):
-    """A bad option or configuration: the message says which option or object (exit 2)."""
+class UsageProblem(PermanentError):
+    """A bad option or configuration: the message says which option or object (permanent: exit 2)."""
 
 
 class Superseded(Exception):
@@ -288,7 +289,7 @@ def list_clusters(kube: Kube, argocd_namespace: str) -> list[Cluster]:
     try:
         obj = kube.get(CONFIG_MAPS, argocd_namespace, INVENTORY_NAME)
     except NotFound as exc:
-        raise Retryable(
+        raise TemporaryError(
             f"the cluster inventory ConfigMap {argocd_namespace}/{INVENTORY_NAME} does not exist (yet): "
             "the watcher publishes it from the Argo CD cluster Secrets; is the watcher running and "
             "is --argocd-namespace right?"

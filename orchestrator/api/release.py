@@ -9,7 +9,7 @@ Applications are to reach. `Release` carries it as values, never as a joined str
 - `id` is `release_id(generation, revisions)`; an attempt `n > 1` (a retry, or a follow-up for
   Applications Argo CD compared late) runs as rollout `<id>-<n>` in its own Workflow.
 
-The watcher builds it from the plan (`orchestrator.watcher.decide`), the Workflow builder writes its
+The watcher builds it from the plan (`orchestrator.watcher.decide_release`), the Workflow builder writes its
 identity into the Workflow's annotations and its revisions into the `revisions` parameter
 (`revisions_to_json`), and the `sync` and `wait-healthy` steps read that parameter back
 (`revisions_from_json`). Which of the release's revisions one Application syncs to is decided per

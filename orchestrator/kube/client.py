@@ -29,6 +29,8 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
+from orchestrator.core.errors import PermanentError, TemporaryError
+
 # Cluster Secrets are read in their own module, which does not import `kubernetes`.
 from orchestrator.kube.cluster_secrets import CLUSTER_SECRET_LABEL, ClusterSecret, cluster_secret_from_object
 
@@ -82,6 +84,22 @@ class Retryable(KubeError):
 
 class NotLeader(KubeError):
     """A write was refused before it was sent: this process does not hold the leader lease."""
+
+
+# API errors a retry cannot cure: RBAC, a missing object or CRD, an object the API server refuses.
+PERMANENT_ERRORS: tuple[type[KubeError], ...] = (Forbidden, Invalid, NotFound)
+
+
+def temporary_or_permanent(exc: KubeError) -> TemporaryError | PermanentError:
+    """What an API error says about trying again: the one place that decides it.
+
+    Permanent: `PERMANENT_ERRORS` (a person must change a permission, an object or a CRD). Everything
+    else is temporary (timeouts, dropped connections, 429, 5xx, conflicts that kept coming, an
+    unexpected status): the caller may run again, after the server's `Retry-After` when it sent one.
+    """
+    if isinstance(exc, PERMANENT_ERRORS):
+        return PermanentError(str(exc))
+    return TemporaryError(str(exc), delay=exc.retry_after)
 
 
 def _error_from_api_exception(exc: ApiException, what: str) -> KubeError:

@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.kube.client import Kube, KubeError, Retryable
+from orchestrator.core.errors import TemporaryError
+from orchestrator.kube.client import Kube, Retryable
 from steps.batch import (
     BatchResult,
     PausedTooLong,
@@ -25,6 +26,7 @@ from steps.batch import (
     run_clusters,
     slots_of_batch,
 )
+from steps.cli import exit_code, step_error
 from steps.cluster import ClusterOutcome, ClusterResult
 from steps.common import RolloutRef, Tuning, UsageProblem
 from tests.support.clock import ManualClock
@@ -193,8 +195,23 @@ def test_a_pause_longer_than_the_hold_exits_75_for_argo_to_retry() -> None:
         hold_while_paused(
             lambda: True, "c1", clock=clock, tuning=Tuning(pause_poll_seconds=3.0, pause_hold_seconds=10)
         )
-    # The entrypoint maps a KubeError to exit 75; not Retryable, so the pod does not retry it itself.
-    assert isinstance(PausedTooLong("x"), KubeError) and not isinstance(PausedTooLong("x"), Retryable)
+    # Temporary by its type (the entrypoint exits 75); not the adapter's Retryable.
+    error = step_error(PausedTooLong("x"))
+    assert error is not None and exit_code(error) == 75
+    assert isinstance(PausedTooLong("x"), TemporaryError) and not isinstance(PausedTooLong("x"), Retryable)
+
+
+def test_a_pause_longer_than_the_hold_is_not_retried_in_the_pod() -> None:
+    """run_clusters retries temporary errors in the pod, but the hold already was the wait."""
+    calls: list[str] = []
+
+    def paused_too_long(cluster: str) -> ClusterResult:
+        calls.append(cluster)
+        raise PausedTooLong(f"cluster {cluster}: the ProgressiveSync stayed paused")
+
+    with pytest.raises(PausedTooLong):
+        run_clusters(["c1"], paused_too_long, slots=1, clock=ManualClock(CLOCK_START), backoffs=(1.0, 2.0))
+    assert calls == ["c1"]
 
 
 @pytest.mark.parametrize(
