@@ -30,7 +30,8 @@ from orchestrator.devenv import starter_app, tools
 from orchestrator.devenv.argocd import HEALTH_PROBES, ArgoCDStack, ClusterSpec, request_sync
 from orchestrator.devenv.gitrepo import ReleaseRepo
 from orchestrator.devenv.helmrepo import HelmRepoServer
-from orchestrator.engine.executor import ExecutorSettings, LocalExecutor
+from orchestrator.engine.executor import LocalExecutor
+from orchestrator.engine.executor_settings import ExecutorSettings
 from orchestrator.kube.client import (
     APPLICATION_SETS,
     APPLICATIONS,
