@@ -28,7 +28,7 @@ Durations are measured from when the simulator first saw a state (`Timeline`); t
 whole seconds, as metav1.Time. Nothing here talks to the API server.
 
 This module holds the order and steps 1-2; its parts, one job each: `decision_types` (World,
-Step, Decision, Timeline), `app_fields` (reading an Application), `sync_operation` (step 3) and
+Step, Decision, Timeline), `application` (reading an Application), `sync_operation` (step 3) and
 `comparison` (steps 4-7). Caller: the controller loop (`appcontroller`).
 """
 
@@ -38,7 +38,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from orchestrator.simulator.app_fields import app_name, requested_operation, writable_copy
+from orchestrator.simulator import application
 from orchestrator.simulator.appset import desired_metadata, owner_app_set
 from orchestrator.simulator.comparison import health_step, periodic_step, post_sync_step, refresh_step
 from orchestrator.simulator.decision_types import Decision, Event, Step, Timeline, World
@@ -86,7 +86,7 @@ def _app_set_step(app: Mapping[str, Any], world: World, now: datetime, timeline:
     current_labels = dict(metadata.get("labels") or {})
     if annotations == current_annotations and labels == current_labels:
         return Decision()
-    new = writable_copy(app)
+    new = application.writable_copy(app)
     new["metadata"]["annotations"] = annotations
     new["metadata"]["labels"] = labels
     removed = sorted(set(current_annotations) - set(annotations)) + sorted(
@@ -110,17 +110,17 @@ def _app_set_step(app: Mapping[str, Any], world: World, now: datetime, timeline:
 def _deletion_step(app: Mapping[str, Any], world: World, now: datetime, timeline: Timeline) -> Decision:
     metadata = app.get("metadata") or {}
     finalizers = list(metadata.get("finalizers") or [])
-    if not metadata.get("deletionTimestamp") or requested_operation(app) is not None:
+    if not metadata.get("deletionTimestamp") or application.requested_operation(app) is not None:
         return Decision()
     ours = [f for f in finalizers if f.startswith(RESOURCES_FINALIZER)]
     if not ours:
         return Decision()
-    due = timeline.first(f"deleting:{app_name(app)}:{metadata.get('uid')}", now) + timedelta(
+    due = timeline.first(f"deleting:{application.name(app)}:{metadata.get('uid')}", now) + timedelta(
         seconds=world.behaviour.deletion_seconds
     )
     if now < due:
         return Decision(wake_at=due)
-    new = writable_copy(app)
+    new = application.writable_copy(app)
     remaining = [f for f in finalizers if f not in ours]
     new["metadata"]["finalizers"] = remaining
     return Decision(

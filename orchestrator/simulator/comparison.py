@@ -18,16 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from orchestrator.core.clock import format_time, parse_time
-from orchestrator.simulator.app_fields import (
-    COMPLETED_PHASES,
-    app_name,
-    app_sources,
-    is_multi_source,
-    operation_state,
-    requested_operation,
-    result_revisions,
-    writable_copy,
-)
+from orchestrator.simulator import application
 from orchestrator.simulator.config import Behaviour, Health
 from orchestrator.simulator.decision_types import Decision, Event, Step, Timeline, World
 from orchestrator.simulator.git import GitRefs, UnresolvableRevision
@@ -38,9 +29,9 @@ REFRESH_ANNOTATION = "argocd.argoproj.io/refresh"
 def _applied(app: Mapping[str, Any]) -> list[str] | None:
     """The revision(s) live in the cluster: the last Succeeded operation's, else what a comparison
     last found Synced; None when unknown (a failed sync may have applied part of anything)."""
-    state = operation_state(app)
-    if state and state.get("phase") == "Succeeded" and result_revisions(state.get("syncResult")):
-        return result_revisions(state.get("syncResult"))
+    state = application.operation_state(app)
+    if state and state.get("phase") == "Succeeded" and application.result_revisions(state.get("syncResult")):
+        return application.result_revisions(state.get("syncResult"))
     sync = (app.get("status") or {}).get("sync") or {}
     if sync.get("status") == "Synced":
         return [str(r) for r in sync.get("revisions") or []] or [str(sync.get("revision") or "")]
@@ -52,7 +43,7 @@ def comparison_target(app: Mapping[str, Any], git: GitRefs, *, after_sync: bool 
     repository; without a repository, what a sync just applied (`after_sync`), else the revision(s)
     its status already names, else what is live."""
     if git.exists:
-        return [git.resolve_source(source) for source in app_sources(app)]
+        return [git.resolve_source(source) for source in application.sources(app)]
     if after_sync and (applied := _applied(app)):
         return applied
     sync = (app.get("status") or {}).get("sync") or {}
@@ -66,7 +57,7 @@ def _orphan_live(app: Mapping[str, Any], behaviour: Behaviour) -> bool:
     """The resource the release removed is still in the cluster (prune off)."""
     if not behaviour.removed_resource:
         return False
-    state = operation_state(app)
+    state = application.operation_state(app)
     if state and state.get("phase") == "Succeeded":
         return not bool(((state.get("operation") or {}).get("sync") or {}).get("prune"))
     return any(r.get("requiresPruning") for r in (app.get("status") or {}).get("resources") or [])
@@ -74,7 +65,7 @@ def _orphan_live(app: Mapping[str, Any], behaviour: Behaviour) -> bool:
 
 def _resources(app: Mapping[str, Any], synced: bool, health: str, orphan: bool) -> list[dict[str, Any]]:
     namespace = str(((app.get("spec") or {}).get("destination") or {}).get("namespace") or "")
-    name = app_name(app)
+    name = application.name(app)
     resources: list[dict[str, Any]] = []
     if orphan:
         resources.append(
@@ -113,10 +104,10 @@ def compare_status(
     status = dict(app.get("status") or {})
     spec = app.get("spec") or {}
     comparedTo: dict[str, Any] = {"destination": dict(spec.get("destination") or {})}
-    if is_multi_source(app):
-        comparedTo["sources"] = app_sources(app)
+    if application.is_multi_source(app):
+        comparedTo["sources"] = application.sources(app)
     else:
-        comparedTo["source"] = app_sources(app)[0]
+        comparedTo["source"] = application.sources(app)[0]
     current_health = dict(status.get("health") or {})
     new_health = health or str(current_health.get("status") or "Healthy")
     try:
@@ -135,7 +126,7 @@ def compare_status(
     live_matches = _applied(app) == head and not missing
     synced = live_matches and not orphan
     sync: dict[str, Any] = {"status": "Synced" if synced else "OutOfSync", "comparedTo": comparedTo}
-    if is_multi_source(app):
+    if application.is_multi_source(app):
         sync["revisions"] = head
     else:
         sync["revision"] = head[0] if head else ""
@@ -174,7 +165,7 @@ def _health_event(status: str) -> str:
 def _compared_after_sync(app: Mapping[str, Any], state: Mapping[str, Any], timeline: Timeline) -> bool:
     """True once the comparison after this operation was written (by this simulator, or before it
     started: reconciledAt not before finishedAt)."""
-    name, started = app_name(app), str(state.get("startedAt") or "")
+    name, started = application.name(app), str(state.get("startedAt") or "")
     if timeline.knows(f"compared:{name}:{started}"):
         return True
     if timeline.knows(f"finished:{name}:{started}"):
@@ -190,13 +181,13 @@ def refresh_step(app: Mapping[str, Any], world: World, now: datetime, timeline: 
     annotations = (app.get("metadata") or {}).get("annotations") or {}
     if REFRESH_ANNOTATION not in annotations:
         return Decision()
-    state = operation_state(app)
+    state = application.operation_state(app)
     if _post_sync_pending(app, state, timeline):
         # The first comparison after a sync, whoever asks for it, sees what the sync applied.
         assert state is not None
         step = _post_sync_compare(app, state, world, now)
     else:
-        new = writable_copy(app)
+        new = application.writable_copy(app)
         new["status"] = compare_status(app, world, now)
         sync = new["status"].get("sync") or {}
         event = Event("compared", {"status": sync.get("status"), "revision": _joined(sync)})
@@ -220,10 +211,14 @@ def _joined(sync: Mapping[str, Any]) -> str:
 
 def post_sync_step(app: Mapping[str, Any], world: World, now: datetime, timeline: Timeline) -> Decision:
     """The comparison Argo CD requests when an operation completes (and the stale state before it)."""
-    state = operation_state(app)
-    if state is None or state.get("phase") not in COMPLETED_PHASES or requested_operation(app) is not None:
+    state = application.operation_state(app)
+    if (
+        state is None
+        or state.get("phase") not in application.COMPLETED_PHASES
+        or application.requested_operation(app) is not None
+    ):
         return Decision()
-    name, started = app_name(app), str(state.get("startedAt") or "")
+    name, started = application.name(app), str(state.get("startedAt") or "")
     status = app.get("status") or {}
     finished_key = f"finished:{name}:{started}"
     if _compared_after_sync(app, state, timeline):
@@ -235,10 +230,10 @@ def post_sync_step(app: Mapping[str, Any], world: World, now: datetime, timeline
     if behaviour.stale_seconds > 0 and succeeded and not timeline.knows(stale_key):
         # A comparison that raced the sync: it landed in the same second as finishedAt and still saw
         # the revision applied before this sync (Synced + the old health).
-        new = writable_copy(app)
+        new = application.writable_copy(app)
         history = status.get("history") or []
         previous = str(history[-2].get("revision") or "") if len(history) >= 2 else ""
-        if previous and not is_multi_source(app):
+        if previous and not application.is_multi_source(app):
             new["status"]["sync"] = {
                 **dict(status.get("sync") or {}),
                 "status": "Synced",
@@ -260,17 +255,21 @@ def post_sync_step(app: Mapping[str, Any], world: World, now: datetime, timeline
 
 def _post_sync_pending(app: Mapping[str, Any], state: Mapping[str, Any] | None, timeline: Timeline) -> bool:
     """An operation completed and the comparison after it has not been written yet."""
-    if state is None or state.get("phase") not in COMPLETED_PHASES or requested_operation(app) is not None:
+    if (
+        state is None
+        or state.get("phase") not in application.COMPLETED_PHASES
+        or application.requested_operation(app) is not None
+    ):
         return False
     return not _compared_after_sync(app, state, timeline)
 
 
 def _post_sync_compare(app: Mapping[str, Any], state: Mapping[str, Any], world: World, now: datetime) -> Step:
     """The comparison after an operation: a successful sync applied its revision, health Progressing."""
-    name, started = app_name(app), str(state.get("startedAt") or "")
+    name, started = application.name(app), str(state.get("startedAt") or "")
     status = app.get("status") or {}
     succeeded = state.get("phase") == "Succeeded"
-    new = writable_copy(app)
+    new = application.writable_copy(app)
     new["status"] = compare_status(
         app, world, now, health="Progressing" if succeeded else None, after_sync=succeeded
     )
@@ -289,14 +288,14 @@ def _post_sync_compare(app: Mapping[str, Any], state: Mapping[str, Any], world: 
 
 def health_step(app: Mapping[str, Any], world: World, now: datetime, timeline: Timeline) -> Decision:
     """Health moving on after a sync: Progressing settles, a Degraded recovers (reconciledAt stays)."""
-    state = operation_state(app)
+    state = application.operation_state(app)
     status = app.get("status") or {}
     health = str((status.get("health") or {}).get("status") or "")
-    if state is None or state.get("phase") != "Succeeded" or requested_operation(app) is not None:
+    if state is None or state.get("phase") != "Succeeded" or application.requested_operation(app) is not None:
         return Decision()
     if not _compared_after_sync(app, state, timeline):
         return Decision()
-    name, started = app_name(app), str(state.get("startedAt") or "")
+    name, started = application.name(app), str(state.get("startedAt") or "")
     behaviour = world.behaviour
     if health == "Progressing":
         target = behaviour.settled_health.value
@@ -312,7 +311,7 @@ def health_step(app: Mapping[str, Any], world: World, now: datetime, timeline: T
         return Decision()
     if now < due:
         return Decision(wake_at=due)
-    new = writable_copy(app)
+    new = application.writable_copy(app)
     new_status = new["status"]
     new_status["health"] = _health_value(status.get("health") or {}, target, now)
     if target == Health.MISSING.value:
@@ -339,15 +338,17 @@ def _jitter(name: str, seconds: float) -> float:
 def periodic_step(app: Mapping[str, Any], world: World, now: datetime, timeline: Timeline) -> Decision:
     """The timed comparison, `refreshSeconds` after `reconciledAt` plus a fixed spread per Application."""
     period = world.behaviour.refresh_seconds
-    if period <= 0 or requested_operation(app) is not None:
+    if period <= 0 or application.requested_operation(app) is not None:
         return Decision()
     reconciled = parse_time((app.get("status") or {}).get("reconciledAt"))
     due = (
-        now if reconciled is None else reconciled + timedelta(seconds=period + _jitter(app_name(app), period))
+        now
+        if reconciled is None
+        else reconciled + timedelta(seconds=period + _jitter(application.name(app), period))
     )
     if now < due:
         return Decision(wake_at=due)
-    new = writable_copy(app)
+    new = application.writable_copy(app)
     new["status"] = compare_status(app, world, now)
     sync = new["status"].get("sync") or {}
     event = Event("compared", {"status": sync.get("status"), "revision": _joined(sync), "periodic": True})

@@ -23,16 +23,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from orchestrator.core.clock import format_time, parse_time
-from orchestrator.simulator.app_fields import (
-    COMPLETED_PHASES,
-    app_name,
-    app_sources,
-    is_multi_source,
-    operation_state,
-    requested_operation,
-    result_revisions,
-    writable_copy,
-)
+from orchestrator.simulator import application
 from orchestrator.simulator.comparison import comparison_target
 from orchestrator.simulator.config import Behaviour, SyncWindow
 from orchestrator.simulator.decision_types import Decision, Event, FieldPath, Step, Timeline, World
@@ -57,11 +48,11 @@ RECHECK_SECONDS = 1.0
 
 def operation_step(app: Mapping[str, Any], world: World, now: datetime, timeline: Timeline) -> Decision:
     """The next write of the requested operation: pick it up, or run the one Running (or Terminating)."""
-    op = requested_operation(app)
+    op = application.requested_operation(app)
     if op is None:
         return Decision()
-    state = operation_state(app)
-    if state is None or state.get("phase") in COMPLETED_PHASES:
+    state = application.operation_state(app)
+    if state is None or state.get("phase") in application.COMPLETED_PHASES:
         return _pick_up(app, op, world, now, timeline)
     return _run(app, state, world, now, timeline)
 
@@ -69,13 +60,13 @@ def operation_step(app: Mapping[str, Any], world: World, now: datetime, timeline
 def _pick_up(
     app: Mapping[str, Any], op: dict[str, Any], world: World, now: datetime, timeline: Timeline
 ) -> Decision:
-    due = timeline.first(f"requested:{app_name(app)}:{_fingerprint(op)}", now) + timedelta(
+    due = timeline.first(f"requested:{application.name(app)}:{_fingerprint(op)}", now) + timedelta(
         seconds=world.behaviour.pick_up_seconds
     )
     if now < due:
         return Decision(wake_at=due)
     started = format_time(now)
-    new = writable_copy(app)
+    new = application.writable_copy(app)
     new["status"]["operationState"] = {
         "operation": copy.deepcopy(op),
         "phase": "Running",
@@ -132,11 +123,11 @@ def _initial_result(app: Mapping[str, Any], op: Mapping[str, Any]) -> dict[str, 
     """`newSyncOperationResult`: the revision as requested (not resolved yet) and the sources."""
     sync = op.get("sync") or {}
     result: dict[str, Any] = {"revision": str(sync.get("revision") or "")}
-    if is_multi_source(app):
-        result["sources"] = app_sources(app)
+    if application.is_multi_source(app):
+        result["sources"] = application.sources(app)
         result["revisions"] = [str(r) for r in sync.get("revisions") or []]
     else:
-        result["source"] = app_sources(app)[0]
+        result["source"] = application.sources(app)[0]
     return result
 
 
@@ -144,8 +135,8 @@ def _resolve(app: Mapping[str, Any], op: Mapping[str, Any], git: GitRefs) -> lis
     """The full SHA(s) the operation syncs to (a chart version for a Helm chart source); an empty pin
     means what targetRevision resolves to."""
     sync = op.get("sync") or {}
-    sources = app_sources(app)
-    if is_multi_source(app):
+    sources = application.sources(app)
+    if application.is_multi_source(app):
         pins = [str(r) for r in sync.get("revisions") or []] or [""] * len(sources)
     else:
         pins = [str(sync.get("revision") or "")]
@@ -160,7 +151,7 @@ def _resolve(app: Mapping[str, Any], op: Mapping[str, Any], git: GitRefs) -> lis
 
 def _with_revisions(result: dict[str, Any], app: Mapping[str, Any], revisions: list[str]) -> dict[str, Any]:
     result = dict(result)
-    if is_multi_source(app):
+    if application.is_multi_source(app):
         result["revisions"] = revisions
         result["revision"] = ""
     else:
@@ -186,7 +177,10 @@ def _attempt_outcome(
         return "Failed", f"{MSG_FAILED}, reason: {reason}"
     retry_count = int(state.get("retryCount") or 0)
     if behaviour.fail or retry_count < behaviour.fail_attempts:
-        return "Failed", f'{MSG_FAILED}, reason: Deployment.apps "{app_name(app)}" is invalid (simulated)'
+        return (
+            "Failed",
+            f'{MSG_FAILED}, reason: Deployment.apps "{application.name(app)}" is invalid (simulated)',
+        )
     return "Succeeded", MSG_SUCCEEDED
 
 
@@ -222,7 +216,7 @@ class _Running:
         self, name: str, changes: Mapping[str, Any], events: tuple[Event, ...], *, done: bool = False
     ) -> Decision:
         """The operation state with `changes` (None removes a key); `done` also removes `.operation`."""
-        new = writable_copy(self.app)
+        new = application.writable_copy(self.app)
         new_state = dict(self.state)
         for key, value in changes.items():
             if value is None:
@@ -236,7 +230,7 @@ class _Running:
         if done:
             new.pop("operation", None)
             proof.append((("operation",), None))
-            marks = (f"finished:{app_name(self.app)}:{self.started}",)
+            marks = (f"finished:{application.name(self.app)}:{self.started}",)
         return Decision(Step(name, new, events, tuple(proof), marks))
 
     def finish(
@@ -265,7 +259,7 @@ class _Running:
             "sync-finish",
             {
                 "phase": outcome,
-                "revision": ",".join(result_revisions(result)),
+                "revision": ",".join(application.result_revisions(result)),
                 "message": message,
                 "retryCount": retry_count,
                 "terminated": terminated,
@@ -316,7 +310,7 @@ def _run(
         revisions = _resolve(app, op, world.git)
     except UnresolvableRevision as exc:
         return running.finish("Error", f"ComparisonError: {exc}", [])
-    attempt = timeline.first(f"attempt:{app_name(app)}:{running.started}:{running.retry_count}", now)
+    attempt = timeline.first(f"attempt:{application.name(app)}:{running.started}:{running.retry_count}", now)
     due = attempt + timedelta(seconds=behaviour.sync_seconds)
     resolved = _with_revisions(running.result, app, revisions)
     in_progress = behaviour.hang or now < due

@@ -15,7 +15,7 @@ from typing import Any
 COMPLETED_PHASES = frozenset({"Succeeded", "Failed", "Error"})
 
 
-def app_name(app: Mapping[str, Any]) -> str:
+def name(app: Mapping[str, Any]) -> str:
     """The Application's name."""
     return str((app.get("metadata") or {}).get("name", ""))
 
@@ -37,7 +37,7 @@ def is_multi_source(app: Mapping[str, Any]) -> bool:
     return bool((app.get("spec") or {}).get("sources"))
 
 
-def app_sources(app: Mapping[str, Any]) -> list[dict[str, Any]]:
+def sources(app: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Its source(s) as a list: `spec.sources`, or `[spec.source]`."""
     spec = app.get("spec") or {}
     if spec.get("sources"):
