@@ -78,6 +78,7 @@ from orchestrator.devenv.argocd_settings import (
     ArgoCDStackError,
     ArgoCDTools,
     DestinationCluster,
+    socket_folder,
 )
 from orchestrator.devenv.controlplane import DevCluster, free_port
 from orchestrator.devenv.gitrepo import ReleaseRepo
@@ -98,20 +99,6 @@ from orchestrator.kube.crds import apply_crds
 log = logging.getLogger(__name__)
 
 COMPONENTS = ("argocd-repo-server", "argocd-application-controller", "argocd-applicationset-controller")
-
-
-# A unix socket's path must fit `sun_path`: 108 bytes on Linux, the terminating NUL included.
-UNIX_SOCKET_PATH_MAX = 107
-
-
-def socket_folder(workdir: Path, longest_name: str) -> Path:
-    """`workdir` when a socket named `longest_name` fits in it, else a new short folder in the
-    system's temporary folder (the caller removes it). A deep work dir (a test's tmp_path under
-    pytest-xdist, a long $TMPDIR) would otherwise make the repo-server fail with `bind: invalid
-    argument`."""
-    if len(os.fsencode(workdir / longest_name)) <= UNIX_SOCKET_PATH_MAX:
-        return workdir
-    return Path(tempfile.mkdtemp(prefix="ps-argocd-", dir="/tmp"))
 
 
 # --- the stack ----------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """What the dev stack's Argo CD runs: the programs (`ArgoCDTools`), the settings
 (`ArgoCDSettings`: namespace, clusters, servers, reconciliation timing, the starter ApplicationSet),
 the clusters of the dev fleet (`ClusterSpec`, `default_clusters`) and, once started, each
-destination cluster (`DestinationCluster`). Values only; `ArgoCDStackError` says what could not start.
+destination cluster (`DestinationCluster`), and where its unix sockets can go (`socket_folder`).
+`ArgoCDStackError` says what could not start.
 
 Callers: `orchestrator.devenv.argocd` (ArgoCDStack.start), `orchestrator.devenv.stack` and
 `demo_argocd` (what they start), `progressive-sync dev-cluster up --argocd`, the real-Argo-CD tests.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +27,20 @@ ARGOCD_CRD_FILES = ("application-crd.yaml", "applicationset-crd.yaml", "appproje
 # At most this many cluster names point at one destination API server (its serving certificate
 # names 127.0.0.1 and localhost).
 NAMES_PER_SERVER = 2
+
+
+# A unix socket's path must fit `sun_path`: 108 bytes on Linux, the terminating NUL included.
+UNIX_SOCKET_PATH_MAX = 107
+
+
+def socket_folder(workdir: Path, longest_name: str) -> Path:
+    """`workdir` when a socket named `longest_name` fits in it, else a new short folder in the
+    system's temporary folder (the caller removes it). A deep work dir (a test's tmp_path under
+    pytest-xdist, a long $TMPDIR) would otherwise make the repo-server fail with `bind: invalid
+    argument`."""
+    if len(os.fsencode(workdir / longest_name)) <= UNIX_SOCKET_PATH_MAX:
+        return workdir
+    return Path(tempfile.mkdtemp(prefix="ps-argocd-", dir="/tmp"))
 
 
 class ArgoCDStackError(RuntimeError):
