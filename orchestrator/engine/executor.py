@@ -58,9 +58,6 @@ from orchestrator.workflows.phases import TERMINAL_WORKFLOW_PHASES
 log = logging.getLogger(__name__)
 
 
-# --- the executor --------------------------------------------------------------------------------
-
-
 class LocalExecutor:
     """Watches our Workflows and runs them; `start()`/`stop()`, or use it as a context manager."""
 

@@ -67,7 +67,7 @@ class WorkflowWorker:
         # as Argo's controller works from its informer's copy. A read that led to no write must
         # replace it too: a pass on the copy from before (say, from before someone suspended the
         # Workflow) would start steps the object no longer allows; the write's 409 would come after
-        # the start (the processes start before the write, see the module).
+        # the start (the processes start before the write, see the `executor` module).
         self.known_rv = ""
         self.known: dict[str, Any] | None = None
         self.changed_elsewhere = True
@@ -168,7 +168,7 @@ class WorkflowWorker:
                 process = self.processes.get(node_id)
                 if process is not None:
                     process.kill()
-            # Before the write (see the module): a pass again after a conflict sees these running.
+            # Before the write (see the `executor` module): a pass again after a conflict sees these running.
             self._start_all(op.launches)
             if op.status != (workflow.get("status") or {}):
                 body = dict(workflow)
