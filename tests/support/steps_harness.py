@@ -4,7 +4,8 @@
 variables (the rollout contract among them, as the Workflow builder would make it for the
 ProgressiveSync as stored: `StepRunner.contract`) and a kubeconfig of its own user (`STEPS_USER`),
 so the API server's audit log tells the steps' writes apart from the test's and the simulator's
-(`writes_by`). `make_progressive_sync` creates the object the steps work on. Real: the subprocess, the API server, the audit log.
+(`writes_by`). `make_progressive_sync` creates the object the steps work on. Real: the subprocess,
+the API server, the audit log.
 """
 
 from __future__ import annotations
