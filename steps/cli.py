@@ -138,7 +138,12 @@ def _settings(options: Mapping[str, Any]) -> StepSettings:
     try:
         contract = parse_contract(options["contract"])
     except ContractError as exc:
-        raise click.UsageError(f"--contract: {exc}") from exc
+        # As any step's usage problem: one line on stdout, exit 2 (no status write: without a
+        # contract there is no rollout to write it for).
+        _setup_logging()
+        log.error("--contract: %s", exc)
+        click.echo(f"--contract: {exc}")
+        sys.exit(EXIT_USAGE)
     return StepSettings(
         rollout=RolloutRef(
             namespace=namespace,
