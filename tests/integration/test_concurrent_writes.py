@@ -56,6 +56,10 @@ class RacingKube(Kube):
 
 
 @pytest.fixture(scope="module")
+def steps_config(control_plane: DevCluster, kube: Kube) -> Path:
+    return steps_kubeconfig(control_plane, kube)
+
+
 def opened(client: Kube, namespace: str, stage: str) -> StepContext:
     """The `sync` step's opening for rollout r1 of `myservice`, as its entrypoint makes it."""
     return StepContext.open(
@@ -65,10 +69,6 @@ def opened(client: Kube, namespace: str, stage: str) -> StepContext:
         stage=stage,
         clock=SystemClock(),
     )
-
-
-def steps_config(control_plane: DevCluster, kube: Kube) -> Path:
-    return steps_kubeconfig(control_plane, kube)
 
 
 def racing(steps_config: Path, resource: Resource, race: Callable[[], None]) -> RacingKube:
