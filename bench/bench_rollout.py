@@ -48,7 +48,6 @@ from typing import Any
 
 import psutil
 
-from orchestrator.api.models import resolve_int_or_percent
 from orchestrator.api.rollout_status import expanded_wire
 from orchestrator.core.clock import SystemClock
 from orchestrator.devenv import tools
@@ -63,6 +62,7 @@ from orchestrator.kube.client import (
     Kube,
 )
 from orchestrator.kube.crds import all_crd_documents, apply_crds
+from orchestrator.planning.sizing import resolve_int_or_percent
 from orchestrator.simulator.appcontroller import FleetSimulator
 from orchestrator.simulator.config import ANNOTATION_PREFIX, Behaviour, SimulatorConfig
 from orchestrator.simulator.events import read_events

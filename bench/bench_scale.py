@@ -81,8 +81,8 @@ from orchestrator.watcher.loop import Watcher
 from orchestrator.watcher.settings import Engine, LogFormat, Settings
 from steps.common import Tuning
 from workflow_templates.builder import (
-    batch_count,
     build_workflow,
+    contract_for,
     estimate_nodes,
     workflow_object,
 )
@@ -200,11 +200,14 @@ def part_cli(options: argparse.Namespace, workdir: Path, say: Callable[[str], No
     ps_model = ProgressiveSync.model_validate(json.loads(ps.read_text()))
     fleet_model = load_fleet(as_json.read_text())
     plan = plan_fleet(ps_model.spec, fleet_model, ps_name="checkout")
-    sizes = planned_sizes(ps_model.spec, plan)
     settings = WorkflowSettings()
-    figures["nodes"] = estimate_nodes(ps_model, sizes, settings)
+    release = Release.of(generation=1, spec_hash=spec_hash(ps_model.spec), revisions=plan.revisions)
+    contract = contract_for(
+        ps_model, release=release, plan=planned_sizes(ps_model.spec, plan), settings=settings
+    )
+    figures["nodes"] = estimate_nodes(ps_model, contract)
     figures["batches"] = {
-        name: (size.targets, size.max_parallel, batch_count(size, settings)) for name, size in sizes.items()
+        stage.name: (stage.targets, stage.max_parallel, stage.batches) for stage in contract.stages
     }
     if "workflow-bytes" not in figures:  # no CLI timing: the same Workflow, built in this process
         workflow = build_workflow(

@@ -5,14 +5,15 @@ A stage of a few dozen clusters runs one `cluster` pod per cluster. Past
 the Workflow keeps O(stages x batches) nodes (Argo keeps every node in the Workflow object) and the
 Argo UI draws a batch node rather than thousands of cluster nodes. docs/workflow.md says when.
 
-The stage's `maxParallel` slots are shared out among the n batches, slot s to batch s mod n
-(`slots_of_batch`: the shares add up to maxParallel, so no more clusters are in flight across the
-stage than one pod per cluster allowed), and the stage's recorded targets (the ledger
-`status.stages[].clusters`, written by `select`) are dealt the same way: the target at position k
-goes to the batch that owns slot k mod maxParallel (`clusters_of_batch`). So each batch takes
-clusters in proportion to its slots, and with clusters that take equally long every batch ends
-after the same number of waves as one loop of maxParallel pods would (dealing them evenly left the
-batches with fewer slots a wave behind when the shares were unequal). When the batch count divides
+The stage's `maxParallel` slots (its batch count and maxParallel come from the rollout contract,
+`orchestrator.planning.contract`) are shared out among the n batches, slot s to batch s mod n
+(`orchestrator.planning.sizing.slots_of_batch`: the shares add up to maxParallel, so no more clusters are in
+flight across the stage than one pod per cluster allowed), and the stage's recorded targets (the ledger
+`status.stages[].clusters`, written by `select`) are dealt the same way: the target at position k goes to the
+batch that owns slot k mod maxParallel (`sizing.clusters_of_batch`). So each batch takes clusters in
+proportion to its slots, and with clusters that take equally long every batch ends after the same number of
+waves as one loop of maxParallel pods would (dealing them evenly left the batches with fewer slots a wave
+behind when the shares were unequal). When the batch count divides
 maxParallel this is batch i taking positions i, i+n, i+2n, ... Each cluster runs
 exactly as the `cluster` step runs it (`steps.cluster.run_cluster`): its recorded outcome is
 reported as is; a cluster of a stage that has failed already (failures above
@@ -49,41 +50,19 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 
-from orchestrator.api.release import Revisions
 from orchestrator.api.rollout_status import find_stage
 from orchestrator.core.clock import Clock
 from orchestrator.core.errors import TemporaryError
 from orchestrator.kube.client import Kube, Retryable
+from orchestrator.planning.sizing import clusters_of_batch, slots_of_batch
 from steps.cluster import ClusterOutcome, ClusterResult, in_flight, run_cluster
-from steps.common import (
-    FleetLookup,
-    RolloutRef,
-    Tuning,
-    UsageProblem,
-    check_rollout,
-    check_stage,
-    load_progressive_sync,
-)
+from steps.common import FleetLookup, Tuning, UsageProblem, load_progressive_sync
+from steps.context import Shared, StepContext
 from steps.status_sink import BatchedSink, OpenSinks
 
 log = logging.getLogger(__name__)
 
 RunCluster = Callable[[str], ClusterResult]
-
-
-def slots_of_batch(max_parallel: int, batches: int, batch: int) -> int:
-    """Batch `batch`'s share of the stage's maxParallel: the slots s with s mod `batches` == `batch`.
-
-    The shares of all batches add up to maxParallel; the builder never makes more batches than
-    maxParallel (`run_batch` refuses it), so every share is at least 1.
-    """
-    return max_parallel // batches + (1 if batch < max_parallel % batches else 0)
-
-
-def clusters_of_batch(targets: Sequence[str], batches: int, batch: int, max_parallel: int) -> list[str]:
-    """The targets batch `batch` of `batches` takes, in rollout order: the one at position k when
-    it owns slot k mod `max_parallel` (see the module: clusters in proportion to the batch's slots)."""
-    return [target for position, target in enumerate(targets) if position % max_parallel % batches == batch]
 
 
 @dataclass(frozen=True)
@@ -118,32 +97,20 @@ class BatchResult:
 
 
 def run_batch(
-    kube: Kube,
-    rollout: RolloutRef,
-    *,
-    stage: str,
-    batch: int,
-    batches: int,
-    max_parallel: int,
-    revisions: Sequence[Revisions],
-    clock: Clock,
-    tuning: Tuning | None = None,
-    open_sinks: OpenSinks | None = None,
+    kube: Kube, ctx: StepContext, batch: int, *, open_sinks: OpenSinks | None = None
 ) -> BatchResult:
-    """Run the clusters of batch `batch` of `batches` of `stage`, its share of maxParallel at a time.
+    """Run the clusters of batch `batch` of the stage's batches (the rollout contract's `batches`),
+    its share of the contract's maxParallel at a time.
 
     `open_sinks`: where the batch's status sink is held while it runs, for the step's SIGTERM
     handler to write what the clusters gathered (steps.status_sink)."""
-    tuning = tuning or Tuning()
-    if batches < 1 or not 0 <= batch < batches or max_parallel < batches:
+    rollout, ps, stage, clock, tuning = ctx.rollout, ctx.ps, ctx.stage_name, ctx.clock, ctx.tuning
+    batches, max_parallel = ctx.stage.batches, ctx.stage.max_parallel
+    if not 0 <= batch < batches:
         raise UsageProblem(
-            f"--batch {batch} --batches {batches} --max-parallel {max_parallel}: need 0 <= batch < "
-            "batches <= max-parallel (every batch runs at least one cluster at a time, and the "
-            "batches' shares add up to max-parallel)"
+            f"--batch {batch}: stage {stage!r} runs in {batches} batch(es) by the rollout contract "
+            "(0 <= batch < batches; 0 batches: one pod per cluster, the `cluster` step)"
         )
-    ps = load_progressive_sync(kube, rollout)
-    check_rollout(ps, rollout.rollout_id)
-    check_stage(ps, stage)
     entry = find_stage(ps.status, stage)
     if entry is None:
         raise UsageProblem(f"stage {stage!r} has no status yet: its select step has not run")
@@ -188,18 +155,7 @@ def run_batch(
         if current.spec.paused and not in_flight(current, stage, cluster):
             hold_while_paused(paused, cluster, clock=clock, tuning=tuning)
             current = load_progressive_sync(kube, rollout)
-        return run_cluster(
-            kube,
-            rollout,
-            stage=stage,
-            cluster=cluster,
-            revisions=revisions,
-            clock=clock,
-            tuning=tuning,
-            sink=sink,
-            ps=current,
-            fleet=fleet,
-        )
+        return run_cluster(kube, ctx.reopen(kube, ps=current), cluster, Shared(sink, fleet))
 
     with sink, (open_sinks or OpenSinks()).holding(sink):
         results = run_clusters(clusters, one, slots=slots, clock=clock, backoffs=tuning.batch_retry_backoffs)

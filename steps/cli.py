@@ -1,9 +1,13 @@
 """The thin entrypoint of the steps: parse options, build the adapter, call the step, map the outcome.
 
 Options come from flags or from `PROGRESSIVE_SYNC_<OPTION>` environment variables (a flag wins), as
-docs/CONTRACTS.md fixes them. Each command builds the `RolloutRef` and the `Kube` adapter once,
-calls its typed step function with a `SystemClock`, writes the output files, prints one summary
-line on stdout (logs go to stderr) and exits:
+docs/CONTRACTS.md fixes them. Every step reads the rollout contract (`--contract`, its JSON or a
+file holding it; `PROGRESSIVE_SYNC_CONTRACT` in a Workflow's containers), parsed once here
+(`orchestrator.planning.contract.parse_contract`; missing or malformed: exit 2 naming the field):
+the rollout id, the release and every stage's sizing come from it and from nowhere else. Each
+command builds the `RolloutRef` and the `Kube` adapter once, opens the step's context
+(`steps.context.StepContext.open`) with a `SystemClock`, calls its typed step function, writes the
+output files, prints one summary line on stdout (logs go to stderr) and exits:
 
 - 0 success; 1 a rollout failure (the cluster or the stage failed, or the rollout was superseded);
 - 2 a permanent error (`orchestrator.core.errors.PermanentError`: bad usage or configuration, the
@@ -33,14 +37,15 @@ from typing import Any, NoReturn, Protocol
 
 import click
 
-from orchestrator.api.release import Revisions, RevisionsError, revisions_from_json
 from orchestrator.argocd.assess import WorkflowOutcome
 from orchestrator.core.clock import SystemClock
 from orchestrator.core.errors import PermanentError, TemporaryError
 from orchestrator.kube.client import Kube, KubeError, temporary_or_permanent
+from orchestrator.planning.contract import ContractError, RolloutContract, parse_contract
 from steps.batch import run_batch
 from steps.cluster import run_cluster
-from steps.common import RolloutRef, Superseded, Tuning, UsageProblem
+from steps.common import RolloutRef, Superseded, Tuning
+from steps.context import StepContext
 from steps.failure import record_step_failure
 from steps.finalize import finalize
 from steps.hand_over import HandOverResult, hand_over
@@ -94,6 +99,7 @@ class StepSettings:
     """The options every step takes, parsed once from flags and environment."""
 
     rollout: RolloutRef
+    contract: RolloutContract
     kubeconfig: str | None
     outputs_dir: Path
     tuning: Tuning
@@ -112,7 +118,14 @@ def common_options(command: Callable[..., Any]) -> Callable[..., Any]:
     decorators = [
         _option("namespace", required=True, help="Namespace of the ProgressiveSync."),
         _option("name", required=True, help="Name of the ProgressiveSync."),
-        _option("rollout-id", required=True, help="The rollout this Workflow runs."),
+        _option(
+            "contract",
+            default=None,
+            help=(
+                "The rollout contract (docs/CONTRACTS.md): its JSON, or a file holding it. The rollout "
+                "id, the release's revisions and every stage's sizing come from it."
+            ),
+        ),
         _option(
             "argocd-namespace",
             default=None,
@@ -141,16 +154,26 @@ def common_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 def _settings(options: Mapping[str, Any]) -> StepSettings:
     namespace = options["namespace"]
-    for key in ("namespace", "name", "rollout_id"):
+    for key in ("namespace", "name"):
         if not str(options[key]).strip():
             raise click.UsageError(f"--{key.replace('_', '-')} is empty")
+    try:
+        contract = parse_contract(options["contract"])
+    except ContractError as exc:
+        # As any step's usage problem: one line on stdout, exit 2 (no status write: without a
+        # contract there is no rollout to write it for).
+        _setup_logging()
+        log.error("--contract: %s", exc)
+        click.echo(f"--contract: {exc}")
+        sys.exit(EXIT_USAGE)
     return StepSettings(
         rollout=RolloutRef(
             namespace=namespace,
             name=options["name"],
-            rollout_id=options["rollout_id"],
+            rollout_id=contract.rollout_id,
             argocd_namespace=options["argocd_namespace"] or namespace,
         ),
+        contract=contract,
         kubeconfig=options["kubeconfig"],
         outputs_dir=options["outputs_dir"],
         tuning=Tuning(watch_window_seconds=options["watch_window_seconds"]),
@@ -277,27 +300,17 @@ def _run(
     return (EXIT_ROLLOUT_FAILED if result.failed else EXIT_OK), result.summary
 
 
-_revisions_option = _option(
-    "revisions",
-    default="",
-    help=(
-        "The release's revisions as JSON, one list per distinct revision set, one entry per source: "
-        "'[[\"4f1c2e9...\"]]'. Each Application is pinned to the one Argo CD compared it against."
-    ),
-)
-
-
-def _release_revisions(text: str) -> tuple[Revisions, ...]:
-    """`--revisions` read; UsageProblem (exit 2) naming the option when it is missing or malformed."""
-    if not text.strip():
-        raise UsageProblem(
-            "--revisions is empty: refusing to sync without a pinned revision "
-            "(an empty one rolls out whatever targetRevision resolves to now)"
-        )
-    try:
-        return revisions_from_json(text)
-    except RevisionsError as exc:
-        raise UsageProblem(f"--revisions: {exc}") from exc
+def _context(kube: Kube, settings: StepSettings, stage: str, *, taking_over: bool = False) -> StepContext:
+    """The step's opening (steps.context): the ProgressiveSync read and checked, the stage's contract."""
+    return StepContext.open(
+        kube,
+        settings.rollout,
+        settings.contract,
+        stage=stage,
+        clock=SystemClock(),
+        tuning=settings.tuning,
+        taking_over=taking_over,
+    )
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -326,138 +339,68 @@ def _targets_output(result: StepResult) -> dict[str, str]:
     return {"targets": json.dumps(list(result.targets))}
 
 
-_start_syncs_option = _option(
-    "start-syncs",
-    default=0,
-    show_default=True,
-    type=click.IntRange(min=0),
-    help=(
-        "Request the syncs of the stage's first N targets once it is recorded (the Workflow passes "
-        "the stage's maxParallel; needs --revisions). 0: every sync is left to the cluster steps."
-    ),
-)
-
-
-def _optional_revisions(text: str) -> tuple[Revisions, ...]:
-    """`--revisions` of select and record-and-select: optional (needed with --start-syncs)."""
-    return _release_revisions(text) if text.strip() else ()
-
-
 @main.command("select")
 @common_options
 @_option("stage", required=True, help="The stage to plan.")
 @_compare_wait_option
-@_start_syncs_option
-@_revisions_option
-def select_command(
-    stage: str, compare_wait_seconds: float, start_syncs: int, revisions: str, **options: Any
-) -> None:
-    """Plan one stage against the live fleet; output `targets` (JSON list, rollout order)."""
+def select_command(stage: str, compare_wait_seconds: float, **options: Any) -> None:
+    """Plan one stage against the live fleet; output `targets` (JSON list, rollout order); start the
+    syncs of its first wave (the contract's `startSyncs`)."""
     settings = _settings_waiting_for_compare(options, compare_wait_seconds)
     run_step(
         "select",
         settings,
-        lambda kube: select_stage(
-            kube,
-            settings.rollout,
-            stage=stage,
-            clock=SystemClock(),
-            tuning=settings.tuning,
-            start_syncs=start_syncs,
-            revisions=_optional_revisions(revisions),
-        ),
+        lambda kube: select_stage(kube, _context(kube, settings, stage, taking_over=True)),
         _targets_output,
         stage=stage,
     )
 
 
-@main.command("sync")
-@common_options
-@_option("stage", required=True, help="The stage the cluster belongs to.")
-@_option("cluster", required=True, help="The cluster (Argo CD cluster name).")
-@_revisions_option
-def sync_command(stage: str, cluster: str, revisions: str, **options: Any) -> None:
-    """Request the pinned sync of the cluster's Applications (once per rollout)."""
-    settings = _settings(options)
-    run_step(
-        "sync",
-        settings,
-        lambda kube: sync_cluster(
-            kube,
-            settings.rollout,
+ClusterStep = Callable[[Kube, StepContext, str], StepResult]
+
+
+def _cluster_command(step: str, function: ClusterStep, summary: str) -> None:
+    """`sync`, `wait-healthy` and `cluster`: one cluster of a stage, the same options."""
+
+    @main.command(step, help=summary)
+    @common_options
+    @_option("stage", required=True, help="The stage the cluster belongs to.")
+    @_option("cluster", required=True, help="The cluster (Argo CD cluster name).")
+    def command(stage: str, cluster: str, **options: Any) -> None:
+        settings = _settings(options)
+        run_step(
+            step,
+            settings,
+            lambda kube: function(kube, _context(kube, settings, stage), cluster),
             stage=stage,
             cluster=cluster,
-            revisions=_release_revisions(revisions),
-            clock=SystemClock(),
-            tuning=settings.tuning,
-        ),
-        stage=stage,
-        cluster=cluster,
-    )
+        )
 
 
-@main.command("wait-healthy")
-@common_options
-@_option("stage", required=True, help="The stage the cluster belongs to.")
-@_option("cluster", required=True, help="The cluster (Argo CD cluster name).")
-@_revisions_option
-def wait_healthy_command(stage: str, cluster: str, revisions: str, **options: Any) -> None:
-    """Follow the cluster's Applications until done or failed; record the outcome."""
-    settings = _settings(options)
-    run_step(
-        "wait-healthy",
-        settings,
-        lambda kube: wait_healthy(
-            kube,
-            settings.rollout,
-            stage=stage,
-            cluster=cluster,
-            revisions=_release_revisions(revisions),
-            clock=SystemClock(),
-            tuning=settings.tuning,
-        ),
-        stage=stage,
-        cluster=cluster,
-    )
-
-
-@main.command("cluster")
-@common_options
-@_option("stage", required=True, help="The stage the cluster belongs to.")
-@_option("cluster", required=True, help="The cluster (Argo CD cluster name).")
-@_revisions_option
-def cluster_command(stage: str, cluster: str, revisions: str, **options: Any) -> None:
-    """Sync the cluster, then wait until it is done or failed (not started when the stage failed)."""
-    settings = _settings(options)
-    run_step(
-        "cluster",
-        settings,
-        lambda kube: run_cluster(
-            kube,
-            settings.rollout,
-            stage=stage,
-            cluster=cluster,
-            revisions=_release_revisions(revisions),
-            clock=SystemClock(),
-            tuning=settings.tuning,
-        ),
-        stage=stage,
-        cluster=cluster,
-    )
+_cluster_command(
+    "sync", sync_cluster, "Request the pinned sync of the cluster's Applications (once per rollout)."
+)
+_cluster_command(
+    "wait-healthy",
+    wait_healthy,
+    "Follow the cluster's Applications until done or failed; record the outcome.",
+)
+_cluster_command(
+    "cluster",
+    run_cluster,
+    "Sync the cluster, then wait until it is done or failed (not started when the stage failed).",
+)
 
 
 @main.command("batch")
 @common_options
 @_option("stage", required=True, help="The stage the batch belongs to.")
-@_option("batch", required=True, type=click.IntRange(min=0), help="Which batch: 0 .. batches-1.")
-@_option("batches", required=True, type=click.IntRange(min=1), help="How many batches the stage has.")
 @_option(
-    "max-parallel",
+    "batch",
     required=True,
-    type=click.IntRange(min=1),
-    help="The stage's resolved maxParallel; this batch runs its share of it.",
+    type=click.IntRange(min=0),
+    help="Which batch: 0 .. the stage's batches - 1 (the contract's `batches`).",
 )
-@_revisions_option
 @_option(
     "batch-flush-seconds",
     default=Tuning.batch_flush_seconds,
@@ -465,37 +408,17 @@ def cluster_command(stage: str, cluster: str, revisions: str, **options: Any) ->
     type=click.FloatRange(min=0.1),
     help="How often the batch writes the status changes its clusters gathered (a failure at once).",
 )
-def batch_command(
-    *,
-    stage: str,
-    batch: int,
-    batches: int,
-    max_parallel: int,
-    revisions: str,
-    batch_flush_seconds: float,
-    **options: Any,
-) -> None:
+def batch_command(*, stage: str, batch: int, batch_flush_seconds: float, **options: Any) -> None:
     """Run one batch of a large stage's clusters in this process (each as the `cluster` step would)."""
     settings = _settings(options)
-    tuning = replace(settings.tuning, batch_flush_seconds=batch_flush_seconds)
+    settings = replace(settings, tuning=replace(settings.tuning, batch_flush_seconds=batch_flush_seconds))
     open_sinks = OpenSinks()
     run_step(
         "batch",
         settings,
-        lambda kube: run_batch(
-            kube,
-            settings.rollout,
-            stage=stage,
-            batch=batch,
-            batches=batches,
-            max_parallel=max_parallel,
-            revisions=_release_revisions(revisions),
-            clock=SystemClock(),
-            tuning=tuning,
-            open_sinks=open_sinks,
-        ),
+        lambda kube: run_batch(kube, _context(kube, settings, stage), batch, open_sinks=open_sinks),
         stage=stage,
-        before_exit=lambda: open_sinks.flush_before_exit(tuning.stop_flush_seconds),
+        before_exit=lambda: open_sinks.flush_before_exit(settings.tuning.stop_flush_seconds),
     )
 
 
@@ -506,12 +429,7 @@ def record_command(stage: str, **options: Any) -> None:
     """Close the stage Succeeded or Failed by failurePolicy.maxFailedClusters."""
     settings = _settings(options)
     run_step(
-        "record",
-        settings,
-        lambda kube: record_stage(
-            kube, settings.rollout, stage=stage, clock=SystemClock(), tuning=settings.tuning
-        ),
-        stage=stage,
+        "record", settings, lambda kube: record_stage(kube, _context(kube, settings, stage)), stage=stage
     )
 
 
@@ -520,15 +438,8 @@ def record_command(stage: str, **options: Any) -> None:
 @_option("stage", required=True, help="The stage to close.")
 @_option("next-stage", required=True, help="The stage after it, to plan once it is closed.")
 @_compare_wait_option
-@_start_syncs_option
-@_revisions_option
 def record_and_select_command(
-    stage: str,
-    next_stage: str,
-    compare_wait_seconds: float,
-    start_syncs: int,
-    revisions: str,
-    **options: Any,
+    stage: str, next_stage: str, compare_wait_seconds: float, **options: Any
 ) -> None:
     """Close the stage (as record), then plan the next one (as select); output its `targets`."""
     settings = _settings_waiting_for_compare(options, compare_wait_seconds)
@@ -537,15 +448,7 @@ def record_and_select_command(
         "record-and-select",
         settings,
         lambda kube: hand_over(
-            kube,
-            settings.rollout,
-            stage=stage,
-            next_stage=next_stage,
-            clock=SystemClock(),
-            tuning=settings.tuning,
-            on_next=lambda: at.append(next_stage),
-            start_syncs=start_syncs,
-            revisions=_optional_revisions(revisions),
+            kube, _context(kube, settings, stage), next_stage, on_next=lambda: at.append(next_stage)
         ),
         _targets_output,
         stage=lambda: at[-1],

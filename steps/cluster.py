@@ -29,27 +29,15 @@ Caller: `python -m steps cluster` (steps.cli); tests call `run_cluster` directly
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
 from orchestrator.api.models import ProgressiveSync
-from orchestrator.api.release import Revisions
 from orchestrator.api.rollout_status import find_stage
 from orchestrator.argocd.assess import ClusterPhase
-from orchestrator.core.clock import Clock
 from orchestrator.kube.client import Kube
-from steps.common import (
-    FleetLookup,
-    RolloutRef,
-    Tuning,
-    check_rollout,
-    check_stage,
-    load_progressive_sync,
-    stage_failure,
-    written_by_rollout,
-)
-from steps.status_sink import StatusSink
+from steps.common import FleetLookup, stage_failure, written_by_rollout
+from steps.context import ALONE, Shared, StepContext
 from steps.sync import sync_cluster
 from steps.wait_healthy import wait_healthy
 
@@ -83,38 +71,23 @@ class ClusterResult:
         return f"cluster {self.cluster} {self.outcome.value}: {self.reason}"
 
 
-def run_cluster(
-    kube: Kube,
-    rollout: RolloutRef,
-    *,
-    stage: str,
-    cluster: str,
-    revisions: Sequence[Revisions],
-    clock: Clock,
-    tuning: Tuning | None = None,
-    sink: StatusSink | None = None,
-    ps: ProgressiveSync | None = None,
-    fleet: FleetLookup | None = None,
-) -> ClusterResult:
+def run_cluster(kube: Kube, ctx: StepContext, cluster: str, shared: Shared = ALONE) -> ClusterResult:
     """Sync `cluster` and wait until it is done or failed, unless its stage has failed already.
 
-    Status changes go to `sink` (default: written at once; a batch gathers them). `ps`: the
-    ProgressiveSync as the caller read it right before (default: read here); its recorded outcomes
-    and the stage's failures are what decide whether the cluster starts. `fleet`: the clusters and
-    their Applications (default: one lookup for this cluster's sync and wait, read once: a list of
-    every Application of the namespace is ~15 MB at 10,000 clusters; a batch shares one between
-    its clusters).
+    `ctx`: the step's opening (`steps.context`); its ProgressiveSync, read right before, holds the
+    recorded outcomes and the stage's failures that decide whether the cluster starts. `shared`: the
+    status sink (default: written at once; a batch gathers them) and the fleet lookup (default: one
+    for this cluster's sync and wait, read once: a list of every Application of the namespace is
+    ~15 MB at 10,000 clusters; a batch shares one between its clusters).
     """
-    tuning = tuning or Tuning()
-    ps = ps or load_progressive_sync(kube, rollout)
-    check_rollout(ps, rollout.rollout_id)
-    check_stage(ps, stage)
+    rollout, ps, stage, tuning = ctx.rollout, ctx.ps, ctx.stage_name, ctx.tuning
     recorded = _recorded(ps, stage, cluster)
     if recorded is not None:
         return recorded
     # Shared by the sync and the wait: the inventory and the Applications' list are read once (each
     # Application itself is still read fresh before every decision: steps.common.FleetLookup).
-    fleet = fleet or FleetLookup(kube, rollout, ps, clock=clock, max_age_seconds=tuning.fleet_lookup_seconds)
+    fleet = shared.fleet_for(kube, ctx, max_age_seconds=tuning.fleet_lookup_seconds)
+    shared = Shared(shared.sink, fleet)
     refused = stage_failure(ps, stage)
     if (
         refused
@@ -124,33 +97,13 @@ def run_cluster(
         log.info("cluster %s not started: %s", cluster, refused)
         return ClusterResult(cluster, ClusterOutcome.NOT_STARTED, refused)
     if not refused:
-        synced = sync_cluster(
-            kube,
-            rollout,
-            stage=stage,
-            cluster=cluster,
-            revisions=revisions,
-            clock=clock,
-            tuning=tuning,
-            sink=sink,
-            ps=ps,
-            fleet=fleet,
-        )
+        synced = sync_cluster(kube, ctx, cluster, shared)
         if synced.failed:
             return ClusterResult(cluster, ClusterOutcome.FAILED, synced.failure)
     # In flight in a failed stage: no new sync (not even for an Application the first wave left);
     # wait-healthy stops what we started there and records the cluster failed.
-    waited = wait_healthy(
-        kube,
-        rollout,
-        stage=stage,
-        cluster=cluster,
-        revisions=revisions,
-        clock=clock,
-        tuning=tuning,
-        sink=sink,
-        fleet=fleet,
-    )
+    # The ProgressiveSync read again: the sync may have recorded the cluster (wait-healthy reports it).
+    waited = wait_healthy(kube, ctx.reopen(kube), cluster, shared)
     outcome = ClusterOutcome.DONE if waited.phase == ClusterPhase.DONE else ClusterOutcome.FAILED
     return ClusterResult(cluster, outcome, waited.reason)
 

@@ -23,7 +23,6 @@ from typing import Any, TypeVar
 from orchestrator.api.metadata import rollout_workflow_name, workflow_name
 from orchestrator.api.models import ProgressiveSync
 from orchestrator.api.phases import FINISHED_ROLLOUT_PHASES, STOPPED_ROLLOUT_PHASES
-from orchestrator.api.release import Revisions, normalize_revisions
 from orchestrator.api.rollout_status import find_stage
 from orchestrator.api.succession import Succession, succession
 from orchestrator.argocd import appsync
@@ -264,20 +263,6 @@ def check_stage(ps: ProgressiveSync, stage: str) -> None:
         raise UsageProblem(
             f"--stage {stage!r} is not a stage of {ps.metadata.name} (stages: {', '.join(names)})"
         )
-
-
-def check_revisions(revisions: Sequence[Sequence[str]]) -> tuple[Revisions, ...]:
-    """The release's revision tuples; UsageProblem when there is none or one is empty.
-
-    A sync is never sent without a pinned revision: an empty one rolls out whatever targetRevision
-    resolves to now.
-    """
-    if not revisions or any(not r or any(not part.strip() for part in r) for r in revisions):
-        raise UsageProblem(
-            "--revisions must list the release's revisions, e.g. '[[\"4f1c2e9...\"]]': refusing to sync "
-            "without a pinned revision (an empty one rolls out whatever targetRevision resolves to now)"
-        )
-    return normalize_revisions(revisions)
 
 
 def list_clusters(kube: Kube, argocd_namespace: str) -> list[Cluster]:

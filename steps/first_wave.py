@@ -4,8 +4,9 @@ A stage's first `maxParallel` clusters used to wait for their own pods (or a bat
 before anything was synced: on the real node that is seconds per stage, on the critical path of
 every rollout. `select` (and `record-and-select` for the next stage) has just listed the
 Applications it planned with, so once it recorded the stage it requests the syncs of the first
-`--start-syncs` targets itself (the Workflow passes the stage's maxParallel: exactly the clusters
-the fan-out starts first, one pod per cluster or in batches, see `steps.batch`):
+`startSyncs` targets itself (the rollout contract's, which the builder sets to the stage's
+maxParallel: exactly the clusters the fan-out starts first, one pod per cluster or in batches, see
+`steps.batch`):
 
 - each Application is decided as `sync` decides it (`orchestrator.argocd.appsync.decide_sync`), on
   the object as listed, and when due written once with that resourceVersion (`steps.sync.write_sync`);
@@ -51,6 +52,7 @@ from orchestrator.core.clock import Clock
 from orchestrator.kube.client import APPLICATIONS, Kube, KubeError
 from orchestrator.kube.status_writer import update_status
 from steps.common import RolloutRef, Tuning, apps_by_cluster, load_progressive_sync, stage_failure
+from steps.context import StepContext
 from steps.sync import NOTHING_TO_WRITE, write_sync
 
 log = logging.getLogger(__name__)
@@ -84,21 +86,19 @@ class FirstWave:
 
 def start_first_wave(
     kube: Kube,
-    rollout: RolloutRef,
+    ctx: StepContext,
     *,
-    stage: str,
     wave: Sequence[str],
-    release: Sequence[Revisions],
     items: Sequence[Mapping[str, Any]],
     clusters: Sequence[Cluster],
     app_set: AppSetView | None,
     since: datetime | None,
-    clock: Clock,
-    tuning: Tuning,
 ) -> FirstWave:
-    """Request the syncs of the clusters in `wave` from `items` (the Applications as listed), then
-    list the clusters started in the stage's `syncing` (see the module). The ProgressiveSync is read
-    here, right before the writes, not taken from the read `select` planned with."""
+    """Request the syncs of the clusters in `wave` from `items` (the Applications as listed), pinned
+    to the contract's release, then list the clusters started in the stage's `syncing` (see the
+    module). The ProgressiveSync is read here, right before the writes, not taken from the read
+    `select` planned with (`ctx.ps`)."""
+    rollout, stage, release, clock, tuning = ctx.rollout, ctx.stage_name, ctx.release, ctx.clock, ctx.tuning
     if not wave:
         return FirstWave()
     ps = load_progressive_sync(kube, rollout)

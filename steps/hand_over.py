@@ -10,12 +10,12 @@ What it does is exactly what the two steps did, in the same order, each with its
 1. `record` of `stage` (`steps.record.record_stage`); when the stage failed beyond
    `maxFailedClusters` the step stops there and exits 1, so nothing after it runs and the next
    stage is never selected (its targets output is an empty list);
-2. `select` of `next_stage` (`steps.select_stage.select_stage`); its targets are the step's output,
-   which the next stage's fan-out takes; with `--start-syncs` it starts the next stage's first
-   wave as `select` does (steps/first_wave.py). A next stage that cannot run (a plan with errors, a
-   ledger too large) is recorded Failed by `select` as always, but this step exits 0: that failure
-   is the next stage's, and the next stage's own closing step reports it (its record keeps the
-   closed phase and exits 1), so the Argo UI shows the failed stage failed, not this one.
+2. `select` of `next_stage` (`steps.select_stage.select_stage`); its targets are the step's output, which the
+   next stage's fan-out takes; it starts the next stage's first wave (the rollout contract's `startSyncs` for
+   it) as `select` does (steps/first_wave.py). A next stage that cannot run (a plan with errors, a ledger too
+   large) is recorded Failed by `select` as always, but this step exits 0: that failure is the next stage's,
+   and the next stage's own closing step reports it (its record keeps the closed phase and exits 1), so the
+   Argo UI shows the failed stage failed, not this one.
 
 Idempotent like its parts: run again, `record` keeps a closed stage as it is and `select` returns
 the recorded targets of a stage this rollout selected already.
@@ -25,15 +25,13 @@ Caller: `python -m steps record-and-select` (steps.cli); tests call `hand_over` 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from orchestrator.api.release import Revisions
-from orchestrator.core.clock import Clock
 from orchestrator.kube.client import Kube
-from steps.common import RolloutRef, Tuning
+from steps.context import StepContext
 from steps.record import RecordResult, record_stage
-from steps.select_stage import SelectResult, first_wave_release, select_stage
+from steps.select_stage import SelectResult, select_stage
 
 
 @dataclass(frozen=True)
@@ -64,35 +62,17 @@ class HandOverResult:
 
 
 def hand_over(
-    kube: Kube,
-    rollout: RolloutRef,
-    *,
-    stage: str,
-    next_stage: str,
-    clock: Clock,
-    tuning: Tuning | None = None,
-    on_next: Callable[[], None] | None = None,
-    start_syncs: int = 0,
-    revisions: Sequence[Revisions] = (),
+    kube: Kube, ctx: StepContext, next_stage: str, *, on_next: Callable[[], None] | None = None
 ) -> HandOverResult:
-    """Close `stage`; unless it failed, select `next_stage` (see module).
+    """Close the stage of `ctx`; unless it failed, select `next_stage` (see module), with its first
+    wave as the rollout contract sizes it, as `select_stage` starts it.
 
     `on_next` is called between the two (the entrypoint then attributes an error to the next stage).
-    `start_syncs`, `revisions`: the next stage's first wave, as `select_stage` starts it.
     """
-    first_wave_release(start_syncs, revisions)  # a usage error before anything is written
-    recorded = record_stage(kube, rollout, stage=stage, clock=clock, tuning=tuning)
+    recorded = record_stage(kube, ctx)
     if recorded.failed:
         return HandOverResult(recorded, None)
     if on_next is not None:
         on_next()
-    selected = select_stage(
-        kube,
-        rollout,
-        stage=next_stage,
-        clock=clock,
-        tuning=tuning,
-        start_syncs=start_syncs,
-        revisions=revisions,
-    )
+    selected = select_stage(kube, ctx.reopen(kube, stage=next_stage, taking_over=True))
     return HandOverResult(recorded, selected)

@@ -17,10 +17,9 @@ from orchestrator.api.models import ProgressiveSyncStatus, StagePhase
 from orchestrator.api.phases import FINISHED_STAGE_PHASES
 from orchestrator.api.rollout_status import close_stage, find_stage
 from orchestrator.argocd.assess import assess_stage
-from orchestrator.core.clock import Clock
 from orchestrator.kube.client import Kube
 from orchestrator.kube.status_writer import update_status
-from steps.common import RolloutRef, Tuning, check_rollout, check_stage, load_progressive_sync
+from steps.context import StepContext
 
 NEVER_SELECTED = "the stage was never selected (its select step did not run)"
 
@@ -56,14 +55,9 @@ def decide_close(
     return assess_stage(entry, max_failed_clusters=max_failed_clusters)
 
 
-def record_stage(
-    kube: Kube, rollout: RolloutRef, *, stage: str, clock: Clock, tuning: Tuning | None = None
-) -> RecordResult:
-    """Close the stage in the status and return how."""
-    tuning = tuning or Tuning()
-    ps = load_progressive_sync(kube, rollout)
-    check_rollout(ps, rollout.rollout_id)
-    check_stage(ps, stage)
+def record_stage(kube: Kube, ctx: StepContext) -> RecordResult:
+    """Close the stage in the status and return how (`ctx`: the step's opening, steps.context)."""
+    rollout, ps, stage, clock, tuning = ctx.rollout, ctx.ps, ctx.stage_name, ctx.clock, ctx.tuning
     max_failed = ps.spec.failure_policy.max_failed_clusters
     now = clock.now()
 

@@ -26,9 +26,14 @@ destination of ..."). `select` waits for the inventory to list those clusters fi
 with it; the stage message says how long it waited, and at the bound, which destinations the
 inventory still lacks and what to check. The lag alone never fails a stage.
 
-The first wave (issue 15): with `--start-syncs N` (the Workflow passes the stage's maxParallel)
-and `--revisions`, once the stage is recorded Progressing the step requests the syncs of its first
-N targets itself, from the listing it planned with, and lists them in `syncing`
+The release is the rollout contract's (`orchestrator.planning.contract`, `steps.context`): the
+planner is given it and never derives one again from the fleet (which no longer names it once
+every Application still out of date is only waiting for its health), and `status.rollout.revision`
+says it.
+
+The first wave (issue 15): the rollout contract's `startSyncs` N for the stage (the builder sets
+the stage's maxParallel); once the stage is recorded Progressing the step requests the syncs of its
+first N targets itself, from the listing it planned with, and lists them in `syncing`
 (`steps.first_wave`); the cluster steps find those syncs ours and write nothing for them.
 
 Idempotent: when this rollout already selected the stage, the recorded targets are returned as
@@ -74,19 +79,8 @@ from orchestrator.planning.planner import (
     plan_rollout,
     progress_from_status,
 )
-from steps.common import (
-    RolloutRef,
-    Superseded,
-    Tuning,
-    UsageProblem,
-    app_namespace,
-    check_revisions,
-    check_stage,
-    check_succession,
-    get_app_set,
-    list_clusters,
-    load_progressive_sync,
-)
+from steps.common import RolloutRef, Superseded, app_namespace, get_app_set, list_clusters
+from steps.context import StepContext
 from steps.first_wave import FirstWave, start_first_wave
 
 log = logging.getLogger(__name__)
@@ -119,28 +113,19 @@ class SelectResult:
         return f"select: stage {self.stage!r} {self.phase.value}{again}: {self.reason}"
 
 
-def select_stage(
-    kube: Kube,
-    rollout: RolloutRef,
-    *,
-    stage: str,
-    clock: Clock,
-    tuning: Tuning | None = None,
-    start_syncs: int = 0,
-    revisions: Sequence[Revisions] = (),
-) -> SelectResult:
-    """Plan `stage` for this rollout and record it; return its targets.
+def select_stage(kube: Kube, ctx: StepContext) -> SelectResult:
+    """Plan the stage of `ctx` for this rollout and record it; return its targets.
 
-    `start_syncs`: once the stage is recorded, request the syncs of its first `start_syncs` targets
-    (pinned to `revisions`, the release) from the listing it was planned with (steps.first_wave).
+    `ctx` is opened taking over (`StepContext.open(..., taking_over=True)`: the rollout this one may
+    replace is `ctx.replaces`). Once the stage is recorded, the syncs of its first `startSyncs`
+    targets (the rollout contract's) are requested, pinned to the contract's release, from the
+    listing it was planned with (steps.first_wave).
     """
-    tuning = tuning or Tuning()
-    release = first_wave_release(start_syncs, revisions)
-    ps = load_progressive_sync(kube, rollout)
-    check_stage(ps, stage)
+    rollout, ps, stage, clock, tuning = ctx.rollout, ctx.ps, ctx.stage_name, ctx.clock, ctx.tuning
+    release, start_syncs = ctx.release, ctx.stage.start_syncs
     # The rollout this one may take over (None: none, or this one); any other found when writing
     # came meanwhile and is newer.
-    replaced = check_succession(kube, ps, rollout.rollout_id)
+    replaced = ctx.replaces
     status = ps.status or ProgressiveSyncStatus()
     ours = status.rollout is not None and status.rollout.id == rollout.rollout_id
     recorded = find_stage(status, stage) if ours else None
@@ -162,9 +147,8 @@ def select_stage(
             clusters=clusters,
             apps=[app_view_from_object(item) for item in apps],
             progress=progress_from_status(status) if ours else None,
-            # The release the Workflow rolls out, not one re-derived from the fleet (which no longer
-            # names it once every Application still out of date is only waiting for its health).
-            release=revisions or None,
+            # The contract's release, never one derived again from the fleet (see the module).
+            release=release,
         )
 
     plan = plan_with(items)
@@ -185,7 +169,7 @@ def select_stage(
         items,
         app_set=app_set,
         app_set_name=ps.spec.app_set_ref.name,
-        release=plan.revisions,
+        release=release,
         clock=clock,
         wait_seconds=tuning.compare_wait_seconds,
     )
@@ -196,7 +180,7 @@ def select_stage(
     planned_total = sum(len(s.targets) for s in plan.stages)
     now = clock.now()
     stage_names = [s.name for s in ps.spec.stages]
-    revision = " ".join(revision_key(r) for r in plan.revisions)  # for people: status.rollout.revision
+    revision = " ".join(revision_key(r) for r in release)  # for people: status.rollout.revision
     phase, targets, reason = stage_outcome(plan, stage, compared, inventory)
 
     recorded_here: list[bool] = []  # record() started the stage (not a concurrent select)
@@ -239,16 +223,12 @@ def select_stage(
         return SelectResult(stage, entry.phase, tuple(entry.targets), entry.message)
     first_wave = start_first_wave(
         kube,
-        rollout,
-        stage=stage,
+        ctx,
         wave=entry.targets[:start_syncs],
-        release=release,
         items=compared.items,
         clusters=clusters,
         app_set=app_set,
         since=update.status.rollout.started_at if update.status.rollout else None,
-        clock=clock,
-        tuning=tuning,
     )
     return SelectResult(stage, entry.phase, tuple(entry.targets), entry.message, first_wave=first_wave)
 
@@ -264,21 +244,6 @@ def _check_not_replaced(
             f"ProgressiveSync {rollout.display} is on rollout {found}, recorded while rollout "
             f"{rollout.rollout_id} selected stage {stage!r}: this Workflow was superseded"
         )
-
-
-def first_wave_release(start_syncs: int, revisions: Sequence[Revisions]) -> tuple[Revisions, ...]:
-    """The release the first wave's syncs are pinned to; UsageProblem when `--start-syncs` asks for
-    syncs without `--revisions` (never a sync without a pinned revision)."""
-    if start_syncs < 0:
-        raise UsageProblem(f"--start-syncs {start_syncs}: must be 0 (start none) or more")
-    if not start_syncs:
-        return ()
-    if not revisions:
-        raise UsageProblem(
-            f"--start-syncs {start_syncs} needs --revisions, the release's revisions its syncs are "
-            "pinned to (or --start-syncs 0 to leave every sync to the cluster steps)"
-        )
-    return check_revisions(revisions)
 
 
 def stage_outcome(

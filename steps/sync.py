@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from orchestrator.api.models import ProgressiveSync, ProgressiveSyncStatus
+from orchestrator.api.models import ProgressiveSyncStatus
 from orchestrator.api.release import Revisions
 from orchestrator.api.rollout_status import find_stage, mark_failed, mark_syncing, set_note
 from orchestrator.argocd import appsync
@@ -54,19 +54,15 @@ from orchestrator.core.clock import Clock
 from orchestrator.kube.client import APPLICATIONS, Conflict, Kube, NotFound
 from orchestrator.kube.status_writer import ConflictsExhausted
 from steps.common import (
-    FleetLookup,
     RolloutRef,
     Tuning,
-    check_revisions,
-    check_rollout,
-    check_stage,
-    load_progressive_sync,
     stage_failed_meanwhile,
     stage_failure,
     stopped_reason,
     written_by_rollout,
 )
-from steps.status_sink import DirectSink, StatusSink
+from steps.context import ALONE, Shared, StepContext
+from steps.status_sink import StatusSink
 from steps.terminate import terminate_operations
 
 log = logging.getLogger(__name__)
@@ -125,34 +121,17 @@ class _Stopped(Exception):
     """The stage failed while this step waited: no new sync is written (the message says why)."""
 
 
-def sync_cluster(
-    kube: Kube,
-    rollout: RolloutRef,
-    *,
-    stage: str,
-    cluster: str,
-    revisions: Sequence[Revisions],
-    clock: Clock,
-    tuning: Tuning | None = None,
-    sink: StatusSink | None = None,
-    ps: ProgressiveSync | None = None,
-    fleet: FleetLookup | None = None,
-) -> SyncResult:
+def sync_cluster(kube: Kube, ctx: StepContext, cluster: str, shared: Shared = ALONE) -> SyncResult:
     """Request the pinned sync of every Application of the ApplicationSet on `cluster`.
 
-    `revisions` are the release's revision tuples; each Application is pinned to its own
-    (`orchestrator.argocd.appsync.release_pin`). Status changes go to `sink` (default: written at once).
-    `ps`: the ProgressiveSync as the caller read it a moment ago (default: read here); `fleet`: the
-    clusters and their Applications (default: read here; a batch shares one, see `FleetLookup`).
+    `ctx`: the step's opening (`steps.context`: the ProgressiveSync as read a moment ago, the stage,
+    the release's revision tuples; each Application is pinned to its own,
+    `orchestrator.argocd.appsync.release_pin`). `shared`: the status sink and the fleet lookup a
+    caller hands in (`steps.context.Shared`; default: written at once, read here).
     """
-    tuning = tuning or Tuning()
-    sink = sink or DirectSink(kube, rollout.namespace, rollout.name, tuning.status)
-    release = check_revisions(revisions)
-    ps = ps or load_progressive_sync(kube, rollout)
-    rollout = rollout.with_applications_of(ps)
-    check_rollout(ps, rollout.rollout_id)
-    check_stage(ps, stage)
-    fleet = fleet or FleetLookup(kube, rollout, ps, clock=clock)
+    rollout, ps, stage, release = ctx.rollout, ctx.ps, ctx.stage_name, ctx.release
+    clock, tuning = ctx.clock, ctx.tuning
+    sink, fleet = shared.sink_for(kube, ctx), shared.fleet_for(kube, ctx)
     found, clusters = fleet.find(cluster)
     if found is None:
         return _fail(

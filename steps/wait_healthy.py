@@ -42,15 +42,12 @@ from steps.common import (
     FleetLookup,
     RolloutRef,
     Tuning,
-    check_revisions,
-    check_rollout,
-    check_stage,
-    load_progressive_sync,
     stage_failed_meanwhile,
     stage_failure,
     stopped_reason,
 )
-from steps.status_sink import DirectSink, StatusSink
+from steps.context import ALONE, Shared, StepContext
+from steps.status_sink import StatusSink
 from steps.terminate import terminate_operations
 
 log = logging.getLogger(__name__)
@@ -80,31 +77,16 @@ class WaitResult:
         return f"wait-healthy: cluster {self.cluster} {verdict}{recorded}: {self.reason}"
 
 
-def wait_healthy(
-    kube: Kube,
-    rollout: RolloutRef,
-    *,
-    stage: str,
-    cluster: str,
-    revisions: Sequence[Revisions],
-    clock: Clock,
-    tuning: Tuning | None = None,
-    sink: StatusSink | None = None,
-    fleet: FleetLookup | None = None,
-) -> WaitResult:
+def wait_healthy(kube: Kube, ctx: StepContext, cluster: str, shared: Shared = ALONE) -> WaitResult:
     """Wait until `cluster` is done or failed, record it in the stage status, and return it.
 
-    `revisions` are the release's revision tuples (see `orchestrator.argocd.assess`). Status changes
-    go to `sink` (default: written at once). `fleet`: the clusters and their Applications (default:
-    read here; a batch shares one, see `steps.common.FleetLookup`).
+    `ctx`: the step's opening (`steps.context`; the release's revision tuples, see
+    `orchestrator.argocd.assess`). `shared`: the status sink and the fleet lookup a caller hands in
+    (`steps.context.Shared`; default: written at once, read here).
     """
-    tuning = tuning or Tuning()
-    sink = sink or DirectSink(kube, rollout.namespace, rollout.name, tuning.status)
-    release = check_revisions(revisions)
-    ps = load_progressive_sync(kube, rollout)
-    rollout = rollout.with_applications_of(ps)
-    check_rollout(ps, rollout.rollout_id)
-    check_stage(ps, stage)
+    rollout, ps, stage, release = ctx.rollout, ctx.ps, ctx.stage_name, ctx.release
+    clock, tuning = ctx.clock, ctx.tuning
+    sink = shared.sink_for(kube, ctx)
     recorded = _recorded(ps.status, stage, cluster)
     if recorded is not None:
         return recorded
@@ -119,7 +101,7 @@ def wait_healthy(
         clock=clock,
         tuning=tuning,
         sink=sink,
-        fleet=fleet or FleetLookup(kube, rollout, ps, clock=clock),
+        fleet=shared.fleet_for(kube, ctx),
     )
     if result.phase == ClusterPhase.FAILED and result.apps:
         # Nothing we started may apply the release after we said the cluster failed (a sync a

@@ -25,9 +25,15 @@ C has a manual gate:
 
 Decisions worth knowing:
 
-- **maxParallel as a percentage** becomes an integer here, from the plan of the fleet at build
-  time (Argo's template `parallelism` is an integer, never an expression), by the one sizing rule
-  (`orchestrator.planning.sizing.stage_size`, which the planner uses too). If `select` takes more
+- **One rollout contract** (`orchestrator.planning.contract`, made by `contract_for`): the rollout
+  id, the release's revisions and each stage's resolved sizing (targets, maxParallel, batches, the
+  first wave, deadline waves), computed once from the plan by `orchestrator.planning.sizing`. Every
+  number here comes from it (the fan-out's `parallelism`, the batch loop, the deadline, the
+  description), and it is the Workflow's `contract` argument, which every step reads: no size
+  travels as a template parameter.
+- **maxParallel as a percentage** becomes an integer in the contract, from the plan of the fleet
+  at build time (Argo's template `parallelism` is an integer, never an expression), by the one
+  sizing rule (`orchestrator.planning.sizing.stage_size`, which the planner uses too). If `select` takes more
   clusters at run time than the plan foresaw, the bound stays the planned one; so the watcher
   builds it only once Argo CD compared the whole fleet against the release (bounded: its rule 12,
   `orchestrator.watcher.fleet_compare`).
@@ -98,6 +104,7 @@ from orchestrator.api.metadata import (
 )
 from orchestrator.api.models import API_VERSION, KIND, ApprovalMode, ProgressiveSync, Stage
 from orchestrator.api.release import Release
+from orchestrator.planning.contract import ContractError, RolloutContract, StageContract, make_contract
 from orchestrator.planning.planner import planned_sizes
 from orchestrator.planning.sizing import StageSize, stage_size
 from workflow_templates import names, pieces
@@ -136,41 +143,51 @@ def assumed_sizes(ps: ProgressiveSync, clusters_per_stage: int) -> dict[str, Sta
     return {stage.name: stage_size(stage, available=clusters_per_stage) for stage in ps.spec.stages}
 
 
-def batch_count(size: StageSize, settings: WorkflowSettings) -> int:
-    """How many batch pods a stage runs; 0 when it runs one pod per cluster.
+def contract_for(
+    ps: ProgressiveSync, *, release: Release, plan: RolloutPlan | StageSizes, settings: WorkflowSettings
+) -> RolloutContract:
+    """The rollout contract of `release` of `ps` (orchestrator.planning.contract): each stage's sizing
+    resolved once, from the plan (or ready-made sizes), by the rules of `orchestrator.planning.sizing`.
 
-    At most `batch_clusters` clusters per batch, and never more batches than maxParallel (each
-    batch runs at least one cluster at a time, and the batches' shares add up to maxParallel).
-    """
-    if size.targets <= settings.batch_threshold:
-        return 0
-    return max(1, min(size.max_parallel, math.ceil(size.targets / settings.batch_clusters)))
+    WorkflowBuildError when the plan does not match the spec or the release has no revision."""
+    sizes: StageSizes = plan if isinstance(plan, Mapping) else sizes_from_plan(ps, plan)
+    missing = [stage.name for stage in ps.spec.stages if stage.name not in sizes]
+    if missing:
+        raise WorkflowBuildError(f"no size for stage(s) {', '.join(map(repr, missing))}")
+    try:
+        return make_contract(
+            ps.spec,
+            rollout_id=release.rollout_id,
+            release=release.revisions,
+            sizes=sizes,
+            batch_threshold=settings.batch_threshold,
+            per_batch=settings.batch_clusters,
+        )
+    except ContractError as exc:
+        raise WorkflowBuildError(f"no rollout contract for this release: {exc}") from exc
 
 
-def estimate_nodes(ps: ProgressiveSync, sizes: StageSizes, settings: WorkflowSettings | None = None) -> int:
+def estimate_nodes(ps: ProgressiveSync, contract: RolloutContract) -> int:
     """The nominal number of status nodes the Workflow makes (no retries)."""
-    settings = settings or WorkflowSettings()
     total = NODES_FIXED
     stages = list(ps.spec.stages)
-    for index, stage in enumerate(stages):
-        size = sizes[stage.name]
-        batches = batch_count(size, settings)
-        total += NODES_PER_STAGE + NODES_PER_CLUSTER * (batches or size.targets)
-        total -= 0 if opens_itself(stages, sizes, index) else NODES_PER_SELECT
+    for index, (stage, sized) in enumerate(zip(stages, contract.stages, strict=True)):
+        total += NODES_PER_STAGE + NODES_PER_CLUSTER * (sized.batches or sized.targets)
+        total -= 0 if opens_itself(stages, contract, index) else NODES_PER_SELECT
         total += 1 if stage.approval is ApprovalMode.MANUAL else 0
-        total += 1 if stage.bake_seconds and size.targets else 0
+        total += 1 if stage.bake_seconds and sized.targets else 0
     return total
 
 
-def active_deadline_seconds(ps: ProgressiveSync, sizes: StageSizes, settings: WorkflowSettings) -> int:
+def active_deadline_seconds(
+    ps: ProgressiveSync, contract: RolloutContract, settings: WorkflowSettings
+) -> int:
     """The Workflow's whole budget in seconds; see WorkflowSettings for the terms."""
     step = settings.step_budget_seconds
     total = step  # the exit handler
-    for stage in ps.spec.stages:
-        size = sizes[stage.name]
-        waves = max(1, math.ceil(size.targets / size.max_parallel))
+    for stage, sized in zip(ps.spec.stages, contract.stages, strict=True):
         total += 2 * step  # select, record
-        total += waves * (step + ps.spec.progress_deadline_seconds)
+        total += sized.deadline_waves * (step + ps.spec.progress_deadline_seconds)
         total += stage.bake_seconds or 0
         if stage.approval is ApprovalMode.MANUAL:
             total += settings.approval_window_seconds
@@ -181,7 +198,7 @@ def _parameter(name: str, value: str) -> ModelParameter:
     return ModelParameter(name=name, value=value)
 
 
-def _fanout_template(task_name: str, size: StageSize) -> Template:
+def _fanout_template(task_name: str, size: StageContract) -> Template:
     """The loop over one stage's clusters, alone in its template so `parallelism` bounds only it."""
     bounded = size.max_parallel < size.targets
     return Template(
@@ -214,8 +231,9 @@ def _fanout_template(task_name: str, size: StageSize) -> Template:
     )
 
 
-def _batch_fanout_template(task_name: str, size: StageSize, batches: int) -> Template:
-    """A large stage's loop over its batches: `batches` pods, all at once, sharing maxParallel."""
+def _batch_fanout_template(task_name: str, batches: int) -> Template:
+    """A large stage's loop over its batches: `batches` pods, all at once, sharing maxParallel (each
+    batch reads its share, and the stage's batch count, from the rollout contract)."""
     items = json.dumps([str(index) for index in range(batches)])
     return Template(
         name=names.fanout_template_name(task_name),
@@ -233,8 +251,6 @@ def _batch_fanout_template(task_name: str, size: StageSize, batches: int) -> Tem
                                 pieces.STAGE_INPUT, "{{inputs.parameters." + pieces.STAGE_INPUT + "}}"
                             ),
                             _parameter(pieces.BATCH_INPUT, "{{item}}"),
-                            _parameter(pieces.BATCHES_INPUT, str(batches)),
-                            _parameter(pieces.MAX_PARALLEL_INPUT, str(size.max_parallel)),
                         ]
                     ),
                 )
@@ -243,7 +259,7 @@ def _batch_fanout_template(task_name: str, size: StageSize, batches: int) -> Tem
     )
 
 
-def opens_itself(stages: list[Stage], sizes: StageSizes, index: int) -> bool:
+def opens_itself(stages: list[Stage], contract: RolloutContract, index: int) -> bool:
     """Does stage `index` run its own `select`? The first stage, a stage behind an approval gate
     (selection happens once a person approved it, after seeing the stage before recorded) and a
     stage after a bake do; any other stage is selected by the step that closes the one before it
@@ -251,23 +267,22 @@ def opens_itself(stages: list[Stage], sizes: StageSizes, index: int) -> bool:
     if index == 0 or stages[index].approval is ApprovalMode.MANUAL:
         return True
     before = stages[index - 1]
-    return bool(before.bake_seconds and sizes[before.name].targets)
+    return bool(before.bake_seconds and contract.stages[index - 1].targets)
 
 
 def _stage_template(
     stage: Stage,
     task_name: str,
-    size: StageSize,
-    batches: int = 0,
+    size: StageContract,
     *,
     opens: bool = True,
     next_stage: str | None = None,
     next_batches: int = 0,
-    next_max_parallel: int = 0,
 ) -> Template:
     """One stage's DAG. `opens`: it selects its own clusters (else they come in as the input
     `targets`, or from the status for a stage in batches); `next_stage`: its closing step selects
     that stage too, and the DAG's output `targets` carries them (unless that stage runs in batches)."""
+    batches = size.batches
     stage_ref = "{{inputs.parameters." + pieces.STAGE_INPUT + "}}"
     stage_arg = Arguments(parameters=[_parameter(pieces.STAGE_INPUT, stage_ref)])
     tasks: list[DAGTask] = []
@@ -281,13 +296,8 @@ def _stage_template(
             DAGTask(
                 name=names.SELECT_TASK,
                 template=names.SELECT_FOR_BATCHES_TEMPLATE if batches else names.SELECT_TEMPLATE,
-                # It starts the syncs of the first wave: the clusters the fan-out starts first.
-                arguments=Arguments(
-                    parameters=[
-                        _parameter(pieces.STAGE_INPUT, stage_ref),
-                        _parameter(pieces.START_SYNCS_INPUT, str(size.max_parallel)),
-                    ]
-                ),
+                # It starts the syncs of the first wave (the contract's `startSyncs`).
+                arguments=stage_arg,
                 dependencies=previous or None,
             )
         )
@@ -328,7 +338,6 @@ def _stage_template(
                 parameters=[
                     _parameter(pieces.STAGE_INPUT, stage_ref),
                     _parameter(pieces.NEXT_STAGE_INPUT, next_stage),
-                    _parameter(pieces.START_SYNCS_INPUT, str(next_max_parallel)),
                 ]
             ),
             dependencies=[names.CLUSTERS_TASK],
@@ -403,15 +412,14 @@ def _title(ps_name: str, release: Release) -> str:
     return title + (f" (attempt {release.attempt})" if release.attempt > 1 else "")
 
 
-def _describe(ps: ProgressiveSync, release: Release, sizes: StageSizes, settings: WorkflowSettings) -> str:
+def _describe(ps: ProgressiveSync, release: Release, contract: RolloutContract) -> str:
     """The stages in order with their sizes, then the full revisions (the list shows its start)."""
     parts = []
-    for stage in ps.spec.stages:
-        size = sizes[stage.name]
+    for stage, size in zip(ps.spec.stages, contract.stages, strict=True):
         details = [f"{size.targets} cluster" + ("" if size.targets == 1 else "s")]
         if size.max_parallel < size.targets:
             details.append(f"{size.max_parallel} at a time")
-        batches = batch_count(size, settings)
+        batches = size.batches
         if batches:
             details.append(f"in {batches} batch" + ("" if batches == 1 else "es"))
         if stage.approval is ApprovalMode.MANUAL:
@@ -434,18 +442,17 @@ def build_workflow(
     `plan` is the planner's RolloutPlan of the fleet now (it resolves percentage maxParallel and
     sizes the deadline), or ready-made StageSizes (render without a fleet, tests). The release's
     identity goes into the Workflow's annotations (`orchestrator.api.metadata.rollout_annotations`,
-    so a restarted watcher rebuilds the rollout's status from the Workflow alone) and its revisions
-    into the `revisions` parameter, as data (`Release.revisions_json`), for the steps.
+    so a restarted watcher rebuilds the rollout's status from the Workflow alone); the rollout
+    contract (`contract_for`: the rollout id, the release's revisions as data, each stage's sizing)
+    is made once here, every number of the Workflow is taken from it, and it is the Workflow's
+    `contract` argument, which every step reads.
     Raises WorkflowBuildError when the plan does not match the spec or the Workflow would be too big.
     """
     rollout_id = release.rollout_id
-    sizes: StageSizes = plan if isinstance(plan, Mapping) else sizes_from_plan(ps, plan)
-    missing = [stage.name for stage in ps.spec.stages if stage.name not in sizes]
-    if missing:
-        raise WorkflowBuildError(f"no size for stage(s) {', '.join(map(repr, missing))}")
-    node_count = estimate_nodes(ps, sizes, settings)
+    contract = contract_for(ps, release=release, plan=plan, settings=settings)
+    node_count = estimate_nodes(ps, contract)
     if node_count > settings.max_nodes:
-        per_cluster = [s.name for s in ps.spec.stages if not batch_count(sizes[s.name], settings)]
+        per_cluster = [s.name for s in contract.stages if not s.batches]
         advice = (
             f"lower the batch threshold (now {settings.batch_threshold} clusters, "
             "PROGRESSIVE_SYNC_WORKFLOW_BATCH_THRESHOLD) so that stage(s) "
@@ -464,16 +471,21 @@ def build_workflow(
     namespace = meta.namespace
     stages = list(ps.spec.stages)
     task_names = names.stage_task_names(stage.name for stage in stages)
+    sized = contract.stages
     bake_seconds = sorted(
-        {stage.bake_seconds for stage in stages if stage.bake_seconds and sizes[stage.name].targets}
+        {
+            stage.bake_seconds
+            for stage, size in zip(stages, sized, strict=True)
+            if stage.bake_seconds and size.targets
+        }
     )
-    batch_counts = [batch_count(sizes[stage.name], settings) for stage in stages]
-    opens = [opens_itself(stages, sizes, index) for index in range(len(stages))]
+    batch_counts = [size.batches for size in sized]
+    opens = [opens_itself(stages, contract, index) for index in range(len(stages))]
     handed_targets = [not opens[i] and not batch_counts[i] for i in range(len(stages))]
     templates: list[Any] = [_entry_template(stages, task_names, handed_targets)]
     hand_overs: set[bool] = set()  # whether the next stage runs in batches, per hand-over kind used
     for index, (stage, task_name) in enumerate(zip(stages, task_names, strict=True)):
-        size = sizes[stage.name]
+        size = sized[index]
         batches = batch_counts[index]
         hands_over = index + 1 < len(stages) and not opens[index + 1]
         if hands_over:
@@ -483,15 +495,13 @@ def build_workflow(
                 stage,
                 task_name,
                 size,
-                batches,
                 opens=opens[index],
                 next_stage=stages[index + 1].name if hands_over else None,
                 next_batches=batch_counts[index + 1] if hands_over else 0,
-                next_max_parallel=sizes[stages[index + 1].name].max_parallel if hands_over else 0,
             )
         )
         if batches:
-            templates.append(_batch_fanout_template(task_name, size, batches))
+            templates.append(_batch_fanout_template(task_name, batches))
         else:
             templates.append(_fanout_template(task_name, size))
     templates += pieces.reusable_templates(settings)
@@ -502,7 +512,7 @@ def build_workflow(
 
     annotations = {
         names.TITLE_ANNOTATION: _title(meta.name, release),
-        names.DESCRIPTION_ANNOTATION: _describe(ps, release, sizes, settings),
+        names.DESCRIPTION_ANNOTATION: _describe(ps, release, contract),
         **rollout_annotations(release),
     }
     if label_value(meta.name) != meta.name:
@@ -523,14 +533,13 @@ def build_workflow(
         entrypoint=names.ENTRYPOINT,
         on_exit=names.FINALIZE_TEMPLATE,
         service_account_name=settings.service_account,
-        active_deadline_seconds=active_deadline_seconds(ps, sizes, settings),
+        active_deadline_seconds=active_deadline_seconds(ps, contract, settings),
         synchronization=Synchronization(mutexes=[Mutex(name=f"progressivesync-{label_value(meta.name)}")]),
         pod_gc=PodGC(strategy="OnPodSuccess"),
         arguments=[
             Parameter(name=names.PARAM_PROGRESSIVE_SYNC, value=meta.name),
-            Parameter(name=names.PARAM_ROLLOUT_ID, value=rollout_id),
-            Parameter(name=names.PARAM_REVISIONS, value=release.revisions_json),
             Parameter(name=names.PARAM_ARGOCD_NAMESPACE, value=settings.argocd_namespace or namespace or ""),
+            Parameter(name=names.PARAM_CONTRACT, value=contract.to_json()),
         ],
         templates=templates,
     )

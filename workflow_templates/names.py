@@ -59,9 +59,9 @@ WAIT_HEALTHY_TASK = "wait-healthy"
 
 # Workflow parameters every step reads (through its environment, see pieces.step_env).
 PARAM_PROGRESSIVE_SYNC = "progressive-sync"
-PARAM_ROLLOUT_ID = "rollout-id"
-PARAM_REVISIONS = "revisions"  # the release's revisions as JSON (orchestrator.api.release)
 PARAM_ARGOCD_NAMESPACE = "argocd-namespace"
+# The rollout contract as JSON (orchestrator.planning.contract): rollout id, release, stage sizing.
+PARAM_CONTRACT = "contract"
 
 MAX_FIELD_NAME = 128
 

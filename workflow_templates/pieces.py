@@ -18,7 +18,10 @@ Workflows can reuse the steps by templateRef.
 
 Every step container gets the rollout's identity through its environment (`PROGRESSIVE_SYNC_*`,
 read by the steps as their options), from Workflow parameters, so the templates are the same for
-every rollout and every ProgressiveSync.
+every rollout and every ProgressiveSync: the ProgressiveSync's name, the Argo CD namespace and the
+rollout contract (`PROGRESSIVE_SYNC_CONTRACT` from `{{workflow.parameters.contract}}`: the rollout
+id, the release and every stage's sizing, `orchestrator.planning.contract`). A template passes a
+step only what differs per node: the stage, the cluster, the batch index, the next stage.
 """
 
 from __future__ import annotations
@@ -64,10 +67,6 @@ STAGE_INPUT = "stage"
 NEXT_STAGE_INPUT = "next-stage"
 CLUSTER_INPUT = "cluster"
 BATCH_INPUT = "batch"
-BATCHES_INPUT = "batches"
-MAX_PARALLEL_INPUT = "max-parallel"
-# select and record-and-select: how many of the stage's first targets they start (steps/first_wave.py).
-START_SYNCS_INPUT = "start-syncs"
 
 
 def _workflow_parameter(name: str) -> str:
@@ -100,10 +99,10 @@ def step_env(settings: WorkflowSettings) -> list[Env]:
     env = [
         Env(name="PROGRESSIVE_SYNC_NAMESPACE", value="{{workflow.namespace}}"),
         Env(name="PROGRESSIVE_SYNC_NAME", value=_workflow_parameter(names.PARAM_PROGRESSIVE_SYNC)),
-        Env(name="PROGRESSIVE_SYNC_ROLLOUT_ID", value=_workflow_parameter(names.PARAM_ROLLOUT_ID)),
         Env(
             name="PROGRESSIVE_SYNC_ARGOCD_NAMESPACE", value=_workflow_parameter(names.PARAM_ARGOCD_NAMESPACE)
         ),
+        Env(name="PROGRESSIVE_SYNC_CONTRACT", value=_workflow_parameter(names.PARAM_CONTRACT)),
         Env(name="PROGRESSIVE_SYNC_OUTPUTS_DIR", value=settings.outputs_dir),
     ]
     env.extend(Env(name=key, value=value) for key, value in settings.extra_env)
@@ -157,7 +156,6 @@ def _step(
     inputs: tuple[str, ...] = (),
     outputs: tuple[str, ...] = (),
     display_input: str | None = None,
-    defaults: dict[str, str] | None = None,
 ) -> StepContainer:
     display = None
     if display_input:
@@ -173,7 +171,7 @@ def _step(
         resources=_resources(settings),
         security_context=step_security_context(settings),
         volumes=[EmptyDirVolume(name=OUTPUTS_VOLUME, mount_path=settings.outputs_dir)],
-        inputs=[_input_parameter(item, (defaults or {}).get(item)) for item in inputs] or None,
+        inputs=[Parameter(name=item) for item in inputs] or None,
         outputs=[
             Parameter(name=item, value_from=ValueFrom(path=f"{settings.outputs_dir}/{item}"))
             for item in outputs
@@ -183,63 +181,38 @@ def _step(
     )
 
 
-def _input_parameter(name: str, default: str | None) -> Parameter:
-    # Hera renders `default=None` as the string "null": only a real default is given.
-    return Parameter(name=name) if default is None else Parameter(name=name, default=default)
-
-
 def step_templates(settings: WorkflowSettings) -> list[StepContainer]:
     """The step containers of docs/CONTRACTS.md, in contract order."""
     stage = ("--stage", _input(STAGE_INPUT))
     cluster = ("--cluster", _input(CLUSTER_INPUT))
-    revision = ("--revisions", _workflow_parameter(names.PARAM_REVISIONS))
     per_cluster = (STAGE_INPUT, CLUSTER_INPUT)
-    # select and record-and-select start the stage's first wave (steps/first_wave.py); a caller
-    # that passes no `start-syncs` (a templateRef, a person) leaves every sync to the cluster steps.
-    first_wave = ("--start-syncs", _input(START_SYNCS_INPUT), *revision)
-    no_first_wave = {START_SYNCS_INPUT: "0"}
+    # The release, each stage's size and its first wave come from the rollout contract in the
+    # environment (step_env), never from a template parameter.
     return [
-        _step(
-            names.SELECT_TEMPLATE,
-            [*stage, *first_wave],
-            settings,
-            inputs=(STAGE_INPUT, START_SYNCS_INPUT),
-            outputs=(TARGETS_OUTPUT,),
-            defaults=no_first_wave,
-        ),
-        _step(names.SYNC_TEMPLATE, [*stage, *cluster, *revision], settings, inputs=per_cluster),
-        _step(names.WAIT_HEALTHY_TEMPLATE, [*stage, *cluster, *revision], settings, inputs=per_cluster),
+        _step(names.SELECT_TEMPLATE, [*stage], settings, inputs=(STAGE_INPUT,), outputs=(TARGETS_OUTPUT,)),
+        _step(names.SYNC_TEMPLATE, [*stage, *cluster], settings, inputs=per_cluster),
+        _step(names.WAIT_HEALTHY_TEMPLATE, [*stage, *cluster], settings, inputs=per_cluster),
         # Its node shows the cluster's name in the Argo UI (names.display_name_of_input).
         _step(
             names.CLUSTER_TEMPLATE,
-            [*stage, *cluster, *revision],
+            [*stage, *cluster],
             settings,
             inputs=per_cluster,
             display_input=CLUSTER_INPUT,
         ),
         _step(
             names.BATCH_TEMPLATE,
-            [
-                *stage,
-                "--batch",
-                _input(BATCH_INPUT),
-                "--batches",
-                _input(BATCHES_INPUT),
-                "--max-parallel",
-                _input(MAX_PARALLEL_INPUT),
-                *revision,
-            ],
+            [*stage, "--batch", _input(BATCH_INPUT)],
             settings,
-            inputs=(STAGE_INPUT, BATCH_INPUT, BATCHES_INPUT, MAX_PARALLEL_INPUT),
+            inputs=(STAGE_INPUT, BATCH_INPUT),
         ),
         _step(names.RECORD_TEMPLATE, [*stage], settings, inputs=(STAGE_INPUT,)),
         _step(
             names.RECORD_AND_SELECT_TEMPLATE,
-            [*stage, "--next-stage", _input(NEXT_STAGE_INPUT), *first_wave],
+            [*stage, "--next-stage", _input(NEXT_STAGE_INPUT)],
             settings,
-            inputs=(STAGE_INPUT, NEXT_STAGE_INPUT, START_SYNCS_INPUT),
+            inputs=(STAGE_INPUT, NEXT_STAGE_INPUT),
             outputs=(TARGETS_OUTPUT,),
-            defaults=no_first_wave,
         ),
         _step(
             names.FINALIZE_TEMPLATE,
@@ -307,9 +280,8 @@ def reusable_templates(settings: WorkflowSettings) -> list[Templatable]:
 def _rollout_parameters(*extra: str) -> list[Parameter]:
     declared = (
         names.PARAM_PROGRESSIVE_SYNC,
-        names.PARAM_ROLLOUT_ID,
-        names.PARAM_REVISIONS,
         names.PARAM_ARGOCD_NAMESPACE,
+        names.PARAM_CONTRACT,
         *extra,
     )
     return [Parameter(name=name) for name in declared]
@@ -340,7 +312,8 @@ def cluster_workflow_template(settings: WorkflowSettings) -> WorkflowTemplate:
     """`progressive-sync-cluster`: sync one cluster and wait until it is healthy, by hand.
 
     `argo submit --from workflowtemplate/progressive-sync-cluster -p progressive-sync=NAME
-    -p rollout-id=ID -p revisions='[["SHA"]]' -p argocd-namespace=NS -p stage=STAGE -p cluster=CLUSTER`.
+    -p argocd-namespace=NS -p contract="$(cat contract.json)" -p stage=STAGE -p cluster=CLUSTER`
+    (the contract: orchestrator.planning.contract; a running rollout's is its Workflow's argument).
     """
     entry = DAG(
         name="main",

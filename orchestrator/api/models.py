@@ -217,20 +217,6 @@ In the CRD it is `x-kubernetes-int-or-string` with a CEL rule for the range and 
 """
 
 
-def resolve_int_or_percent(value: int | str, total: int) -> int:
-    """Resolve a size against `total`: percentages round down with a minimum of 1; ints are as-is.
-
-    The caller caps the result to what is available (a stage never takes more clusters than it has).
-    A percentage of 0 clusters still resolves to 1; the cap makes that 0.
-    """
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if not isinstance(value, str) or re.fullmatch(PERCENT_PATTERN, value) is None:
-        raise ValueError(f"not an int or percentage: {value!r}")
-    percent = int(value[:-1])
-    return max(1, total * percent // 100)
-
-
 # --- label selectors -------------------------------------------------------------------------
 
 LabelKey = Annotated[str, Field(pattern=LABEL_KEY_PATTERN, max_length=LABEL_KEY_MAX_LENGTH)]

@@ -9,11 +9,12 @@ Applications are to reach. `Release` carries it as values, never as a joined str
 - `id` is `release_id(generation, revisions)`; an attempt `n > 1` (a retry, or a follow-up for
   Applications Argo CD compared late) runs as rollout `<id>-<n>` in its own Workflow.
 
-The watcher builds it from the plan (`orchestrator.watcher.decide_release`), the Workflow builder writes its
-identity into the Workflow's annotations and its revisions into the `revisions` parameter
-(`revisions_to_json`), and the `sync` and `wait-healthy` steps read that parameter back
-(`revisions_from_json`). Which of the release's revisions one Application syncs to is decided per
-Application from what Argo CD reports about it (`orchestrator.argocd.appsync.release_pin`).
+The watcher builds it from the plan (`orchestrator.watcher.decide_release`), the Workflow builder
+writes its identity into the Workflow's annotations and its revisions into the rollout contract
+(`orchestrator.planning.contract`: the Workflow's one `contract` argument, whose `release` is checked
+once, by `revisions_from_data`), and the steps read them from there. Which of the release's
+revisions one Application syncs to is decided per Application from what Argo CD reports about it
+(`orchestrator.argocd.appsync.release_pin`).
 
 Pure values; callers: the watcher, the planner, the Workflow builder and view, the steps, render.
 """
@@ -101,19 +102,28 @@ def revisions_from_json(text: str) -> tuple[Revisions, ...]:
         raise RevisionsError(
             f'not JSON ({exc}); expected a list of revision lists, e.g. [["4f1c2e9..."]]'
         ) from exc
-    if not isinstance(data, list) or not data:
+    return revisions_from_data(data)
+
+
+def revisions_from_data(data: object) -> tuple[Revisions, ...]:
+    """The release's revisions from their data form (a list of lists of strings), checked: the one
+    check of a release's revisions (the rollout contract's `release` runs it); RevisionsError says
+    what is wrong. A sync is never sent without a pinned revision: an empty one rolls out whatever
+    targetRevision resolves to now."""
+    if not isinstance(data, list | tuple) or not data:
         raise RevisionsError(
             'expected a non-empty list of revision lists, e.g. [["4f1c2e9..."]] '
             "(an empty revision would roll out whatever targetRevision resolves to now)"
         )
     for entry in data:
         if (
-            not isinstance(entry, list)
+            not isinstance(entry, list | tuple)
             or not entry
             or not all(isinstance(r, str) and r.strip() == r and r for r in entry)
         ):
             raise RevisionsError(
-                f"{json.dumps(entry)} is not a list of non-empty revisions (one per source, no blanks)"
+                f"{json.dumps(list(entry) if isinstance(entry, tuple) else entry)} is not a list of "
+                "non-empty revisions (one per source, no blanks)"
             )
     return normalize_revisions(data)
 
@@ -154,11 +164,6 @@ class Release:
     def rollout_id(self) -> str:
         """The rollout this attempt runs as."""
         return rollout_id_for(self.id, self.attempt)
-
-    @property
-    def revisions_json(self) -> str:
-        """The steps' `--revisions` value."""
-        return revisions_to_json(self.revisions)
 
     @property
     def display(self) -> str:

@@ -24,7 +24,7 @@ import click
 
 from orchestrator.cli.logsetup import configure_logging
 from orchestrator.core.clock import SystemClock
-from orchestrator.devenv.argocd import ArgoCDStackError
+from orchestrator.devenv.argocd_settings import ArgoCDStackError
 from orchestrator.devenv.controlplane import ControlPlaneError
 from orchestrator.devenv.demo import (
     ArgoCDMode,

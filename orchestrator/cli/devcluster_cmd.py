@@ -112,7 +112,7 @@ def up(
     requeue_time: str,
 ) -> None:
     """Start the stack and keep it running until Ctrl-C or `dev-cluster down`."""
-    from orchestrator.devenv import argocd as argocd_stack  # noqa: PLC0415 - keeps `--help` fast
+    from orchestrator.devenv import argocd_settings as argocd_stack_settings  # noqa: PLC0415 - keeps `--help` fast
     from orchestrator.devenv import machine  # noqa: PLC0415
     from orchestrator.devenv.stack import DevStack, StackOptions, shell_exports  # noqa: PLC0415
 
@@ -131,8 +131,8 @@ def up(
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
         argocd_settings = (
-            argocd_stack.ArgoCDSettings(
-                clusters=argocd_stack.default_clusters(argocd_clusters),
+            argocd_stack_settings.ArgoCDSettings(
+                clusters=argocd_stack_settings.default_clusters(argocd_clusters),
                 servers=argocd_servers,
                 reconciliation_seconds=argocd_refresh_seconds,
             )
@@ -155,7 +155,7 @@ def up(
         click.echo("# starting the real Argo CD and its destination clusters (about a minute)...", err=True)
     try:
         stack = DevStack.start(options)
-    except (machine.MachineError, argocd_stack.ArgoCDStackError, RuntimeError) as exc:
+    except (machine.MachineError, argocd_stack_settings.ArgoCDStackError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from exc
     try:
         assert stack.cluster is not None
@@ -251,7 +251,7 @@ def down(state_dir: Path, wait: bool) -> None:
 )
 def release(state_dir: Path, message: str | None, refresh: bool) -> None:
     """Commit the starter app's next release to the Git repository of `up --argocd`."""
-    from orchestrator.devenv import argocd as argocd_stack  # noqa: PLC0415
+    from orchestrator.devenv import argocd_requests  # noqa: PLC0415
     from orchestrator.devenv.gitrepo import GitError, ReleaseRepo  # noqa: PLC0415
     from orchestrator.kube.client import Kube  # noqa: PLC0415
 
@@ -264,7 +264,7 @@ def release(state_dir: Path, message: str | None, refresh: bool) -> None:
         )
     argocd = state["argocd"]
     try:
-        number, sha = argocd_stack.commit_next_release(
+        number, sha = argocd_requests.commit_next_release(
             ReleaseRepo.open(argocd["repo"]), argocd["app_set"], message
         )
     except GitError as exc:
@@ -273,8 +273,8 @@ def release(state_dir: Path, message: str | None, refresh: bool) -> None:
     if refresh:
         kube = Kube.from_kubeconfig(state["kubeconfig"])
         try:
-            names = argocd_stack.app_set_applications(kube, argocd["namespace"], argocd["app_set"])
-            argocd_stack.request_refresh(kube, argocd["namespace"], names)
+            names = argocd_requests.app_set_applications(kube, argocd["namespace"], argocd["app_set"])
+            argocd_requests.request_refresh(kube, argocd["namespace"], names)
         finally:
             kube.close()
         click.echo(f"asked Argo CD to refresh {len(names)} Applications")

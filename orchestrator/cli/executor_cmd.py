@@ -18,7 +18,8 @@ from pathlib import Path
 import click
 
 from orchestrator.cli.logsetup import configure_logging
-from orchestrator.engine.executor import ExecutorSettings, LocalExecutor
+from orchestrator.engine.executor import LocalExecutor
+from orchestrator.engine.executor_settings import ExecutorSettings
 from orchestrator.kube.client import Kube, KubeError
 
 

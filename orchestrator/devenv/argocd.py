@@ -25,6 +25,10 @@ controller restart). `stop()` ends the processes, the destination clusters and r
 dir. The Argo CD processes use the control plane's admin credentials and their own client certificates
 (`system:masters`) on the destination clusters.
 
+This module is the stack's processes and its life; its parts, one job each: `argocd_settings`
+(what to run: tools, settings, clusters), `argocd_manifests` (the objects it installs, as values)
+and `argocd_requests` (what a person does to a running Argo CD: sync, refresh, a new release).
+
 Callers: `progressive-sync dev-cluster up --argocd`, `progressive-sync demo --argocd real`, the
 real-Argo-CD tests.
 """
@@ -34,7 +38,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import functools
-import json
 import logging
 import os
 import secrets
@@ -49,7 +52,34 @@ from typing import Any
 
 import yaml
 
-from orchestrator.devenv import starter_app, tools
+from orchestrator.devenv import starter_app
+from orchestrator.devenv.argocd_manifests import (
+    APP_PROJECTS,
+    CONFIG_MAPS,
+    HEALTH_PROBES,
+    VALIDATING_POLICIES,
+    VALIDATING_POLICY_BINDINGS,
+    argocd_cm,
+    argocd_cmd_params_cm,
+    argocd_secret,
+    cluster_secret,
+    default_project,
+    refusal_policy,
+    refusal_policy_binding,
+)
+from orchestrator.devenv.argocd_requests import (
+    app_summary,
+    commit_next_release,
+    request_refresh,
+    request_sync,
+)
+from orchestrator.devenv.argocd_settings import (
+    ArgoCDSettings,
+    ArgoCDStackError,
+    ArgoCDTools,
+    DestinationCluster,
+    socket_folder,
+)
 from orchestrator.devenv.controlplane import DevCluster, free_port
 from orchestrator.devenv.gitrepo import ReleaseRepo
 from orchestrator.devenv.processes import Supervisor, http_ok, redis_pings
@@ -59,7 +89,6 @@ from orchestrator.kube.client import (
     NAMESPACES,
     SECRETS,
     AlreadyExists,
-    Conflict,
     Invalid,
     Kube,
     NotFound,
@@ -69,168 +98,7 @@ from orchestrator.kube.crds import apply_crds
 
 log = logging.getLogger(__name__)
 
-CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap")
-APP_PROJECTS = Resource("argoproj.io", "v1alpha1", "appprojects", "AppProject")
-HEALTH_PROBES = Resource(
-    starter_app.PROBE_GROUP, starter_app.PROBE_VERSION, starter_app.PROBE_PLURAL, starter_app.PROBE_KIND
-)
-VALIDATING_POLICIES = Resource(
-    "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", "ValidatingAdmissionPolicy"
-)
-VALIDATING_POLICY_BINDINGS = Resource(
-    "admissionregistration.k8s.io",
-    "v1",
-    "validatingadmissionpolicybindings",
-    "ValidatingAdmissionPolicyBinding",
-)
-PART_OF_ARGOCD = {"app.kubernetes.io/part-of": "argocd"}
-ARGOCD_CRD_FILES = ("application-crd.yaml", "applicationset-crd.yaml", "appproject-crd.yaml")
 COMPONENTS = ("argocd-repo-server", "argocd-application-controller", "argocd-applicationset-controller")
-# At most this many cluster names point at one destination API server (its serving certificate
-# names 127.0.0.1 and localhost).
-NAMES_PER_SERVER = 2
-
-
-# A unix socket's path must fit `sun_path`: 108 bytes on Linux, the terminating NUL included.
-UNIX_SOCKET_PATH_MAX = 107
-
-
-def socket_folder(workdir: Path, longest_name: str) -> Path:
-    """`workdir` when a socket named `longest_name` fits in it, else a new short folder in the
-    system's temporary folder (the caller removes it). A deep work dir (a test's tmp_path under
-    pytest-xdist, a long $TMPDIR) would otherwise make the repo-server fail with `bind: invalid
-    argument`."""
-    if len(os.fsencode(workdir / longest_name)) <= UNIX_SOCKET_PATH_MAX:
-        return workdir
-    return Path(tempfile.mkdtemp(prefix="ps-argocd-", dir="/tmp"))
-
-
-class ArgoCDStackError(RuntimeError):
-    """The Argo CD dev stack could not start (tools missing, a component failed); says which."""
-
-
-# --- what to run -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ArgoCDTools:
-    """The programs the stack runs (built or installed by `make tools`)."""
-
-    argocd: Path  # one binary: application controller, ApplicationSet controller, repo-server
-    wrappers_dir: Path  # holds git-verify-wrapper.sh and gpg-wrapper.sh (repo-server runs them)
-    crds_dir: Path  # Argo CD's own CRDs (manifests/crds of the argo-cd module)
-    redis_server: Path
-    git: Path
-
-    def check(self) -> None:
-        """ArgoCDStackError naming each missing program and how to get it."""
-        missing = [
-            str(path) for path in (self.argocd, self.redis_server, self.git) if not os.access(path, os.X_OK)
-        ]
-        missing += [
-            str(self.wrappers_dir / name)
-            for name in ("git-verify-wrapper.sh", "gpg-wrapper.sh")
-            if not (self.wrappers_dir / name).is_file()
-        ]
-        missing += [
-            str(self.crds_dir / name) for name in ARGOCD_CRD_FILES if not (self.crds_dir / name).is_file()
-        ]
-        if missing:
-            raise ArgoCDStackError(
-                f"the real Argo CD needs {', '.join(missing)}: run `make tools` (it builds Argo CD and "
-                "installs redis-server and git)"
-            )
-
-    @classmethod
-    def find(cls) -> ArgoCDTools:
-        """What `make tools` built (`orchestrator.devenv.tools`), plus Debian's redis-server and
-        git from PATH (`make tools` installs both)."""
-        try:
-            argocd = tools.binary("argocd")
-            crds_dir = tools.crd_dir("argocd")
-        except tools.ToolsMissing as exc:
-            raise ArgoCDStackError(str(exc)) from exc
-        found = cls(
-            argocd=argocd,
-            wrappers_dir=argocd.parent,
-            crds_dir=crds_dir,
-            redis_server=Path(shutil.which("redis-server") or "/usr/bin/redis-server"),
-            git=Path(shutil.which("git") or "/usr/bin/git"),
-        )
-        found.check()
-        return found
-
-    def crd_documents(self) -> list[dict[str, Any]]:
-        """Argo CD's Application, ApplicationSet and AppProject CRDs."""
-        return [yaml.safe_load((self.crds_dir / name).read_text()) for name in ARGOCD_CRD_FILES]
-
-
-@dataclass(frozen=True)
-class ClusterSpec:
-    """One Argo CD cluster of the dev fleet: its name and the labels stage selectors match."""
-
-    name: str
-    labels: Mapping[str, str] = field(default_factory=dict)
-
-
-def default_clusters(count: int = 4, regions: Sequence[str] = ("eu", "us")) -> tuple[ClusterSpec, ...]:
-    """`count` clusters named `<region>-<n>` round-robin over `regions` (labels region, env)."""
-    if count < 1:
-        raise ValueError("the dev fleet needs at least one cluster")
-    clusters = []
-    for index in range(count):
-        region = regions[index % len(regions)]
-        clusters.append(
-            ClusterSpec(f"{region}-{index // len(regions) + 1}", {"region": region, "env": "dev"})
-        )
-    return tuple(clusters)
-
-
-@dataclass(frozen=True)
-class ArgoCDSettings:
-    """What `ArgoCDStack.start` runs."""
-
-    namespace: str = "argocd"
-    clusters: tuple[ClusterSpec, ...] = field(default_factory=default_clusters)
-    # Distinct destination kube-apiservers; cluster names beyond them reuse them under a second URL.
-    servers: int = 2
-    # How often the application controller compares each Application with Git, and its jitter.
-    reconciliation_seconds: int = 10
-    reconciliation_jitter_seconds: int = 0
-    # The starter ApplicationSet (None: create none) and whether to deploy release 1 everywhere.
-    app_set: str | None = starter_app.APP_SET
-    bootstrap: bool = True
-    # Extra `resource.customizations...` or other argocd-cm keys.
-    extra_argocd_cm: Mapping[str, str] = field(default_factory=dict)
-    log_level: str = "info"
-    ready_timeout_seconds: float = 120.0
-
-    def __post_init__(self) -> None:
-        if self.servers < 1:
-            raise ValueError("--argocd-servers must be at least 1")
-        if len(self.clusters) > self.servers * NAMES_PER_SERVER:
-            raise ValueError(
-                f"{len(self.clusters)} clusters need at least {-(-len(self.clusters) // NAMES_PER_SERVER)} "
-                f"destination servers ({NAMES_PER_SERVER} cluster names per server); raise --argocd-servers"
-            )
-        names = [cluster.name for cluster in self.clusters]
-        if len(set(names)) != len(names):
-            raise ValueError(f"cluster names must be unique: {names}")
-
-
-@dataclass(frozen=True)
-class DestinationCluster:
-    """A cluster Secret of the stack: its name, URL, labels and the API server behind it."""
-
-    name: str
-    server: str
-    labels: Mapping[str, str]
-    api: DevCluster
-
-    @property
-    def secret_name(self) -> str:
-        """The cluster Secret's name."""
-        return f"cluster-{self.name}"
 
 
 # --- the stack ----------------------------------------------------------------------------------
@@ -319,47 +187,11 @@ class ArgoCDStack:
             self.kube.create(
                 NAMESPACES, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
             )
-        timeout = f"{self.settings.reconciliation_seconds}s"
         self._create_or_replace(
-            CONFIG_MAPS,
-            {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {"name": "argocd-cm", "labels": PART_OF_ARGOCD},
-                "data": {
-                    # Destinations are the cluster Secrets only.
-                    "cluster.inClusterEnabled": "false",
-                    # Read by the processes from ARGOCD_RECONCILIATION_TIMEOUT (set to the same value).
-                    "timeout.reconciliation": timeout,
-                    starter_app.PROBE_HEALTH_KEY: starter_app.PROBE_HEALTH_LUA,
-                    **self.settings.extra_argocd_cm,
-                },
-            },
+            CONFIG_MAPS, argocd_cm(self.settings.reconciliation_seconds, self.settings.extra_argocd_cm)
         )
-        self._create_or_replace(
-            CONFIG_MAPS,
-            {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {"name": "argocd-cmd-params-cm", "labels": PART_OF_ARGOCD},
-                # What the processes are started with, for people reading the cluster.
-                "data": {
-                    "repo.server.disable.tls": "true",
-                    "controller.repo.server.plaintext": "true",
-                    "applicationsetcontroller.enable.leader.election": "false",
-                },
-            },
-        )
-        self._create_or_replace(
-            SECRETS,
-            {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "type": "Opaque",
-                "metadata": {"name": "argocd-secret", "labels": PART_OF_ARGOCD},
-                "stringData": {"server.secretkey": secrets.token_urlsafe(32)},
-            },
-        )
+        self._create_or_replace(CONFIG_MAPS, argocd_cmd_params_cm())
+        self._create_or_replace(SECRETS, argocd_secret(secrets.token_urlsafe(32)))
         self._create_or_replace(APP_PROJECTS, default_project())
 
     def _create_or_replace(self, resource: Resource, body: dict[str, Any]) -> None:
@@ -401,31 +233,13 @@ class ArgoCDStack:
         def b64_file(path: str) -> str:
             return base64.b64encode(Path(path).read_bytes()).decode()
 
-        config = {
-            "tlsClientConfig": {
-                "insecure": False,
-                "caData": b64_file(ca_file),
-                "certData": b64_file(files["client-certificate"]),
-                "keyData": b64_file(files["client-key"]),
-            }
+        tls_client_config = {
+            "insecure": False,
+            "caData": b64_file(ca_file),
+            "certData": b64_file(files["client-certificate"]),
+            "keyData": b64_file(files["client-key"]),
         }
-        self._create_or_replace(
-            SECRETS,
-            {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "type": "Opaque",
-                "metadata": {
-                    "name": cluster.secret_name,
-                    "labels": {"argocd.argoproj.io/secret-type": "cluster", **cluster.labels},
-                },
-                "stringData": {
-                    "name": cluster.name,
-                    "server": cluster.server,
-                    "config": json.dumps(config),
-                },
-            },
-        )
+        self._create_or_replace(SECRETS, cluster_secret(cluster, tls_client_config))
 
     def _environment(self, component: str) -> dict[str, str]:
         for folder in ("tls", "ssh", "gnupg", "tmp", "home"):
@@ -601,41 +415,8 @@ class ArgoCDStack:
         name = f"progressive-sync-refuse-{namespace}"
         message = f"cluster {cluster} refuses this release (dev stack: refuse_changes)"
         kube = self.cluster_kube(cluster)
-        kube.create(
-            VALIDATING_POLICIES,
-            None,
-            {
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": "ValidatingAdmissionPolicy",
-                "metadata": {"name": name},
-                "spec": {
-                    "failurePolicy": "Fail",
-                    "matchConstraints": {
-                        "resourceRules": [
-                            {
-                                "apiGroups": [""],
-                                "apiVersions": ["v1"],
-                                "operations": ["CREATE", "UPDATE"],
-                                "resources": ["configmaps"],
-                            }
-                        ]
-                    },
-                    "validations": [
-                        {"expression": f"object.metadata.namespace != '{namespace}'", "message": message}
-                    ],
-                },
-            },
-        )
-        kube.create(
-            VALIDATING_POLICY_BINDINGS,
-            None,
-            {
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": "ValidatingAdmissionPolicyBinding",
-                "metadata": {"name": name},
-                "spec": {"policyName": name, "validationActions": ["Deny"]},
-            },
-        )
+        kube.create(VALIDATING_POLICIES, None, refusal_policy(name, namespace, message))
+        kube.create(VALIDATING_POLICY_BINDINGS, None, refusal_policy_binding(name))
         # The API server compiles a new policy in the background: wait until a change is refused.
         deadline = time.monotonic() + timeout
         check = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "refusal-check"}}
@@ -752,7 +533,7 @@ class ArgoCDStack:
             if not pending:
                 return
             time.sleep(0.2)
-        states = {name: _summary(app) for name, app in self.applications(pending).items()}
+        states = {name: app_summary(app) for name, app in self.applications(pending).items()}
         raise ArgoCDStackError(f"Applications not {what} in time: {states}")
 
     # -- teardown ---------------------------------------------------------------------------
@@ -784,92 +565,6 @@ class ArgoCDStack:
         self.stop()
 
 
-def _summary(app: Mapping[str, Any] | None) -> str:
-    if app is None:
-        return "missing"
-    status = app.get("status") or {}
-    sync = status.get("sync") or {}
-    state = status.get("operationState") or {}
-    return (
-        f"{sync.get('status', '?')}@{str(sync.get('revision', ''))[:8]} "
-        f"{(status.get('health') or {}).get('status', '?')} op={state.get('phase', '-')} "
-        f"{state.get('message', '')}".strip()
-    )
-
-
-# --- Argo CD objects ----------------------------------------------------------------------------
-
-
-def default_project() -> dict[str, Any]:
-    """The `default` AppProject (what Argo CD's API server creates on first start): anything goes."""
-    return {
-        "apiVersion": "argoproj.io/v1alpha1",
-        "kind": "AppProject",
-        "metadata": {"name": "default"},
-        "spec": {
-            "sourceRepos": ["*"],
-            "destinations": [{"server": "*", "namespace": "*"}],
-            "clusterResourceWhitelist": [{"group": "*", "kind": "*"}],
-        },
-    }
-
-
-def request_sync(
-    kube: Kube,
-    namespace: str,
-    name: str,
-    *,
-    revision: str = "",
-    revisions: Sequence[str] = (),
-    username: str = "dev-cluster",
-    prune: bool = False,
-    info: Mapping[str, str] | None = None,
-    attempts: int = 5,
-) -> dict[str, Any]:
-    """Sync one Application the way Argo CD's API server `Sync` does (a person's sync).
-
-    The operation carries the Application's own `spec.syncPolicy.syncOptions` and `retry`, the
-    source and the pinned revision (a multi-source Application: its sources and `revisions`, one
-    per source); a finished `status.operationState` is cleared in the same update. Raises
-    `ArgoCDStackError` while another operation is in progress.
-    """
-    for _ in range(attempts):
-        app = kube.get(APPLICATIONS, namespace, name)
-        state = (app.get("status") or {}).get("operationState") or {}
-        if app.get("operation") or state.get("phase") in ("Running", "Terminating"):
-            raise ArgoCDStackError(f"Application {name}: another operation is in progress")
-        policy = (app.get("spec") or {}).get("syncPolicy") or {}
-        sync: dict[str, Any] = {"prune": prune}
-        spec = app.get("spec") or {}
-        if spec.get("sources"):
-            if len(revisions) != len(spec["sources"]):
-                raise ArgoCDStackError(
-                    f"Application {name} has {len(spec['sources'])} sources: pin one revision each, "
-                    f"not {list(revisions)}"
-                )
-            sync["revisions"] = list(revisions)
-            sync["sources"] = spec["sources"]
-        else:
-            sync["revision"] = revision or (revisions[0] if revisions else "")
-            if spec.get("source"):
-                sync["source"] = spec["source"]
-        if policy.get("syncOptions"):
-            sync["syncOptions"] = list(policy["syncOptions"])
-        operation: dict[str, Any] = {"sync": sync, "initiatedBy": {"username": username}}
-        if policy.get("retry"):
-            operation["retry"] = policy["retry"]
-        if info:
-            operation["info"] = [{"name": key, "value": value} for key, value in info.items()]
-        app["operation"] = operation
-        if state:
-            app["status"].pop("operationState")
-        try:
-            return kube.replace(APPLICATIONS, namespace, app)
-        except Conflict:
-            continue
-    raise ArgoCDStackError(f"Application {name} kept changing under the sync request ({attempts} attempts)")
-
-
 def describe(stack: ArgoCDStack) -> list[str]:
     """What `dev-cluster up --argocd` prints about the running Argo CD (comment lines)."""
     settings = stack.settings
@@ -898,41 +593,3 @@ def describe(stack: ArgoCDStack) -> list[str]:
         "git commit -am 'Release 2' && git push",
     ]
     return lines
-
-
-def app_set_applications(kube: Kube, namespace: str, app_set: str) -> list[str]:
-    """The names of the Applications an ApplicationSet owns."""
-    items, _ = kube.list(APPLICATIONS, namespace)
-    return [
-        str(item["metadata"]["name"])
-        for item in items
-        if any(
-            ref.get("kind") == "ApplicationSet" and ref.get("name") == app_set
-            for ref in item["metadata"].get("ownerReferences") or []
-        )
-    ]
-
-
-def request_refresh(kube: Kube, namespace: str, names: Iterable[str], *, hard: bool = False) -> None:
-    """Ask Argo CD to compare these Applications with Git now, as a Git webhook would."""
-    value = "hard" if hard else "normal"
-    for name in names:
-        kube.patch(
-            APPLICATIONS,
-            namespace,
-            name,
-            {"metadata": {"annotations": {"argocd.argoproj.io/refresh": value}}},
-        )
-
-
-def commit_next_release(repo: ReleaseRepo, app_set: str, message: str | None = None) -> tuple[int, str]:
-    """Commit the starter app's next release (its ConfigMap names release n + 1); (n + 1, SHA)."""
-    path = f"{starter_app.APP_PATH}/configmap.yaml"
-    number = starter_app.release_number(repo.show(path)) + 1
-    sha = repo.commit(starter_app.release_files(number, app=app_set), message or f"Release {number}")
-    return number, sha
-
-
-def operation_history(app: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """`status.history`: one entry per successful sync (id, revision, deployStartedAt, initiatedBy)."""
-    return list((app.get("status") or {}).get("history") or [])

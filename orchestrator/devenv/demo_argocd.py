@@ -28,7 +28,8 @@ from pathlib import Path
 
 from orchestrator.argocd import appwatch
 from orchestrator.devenv import starter_app
-from orchestrator.devenv.argocd import ArgoCDSettings, ArgoCDStack, ArgoCDTools, ClusterSpec
+from orchestrator.devenv.argocd import ArgoCDStack
+from orchestrator.devenv.argocd_settings import ArgoCDSettings, ArgoCDTools, ClusterSpec
 from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.kube.client import Kube
 

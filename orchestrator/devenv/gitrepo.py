@@ -10,8 +10,8 @@ one of the two fail instead of losing a commit. A bare repository is what people
     edit ... && git commit -am "release 2" && git push origin main
 
 Every git call runs with the system and global configuration ignored (the identity is passed on
-the command line), no terminal prompt and a timeout. Callers: `orchestrator.devenv.argocd` (the
-dev stack and its tests), `progressive-sync dev-cluster release`.
+the command line), no terminal prompt and a timeout. Callers: `orchestrator.devenv.argocd` and
+`argocd_requests` (the dev stack and its tests), `progressive-sync dev-cluster release`.
 """
 
 from __future__ import annotations

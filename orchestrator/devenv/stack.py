@@ -36,7 +36,8 @@ import yaml
 
 from orchestrator.devenv import images as images_mod
 from orchestrator.devenv import machine, tools
-from orchestrator.devenv.argocd import ArgoCDSettings, ArgoCDStack, ArgoCDTools
+from orchestrator.devenv.argocd import ArgoCDStack
+from orchestrator.devenv.argocd_settings import ArgoCDSettings, ArgoCDTools
 from orchestrator.devenv.argoworkflows import ArgoTools, ArgoWorkflows
 from orchestrator.devenv.controlplane import ControlPlaneError, DevCluster, find_tools_dir
 from orchestrator.devenv.node import Node, NodeTools, create_namespace, namespace_ready

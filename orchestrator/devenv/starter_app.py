@@ -14,8 +14,8 @@
   `status.health`, which a test sets on the destination cluster to drive an Application
   Progressing, Healthy, Degraded or Suspended on purpose. Without a status it is Progressing.
 
-Pure data: nothing here talks to a cluster. Callers: `orchestrator.devenv.argocd`, the demo, the
-real-Argo-CD tests.
+Pure data: nothing here talks to a cluster. Callers: `orchestrator.devenv.argocd` (and its
+`argocd_settings`, `argocd_manifests`, `argocd_requests`), the demo, the real-Argo-CD tests.
 """
 
 from __future__ import annotations

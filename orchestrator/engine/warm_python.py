@@ -10,9 +10,11 @@ one JSON object per line on stdin, answers one per line on stdout:
   `subprocess`); a bad request -> `{"id", "error"}`.
 - End of stdin: the zygote exits; processes it started keep running, as subprocesses would.
 
-Caller: the local executor (`orchestrator.engine.executor.WarmLauncher`), which starts one zygote and
-sends it the steps whose container command is `python -m <a preloaded module> ...`. A step paid
-~1.2 s of imports per process; a fork of this process pays none.
+Caller: the local executor, through `WarmLauncher` at the end of this module (its client side: it
+starts one zygote, restarts a broken one a bounded number of times, and sends it the steps whose
+container command is `python -m <a preloaded module> ...`; `step_process` asks it first). A step
+paid ~1.2 s of imports per process; a fork of this process pays none. The launcher and its client
+live together so the protocol's two ends are read, and changed, side by side.
 
 Why running a step this way is the same as `python -m MODULE ARGS` with that env and cwd: the child
 starts its own session (process group = pid, so the executor's killpg works), has stdin on
@@ -34,20 +36,31 @@ import contextlib
 import errno
 import importlib
 import json
+import logging
 import os
 import pkgutil
 import runpy
 import select
 import signal
+import subprocess
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
+
+from orchestrator.engine.executor_settings import ExecutorSettings
+
+log = logging.getLogger(__name__)
 
 MAX_REQUEST_BYTES = 1024 * 1024
 POLL_SECONDS = 0.5  # a backstop: SIGCHLD wakes the loop at once through the wake-up pipe
 MAX_OPEN_FDS = 1 << 20
+
+
+# --- the launcher process -----------------------------------------------------------------------
 
 
 class BadRequest(ValueError):
@@ -290,6 +303,287 @@ def main(argv: Sequence[str]) -> int:
     zygote.answer({"ready": True, "pid": os.getpid(), "modules": modules})
     zygote.serve()
     return 0
+
+
+# --- the executor's side: starting steps through the launcher ------------------------------------
+
+
+class WarmProcess:
+    """A step forked by the warm launcher: what `_Process` needs of a `subprocess.Popen`."""
+
+    def __init__(self, request_id: int, pid: int, argv: list[str]) -> None:
+        self.request_id = request_id
+        self.pid = pid
+        self.args = argv
+        self.returncode: int | None = None
+        # Set when the launcher died before telling how the step ended: the result is unknown.
+        self.lost = ""
+        self._ended = threading.Event()
+
+    def ended(self, code: int) -> None:
+        """The launcher reported the exit code."""
+        self.returncode = code
+        self._ended.set()
+
+    def lose(self, reason: str) -> None:
+        """The launcher is gone: nobody can report this process's exit, so end it now."""
+        self.lost = reason
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
+        self.ended(-signal.SIGKILL)
+
+    def poll(self) -> int | None:
+        """The exit code, or None while it runs."""
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """The exit code; subprocess.TimeoutExpired after `timeout`."""
+        if not self._ended.wait(timeout):
+            raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
+        assert self.returncode is not None
+        return self.returncode
+
+
+class _Request:
+    """One request's waiter: the pid (or an error) arrives first, the exit code later."""
+
+    def __init__(self, request_id: int, argv: list[str]) -> None:
+        self.request_id = request_id
+        self.argv = argv
+        self.answered = threading.Event()
+        self.error = ""
+        self.process: WarmProcess | None = None
+
+
+class _LauncherProcess:
+    """One running `orchestrator.engine.warm_python` process and the thread that reads its answers."""
+
+    def __init__(self, argv: list[str], env: Mapping[str, str], cwd: Path) -> None:
+        self.ready = threading.Event()
+        self.dead = threading.Event()
+        self._write_lock = threading.Lock()
+        self._mutex = threading.Lock()
+        self._requests: dict[int, _Request] = {}
+        self._next_id = 0
+        self.popen = subprocess.Popen(
+            argv,
+            env=dict(env),
+            cwd=cwd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            # Ctrl-C on the executor's terminal must not reach it: the executor stops it.
+            start_new_session=True,
+        )
+        self._reader = threading.Thread(target=self._read, name="warm-launcher-reader", daemon=True)
+        self._reader.start()
+
+    def request(self, message: dict[str, Any], argv: list[str]) -> _Request:
+        with self._mutex:
+            self._next_id += 1
+            waiter = _Request(self._next_id, argv)
+            self._requests[waiter.request_id] = waiter
+        line = (json.dumps({"id": waiter.request_id, **message}) + "\n").encode()
+        stdin = self.popen.stdin
+        assert stdin is not None
+        try:
+            with self._write_lock:
+                stdin.write(line)
+                stdin.flush()
+        except (OSError, ValueError) as exc:
+            with self._mutex:
+                self._requests.pop(waiter.request_id, None)
+            waiter.error = f"cannot write to the warm launcher: {exc}"
+            waiter.answered.set()
+        return waiter
+
+    def forget(self, waiter: _Request) -> None:
+        with self._mutex:
+            self._requests.pop(waiter.request_id, None)
+
+    def _read(self) -> None:
+        stdout = self.popen.stdout
+        assert stdout is not None
+        try:
+            for line in stdout:
+                try:
+                    answer = json.loads(line)
+                except ValueError:
+                    log.warning("warm launcher: unreadable answer %r", line[:200])
+                    continue
+                self._dispatch(answer)
+        except (OSError, ValueError) as exc:
+            log.warning("warm launcher: reading its answers failed: %s", exc)
+        finally:
+            self.dead.set()
+            self.ready.set()  # wake whoever waits for it; `dead` tells them why
+            with self._mutex:
+                waiters = list(self._requests.values())
+                self._requests.clear()
+            for waiter in waiters:
+                if waiter.process is not None:
+                    waiter.process.lose("the warm launcher died while the step ran; its result is unknown")
+                else:
+                    waiter.error = "the warm launcher died"
+                    waiter.answered.set()
+
+    def _dispatch(self, answer: Mapping[str, Any]) -> None:
+        if answer.get("ready"):
+            log.info("warm launcher %s ready: %s", answer.get("pid"), ", ".join(answer.get("modules", [])))
+            self.ready.set()
+            return
+        with self._mutex:
+            waiter = self._requests.get(answer.get("id", -1))
+            if waiter is None:
+                log.warning("warm launcher: answer for no request: %s", answer)
+                return
+            if "exit" in answer or "error" in answer:
+                del self._requests[waiter.request_id]
+        if "error" in answer:
+            waiter.error = str(answer["error"])
+            waiter.answered.set()
+        elif "pid" in answer:
+            waiter.process = WarmProcess(waiter.request_id, int(answer["pid"]), waiter.argv)
+            waiter.answered.set()
+        elif "exit" in answer and waiter.process is not None:
+            waiter.process.ended(int(answer["exit"]))
+
+    def stop(self, timeout: float) -> None:
+        """End of input makes it exit (the steps it started keep running); kill it at the deadline."""
+        with self._write_lock, contextlib.suppress(OSError, ValueError):
+            if self.popen.stdin is not None:
+                self.popen.stdin.close()
+        try:
+            self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            log.warning("warm launcher %d did not exit in %.1fs; killing it", self.popen.pid, timeout)
+            self.popen.kill()
+            self.popen.wait()
+        self._reader.join(timeout)
+
+
+class WarmLauncher:
+    """Starts `python -m MODULE ...` steps by forking a process that already imported MODULE.
+
+    Owned by the LocalExecutor: `start()` when it starts, `stop()` when it stops. `launch()`
+    returns a WarmProcess, or None when the step should be started the plain way (not a preloaded
+    module, or the launcher is not working; a broken launcher is started again, a bounded number of
+    times).
+    """
+
+    def __init__(self, settings: ExecutorSettings, env: Mapping[str, str], cwd: Path) -> None:
+        self.settings = settings
+        self.modules = frozenset(settings.warm_modules)
+        self._env = dict(env)
+        self._cwd = cwd
+        self._mutex = threading.Lock()
+        self._zygote: _LauncherProcess | None = None
+        self._retired: list[_LauncherProcess] = []
+        self._starts = 0
+        self._stopped = False
+
+    def start(self) -> None:
+        """Start the launcher process; its imports go on in the background."""
+        with self._mutex:
+            self._start_locked()
+
+    def _start_locked(self) -> None:
+        argv = [self.settings.python, "-m", "orchestrator.engine.warm_python", *sorted(self.modules)]
+        self._starts += 1
+        try:
+            self._zygote = _LauncherProcess(argv, self._env, self._cwd)
+        except OSError as exc:
+            log.warning("warm launcher: cannot start %s: %s; steps start the plain way", argv[0], exc)
+            self._zygote = None
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Wait (at most `timeout`) until the launcher finished its imports; False if it did not."""
+        with self._mutex:
+            zygote = self._zygote
+        return zygote is not None and zygote.ready.wait(timeout) and not zygote.dead.is_set()
+
+    def module_of(self, argv: list[str]) -> str | None:
+        """The preloaded module `argv` (already resolved to our interpreter) runs, or None."""
+        if len(argv) >= 3 and argv[0] == self.settings.python and argv[1] == "-m" and argv[2] in self.modules:
+            return argv[2]
+        return None
+
+    def _current(self) -> _LauncherProcess | None:
+        """The working launcher, started again if it broke and restarts are left."""
+        with self._mutex:
+            zygote = self._zygote
+            if self._stopped:
+                return None
+            if zygote is not None and not zygote.dead.is_set():
+                return zygote
+            if zygote is not None:
+                self._retire_locked(zygote)
+            if self._starts > self.settings.warm_restarts:
+                return None
+            log.warning(
+                "warm launcher: starting it again (start %d of at most %d)",
+                self._starts + 1,
+                self.settings.warm_restarts + 1,
+            )
+            self._start_locked()
+            return self._zygote
+
+    def _retire_locked(self, zygote: _LauncherProcess) -> None:
+        if self._zygote is zygote:
+            self._zygote = None
+        self._retired.append(zygote)
+
+    def _broken(self, zygote: _LauncherProcess, reason: str) -> None:
+        log.warning("warm launcher: %s; this step starts the plain way", reason)
+        with self._mutex:
+            if self._zygote is zygote:
+                self._retire_locked(zygote)
+                if self._starts <= self.settings.warm_restarts and not self._stopped:
+                    log.warning(
+                        "warm launcher: starting it again (start %d of at most %d)",
+                        self._starts + 1,
+                        self.settings.warm_restarts + 1,
+                    )
+                    self._start_locked()
+
+    def launch(
+        self, argv: list[str], env: Mapping[str, str], cwd: Path, stdout: Path, stderr: Path
+    ) -> WarmProcess | None:
+        """Fork the step from the launcher; None: start it the plain way."""
+        module = self.module_of(argv)
+        zygote = self._current() if module is not None else None
+        if module is None or zygote is None:
+            return None
+        if not zygote.ready.wait(self.settings.warm_ready_timeout_seconds) or zygote.dead.is_set():
+            self._broken(zygote, "not ready in time" if not zygote.dead.is_set() else "it exited")
+            return None
+        message = {
+            "module": module,
+            "args": argv[3:],
+            "env": dict(env),
+            "cwd": str(cwd),
+            "stdout_path": str(stdout),
+            "stderr_path": str(stderr),
+        }
+        waiter = zygote.request(message, argv)
+        if not waiter.answered.wait(self.settings.warm_answer_timeout_seconds):
+            zygote.forget(waiter)
+            self._broken(zygote, f"no answer in {self.settings.warm_answer_timeout_seconds:.0f}s")
+            return None
+        if waiter.process is None:
+            self._broken(zygote, waiter.error or "no process")
+            return None
+        return waiter.process
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the launcher process(es): close their input, wait until the deadline, then kill."""
+        with self._mutex:
+            self._stopped = True
+            zygotes = [z for z in (self._zygote, *self._retired) if z is not None]
+            self._zygote = None
+            self._retired = []
+        deadline = time.monotonic() + timeout
+        for zygote in zygotes:
+            zygote.stop(max(0.1, deadline - time.monotonic()))
 
 
 if __name__ == "__main__":

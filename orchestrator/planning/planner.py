@@ -25,6 +25,12 @@ rollout is due. `docs/planner.md` explains the rules with examples; the summary:
   the fleet's clusters with those digests, and no later stage takes them (nor counts a failure of
   one against its own `maxFailedClusters`). A stage of which the status kept neither, and which
   has clusters not updated, is an error: a later stage could take them again.
+
+The planning package by job: this module holds the selection rules and `plan_rollout`; the plan's
+data and its `-o json` form are `orchestrator.planning.plan`; reading what a running rollout
+recorded is `orchestrator.planning.progress`; every size is `orchestrator.planning.sizing`; the
+rollout contract a Workflow runs is `orchestrator.planning.contract`. The names callers import
+from here (`__all__`) stay importable from here.
 """
 
 from __future__ import annotations
@@ -32,20 +38,14 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
-from orchestrator.api.ledger import name_digest
 from orchestrator.api.models import (
     LabelSelector,
     ProgressiveSyncSpec,
-    ProgressiveSyncStatus,
-    StageCounts,
-    StagePhase,
 )
-from orchestrator.api.release import Revisions, normalize_revisions, release_id, revision_key
+from orchestrator.api.release import Revisions, normalize_revisions, release_id
 from orchestrator.argocd.fleet import (
     AppSetView,
     AppView,
@@ -57,249 +57,36 @@ from orchestrator.argocd.fleet import (
     index_clusters,
     normalize_server,
 )
+from orchestrator.planning.plan import ClusterPlan, IssueCode, PlanIssue, RolloutPlan, StagePlan, StageState
+from orchestrator.planning.plan import Issues as _Issues
+from orchestrator.planning.plan import names_in_message as _names
+from orchestrator.planning.progress import RolloutProgress, StageProgress, progress_from_status
+from orchestrator.planning.progress import recorded_state as _recorded_state
+from orchestrator.planning.progress import rollout_name as _rollout_name
+from orchestrator.planning.progress import targets_of_taken_sets as _targets_of_taken_sets
 from orchestrator.planning.sizing import StageSize, resolve_max_targets, stage_size
 
-# How many names a message lists before "and N more"; `PlanIssue.subjects` always has them all.
-NAMES_IN_MESSAGE = 8
-
-
-class StageState(StrEnum):
-    """What the plan says about a stage."""
-
-    PLANNED = "planned"  # it has targets to update
-    SKIPPED = "skipped"  # it matches no cluster, or only clusters earlier stages took
-    DONE = "done"  # nothing left to do: its clusters are up to date, or the rollout updated them
-
-
-class IssueCode(StrEnum):
-    """What a plan warning or error is about; stable, for scripts reading `-o json`."""
-
-    APP_SET_MISMATCH = "AppSetMismatch"
-    APP_SET_NOT_GIVEN = "AppSetNotGiven"
-    NO_APPLICATIONS = "NoApplications"
-    DUPLICATE_CLUSTER_NAME = "DuplicateClusterName"
-    SHARED_SERVER = "SharedServer"
-    MISSING_CLUSTER_SECRET = "MissingClusterSecret"
-    DESTINATION_CONFLICT = "DestinationConflict"
-    AUTOMATED_SYNC = "AutomatedSync"
-    MIXED_REVISIONS = "MixedRevisions"
-    UNKNOWN_REVISION = "UnknownRevision"
-    UNCOVERED_CLUSTERS = "UncoveredClusters"
-    SPREAD_LABEL_MISSING = "SpreadLabelMissing"
-    UNKNOWN_PROGRESS_STAGE = "UnknownProgressStage"
-    LATE_CLUSTERS = "LateClusters"
-    NOT_A_RELEASE = "NotARelease"
-    PROGRESS_LEFT_OUT = "ProgressLeftOut"
-
-
-@dataclass(frozen=True, slots=True)
-class PlanIssue:
-    """One warning or error: a code, a sentence for people, and every object it is about."""
-
-    code: IssueCode
-    message: str
-    subjects: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        """The `-o json` form."""
-        return {"code": self.code.value, "message": self.message, "subjects": list(self.subjects)}
-
-
-# --- progress of a running rollout -----------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class StageProgress:
-    """What a running rollout recorded for one stage (from `status.stages[]`)."""
-
-    name: str
-    targets: tuple[str, ...] = ()
-    completed: tuple[str, ...] = ()
-    failed: tuple[str, ...] = ()
-    phase: StagePhase = StagePhase.PENDING
-    # A stage whose ledger the status left out: no names (`failed` holds only the few the status
-    # kept), the digests of its targets' names (`orchestrator.api.ledger.name_digest`; empty when
-    # the status kept none) and its stored counts.
-    taken: frozenset[bytes] = frozenset()
-    counted: StageCounts | None = None
-
-    @property
-    def is_selected(self) -> bool:
-        """True once the rollout's `select` ran for this stage (or skipped it)."""
-        return self.phase is not StagePhase.PENDING or bool(self.targets) or bool(self.taken)
-
-    @property
-    def targets_unknown(self) -> bool:
-        """True when the status kept neither its targets nor their digests while some of them are
-        not updated (a later stage could take those again)."""
-        counted = self.counted
-        return (
-            not self.targets
-            and not self.taken
-            and counted is not None
-            and counted.targets > counted.completed
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class RolloutProgress:
-    """What the rollout under way already did: per stage, the clusters it took and updated."""
-
-    rollout_id: str = ""
-    stages: tuple[StageProgress, ...] = ()
-
-
-def progress_from_status(status: ProgressiveSyncStatus) -> RolloutProgress:
-    """The progress recorded in a ProgressiveSync status (pass it only for the rollout under way)."""
-    return RolloutProgress(
-        rollout_id=status.rollout.id if status.rollout else "",
-        stages=tuple(
-            StageProgress(
-                name=stage.name,
-                targets=tuple(stage.targets),
-                completed=tuple(stage.completed),
-                failed=tuple(f.name for f in stage.failed),
-                phase=stage.phase,
-                taken=stage.taken_digests(),
-                counted=stage.tally() if stage.clusters_omitted else None,
-            )
-            for stage in status.stages or []
-        ),
-    )
-
-
-# --- the plan --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterPlan:
-    """One cluster of the ApplicationSet's fleet and what it needs.
-
-    `apps` are all its counted Applications (they move together); `stale_apps` the out-of-date
-    ones, each with why in `reasons`; `revisions` the distinct release revisions of `stale_apps`
-    (one tuple per distinct set, one entry per source). The cluster is out of date when
-    `stale_apps` is not empty.
-    """
-
-    name: str
-    apps: tuple[str, ...]
-    stale_apps: tuple[str, ...] = ()
-    reasons: tuple[str, ...] = ()
-    revisions: tuple[Revisions, ...] = ()
-
-    @property
-    def is_out_of_date(self) -> bool:
-        """True when at least one of its Applications is out of date."""
-        return bool(self.stale_apps)
-
-
-@dataclass(frozen=True, slots=True)
-class StagePlan:
-    """One stage of the plan.
-
-    `targets` are cluster names in rollout order; `apps` maps each target to all its counted
-    Applications. `matched` counts the fleet's clusters the selector matches; `available` those of
-    them no earlier stage took (what "N%" of `maxTargets` scales against). `max_targets` and
-    `max_parallel` are resolved to numbers; both are 0 when the stage has nothing to size.
-    `from_progress` is True when the targets are the ones a running rollout recorded.
-    """
-
-    name: str
-    state: StageState
-    reason: str
-    targets: tuple[str, ...] = ()
-    apps: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
-    max_targets: int = 0
-    max_parallel: int = 0
-    matched: int = 0
-    available: int = 0
-    from_progress: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        """The `-o json` form of one stage (see docs/planner.md)."""
-        return {
-            "name": self.name,
-            "state": self.state.value,
-            "reason": self.reason,
-            "targets": list(self.targets),
-            "maxTargets": self.max_targets,
-            "maxParallel": self.max_parallel,
-            "matched": self.matched,
-            "available": self.available,
-            "fromProgress": self.from_progress,
-            "applications": {cluster: list(self.apps.get(cluster, ())) for cluster in self.targets},
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class RolloutPlan:
-    """The whole plan: stages in spec order, the fleet's clusters, the release, warnings, errors.
-
-    `revisions` are the distinct release revisions of the out-of-date Applications, sorted (empty
-    when nothing is out of date); `release_id(generation)` turns them into the rollout id.
-    `uncovered` are out-of-date clusters no stage takes; `homeless` the out-of-date Applications
-    whose destination is no known cluster (no cluster Secret, or, for the steps, one the cluster
-    inventory does not list yet: `select` waits for it). A plan with `errors` must not be run.
-    """
-
-    ps_name: str
-    app_set: str
-    stages: tuple[StagePlan, ...]
-    clusters: Mapping[str, ClusterPlan]
-    revisions: tuple[Revisions, ...] = ()
-    uncovered: tuple[str, ...] = ()
-    homeless: tuple[str, ...] = ()
-    warnings: tuple[PlanIssue, ...] = ()
-    errors: tuple[PlanIssue, ...] = ()
-    ignored_apps: int = 0
-
-    @property
-    def has_errors(self) -> bool:
-        """True when the plan must not be run."""
-        return bool(self.errors)
-
-    @property
-    def out_of_date(self) -> tuple[str, ...]:
-        """Names of the fleet's out-of-date clusters, sorted."""
-        return tuple(name for name, cluster in self.clusters.items() if cluster.is_out_of_date)
-
-    def stage(self, name: str) -> StagePlan:
-        """The plan of the stage of that name; KeyError when the spec has no such stage."""
-        for stage in self.stages:
-            if stage.name == name:
-                return stage
-        raise KeyError(f"no stage named {name!r} in the plan")
-
-    def release_id(self, generation: int) -> str:
-        """The id of this plan's release for a spec generation (see `release_id`)."""
-        return release_id(generation, self.revisions)
-
-    def to_dict(self, *, generation: int | None = None) -> dict[str, Any]:
-        """The stable `-o json` shape (docs/planner.md); with a generation it carries the release id."""
-        # `revisions` keeps its documented string form (a multi-source set joined by ","), for
-        # people and old scripts; `revisionSets` is the same as data, one list per set.
-        release: dict[str, Any] = {
-            "revisions": [revision_key(r) for r in self.revisions],
-            "revisionSets": [list(r) for r in self.revisions],
-        }
-        if generation is not None:
-            release["generation"] = generation
-            release["id"] = self.release_id(generation) if self.revisions else ""
-        return {
-            "progressiveSync": self.ps_name,
-            "appSet": self.app_set,
-            "release": release,
-            "summary": {
-                "clusters": len(self.clusters),
-                "outOfDate": len(self.out_of_date),
-                "uncovered": list(self.uncovered),
-                "ignoredApplications": self.ignored_apps,
-            },
-            "stages": [stage.to_dict() for stage in self.stages],
-            "warnings": [issue.to_dict() for issue in self.warnings],
-            "errors": [issue.to_dict() for issue in self.errors],
-        }
-
+# What callers import from here; the plan's types live in `plan`, the progress reading in `progress`.
+__all__ = [
+    "ClusterPlan",
+    "IssueCode",
+    "PlanIssue",
+    "RolloutPlan",
+    "RolloutProgress",
+    "StagePlan",
+    "StageProgress",
+    "StageState",
+    "cluster_order_key",
+    "new_desired_state",
+    "order_clusters",
+    "out_of_date_reason",
+    "plan_fleet",
+    "plan_rollout",
+    "planned_sizes",
+    "progress_from_status",
+    "release_id",
+    "release_of_fleet",
+]
 
 # --- the rules -------------------------------------------------------------------------------
 
@@ -460,20 +247,6 @@ def planned_sizes(spec: ProgressiveSyncSpec, plan: RolloutPlan) -> dict[str, Sta
 
 
 # --- plan_rollout, step by step --------------------------------------------------------------
-
-
-class _Issues:
-    """Collects warnings and errors in the order the rules find them."""
-
-    def __init__(self) -> None:
-        self.warnings: list[PlanIssue] = []
-        self.errors: list[PlanIssue] = []
-
-    def warn(self, code: IssueCode, message: str, subjects: Iterable[str] = ()) -> None:
-        self.warnings.append(PlanIssue(code, message, tuple(subjects)))
-
-    def error(self, code: IssueCode, message: str, subjects: Iterable[str] = ()) -> None:
-        self.errors.append(PlanIssue(code, message, tuple(subjects)))
 
 
 def _check_app_set(issues: _Issues, name: str, appset: AppSetView | None) -> str:
@@ -782,33 +555,6 @@ def _plan_stages(
     return tuple(plans)
 
 
-def _targets_of_taken_sets(
-    issues: _Issues, recorded: dict[str, StageProgress], clusters: Mapping[str, Cluster]
-) -> dict[str, StageProgress]:
-    """The recorded stages, those the status kept only as taken-sets with their targets: the
-    fleet's clusters whose name digests are in the set (a cluster that left the fleet is no
-    candidate anyway). A stage kept without either is an error (see `targets_unknown`)."""
-    unknown = [s.name for s in recorded.values() if s.targets_unknown]
-    if unknown:
-        issues.error(
-            IssueCode.PROGRESS_LEFT_OUT,
-            f"the status no longer says which clusters stage(s) {_names(unknown)} of the running "
-            "rollout took (their list was left out of the status without the set of clusters taken, "
-            "which an earlier version did not keep), and some of them are not updated: a later stage "
-            "could take them again; retry the rollout (progressive-sync retry)",
-            unknown,
-        )
-    if not any(s.taken and not s.targets for s in recorded.values()):
-        return recorded
-    by_digest = {name_digest(name): name for name in clusters}
-    resolved = dict(recorded)
-    for name, stage in recorded.items():
-        if stage.taken and not stage.targets:
-            targets = sorted(by_digest[d] for d in stage.taken if d in by_digest)
-            resolved[name] = replace(stage, targets=tuple(targets))
-    return resolved
-
-
 # Cluster names grouped by their values of some label keys (None where a cluster lacks the key).
 _Partition = dict[tuple[str | None, ...], list[str]]
 
@@ -855,31 +601,6 @@ def _computed_state(
     if candidates > targets:
         reason += f"; {candidates - targets} left for later stages"
     return StageState.PLANNED, reason
-
-
-def _recorded_state(recorded: StageProgress, rollout: str) -> tuple[StageState, str]:
-    """The state of a stage the running rollout already selected, and why."""
-    targets = recorded.targets
-    done = set(recorded.completed)
-    completed = sum(1 for t in targets if t in done)
-    total, failed = len(targets), len(recorded.failed)
-    counted = recorded.counted
-    if counted is not None:  # its ledger was left out: the stored counts
-        total, completed, failed = counted.targets, counted.completed, counted.failed
-    if recorded.phase is StagePhase.SKIPPED:
-        return StageState.SKIPPED, f"skipped by {rollout}"
-    if recorded.phase is StagePhase.SUCCEEDED or (total and completed == total):
-        return StageState.DONE, f"{completed} of {total} clusters updated by {rollout}"
-    reason = f"selected by {rollout}: {completed} of {total} clusters updated"
-    if failed:
-        reason += f", {failed} failed ({_names(recorded.failed)})"
-    if recorded.phase is not StagePhase.PROGRESSING:
-        reason += f"; stage {recorded.phase.value}"
-    return StageState.PLANNED, reason
-
-
-def _rollout_name(progress: RolloutProgress | None) -> str:
-    return f"rollout {progress.rollout_id}" if progress and progress.rollout_id else "the running rollout"
 
 
 def _report_spread_gaps(issues: _Issues, stage: str, label: str, targets: Sequence[Cluster]) -> None:
@@ -968,9 +689,3 @@ def _report_late(
         tuple(late),
     )
     return tuple(name for name in uncovered if name not in set(late))
-
-
-def _names(names: Sequence[str], limit: int = NAMES_IN_MESSAGE) -> str:
-    """'a, b, c' or 'a, b, c and 5 more', for messages people read."""
-    shown = ", ".join(names[:limit])
-    return f"{shown} and {len(names) - limit} more" if len(names) > limit else shown

@@ -1,10 +1,12 @@
-"""The one sizing rule of a stage: how many clusters it takes and how many of them sync at once.
+"""All sizing math of a rollout: int-or-percent, stage size, batch count, slots, deadline waves.
 
-`stage_size(stage, available=..., targets=...)` is the only place `maxTargets` and `maxParallel`
-are resolved to numbers. The planner calls it (what `plan` shows and `select` takes), the Workflow
-builder calls it for each planned stage (the fan-out template's `parallelism`, the deadline's
-waves, the description), and `render` without a fleet calls it with an assumed cluster count, so
-the three never disagree. The rule (docs/planner.md, rule 6):
+Every number that says how big a stage is or how much of it runs at once is computed here, by pure
+functions of plain values, and nowhere else. The planner calls `stage_size` (what `plan` shows and
+`select` takes); the Workflow builder calls `stage_size`, `batch_count`, `deadline_waves` and
+`first_wave` once per stage to make the rollout contract (`orchestrator.planning.contract`), from
+which the fan-out's `parallelism`, the deadline and the steps' sizing all come; the `batch` step
+calls `slots_of_batch` and `clusters_of_batch` with the numbers the contract gives it. The rules
+(docs/planner.md, rule 6; docs/workflow.md):
 
 - `maxTargets` resolves against the clusters *available* to the stage (matched, not taken by an
   earlier stage): an integer as written, "N%" rounded down with a minimum of 1; 0 when nothing is
@@ -13,15 +15,37 @@ the three never disagree. The rule (docs/planner.md, rule 6):
   targets: a `select` at run time that finds more clusters than planned still gets the bound the
   spec wrote), "N%" rounded down with a minimum of 1. So it is always >= 1, which is what Argo's
   template `parallelism` needs; the planner reports 0 for a stage without targets (nothing to size).
+- A stage above the batch threshold runs in batches: at most `per_batch` clusters each, never more
+  batches than maxParallel; the maxParallel slots are shared out among them (slot s to batch s mod
+  n), and so are the targets (position k to the batch owning slot k mod maxParallel).
+- A stage takes `deadline_waves` progress deadlines: one per wave of maxParallel clusters.
 
-Pure; callers: `orchestrator.planning.planner`, `workflow_templates.builder`.
+Pure; callers: `orchestrator.planning.planner`, `orchestrator.planning.contract`,
+`workflow_templates.builder`, `steps.batch`.
 """
 
 from __future__ import annotations
 
+import math
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from orchestrator.api.models import Stage, resolve_int_or_percent
+from orchestrator.api.models import PERCENT_PATTERN, Stage
+
+
+def resolve_int_or_percent(value: int | str, total: int) -> int:
+    """Resolve a size against `total`: percentages round down with a minimum of 1; ints are as-is.
+
+    The caller caps the result to what is available (a stage never takes more clusters than it has).
+    A percentage of 0 clusters still resolves to 1; the cap makes that 0.
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if not isinstance(value, str) or re.fullmatch(PERCENT_PATTERN, value) is None:
+        raise ValueError(f"not an int or percentage: {value!r}")
+    percent = int(value[:-1])
+    return max(1, total * percent // 100)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,3 +70,44 @@ def stage_size(stage: Stage, *, available: int, targets: int | None = None) -> S
     if targets is None:
         targets = min(resolve_max_targets(stage, available), available)
     return StageSize(targets=targets, max_parallel=resolve_int_or_percent(stage.max_parallel, targets))
+
+
+def batch_count(size: StageSize, *, threshold: int, per_batch: int) -> int:
+    """How many batch pods a stage runs; 0 when it runs one pod per cluster (`threshold` targets or
+    fewer).
+
+    At most `per_batch` clusters per batch, and never more batches than maxParallel (each batch runs
+    at least one cluster at a time, and the batches' shares add up to maxParallel).
+    """
+    if size.targets <= threshold:
+        return 0
+    return max(1, min(size.max_parallel, math.ceil(size.targets / per_batch)))
+
+
+def slots_of_batch(max_parallel: int, batches: int, batch: int) -> int:
+    """Batch `batch`'s share of the stage's maxParallel: the slots s with s mod `batches` == `batch`.
+
+    The shares of all batches add up to maxParallel; `batch_count` never makes more batches than
+    maxParallel (the rollout contract refuses it), so every share is at least 1.
+    """
+    return max_parallel // batches + (1 if batch < max_parallel % batches else 0)
+
+
+def clusters_of_batch(targets: Sequence[str], batches: int, batch: int, max_parallel: int) -> list[str]:
+    """The targets batch `batch` of `batches` takes, in rollout order: the one at position k when
+    it owns slot k mod `max_parallel` (clusters in proportion to the batch's slots, so every batch
+    ends after the same number of waves as one loop of maxParallel pods would)."""
+    return [target for position, target in enumerate(targets) if position % max_parallel % batches == batch]
+
+
+def deadline_waves(size: StageSize) -> int:
+    """How many waves of maxParallel clusters the stage's targets make (>= 1: a stage planned empty
+    may still find clusters at run time); each wave gets one progress deadline in the Workflow's
+    `activeDeadlineSeconds`."""
+    return max(1, math.ceil(size.targets / size.max_parallel))
+
+
+def first_wave(size: StageSize) -> int:
+    """How many of the stage's first targets the step that selects it starts syncing itself: the
+    clusters the fan-out starts first, i.e. maxParallel (steps/first_wave.py)."""
+    return size.max_parallel

@@ -51,8 +51,9 @@ from orchestrator.kube.client import (
 from orchestrator.kube.cluster_secrets import CLUSTER_SECRET_LABEL, cluster_secret_from_object
 from orchestrator.kube.watchloop import BackoffPolicy, Changed, Listed, WatchLoop, WatchLoopSettings
 from orchestrator.simulator.appset import ClusterParams, owner_app_set
-from orchestrator.simulator.behaviours import Decision, Step, Timeline, World, next_step
+from orchestrator.simulator.behaviours import next_step
 from orchestrator.simulator.config import ConfigError, SimulatorConfig
+from orchestrator.simulator.decision_types import Decision, Step, Timeline, World
 from orchestrator.simulator.events import EventsLog
 from orchestrator.simulator.git import GIT_CONFIGMAP, GitRefs
 from orchestrator.simulator.windows import Window, WindowError, windows_of

@@ -218,7 +218,8 @@ class Watcher:
             self.queue.add(key)
 
     def _start_local_engine(self) -> None:
-        from orchestrator.engine.executor import ExecutorSettings, LocalExecutor  # noqa: PLC0415 - engine local only
+        from orchestrator.engine.executor import LocalExecutor  # noqa: PLC0415 - engine local only
+        from orchestrator.engine.executor_settings import ExecutorSettings  # noqa: PLC0415
 
         namespaces = self.settings.namespaces
         executor_settings = ExecutorSettings(

@@ -20,7 +20,8 @@ import pytest
 
 from orchestrator.devenv import controlplane as devcluster
 from orchestrator.devenv import tools
-from orchestrator.devenv.argocd import ArgoCDSettings, ArgoCDStack, ArgoCDStackError, ArgoCDTools
+from orchestrator.devenv.argocd import ArgoCDStack
+from orchestrator.devenv.argocd_settings import ArgoCDSettings, ArgoCDStackError, ArgoCDTools
 from orchestrator.kube.client import Kube
 from orchestrator.kube.crds import all_crd_documents, apply_crds
 from tests.support.argocd_harness import STACK_CLUSTERS, Scenario, scenario_of

@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 
 from orchestrator.devenv import starter_app
-from orchestrator.devenv.argocd import APP_PROJECTS, CONFIG_MAPS, ArgoCDStack, default_project
+from orchestrator.devenv.argocd import ArgoCDStack
+from orchestrator.devenv.argocd_manifests import APP_PROJECTS, CONFIG_MAPS, default_project
 from orchestrator.kube.client import APPLICATIONS, NotFound
 from orchestrator.ops import actions as ops_actions
 from tests.support.app_recorder import recording

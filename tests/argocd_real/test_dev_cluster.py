@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from orchestrator.devenv.argocd import app_set_applications
+from orchestrator.devenv.argocd_requests import app_set_applications
 from orchestrator.kube.client import APPLICATIONS, Kube
 from tests.support.wait import wait_for
 

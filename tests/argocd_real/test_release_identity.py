@@ -44,7 +44,8 @@ import pytest
 
 from orchestrator.argocd.appsync import INFO_STAGE, INITIATOR, info_value
 from orchestrator.devenv import starter_app
-from orchestrator.devenv.argocd import CONFIG_MAPS, ArgoCDStack
+from orchestrator.devenv.argocd import ArgoCDStack
+from orchestrator.devenv.argocd_manifests import CONFIG_MAPS
 from orchestrator.devenv.helmrepo import HelmRepoServer
 from orchestrator.kube.client import APPLICATION_SETS, APPLICATIONS
 from tests.support.app_recorder import AppRecorder, recording

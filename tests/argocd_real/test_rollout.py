@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.devenv.argocd import CONFIG_MAPS, ArgoCDStack, operation_history
+from orchestrator.devenv.argocd import ArgoCDStack
+from orchestrator.devenv.argocd_manifests import CONFIG_MAPS
+from orchestrator.devenv.argocd_requests import operation_history
 from tests.support.app_recorder import recording
 from tests.support.argocd_harness import CANARY, Scenario, rollout_actors
 

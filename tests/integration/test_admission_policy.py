@@ -25,7 +25,7 @@ from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.kube.client import APPLICATIONS, WORKFLOWS, Forbidden, Invalid, Kube
 from orchestrator.simulator.seed import seed_fleet
 from tests.support.builders import NEW_REVISION as REVISION
-from tests.support.builders import REVISIONS, foreign_operation
+from tests.support.builders import foreign_operation
 from tests.support.chart import FULLNAME, apply, helm_binary, isolate, render, service_account_kubeconfig
 from tests.support.kubectl import Kubectl
 from tests.support.steps_harness import StepRunner, make_progressive_sync, publish_inventory
@@ -469,7 +469,7 @@ def test_the_sync_step_runs_as_the_steps_service_account_under_the_policy(
     result = runner.run("select", "--stage", "canary")
     assert result.returncode == 0, result.stdout + result.stderr
     [cluster] = json.loads(runner.targets())
-    result = runner.run("sync", "--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS)
+    result = runner.run("sync", "--stage", "canary", "--cluster", cluster)
     assert result.returncode == 0, result.stdout + result.stderr
     stored = installed.app(app["metadata"]["name"])
     assert stored["operation"]["initiatedBy"]["username"] == "progressive-sync"

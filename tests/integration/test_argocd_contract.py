@@ -17,14 +17,13 @@ from typing import Any
 
 import pytest
 
-from orchestrator.api.release import revisions_to_json
 from orchestrator.api.rollout_status import find_stage
 from orchestrator.argocd import appsync
 from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.kube.client import APPLICATIONS, PROGRESSIVE_SYNCS, WORKFLOWS, Kube
 from tests.support.argocd_play import ArgoWorld
 from tests.support.builders import NEW_REVISION as REVISION
-from tests.support.builders import OLD_REVISION, REVISIONS
+from tests.support.builders import OLD_REVISION
 from tests.support.steps_harness import (
     StepRunner,
     describe,
@@ -55,17 +54,13 @@ class Rig:
     tmp_path: Path
 
     def run(self, step: str, cluster: str, *extra: str, code: int = 0) -> str:
-        result = self.runner.run(
-            step, "--stage", "all", "--cluster", cluster, "--revisions", REVISIONS, *extra
-        )
+        result = self.runner.run(step, "--stage", "all", "--cluster", cluster, *extra)
         assert result.returncode == code, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
         return result.stdout
 
     def start(self, step: str, cluster: str) -> tuple[Any, Path]:
         log = self.tmp_path / f"{step}-{cluster}.log"
-        process = self.runner.start(
-            step, "--stage", "all", "--cluster", cluster, "--revisions", REVISIONS, log_path=log
-        )
+        process = self.runner.start(step, "--stage", "all", "--cluster", cluster, log_path=log)
         return process, log
 
     def stage(self) -> Any:
@@ -302,9 +297,10 @@ def test_two_stale_applications_at_new_and_old_each_sync_to_their_own_revision(r
     rig.world.compares("c2", now(), sync="OutOfSync", revision=OLD_REVISION)
     make_progressive_sync(rig.kube, rig.namespace, stages=ALL)
     assert sorted(select(rig)) == ["c1", "c2"]
-    release = revisions_to_json([(REVISION,), (OLD_REVISION,)])  # what the watcher's release carries
+    # The release the watcher's contract carries: both revision sets, as data.
+    contract = rig.runner.contract(revisions=[(REVISION,), (OLD_REVISION,)]).to_json()
     for cluster in ("c1", "c2"):
-        result = rig.runner.run("sync", "--stage", "all", "--cluster", cluster, "--revisions", release)
+        result = rig.runner.run("sync", "--stage", "all", "--cluster", cluster, "--contract", contract)
         assert result.returncode == 0, result.stdout + result.stderr
     assert rig.world.get("c1")["operation"]["sync"]["revision"] == REVISION
     assert rig.world.get("c2")["operation"]["sync"]["revision"] == OLD_REVISION

@@ -23,10 +23,11 @@ from orchestrator.kube.client import APPLICATIONS, PROGRESSIVE_SYNCS, Kube, Reso
 from orchestrator.kube.status_writer import StatusWriterSettings, update_status
 from orchestrator.simulator.seed import seed_fleet
 from steps.common import RolloutRef
+from steps.context import StepContext
 from steps.status_sink import BatchedSink
 from steps.sync import sync_cluster
 from tests.support.builders import NEW_REVISION as REVISION
-from tests.support.builders import foreign_operation
+from tests.support.builders import foreign_operation, make_contract
 from tests.support.steps_harness import (
     STEPS_USER,
     describe,
@@ -59,6 +60,17 @@ def steps_config(control_plane: DevCluster, kube: Kube) -> Path:
     return steps_kubeconfig(control_plane, kube)
 
 
+def opened(client: Kube, namespace: str, stage: str) -> StepContext:
+    """The `sync` step's opening for rollout r1 of `myservice`, as its entrypoint makes it."""
+    return StepContext.open(
+        client,
+        RolloutRef(namespace, "myservice", "r1", namespace),
+        make_contract(rollout_id="r1", revisions=[(REVISION,)]),
+        stage=stage,
+        clock=SystemClock(),
+    )
+
+
 def racing(steps_config: Path, resource: Resource, race: Callable[[], None]) -> RacingKube:
     client = RacingKube.from_kubeconfig(str(steps_config))
     assert isinstance(client, RacingKube)
@@ -83,14 +95,7 @@ def test_a_409_on_the_application_is_retried_and_keeps_the_other_writers_change(
     client = racing(steps_config, APPLICATIONS, argo_cd_refreshes)
     mark = control_plane.audit_mark()
     try:
-        result = sync_cluster(
-            client,
-            RolloutRef(namespace, "myservice", "r1", namespace),
-            stage="canary",
-            cluster=cluster,
-            revisions=[(REVISION,)],
-            clock=SystemClock(),
-        )
+        result = sync_cluster(client, opened(client, namespace, "canary"), cluster)
     finally:
         client.close()
     assert not result.failed and result.requested == (app_name,)
@@ -117,14 +122,7 @@ def test_a_409_caused_by_someone_starting_an_operation_never_overwrites_it(
 
     client = racing(steps_config, APPLICATIONS, alice_syncs_in_the_ui)
     try:
-        result = sync_cluster(
-            client,
-            RolloutRef(namespace, "myservice", "r1", namespace),
-            stage="canary",
-            cluster=cluster,
-            revisions=[(REVISION,)],
-            clock=SystemClock(),
-        )
+        result = sync_cluster(client, opened(client, namespace, "canary"), cluster)
     finally:
         client.close()
     assert result.failed and "started by alice" in result.failure

@@ -24,7 +24,8 @@ import pytest
 from orchestrator.api.metadata import NAME_LABEL
 from orchestrator.core.clock import SystemClock
 from orchestrator.devenv.controlplane import DevCluster
-from orchestrator.engine.executor import ExecutorSettings, LocalExecutor
+from orchestrator.engine.executor import LocalExecutor
+from orchestrator.engine.executor_settings import ExecutorSettings
 from orchestrator.kube.client import WORKFLOWS, Kube
 from tests.support import workflow_control
 from tests.support.kubectl import Kubectl

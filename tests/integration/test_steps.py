@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import signal
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,7 +21,6 @@ import pytest
 
 import steps.batch
 from orchestrator.api.models import RolloutPhase, StagePhase, StageStatus
-from orchestrator.api.release import revisions_from_json
 from orchestrator.api.rollout_status import find_stage, mark_failed
 from orchestrator.argocd import appsync
 from orchestrator.argocd.inventory import INVENTORY_NAME, clusters_from_configmap, inventory_configmap
@@ -45,10 +44,11 @@ from orchestrator.simulator.seed import SeedResult, seed_fleet
 from steps.batch import BatchResult, run_batch
 from steps.cluster import ClusterResult, run_cluster
 from steps.common import FleetLookup, RolloutRef, Tuning, load_progressive_sync
+from steps.context import StepContext
 from steps.select_stage import select_stage
 from steps.wait_healthy import wait_healthy
 from tests.support.builders import NEW_REVISION as REVISION
-from tests.support.builders import OLD_REVISION, REVISIONS, foreign_operation
+from tests.support.builders import OLD_REVISION, foreign_operation, make_contract
 from tests.support.clock import ManualClock
 from tests.support.simulator_events import logged_events
 from tests.support.steps_harness import (
@@ -265,7 +265,7 @@ def select_with(rig: Rig, stage: str, clock: ManualClock) -> Any:
     """`select_stage` as the step pod runs it (the steps' own user), on a test clock."""
     client = Kube.from_kubeconfig(str(rig.runner.kubeconfig))
     try:
-        return select_stage(client, rollout_r1(rig), stage=stage, clock=clock, tuning=Tuning())
+        return select_stage(client, opened(rig, client, stage, clock=clock, taking_over=True))
     finally:
         client.close()
 
@@ -320,7 +320,7 @@ def test_sync_writes_one_pinned_update_and_a_second_run_writes_nothing(
     cluster = select_canary(runner)
     before = app_of(kube, namespace, fleet, cluster)
     mark = control_plane.audit_mark()
-    result = runner.run("sync", "--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS)
+    result = runner.run("sync", "--stage", "canary", "--cluster", cluster)
     assert_ok(result)
     writes = writes_by(control_plane, mark)
     assert sorted((w.resource, w.subresource, w.verb, w.code) for w in writes) == [
@@ -339,31 +339,48 @@ def test_sync_writes_one_pinned_update_and_a_second_run_writes_nothing(
     assert stage.syncing == [cluster]
 
     mark = control_plane.audit_mark()
-    again = runner.run("sync", "--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS)
+    again = runner.run("sync", "--stage", "canary", "--cluster", cluster)
     assert_ok(again)
     assert "already synced by this rollout" in again.stdout
     assert writes_by(control_plane, mark) == []
 
 
+def contract_with_release(release: object) -> str:
+    """A rollout contract for r1's stages whose `release` is `release` (valid or not), as JSON."""
+    body = {
+        "rolloutId": "r1",
+        "release": release,
+        "stages": [{"name": name, "targets": 1, "maxParallel": 1} for name in ("canary", "rest")],
+    }
+    return json.dumps(body)
+
+
 @pytest.mark.parametrize(
-    ("args", "env"),
+    ("args", "env", "named"),
     [
-        pytest.param(("--revisions", ""), {}, id="empty-flag"),
-        pytest.param((), {"PROGRESSIVE_SYNC_REVISIONS": ""}, id="empty-env"),
-        pytest.param((), {}, id="missing"),
-        pytest.param(("--revisions", REVISION), {}, id="a-bare-string-is-not-data"),
-        pytest.param(("--revisions", "[[]]"), {}, id="an-empty-revision-set"),
+        pytest.param(("--contract", ""), {}, "no rollout contract", id="empty-flag"),
+        pytest.param((), {"PROGRESSIVE_SYNC_CONTRACT": ""}, "no rollout contract", id="missing"),
+        pytest.param(
+            ("--contract", contract_with_release(REVISION)),
+            {},
+            "field release",
+            id="a-bare-string-is-not-data",
+        ),
+        pytest.param(
+            ("--contract", contract_with_release([[]])), {}, "field release", id="an-empty-revision-set"
+        ),
+        pytest.param(("--contract", contract_with_release([])), {}, "field release", id="no-revision-set"),
     ],
 )
 def test_sync_never_sends_an_empty_or_unfit_revision(
-    rig: Rig, args: tuple[str, ...], env: dict[str, str]
+    rig: Rig, args: tuple[str, ...], env: dict[str, str], named: str
 ) -> None:
     make_progressive_sync(rig.kube, rig.namespace)
     cluster = rig.fleet.clusters[0].name
     mark = rig.control_plane.audit_mark()
     result = rig.runner.run("sync", "--stage", "canary", "--cluster", cluster, *args, **env)
     assert_ok(result, 2)
-    assert "--revisions" in result.stdout
+    assert result.stdout.startswith("--contract: ") and named in result.stdout
     assert writes_by(rig.control_plane, mark) == []
     assert "operation" not in rig.app(cluster)
 
@@ -378,7 +395,7 @@ def test_sync_never_overwrites_someone_elses_operation(
     kube.replace(APPLICATIONS, namespace, app)
 
     mark = control_plane.audit_mark()
-    result = runner.run("sync", "--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS)
+    result = runner.run("sync", "--stage", "canary", "--cluster", cluster)
     assert_ok(result, 1)
     assert "started by alice is in progress" in result.stdout
     assert app_of(kube, namespace, fleet, cluster)["operation"] == foreign_operation("alice")
@@ -398,9 +415,7 @@ def test_sync_waits_for_someone_elses_operation_to_end_then_syncs(
     kube.replace(APPLICATIONS, namespace, app)
 
     log = tmp_path / "sync.log"
-    process = runner.start(
-        "sync", "--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS, log_path=log
-    )
+    process = runner.start("sync", "--stage", "canary", "--cluster", cluster, log_path=log)
     try:
         wait_for(
             lambda: "not overwriting it" in log.read_text(), timeout=30, what="sync to see alice's operation"
@@ -431,11 +446,9 @@ def test_wait_healthy_follows_the_simulated_sync_to_done_and_a_second_run_writes
     make_progressive_sync(rig.kube, rig.namespace)
     cluster = select_canary(rig.runner)
     rig.simulate()
-    assert_ok(rig.runner.run("sync", "--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS))
+    assert_ok(rig.runner.run("sync", "--stage", "canary", "--cluster", cluster))
     mark = rig.control_plane.audit_mark()
-    result = rig.runner.run(
-        "wait-healthy", "--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS
-    )
+    result = rig.runner.run("wait-healthy", "--stage", "canary", "--cluster", cluster)
     assert_ok(result)
     assert f"cluster {cluster} done" in result.stdout
     writes = writes_by(rig.control_plane, mark)
@@ -452,9 +465,7 @@ def test_wait_healthy_follows_the_simulated_sync_to_done_and_a_second_run_writes
     assert settle_events(rig, cluster) == ["sync-start", "sync-finish", "healthy"]
 
     mark = rig.control_plane.audit_mark()
-    again = rig.runner.run(
-        "wait-healthy", "--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS
-    )
+    again = rig.runner.run("wait-healthy", "--stage", "canary", "--cluster", cluster)
     assert_ok(again)
     assert "already recorded" in again.stdout
     assert writes_by(rig.control_plane, mark) == []
@@ -467,7 +478,7 @@ def test_cluster_syncs_then_waits_until_done_and_a_second_run_writes_nothing(rig
     make_progressive_sync(rig.kube, rig.namespace)
     cluster = select_canary(rig.runner)
     rig.simulate()
-    result = rig.runner.run("cluster", "--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS)
+    result = rig.runner.run("cluster", "--stage", "canary", "--cluster", cluster)
     assert_ok(result)
     assert f"cluster {cluster} done" in result.stdout
     stage = rig.stage()
@@ -475,7 +486,7 @@ def test_cluster_syncs_then_waits_until_done_and_a_second_run_writes_nothing(rig
     assert settle_events(rig, cluster) == ["sync-start", "sync-finish", "healthy"]
 
     mark = rig.control_plane.audit_mark()
-    again = rig.runner.run("cluster", "--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS)
+    again = rig.runner.run("cluster", "--stage", "canary", "--cluster", cluster)
     assert_ok(again)
     assert "recorded as completed already" in again.stdout
     assert writes_by(rig.control_plane, mark) == []
@@ -490,7 +501,7 @@ def test_a_cluster_step_stopped_by_sigterm_exits_75_and_its_retry_resumes_withou
     cluster = select_canary(rig.runner)
     rig.simulate(SimulatorConfig.from_yaml("defaults: {syncSeconds: 0.3, healthSeconds: 3600}"))
     log = rig.tmp_path / "cluster.log"
-    args = ("--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS)
+    args = ("--stage", "canary", "--cluster", cluster)
     process = rig.runner.start("cluster", *args, log_path=log)
     try:
         wait_for(lambda: rig.app(cluster)["status"]["health"]["status"] == "Progressing", timeout=30)
@@ -535,13 +546,12 @@ def test_a_batch_stopped_by_sigterm_writes_the_completions_it_gathered_before_it
     )
     rig.simulate()
     log = rig.tmp_path / "batch.log"
-    args = ("--stage", "rest", "--batch", "0", "--batches", "1", "--max-parallel", "3")
+    contract = rig.runner.contract({"rest": {"batches": 1, "max_parallel": 3}}).to_json()
+    args = ("--stage", "rest", "--batch", "0", "--contract", contract)
     # No periodic write during the test: what the batch gathered is written at its end only.
     process = rig.runner.start(
         "batch",
         *args,
-        "--revisions",
-        REVISIONS,
         "--batch-flush-seconds",
         "3600",
         log_path=log,
@@ -581,7 +591,7 @@ def test_a_cluster_of_a_stage_that_failed_already_is_not_started(rig: Rig) -> No
     targets = sorted(c.name for c in rig.fleet.clusters)
     make_progressive_sync(rig.kube, rig.namespace, status=rollout_status(stage_with_a_failure(targets)))
     mark = rig.control_plane.audit_mark()
-    result = rig.runner.run("cluster", "--stage", "canary", "--cluster", targets[1], "--revisions", REVISIONS)
+    result = rig.runner.run("cluster", "--stage", "canary", "--cluster", targets[1])
     assert_ok(result, 1)
     assert f"cluster {targets[1]} not started: stage 'canary' has failed already" in result.stdout
     assert writes_by(rig.control_plane, mark) == [], "nothing synced, nothing recorded"
@@ -599,7 +609,7 @@ def test_a_cluster_of_a_rollout_that_ended_already_is_not_started(rig: Rig, phas
     status["rollout"]["finishedAt"] = "2030-01-01T12:05:00Z"
     make_progressive_sync(rig.kube, rig.namespace, status=status)
     mark = rig.control_plane.audit_mark()
-    result = rig.runner.run("cluster", "--stage", "canary", "--cluster", targets[1], "--revisions", REVISIONS)
+    result = rig.runner.run("cluster", "--stage", "canary", "--cluster", targets[1])
     assert_ok(result, 1)
     assert f"cluster {targets[1]} not started: rollout r1 ended {phase} already" in result.stdout
     assert writes_by(rig.control_plane, mark) == [], "nothing synced, nothing recorded"
@@ -611,7 +621,7 @@ def test_a_cluster_starts_while_the_failures_are_within_the_tolerance(rig: Rig) 
         rig.kube, rig.namespace, max_failed_clusters=1, status=rollout_status(stage_with_a_failure(targets))
     )
     rig.simulate()
-    result = rig.runner.run("cluster", "--stage", "canary", "--cluster", targets[1], "--revisions", REVISIONS)
+    result = rig.runner.run("cluster", "--stage", "canary", "--cluster", targets[1])
     assert_ok(result)
     assert targets[1] in rig.stage().completed
 
@@ -620,7 +630,7 @@ def test_a_cluster_starts_while_the_failures_are_within_the_tolerance(rig: Rig) 
 
 
 def sync_and_start_waiting(rig: Rig, cluster: str, **env: str) -> tuple[Any, Path]:
-    assert_ok(rig.runner.run("sync", "--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS))
+    assert_ok(rig.runner.run("sync", "--stage", "canary", "--cluster", cluster))
     log = rig.tmp_path / "wait-healthy.log"
     process = rig.runner.start(
         "wait-healthy",
@@ -628,8 +638,6 @@ def sync_and_start_waiting(rig: Rig, cluster: str, **env: str) -> tuple[Any, Pat
         "canary",
         "--cluster",
         cluster,
-        "--revisions",
-        REVISIONS,
         log_path=log,
         **env,
     )
@@ -657,7 +665,7 @@ def hang(app: dict[str, Any]) -> None:
 def test_a_healthy_read_before_reconciled_at_passes_finished_at_is_not_done(rig: Rig) -> None:
     make_progressive_sync(rig.kube, rig.namespace)
     cluster = select_canary(rig.runner)
-    assert_ok(rig.runner.run("sync", "--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS))
+    assert_ok(rig.runner.run("sync", "--stage", "canary", "--cluster", cluster))
     # Play the controller by hand: the operation Succeeded just now, but the Healthy on the object
     # was computed a minute before (the previous revision's health).
     finished = datetime.now(UTC)
@@ -680,9 +688,7 @@ def test_a_healthy_read_before_reconciled_at_passes_finished_at_is_not_done(rig:
     rig.update_app(cluster, operation_succeeded_with_stale_health)
 
     log = rig.tmp_path / "wait-healthy.log"
-    process = rig.runner.start(
-        "wait-healthy", "--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS, log_path=log
-    )
+    process = rig.runner.start("wait-healthy", "--stage", "canary", "--cluster", cluster, log_path=log)
     try:
         wait_for(lambda: "health not observed since the sync finished" in log.read_text(), timeout=30)
         assert process.poll() is None, log.read_text()
@@ -911,9 +917,7 @@ def test_a_step_of_a_superseded_rollout_writes_nothing(rig: Rig) -> None:
     result = rig.runner.run("record", "--stage", "canary")
     assert_ok(result, 1)
     assert "superseded" in result.stdout
-    sync = rig.runner.run(
-        "sync", "--stage", "canary", "--cluster", rig.fleet.clusters[0].name, "--revisions", REVISIONS
-    )
+    sync = rig.runner.run("sync", "--stage", "canary", "--cluster", rig.fleet.clusters[0].name)
     assert_ok(sync, 1)
     assert writes_by(rig.control_plane, mark) == []
 
@@ -963,7 +967,7 @@ def test_select_of_an_old_workflow_never_replaces_the_newer_rollout(
     make_progressive_sync(rig.kube, rig.namespace, status=rollout_status(SELECTED_BY_R2, rollout_id="r2"))
     create_workflows_in_order(rig, *workflows)
     mark = rig.control_plane.audit_mark()
-    result = rig.runner.run("select", "--stage", "canary", "--start-syncs", "1", "--revisions", REVISIONS)
+    result = rig.runner.run("select", "--stage", "canary", *first_wave_args(rig, 1, stage="canary"))
     assert_ok(result, 1)
     assert "superseded" in result.stdout
     assert writes_by(rig.control_plane, mark) == [], "no status reset, no refresh, no sync"
@@ -1120,12 +1124,10 @@ def test_every_application_of_the_cluster_is_synced_and_followed(rig: Rig) -> No
     cluster = select_canary(rig.runner)
     worker = add_second_app(rig, cluster)
     rig.simulate()
-    sync = rig.runner.run("sync", "--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS)
+    sync = rig.runner.run("sync", "--stage", "canary", "--cluster", cluster)
     assert_ok(sync)
     assert f"myservice-{cluster}" in sync.stdout and worker in sync.stdout
-    result = rig.runner.run(
-        "wait-healthy", "--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS
-    )
+    result = rig.runner.run("wait-healthy", "--stage", "canary", "--cluster", cluster)
     assert_ok(result)
     assert "2 Applications Synced and Healthy" in result.stdout
     for name in (f"myservice-{cluster}", worker):
@@ -1138,17 +1140,11 @@ def test_wait_healthy_reads_the_deadline_from_the_clock_it_is_given(rig: Rig, st
     """In process, with a clock an hour ahead: the deadline has passed at the first look."""
     make_progressive_sync(rig.kube, rig.namespace, deadline_seconds=600)
     cluster = select_canary(rig.runner)
-    assert_ok(rig.runner.run("sync", "--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS))
+    assert_ok(rig.runner.run("sync", "--stage", "canary", "--cluster", cluster))
     client = Kube.from_kubeconfig(str(steps_config))
     try:
-        result = wait_healthy(
-            client,
-            RolloutRef(rig.namespace, "myservice", "r1", rig.namespace),
-            stage="canary",
-            cluster=cluster,
-            revisions=[(REVISION,)],
-            clock=ManualClock(datetime.now(UTC) + timedelta(hours=1)),
-        )
+        later = ManualClock(datetime.now(UTC) + timedelta(hours=1))
+        result = wait_healthy(client, opened(rig, client, "canary", clock=later), cluster)
     finally:
         client.close()
     assert result.failed
@@ -1192,6 +1188,31 @@ def rollout_r1(rig: Rig) -> RolloutRef:
     )
 
 
+def opened(
+    rig: Rig,
+    kube: Any,
+    stage: str,
+    *,
+    sizing: Mapping[str, Mapping[str, int]] | None = None,
+    clock: Any = None,
+    tuning: Tuning | None = None,
+    ps: Any = None,
+    taking_over: bool = False,
+) -> StepContext:
+    """The step's opening as the entrypoint makes it for rollout r1, with the contract the runner
+    gives its steps (`sizing` overrides a stage's: `{"rest": {"start_syncs": 3}}`)."""
+    return StepContext.open(
+        cast(Kube, kube),
+        rollout_r1(rig),
+        rig.runner.contract(sizing),
+        stage=stage,
+        clock=clock or SystemClock(),
+        tuning=tuning,
+        ps=ps,
+        taking_over=taking_over,
+    )
+
+
 @pytest.mark.parametrize(
     "max_parallel",
     [pytest.param(1, id="one-after-another"), pytest.param(3, id="all-three-at-once")],
@@ -1221,14 +1242,15 @@ def test_a_batch_reads_the_fleet_once_and_syncs_each_application_once(
             rig,
             lambda kube: run_batch(
                 kube,
-                rollout_r1(rig),
-                stage="rest",
-                batch=0,
-                batches=1,
-                max_parallel=max_parallel,
-                revisions=revisions_from_json(REVISIONS),
-                clock=SystemClock(),
-                tuning=Tuning(watch_window_seconds=2),
+                opened(
+                    rig,
+                    kube,
+                    "rest",
+                    sizing={"rest": {"batches": 1, "max_parallel": max_parallel}},
+                    tuning=Tuning(watch_window_seconds=2),
+                    ps=load(kube, rollout_r1(rig)),  # the batch's own read, counted as before
+                ),
+                0,
             ),
         )
 
@@ -1259,13 +1281,7 @@ def test_a_cluster_step_reads_the_fleet_once_for_its_sync_and_its_wait(rig: Rig)
         return counted(
             rig,
             lambda kube: run_cluster(
-                kube,
-                rollout_r1(rig),
-                stage="canary",
-                cluster=cluster,
-                revisions=revisions_from_json(REVISIONS),
-                clock=SystemClock(),
-                tuning=Tuning(watch_window_seconds=2),
+                kube, opened(rig, kube, "canary", tuning=Tuning(watch_window_seconds=2)), cluster
             ),
         )
 
@@ -1338,8 +1354,12 @@ def test_a_batch_finds_an_application_created_after_it_read_the_fleet(rig: Rig) 
 # --- the first wave: started by the step that selected the stage (steps/first_wave.py) -------
 
 
-def first_wave_args(count: int) -> tuple[str, ...]:
-    return ("--start-syncs", str(count), "--revisions", REVISIONS)
+def first_wave_args(rig: Rig, count: int, *, stage: str = "rest") -> tuple[str, ...]:
+    """`--contract` with the first wave of `stage` `count` clusters (the builder sets maxParallel)."""
+    return (
+        "--contract",
+        rig.runner.contract({stage: {"start_syncs": count, "max_parallel": count}}).to_json(),
+    )
 
 
 def ours(rig: Rig, cluster: str) -> bool:
@@ -1362,7 +1382,7 @@ def set_paused(rig: Rig, paused: bool) -> None:
 def test_select_starts_the_first_wave_and_the_cluster_steps_write_no_second_sync(rig: Rig) -> None:
     make_progressive_sync(rig.kube, rig.namespace, stages=[REST])
     mark = rig.control_plane.audit_mark()
-    result = rig.runner.run("select", "--stage", "rest", *first_wave_args(2))
+    result = rig.runner.run("select", "--stage", "rest", *first_wave_args(rig, 2))
     assert_ok(result)
     assert "started the sync of 2 cluster(s)" in result.stdout
     targets = rig.stage("rest").targets
@@ -1380,14 +1400,14 @@ def test_select_starts_the_first_wave_and_the_cluster_steps_write_no_second_sync
 
     rig.simulate()
     mark = rig.control_plane.audit_mark()
-    assert_ok(rig.runner.run("cluster", "--stage", "rest", "--cluster", targets[0], "--revisions", REVISIONS))
+    assert_ok(rig.runner.run("cluster", "--stage", "rest", "--cluster", targets[0]))
     writes = writes_by(rig.control_plane, mark)
     # No second sync write (wait-healthy may still patch a refresh request on the Application).
     assert [w for w in writes if (w.resource, w.verb) == ("applications", "update")] == [], describe(writes)
     assert targets[0] in rig.stage("rest").completed
 
     mark = rig.control_plane.audit_mark()
-    again = rig.runner.run("select", "--stage", "rest", *first_wave_args(2))
+    again = rig.runner.run("select", "--stage", "rest", *first_wave_args(rig, 2))
     assert_ok(again)
     assert "already selected" in again.stdout and "started the sync" not in again.stdout
     assert writes_by(rig.control_plane, mark) == []
@@ -1396,7 +1416,7 @@ def test_select_starts_the_first_wave_and_the_cluster_steps_write_no_second_sync
 def test_record_and_select_starts_the_next_stages_first_wave(rig: Rig) -> None:
     first, _, third = (c.name for c in rig.fleet.clusters)
     canary_done_rest_pending(rig, first)
-    args = ("--stage", "canary", "--next-stage", "rest", *first_wave_args(3))
+    args = ("--stage", "canary", "--next-stage", "rest", *first_wave_args(rig, 3))
     result = rig.runner.run("record-and-select", *args)
     assert_ok(result)
     assert "started the sync of 2 cluster(s)" in result.stdout  # the rest has two clusters
@@ -1410,18 +1430,21 @@ def test_nothing_starts_while_the_progressive_sync_is_paused(rig: Rig) -> None:
     make_progressive_sync(rig.kube, rig.namespace, stages=[REST])
     set_paused(rig, True)
     mark = rig.control_plane.audit_mark()
-    assert_ok(rig.runner.run("select", "--stage", "rest", *first_wave_args(3)))
+    assert_ok(rig.runner.run("select", "--stage", "rest", *first_wave_args(rig, 3)))
     writes = writes_by(rig.control_plane, mark)
     assert [(w.resource, w.subresource) for w in writes] == [("progressivesyncs", "status")], describe(writes)
     assert rig.stage("rest").syncing == []
     assert not any(ours(rig, cluster) for cluster in rig.stage("rest").targets)
 
 
-def test_start_syncs_without_the_release_is_a_usage_error_that_writes_no_sync(rig: Rig) -> None:
+def test_a_contract_made_for_another_spec_is_a_usage_error_that_writes_nothing(rig: Rig) -> None:
     make_progressive_sync(rig.kube, rig.namespace, stages=[REST])
-    result = rig.runner.run("select", "--stage", "rest", "--start-syncs", "2")
+    other = make_contract(["canary"], sizing={"canary": {"start_syncs": 2}}).to_json()
+    mark = rig.control_plane.audit_mark()
+    result = rig.runner.run("select", "--stage", "rest", "--contract", other)
     assert_ok(result, 2)
-    assert "--start-syncs 2 needs --revisions" in result.stdout
+    assert "--stage 'rest' is not in the rollout contract (stages: canary)" in result.stdout
+    assert writes_by(rig.control_plane, mark) == []
     assert not any(ours(rig, c.name) for c in rig.fleet.clusters)
 
 
@@ -1443,15 +1466,7 @@ def test_a_conflict_or_someone_elses_operation_is_left_to_the_cluster_step(rig: 
     busy, conflicting, free = (c.name for c in rig.fleet.clusters)
     rig.update_app(busy, lambda app: app.update(operation=foreign_operation("alice")))
     kube = RefusingKube(rig.kube, f"{rig.fleet.app_set}-{conflicting}")
-    result = select_stage(
-        cast(Kube, kube),
-        rollout_r1(rig),
-        stage="rest",
-        clock=SystemClock(),
-        tuning=Tuning(compare_wait_seconds=0),
-        start_syncs=3,
-        revisions=revisions_from_json(REVISIONS),
-    )
+    result = select_rest_in_process(rig, kube, 3)
     assert result.first_wave.started == (free,)
     assert sorted(result.first_wave.left) == sorted([busy, conflicting])
     assert rig.stage("rest").syncing == [free]
@@ -1466,11 +1481,11 @@ def test_a_first_wave_cluster_of_a_stage_that_failed_is_stopped_not_left_syncing
     targets = sorted(c.name for c in rig.fleet.clusters)
     for cluster in targets:
         rig.update_app(cluster, hang)
-    assert_ok(rig.runner.run("select", "--stage", "rest", *first_wave_args(2)))
+    assert_ok(rig.runner.run("select", "--stage", "rest", *first_wave_args(rig, 2)))
     first, second, third = rig.stage("rest").targets
     assert rig.stage("rest").syncing == [first, second]
     rig.simulate()
-    assert_ok(rig.runner.run("sync", "--stage", "rest", "--cluster", third, "--revisions", REVISIONS))
+    assert_ok(rig.runner.run("sync", "--stage", "rest", "--cluster", third))
     update_status(
         rig.kube,
         rig.namespace,
@@ -1478,7 +1493,7 @@ def test_a_first_wave_cluster_of_a_stage_that_failed_is_stopped_not_left_syncing
         lambda status: mark_failed(status, stage="rest", cluster=third, reason="Degraded"),
         what="a sibling failed",
     )
-    result = rig.runner.run("cluster", "--stage", "rest", "--cluster", first, "--revisions", REVISIONS)
+    result = rig.runner.run("cluster", "--stage", "rest", "--cluster", first)
     assert_ok(result, 1)
     assert f"cluster {first}: stopped before it finished: stage 'rest' has failed already" in result.stdout
     stage = rig.stage("rest")
@@ -1490,21 +1505,21 @@ def test_a_first_wave_cluster_of_a_stage_that_failed_is_stopped_not_left_syncing
 
 def test_a_paused_batch_lets_its_first_wave_go_on_and_starts_no_other_cluster(rig: Rig) -> None:
     make_progressive_sync(rig.kube, rig.namespace, stages=[REST])
-    assert_ok(rig.runner.run("select", "--stage", "rest", *first_wave_args(2)))
+    assert_ok(rig.runner.run("select", "--stage", "rest", *first_wave_args(rig, 2)))
     first, second, third = rig.stage("rest").targets
     set_paused(rig, True)
     rig.simulate()
     with pytest.raises(steps.batch.PausedTooLong):
         run_batch(
             rig.kube,
-            rollout_r1(rig),
-            stage="rest",
-            batch=0,
-            batches=1,
-            max_parallel=2,
-            revisions=revisions_from_json(REVISIONS),
-            clock=SystemClock(),
-            tuning=Tuning(watch_window_seconds=2, pause_poll_seconds=0.1, pause_hold_seconds=1),
+            opened(
+                rig,
+                rig.kube,
+                "rest",
+                sizing={"rest": {"batches": 1, "max_parallel": 2}},
+                tuning=Tuning(watch_window_seconds=2, pause_poll_seconds=0.1, pause_hold_seconds=1),
+            ),
+            0,
         )
     stage = rig.stage("rest")
     assert sorted(stage.completed) == sorted([first, second]), "the syncs select started finish"
@@ -1551,9 +1566,7 @@ def test_an_application_compared_before_the_release_is_compared_again_and_synced
     cluster = select_canary(rig.runner)
     worker = add_second_app(rig, cluster, status=COMPARED_BEFORE_THE_RELEASE)
     log = rig.tmp_path / "sync.log"
-    process = rig.runner.start(
-        "sync", "--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS, log_path=log
-    )
+    process = rig.runner.start("sync", "--stage", "canary", "--cluster", cluster, log_path=log)
     try:
         wait_for(
             lambda: appsync.refresh_requested(rig.kube.get(APPLICATIONS, rig.namespace, worker)),
@@ -1579,7 +1592,7 @@ def test_an_application_argo_cd_does_not_compare_again_fails_the_cluster_naming_
     make_progressive_sync(rig.kube, rig.namespace, deadline_seconds=2)
     cluster = select_canary(rig.runner)
     worker = add_second_app(rig, cluster, status=COMPARED_BEFORE_THE_RELEASE)
-    result = rig.runner.run("sync", "--stage", "canary", "--cluster", cluster, "--revisions", REVISIONS)
+    result = rig.runner.run("sync", "--stage", "canary", "--cluster", cluster)
     assert_ok(result, 1)
     expected = (
         f"{worker}: Synced and Healthy at {OLD_REVISION}, which is not a revision of this release, and "
@@ -1612,15 +1625,15 @@ class RefusingKubeOf(CountingKube):
 
 
 def select_rest_in_process(rig: Rig, kube: Any, start_syncs: int) -> Any:
-    return select_stage(
-        cast(Kube, kube),
-        rollout_r1(rig),
-        stage="rest",
-        clock=SystemClock(),
+    ctx = opened(
+        rig,
+        kube,
+        "rest",
+        sizing={"rest": {"start_syncs": start_syncs, "max_parallel": max(start_syncs, 1)}},
         tuning=Tuning(compare_wait_seconds=0),
-        start_syncs=start_syncs,
-        revisions=revisions_from_json(REVISIONS),
+        taking_over=True,
     )
+    return select_stage(cast(Kube, kube), ctx)
 
 
 def fail_a_sibling(rig: Rig, cluster: str) -> None:
@@ -1648,7 +1661,7 @@ def test_a_cluster_step_of_a_failed_stage_writes_no_sync_the_first_wave_left(rig
     fail_a_sibling(rig, next(c for c in sorted(workers) if c != partial))
 
     mark = rig.control_plane.audit_mark()
-    step = rig.runner.run("cluster", "--stage", "rest", "--cluster", partial, "--revisions", REVISIONS)
+    step = rig.runner.run("cluster", "--stage", "rest", "--cluster", partial)
     assert_ok(step, 1)
     assert f"cluster {partial}: stopped before it finished: stage 'rest' has failed already" in step.stdout
     writes = writes_by(rig.control_plane, mark)
@@ -1672,7 +1685,7 @@ def test_a_first_wave_sync_whose_listing_was_lost_is_ended_not_reported_not_star
     assert ours(rig, first)
     fail_a_sibling(rig, third)
 
-    step = rig.runner.run("cluster", "--stage", "rest", "--cluster", first, "--revisions", REVISIONS)
+    step = rig.runner.run("cluster", "--stage", "rest", "--cluster", first)
     assert_ok(step, 1)
     assert f"cluster {first}: stopped before it finished" in step.stdout, step.stdout
     assert "not started" not in step.stdout

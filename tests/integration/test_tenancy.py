@@ -18,7 +18,8 @@ import pytest
 
 from orchestrator.api.metadata import ALLOWED_NAMESPACES_ANNOTATION
 from orchestrator.devenv.controlplane import DevCluster
-from orchestrator.engine.executor import ExecutorSettings, LocalExecutor
+from orchestrator.engine.executor import LocalExecutor
+from orchestrator.engine.executor_settings import ExecutorSettings
 from orchestrator.kube.client import APPLICATION_SETS, NAMESPACES, PROGRESSIVE_SYNCS, Kube
 from orchestrator.simulator.appcontroller import FleetSimulator
 from orchestrator.simulator.config import SimulatorConfig

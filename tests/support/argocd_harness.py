@@ -27,10 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.devenv import starter_app, tools
-from orchestrator.devenv.argocd import HEALTH_PROBES, ArgoCDStack, ClusterSpec, request_sync
+from orchestrator.devenv.argocd import ArgoCDStack
+from orchestrator.devenv.argocd_manifests import HEALTH_PROBES
+from orchestrator.devenv.argocd_requests import request_sync
+from orchestrator.devenv.argocd_settings import ClusterSpec
 from orchestrator.devenv.gitrepo import ReleaseRepo
 from orchestrator.devenv.helmrepo import HelmRepoServer
-from orchestrator.engine.executor import ExecutorSettings, LocalExecutor
+from orchestrator.engine.executor import LocalExecutor
+from orchestrator.engine.executor_settings import ExecutorSettings
 from orchestrator.kube.client import (
     APPLICATION_SETS,
     APPLICATIONS,

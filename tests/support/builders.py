@@ -34,6 +34,7 @@ from orchestrator.argocd import appsync
 from orchestrator.argocd.fleet import AppSetView, AppView, Cluster, app_view_from_object
 from orchestrator.core.clock import format_time
 from orchestrator.kube.cluster_secrets import CLUSTER_SECRET_TYPE, CLUSTER_SECRET_TYPE_LABEL
+from orchestrator.planning.contract import RolloutContract, StageContract
 from workflow_templates import names
 
 APP_SET = "myservice"
@@ -525,6 +526,29 @@ def make_release(
         spec_hash=spec_hash,
         revisions=tuple(tuple(r) for r in revisions),
         attempt=attempt,
+    )
+
+
+def make_contract(
+    stages: Sequence[str] = ("canary", "rest"),
+    *,
+    rollout_id: str = ROLLOUT,
+    revisions: Sequence[Sequence[str]] = ((NEW_REVISION,),),
+    sizing: Mapping[str, Mapping[str, int]] | None = None,
+) -> RolloutContract:
+    """A rollout contract (orchestrator.planning.contract) for steps run by a test: each stage of
+    `stages` one target at a time, one pod per cluster, no first wave, unless `sizing` says otherwise
+    for it (`{"rest": {"start_syncs": 2}}`, `{"rest": {"batches": 1, "max_parallel": 3}}`)."""
+    sized = sizing or {}
+    return RolloutContract(
+        rollout_id=rollout_id,
+        release=tuple(tuple(r) for r in revisions),
+        stages=tuple(
+            StageContract(
+                **{"name": name, "targets": 1, "max_parallel": 1, "start_syncs": 0, **sized.get(name, {})}
+            )
+            for name in stages
+        ),
     )
 
 

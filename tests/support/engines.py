@@ -39,7 +39,8 @@ import pytest
 
 from orchestrator.devenv import tools
 from orchestrator.devenv.controlplane import DevCluster
-from orchestrator.engine.executor import ExecutorSettings, LocalExecutor
+from orchestrator.engine.executor import LocalExecutor
+from orchestrator.engine.executor_settings import ExecutorSettings
 from orchestrator.kube.client import Kube
 from tests.support.steps_harness import STEPS_USER, steps_kubeconfig
 from tests.support.watcher_harness import WatcherProcess

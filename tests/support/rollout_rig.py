@@ -30,7 +30,9 @@ from orchestrator.api.release import Release, spec_hash
 from orchestrator.api.rollout_status import expanded_wire
 from orchestrator.argocd.fleet import app_set_view_from_object, app_view_from_object, cluster_from_secret
 from orchestrator.kube.client import APPLICATION_SETS, APPLICATIONS, PROGRESSIVE_SYNCS, SECRETS, WORKFLOWS
+from orchestrator.planning.contract import parse_contract
 from orchestrator.planning.planner import RolloutPlan, plan_rollout
+from orchestrator.planning.sizing import clusters_of_batch
 from orchestrator.simulator.appcontroller import FleetSimulator
 from orchestrator.simulator.config import ANNOTATION_PREFIX, Behaviour, SimulatorConfig
 from orchestrator.simulator.events import read_events
@@ -41,8 +43,8 @@ from tests.support.simulator_events import max_in_flight
 from tests.support.steps_harness import make_progressive_sync, publish_inventory
 from tests.support.wait import wait_for
 from tests.support.watcher_harness import Fleet, WatcherProcess, in_process_watcher, release
+from workflow_templates import names
 from workflow_templates.builder import build_workflow, workflow_object
-from workflow_templates.pieces import MAX_PARALLEL_INPUT
 
 REVISION = "4f1c2e9b7a3d5c8e1f0a2b4c6d8e0f1a3b5c7d9e"
 REVISION_2 = "5a2d3f0c8b4e6d9f2a1b3c5d7e9f1a2b4c6d8e0f"
@@ -256,19 +258,22 @@ class RolloutRig:
 
     def cluster_nodes(self, stage_task: str, index: int, cluster: str) -> list[dict[str, Any]]:
         """The node that shows how `cluster` (item `index` of the stage) ended: its own Retry node,
-        or in batch mode the Retry node of the batch that ran it (the one steps.batch.clusters_of_batch
-        deals item `index` to, from the batch count and the max-parallel the batch nodes were given)."""
+        or in batch mode the Retry node of the batch that ran it (the one
+        orchestrator.planning.sizing.clusters_of_batch deals item `index` to, from the stage's batch
+        count and maxParallel in the Workflow's rollout contract)."""
         loop = f"{self.workflow_name}.{stage_task}.clusters"
         if not self.batched:
             return self.nodes(name=f"{loop}.cluster({index}:{cluster})")
-        batches = [n for n in self.nodes(type="Retry") if n["name"].startswith(f"{loop}.batch(")]
-        given = [
-            {p["name"]: p.get("value") for p in (node.get("inputs") or {}).get("parameters") or []}
-            for node in self.nodes()
-            if node["name"].startswith(f"{loop}.batch(")
+        arguments = self.workflow()["spec"]["arguments"]["parameters"]
+        contract = parse_contract(next(p["value"] for p in arguments if p["name"] == names.PARAM_CONTRACT))
+        task_names = names.stage_task_names(stage.name for stage in contract.stages)
+        sized = contract.stages[task_names.index(stage_task)]
+        positions = [str(position) for position in range(index + 1)]
+        [batch] = [
+            b
+            for b in range(sized.batches)
+            if str(index) in clusters_of_batch(positions, sized.batches, b, sized.max_parallel)
         ]
-        [max_parallel] = {int(inputs[MAX_PARALLEL_INPUT]) for inputs in given if MAX_PARALLEL_INPUT in inputs}
-        batch = index % max_parallel % len(batches)
         return self.nodes(name=f"{loop}.batch({batch}:{batch})")
 
     def progressive_sync(self) -> ProgressiveSync:

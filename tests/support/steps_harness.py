@@ -1,9 +1,11 @@
 """Running the steps the way a Workflow container does, and counting what they write.
 
 `StepRunner` runs `python -m steps <step>` as a subprocess with `PROGRESSIVE_SYNC_*` environment
-variables and a kubeconfig of its own user (`STEPS_USER`), so the API server's audit log tells the
-steps' writes apart from the test's and the simulator's (`writes_by`). `make_progressive_sync`
-creates the object the steps work on. Real: the subprocess, the API server, the audit log.
+variables (the rollout contract among them, as the Workflow builder would make it for the
+ProgressiveSync as stored: `StepRunner.contract`) and a kubeconfig of its own user (`STEPS_USER`),
+so the API server's audit log tells the steps' writes apart from the test's and the simulator's
+(`writes_by`). `make_progressive_sync` creates the object the steps work on. Real: the subprocess,
+the API server, the audit log.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import contextlib
 import os
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,9 +23,10 @@ from orchestrator.api.models import ProgressiveSync
 from orchestrator.argocd.fleet import cluster_from_secret
 from orchestrator.argocd.inventory import INVENTORY_NAME
 from orchestrator.devenv.controlplane import AuditEvent, DevCluster
-from orchestrator.kube.client import PROGRESSIVE_SYNCS, AlreadyExists, Kube, Resource
+from orchestrator.kube.client import PROGRESSIVE_SYNCS, AlreadyExists, Kube, NotFound, Resource
+from orchestrator.planning.contract import RolloutContract
 from orchestrator.watcher.publisher import InventoryPublisher
-from tests.support.builders import make_ps, make_stage
+from tests.support.builders import NEW_REVISION, make_contract, make_ps, make_stage
 
 CLUSTER_ROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole")
 CLUSTER_ROLE_BINDINGS = Resource(
@@ -156,15 +160,35 @@ class StepRunner:
     rollout_id: str = "r1"
     extra_env: dict[str, str] = field(default_factory=dict)
 
+    def contract(
+        self,
+        sizing: Mapping[str, Mapping[str, int]] | None = None,
+        *,
+        revisions: Sequence[Sequence[str]] = ((NEW_REVISION,),),
+    ) -> RolloutContract:
+        """The rollout contract of this rollout: the stages of the ProgressiveSync as stored now (the
+        default ones when there is none), the release of `revisions`, and each stage one at a time,
+        one pod per cluster, no first wave unless `sizing` says otherwise (`make_contract`)."""
+        kube = Kube.from_kubeconfig(str(self.kubeconfig))
+        try:
+            stages = [
+                stage.name for stage in read_progressive_sync(kube, self.namespace, self.name).spec.stages
+            ]
+        except NotFound:
+            stages = [stage["name"] for stage in DEFAULT_STAGES]
+        finally:
+            kube.close()
+        return make_contract(stages, rollout_id=self.rollout_id, revisions=revisions, sizing=sizing)
+
     def env(self, **overrides: str) -> dict[str, str]:
-        """The container's environment: the contract's PROGRESSIVE_SYNC_* variables."""
+        """The container's environment: the contract's PROGRESSIVE_SYNC_* variables (the rollout
+        contract `contract()` gives, unless `PROGRESSIVE_SYNC_CONTRACT` is among `overrides`)."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("PROGRESSIVE_SYNC_")}
         env.pop("KUBECONFIG", None)
         env.update(
             {
                 "PROGRESSIVE_SYNC_NAMESPACE": self.namespace,
                 "PROGRESSIVE_SYNC_NAME": self.name,
-                "PROGRESSIVE_SYNC_ROLLOUT_ID": self.rollout_id,
                 "PROGRESSIVE_SYNC_KUBECONFIG": str(self.kubeconfig),
                 "PROGRESSIVE_SYNC_OUTPUTS_DIR": str(self.outputs_dir),
                 "PYTHONPATH": str(REPO_ROOT),
@@ -172,6 +196,8 @@ class StepRunner:
         )
         env.update(self.extra_env)
         env.update(overrides)
+        if "PROGRESSIVE_SYNC_CONTRACT" not in env:
+            env["PROGRESSIVE_SYNC_CONTRACT"] = self.contract().to_json()
         return env
 
     def command(self, step: str, *args: str) -> list[str]:

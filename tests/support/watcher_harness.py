@@ -25,7 +25,8 @@ from typing import Any
 
 from orchestrator.api.metadata import NAME_LABEL, label_value
 from orchestrator.api.rollout_status import expanded_wire
-from orchestrator.engine.executor import ExecutorSettings, LocalExecutor
+from orchestrator.engine.executor import LocalExecutor
+from orchestrator.engine.executor_settings import ExecutorSettings
 from orchestrator.kube.client import APPLICATIONS, PROGRESSIVE_SYNCS, WORKFLOWS, Conflict, Kube, NotFound
 from orchestrator.simulator.appcontroller import FleetSimulator
 from orchestrator.simulator.config import SimulatorConfig

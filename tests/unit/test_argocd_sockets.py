@@ -1,4 +1,4 @@
-"""Where the dev stack's Argo CD puts its unix sockets (`orchestrator.devenv.argocd.socket_folder`):
+"""Where the dev stack's Argo CD puts its unix sockets (`orchestrator.devenv.argocd_settings.socket_folder`):
 in its work dir when the path fits a socket address, else in a short folder of its own. Found by
 `make test` under pytest-xdist: the repo-server failed `bind: invalid argument` on a 110-byte path
 under the worker's tmp_path."""
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.devenv.argocd import UNIX_SOCKET_PATH_MAX, socket_folder
+from orchestrator.devenv.argocd_settings import UNIX_SOCKET_PATH_MAX, socket_folder
 
 NAME = "argocd-applicationset-controller-askpass.sock"
 

@@ -14,21 +14,17 @@ from typing import cast
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from orchestrator.core.errors import TemporaryError
 from orchestrator.kube.client import Kube, Retryable
-from steps.batch import (
-    BatchResult,
-    PausedTooLong,
-    clusters_of_batch,
-    hold_while_paused,
-    run_batch,
-    run_clusters,
-    slots_of_batch,
-)
+from orchestrator.planning.sizing import clusters_of_batch, slots_of_batch
+from steps.batch import BatchResult, PausedTooLong, hold_while_paused, run_batch, run_clusters
 from steps.cli import exit_code, step_error
 from steps.cluster import ClusterOutcome, ClusterResult
 from steps.common import RolloutRef, Tuning, UsageProblem
+from steps.context import StepContext
+from tests.support.builders import make_contract, make_ps_model, make_stage
 from tests.support.clock import ManualClock
 
 CLOCK_START = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -214,26 +210,29 @@ def test_a_pause_longer_than_the_hold_is_not_retried_in_the_pod() -> None:
     assert calls == ["c1"]
 
 
+def test_the_contract_refuses_more_batches_than_max_parallel() -> None:
+    # Every batch runs at least one cluster at a time: the contract itself cannot say otherwise.
+    with pytest.raises(ValidationError, match=r"batches \(3\) above maxParallel \(2\)"):
+        make_contract(["rest"], sizing={"rest": {"batches": 3, "max_parallel": 2}})
+
+
 @pytest.mark.parametrize(
-    ("batch", "batches", "max_parallel"),
+    ("batch", "batches"),
     [
-        pytest.param(0, 3, 2, id="more-batches-than-max-parallel"),
-        pytest.param(3, 3, 6, id="batch-index-past-the-last"),
-        pytest.param(0, 0, 6, id="no-batches"),
+        pytest.param(3, 3, id="batch-index-past-the-last"),
+        pytest.param(0, 0, id="a-stage-without-batches"),
     ],
 )
-def test_a_batch_refuses_flags_that_cannot_share_max_parallel(
-    batch: int, batches: int, max_parallel: int
-) -> None:
-    # Refused before any API call: no Kubernetes client is needed to see it.
-    with pytest.raises(UsageProblem, match=r"--max-parallel .*need 0 <= batch < batches <= max-parallel"):
-        run_batch(
-            cast(Kube, None),
-            RolloutRef(namespace="ns", name="ps", rollout_id="r1", argocd_namespace="argocd"),
-            stage="rest",
-            batch=batch,
-            batches=batches,
-            max_parallel=max_parallel,
-            revisions=[],
-            clock=ManualClock(CLOCK_START),
-        )
+def test_a_batch_refuses_an_index_the_contract_does_not_have(batch: int, batches: int) -> None:
+    # Refused before any API call: the context is opened on a ProgressiveSync given in.
+    contract = make_contract(["rest"], sizing={"rest": {"batches": batches, "max_parallel": 6}})
+    ctx = StepContext.open(
+        cast(Kube, None),
+        RolloutRef(namespace="ns", name="ps", rollout_id=contract.rollout_id, argocd_namespace="argocd"),
+        contract,
+        stage="rest",
+        clock=ManualClock(CLOCK_START),
+        ps=make_ps_model(stages=[make_stage("rest")]),
+    )
+    with pytest.raises(UsageProblem, match=r"--batch .*runs in .* batch\(es\) by the rollout contract"):
+        run_batch(cast(Kube, None), ctx, batch)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.devenv import starter_app
-from orchestrator.devenv.argocd import commit_next_release
+from orchestrator.devenv.argocd_requests import commit_next_release
 from orchestrator.devenv.gitrepo import GitError, ReleaseRepo
 
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from orchestrator.api.models import (
@@ -14,7 +12,6 @@ from orchestrator.api.models import (
     ProgressiveSync,
     ProgressiveSyncSpec,
     Stage,
-    resolve_int_or_percent,
 )
 
 
@@ -26,50 +23,7 @@ def make_spec(*stages: dict[str, Any], **fields: Any) -> dict[str, Any]:
     return {"appSetRef": {"name": "checkout"}, "stages": list(stages) or [make_stage()], **fields}
 
 
-# --- IntOrPercent ----------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("size", "total", "expected"),
-    [
-        pytest.param("10%", 2, 1, id="10pct-of-2-rounds-down-to-min-1"),
-        pytest.param("50%", 5, 2, id="50pct-of-5-rounds-down"),
-        pytest.param("100%", 0, 1, id="100pct-of-0-is-min-1-caller-caps"),
-        pytest.param("1%", 0, 1, id="1pct-of-0-is-min-1"),
-        pytest.param("100%", 7, 7, id="100pct-is-all"),
-        pytest.param("25%", 12, 3, id="25pct-of-12-exact"),
-        pytest.param("33%", 10, 3, id="33pct-of-10"),
-        pytest.param("99%", 100, 99, id="99pct-of-100"),
-        pytest.param("1%", 1000, 10, id="1pct-of-1000"),
-        pytest.param(3, 2, 3, id="int-is-as-is-even-above-total"),
-        pytest.param(1, 0, 1, id="int-1-of-0"),
-    ],
-)
-def test_resolve_int_or_percent(size: int | str, total: int, expected: int) -> None:
-    assert resolve_int_or_percent(size, total) == expected
-
-
-@pytest.mark.parametrize("size", [pytest.param("0%", id="0pct"), pytest.param("abc", id="abc")])
-def test_resolve_rejects_what_validation_rejects(size: str) -> None:
-    with pytest.raises(ValueError, match="not an int or percentage"):
-        resolve_int_or_percent(size, 10)
-
-
-@given(percent=st.integers(min_value=1, max_value=100), total=st.integers(min_value=0, max_value=100_000))
-def test_percentage_resolution_is_floor_with_minimum_one(percent: int, total: int) -> None:
-    resolved = resolve_int_or_percent(f"{percent}%", total)
-    assert resolved >= 1
-    assert resolved == max(1, total * percent // 100)
-    # Never more than the total, except the minimum of 1 on an empty total (the caller caps it).
-    assert resolved <= max(total, 1)
-    # Monotone in the percentage: a larger share never resolves to fewer clusters.
-    if percent < 100:
-        assert resolve_int_or_percent(f"{percent + 1}%", total) >= resolved
-
-
-@given(size=st.integers(min_value=1, max_value=10_000), total=st.integers(min_value=0, max_value=10_000))
-def test_integer_sizes_ignore_the_total(size: int, total: int) -> None:
-    assert resolve_int_or_percent(size, total) == size
+# --- IntOrPercent (resolving it: tests/unit/test_sizing.py) ---------------------------------
 
 
 @pytest.mark.parametrize(

@@ -20,8 +20,9 @@ from orchestrator.api.models import (
     StagePhase,
     StageStatus,
 )
-from orchestrator.api.release import revisions_from_json, spec_hash
+from orchestrator.api.release import spec_hash
 from orchestrator.argocd.fleet import AppSetView
+from orchestrator.planning.contract import parse_contract
 from orchestrator.planning.planner import IssueCode, PlanIssue, RolloutPlan, StagePlan, StageState, release_id
 from orchestrator.watcher.build import build_workflows
 from orchestrator.watcher.decide import decide
@@ -671,16 +672,17 @@ def test_the_created_workflow_carries_the_identity_a_restarted_watcher_reads_bac
 
 
 def test_mixed_revisions_reach_the_steps_as_data() -> None:
-    """Finding 4: the release's revision sets go from the plan to the steps' `--revisions` unjoined."""
+    """Finding 4: the release's revision sets go from the plan to the steps' rollout contract unjoined."""
     plan = make_plan(revisions=((OLD_REVISION,), (REVISION,)))
     obs = observed(plan=plan)
     create = actions_of(build_workflows(decide(obs, POLICY), obs, WorkflowSettings()), CreateWorkflow)[0]
     assert isinstance(create, CreateWorkflow)
     assert create.release.revisions == ((REVISION,), (OLD_REVISION,))  # sorted, one tuple each
     arguments = {p["name"]: p["value"] for p in create.workflow["spec"]["arguments"]["parameters"]}
-    assert revisions_from_json(arguments["revisions"]) == create.release.revisions
+    assert parse_contract(arguments["contract"]).release == create.release.revisions
     cluster_step = next(t for t in create.workflow["spec"]["templates"] if t["name"] == "cluster")
-    assert cluster_step["container"]["args"][-2:] == ["--revisions", "{{workflow.parameters.revisions}}"]
+    env = {e["name"]: e["value"] for e in cluster_step["container"]["env"]}
+    assert env["PROGRESSIVE_SYNC_CONTRACT"] == "{{workflow.parameters.contract}}"
     assert create.release.id == release_id(1, [(REVISION,), (OLD_REVISION,)])
 
 

@@ -56,5 +56,5 @@ def test_mixed_revisions_are_one_release_with_one_tuple_each() -> None:
     assert release.revisions == (("new",), ("old",))
     assert release.rollout_id == f"{release.id}-2"
     assert (release_of(release.rollout_id), attempt_of(release.rollout_id)) == (release.id, 2)
-    assert revisions_from_json(release.revisions_json) == release.revisions
+    assert revisions_from_json(revisions_to_json(release.revisions)) == release.revisions
     assert release.display == "new old"

@@ -47,7 +47,7 @@ def test_with_a_fleet_it_renders_the_planned_release() -> None:
     release = plan.release_id(1)
     assert obj["metadata"]["name"] == f"checkout-{release}"
     arguments = {p["name"]: p["value"] for p in obj["spec"]["arguments"]["parameters"]}
-    assert json.loads(arguments["revisions"]) == [list(r) for r in plan.revisions]
+    assert json.loads(arguments["contract"])["release"] == [list(r) for r in plan.revisions]
     task_names = names.stage_task_names(stage.name for stage in plan.stages)
     for stage, task_name in zip(plan.stages, task_names, strict=True):
         parallelism = templates(obj)[names.fanout_template_name(task_name)]["parallelism"]
@@ -86,7 +86,7 @@ def test_overrides_and_settings_from_flags() -> None:
     obj = json.loads(result.stdout)
     assert obj["metadata"]["name"] == "checkout-abc123"
     arguments = {p["name"]: p["value"] for p in obj["spec"]["arguments"]["parameters"]}
-    assert json.loads(arguments["revisions"]) == [["deadbeef"]]
+    assert json.loads(arguments["contract"])["release"] == [["deadbeef"]]
     assert arguments["argocd-namespace"] == "argo-cd"
     assert templates(obj)["cluster"]["container"]["image"] == "registry.example/steps:9"
 

@@ -17,19 +17,12 @@ import pytest
 
 from orchestrator.core.clock import format_time, parse_time
 from orchestrator.simulator.appset import ClusterParams, desired_metadata, render
-from orchestrator.simulator.behaviours import (
-    MSG_BLOCKED,
-    MSG_SUCCEEDED,
-    MSG_TERMINATED,
-    REFRESH_ANNOTATION,
-    Step,
-    Timeline,
-    World,
-    next_retry_at,
-    next_step,
-)
+from orchestrator.simulator.behaviours import next_step
+from orchestrator.simulator.comparison import REFRESH_ANNOTATION
 from orchestrator.simulator.config import Behaviour, Health, SyncWindow
+from orchestrator.simulator.decision_types import Step, Timeline, World
 from orchestrator.simulator.git import GitRefs, UnresolvableRevision, refs_configmap
+from orchestrator.simulator.sync_operation import MSG_BLOCKED, MSG_SUCCEEDED, MSG_TERMINATED, next_retry_at
 
 START = datetime(2030, 1, 2, 15, 4, 5, tzinfo=UTC)
 OLD = "0" * 40

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from orchestrator.simulator.behaviours import MSG_BLOCKED, World
 from orchestrator.simulator.config import Behaviour
+from orchestrator.simulator.decision_types import World
+from orchestrator.simulator.sync_operation import MSG_BLOCKED
 from orchestrator.simulator.windows import Cron, Window, WindowError, can_sync, windows_of
 from tests.unit.test_simulator_behaviours import make_app, play, sync_op
 

@@ -15,6 +15,7 @@ import pytest
 from orchestrator.api.metadata import NAME_LABEL, ROLLOUT_ID_LABEL, label_value, workflow_name
 from orchestrator.api.models import ProgressiveSync
 from orchestrator.engine.expressions import input_display_name
+from orchestrator.planning.contract import RolloutContract, parse_contract
 from orchestrator.planning.planner import plan_rollout
 from tests.support.builders import (
     NEW_REVISION,
@@ -32,8 +33,8 @@ from workflow_templates.builder import (
     WorkflowBuildError,
     active_deadline_seconds,
     assumed_sizes,
-    batch_count,
     build_workflow,
+    contract_for,
     estimate_nodes,
     workflow_object,
 )
@@ -47,6 +48,13 @@ def make_ps(
 ) -> ProgressiveSync:
     """A ProgressiveSync with these stages (default one stage over every cluster)."""
     return make_ps_model(name, stages=stages, app_set="myservice", uid=uid, **spec)
+
+
+def contract_of(
+    ps: ProgressiveSync, sizes: dict[str, StageSize], settings: WorkflowSettings = SETTINGS
+) -> RolloutContract:
+    """The rollout contract the builder makes for `ps` with these sizes."""
+    return contract_for(ps, release=make_release("r1", revisions=(("x",),)), plan=sizes, settings=settings)
 
 
 def build(ps: ProgressiveSync, sizes: dict[str, StageSize] | None = None, **settings: Any) -> dict[str, Any]:
@@ -220,10 +228,15 @@ def test_spec_mutex_exit_handler_arguments() -> None:
     arguments = {p["name"]: p["value"] for p in spec["arguments"]["parameters"]}
     assert arguments == {
         "progressive-sync": "myservice",
-        "rollout-id": "0123456789",
-        "revisions": f'[["{NEW_REVISION}"]]',
         "argocd-namespace": "argo-cd",
+        "contract": arguments["contract"],
     }
+    # The one rollout contract: the rollout id, the release as data, each stage's resolved sizing.
+    contract = parse_contract(arguments["contract"])
+    assert (contract.rollout_id, contract.release) == ("0123456789", ((NEW_REVISION,),))
+    assert [(s.name, s.targets, s.max_parallel, s.batches, s.start_syncs) for s in contract.stages] == [
+        ("all", 12, 1, 0, 1)
+    ]
     finalize = templates(build(make_ps()))[names.FINALIZE_TEMPLATE]["container"]
     assert finalize["args"] == [
         "finalize",
@@ -294,7 +307,8 @@ def test_a_stage_boundary_with_nothing_between_is_one_step(
     ps = make_ps(first, {**make_stage("rest"), **second})
     sizes = {"canary": StageSize(1, 1), "rest": StageSize(200 if batched else 12, 4)}
     obj = build(ps, sizes)
-    rest_pods = batch_count(sizes["rest"], SETTINGS) or 12
+    sized = contract_of(ps, sizes)
+    rest_pods = sized.stages[1].batches or 12
     assert (rest_pods < 12) == batched
     canary, rest = tasks(templates(obj)["stage-canary"]), tasks(templates(obj)["stage-rest"])
     [canary_task, rest_task] = templates(obj)["rollout"]["dag"]["tasks"]
@@ -302,20 +316,21 @@ def test_a_stage_boundary_with_nothing_between_is_one_step(
     if not hands_over:
         assert names.RECORD_TASK in canary and names.SELECT_TASK in rest
         select_arguments = {p["name"]: p["value"] for p in rest[names.SELECT_TASK]["arguments"]["parameters"]}
-        assert select_arguments == {"stage": "{{inputs.parameters.stage}}", "start-syncs": "4"}
+        assert select_arguments == {"stage": "{{inputs.parameters.stage}}"}
         assert rest_arguments == {"stage": "rest"}
-        assert estimate_nodes(ps, sizes) == 3 + 2 * 7 + 2 * (1 + rest_pods) + 1  # + bake
+        assert estimate_nodes(ps, sized) == 3 + 2 * 7 + 2 * (1 + rest_pods) + 1  # + bake
         return
     # canary: select, clusters, then one step that records canary and selects rest.
     assert list(canary) == ["select", "clusters", names.RECORD_AND_SELECT_TASK]
     close = canary[names.RECORD_AND_SELECT_TASK]
     assert close["dependencies"] == ["clusters"]
-    # ... and starts the syncs of rest's first wave: its maxParallel (4) first targets.
+    # ... and starts the syncs of rest's first wave: its maxParallel (4) first targets, which the
+    # contract says (no size of rest travels in canary's template).
     assert {p["name"]: p["value"] for p in close["arguments"]["parameters"]} == {
         "stage": "{{inputs.parameters.stage}}",
         "next-stage": "rest",
-        "start-syncs": "4",
     }
+    assert sized.stages[1].start_syncs == 4
     # rest: no select of its own; its clusters start at once with what canary handed on.
     assert list(rest) == ["clusters", "record"]
     assert "dependencies" not in rest["clusters"]
@@ -326,12 +341,8 @@ def test_a_stage_boundary_with_nothing_between_is_one_step(
         "{{inputs.parameters.stage}}",
         "--next-stage",
         "{{inputs.parameters.next-stage}}",
-        "--start-syncs",
-        "{{inputs.parameters.start-syncs}}",
-        "--revisions",
-        "{{workflow.parameters.revisions}}",
     ]
-    assert {"name": "start-syncs", "default": "0"} in step["inputs"]["parameters"]
+    assert step["inputs"]["parameters"] == [{"name": "stage"}, {"name": "next-stage"}]
     if batched:
         # The batch pods read rest's targets from the status, as after select-for-batches.
         assert close["template"] == names.RECORD_AND_SELECT_FOR_BATCHES_TEMPLATE
@@ -352,7 +363,7 @@ def test_a_stage_boundary_with_nothing_between_is_one_step(
             "targets": "{{tasks." + canary_task["name"] + ".outputs.parameters.targets}}",
         }
         assert rest["clusters"]["arguments"]["parameters"][1]["value"] == "{{inputs.parameters.targets}}"
-    assert estimate_nodes(ps, sizes) == 3 + 2 * 7 - 2 + 2 * (1 + rest_pods)  # no select pod for rest
+    assert estimate_nodes(ps, sized) == 3 + 2 * 7 - 2 + 2 * (1 + rest_pods)  # no select pod for rest
 
 
 def test_no_template_fails_fast_whatever_the_tolerance() -> None:
@@ -392,7 +403,8 @@ def test_steps_run_the_contract_commands_with_retries_of_temporary_errors_only()
         assert container["args"][0] == step
         assert container["image"] == "registry.example/ps:1"
         env = {e["name"]: e["value"] for e in container["env"]}
-        assert env["PROGRESSIVE_SYNC_ROLLOUT_ID"] == "{{workflow.parameters.rollout-id}}"
+        assert env["PROGRESSIVE_SYNC_CONTRACT"] == "{{workflow.parameters.contract}}"
+        assert "PROGRESSIVE_SYNC_ROLLOUT_ID" not in env  # the rollout id is the contract's
         assert env["PROGRESSIVE_SYNC_NAMESPACE"] == "{{workflow.namespace}}"
         retry = by_name[step]["retryStrategy"]
         assert retry["limit"] == 3
@@ -471,26 +483,14 @@ def test_a_stage_of_thousands_of_clusters_runs_in_batches() -> None:
     assert (loop["template"], fanout["parallelism"]) == ("batch", 20)  # 10,000 / 500 per batch
     assert json.loads(loop["withParam"]) == [str(i) for i in range(20)]
     arguments = {p["name"]: p["value"] for p in loop["arguments"]["parameters"]}
-    assert (arguments["batches"], arguments["max-parallel"]) == ("20", "2500")
+    assert arguments == {"stage": "{{inputs.parameters.stage}}", "batch": "{{item}}"}
+    arguments = {p["name"]: p["value"] for p in workflow["spec"]["arguments"]["parameters"]}
+    everything = parse_contract(arguments["contract"]).stages[0]
+    assert (everything.batches, everything.max_parallel) == (20, 2500)  # the batch pods read them here
     select = next(t for t in by_name["stage-everything"]["dag"]["tasks"] if t["name"] == "select")
     assert select["template"] == "select-for-batches"
     assert "outputs" not in by_name["select-for-batches"]  # the targets stay out of the Workflow
-    assert estimate_nodes(ps, {"everything": StageSize(10_000, 2_500)}, SETTINGS) == 3 + 7 + 2 * 20
-
-
-@pytest.mark.parametrize(
-    ("size", "settings", "batches"),
-    [
-        pytest.param(StageSize(50, 10), {}, 0, id="at-the-threshold-one-pod-per-cluster"),
-        pytest.param(StageSize(51, 10), {}, 1, id="above-the-threshold-one-batch"),
-        pytest.param(StageSize(1_001, 100), {}, 3, id="at-most-batch-clusters-per-batch"),
-        pytest.param(StageSize(10_000, 4), {}, 4, id="never-more-batches-than-max-parallel"),
-        pytest.param(StageSize(3, 1), {"batch_threshold": 0}, 1, id="threshold-zero-batches-every-stage"),
-        pytest.param(StageSize(0, 1), {"batch_threshold": 0}, 0, id="planned-empty-no-batch"),
-    ],
-)
-def test_batch_count(size: StageSize, settings: dict[str, Any], batches: int) -> None:
-    assert batch_count(size, WorkflowSettings(**settings)) == batches
+    assert estimate_nodes(ps, contract_of(ps, {"everything": StageSize(10_000, 2_500)})) == 3 + 7 + 2 * 20
 
 
 def test_too_many_nodes_is_refused_with_advice_that_works() -> None:
@@ -503,7 +503,11 @@ def test_too_many_nodes_is_refused_with_advice_that_works() -> None:
     # The advice, followed, builds: the stages run in batches and the nodes fit.
     followed = WorkflowSettings(max_nodes=100, batch_threshold=10)
     build_workflow(ps, release=make_release("r1", revisions=(("x",),)), plan=plan, settings=followed)
-    assert estimate_nodes(ps, plan, followed) <= 100 < estimate_nodes(ps, plan, tight)
+    assert (
+        estimate_nodes(ps, contract_of(ps, plan, followed))
+        <= 100
+        < estimate_nodes(ps, contract_of(ps, plan, tight))
+    )
 
 
 @pytest.mark.parametrize(
@@ -525,12 +529,16 @@ def test_active_deadline_from_waves_bake_and_approval(
     stage: dict[str, Any], size: StageSize, expected: int
 ) -> None:
     ps = make_ps({**make_stage("s"), **stage})
-    assert active_deadline_seconds(ps, {"s": size}, SETTINGS) == expected
+    assert active_deadline_seconds(ps, contract_of(ps, {"s": size}), SETTINGS) == expected
 
 
 def test_node_estimate_grows_two_per_cluster() -> None:
     ps = make_ps(make_stage("s"))
-    assert estimate_nodes(ps, {"s": StageSize(11, 1)}) - estimate_nodes(ps, {"s": StageSize(10, 1)}) == 2
+    assert (
+        estimate_nodes(ps, contract_of(ps, {"s": StageSize(11, 1)}))
+        - estimate_nodes(ps, contract_of(ps, {"s": StageSize(10, 1)}))
+        == 2
+    )
 
 
 def test_a_stage_that_runs_all_its_clusters_at_once_keeps_the_plain_clusters_node() -> None:

@@ -1,0 +1,382 @@
+"""Every cluster of a rollout stage as plain fields: the ProgressiveSyncStage API (issue 30).
+
+The ProgressiveSync status is the summary people read first (phase, conditions, per-stage counts,
+the clusters that matter now). Each cluster's own truth (state, reason, note, revisions, times)
+lives in **ProgressiveSyncStage** objects (short name `psstage`), one per *part* of a stage of a
+rollout, readable with `kubectl get psstage -l progressivesync.io/name=<name> -o yaml`:
+
+- `metadata.name` is `<progressivesync>-<rollout id>-<stage index>-<part>` (`record_name`),
+  labelled with the ProgressiveSync's name, the rollout id and the stage index (`record_labels`),
+  owned by the ProgressiveSync (garbage collected with it, and with nothing else);
+- `spec` is written once, by `select`, when it creates the object: which ProgressiveSync, rollout
+  and stage it belongs to, which part of how many, and `targets`, the part's clusters in rollout
+  order. A stage of more than `RECORD_MAX_CLUSTERS` clusters spans several parts (`split_parts`),
+  so no object comes near the API server's 1.5 MiB bound whatever the fleet (a part of 500
+  clusters with long names, every field set, and its managedFields is ~250 kB);
+- `status.clusters` maps a cluster's name to its `ClusterRecord`. The steps merge-patch it one or
+  many clusters at a time: a JSON merge patch of a map key changes that key only, so the steps of
+  a stage never conflict with one another and never write the ProgressiveSync for a cluster.
+
+A record states an end result, never a delta, and `merge_record` keeps the order of states the
+ledger before it kept: Failed wins over Completed, an end state never goes back to Syncing, so a
+step run again, or a late write, never undoes an outcome. `summarize` turns a stage's records
+into the summary the ProgressiveSync status shows (the same function for every writer, so the
+same records always give the same summary).
+
+Pure: models, names, the merge rule and the summary. Reads and writes are in
+`orchestrator/kube/stage_records.py`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, StrictInt
+
+from orchestrator.api.metadata import NAME_LABEL, ROLLOUT_ID_LABEL
+from orchestrator.api.models import (
+    API_VERSION,
+    OBJECT_NAME_MAX_LENGTH,
+    STAGE_NAME_MAX_LENGTH,
+    STATUS_LIST_CAP,
+    ClusterFailure,
+    ClusterNote,
+    ObjectMeta,
+    StageCounts,
+    Timestamp,
+    _Model,
+)
+
+RECORD_KIND = "ProgressiveSyncStage"
+RECORD_PLURAL = "progressivesyncstages"
+RECORD_SINGULAR = "progressivesyncstage"
+RECORD_SHORT_NAME = "psstage"
+STAGE_INDEX_LABEL = "progressivesync.io/stage-index"
+
+# The most clusters one ProgressiveSyncStage holds (see the module docstring for the bytes).
+RECORD_MAX_CLUSTERS = 500
+# A reason or a note is cut to this many characters in a record (and in the status's lists).
+RECORD_TEXT_MAX_CHARS = 512
+_HASH_LENGTH = 8
+
+
+class ClusterState(StrEnum):
+    """Where one cluster of a stage stands. A target without a record has not started."""
+
+    SYNCING = "Syncing"
+    """Its sync was requested (or adopted); not done or failed yet."""
+    COMPLETED = "Completed"
+    """Synced and Healthy at the release."""
+    FAILED = "Failed"
+    """Failed: `reason` says why."""
+
+
+# Which state wins when two writes disagree: an outcome never goes back, Failed wins over Completed.
+_RANK = {ClusterState.SYNCING: 0, ClusterState.COMPLETED: 1, ClusterState.FAILED: 2}
+END_STATES = frozenset({ClusterState.COMPLETED, ClusterState.FAILED})
+
+
+def cut_text(text: str) -> str:
+    """`text` cut to `RECORD_TEXT_MAX_CHARS` characters (an ellipsis says it was cut)."""
+    return text if len(text) <= RECORD_TEXT_MAX_CHARS else text[: RECORD_TEXT_MAX_CHARS - 1] + "\u2026"
+
+
+class ClusterRecord(_Model):
+    """One cluster of a stage: its state, why, and when."""
+
+    state: ClusterState
+    """Syncing, Completed or Failed."""
+    reason: Annotated[str, Field(max_length=RECORD_TEXT_MAX_CHARS)] = ""
+    """Why it failed (Failed only), for people."""
+    note: Annotated[str, Field(max_length=RECORD_TEXT_MAX_CHARS)] = ""
+    """What holds it (a sync window, Suspended, Missing, Unknown, a retry), or what a done one left."""
+    revisions: list[str] | None = None
+    """The revisions its Applications were synced to (one per source, each once)."""
+    started_at: Timestamp | None = None
+    """When its sync was requested (or adopted)."""
+    finished_at: Timestamp | None = None
+    """When it completed or failed."""
+
+
+class StageRecordSpec(_Model):
+    """Which stage of which rollout the object records, and which clusters it holds (written once)."""
+
+    progressive_sync: Annotated[str, Field(min_length=1, max_length=OBJECT_NAME_MAX_LENGTH)]
+    """The ProgressiveSync's name (same namespace)."""
+    rollout_id: Annotated[str, Field(min_length=1, max_length=32)]
+    """The rollout (`status.rollout.id` of the ProgressiveSync)."""
+    stage: Annotated[str, Field(min_length=1, max_length=STAGE_NAME_MAX_LENGTH)]
+    """The stage's name."""
+    stage_index: Annotated[StrictInt, Field(ge=0)]
+    """The stage's position in `spec.stages` (0 for the first)."""
+    part: Annotated[StrictInt, Field(ge=0)] = 0
+    """Which part of the stage this object holds (0 for the first)."""
+    parts: Annotated[StrictInt, Field(ge=1)] = 1
+    """How many objects hold the stage's clusters."""
+    targets: Annotated[list[str], Field(max_length=RECORD_MAX_CLUSTERS)] = Field(default_factory=list)
+    """This part's clusters, in rollout order."""
+
+
+class StageRecordStatus(_Model):
+    """Each cluster's record, by cluster name (a target without one has not started)."""
+
+    clusters: dict[str, ClusterRecord] = Field(default_factory=dict)
+    """Cluster name -> its record."""
+
+
+class ProgressiveSyncStage(_Model):
+    """One part of one stage of one rollout, as `kubectl get psstage -o yaml` shows it."""
+
+    api_version: Literal["progressivesync.io/v1alpha1"] = "progressivesync.io/v1alpha1"
+    kind: Literal["ProgressiveSyncStage"] = "ProgressiveSyncStage"
+    metadata: ObjectMeta
+    spec: StageRecordSpec
+    status: StageRecordStatus | None = None
+
+    @property
+    def clusters(self) -> Mapping[str, ClusterRecord]:
+        """Each cluster's record ({} before any was written)."""
+        return self.status.clusters if self.status else {}
+
+
+assert API_VERSION == "progressivesync.io/v1alpha1"  # the Literal above names the same version
+
+
+# --- names -----------------------------------------------------------------------------------
+
+
+def record_name(progressive_sync: str, rollout_id: str, stage_index: int, part: int) -> str:
+    """`<progressivesync>-<rollout id>-<stage index>-<part>`; a name longer than an object name may
+    be keeps its end and replaces the rest of the ProgressiveSync's name by a hash of it."""
+    tail = f"-{rollout_id}-{stage_index}-{part}"
+    name = progressive_sync + tail
+    if len(name) <= OBJECT_NAME_MAX_LENGTH:
+        return name
+    digest = hashlib.sha256(progressive_sync.encode()).hexdigest()[:_HASH_LENGTH]
+    keep = OBJECT_NAME_MAX_LENGTH - len(tail) - _HASH_LENGTH - 1
+    return f"{progressive_sync[:keep].rstrip('-.')}-{digest}{tail}"
+
+
+def record_labels(progressive_sync: str, rollout_id: str, stage_index: int) -> dict[str, str]:
+    """The labels every part of a stage carries (select them with `record_selector`)."""
+    return {NAME_LABEL: progressive_sync, ROLLOUT_ID_LABEL: rollout_id, STAGE_INDEX_LABEL: str(stage_index)}
+
+
+def record_selector(progressive_sync: str, rollout_id: str, stage_index: int | None = None) -> str:
+    """A label selector for a rollout's records (one stage's when `stage_index` is given)."""
+    labels = record_labels(progressive_sync, rollout_id, 0)
+    if stage_index is None:
+        del labels[STAGE_INDEX_LABEL]
+    else:
+        labels[STAGE_INDEX_LABEL] = str(stage_index)
+    return ",".join(f"{key}={value}" for key, value in labels.items())
+
+
+def split_parts(targets: Sequence[str]) -> list[tuple[str, ...]]:
+    """A stage's targets, in rollout order, cut into parts of at most `RECORD_MAX_CLUSTERS` (none
+    for a stage without targets)."""
+    return [tuple(targets[i : i + RECORD_MAX_CLUSTERS]) for i in range(0, len(targets), RECORD_MAX_CLUSTERS)]
+
+
+def part_of(position: int) -> int:
+    """The part holding the target at `position` (0-based, rollout order) of its stage."""
+    return position // RECORD_MAX_CLUSTERS
+
+
+def new_records(
+    progressive_sync: str,
+    rollout_id: str,
+    stage: str,
+    *,
+    stage_index: int,
+    targets: Sequence[str],
+    namespace: str,
+) -> list[ProgressiveSyncStage]:
+    """The objects `select` creates for a stage's targets (owner references are added by the caller,
+    which knows the ProgressiveSync's uid)."""
+    parts = split_parts(targets)
+    return [
+        ProgressiveSyncStage(
+            metadata=ObjectMeta(
+                name=record_name(progressive_sync, rollout_id, stage_index, index),
+                namespace=namespace,
+                labels=record_labels(progressive_sync, rollout_id, stage_index),
+            ),
+            spec=StageRecordSpec(
+                progressive_sync=progressive_sync,
+                rollout_id=rollout_id,
+                stage=stage,
+                stage_index=stage_index,
+                part=index,
+                parts=len(parts),
+                targets=list(part),
+            ),
+        )
+        for index, part in enumerate(parts)
+    ]
+
+
+# --- the merge rule --------------------------------------------------------------------------
+
+
+def merge_record(current: ClusterRecord | None, proposed: ClusterRecord) -> ClusterRecord | None:
+    """What to write for a cluster whose record is `current` when a step says `proposed`; None when
+    nothing changes.
+
+    Ordered rules: an end state never goes back to Syncing and Failed is never replaced by Completed
+    (the state with the higher rank stays, with its reason and finish time); an empty note or
+    revision list in `proposed` keeps the one recorded; a start time, once recorded, stays.
+    """
+    if current is None:
+        return proposed
+    if _RANK[proposed.state] < _RANK[current.state]:
+        winner = current.model_copy(update={"note": proposed.note or current.note})
+    elif _RANK[proposed.state] == _RANK[current.state] and current.state in END_STATES:
+        winner = current.model_copy(
+            update={
+                "note": proposed.note or current.note,
+                "revisions": current.revisions or proposed.revisions,
+            }
+        )
+    else:
+        winner = proposed.model_copy(
+            update={
+                "note": proposed.note or current.note,
+                "revisions": proposed.revisions or current.revisions,
+                "started_at": current.started_at or proposed.started_at,
+            }
+        )
+    return None if winner == current else winner
+
+
+def clusters_patch(records: Mapping[str, ClusterRecord]) -> dict[str, Any]:
+    """The JSON merge patch of a ProgressiveSyncStage's status that writes these clusters' records
+    whole (a field a record leaves empty is sent as null, which a merge patch removes)."""
+    clusters: dict[str, Any] = {}
+    for name, record in records.items():
+        wire: dict[str, Any] = dict.fromkeys(_OPTIONAL_FIELDS)
+        wire.update({key: value for key, value in record.to_api().items() if value != ""})
+        clusters[name] = wire
+    return {"status": {"clusters": clusters}}
+
+
+_OPTIONAL_FIELDS = ("reason", "note", "revisions", "startedAt", "finishedAt")
+
+
+# --- a stage's records, read together --------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StageOutcomes:
+    """A stage's clusters as its records tell them: its targets in rollout order and each record."""
+
+    stage: str
+    targets: tuple[str, ...]
+    clusters: Mapping[str, ClusterRecord]
+    records: tuple[str, ...] = ()  # the objects' names, in part order
+
+    def in_state(self, state: ClusterState) -> tuple[str, ...]:
+        """The clusters in `state`, targets first in rollout order, then any recorded without being one."""
+        return tuple(name for name in self.ordered() if self.clusters[name].state == state)
+
+    @property
+    def completed(self) -> tuple[str, ...]:
+        """Clusters Synced and Healthy at the release."""
+        return self.in_state(ClusterState.COMPLETED)
+
+    @property
+    def syncing(self) -> tuple[str, ...]:
+        """Clusters in flight."""
+        return self.in_state(ClusterState.SYNCING)
+
+    @property
+    def failed(self) -> tuple[str, ...]:
+        """Clusters that failed, the first to fail first."""
+        failed = self.in_state(ClusterState.FAILED)
+        order = {name: index for index, name in enumerate(failed)}
+        return tuple(
+            sorted(failed, key=lambda name: (_time_key(self.clusters[name].finished_at), order[name]))
+        )
+
+    @property
+    def not_started(self) -> tuple[str, ...]:
+        """Targets without a record."""
+        return tuple(name for name in self.targets if name not in self.clusters)
+
+    def counts(self) -> StageCounts:
+        """How many clusters the stage took, and where they stand."""
+        states = [record.state for record in self.clusters.values()]
+        return StageCounts(
+            targets=len(self.targets),
+            syncing=states.count(ClusterState.SYNCING),
+            completed=states.count(ClusterState.COMPLETED),
+            failed=states.count(ClusterState.FAILED),
+        )
+
+    def ordered(self) -> list[str]:
+        """Every recorded cluster: targets in rollout order, then any recorded without being one."""
+        known = set(self.targets)
+        return [name for name in self.targets if name in self.clusters] + sorted(
+            name for name in self.clusters if name not in known
+        )
+
+
+def _time_key(value: datetime | None) -> str:
+    return value.isoformat() if value else "~"  # unknown times sort last
+
+
+def outcomes_of(stage: str, records: Iterable[ProgressiveSyncStage]) -> StageOutcomes:
+    """One stage's records (its parts, in any order) read together."""
+    parts = sorted(records, key=lambda record: record.spec.part)
+    targets: list[str] = []
+    clusters: dict[str, ClusterRecord] = {}
+    for record in parts:
+        targets.extend(record.spec.targets)
+        clusters.update(record.clusters)
+    return StageOutcomes(
+        stage=stage,
+        targets=tuple(dict.fromkeys(targets)),
+        clusters=clusters,
+        records=tuple(record.metadata.name for record in parts),
+    )
+
+
+# --- the summary the ProgressiveSync status shows --------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StageSummary:
+    """What the ProgressiveSync status shows of a stage's clusters: counts and the first few of each list."""
+
+    counts: StageCounts
+    syncing: tuple[str, ...]
+    failed: tuple[ClusterFailure, ...]
+    notes: tuple[ClusterNote, ...]
+    more_syncing: int
+    more_failed: int
+    more_notes: int
+    records: tuple[str, ...]
+
+
+def summarize(outcomes: StageOutcomes, cap: int = STATUS_LIST_CAP) -> StageSummary:
+    """The summary of a stage's records: counts, the first `cap` clusters in flight (rollout order),
+    failed (the first to fail first, with reasons) and noted, and how many each list left out."""
+    syncing = outcomes.syncing
+    failed = outcomes.failed
+    noted = [name for name in outcomes.ordered() if outcomes.clusters[name].note]
+    reasons = {name: outcomes.clusters[name].reason for name in failed[:cap]}
+    return StageSummary(
+        counts=outcomes.counts(),
+        syncing=syncing[:cap],
+        failed=tuple(ClusterFailure(name=name, reason=reason) for name, reason in reasons.items()),
+        notes=tuple(ClusterNote(name=name, note=outcomes.clusters[name].note) for name in noted[:cap]),
+        more_syncing=max(0, len(syncing) - cap),
+        more_failed=max(0, len(failed) - cap),
+        more_notes=max(0, len(noted) - cap),
+        records=outcomes.records,
+    )

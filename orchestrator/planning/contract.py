@@ -1,0 +1,183 @@
+"""The rollout contract: what one rollout's Workflow runs, resolved once when the Workflow is built.
+
+A `RolloutContract` is the rollout id, the release (its revisions as data: one list per distinct
+revision set, one entry per source; each Application syncs to the set Argo CD compared it against,
+`orchestrator.argocd.appsync.release_pin`) and, per stage in spec order, its resolved sizing:
+
+- `targets`: the clusters the plan gave the stage when the Workflow was built;
+- `maxParallel`: how many of them sync at once (>= 1; the fan-out's `parallelism`);
+- `batches`: how many batch pods run it (0: one pod per cluster; never above maxParallel);
+- `startSyncs`: how many of its first targets the step that selects it starts syncing itself (the
+  first wave, steps/first_wave.py);
+- `deadlineWaves`: the progress deadlines its waves add to the Workflow's `activeDeadlineSeconds`.
+
+The Workflow builder makes it once from the plan (`make_contract`, with the sizing rules of
+`orchestrator.planning.sizing`), takes every number of the Workflow from it (the fan-out
+`parallelism`, the batch loop, the deadline, the description) and passes it into the Workflow as
+its one `contract` argument (JSON, `to_json`). Every step reads it (`--contract` or
+`PROGRESSIVE_SYNC_CONTRACT`) and parses it once (`parse_contract`): a missing or malformed contract
+is a `ContractError` naming the field, which the steps turn into a usage error (exit 2). The release
+is checked here and nowhere else (`orchestrator.api.release.revisions_from_data`).
+
+Pure values; callers: `workflow_templates.builder`, `steps.cli`, `steps.context`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from orchestrator.api.models import ProgressiveSyncSpec
+from orchestrator.api.release import Revisions, RevisionsError, revisions_from_data
+from orchestrator.planning.sizing import StageSize, batch_count, deadline_waves, first_wave
+
+CONTRACT_VERSION = 1
+
+
+class ContractError(ValueError):
+    """A rollout contract that is missing or malformed; the message names the field."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, frozen=True, extra="forbid", strict=False
+    )
+
+
+class StageContract(_Model):
+    """One stage's resolved sizing (see the module docstring)."""
+
+    name: str = Field(min_length=1)
+    targets: int = Field(ge=0)
+    max_parallel: int = Field(ge=1)
+    batches: int = Field(default=0, ge=0)
+    start_syncs: int = Field(default=0, ge=0)
+    deadline_waves: int = Field(default=1, ge=1)
+
+    @model_validator(mode="after")
+    def _batches_share_max_parallel(self) -> StageContract:
+        if self.batches > self.max_parallel:
+            raise ValueError(
+                f"batches ({self.batches}) above maxParallel ({self.max_parallel}): every batch runs at "
+                "least one cluster at a time, and the batches' shares add up to maxParallel"
+            )
+        return self
+
+
+class RolloutContract(_Model):
+    """What one rollout runs: its id, its release and its stages' sizing (see the module docstring)."""
+
+    version: int = CONTRACT_VERSION
+    rollout_id: str = Field(min_length=1)
+    release: tuple[Revisions, ...]
+    stages: tuple[StageContract, ...] = Field(min_length=1)
+
+    @field_validator("release", mode="before")
+    @classmethod
+    def _release_is_pinned(cls, value: object) -> tuple[Revisions, ...]:
+        try:
+            return revisions_from_data(value)
+        except RevisionsError as exc:
+            raise ValueError(f"{exc}: refusing to sync without a pinned revision") from exc
+
+    @field_validator("stages")
+    @classmethod
+    def _stage_names_unique(cls, stages: tuple[StageContract, ...]) -> tuple[StageContract, ...]:
+        names = [stage.name for stage in stages]
+        doubled = sorted({name for name in names if names.count(name) > 1})
+        if doubled:
+            raise ValueError(f"stage(s) {', '.join(map(repr, doubled))} listed twice")
+        return stages
+
+    @model_validator(mode="after")
+    def _known_version(self) -> RolloutContract:
+        if self.version != CONTRACT_VERSION:
+            raise ValueError(f"version {self.version} is not {CONTRACT_VERSION}, the one these steps read")
+        return self
+
+    def stage(self, name: str) -> StageContract | None:
+        """The stage of that name, None when the contract has none."""
+        return next((stage for stage in self.stages if stage.name == name), None)
+
+    def to_json(self) -> str:
+        """The Workflow argument's form: compact JSON, camelCase fields, release as lists."""
+        return json.dumps(self.model_dump(mode="json", by_alias=True), separators=(",", ":"))
+
+
+def parse_contract(text: str | None) -> RolloutContract:
+    """The contract from its JSON, or from the file it names (text not starting with `{`).
+
+    ContractError (naming the field, or saying the contract is missing) otherwise."""
+    if text is None or not text.strip():
+        raise ContractError(
+            "no rollout contract: pass --contract (its JSON, or a file holding it) or set "
+            "PROGRESSIVE_SYNC_CONTRACT; the Workflow passes {{workflow.parameters.contract}}"
+        )
+    body = text.strip()
+    if not body.startswith("{"):
+        try:
+            body = Path(body).read_text()
+        except OSError as exc:
+            raise ContractError(f"the contract is neither JSON nor a readable file: {exc}") from exc
+    try:
+        data = json.loads(body)
+    except json.JSONDecodeError as exc:
+        raise ContractError(f"the contract is not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ContractError("the contract must be a JSON object")
+    try:
+        return RolloutContract.model_validate(data)
+    except ValidationError as exc:
+        raise ContractError(_first_problem(exc)) from exc
+
+
+def _first_problem(exc: ValidationError) -> str:
+    """`contract field stages[0].maxParallel: ...` for the first error pydantic found."""
+    error = exc.errors()[0]
+    where = ""
+    for part in error["loc"]:
+        where += f"[{part}]" if isinstance(part, int) else (f".{part}" if where else str(part))
+    message = str(error["msg"]).removeprefix("Value error, ")
+    more = f" (and {exc.error_count() - 1} more problem(s))" if exc.error_count() > 1 else ""
+    return f"contract field {where or '(top)'}: {message}{more}"
+
+
+def make_contract(
+    spec: ProgressiveSyncSpec,
+    *,
+    rollout_id: str,
+    release: Sequence[Revisions],
+    sizes: Mapping[str, StageSize],
+    batch_threshold: int,
+    per_batch: int,
+) -> RolloutContract:
+    """The contract of one rollout of `spec`, from each stage's planned size (see the module).
+
+    KeyError with the stage's name when `sizes` lacks a stage; ContractError when the result is not
+    a valid contract (no release, an empty rollout id)."""
+    stages = []
+    for stage in spec.stages:
+        size = sizes[stage.name]
+        stages.append(
+            StageContract(
+                name=stage.name,
+                targets=size.targets,
+                max_parallel=size.max_parallel,
+                batches=batch_count(size, threshold=batch_threshold, per_batch=per_batch),
+                start_syncs=first_wave(size),
+                deadline_waves=deadline_waves(size),
+            )
+        )
+    try:
+        return RolloutContract(rollout_id=rollout_id, release=tuple(release), stages=tuple(stages))
+    except ValidationError as exc:
+        raise ContractError(_first_problem(exc)) from exc
+
+
+def size_of(stage: StageContract) -> StageSize:
+    """The stage's size as the sizing rules take it."""
+    return StageSize(targets=stage.targets, max_parallel=stage.max_parallel)

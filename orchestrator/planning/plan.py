@@ -1,0 +1,224 @@
+"""The planner's answer as data: stage states, warnings and errors, and the plan of a rollout.
+
+`orchestrator.planning.planner.plan_rollout` returns a `RolloutPlan`: one `StagePlan` per stage in
+spec order, one `ClusterPlan` per cluster of the ApplicationSet's fleet, the release's revisions,
+and the `PlanIssue`s (warnings, errors) the rules found, each with a stable `IssueCode`. `to_dict`
+is the stable `-o json` shape of `progressive-sync plan` (docs/planner.md). `Issues` collects the
+issues while a plan is made; `names_in_message` is how every message lists names.
+
+Pure values; callers: the planner, the watcher (release and sizes), the `select` step, `plan` and
+`render`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any
+
+from orchestrator.api.release import Revisions, release_id, revision_key
+
+# How many names a message lists before "and N more"; `PlanIssue.subjects` always has them all.
+NAMES_IN_MESSAGE = 8
+
+
+class StageState(StrEnum):
+    """What the plan says about a stage."""
+
+    PLANNED = "planned"  # it has targets to update
+    SKIPPED = "skipped"  # it matches no cluster, or only clusters earlier stages took
+    DONE = "done"  # nothing left to do: its clusters are up to date, or the rollout updated them
+
+
+class IssueCode(StrEnum):
+    """What a plan warning or error is about; stable, for scripts reading `-o json`."""
+
+    APP_SET_MISMATCH = "AppSetMismatch"
+    APP_SET_NOT_GIVEN = "AppSetNotGiven"
+    NO_APPLICATIONS = "NoApplications"
+    DUPLICATE_CLUSTER_NAME = "DuplicateClusterName"
+    SHARED_SERVER = "SharedServer"
+    MISSING_CLUSTER_SECRET = "MissingClusterSecret"
+    DESTINATION_CONFLICT = "DestinationConflict"
+    AUTOMATED_SYNC = "AutomatedSync"
+    MIXED_REVISIONS = "MixedRevisions"
+    UNKNOWN_REVISION = "UnknownRevision"
+    UNCOVERED_CLUSTERS = "UncoveredClusters"
+    SPREAD_LABEL_MISSING = "SpreadLabelMissing"
+    UNKNOWN_PROGRESS_STAGE = "UnknownProgressStage"
+    LATE_CLUSTERS = "LateClusters"
+    NOT_A_RELEASE = "NotARelease"
+    PROGRESS_LEFT_OUT = "ProgressLeftOut"
+
+
+@dataclass(frozen=True, slots=True)
+class PlanIssue:
+    """One warning or error: a code, a sentence for people, and every object it is about."""
+
+    code: IssueCode
+    message: str
+    subjects: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `-o json` form."""
+        return {"code": self.code.value, "message": self.message, "subjects": list(self.subjects)}
+
+
+# --- the plan ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterPlan:
+    """One cluster of the ApplicationSet's fleet and what it needs.
+
+    `apps` are all its counted Applications (they move together); `stale_apps` the out-of-date
+    ones, each with why in `reasons`; `revisions` the distinct release revisions of `stale_apps`
+    (one tuple per distinct set, one entry per source). The cluster is out of date when
+    `stale_apps` is not empty.
+    """
+
+    name: str
+    apps: tuple[str, ...]
+    stale_apps: tuple[str, ...] = ()
+    reasons: tuple[str, ...] = ()
+    revisions: tuple[Revisions, ...] = ()
+
+    @property
+    def is_out_of_date(self) -> bool:
+        """True when at least one of its Applications is out of date."""
+        return bool(self.stale_apps)
+
+
+@dataclass(frozen=True, slots=True)
+class StagePlan:
+    """One stage of the plan.
+
+    `targets` are cluster names in rollout order; `apps` maps each target to all its counted
+    Applications. `matched` counts the fleet's clusters the selector matches; `available` those of
+    them no earlier stage took (what "N%" of `maxTargets` scales against). `max_targets` and
+    `max_parallel` are resolved to numbers; both are 0 when the stage has nothing to size.
+    `from_progress` is True when the targets are the ones a running rollout recorded.
+    """
+
+    name: str
+    state: StageState
+    reason: str
+    targets: tuple[str, ...] = ()
+    apps: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    max_targets: int = 0
+    max_parallel: int = 0
+    matched: int = 0
+    available: int = 0
+    from_progress: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `-o json` form of one stage (see docs/planner.md)."""
+        return {
+            "name": self.name,
+            "state": self.state.value,
+            "reason": self.reason,
+            "targets": list(self.targets),
+            "maxTargets": self.max_targets,
+            "maxParallel": self.max_parallel,
+            "matched": self.matched,
+            "available": self.available,
+            "fromProgress": self.from_progress,
+            "applications": {cluster: list(self.apps.get(cluster, ())) for cluster in self.targets},
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutPlan:
+    """The whole plan: stages in spec order, the fleet's clusters, the release, warnings, errors.
+
+    `revisions` are the distinct release revisions of the out-of-date Applications, sorted (empty
+    when nothing is out of date); `release_id(generation)` turns them into the rollout id.
+    `uncovered` are out-of-date clusters no stage takes; `homeless` the out-of-date Applications
+    whose destination is no known cluster (no cluster Secret, or, for the steps, one the cluster
+    inventory does not list yet: `select` waits for it). A plan with `errors` must not be run.
+    """
+
+    ps_name: str
+    app_set: str
+    stages: tuple[StagePlan, ...]
+    clusters: Mapping[str, ClusterPlan]
+    revisions: tuple[Revisions, ...] = ()
+    uncovered: tuple[str, ...] = ()
+    homeless: tuple[str, ...] = ()
+    warnings: tuple[PlanIssue, ...] = ()
+    errors: tuple[PlanIssue, ...] = ()
+    ignored_apps: int = 0
+
+    @property
+    def has_errors(self) -> bool:
+        """True when the plan must not be run."""
+        return bool(self.errors)
+
+    @property
+    def out_of_date(self) -> tuple[str, ...]:
+        """Names of the fleet's out-of-date clusters, sorted."""
+        return tuple(name for name, cluster in self.clusters.items() if cluster.is_out_of_date)
+
+    def stage(self, name: str) -> StagePlan:
+        """The plan of the stage of that name; KeyError when the spec has no such stage."""
+        for stage in self.stages:
+            if stage.name == name:
+                return stage
+        raise KeyError(f"no stage named {name!r} in the plan")
+
+    def release_id(self, generation: int) -> str:
+        """The id of this plan's release for a spec generation (see `release_id`)."""
+        return release_id(generation, self.revisions)
+
+    def to_dict(self, *, generation: int | None = None) -> dict[str, Any]:
+        """The stable `-o json` shape (docs/planner.md); with a generation it carries the release id."""
+        # `revisions` keeps its documented string form (a multi-source set joined by ","), for
+        # people and old scripts; `revisionSets` is the same as data, one list per set.
+        release: dict[str, Any] = {
+            "revisions": [revision_key(r) for r in self.revisions],
+            "revisionSets": [list(r) for r in self.revisions],
+        }
+        if generation is not None:
+            release["generation"] = generation
+            release["id"] = self.release_id(generation) if self.revisions else ""
+        return {
+            "progressiveSync": self.ps_name,
+            "appSet": self.app_set,
+            "release": release,
+            "summary": {
+                "clusters": len(self.clusters),
+                "outOfDate": len(self.out_of_date),
+                "uncovered": list(self.uncovered),
+                "ignoredApplications": self.ignored_apps,
+            },
+            "stages": [stage.to_dict() for stage in self.stages],
+            "warnings": [issue.to_dict() for issue in self.warnings],
+            "errors": [issue.to_dict() for issue in self.errors],
+        }
+
+
+# --- collecting issues ------------------------------------------------------------------------
+
+
+class Issues:
+    """Collects warnings and errors in the order the rules find them."""
+
+    def __init__(self) -> None:
+        self.warnings: list[PlanIssue] = []
+        self.errors: list[PlanIssue] = []
+
+    def warn(self, code: IssueCode, message: str, subjects: Iterable[str] = ()) -> None:
+        """A warning: the plan may run."""
+        self.warnings.append(PlanIssue(code, message, tuple(subjects)))
+
+    def error(self, code: IssueCode, message: str, subjects: Iterable[str] = ()) -> None:
+        """An error: the plan must not run."""
+        self.errors.append(PlanIssue(code, message, tuple(subjects)))
+
+
+def names_in_message(names: Sequence[str], limit: int = NAMES_IN_MESSAGE) -> str:
+    """'a, b, c' or 'a, b, c and 5 more', for messages people read."""
+    shown = ", ".join(names[:limit])
+    return f"{shown} and {len(names) - limit} more" if len(names) > limit else shown

@@ -1,0 +1,107 @@
+"""The rollout contract (orchestrator/planning/contract.py): made once from each stage's size, read
+back by the steps as it was written, and refused with the field named when it is missing or wrong.
+Pure: no cluster; the steps' exit 2 on a bad contract is in tests/integration/test_steps.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from orchestrator.planning.contract import ContractError, make_contract, parse_contract
+from orchestrator.planning.sizing import StageSize
+from tests.support.builders import NEW_REVISION, make_ps_model, make_stage
+from tests.support.builders import make_contract as make_test_contract
+
+GOOD = {
+    "version": 1,
+    "rolloutId": "r1",
+    "release": [[NEW_REVISION]],
+    "stages": [
+        {"name": "canary", "targets": 1, "maxParallel": 1, "batches": 0, "startSyncs": 1, "deadlineWaves": 1}
+    ],
+}
+
+
+def with_(path: str, value: object) -> str:
+    """GOOD with one field set (`stages.0.maxParallel`), as JSON."""
+    data = json.loads(json.dumps(GOOD))
+    *parents, last = path.split(".")
+    holder = data
+    for part in parents:
+        holder = holder[int(part)] if part.isdigit() else holder[part]
+    if value is None:
+        del holder[last]
+    else:
+        holder[last] = value
+    return json.dumps(data)
+
+
+def test_the_builder_makes_each_stage_s_sizing_once_and_the_steps_read_it_back() -> None:
+    ps = make_ps_model(stages=[make_stage("canary", max_targets=1), make_stage("rest", max_parallel="25%")])
+    contract = make_contract(
+        ps.spec,
+        rollout_id="abc",
+        release=[(NEW_REVISION,), ("0ld",)],
+        sizes={"canary": StageSize(1, 1), "rest": StageSize(200, 50)},
+        batch_threshold=50,
+        per_batch=100,
+    )
+    rest = contract.stage("rest")
+    assert rest is not None
+    assert (rest.targets, rest.max_parallel, rest.batches, rest.start_syncs, rest.deadline_waves) == (
+        200,
+        50,
+        2,
+        50,
+        4,
+    )
+    assert contract.release == (("0ld",), (NEW_REVISION,))  # normalized: sorted, distinct
+    assert parse_contract(contract.to_json()) == contract
+    assert "}}" not in contract.to_json()  # nothing Argo's {{...}} substitution could mistake
+
+
+def test_a_contract_is_read_from_a_file_too(tmp_path: Path) -> None:
+    path = tmp_path / "contract.json"
+    path.write_text(json.dumps(GOOD))
+    assert parse_contract(str(path)) == parse_contract(json.dumps(GOOD))
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        pytest.param(None, "no rollout contract: pass --contract", id="missing"),
+        pytest.param("  ", "no rollout contract", id="blank"),
+        pytest.param("{not json", "not JSON", id="not-json"),
+        pytest.param("/nonexistent/contract.json", "neither JSON nor a readable file", id="no-such-file"),
+        pytest.param("[]", "neither JSON nor a readable file", id="a-list-is-no-file-name"),
+        pytest.param(
+            with_("release", []), "contract field release: expected a non-empty list", id="empty-release"
+        ),
+        pytest.param(with_("release", [[""]]), "contract field release: ", id="blank-revision"),
+        pytest.param(with_("release", "4f1c2e9"), "contract field release: ", id="a-bare-string-is-not-data"),
+        pytest.param(with_("rolloutId", ""), "contract field rolloutId:", id="empty-rollout-id"),
+        pytest.param(
+            with_("rolloutId", None), "contract field rolloutId: Field required", id="no-rollout-id"
+        ),
+        pytest.param(with_("stages", []), "contract field stages:", id="no-stage"),
+        pytest.param(
+            with_("stages.0.maxParallel", 0), "contract field stages[0].maxParallel", id="parallel-zero"
+        ),
+        pytest.param(
+            with_("stages.0.batches", 2), "batches (2) above maxParallel (1)", id="batches-above-parallel"
+        ),
+        pytest.param(with_("stages.0.extra", 1), "contract field stages[0].extra", id="unknown-field"),
+        pytest.param(with_("version", 2), "version 2 is not 1", id="unknown-version"),
+    ],
+)
+def test_a_bad_contract_is_refused_naming_the_field(text: str | None, named: str) -> None:
+    with pytest.raises(ContractError) as refused:
+        parse_contract(text)
+    assert named in str(refused.value)
+
+
+def test_stage_names_are_unique() -> None:
+    with pytest.raises(ValueError, match="listed twice"):
+        make_test_contract(["canary", "canary"])

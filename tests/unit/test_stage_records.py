@@ -1,0 +1,173 @@
+"""The ProgressiveSyncStage rules: names, parts, the merge rule and the summary (pure)."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from orchestrator.api.models import OBJECT_NAME_MAX_LENGTH, OBJECT_NAME_PATTERN
+from orchestrator.api.stage_records import (
+    RECORD_MAX_CLUSTERS,
+    ClusterRecord,
+    ClusterState,
+    StageRecordStatus,
+    clusters_patch,
+    merge_record,
+    new_records,
+    outcomes_of,
+    part_of,
+    record_name,
+    record_selector,
+    split_parts,
+    summarize,
+)
+
+T0 = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+SYNCING = ClusterRecord(state=ClusterState.SYNCING, started_at=T0, revisions=["abc"])
+COMPLETED = ClusterRecord(state=ClusterState.COMPLETED, started_at=T0, finished_at=T0 + timedelta(minutes=1))
+FAILED = ClusterRecord(state=ClusterState.FAILED, reason="Degraded", finished_at=T0 + timedelta(minutes=2))
+
+
+@pytest.mark.parametrize(
+    ("current", "proposed", "expected"),
+    [
+        pytest.param(None, SYNCING, SYNCING, id="first-record-is-written"),
+        pytest.param(SYNCING, SYNCING, None, id="same-record-writes-nothing"),
+        pytest.param(
+            SYNCING,
+            COMPLETED,
+            COMPLETED.model_copy(update={"revisions": ["abc"]}),
+            id="syncing-to-completed-keeps-revisions-and-start",
+        ),
+        pytest.param(COMPLETED, SYNCING, None, id="completed-never-goes-back-to-syncing"),
+        pytest.param(FAILED, COMPLETED, None, id="failed-is-never-replaced-by-completed"),
+        pytest.param(
+            COMPLETED, FAILED, FAILED.model_copy(update={"started_at": T0}), id="failed-wins-over-completed"
+        ),
+        pytest.param(
+            COMPLETED,
+            ClusterRecord(state=ClusterState.SYNCING, note="sync window"),
+            COMPLETED.model_copy(update={"note": "sync window"}),
+            id="a-note-lands-on-an-end-state",
+        ),
+        pytest.param(
+            FAILED,
+            FAILED.model_copy(update={"reason": "later", "finished_at": T0 + timedelta(hours=1)}),
+            None,
+            id="the-first-failure-reason-and-time-stay",
+        ),
+    ],
+)
+def test_merge_record(
+    current: ClusterRecord | None, proposed: ClusterRecord, expected: ClusterRecord | None
+) -> None:
+    assert merge_record(current, proposed) == expected
+
+
+_states = st.sampled_from(list(ClusterState))
+_records = st.builds(
+    ClusterRecord,
+    state=_states,
+    reason=st.sampled_from(["", "why"]),
+    note=st.sampled_from(["", "held"]),
+)
+_RANK = {ClusterState.SYNCING: 0, ClusterState.COMPLETED: 1, ClusterState.FAILED: 2}
+
+
+@given(st.lists(_records, min_size=1, max_size=6))
+def test_the_state_only_moves_forward_whatever_the_order_of_writes(writes: list[ClusterRecord]) -> None:
+    current: ClusterRecord | None = None
+    for proposed in writes:
+        merged = merge_record(current, proposed)
+        if merged is not None:
+            assert current is None or _RANK[merged.state] >= _RANK[current.state]
+            current = merged
+    assert current is not None
+    assert current.state == max((w.state for w in writes), key=_RANK.__getitem__)
+    assert merge_record(current, current) is None  # applying a record again changes nothing
+
+
+@given(st.from_regex(OBJECT_NAME_PATTERN, fullmatch=True).filter(lambda n: len(n) <= OBJECT_NAME_MAX_LENGTH))
+def test_record_names_are_object_names(progressive_sync: str) -> None:
+    name = record_name(progressive_sync, "7f3c2a1-2", 49, 19)
+    assert len(name) <= OBJECT_NAME_MAX_LENGTH
+    assert re.fullmatch(OBJECT_NAME_PATTERN, name), name
+    assert name.endswith("-7f3c2a1-2-49-19")
+
+
+@pytest.mark.parametrize(
+    ("count", "parts"),
+    [
+        pytest.param(0, 0, id="no-targets-no-record"),
+        pytest.param(1, 1, id="one-cluster-one-part"),
+        pytest.param(RECORD_MAX_CLUSTERS, 1, id="a-full-part"),
+        pytest.param(RECORD_MAX_CLUSTERS + 1, 2, id="one-more-starts-a-part"),
+        pytest.param(10_000, 20, id="ten-thousand-clusters"),
+    ],
+)
+def test_split_parts(count: int, parts: int) -> None:
+    targets = [f"cluster-{i:05d}" for i in range(count)]
+    split = split_parts(targets)
+    assert len(split) == parts
+    assert [name for part in split for name in part] == targets
+    assert all(name in split[part_of(i)] for i, name in enumerate(targets))
+
+
+def test_a_stage_read_back_from_its_parts_in_any_order_is_summarized_in_rollout_order() -> None:
+    targets = [f"c{i:04d}" for i in range(RECORD_MAX_CLUSTERS + 30)]
+    records = new_records("web", "7f3c2a1", "everything", stage_index=2, targets=targets, namespace="argocd")
+    assert [r.metadata.name for r in records] == ["web-7f3c2a1-2-0", "web-7f3c2a1-2-1"]
+    assert records[0].metadata.labels == {
+        "progressivesync.io/name": "web",
+        "progressivesync.io/rollout-id": "7f3c2a1",
+        "progressivesync.io/stage-index": "2",
+    }
+    assert record_selector("web", "7f3c2a1", 2) == (
+        "progressivesync.io/name=web,progressivesync.io/rollout-id=7f3c2a1,progressivesync.io/stage-index=2"
+    )
+    late_failure = FAILED.model_copy(update={"reason": "late", "finished_at": T0 + timedelta(hours=1)})
+    records[0].status = StageRecordStatus(clusters={"c0000": SYNCING, "c0003": late_failure})
+    records[1].status = StageRecordStatus(clusters={"c0510": FAILED, "c0500": COMPLETED})
+    outcomes = outcomes_of("everything", reversed(records))
+    assert outcomes.targets == tuple(targets)
+    assert outcomes.failed == ("c0510", "c0003")  # the first to fail first
+    assert outcomes.completed == ("c0500",)
+    assert outcomes.syncing == ("c0000",)
+    assert len(outcomes.not_started) == len(targets) - 4
+    summary = summarize(outcomes, cap=1)
+    assert (
+        summary.counts.targets,
+        summary.counts.syncing,
+        summary.counts.completed,
+        summary.counts.failed,
+    ) == (
+        len(targets),
+        1,
+        1,
+        2,
+    )
+    assert [f.name for f in summary.failed] == ["c0510"]
+    assert summary.more_failed == 1
+    assert summary.records == ("web-7f3c2a1-2-0", "web-7f3c2a1-2-1")
+
+
+def test_the_patch_writes_a_record_whole() -> None:
+    patch = clusters_patch({"c1": COMPLETED})
+    assert patch == {
+        "status": {
+            "clusters": {
+                "c1": {
+                    "state": "Completed",
+                    "reason": None,
+                    "note": None,
+                    "revisions": None,
+                    "startedAt": "2026-12-03T12:00:00Z",
+                    "finishedAt": "2026-12-03T12:01:00Z",
+                }
+            }
+        }
+    }
