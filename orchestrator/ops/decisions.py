@@ -321,7 +321,7 @@ def format_duration(value: timedelta | None) -> str:
 
 def stage_progress(stage: StageView) -> str:
     """`done/targets` (`-` before the stage has targets)."""
-    if not stage.targets:
+    if not stage.target_count:
         return "-"
     return f"{stage.done_count}/{stage.target_count}"
 
