@@ -12,7 +12,8 @@ rollout, readable with `kubectl get psstage -l progressivesync.io/name=<name> -o
   and stage it belongs to, which part of how many, and `targets`, the part's clusters in rollout
   order. A stage of more than `RECORD_MAX_CLUSTERS` clusters spans several parts (`split_parts`),
   so no object comes near the API server's 1.5 MiB bound whatever the fleet (a part of 500
-  clusters with long names, every field set, and its managedFields is ~250 kB);
+  clusters with names like a real fleet's, every field set, and its managedFields is ~266 kB;
+  with 253-character names, under 1 MiB);
 - `status.clusters` maps a cluster's name to its `ClusterRecord`. The steps merge-patch it one or
   many clusters at a time: a JSON merge patch of a map key changes that key only, so the steps of
   a stage never conflict with one another and never write the ProgressiveSync for a cluster.
