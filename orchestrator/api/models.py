@@ -625,15 +625,15 @@ class StageStatus(_Model):
     """What happened, for people (e.g. "1 of 1 clusters updated")."""
     counts: StageCounts | None = None
     """How many clusters the stage took, and how many are in flight, completed and failed (absent: none)."""
-    syncing: list[str] = Field(default_factory=list)
+    syncing: list[str] = Field(default_factory=list, json_schema_extra={"default": []})
     """Clusters whose sync is in flight: the first 20, in rollout order (`counts.syncing` has how many)."""
-    failed: list[ClusterFailure] = Field(default_factory=list)
+    failed: list[ClusterFailure] = Field(default_factory=list, json_schema_extra={"default": []})
     """Clusters that failed, with reasons: the first 20 to fail (`counts.failed` has how many)."""
-    notes: list[ClusterNote] = Field(default_factory=list)
+    notes: list[ClusterNote] = Field(default_factory=list, json_schema_extra={"default": []})
     """Clusters held by something other than a plain wait, done clusters with a remark: the first 20."""
     more: MoreClusters | None = None
     """How many clusters each list above left out (absent when none)."""
-    records: list[str] = Field(default_factory=list)
+    records: list[str] = Field(default_factory=list, json_schema_extra={"default": []})
     """The stage's ProgressiveSyncStage objects (same namespace): every cluster's record."""
     started_at: Timestamp | None = None
     """When the stage started."""
