@@ -32,6 +32,7 @@ Callers: `steps.sync`, `steps.wait_healthy` (through the sink they are given), `
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -98,12 +99,15 @@ class StageRecords:
         """The stage's clusters as the records tell them."""
         return outcomes_of(self.stage, self.records)
 
+    @functools.cached_property
+    def _holders(self) -> dict[str, str]:
+        return {target: record.metadata.name for record in self.records for target in record.spec.targets}
+
     def holder(self, cluster: str) -> str:
         """The name of the object that holds `cluster`'s record (a cluster no part lists, a step run
         by hand for another cluster, goes into the first); UsageProblem when the stage has none."""
-        for record in self.records:
-            if cluster in record.spec.targets:
-                return record.metadata.name
+        if cluster in self._holders:
+            return self._holders[cluster]
         if not self.records:
             raise UsageProblem(
                 f"stage {self.stage!r} has no ProgressiveSyncStage record: its select step has not run "
