@@ -12,8 +12,8 @@ per-cluster records of a rollout stage (issue 30): no status subresource (the st
 the object itself: one verb, one RBAC rule), and `spec` immutable (`select` writes it once).
 
 Callers: `orchestrator.kube.crds` (tests, dev-cluster, demo install both), `make crds` /
-`python -m orchestrator.api.crdgen`, which writes the files the Helm chart ships
-(`CRD_FILES`: `charts/progressive-sync/crds/progressivesync.io_progressivesyncs.yaml` and
+`python -m orchestrator.api.crdgen`, which writes the files the Helm chart ships (`CRD_FILE`,
+`charts/progressive-sync/crds/progressivesync.io_progressivesyncs.yaml`, and `STAGE_CRD_FILE`,
 `..._progressivesyncstages.yaml`). A golden test fails when those files and the models disagree.
 """
 

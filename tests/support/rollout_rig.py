@@ -36,7 +36,7 @@ from orchestrator.simulator.events import read_events
 from orchestrator.simulator.seed import SeedResult, seed_fleet
 from orchestrator.watcher.loop import Watcher
 from tests.support.engines import RolloutEngine
-from tests.support.outcomes import status_with_outcomes
+from tests.support.outcomes import stage_outcomes, status_with_outcomes
 from tests.support.simulator_events import max_in_flight
 from tests.support.steps_harness import make_progressive_sync, publish_inventory
 from tests.support.wait import wait_for
@@ -291,9 +291,12 @@ class RolloutRig:
         return {stage.name: stage.phase for stage in (status.stages if status and status.stages else [])}
 
     def stage_targets(self) -> dict[str, list[str]]:
+        """Each stage's targets, from its records (a stage without any took none)."""
         status = self.progressive_sync().status
+        outcomes = stage_outcomes(self.kube, PS_NAME, self.namespace)
         return {
-            stage.name: list(stage.targets) for stage in (status.stages if status and status.stages else [])
+            stage.name: list(outcomes[stage.name].targets) if stage.name in outcomes else []
+            for stage in (status.stages if status and status.stages else [])
         }
 
     def events(self) -> list[dict[str, Any]]:
