@@ -18,10 +18,11 @@ Callers: `steps.cli` (the entrypoint opens it for each step) and the step module
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from orchestrator.api.models import ProgressiveSync
 from orchestrator.api.release import Revisions
+from orchestrator.api.stage_records import StageOutcomes
 from orchestrator.core.clock import Clock
 from orchestrator.kube.client import Kube
 from orchestrator.planning.contract import RolloutContract, StageContract
@@ -35,7 +36,7 @@ from steps.common import (
     check_succession,
     load_progressive_sync,
 )
-from steps.status_sink import DirectSink, StatusSink
+from steps.status_sink import DirectSink, StatusSink, read_stage_records
 
 
 @dataclass(frozen=True)
@@ -133,16 +134,25 @@ class StepContext:
 @dataclass(frozen=True)
 class Shared:
     """What a cluster step (`sync`, `wait-healthy`, `cluster`) may be handed instead of making its
-    own: the status sink its changes go to (a batch gathers its clusters'; default: each written at
-    once) and the fleet lookup (a `cluster` pod's sync and wait share one, a batch's clusters
-    another; default: read fresh, `steps.common.FleetLookup`)."""
+    own: the sink its records go to (a batch gathers its clusters'; default: each written at once),
+    the stage's records as the caller read them with the context's ProgressiveSync (`outcomes`: the
+    cluster's recorded outcome and the stage's failures; default: read here) and the fleet lookup (a
+    `cluster` pod's sync and wait share one, a batch's clusters another; default: read fresh,
+    `steps.common.FleetLookup`)."""
 
     sink: StatusSink | None = None
     fleet: FleetLookup | None = None
+    outcomes: StageOutcomes | None = None
 
-    def sink_for(self, kube: Kube, ctx: StepContext) -> StatusSink:
-        """The sink handed in, else one that writes each change at once."""
-        return self.sink or DirectSink(kube, ctx.rollout.namespace, ctx.rollout.name, ctx.tuning.status)
+    def with_records(self, kube: Kube, ctx: StepContext) -> Shared:
+        """This, with a sink and the stage's outcomes: the stage's records are read (one list
+        request) only when either was not handed in."""
+        if self.sink is not None and self.outcomes is not None:
+            return self
+        where = read_stage_records(kube, ctx.rollout, ctx.ps, ctx.stage_name)
+        return replace(
+            self, sink=self.sink or DirectSink(kube, where), outcomes=self.outcomes or where.outcomes
+        )
 
     def fleet_for(self, kube: Kube, ctx: StepContext, *, max_age_seconds: float = 0.0) -> FleetLookup:
         """The lookup handed in, else one over the context's ProgressiveSync."""

@@ -627,14 +627,6 @@ class Reason(StrEnum):
         "release; no rollout syncs them for it.",
         "Look at why Argo CD reports them unhealthy; a new commit or `argocd app sync` changes them.",
     )
-    PROGRESS_LEFT_OUT = (
-        "ProgressLeftOut",
-        Section.PLAN,
-        "plan error",
-        "The status no longer says which clusters a stage of the running rollout took, and some are "
-        "not updated: a later stage could take them again.",
-        "`progressive-sync retry`.",
-    )
 
 
 # The condition reason of a rollout that ended in `phase` (the exit handler's and the watcher's).

@@ -12,7 +12,8 @@ rollout, readable with `kubectl get psstage -l progressivesync.io/name=<name> -o
   and stage it belongs to, which part of how many, and `targets`, the part's clusters in rollout
   order. A stage of more than `RECORD_MAX_CLUSTERS` clusters spans several parts (`split_parts`),
   so no object comes near the API server's 1.5 MiB bound whatever the fleet (a part of 500
-  clusters with long names, every field set, and its managedFields is ~250 kB);
+  clusters with names like a real fleet's, every field set, and its managedFields is ~266 kB;
+  with 253-character names, under 1 MiB);
 - `status.clusters` maps a cluster's name to its `ClusterRecord`. The steps merge-patch it one or
   many clusters at a time: a JSON merge patch of a map key changes that key only, so the steps of
   a stage never conflict with one another and never write the ProgressiveSync for a cluster.
@@ -38,7 +39,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StrictInt
 
-from orchestrator.api.metadata import NAME_LABEL, ROLLOUT_ID_LABEL
+from orchestrator.api.metadata import NAME_LABEL, ROLLOUT_ID_LABEL, label_value
 from orchestrator.api.models import (
     API_VERSION,
     OBJECT_NAME_MAX_LENGTH,
@@ -86,14 +87,19 @@ def cut_text(text: str) -> str:
     return text if len(text) <= RECORD_TEXT_MAX_CHARS else text[: RECORD_TEXT_MAX_CHARS - 1] + "\u2026"
 
 
+def _no_default(schema: dict[str, Any]) -> None:
+    schema.pop("default", None)
+
+
 class ClusterRecord(_Model):
     """One cluster of a stage: its state, why, and when."""
 
     state: ClusterState
     """Syncing, Completed or Failed."""
-    reason: Annotated[str, Field(max_length=RECORD_TEXT_MAX_CHARS)] = ""
+    # No defaults in the CRD: the API server would store "" in every record the steps leave empty.
+    reason: Annotated[str, Field(max_length=RECORD_TEXT_MAX_CHARS, json_schema_extra=_no_default)] = ""
     """Why it failed (Failed only), for people."""
-    note: Annotated[str, Field(max_length=RECORD_TEXT_MAX_CHARS)] = ""
+    note: Annotated[str, Field(max_length=RECORD_TEXT_MAX_CHARS, json_schema_extra=_no_default)] = ""
     """What holds it (a sync window, Suspended, Missing, Unknown, a retry), or what a done one left."""
     revisions: list[str] | None = None
     """The revisions its Applications were synced to (one per source, each once)."""
@@ -118,7 +124,9 @@ class StageRecordSpec(_Model):
     """Which part of the stage this object holds (0 for the first)."""
     parts: Annotated[StrictInt, Field(ge=1)] = 1
     """How many objects hold the stage's clusters."""
-    targets: Annotated[list[str], Field(max_length=RECORD_MAX_CLUSTERS)] = Field(default_factory=list)
+    targets: Annotated[
+        list[Annotated[str, Field(max_length=OBJECT_NAME_MAX_LENGTH)]], Field(max_length=RECORD_MAX_CLUSTERS)
+    ] = Field(default_factory=list)
     """This part's clusters, in rollout order."""
 
 
@@ -164,7 +172,11 @@ def record_name(progressive_sync: str, rollout_id: str, stage_index: int, part: 
 
 def record_labels(progressive_sync: str, rollout_id: str, stage_index: int) -> dict[str, str]:
     """The labels every part of a stage carries (select them with `record_selector`)."""
-    return {NAME_LABEL: progressive_sync, ROLLOUT_ID_LABEL: rollout_id, STAGE_INDEX_LABEL: str(stage_index)}
+    return {
+        NAME_LABEL: label_value(progressive_sync),  # cut, with a hash, past 63 characters
+        ROLLOUT_ID_LABEL: rollout_id,
+        STAGE_INDEX_LABEL: str(stage_index),
+    }
 
 
 def record_selector(progressive_sync: str, rollout_id: str, stage_index: int | None = None) -> str:
@@ -252,6 +264,30 @@ def merge_record(current: ClusterRecord | None, proposed: ClusterRecord) -> Clus
             }
         )
     return None if winner == current else winner
+
+
+def end_record(current: ClusterRecord | None, proposed: ClusterRecord) -> ClusterRecord | None:
+    """`merge_record` for a step's end result (Completed or Failed): when it moves the cluster on,
+    its note replaces the one recorded (a done cluster's remark, or none: what held the cluster
+    while it waited is over, and a failure's reason says it all)."""
+    merged = merge_record(current, proposed)
+    if merged is None:
+        return None
+    if current is None or _RANK[proposed.state] > _RANK[current.state]:
+        merged = merged.model_copy(update={"note": proposed.note})
+    return None if merged == current else merged
+
+
+def noted(current: ClusterRecord | None, note: str) -> ClusterRecord | None:
+    """The record with what holds the cluster while a step waits (`note`; "" removes it); None when
+    nothing changes. A cluster with an outcome keeps its own (the outcome says it); one without a
+    record is recorded Syncing with the note (a step waits on it: it is in flight)."""
+    note = cut_text(note)
+    if current is None:
+        return ClusterRecord(state=ClusterState.SYNCING, note=note) if note else None
+    if current.state in END_STATES or current.note == note:
+        return None
+    return current.model_copy(update={"note": note})
 
 
 def clusters_patch(records: Mapping[str, ClusterRecord]) -> dict[str, Any]:

@@ -28,11 +28,8 @@ from typing import Any
 
 from orchestrator.api.metadata import paused_patch, retry_patch
 from orchestrator.api.models import ProgressiveSync
-from orchestrator.argocd.appsync import owned_by_appset
-from orchestrator.argocd.fleet import AppView, app_view_from_object
 from orchestrator.core.clock import Clock
 from orchestrator.kube.client import (
-    APPLICATIONS,
     PROGRESSIVE_SYNCS,
     WORKFLOWS,
     Conflict,
@@ -40,6 +37,7 @@ from orchestrator.kube.client import (
     Kube,
     NotFound,
 )
+from orchestrator.kube.stage_records import read_outcomes
 from orchestrator.ops import decisions as ops
 from orchestrator.workflows import control
 
@@ -107,14 +105,12 @@ def read_view(kube: Kube, target: Target) -> ops.RolloutView:
             workflow = kube.get(WORKFLOWS, target.workflows_in, ops.workflow_name_of(ps))
         except NotFound:
             workflow = None
-    apps: list[AppView] = []
-    if ps.status is not None and any(stage.clusters_omitted for stage in ps.status.stages or []):
-        # The status left a stage's cluster list out (too many long names): its Applications tell it.
-        app_namespace = ps.spec.app_set_ref.namespace or target.namespace
-        items, _ = kube.list(APPLICATIONS, app_namespace)
-        app_set = ps.spec.app_set_ref.name
-        apps = [app_view_from_object(item) for item in items if owned_by_appset(item, app_set, None)]
-    return ops.rollout_view(ps, workflow, apps)
+    outcomes = {}
+    if ps.status is not None and ps.status.rollout is not None:
+        # Every cluster of each stage: the stage's ProgressiveSyncStage records.
+        found = read_outcomes(kube, target.namespace, ps.metadata.name, ps.status.rollout.id)
+        outcomes = {stage.stage: stage for stage in found.values()}
+    return ops.rollout_view(ps, workflow, outcomes)
 
 
 # --- actions -----------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import base64
 import gzip
 import json
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import IntEnum, StrEnum
@@ -44,7 +44,7 @@ from orchestrator.api.phases import (
     STOPPED_STAGE_PHASES,
     UNFINISHED_ROLLOUT_PHASES,
 )
-from orchestrator.argocd.fleet import AppView, HealthStatus, OperationPhase, SyncStatus
+from orchestrator.api.stage_records import StageOutcomes
 from orchestrator.core.clock import format_time
 from orchestrator.workflows.view import FINISHED_PHASES, workflow_nodes
 from workflow_templates import names
@@ -161,10 +161,8 @@ class StageView:
     finished_at: datetime | None = None
     approval: ApprovalMode = ApprovalMode.AUTOMATIC
     waiting_for_approval: bool = False
-    # For a stage whose cluster list the status left out (its lists above then come from the
-    # Applications): the status's counts, and why the list was left out.
+    # For a stage shown from its status summary alone (its records not read): the status's counts.
     counted: StageCounts | None = None
-    clusters_omitted: str = ""
 
     def duration(self, now: datetime) -> timedelta | None:
         """Started → finished, or → now while it runs; None before it starts."""
@@ -241,65 +239,32 @@ class RolloutView:
         return _duration(self.rollout.started_at, self.rollout.finished_at, now)
 
 
-def clusters_from_applications(
-    apps: Sequence[AppView], rollout_id: str, stage: str
-) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[ClusterFailure, ...]]:
-    """(targets, syncing, completed, failed) of a stage, told by the Applications its syncs marked.
-
-    For a stage whose ledger the status left out (`StageStatus.clusters_omitted`): every
-    Application whose operation carries this rollout's id and the stage's name (the sync step's
-    `info`) names its cluster; the cluster failed when an operation failed (Argo CD's message is the
-    reason), is completed when all its Applications are Synced and Healthy after a finished sync,
-    and is syncing otherwise. Clusters whose sync was not requested yet carry no mark: the stage's
-    counts still include them.
-    """
-    by_cluster: dict[str, list[AppView]] = {}
-    for app in apps:
-        if app.rollout_id == rollout_id and app.rollout_stage == stage:
-            cluster = app.destination_name or app.destination_server or app.name
-            by_cluster.setdefault(cluster, []).append(app)
-    syncing: list[str] = []
-    completed: list[str] = []
-    failed: list[ClusterFailure] = []
-    for cluster, cluster_apps in by_cluster.items():
-        broken = [
-            a for a in cluster_apps if a.operation_phase in (OperationPhase.FAILED, OperationPhase.ERROR)
-        ]
-        if broken:
-            reason = "; ".join(f"{a.name}: {a.operation_message or a.operation_phase}" for a in broken)
-            failed.append(ClusterFailure(name=cluster, reason=reason))
-        elif all(
-            a.operation_phase == OperationPhase.SUCCEEDED
-            and not a.operation_in_progress
-            and a.sync_status == SyncStatus.SYNCED
-            and a.health_status == HealthStatus.HEALTHY
-            for a in cluster_apps
-        ):
-            completed.append(cluster)
-        else:
-            syncing.append(cluster)
-    return tuple(by_cluster), tuple(syncing), tuple(completed), tuple(failed)
-
-
 def rollout_view(
-    ps: ProgressiveSync, workflow: Mapping[str, Any] | None = None, apps: Sequence[AppView] = ()
+    ps: ProgressiveSync,
+    workflow: Mapping[str, Any] | None = None,
+    outcomes: Mapping[str, StageOutcomes] | None = None,
 ) -> RolloutView:
     """Build the view: stages in rollout order from the status, else the spec's stages as Pending.
 
-    `workflow` (the rollout's Workflow, when there is one) tells which approval gate waits. `apps`
-    (the ApplicationSet's Applications) tell the clusters of a stage whose ledger the status left
-    out (`clusters_from_applications`).
+    `workflow` (the rollout's Workflow, when there is one) tells which approval gate waits.
+    `outcomes` (stage name -> the stage's ProgressiveSyncStage records read together) list every
+    cluster of a stage; without them a stage shows what its status summary holds (its counts, the
+    first clusters in flight and failed).
     """
     status = ps.status
     approvals = {stage.name: stage.approval for stage in ps.spec.stages}
     waiting = set(waiting_gates(workflow, ps)) if workflow is not None else set()
+    found = outcomes or {}
     if status is not None and status.stages:
-        rollout_id = status.rollout.id if status.rollout else ""
 
         def lists(entry: StageStatus) -> tuple[tuple[Any, ...], ...]:
-            if entry.clusters_omitted:
-                return clusters_from_applications(apps, rollout_id, entry.name)
-            return tuple(entry.targets), tuple(entry.syncing), tuple(entry.completed), tuple(entry.failed)
+            stage = found.get(entry.name)
+            if stage is None:
+                return (), tuple(entry.syncing), (), tuple(entry.failed)
+            failed = tuple(
+                ClusterFailure(name=name, reason=stage.clusters[name].reason) for name in stage.failed
+            )
+            return stage.targets, stage.syncing, stage.completed, failed
 
         stages = tuple(
             StageView(
@@ -314,8 +279,7 @@ def rollout_view(
                 finished_at=entry.finished_at,
                 approval=approvals.get(entry.name, ApprovalMode.AUTOMATIC),
                 waiting_for_approval=entry.name in waiting,
-                counted=entry.tally() if entry.clusters_omitted else None,
-                clusters_omitted=entry.clusters_omitted,
+                counted=entry.tally() if entry.name not in found and entry.counts is not None else None,
             )
             for entry in status.stages
             for targets, syncing, completed, failed in [lists(entry)]
@@ -362,7 +326,7 @@ def format_duration(value: timedelta | None) -> str:
 
 def stage_progress(stage: StageView) -> str:
     """`done/targets` (`-` before the stage has targets)."""
-    if not stage.targets:
+    if not stage.target_count:
         return "-"
     return f"{stage.done_count}/{stage.target_count}"
 
@@ -510,7 +474,6 @@ def render_data(view: RolloutView, now: datetime) -> dict[str, Any]:
                 **(
                     {
                         "counts": stage.counted.model_dump(by_alias=True),
-                        "clustersOmitted": stage.clusters_omitted,
                     }
                     if stage.counted is not None
                     else {}

@@ -50,7 +50,6 @@ class IssueCode(StrEnum):
     UNKNOWN_PROGRESS_STAGE = "UnknownProgressStage"
     LATE_CLUSTERS = "LateClusters"
     NOT_A_RELEASE = "NotARelease"
-    PROGRESS_LEFT_OUT = "ProgressLeftOut"
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,7 +63,6 @@ from orchestrator.planning.plan import names_in_message as _names
 from orchestrator.planning.progress import RolloutProgress, StageProgress, progress_from_status
 from orchestrator.planning.progress import recorded_state as _recorded_state
 from orchestrator.planning.progress import rollout_name as _rollout_name
-from orchestrator.planning.progress import targets_of_taken_sets as _targets_of_taken_sets
 from orchestrator.planning.sizing import StageSize, resolve_max_targets, stage_size
 
 # What callers import from here; the plan's types live in `plan`, the progress reading in `progress`.
@@ -489,9 +488,7 @@ def _plan_stages(
     fleet: Mapping[str, ClusterPlan],
     progress: RolloutProgress | None,
 ) -> tuple[StagePlan, ...]:
-    recorded = _targets_of_taken_sets(
-        issues, {s.name: s for s in (progress.stages if progress else ()) if s.is_selected}, clusters
-    )
+    recorded = {s.name: s for s in (progress.stages if progress else ()) if s.is_selected}
     stage_names = {stage.name for stage in spec.stages}
     strangers = sorted(name for name in recorded if name not in stage_names)
     if strangers:

@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from orchestrator.api.rollout_status import find_stage
 from orchestrator.argocd import appsync
 from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.kube.client import APPLICATIONS, PROGRESSIVE_SYNCS, WORKFLOWS, Kube
 from tests.support.argocd_play import ArgoWorld
 from tests.support.builders import NEW_REVISION as REVISION
 from tests.support.builders import OLD_REVISION
+from tests.support.outcomes import stage_lists
 from tests.support.steps_harness import (
     StepRunner,
     describe,
@@ -64,9 +64,8 @@ class Rig:
         return process, log
 
     def stage(self) -> Any:
-        found = find_stage(read_progressive_sync(self.kube, self.namespace).status, "all")
-        assert found is not None
-        return found
+        """The stage's status entry with every cluster listed from its records."""
+        return stage_lists(self.kube, self.namespace, "myservice", "all")
 
     def app_writes(self, mark: int) -> list[str]:
         return describe([w for w in writes_by(self.control_plane, mark) if w.resource == "applications"])

@@ -26,24 +26,21 @@ import yaml
 from click.testing import CliRunner, Result
 
 from orchestrator.api.metadata import RETRY_ANNOTATION, workflow_name
-from orchestrator.api.models import ClusterFailure, ProgressiveSyncStatus, StagePhase
-from orchestrator.api.rollout_status import close_stage, refresh_progress, start_rollout, start_stage
 from orchestrator.cli.main import main
+from orchestrator.core.clock import format_time
 from orchestrator.devenv import controlplane as devcluster
-from orchestrator.kube.client import APPLICATIONS, PROGRESSIVE_SYNCS, WORKFLOWS, Kube
+from orchestrator.kube.client import PROGRESSIVE_SYNCS, WORKFLOWS, Kube
 from tests.support.builders import (
     OPERATOR_STAGES,
     PS_NAME,
     ROLLOUT_ID,
     T0,
-    done_application,
-    make_application,
     make_gate_node,
     make_ps,
     make_stage_status,
     make_workflow,
-    our_operation,
 )
+from tests.support.outcomes import seed_progressive_sync
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.integration
@@ -439,75 +436,45 @@ def test_retry_refuses_unless_failed(cli: Any, kube: Kube, namespace: str, phase
     )
 
 
-def test_status_tells_a_stage_left_out_of_the_status_from_its_applications(
+def test_status_shows_every_cluster_of_a_stage_of_long_names_from_its_records(
     cli: Any, kube: Kube, namespace: str
 ) -> None:
-    # A finished canary of 3 clusters with Applications and 1,300 clusters named with 253 random
-    # characters: over the status's bound, so the canary's ledger is left out of what is stored.
+    # A finished canary of 3 clusters and 1,300 clusters named with 253 random characters (issue
+    # 30: its records hold them all, in three parts; the status holds its summary).
     rng = random.Random(3)
     long_names = [
         f"{i:05d}." + "".join(rng.choice(string.ascii_lowercase + string.digits) for _ in range(247))
         for i in range(1_300)
     ]
-    status = start_rollout(
-        ProgressiveSyncStatus(),
-        rollout_id=ROLLOUT_ID,
-        stage_names=[stage["name"] for stage in OPERATOR_STAGES],
-        now=T0,
-    )
-    status = start_stage(
-        status, stage="canary", targets=["eu-1", "eu-2", "eu-3", *long_names], message="", now=T0
-    )
-    canary = (status.stages or [])[0]
-    canary.completed, canary.syncing = ["eu-1", *long_names], ["eu-3"]
-    canary.failed = [ClusterFailure(name="eu-2", reason="Degraded")]
-    refresh_progress(status)
-    status = close_stage(status, stage="canary", phase=StagePhase.SUCCEEDED, message="", now=T0)
-    kube.create(PROGRESSIVE_SYNCS, namespace, make_ps(namespace=namespace, stages=OPERATOR_STAGES))
-    kube.patch(PROGRESSIVE_SYNCS, namespace, PS_NAME, {"status": status.to_api()}, subresource="status")
+    canary = {
+        "name": "canary",
+        "phase": "Succeeded",
+        "targets": ["eu-1", "eu-2", "eu-3", *long_names],
+        "completed": ["eu-1", *long_names],
+        "syncing": ["eu-3"],
+        "failed": [{"name": "eu-2", "reason": "Degraded"}],
+        "startedAt": format_time(T0),
+        "finishedAt": format_time(T0),
+    }
+    status = {
+        "phase": "Progressing",
+        "rollout": {"id": ROLLOUT_ID, "startedAt": format_time(T0)},
+        "stages": [canary],
+    }
+    seed_progressive_sync(kube, namespace, name=PS_NAME, stages=OPERATOR_STAGES, status=status)
     stored = kube.get(PROGRESSIVE_SYNCS, namespace, PS_NAME)["status"]
     assert len(json.dumps(stored, separators=(",", ":"))) < 256 * 1024
-    assert "clusters" not in stored["stages"][0] and stored["stages"][0]["clustersOmitted"]
     assert stored["stages"][0]["counts"] == {"targets": 1_303, "syncing": 1, "completed": 1_301, "failed": 1}
-
-    ours = our_operation(rollout_id=ROLLOUT_ID)
-    for app in (
-        done_application(namespace=namespace, cluster="eu-1", by="name", state_operation=ours),
-        make_application(
-            namespace=namespace,
-            cluster="eu-2",
-            by="name",
-            phase="Failed",
-            state_operation=ours,
-            message="one or more objects failed to apply",
-            health="Degraded",
-        ),
-        make_application(
-            namespace=namespace,
-            cluster="eu-3",
-            by="name",
-            phase="Running",
-            state_operation=ours,
-            health="Progressing",
-        ),
-        # Synced by another rollout: not a cluster of this one.
-        done_application(namespace=namespace, cluster="eu-4", by="name", state_operation=our_operation()),
-    ):
-        app["metadata"].pop("uid")
-        kube.create(APPLICATIONS, namespace, app)
+    assert len(stored["stages"][0]["records"]) == 3
 
     result = cli("status", PS_NAME, "-o", "json")
     assert result.exit_code == 0, result.output
     shown = json.loads(result.output)["stages"][0]
-    assert shown["targets"] == ["eu-1", "eu-2", "eu-3"]
-    assert (shown["completed"], shown["syncing"]) == (["eu-1"], ["eu-3"])
-    assert shown["failed"] == [
-        {"name": "eu-2", "reason": "myservice-eu-2: one or more objects failed to apply"}
-    ]
-    assert shown["counts"] == {"targets": 1_303, "syncing": 1, "completed": 1_301, "failed": 1}
-    assert "on its Applications" in shown["clustersOmitted"]
+    assert shown["targets"] == ["eu-1", "eu-2", "eu-3", *long_names]
+    assert (shown["completed"], shown["syncing"]) == (["eu-1", *long_names], ["eu-3"])
+    assert shown["failed"] == [{"name": "eu-2", "reason": "Degraded"}]
     table = cli("status", PS_NAME)
     assert table.exit_code == 0, table.output
-    assert "eu-2" in table.output and "one or more objects failed to apply" in table.output
+    assert "eu-2" in table.output and "Degraded" in table.output
     assert "progress:  1301/1303 clusters" in table.output
     assert re.search(r"canary\s+Succeeded\s+1302/1303\s+1\s", table.output), table.output

@@ -20,8 +20,7 @@ from typing import Any, TypeVar, cast
 import pytest
 
 import steps.batch
-from orchestrator.api.models import RolloutPhase, StagePhase, StageStatus
-from orchestrator.api.rollout_status import find_stage, mark_failed
+from orchestrator.api.models import RolloutPhase, StagePhase
 from orchestrator.argocd import appsync
 from orchestrator.argocd.inventory import INVENTORY_NAME, clusters_from_configmap, inventory_configmap
 from orchestrator.core.clock import SystemClock, format_time
@@ -29,6 +28,7 @@ from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.kube.client import (
     APPLICATIONS,
     CONFIG_MAPS,
+    PROGRESSIVE_SYNC_STAGES,
     PROGRESSIVE_SYNCS,
     SECRETS,
     WORKFLOWS,
@@ -36,7 +36,6 @@ from orchestrator.kube.client import (
     Kube,
     Retryable,
 )
-from orchestrator.kube.status_writer import update_status
 from orchestrator.simulator.appcontroller import FleetSimulator
 from orchestrator.simulator.config import SimulatorConfig
 from orchestrator.simulator.events import read_events
@@ -50,6 +49,7 @@ from steps.wait_healthy import wait_healthy
 from tests.support.builders import NEW_REVISION as REVISION
 from tests.support.builders import OLD_REVISION, foreign_operation, make_contract
 from tests.support.clock import ManualClock
+from tests.support.outcomes import StageLists, record_failed, seed_progressive_sync, stage_lists
 from tests.support.simulator_events import logged_events
 from tests.support.steps_harness import (
     StepRunner,
@@ -123,11 +123,9 @@ class Rig:
                 continue
         raise AssertionError(f"Application of {cluster}: still conflicting after {_UPDATE_ATTEMPTS} attempts")
 
-    def stage(self, name: str = "canary") -> StageStatus:
-        status = read_progressive_sync(self.kube, self.namespace).status
-        found = find_stage(status, name)
-        assert found is not None, status
-        return found
+    def stage(self, name: str = "canary") -> StageLists:
+        """The stage's status entry with every cluster listed from its records."""
+        return stage_lists(self.kube, self.namespace, "myservice", name)
 
 
 @pytest.fixture
@@ -204,7 +202,8 @@ def test_select_records_targets_and_a_second_run_writes_nothing(
     assert status is not None and status.rollout is not None
     assert (status.rollout.id, status.rollout.revision, status.current_stage) == ("r1", REVISION, "canary")
     stages = {s.name: s for s in status.stages or []}
-    assert (stages["canary"].phase, stages["canary"].targets) == (StagePhase.PROGRESSING, targets)
+    assert stages["canary"].phase == StagePhase.PROGRESSING
+    assert stage_lists(kube, namespace, "myservice", "canary").targets == targets
     assert stages["canary"].started_at is not None
     assert stages["rest"].phase == StagePhase.PENDING
     assert status.progress == "0/3"
@@ -325,7 +324,7 @@ def test_sync_writes_one_pinned_update_and_a_second_run_writes_nothing(
     writes = writes_by(control_plane, mark)
     assert sorted((w.resource, w.subresource, w.verb, w.code) for w in writes) == [
         ("applications", "", "update", 200),
-        ("progressivesyncs", "status", "update", 200),
+        ("progressivesyncstages", "", "patch", 200),  # its record: Syncing (never the ProgressiveSync)
     ], describe(writes)
 
     app = app_of(kube, namespace, fleet, cluster)
@@ -335,8 +334,7 @@ def test_sync_writes_one_pinned_update_and_a_second_run_writes_nothing(
     assert "operationState" not in app["status"], "the finished operationState is cleared"
     # The ApplicationSet controller owns the annotations: the sync leaves them as they were.
     assert app["metadata"].get("annotations") == before["metadata"].get("annotations")
-    stage = read_progressive_sync(kube, namespace).status.stages[0]  # type: ignore[union-attr,index]
-    assert stage.syncing == [cluster]
+    assert stage_lists(kube, namespace, "myservice", "canary").syncing == [cluster]
 
     mark = control_plane.audit_mark()
     again = runner.run("sync", "--stage", "canary", "--cluster", cluster)
@@ -389,7 +387,7 @@ def test_sync_never_overwrites_someone_elses_operation(
     kube: Kube, namespace: str, fleet: SeedResult, runner: StepRunner, control_plane: DevCluster
 ) -> None:
     make_progressive_sync(kube, namespace, deadline_seconds=2)
-    cluster = fleet.clusters[0].name
+    cluster = select_canary(runner)
     app = app_of(kube, namespace, fleet, cluster)
     app["operation"] = foreign_operation("alice")
     kube.replace(APPLICATIONS, namespace, app)
@@ -400,8 +398,8 @@ def test_sync_never_overwrites_someone_elses_operation(
     assert "started by alice is in progress" in result.stdout
     assert app_of(kube, namespace, fleet, cluster)["operation"] == foreign_operation("alice")
     writes = writes_by(control_plane, mark)
-    assert [(w.resource, w.subresource) for w in writes] == [("progressivesyncs", "status")], describe(writes)
-    failed = read_progressive_sync(kube, namespace).status.stages[0].failed  # type: ignore[union-attr,index]
+    assert [(w.resource, w.subresource) for w in writes] == [("progressivesyncstages", "")], describe(writes)
+    failed = stage_lists(kube, namespace, "myservice", "canary").failed
     assert [f.name for f in failed] == [cluster] and "alice" in failed[0].reason
 
 
@@ -409,7 +407,7 @@ def test_sync_waits_for_someone_elses_operation_to_end_then_syncs(
     kube: Kube, namespace: str, fleet: SeedResult, runner: StepRunner, tmp_path: Path
 ) -> None:
     make_progressive_sync(kube, namespace, deadline_seconds=60)
-    cluster = fleet.clusters[0].name
+    cluster = select_canary(runner)
     app = app_of(kube, namespace, fleet, cluster)
     app["operation"] = foreign_operation("alice")
     kube.replace(APPLICATIONS, namespace, app)
@@ -452,10 +450,10 @@ def test_wait_healthy_follows_the_simulated_sync_to_done_and_a_second_run_writes
     assert_ok(result)
     assert f"cluster {cluster} done" in result.stdout
     writes = writes_by(rig.control_plane, mark)
-    # Besides its status write, at most a refresh request: when the simulated Argo CD compared in
+    # Besides its record's write, at most a refresh request: when the simulated Argo CD compared in
     # the second the sync finished, only a new comparison tells whether the health is the new one.
     assert [(w.resource, w.subresource) for w in writes if w.resource != "applications"] == [
-        ("progressivesyncs", "status")
+        ("progressivesyncstages", "")
     ], describe(writes)
     assert {(w.verb, w.name) for w in writes if w.resource == "applications"} <= {
         ("patch", f"myservice-{cluster}")
@@ -589,7 +587,7 @@ def stage_with_a_failure(targets: list[str]) -> dict[str, Any]:
 
 def test_a_cluster_of_a_stage_that_failed_already_is_not_started(rig: Rig) -> None:
     targets = sorted(c.name for c in rig.fleet.clusters)
-    make_progressive_sync(rig.kube, rig.namespace, status=rollout_status(stage_with_a_failure(targets)))
+    seed_progressive_sync(rig.kube, rig.namespace, status=rollout_status(stage_with_a_failure(targets)))
     mark = rig.control_plane.audit_mark()
     result = rig.runner.run("cluster", "--stage", "canary", "--cluster", targets[1])
     assert_ok(result, 1)
@@ -607,7 +605,7 @@ def test_a_cluster_of_a_rollout_that_ended_already_is_not_started(rig: Rig, phas
     status = rollout_status({"name": "canary", "phase": "Progressing", "targets": targets})
     status["phase"] = phase
     status["rollout"]["finishedAt"] = "2030-01-01T12:05:00Z"
-    make_progressive_sync(rig.kube, rig.namespace, status=status)
+    seed_progressive_sync(rig.kube, rig.namespace, status=status)
     mark = rig.control_plane.audit_mark()
     result = rig.runner.run("cluster", "--stage", "canary", "--cluster", targets[1])
     assert_ok(result, 1)
@@ -617,7 +615,7 @@ def test_a_cluster_of_a_rollout_that_ended_already_is_not_started(rig: Rig, phas
 
 def test_a_cluster_starts_while_the_failures_are_within_the_tolerance(rig: Rig) -> None:
     targets = sorted(c.name for c in rig.fleet.clusters)
-    make_progressive_sync(
+    seed_progressive_sync(
         rig.kube, rig.namespace, max_failed_clusters=1, status=rollout_status(stage_with_a_failure(targets))
     )
     rig.simulate()
@@ -809,7 +807,7 @@ def test_record_closes_the_stage_by_failure_policy_and_a_second_run_writes_nothi
         "failed": [{"name": "b", "reason": "Degraded"}],
         "startedAt": "2030-01-01T12:00:00Z",
     }
-    make_progressive_sync(
+    seed_progressive_sync(
         rig.kube, rig.namespace, max_failed_clusters=max_failed, status=rollout_status(stage)
     )
     result = rig.runner.run("record", "--stage", "canary")
@@ -846,7 +844,7 @@ def test_record_and_select_closes_the_stage_then_selects_the_next_and_a_second_r
         "failed": [{"name": second, "reason": "Degraded"}],
         "startedAt": "2030-01-01T12:00:00Z",
     }
-    make_progressive_sync(
+    seed_progressive_sync(
         rig.kube,
         rig.namespace,
         stages=[CANARY, REST],
@@ -879,7 +877,7 @@ def canary_done_rest_pending(rig: Rig, cluster: str) -> None:
         "completed": [cluster],
         "startedAt": "2030-01-01T12:00:00Z",
     }
-    make_progressive_sync(
+    seed_progressive_sync(
         rig.kube,
         rig.namespace,
         stages=[CANARY, REST],
@@ -912,7 +910,7 @@ def test_record_and_select_leaves_a_next_stage_that_cannot_run_to_its_own_closin
 
 
 def test_a_step_of_a_superseded_rollout_writes_nothing(rig: Rig) -> None:
-    make_progressive_sync(rig.kube, rig.namespace, status=rollout_status(rollout_id="r2"))
+    seed_progressive_sync(rig.kube, rig.namespace, status=rollout_status(rollout_id="r2"))
     mark = rig.control_plane.audit_mark()
     result = rig.runner.run("record", "--stage", "canary")
     assert_ok(result, 1)
@@ -964,7 +962,7 @@ SELECTED_BY_R2 = {"name": "canary", "phase": "Progressing", "targets": ["a"], "s
 def test_select_of_an_old_workflow_never_replaces_the_newer_rollout(
     rig: Rig, workflows: tuple[str, ...]
 ) -> None:
-    make_progressive_sync(rig.kube, rig.namespace, status=rollout_status(SELECTED_BY_R2, rollout_id="r2"))
+    seed_progressive_sync(rig.kube, rig.namespace, status=rollout_status(SELECTED_BY_R2, rollout_id="r2"))
     create_workflows_in_order(rig, *workflows)
     mark = rig.control_plane.audit_mark()
     result = rig.runner.run("select", "--stage", "canary", *first_wave_args(rig, 1, stage="canary"))
@@ -979,7 +977,7 @@ def test_select_takes_over_from_an_older_rollout_the_watcher_had_not_replaced_ye
     """The watcher created the new rollout's Workflow and died before recording it: select starts it."""
     ended = {"name": "canary", "phase": "Succeeded", "targets": ["a"], "completed": ["a"]}
     status = {**rollout_status(ended, rollout_id="r0"), "phase": "Succeeded"}
-    make_progressive_sync(rig.kube, rig.namespace, status=status)
+    seed_progressive_sync(rig.kube, rig.namespace, status=status)
     create_workflows_in_order(rig, "myservice-r0", "myservice-r1")
     assert_ok(rig.runner.run("select", "--stage", "canary"))
     recorded = read_progressive_sync(rig.kube, rig.namespace).status
@@ -1046,7 +1044,7 @@ def test_finalize_marks_the_rollout_and_unfinished_stages_and_a_second_run_write
     expected: tuple[RolloutPhase, StagePhase, StagePhase],
 ) -> None:
     phase, rest, last = expected
-    make_progressive_sync(rig.kube, rig.namespace, status=rollout_status(*THREE_STAGES))
+    seed_progressive_sync(rig.kube, rig.namespace, status=rollout_status(*THREE_STAGES))
     make_workflow(rig, shutdown=shutdown)
     args = ("--workflow-name", "myservice-r1", "--workflow-status", workflow_status)
     result = rig.runner.run("finalize", *args)
@@ -1069,7 +1067,7 @@ def test_finalize_marks_the_rollout_and_unfinished_stages_and_a_second_run_write
 
 def test_finalize_of_a_successful_rollout_sets_ready(rig: Rig) -> None:
     done = {"name": "canary", "phase": "Succeeded", "targets": ["a"], "completed": ["a"]}
-    make_progressive_sync(rig.kube, rig.namespace, status=rollout_status(done))
+    seed_progressive_sync(rig.kube, rig.namespace, status=rollout_status(done))
     make_workflow(rig)
     result = rig.runner.run("finalize", "--workflow-name", "myservice-r1", "--workflow-status", "Succeeded")
     assert_ok(result)
@@ -1082,7 +1080,7 @@ def test_finalize_of_a_successful_rollout_sets_ready(rig: Rig) -> None:
 
 
 def test_finalize_of_a_superseded_rollout_leaves_the_new_one_alone(rig: Rig) -> None:
-    make_progressive_sync(rig.kube, rig.namespace, status=rollout_status(rollout_id="r2"))
+    seed_progressive_sync(rig.kube, rig.namespace, status=rollout_status(rollout_id="r2"))
     mark = rig.control_plane.audit_mark()
     result = rig.runner.run("finalize", "--workflow-name", "myservice-r1", "--workflow-status", "Failed")
     assert_ok(result)
@@ -1387,12 +1385,14 @@ def test_select_starts_the_first_wave_and_the_cluster_steps_write_no_second_sync
     assert "started the sync of 2 cluster(s)" in result.stdout
     targets = rig.stage("rest").targets
     writes = writes_by(rig.control_plane, mark)
-    # The stage recorded, the first two clusters' syncs, then one write listing them syncing.
-    assert sorted((w.resource, w.subresource) for w in writes) == [
-        ("applications", ""),
-        ("applications", ""),
-        ("progressivesyncs", "status"),
-        ("progressivesyncs", "status"),
+    # The stage's record and the stage in the status, the first two clusters' syncs, then one write
+    # of the record saying them Syncing.
+    assert sorted((w.resource, w.verb) for w in writes) == [
+        ("applications", "update"),
+        ("applications", "update"),
+        ("progressivesyncs", "update"),
+        ("progressivesyncstages", "create"),
+        ("progressivesyncstages", "patch"),
     ], describe(writes)
     assert [ours(rig, cluster) for cluster in targets] == [True, True, False]
     assert rig.stage("rest").syncing == targets[:2]
@@ -1432,7 +1432,10 @@ def test_nothing_starts_while_the_progressive_sync_is_paused(rig: Rig) -> None:
     mark = rig.control_plane.audit_mark()
     assert_ok(rig.runner.run("select", "--stage", "rest", *first_wave_args(rig, 3)))
     writes = writes_by(rig.control_plane, mark)
-    assert [(w.resource, w.subresource) for w in writes] == [("progressivesyncs", "status")], describe(writes)
+    assert sorted((w.resource, w.subresource) for w in writes) == [
+        ("progressivesyncs", "status"),
+        ("progressivesyncstages", ""),
+    ], describe(writes)
     assert rig.stage("rest").syncing == []
     assert not any(ours(rig, cluster) for cluster in rig.stage("rest").targets)
 
@@ -1486,13 +1489,7 @@ def test_a_first_wave_cluster_of_a_stage_that_failed_is_stopped_not_left_syncing
     assert rig.stage("rest").syncing == [first, second]
     rig.simulate()
     assert_ok(rig.runner.run("sync", "--stage", "rest", "--cluster", third))
-    update_status(
-        rig.kube,
-        rig.namespace,
-        "myservice",
-        lambda status: mark_failed(status, stage="rest", cluster=third, reason="Degraded"),
-        what="a sibling failed",
-    )
+    record_failed(rig.kube, rig.namespace, "myservice", stage="rest", cluster=third, reason="Degraded")
     result = rig.runner.run("cluster", "--stage", "rest", "--cluster", first)
     assert_ok(result, 1)
     assert f"cluster {first}: stopped before it finished: stage 'rest' has failed already" in result.stdout
@@ -1606,22 +1603,22 @@ def test_an_application_argo_cd_does_not_compare_again_fails_the_cluster_naming_
 
 class RefusingKubeOf(CountingKube):
     """Behind a CountingKube: the replace of each Application in `refused` answers 409, and (with
-    `fail_status_after`) every status update after that many answers a temporary error."""
+    `fail_record_patches`) every patch of a stage's record answers a temporary error."""
 
-    def __init__(self, kube: Kube, refused: set[str], *, fail_status_after: int | None = None) -> None:
+    def __init__(self, kube: Kube, refused: set[str], *, fail_record_patches: bool = False) -> None:
         super().__init__(kube)
         self.refused = refused
-        self.fail_status_after = fail_status_after
-        self.status_writes = 0
+        self.fail_record_patches = fail_record_patches
 
     def replace(self, resource: Any, namespace: str | None, body: dict[str, Any], **kwargs: Any) -> Any:
         if resource is APPLICATIONS and body["metadata"]["name"] in self.refused:
             raise Conflict(f"applications {body['metadata']['name']}: the object has been modified")
-        if resource is PROGRESSIVE_SYNCS and kwargs.get("subresource") == "status":
-            self.status_writes += 1
-            if self.fail_status_after is not None and self.status_writes > self.fail_status_after:
-                raise Retryable("progressivesyncs/status: connection reset by peer")
         return self._kube.replace(resource, namespace, body, **kwargs)
+
+    def patch(self, resource: Any, namespace: str | None, name: str, *args: Any, **kwargs: Any) -> Any:
+        if resource is PROGRESSIVE_SYNC_STAGES and self.fail_record_patches:
+            raise Retryable(f"progressivesyncstages/{name}: connection reset by peer")
+        return self._kube.patch(resource, namespace, name, *args, **kwargs)
 
 
 def select_rest_in_process(rig: Rig, kube: Any, start_syncs: int) -> Any:
@@ -1637,13 +1634,7 @@ def select_rest_in_process(rig: Rig, kube: Any, start_syncs: int) -> Any:
 
 
 def fail_a_sibling(rig: Rig, cluster: str) -> None:
-    update_status(
-        rig.kube,
-        rig.namespace,
-        "myservice",
-        lambda status: mark_failed(status, stage="rest", cluster=cluster, reason="Degraded"),
-        what="a sibling failed",
-    )
+    record_failed(rig.kube, rig.namespace, "myservice", stage="rest", cluster=cluster, reason="Degraded")
 
 
 def test_a_cluster_step_of_a_failed_stage_writes_no_sync_the_first_wave_left(rig: Rig) -> None:
@@ -1673,11 +1664,11 @@ def test_a_cluster_step_of_a_failed_stage_writes_no_sync_the_first_wave_left(rig
 
 
 def test_a_first_wave_sync_whose_listing_was_lost_is_ended_not_reported_not_started(rig: Rig) -> None:
-    """Issue 29 point 5: the first wave wrote two syncs, then its one status update listing them in
-    `syncing` failed (logged, not raised). A sibling fails the stage: the cluster step finds the sync
-    ours on the Application, ends it and records the cluster failed, instead of "not started"."""
+    """Issue 29 point 5: the first wave wrote two syncs, then its one write recording them Syncing
+    failed (logged, not raised). A sibling fails the stage: the cluster step finds the sync ours on
+    the Application, ends it and records the cluster failed, instead of "not started"."""
     make_progressive_sync(rig.kube, rig.namespace, stages=[REST])
-    kube = RefusingKubeOf(rig.kube, set(), fail_status_after=1)  # select's own record goes through
+    kube = RefusingKubeOf(rig.kube, set(), fail_record_patches=True)  # select's own writes go through
     result = select_rest_in_process(rig, kube, 2)
     first, second, third = rig.stage("rest").targets
     assert result.first_wave.started == (first, second)

@@ -27,7 +27,6 @@ import yaml
 from orchestrator.api.metadata import NAME_LABEL, label_value
 from orchestrator.api.models import ProgressiveSync, StagePhase
 from orchestrator.api.release import Release, spec_hash
-from orchestrator.api.rollout_status import expanded_wire
 from orchestrator.argocd.fleet import app_set_view_from_object, app_view_from_object, cluster_from_secret
 from orchestrator.kube.client import APPLICATION_SETS, APPLICATIONS, PROGRESSIVE_SYNCS, SECRETS, WORKFLOWS
 from orchestrator.planning.contract import parse_contract
@@ -39,6 +38,7 @@ from orchestrator.simulator.events import read_events
 from orchestrator.simulator.seed import SeedResult, seed_fleet
 from orchestrator.watcher.loop import Watcher
 from tests.support.engines import RolloutEngine
+from tests.support.outcomes import stage_outcomes, status_with_outcomes
 from tests.support.simulator_events import max_in_flight
 from tests.support.steps_harness import make_progressive_sync, publish_inventory
 from tests.support.wait import wait_for
@@ -280,7 +280,7 @@ class RolloutRig:
         return ProgressiveSync.model_validate(self.kube.get(PROGRESSIVE_SYNCS, self.namespace, PS_NAME))
 
     def status(self) -> dict[str, Any]:
-        return expanded_wire(self.kube.get(PROGRESSIVE_SYNCS, self.namespace, PS_NAME).get("status"))
+        return status_with_outcomes(self.kube, self.namespace, PS_NAME)
 
     def wait_phase(self, phase: str, timeout: float = 300.0) -> dict[str, Any]:
         wait_for(
@@ -296,9 +296,12 @@ class RolloutRig:
         return {stage.name: stage.phase for stage in (status.stages if status and status.stages else [])}
 
     def stage_targets(self) -> dict[str, list[str]]:
+        """Each stage's targets, from its records (a stage without any took none)."""
         status = self.progressive_sync().status
+        outcomes = stage_outcomes(self.kube, PS_NAME, self.namespace)
         return {
-            stage.name: list(stage.targets) for stage in (status.stages if status and status.stages else [])
+            stage.name: list(outcomes[stage.name].targets) if stage.name in outcomes else []
+            for stage in (status.stages if status and status.stages else [])
         }
 
     def events(self) -> list[dict[str, Any]]:

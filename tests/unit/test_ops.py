@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from orchestrator.api.metadata import workflow_name
-from orchestrator.api.models import StagePhase, StageStatus
+from orchestrator.api.models import StageCounts, StagePhase, StageStatus
+from orchestrator.api.stage_records import StageOutcomes
 from orchestrator.ops import decisions as ops
 from orchestrator.ops import tables
 from orchestrator.ops.live import LiveDisplay
@@ -23,6 +24,7 @@ from tests.support.builders import (
     make_bake_node,
     make_gate_node,
     make_ps,
+    make_stage_outcomes,
     make_stage_status,
     make_workflow,
 )
@@ -156,8 +158,22 @@ def test_progress_bar(done: int, total: int, bar: str) -> None:
     assert tables.to_text(tables.stage_bar(done, total, width=4)).strip() == bar
 
 
+def running_outcomes() -> dict[str, StageOutcomes]:
+    """The records of `running_stages`' clusters (what `progressive-sync status` reads)."""
+    return {
+        "canary": make_stage_outcomes("canary", targets=("eu-1",), completed=("eu-1",)),
+        "one per region": make_stage_outcomes(
+            "one per region",
+            targets=("us-1", "ap-1", "eu-2"),
+            completed=("us-1",),
+            syncing=("ap-1",),
+            failed={"eu-2": "Degraded after the sync"},
+        ),
+    }
+
+
 def test_table_shows_stages_clusters_failures_and_durations() -> None:
-    view = ops.rollout_view(ps(phase="Progressing", stage_status=running_stages()))
+    view = ops.rollout_view(ps(phase="Progressing", stage_status=running_stages()), None, running_outcomes())
     text = tables.render_table(view, NOW)
     lines = text.splitlines()
     assert lines[0] == "ProgressiveSync argocd/myservice"
@@ -224,7 +240,7 @@ def test_change_lines_report_only_what_changed() -> None:
     assert ops.change_lines(before, before) == []
     stages = running_stages()
     stages[1].syncing = []
-    stages[1].completed = ["us-1", "ap-1"]
+    stages[1].counts = StageCounts(targets=3, completed=2, failed=1)
     after = ops.rollout_view(ps(phase="Progressing", stage_status=stages))
     assert ops.change_lines(before, after) == [
         "stage 'one per region': Progressing 3/3, failed eu-2 (Degraded after the sync)"
