@@ -62,8 +62,8 @@ from orchestrator.devenv.stack import DevStack, StackOptions
 from orchestrator.kube.client import NAMESPACES, PROGRESSIVE_SYNCS, SECRETS, WORKFLOWS, AlreadyExists, Kube
 from orchestrator.kube.crds import all_crd_documents, apply_crds
 from orchestrator.ops import actions as ops_actions
-from orchestrator.ops import decisions as ops
 from orchestrator.ops import tables
+from orchestrator.ops import view as ops_view
 from orchestrator.ops.live import LiveDisplay
 from orchestrator.simulator.appcontroller import FleetSimulator
 from orchestrator.simulator.config import Behaviour, SimulatorConfig
@@ -157,7 +157,7 @@ class DemoResult:
     """How the demo ended: phase, the final view, timings, and which clusters got a sync."""
 
     phase: RolloutPhase | None
-    view: ops.RolloutView | None
+    view: ops_view.RolloutView | None
     canary: str
     wall_seconds: float
     rollout_seconds: float
@@ -255,7 +255,7 @@ def run_demo(
         except ops_actions.FollowTimeout as exc:
             raise DemoError(
                 f"the rollout did not finish within {settings.timeout_seconds:g}s "
-                f"(it is {ops.phase_text(exc.view)}: {exc.view.message})"
+                f"(it is {ops_view.phase_text(exc.view)}: {exc.view.message})"
             ) from exc
         rollout_seconds = time.monotonic() - applied
         if real_fleet is not None:
@@ -464,7 +464,7 @@ def summary(result: DemoResult, now: datetime) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _failure_explanation(result: DemoResult, view: ops.RolloutView, total: int) -> Sequence[str]:
+def _failure_explanation(result: DemoResult, view: ops_view.RolloutView, total: int) -> Sequence[str]:
     failed_stage = next((stage for stage in view.stages if stage.phase == StagePhase.FAILED), None)
     lines = []
     if failed_stage is not None:

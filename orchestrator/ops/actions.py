@@ -1,7 +1,8 @@
-"""The API side of the operator commands: read, decide (with `orchestrator.ops.decisions`), write once.
+"""The API side of the operator commands: read, decide, write once.
 
 Each action reads the ProgressiveSync (and, where it matters, its rollout's Workflow), lets the
-pure decision in `orchestrator.ops.decisions` say what to do, makes at most one write through
+pure decision in `orchestrator.ops.decisions` say what to do (`status` builds the pure view of
+`orchestrator.ops.view` instead), makes at most one write through
 `orchestrator.kube.client.Kube`, and returns an `ops.Outcome` saying what happened. A write that carries a
 resourceVersion and loses a race (409) is decided again on a fresh read, a bounded number of times.
 
@@ -41,6 +42,7 @@ from orchestrator.kube.client import (
     NotFound,
 )
 from orchestrator.ops import decisions as ops
+from orchestrator.ops import view as ops_view
 from orchestrator.workflows import control
 
 log = logging.getLogger(__name__)
@@ -77,13 +79,13 @@ def read_progressive_sync(kube: Kube, target: Target) -> tuple[dict[str, Any], P
     try:
         obj = kube.get(PROGRESSIVE_SYNCS, target.namespace, target.name)
     except NotFound as exc:
-        raise ops.OpsRefused(
+        raise ops_view.OpsRefused(
             f"ProgressiveSync {target.display} not found: check the name and the namespace (-n); "
             "`kubectl get progressivesyncs -A` lists them"
         ) from exc
     except Forbidden as exc:
-        raise ops.OpsRefused(f"not allowed to read ProgressiveSync {target.display}: {exc}") from exc
-    return obj, ops.parse_progressive_sync(obj)
+        raise ops_view.OpsRefused(f"not allowed to read ProgressiveSync {target.display}: {exc}") from exc
+    return obj, ops_view.parse_progressive_sync(obj)
 
 
 def read_workflow(kube: Kube, target: Target, ps: ProgressiveSync, doing: str) -> dict[str, Any]:
@@ -92,13 +94,13 @@ def read_workflow(kube: Kube, target: Target, ps: ProgressiveSync, doing: str) -
     try:
         return kube.get(WORKFLOWS, target.workflows_in, name)
     except NotFound as exc:
-        raise ops.OpsRefused(
+        raise ops_view.OpsRefused(
             f"the Workflow {target.workflows_in}/{name} of ProgressiveSync {target.display} does not exist "
             f"(deleted, or in another namespace: pass --workflow-namespace): nothing to {doing}"
         ) from exc
 
 
-def read_view(kube: Kube, target: Target) -> ops.RolloutView:
+def read_view(kube: Kube, target: Target) -> ops_view.RolloutView:
     """The status view of the ProgressiveSync, with its Workflow when there is one."""
     _, ps = read_progressive_sync(kube, target)
     workflow = None
@@ -114,7 +116,7 @@ def read_view(kube: Kube, target: Target) -> ops.RolloutView:
         items, _ = kube.list(APPLICATIONS, app_namespace)
         app_set = ps.spec.app_set_ref.name
         apps = [app_view_from_object(item) for item in items if owned_by_appset(item, app_set, None)]
-    return ops.rollout_view(ps, workflow, apps)
+    return ops_view.rollout_view(ps, workflow, apps)
 
 
 # --- actions -----------------------------------------------------------------------------------
@@ -244,7 +246,7 @@ def retry(kube: Kube, target: Target, clock: Clock) -> ops.Outcome:
 class FollowTimeout(Exception):
     """The rollout did not finish within the time given; carries the last view."""
 
-    def __init__(self, view: ops.RolloutView, seconds: float) -> None:
+    def __init__(self, view: ops_view.RolloutView, seconds: float) -> None:
         super().__init__(f"ProgressiveSync {view.display} did not finish within {seconds:g}s")
         self.view = view
 
@@ -255,10 +257,10 @@ def follow(
     *,
     clock: Clock,
     timeout: float,
-    on_view: Callable[[ops.RolloutView], None],
-    until: Callable[[ops.RolloutView], bool] = lambda view: view.is_settled,
+    on_view: Callable[[ops_view.RolloutView], None],
+    until: Callable[[ops_view.RolloutView], bool] = lambda view: view.is_settled,
     interval: float = 0.5,
-) -> ops.RolloutView:
+) -> ops_view.RolloutView:
     """Show every view until `until(view)` (by default: the rollout and its Workflow ended).
 
     FollowTimeout after `timeout` seconds.
