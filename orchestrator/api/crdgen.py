@@ -1,4 +1,4 @@
-"""Generate the ProgressiveSync CustomResourceDefinition from the pydantic models.
+"""Generate the ProgressiveSync and ProgressiveSyncStage CustomResourceDefinitions from the pydantic models.
 
 `build_crd()` turns the JSON schema pydantic derives from `orchestrator.api.models.ProgressiveSync` into
 a structural `apiextensions.k8s.io/v1` CRD: `$ref`s inlined, `Optional[...]` unions collapsed to
@@ -7,10 +7,14 @@ dropped, map key patterns turned into CEL rules, and the `x-kubernetes-*` marker
 declare (int-or-string, CEL validations, list types) kept. Anything it does not know how to make
 structural is an error here, not a CRD the API server refuses later.
 
-Callers: `orchestrator.kube.crds` (tests, dev-cluster, demo install it), `make crds` /
-`python -m orchestrator.api.crdgen`, which writes the file the Helm chart ships:
-`charts/progressive-sync/crds/progressivesync.io_progressivesyncs.yaml`. A golden test fails when
-that file and the models disagree.
+`build_stage_crd()` does the same for `orchestrator.api.stage_records.ProgressiveSyncStage`, the
+per-cluster records of a rollout stage (issue 30): no status subresource (the steps merge-patch
+the object itself: one verb, one RBAC rule), and `spec` immutable (`select` writes it once).
+
+Callers: `orchestrator.kube.crds` (tests, dev-cluster, demo install both), `make crds` /
+`python -m orchestrator.api.crdgen`, which writes the files the Helm chart ships
+(`CRD_FILES`: `charts/progressive-sync/crds/progressivesync.io_progressivesyncs.yaml` and
+`..._progressivesyncstages.yaml`). A golden test fails when those files and the models disagree.
 """
 
 from __future__ import annotations
@@ -23,13 +27,15 @@ from typing import Any
 
 import yaml
 
-from orchestrator.api import models
+from orchestrator.api import models, stage_records
 
 CRD_FILE = Path("charts/progressive-sync/crds/progressivesync.io_progressivesyncs.yaml")
+STAGE_CRD_FILE = Path("charts/progressive-sync/crds/progressivesync.io_progressivesyncstages.yaml")
 HEADER = (
     "# Generated from orchestrator/api/models.py by `make crds` (python -m orchestrator.api.crdgen).\n"
     "# Do not edit by hand: change the models and regenerate.\n"
 )
+STAGE_HEADER = HEADER.replace("models.py", "stage_records.py")
 CATEGORIES = ["progressive-sync"]
 
 # Keys a structural schema node may carry, in the order we print them.
@@ -66,13 +72,76 @@ class SchemaError(ValueError):
 
 
 def build_crd() -> dict[str, Any]:
-    """The whole CustomResourceDefinition, as a dict ready to create or dump to YAML."""
+    """The ProgressiveSync CustomResourceDefinition, as a dict ready to create or dump to YAML."""
     schema = models.ProgressiveSync.model_json_schema(by_alias=True, mode="validation")
+    return _crd(
+        schema,
+        description="ProgressiveSync rolls a change out to the Applications of one ApplicationSet, "
+        "cluster by cluster, in stages.",
+        kind=models.KIND,
+        plural=models.PLURAL,
+        singular=models.SINGULAR,
+        short_name=models.SHORT_NAME,
+        subresources={"status": {}},
+        columns=[
+            {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+            {"name": "Stage", "type": "string", "jsonPath": ".status.currentStage"},
+            {"name": "Progress", "type": "string", "jsonPath": ".status.progress"},
+            {"name": "AppSet", "type": "string", "jsonPath": ".spec.appSetRef.name", "priority": 1},
+            {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        ],
+    )
+
+
+# The steps merge-patch a record's `status.clusters` on the main resource (no status subresource);
+# `spec` is written once by `select` when it creates the object.
+SPEC_IMMUTABLE = models.cel(
+    "self == oldSelf",
+    "spec is immutable: select writes it once, when it creates the record (create a new rollout instead)",
+)
+
+
+def build_stage_crd() -> dict[str, Any]:
+    """The ProgressiveSyncStage CustomResourceDefinition (`orchestrator.api.stage_records`)."""
+    schema = stage_records.ProgressiveSyncStage.model_json_schema(by_alias=True, mode="validation")
+    crd = _crd(
+        schema,
+        description="ProgressiveSyncStage records each cluster of one part of one stage of a rollout "
+        "of a ProgressiveSync (written by the rollout's steps; owned by the ProgressiveSync).",
+        kind=stage_records.RECORD_KIND,
+        plural=stage_records.RECORD_PLURAL,
+        singular=stage_records.RECORD_SINGULAR,
+        short_name=stage_records.RECORD_SHORT_NAME,
+        subresources=None,
+        columns=[
+            {"name": "ProgressiveSync", "type": "string", "jsonPath": ".spec.progressiveSync"},
+            {"name": "Rollout", "type": "string", "jsonPath": ".spec.rolloutId"},
+            {"name": "Stage", "type": "string", "jsonPath": ".spec.stage"},
+            {"name": "Part", "type": "integer", "jsonPath": ".spec.part"},
+            {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        ],
+    )
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    spec["x-kubernetes-validations"] = [*spec.get("x-kubernetes-validations", []), SPEC_IMMUTABLE]
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"] = _ordered(spec, "spec")
+    return crd
+
+
+def _crd(
+    schema: dict[str, Any],
+    *,
+    description: str,
+    kind: str,
+    plural: str,
+    singular: str,
+    short_name: str,
+    subresources: dict[str, Any] | None,
+    columns: list[dict[str, Any]],
+) -> dict[str, Any]:
     defs = schema.get("$defs", {})
     properties = schema["properties"]
     root = {
-        "description": "ProgressiveSync rolls a change out to the Applications of one ApplicationSet, "
-        "cluster by cluster, in stages.",
+        "description": description,
         "type": "object",
         "required": ["spec"],
         "properties": {
@@ -90,45 +159,30 @@ def build_crd() -> dict[str, Any]:
             "status": _structural(properties["status"], defs, "status"),
         },
     }
+    version: dict[str, Any] = {"name": models.VERSION, "served": True, "storage": True}
+    if subresources is not None:
+        version["subresources"] = subresources
+    version["additionalPrinterColumns"] = columns
+    version["schema"] = {"openAPIV3Schema": root}
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {
-            "name": f"{models.PLURAL}.{models.GROUP}",
+            "name": f"{plural}.{models.GROUP}",
             "labels": {"app.kubernetes.io/part-of": "progressive-sync"},
         },
         "spec": {
             "group": models.GROUP,
             "names": {
-                "kind": models.KIND,
-                "listKind": f"{models.KIND}List",
-                "plural": models.PLURAL,
-                "singular": models.SINGULAR,
-                "shortNames": [models.SHORT_NAME],
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "plural": plural,
+                "singular": singular,
+                "shortNames": [short_name],
                 "categories": list(CATEGORIES),
             },
             "scope": "Namespaced",
-            "versions": [
-                {
-                    "name": models.VERSION,
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                    "additionalPrinterColumns": [
-                        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
-                        {"name": "Stage", "type": "string", "jsonPath": ".status.currentStage"},
-                        {"name": "Progress", "type": "string", "jsonPath": ".status.progress"},
-                        {
-                            "name": "AppSet",
-                            "type": "string",
-                            "jsonPath": ".spec.appSetRef.name",
-                            "priority": 1,
-                        },
-                        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-                    ],
-                    "schema": {"openAPIV3Schema": root},
-                }
-            ],
+            "versions": [version],
         },
     }
 
@@ -228,36 +282,59 @@ def _ordered(node: dict[str, Any], path: str) -> dict[str, Any]:
     return {key: node[key] for key in sorted(node, key=lambda key: (rank.get(key, len(rank)), key))}
 
 
-def render_crd_yaml(crd: dict[str, Any] | None = None) -> str:
+def render_crd_yaml(crd: dict[str, Any] | None = None, header: str = HEADER) -> str:
     """The CRD as the YAML file the chart ships (header comment included)."""
     body = yaml.safe_dump(crd or build_crd(), sort_keys=False, width=100, allow_unicode=True)
-    return HEADER + body
+    return header + body
+
+
+def render_stage_crd_yaml() -> str:
+    """The ProgressiveSyncStage CRD as the YAML file the chart ships."""
+    return render_crd_yaml(build_stage_crd(), STAGE_HEADER)
+
+
+def all_crds() -> list[dict[str, Any]]:
+    """Every CRD of progressive-sync: ProgressiveSync, then ProgressiveSyncStage."""
+    return [build_crd(), build_stage_crd()]
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m orchestrator.api.crdgen [--check] [--output FILE]`: write or check the chart's CRD."""
+    """`python -m orchestrator.api.crdgen [--check] [--output FILE] [--stage-output FILE]`: write or
+    check the chart's CRDs."""
     parser = argparse.ArgumentParser(
         prog="python -m orchestrator.api.crdgen", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--output", type=Path, default=CRD_FILE, help=f"file to write (default {CRD_FILE})")
     parser.add_argument(
-        "--check", action="store_true", help="do not write; exit 1 when the file differs from the models"
+        "--stage-output",
+        type=Path,
+        default=STAGE_CRD_FILE,
+        help=f"the ProgressiveSyncStage CRD's file (default {STAGE_CRD_FILE})",
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="do not write; exit 1 when a file differs from the models"
     )
     args = parser.parse_args(argv)
-    rendered = render_crd_yaml()
-    current = args.output.read_text() if args.output.exists() else None
-    if args.check:
+    code = 0
+    for output, rendered in ((args.output, render_crd_yaml()), (args.stage_output, render_stage_crd_yaml())):
+        code = max(code, _write_or_check(output, rendered, check=args.check))
+    return code
+
+
+def _write_or_check(output: Path, rendered: str, *, check: bool) -> int:
+    current = output.read_text() if output.exists() else None
+    if check:
         if current != rendered:
-            print(f"{args.output} is out of date: run `make crds`", file=sys.stderr)
+            print(f"{output} is out of date: run `make crds`", file=sys.stderr)
             return 1
-        print(f"{args.output} is up to date")
+        print(f"{output} is up to date")
         return 0
     if current == rendered:
-        print(f"{args.output} unchanged")
+        print(f"{output} unchanged")
         return 0
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(rendered)
-    print(f"wrote {args.output}")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(rendered)
+    print(f"wrote {output}")
     return 0
 
 

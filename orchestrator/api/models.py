@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -47,7 +46,6 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from orchestrator.api.ledger import TAKEN_CODEC, ClusterState, Ledger, build_ledger, pack_taken, unpack_taken
 from orchestrator.core.clock import format_time
 
 GROUP = "progressivesync.io"
@@ -576,39 +574,24 @@ class ClusterNote(_Model):
 
 
 # How many clusters the status names in each of a stage's lists for people (in flight, failed with
-# their reasons, notes); the counts and the ledger (`clusters`) cover every cluster. Issue 15: the
-# status of a 10,000-cluster rollout stays under 256 KiB.
+# their reasons, notes); the counts cover every cluster, and every cluster's own record is in the
+# stage's ProgressiveSyncStage objects (`records`, orchestrator/api/stage_records.py).
 STATUS_LIST_CAP = 20
 # The most the status may take as the API server writes it (`status_wire_bytes`), whatever the
-# cluster names: past it, `ProgressiveSyncStatus` leaves ledgers out (finished stages first) and
-# then shortens the lists and messages for people, and says so (`StageStatus.clusters_omitted`).
-# 16 KiB under the issue's 256 KiB bar.
+# names and reasons: past it, `ProgressiveSyncStatus` keeps fewer clusters per list and shorter
+# messages (`bound_status`). 16 KiB under the issue's 256 KiB bar.
 STATUS_MAX_BYTES = 240 * 1024
+# A failure's reason or a note is cut to this many characters in the status (the records keep 512).
+REASON_MAX_CHARS = 256
 
 
-def _no_schema_default(schema: dict[str, Any]) -> None:
-    """Leave a field's default out of the CRD (the model omits the field when it holds its default)."""
-    schema.pop("default", None)
-
-
-# Why a stage's ledger is not in the status (its `clustersOmitted`).
-CLUSTERS_OMITTED = (
-    "the per-cluster list did not fit in the status ({size:,} bytes of cluster names; the status is "
-    "kept under {limit:,} bytes): counts, which clusters it took (clustersTaken, as digests) and the "
-    "first clusters in flight and failed are kept; each "
-    "cluster's story is on its Applications (sync and health status, and operationState, whose "
-    "operation info names this rollout-id and stage)"
-)
-# A failure's reason or a note is cut to this many characters in the status.
-REASON_MAX_CHARS = 512
-
-
-def _cut(text: str) -> str:
+def cut_reason(text: str) -> str:
+    """`text` cut to `REASON_MAX_CHARS` characters for the status (an ellipsis says it was cut)."""
     return text if len(text) <= REASON_MAX_CHARS else text[: REASON_MAX_CHARS - 1] + "\u2026"
 
 
 class StageCounts(_Model):
-    """How many of the stage's clusters are in each state (computed on every write)."""
+    """How many of the stage's clusters are in each state (from its records)."""
 
     targets: Annotated[StrictInt, Field(ge=0)] = 0
     """Clusters the stage took."""
@@ -620,36 +603,19 @@ class StageCounts(_Model):
     """Clusters that failed."""
 
 
-class ClusterLedger(_Model):
-    """Every cluster of the stage and its state, compact: what the steps read (orchestrator/api/ledger.py)."""
+class MoreClusters(_Model):
+    """How many clusters each of a stage's lists left out (the counts and the records have them all)."""
 
-    codec: str = ""
-    """How `names` is packed: "xz85" (LZMA2, base85); absent: zlib, base64 (the first ledgers)."""
-    names: str
-    """The clusters in rollout order: a JSON list, compressed and encoded as `codec` says."""
-    states: Annotated[str, Field(pattern=r"^[.scf]*$")]
-    """One character per name: . not started, s syncing, c completed, f failed."""
-    targets: Annotated[StrictInt, Field(ge=0)]
-    """The first `targets` names are the stage's targets (any after them were recorded without being one)."""
+    syncing: Annotated[StrictInt, Field(ge=0)] = 0
+    """Clusters in flight not in `syncing`."""
+    failed: Annotated[StrictInt, Field(ge=0)] = 0
+    """Failed clusters not in `failed`."""
+    notes: Annotated[StrictInt, Field(ge=0)] = 0
+    """Noted clusters not in `notes`."""
 
 
-class TakenClusters(_Model):
-    """Which clusters a stage took, kept when its ledger was left out of the status (issue 29): a
-    later stage of the rollout never takes one of them again (orchestrator/api/ledger.py)."""
-
-    codec: str = TAKEN_CODEC
-    """How `digests` is packed: "b2b64-85", an 8-byte BLAKE2b digest of each name, sorted, base85."""
-    digests: str
-    """The digests of the names of the stage's targets."""
-
-
-# In memory (Python) `targets`, `syncing`, `completed` and `failed` hold every cluster, as the steps
-# and the planner use them; on the wire (`to_api`) a stage carries `counts`, the first
-# `STATUS_LIST_CAP` names of `syncing`, `failed` and `notes`, and the ledger `clusters` with every
-# cluster's state. A status written before the ledger (every cluster listed in `targets`,
-# `completed`, ...) is read as it is and written back in the new shape.
 class StageStatus(_Model):
-    """Where one stage stands: counts, the first clusters in flight and failed, every cluster's state."""
+    """Where one stage stands: counts, the first clusters in flight, failed and noted, its records."""
 
     name: str
     """The stage's name from the spec."""
@@ -657,120 +623,26 @@ class StageStatus(_Model):
     """Pending, Progressing, Succeeded, Failed, Skipped or Cancelled."""
     message: str = ""
     """What happened, for people (e.g. "1 of 1 clusters updated")."""
-    counts: StageCounts | None = Field(default=None, exclude=True)
+    counts: StageCounts | None = None
     """How many clusters the stage took, and how many are in flight, completed and failed (absent: none)."""
-    syncing: list[str] = Field(default_factory=list, json_schema_extra={"default": []})
-    """Clusters whose sync is in flight: the first 20 (`counts.syncing` has how many)."""
-    failed: list[ClusterFailure] = Field(default_factory=list, json_schema_extra={"default": []})
-    """Clusters that failed, with reasons: the first 20 (`counts.failed` has how many)."""
-    notes: list[ClusterNote] = Field(default_factory=list, json_schema_extra={"default": []})
+    syncing: list[str] = Field(default_factory=list)
+    """Clusters whose sync is in flight: the first 20, in rollout order (`counts.syncing` has how many)."""
+    failed: list[ClusterFailure] = Field(default_factory=list)
+    """Clusters that failed, with reasons: the first 20 to fail (`counts.failed` has how many)."""
+    notes: list[ClusterNote] = Field(default_factory=list)
     """Clusters held by something other than a plain wait, done clusters with a remark: the first 20."""
-    clusters: ClusterLedger | None = Field(default=None, exclude=True)
-    """Every cluster of the stage and its state (`progressive-sync status` lists them)."""
-    # No default in the CRD: the API server would store "" where the model writes nothing.
-    clusters_omitted: str = Field(default="", json_schema_extra=_no_schema_default)
-    """Set when `clusters` was left out to keep the status under its bound: why, and where to look."""
-    clusters_taken: TakenClusters | None = None
-    """Set with `clustersOmitted`: the clusters the stage took, as digests (no later stage takes them)."""
-    targets: list[str] = Field(default_factory=list)
-    """Deprecated, read only: every cluster the stage took, as written before `clusters` replaced it."""
-    completed: list[str] = Field(default_factory=list)
-    """Deprecated, read only: every cluster updated, as written before `clusters` replaced it."""
+    more: MoreClusters | None = None
+    """How many clusters each list above left out (absent when none)."""
+    records: list[str] = Field(default_factory=list)
+    """The stage's ProgressiveSyncStage objects (same namespace): every cluster's record."""
     started_at: Timestamp | None = None
     """When the stage started."""
     finished_at: Timestamp | None = None
     """When the stage finished."""
 
-    @model_validator(mode="before")
-    @classmethod
-    def _from_wire(cls, data: Any) -> Any:
-        # The ledger is the truth for every cluster; `counts` is derived. A status without a ledger
-        # was written before it (or lists no cluster): its lists are taken as they are.
-        if not isinstance(data, dict):
-            return data
-        counts = data.get("counts")
-        data = {key: value for key, value in data.items() if key != "counts"}
-        wire = data.pop("clusters", None)
-        if not wire:
-            if (data.get("clustersOmitted") or data.get("clusters_omitted")) and isinstance(counts, dict):
-                data["counts"] = counts  # no ledger to derive them from: the stored counts are kept
-            taken = data.get("clustersTaken", data.get("clusters_taken"))
-            if isinstance(taken, dict):  # refused on read, as a broken ledger is
-                unpack_taken(str(taken.get("digests") or ""), str(taken.get("codec", TAKEN_CODEC)))
-            return data
-        # The ledger names every cluster: a taken-set beside it says nothing more.
-        data = {key: value for key, value in data.items() if key not in ("clustersTaken", "clusters_taken")}
-        ledger = Ledger.decode(wire if isinstance(wire, dict) else {})
-        by_state: dict[ClusterState, list[str]] = {state: [] for state in ClusterState}
-        for name, state in zip(ledger.names, ledger.states, strict=True):
-            by_state[state].append(name)
-        failed_now = set(by_state[ClusterState.FAILED])
-        reasons: dict[str, str] = {}
-        for entry in data.get("failed") or []:
-            if isinstance(entry, dict) and entry.get("name") in failed_now:
-                reasons.setdefault(str(entry["name"]), str(entry.get("reason") or ""))
-        # The failures with reasons first, in their order (the first to fail), then the others.
-        failed_order = [*reasons, *(name for name in by_state[ClusterState.FAILED] if name not in reasons)]
-        data["targets"] = list(ledger.names[: ledger.targets])
-        data["syncing"] = by_state[ClusterState.SYNCING]
-        data["completed"] = by_state[ClusterState.COMPLETED]
-        data["failed"] = [{"name": name, "reason": reasons.get(name, "")} for name in failed_order]
-        return data
-
-    @model_serializer(mode="wrap")
-    def _to_wire(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        ledger = self.ledger()
-        data.pop("targets", None)
-        data.pop("completed", None)
-        data["syncing"] = [name for name in self.syncing[:STATUS_LIST_CAP]]
-        data["failed"] = [
-            {"name": failure.name, "reason": _cut(failure.reason)}
-            for failure in self.failed[:STATUS_LIST_CAP]
-        ]
-        data["notes"] = [
-            {"name": note.name, "note": _cut(note.note)} for note in self.notes[:STATUS_LIST_CAP]
-        ]
-        if self.clusters_omitted and self.counts is not None:
-            # Read back without its ledger: the stored counts are all there is (the lists above
-            # hold only the few clusters the status kept).
-            data["counts"] = self.counts.model_dump(by_alias=info.by_alias)
-        elif ledger.names:  # a stage with no cluster (Pending, Skipped) says nothing more
-            data["counts"] = counts_of(ledger).model_dump(by_alias=info.by_alias)
-            data["clusters"] = ledger.encode()
-        if not data.get("clustersOmitted" if info.by_alias else "clusters_omitted"):
-            data.pop("clustersOmitted" if info.by_alias else "clusters_omitted", None)
-        if "clusters" in data or data.get("clustersTaken" if info.by_alias else "clusters_taken") is None:
-            data.pop("clustersTaken" if info.by_alias else "clusters_taken", None)
-        return data
-
-    def taken_digests(self) -> frozenset[bytes]:
-        """The digests of the clusters the stage took (`orchestrator.api.ledger.name_digest`) when the
-        status kept only those (its ledger left out); empty otherwise."""
-        if self.clusters_taken is None:
-            return frozenset()
-        return unpack_taken(self.clusters_taken.digests, self.clusters_taken.codec)
-
     def tally(self) -> StageCounts:
-        """How many clusters the stage took and where they stand (the stored counts when the ledger
-        was left out of the status)."""
-        if self.clusters_omitted and self.counts is not None:
-            return self.counts
-        return counts_of_lists(
-            self.targets,
-            syncing=self.syncing,
-            completed=self.completed,
-            failed=[failure.name for failure in self.failed],
-        )
-
-    def ledger(self) -> Ledger:
-        """Every cluster of the stage with its state (see `orchestrator.api.ledger`)."""
-        return build_ledger(
-            self.targets,
-            syncing=self.syncing,
-            completed=self.completed,
-            failed=[failure.name for failure in self.failed],
-        )
+        """The stage's counts (all zero before it took a cluster)."""
+        return self.counts if self.counts is not None else StageCounts()
 
 
 def status_wire_bytes(data: Any) -> int:
@@ -780,40 +652,17 @@ def status_wire_bytes(data: Any) -> int:
     return len(text) + 5 * (text.count("<") + text.count(">") + text.count("&"))
 
 
-def bound_status(data: dict[str, Any], stages: list[StageStatus], *, by_alias: bool) -> None:
-    """Keep the status `data` (the wire form of `stages`' status) within `STATUS_MAX_BYTES`.
+def bound_status(data: dict[str, Any]) -> None:
+    """Keep the status `data` (its wire form) within `STATUS_MAX_BYTES`.
 
-    In this order until it fits: leave out the ledgers of finished stages (first stage first),
-    each saying so in `clustersOmitted` and keeping its counts and its taken-set (`clustersTaken`:
-    which clusters it took, ~10 bytes a cluster, so a later stage never takes them again); keep
-    fewer clusters in flight, failed and noted per stage (5, 1, none); cut every message to 200
-    characters; last, leave out the ledgers of unfinished stages (largest first: `select` refuses
-    a stage whose ledger would not fit, so a running stage never loses its own). A ledger smaller
-    than its taken-set is never left out (that would not shrink the status). Names of stages,
-    phases, times and counts always stay.
+    In this order until it fits: keep fewer clusters in flight, failed and noted per stage (5, 1,
+    none; `more` still counts what is left out only as written), then cut every message to 200
+    characters. Names of stages, phases, times, counts and records always stay: the per-cluster
+    truth is in the records, never here, so nothing a step needs is ever left out.
     """
     if status_wire_bytes(data) <= STATUS_MAX_BYTES:
         return
-    omitted_key = "clustersOmitted" if by_alias else "clusters_omitted"
-    taken_key = "clustersTaken" if by_alias else "clusters_taken"
     wires: list[dict[str, Any]] = data.get("stages") or []
-    stage_of_wire = {id(w): s for w, s in zip(wires, stages, strict=True)}
-    unfinished = {id(w) for w, s in zip(wires, stages, strict=True) if s.phase in _UNFINISHED}
-
-    def leave_out(wire: dict[str, Any]) -> bool:
-        ledger = wire["clusters"]
-        stage = stage_of_wire[id(wire)]
-        taken = pack_taken(tuple(dict.fromkeys(stage.targets)))
-        if len(taken) >= len(ledger["names"]) + len(ledger["states"]):
-            return False  # the ledger is the smaller record of the two: it stays
-        del wire["clusters"]
-        wire[omitted_key] = CLUSTERS_OMITTED.format(size=len(ledger["names"]), limit=STATUS_MAX_BYTES)
-        wire[taken_key] = {"codec": TAKEN_CODEC, "digests": taken}
-        return status_wire_bytes(data) <= STATUS_MAX_BYTES
-
-    for wire in [w for w in wires if "clusters" in w and id(w) not in unfinished]:
-        if leave_out(wire):
-            return
     for cap in (5, 1, 0):
         for wire in wires:
             for key in ("syncing", "failed", "notes"):
@@ -824,45 +673,6 @@ def bound_status(data: dict[str, Any], stages: list[StageStatus], *, by_alias: b
     for holder in [data, *wires, *(data.get("conditions") or [])]:
         if isinstance(holder.get("message"), str) and len(holder["message"]) > 200:
             holder["message"] = holder["message"][:199] + "\u2026"
-    if status_wire_bytes(data) <= STATUS_MAX_BYTES:
-        return
-    for wire in sorted((w for w in wires if "clusters" in w), key=lambda w: -len(w["clusters"]["names"])):
-        if leave_out(wire):
-            return
-
-
-_UNFINISHED = (StagePhase.PENDING, StagePhase.PROGRESSING)
-
-
-def counts_of_lists(
-    targets: Sequence[str], *, syncing: Sequence[str], completed: Sequence[str], failed: Sequence[str]
-) -> StageCounts:
-    """The counts of the ledger `build_ledger` makes of these lists, without making it: a cluster in
-    several lists counts once, failed before completed before syncing (as the ledger's states).
-    Every status change recounts every stage (`rollout_status.refresh_progress`); at 10,000
-    clusters building the ledgers for that was most of a change's cost."""
-    failed_names = set(failed)
-    completed_names = set(completed) - failed_names
-    syncing_names = set(syncing) - completed_names - failed_names
-    return StageCounts(
-        targets=len(set(targets)),
-        syncing=len(syncing_names),
-        completed=len(completed_names),
-        failed=len(failed_names),
-    )
-
-
-def counts_of(ledger: Ledger) -> StageCounts:
-    """The counts of a stage's ledger."""
-    tally = {state: 0 for state in ClusterState}
-    for state in ledger.states:
-        tally[state] += 1
-    return StageCounts(
-        targets=ledger.targets,
-        syncing=tally[ClusterState.SYNCING],
-        completed=tally[ClusterState.COMPLETED],
-        failed=tally[ClusterState.FAILED],
-    )
 
 
 def _condition_types_unique(conditions: list[Condition] | None) -> list[Condition] | None:
@@ -904,30 +714,13 @@ class ProgressiveSyncStatus(_Model):
     """Ready, Progressing, Paused and Valid; one per type."""
     stages: list[StageStatus] | None = None
     """One entry per stage of the current rollout, in order."""
-    counts: StageCounts | None = Field(default=None, exclude=True)
+    counts: StageCounts | None = None
     """The stages' counts added up: clusters taken, in flight, completed and failed in this rollout."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _drop_derived(cls, data: Any) -> Any:
-        # `counts` is computed from the stages on every write.
-        if isinstance(data, dict) and "counts" in data:
-            return {key: value for key, value in data.items() if key != "counts"}
-        return data
 
     @model_serializer(mode="wrap")
     def _to_wire(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
-        tallies = [stage.tally() for stage in self.stages or []]
-        totals = [c for c in tallies if c.targets or c.syncing or c.completed or c.failed]
-        if totals:
-            data["counts"] = StageCounts(
-                targets=sum(c.targets for c in totals),
-                syncing=sum(c.syncing for c in totals),
-                completed=sum(c.completed for c in totals),
-                failed=sum(c.failed for c in totals),
-            ).model_dump(by_alias=info.by_alias)
-        bound_status(data, self.stages or [], by_alias=info.by_alias)
+        bound_status(data)
         return data
 
     @field_validator("conditions")

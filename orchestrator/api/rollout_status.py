@@ -5,27 +5,37 @@ writes only when something changed; on a conflict it re-reads and applies the sa
 So each function must be safe to re-apply: it states the end result ("cluster X is completed in
 stage S") rather than a delta ("append X"). Each receives a copy it may change, and returns it.
 
-Callers: the steps (`steps/`), through the status writer; tests call them directly.
+The status holds each stage's summary (counts, the first clusters in flight, failed and noted,
+its records' names), never a cluster's own record: that is in the stage's ProgressiveSyncStage
+objects (`orchestrator.api.stage_records`), which the cluster steps merge-patch without touching
+the ProgressiveSync. `apply_summary` is the one function that puts a stage's summary
+(`stage_records.summarize`) into the status, for every writer (select, record, finalize, the
+watcher's live summary).
+
+Callers: the steps (`steps/`), through the status writer, and the watcher; tests call them directly.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from orchestrator.api.models import (
     ClusterFailure,
     ClusterNote,
     Condition,
     ConditionStatus,
+    MoreClusters,
     ProgressiveSyncStatus,
     RolloutPhase,
     RolloutStatus,
+    StageCounts,
     StagePhase,
     StageStatus,
+    cut_reason,
 )
+from orchestrator.api.stage_records import StageSummary
 
 READY = "Ready"
 PROGRESSING = "Progressing"
@@ -95,8 +105,16 @@ def set_condition(
 
 
 def refresh_progress(status: ProgressiveSyncStatus, planned_total: int | None = None) -> None:
-    """`progress` = "updated/total" for `kubectl get`; the total comes from `select`'s plan."""
+    """`progress` = "updated/total" for `kubectl get` (the total comes from `select`'s plan), and
+    `counts`, the stages' counts added up (absent while no stage took a cluster)."""
     tallies = [stage.tally() for stage in status.stages or []]
+    totals = StageCounts(
+        targets=sum(tally.targets for tally in tallies),
+        syncing=sum(tally.syncing for tally in tallies),
+        completed=sum(tally.completed for tally in tallies),
+        failed=sum(tally.failed for tally in tallies),
+    )
+    status.counts = totals if totals != StageCounts() else None
     completed = sum(tally.completed for tally in tallies)
     selected = sum(tally.targets for tally in tallies)
     total = planned_total
@@ -151,16 +169,14 @@ def start_stage(
     status: ProgressiveSyncStatus,
     *,
     stage: str,
-    targets: Sequence[str],
+    summary: StageSummary,
     message: str,
     now: datetime,
     planned_total: int | None = None,
 ) -> ProgressiveSyncStatus:
-    """Record the stage Progressing with its targets (keeps an earlier startedAt)."""
+    """Record the stage Progressing with the summary of its records (keeps an earlier startedAt)."""
     entry = stage_of(status, stage)
     entry.phase = StagePhase.PROGRESSING
-    entry.targets = list(targets)
-    entry.clusters_omitted, entry.clusters_taken, entry.counts = "", None, None  # a ledger of its own again
     entry.message = message
     entry.started_at = entry.started_at or now
     entry.finished_at = None
@@ -169,6 +185,7 @@ def start_stage(
         # The watcher may have recorded the rollout as Pending; a stage under way makes it Progressing
         # (a Paused or ended rollout keeps its phase: those are the watcher's and finalize's to set).
         status.phase = RolloutPhase.PROGRESSING
+    apply_summary(status, stage, summary)
     refresh_progress(status, planned_total)
     return status
 
@@ -176,10 +193,11 @@ def start_stage(
 def skip_stage(
     status: ProgressiveSyncStatus, *, stage: str, reason: str, now: datetime, planned_total: int | None = None
 ) -> ProgressiveSyncStatus:
-    """Record the stage Skipped with the reason."""
+    """Record the stage Skipped with the reason (it took no cluster)."""
     entry = stage_of(status, stage)
     entry.phase = StagePhase.SKIPPED
-    entry.targets = []
+    entry.counts, entry.more = None, None
+    entry.syncing, entry.failed, entry.notes, entry.records = [], [], [], []
     entry.message = reason
     entry.started_at = entry.started_at or now
     entry.finished_at = entry.finished_at or now
@@ -188,52 +206,23 @@ def skip_stage(
     return status
 
 
-def mark_syncing(status: ProgressiveSyncStatus, *, stage: str, cluster: str) -> ProgressiveSyncStatus:
-    """The cluster's sync was requested: list it in `syncing` unless it already finished."""
+def apply_summary(status: ProgressiveSyncStatus, stage: str, summary: StageSummary) -> ProgressiveSyncStatus:
+    """Put a stage's summary (`stage_records.summarize` of its records) into the status: its counts,
+    the first clusters in flight, failed and noted (reasons and notes cut to `REASON_MAX_CHARS`),
+    how many each list left out, and its records' names; then the rollout's counts and progress.
+
+    The stage's phase and message are left as they are (the steps own them). The same records
+    always give the same status, so applying it again writes nothing.
+    """
     entry = stage_of(status, stage)
-    finished = cluster in entry.completed or any(f.name == cluster for f in entry.failed)
-    if not finished and cluster not in entry.syncing:
-        entry.syncing.append(cluster)
-    return status
-
-
-def mark_completed(status: ProgressiveSyncStatus, *, stage: str, cluster: str) -> ProgressiveSyncStatus:
-    """The cluster is done: move it from `syncing` to `completed`."""
-    entry = stage_of(status, stage)
-    entry.syncing = [name for name in entry.syncing if name != cluster]
-    entry.failed = [failure for failure in entry.failed if failure.name != cluster]
-    if cluster not in entry.completed:
-        entry.completed.append(cluster)
-    refresh_progress(status)
-    return status
-
-
-def set_note(status: ProgressiveSyncStatus, *, stage: str, cluster: str, note: str) -> ProgressiveSyncStatus:
-    """The cluster's note in the stage (`notes`): set to `note`, or removed when `note` is empty."""
-    entry = stage_of(status, stage)
-    notes = [existing for existing in entry.notes if existing.name != cluster or note]
-    for index, existing in enumerate(notes):
-        if existing.name == cluster:
-            notes[index] = ClusterNote(name=cluster, note=note)
-            break
-    else:
-        if note:
-            notes.append(ClusterNote(name=cluster, note=note))
-    entry.notes = notes
-    return status
-
-
-def mark_failed(
-    status: ProgressiveSyncStatus, *, stage: str, cluster: str, reason: str
-) -> ProgressiveSyncStatus:
-    """The cluster failed: move it from `syncing` to `failed` with the reason (first reason wins);
-    its note goes (the reason says it all)."""
-    entry = stage_of(status, stage)
-    entry.notes = [note for note in entry.notes if note.name != cluster]
-    entry.syncing = [name for name in entry.syncing if name != cluster]
-    entry.completed = [name for name in entry.completed if name != cluster]
-    if not any(failure.name == cluster for failure in entry.failed):
-        entry.failed.append(ClusterFailure(name=cluster, reason=reason))
+    counts = summary.counts
+    entry.counts = counts if counts != StageCounts() or summary.records else None
+    entry.syncing = list(summary.syncing)
+    entry.failed = [ClusterFailure(name=f.name, reason=cut_reason(f.reason)) for f in summary.failed]
+    entry.notes = [ClusterNote(name=n.name, note=cut_reason(n.note)) for n in summary.notes]
+    more = MoreClusters(syncing=summary.more_syncing, failed=summary.more_failed, notes=summary.more_notes)
+    entry.more = more if more != MoreClusters() else None
+    entry.records = list(summary.records)
     refresh_progress(status)
     return status
 
@@ -316,28 +305,3 @@ def finalize_rollout(
         stage.finished_at = stage.finished_at or now
     refresh_progress(status)
     return status
-
-
-def expanded(status: ProgressiveSyncStatus) -> dict[str, Any]:
-    """The status as the API server stores it, with every stage's full cluster lists decoded.
-
-    The stored status carries counts, the first few clusters in flight and failed and the ledger
-    (`clusters`); this adds back, per stage, `targets`, `syncing`, `completed`, `failed` (every
-    failed cluster; the reason where the status kept it) and `notes` as lists of every cluster,
-    for `progressive-sync status -o json` and for tests that read per-cluster details.
-    """
-    data = status.to_api()
-    for wire, stage in zip(data.get("stages") or [], status.stages or [], strict=True):
-        wire["targets"] = list(stage.targets)
-        wire["syncing"] = list(stage.syncing)
-        wire["completed"] = list(stage.completed)
-        wire["failed"] = [{"name": f.name, "reason": f.reason} for f in stage.failed]
-        wire["notes"] = [{"name": n.name, "note": n.note} for n in stage.notes]
-    return data
-
-
-def expanded_wire(raw: Mapping[str, Any] | None) -> dict[str, Any]:
-    """`expanded` of a status as read from the API server ({} for none)."""
-    if not raw:
-        return {}
-    return expanded(ProgressiveSyncStatus.model_validate(dict(raw)))

@@ -86,14 +86,19 @@ def cut_text(text: str) -> str:
     return text if len(text) <= RECORD_TEXT_MAX_CHARS else text[: RECORD_TEXT_MAX_CHARS - 1] + "\u2026"
 
 
+def _no_default(schema: dict[str, Any]) -> None:
+    schema.pop("default", None)
+
+
 class ClusterRecord(_Model):
     """One cluster of a stage: its state, why, and when."""
 
     state: ClusterState
     """Syncing, Completed or Failed."""
-    reason: Annotated[str, Field(max_length=RECORD_TEXT_MAX_CHARS)] = ""
+    # No defaults in the CRD: the API server would store "" in every record the steps leave empty.
+    reason: Annotated[str, Field(max_length=RECORD_TEXT_MAX_CHARS, json_schema_extra=_no_default)] = ""
     """Why it failed (Failed only), for people."""
-    note: Annotated[str, Field(max_length=RECORD_TEXT_MAX_CHARS)] = ""
+    note: Annotated[str, Field(max_length=RECORD_TEXT_MAX_CHARS, json_schema_extra=_no_default)] = ""
     """What holds it (a sync window, Suspended, Missing, Unknown, a retry), or what a done one left."""
     revisions: list[str] | None = None
     """The revisions its Applications were synced to (one per source, each once)."""
@@ -118,7 +123,9 @@ class StageRecordSpec(_Model):
     """Which part of the stage this object holds (0 for the first)."""
     parts: Annotated[StrictInt, Field(ge=1)] = 1
     """How many objects hold the stage's clusters."""
-    targets: Annotated[list[str], Field(max_length=RECORD_MAX_CLUSTERS)] = Field(default_factory=list)
+    targets: Annotated[
+        list[Annotated[str, Field(max_length=OBJECT_NAME_MAX_LENGTH)]], Field(max_length=RECORD_MAX_CLUSTERS)
+    ] = Field(default_factory=list)
     """This part's clusters, in rollout order."""
 
 

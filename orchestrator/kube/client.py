@@ -162,6 +162,9 @@ class Resource:
 
 
 PROGRESSIVE_SYNCS = Resource("progressivesync.io", "v1alpha1", "progressivesyncs", "ProgressiveSync")
+PROGRESSIVE_SYNC_STAGES = Resource(
+    "progressivesync.io", "v1alpha1", "progressivesyncstages", "ProgressiveSyncStage"
+)
 APPLICATIONS = Resource("argoproj.io", "v1alpha1", "applications", "Application")
 APPLICATION_SETS = Resource("argoproj.io", "v1alpha1", "applicationsets", "ApplicationSet")
 APP_PROJECTS = Resource("argoproj.io", "v1alpha1", "appprojects", "AppProject")

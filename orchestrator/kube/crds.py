@@ -44,7 +44,7 @@ def crd_documents_in(folder: Path) -> list[dict[str, Any]]:
 def all_crd_documents(
     peer_crd_dirs: Iterable[Path], *, workflow_crd_dir: Path | None = None
 ) -> list[dict[str, Any]]:
-    """Our ProgressiveSync CRD (generated from the models) plus every CRD in the peers' folders.
+    """Our CRDs (ProgressiveSync and ProgressiveSyncStage, generated from the models) plus every CRD in the peers' folders.
 
     `workflow_crd_dir`: a folder whose CRDs replace those of the same name, for Argo's minimal
     Workflow CRD (`tools.minimal_workflow_crd_dir()`: what Argo's install manifests apply; spec and
@@ -53,9 +53,9 @@ def all_crd_documents(
     twice the CPU to install (26.6 against 13.0 CPU-s with every CRD, docs/dev-stack.md) and more on
     every write, which the real Argo controller makes all along.
     """
-    from orchestrator.api.crdgen import build_crd  # noqa: PLC0415 - crdgen imports the whole model tree
+    from orchestrator.api.crdgen import all_crds  # noqa: PLC0415 - crdgen imports the whole model tree
 
-    documents = [build_crd(), *(d for folder in peer_crd_dirs for d in crd_documents_in(folder))]
+    documents = [*all_crds(), *(d for folder in peer_crd_dirs for d in crd_documents_in(folder))]
     if workflow_crd_dir is None:
         return documents
     instead = {d["metadata"]["name"]: d for d in crd_documents_in(workflow_crd_dir)}

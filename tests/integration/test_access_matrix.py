@@ -56,6 +56,7 @@ def no(verb: str, resource: str, namespace: str, name: str = "") -> Row:
 
 
 PS = "progressivesyncs.progressivesync.io"
+PSS = "progressivesyncstages.progressivesync.io"  # the per-cluster records of a rollout stage
 APPS = "applications.argoproj.io"
 APPSETS = "applicationsets.argoproj.io"
 WFS = "workflows.argoproj.io"
@@ -66,6 +67,8 @@ MATRIX: dict[str, list[Row]] = {
         yes("watch", PS, WORKFLOWS),
         yes("update", f"{PS}/status", WORKFLOWS),
         yes("update", f"{PS}/finalizers", WORKFLOWS),
+        yes("watch", PSS, WORKFLOWS),  # the live summary of the stages in flight
+        no("patch", PSS, WORKFLOWS, "probe"),
         yes("create", WFS, WORKFLOWS),
         yes("patch", WFS, WORKFLOWS),
         yes("create", "events", WORKFLOWS),
@@ -100,6 +103,12 @@ MATRIX: dict[str, list[Row]] = {
     "steps": [
         yes("get", PS, WORKFLOWS, "probe"),
         yes("update", f"{PS}/status", WORKFLOWS),
+        yes("create", PSS, WORKFLOWS),  # select: one record per part of a stage
+        yes("list", PSS, WORKFLOWS),
+        yes("patch", PSS, WORKFLOWS, "probe"),  # each cluster's record (a merge patch, no conflict)
+        no("delete", PSS, WORKFLOWS, "probe"),
+        no("update", PSS, WORKFLOWS, "probe"),
+        no("list", PSS, OTHER),
         yes("get", WFS, WORKFLOWS, "probe"),
         yes("update", APPS, ARGOCD),
         yes("watch", APPS, ARGOCD),
@@ -128,6 +137,8 @@ MATRIX: dict[str, list[Row]] = {
         yes("create", PS, WORKFLOWS),
         yes("patch", PS, WORKFLOWS),
         yes("delete", PS, WORKFLOWS),
+        yes("list", PSS, WORKFLOWS),
+        no("patch", PSS, WORKFLOWS, "probe"),
         no("update", f"{PS}/status", WORKFLOWS),
         no("create", PS, OTHER),
         no("list", "secrets", ARGOCD),
@@ -137,6 +148,7 @@ MATRIX: dict[str, list[Row]] = {
     # Anyone else.
     "bob": [
         no("list", PS, WORKFLOWS),
+        no("list", PSS, WORKFLOWS),
         no("get", "configmaps", ARGOCD, INVENTORY),
         no("list", APPS, ARGOCD),
     ],
@@ -201,6 +213,7 @@ def _create_probes(kubectl: Kubectl, namespaces: dict[str, str]) -> None:
     """The objects the rows name (a patch of a missing object would stop at kubectl's own GET)."""
     probes = [
         (WORKFLOWS, PS, "probe", {"spec": {"appSetRef": {"name": "probe"}, "stages": [_STAGE]}}),
+        (WORKFLOWS, PSS, "probe", {"spec": _RECORD_SPEC}),
         (WORKFLOWS, WFS, "probe", {"spec": {"entrypoint": "main", "templates": []}}),
         (WORKFLOWS, APPS, "probe", {"spec": _APP_SPEC}),
         (ARGOCD, APPS, "probe", {"spec": _APP_SPEC}),
@@ -223,6 +236,7 @@ def _create_probes(kubectl: Kubectl, namespaces: dict[str, str]) -> None:
 
 
 _STAGE = {"name": "all", "targets": {"clusters": {"selector": {}}}}
+_RECORD_SPEC = {"progressiveSync": "probe", "rolloutId": "r1", "stage": "all", "stageIndex": 0, "targets": []}
 _APP_SPEC = {
     "project": "default",
     "source": {"repoURL": "https://git.example.test/r.git", "path": "."},
@@ -246,6 +260,7 @@ def _body(resource: str, name: str) -> str:
     plural, _, group = resource.partition(".")
     kinds = {
         "progressivesyncs": "ProgressiveSync",
+        "progressivesyncstages": "ProgressiveSyncStage",
         "applications": "Application",
         "applicationsets": "ApplicationSet",
         "workflows": "Workflow",

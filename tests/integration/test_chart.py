@@ -38,7 +38,10 @@ def test_helm_lint_passes(helm: Path) -> None:
 
 def test_the_crd_ships_in_the_chart(helm: Path) -> None:
     crd_files = sorted((CHART / "crds").glob("*.yaml"))
-    assert [path.name for path in crd_files] == ["progressivesync.io_progressivesyncs.yaml"]
+    assert [path.name for path in crd_files] == [
+        "progressivesync.io_progressivesyncs.yaml",
+        "progressivesync.io_progressivesyncstages.yaml",
+    ]
 
 
 # What each component's code does against the API, as (verb, resource) pairs.
@@ -46,6 +49,7 @@ WATCHER_NEEDS = [
     ("watch", "progressivesyncs.progressivesync.io"),
     ("update", "progressivesyncs.progressivesync.io/status"),
     ("update", "progressivesyncs.progressivesync.io/finalizers"),
+    ("watch", "progressivesyncstages.progressivesync.io"),
     ("list", "applications.argoproj.io"),
     ("patch", "applications.argoproj.io"),
     ("update", "applications.argoproj.io"),  # only to end a sync we started (the admission policy)
@@ -61,6 +65,9 @@ WATCHER_NEEDS = [
 STEPS_NEED = [
     ("get", "progressivesyncs.progressivesync.io"),
     ("update", "progressivesyncs.progressivesync.io/status"),
+    ("create", "progressivesyncstages.progressivesync.io"),
+    ("list", "progressivesyncstages.progressivesync.io"),
+    ("patch", "progressivesyncstages.progressivesync.io"),
     ("update", "applications.argoproj.io"),
     ("watch", "applications.argoproj.io"),
     ("get", "configmaps#progressive-sync-clusters"),
@@ -72,6 +79,7 @@ STEPS_MUST_NOT = [
     ("update", "progressivesyncs.progressivesync.io"),
     ("update", "secrets"),
     ("update", "progressivesyncs.progressivesync.io/finalizers"),
+    ("delete", "progressivesyncstages.progressivesync.io"),
     ("list", "secrets"),
     ("get", "secrets"),
     ("get", "configmaps"),

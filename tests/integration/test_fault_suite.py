@@ -107,6 +107,11 @@ WATCHER_RULES = {
             "resources": ["progressivesyncs/finalizers"],
             "verbs": ["update"],
         },
+        {
+            "apiGroups": ["progressivesync.io"],
+            "resources": ["progressivesyncstages"],
+            "verbs": ["get", "list", "watch"],
+        },
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
         {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "get", "update", "patch"]},

@@ -27,7 +27,6 @@ import yaml
 from orchestrator.api.metadata import NAME_LABEL, label_value
 from orchestrator.api.models import ProgressiveSync, StagePhase
 from orchestrator.api.release import Release, spec_hash
-from orchestrator.api.rollout_status import expanded_wire
 from orchestrator.argocd.fleet import app_set_view_from_object, app_view_from_object, cluster_from_secret
 from orchestrator.kube.client import APPLICATION_SETS, APPLICATIONS, PROGRESSIVE_SYNCS, SECRETS, WORKFLOWS
 from orchestrator.planning.planner import RolloutPlan, plan_rollout
@@ -37,6 +36,7 @@ from orchestrator.simulator.events import read_events
 from orchestrator.simulator.seed import SeedResult, seed_fleet
 from orchestrator.watcher.loop import Watcher
 from tests.support.engines import RolloutEngine
+from tests.support.outcomes import status_with_outcomes
 from tests.support.simulator_events import max_in_flight
 from tests.support.steps_harness import make_progressive_sync, publish_inventory
 from tests.support.wait import wait_for
@@ -275,7 +275,7 @@ class RolloutRig:
         return ProgressiveSync.model_validate(self.kube.get(PROGRESSIVE_SYNCS, self.namespace, PS_NAME))
 
     def status(self) -> dict[str, Any]:
-        return expanded_wire(self.kube.get(PROGRESSIVE_SYNCS, self.namespace, PS_NAME).get("status"))
+        return status_with_outcomes(self.kube, self.namespace, PS_NAME)
 
     def wait_phase(self, phase: str, timeout: float = 300.0) -> dict[str, Any]:
         wait_for(

@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from orchestrator.api.rollout_status import expanded_wire
 from orchestrator.kube.client import (
     APPLICATION_SETS,
     APPLICATIONS,
@@ -29,6 +28,7 @@ from orchestrator.kube.client import (
 from orchestrator.ops import actions as ops_actions
 from orchestrator.simulator.events import read_events
 from orchestrator.simulator.seed import publish_refs, seed_fleet
+from tests.support.outcomes import status_with_outcomes
 from tests.support.simulator_events import sync_starts
 from tests.support.wait import wait_for
 from tests.support.watcher_harness import Actors, in_process_watcher, running_actors
@@ -160,7 +160,7 @@ class ScenarioRig:
     # -- reading -------------------------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:
-        return expanded_wire(self.kube.get(PROGRESSIVE_SYNCS, self.namespace, NAME).get("status"))
+        return status_with_outcomes(self.kube, self.namespace, NAME)
 
     def status_text(self) -> str:
         """The whole status as JSON: where a reason or a notice must show."""

@@ -49,6 +49,11 @@ STEPS_RULES = [
         "verbs": ["get", "update", "patch"],
     },
     {
+        "apiGroups": ["progressivesync.io"],
+        "resources": ["progressivesyncstages"],
+        "verbs": ["get", "list", "create", "patch"],
+    },
+    {
         "apiGroups": ["argoproj.io"],
         "resources": ["applications"],
         "verbs": ["get", "list", "watch", "update", "patch"],

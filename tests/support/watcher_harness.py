@@ -24,9 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.api.metadata import NAME_LABEL, label_value
-from orchestrator.api.rollout_status import expanded_wire
 from orchestrator.engine.executor import ExecutorSettings, LocalExecutor
-from orchestrator.kube.client import APPLICATIONS, PROGRESSIVE_SYNCS, WORKFLOWS, Conflict, Kube, NotFound
+from orchestrator.kube.client import APPLICATIONS, PROGRESSIVE_SYNCS, WORKFLOWS, Conflict, Kube
 from orchestrator.simulator.appcontroller import FleetSimulator
 from orchestrator.simulator.config import SimulatorConfig
 from orchestrator.simulator.events import read_events
@@ -34,6 +33,7 @@ from orchestrator.simulator.seed import seed_fleet
 from orchestrator.watcher.loop import Watcher
 from orchestrator.watcher.settings import Engine, Settings
 from tests.support.builders import canary_then_rest, make_ps
+from tests.support.outcomes import status_with_outcomes
 from tests.support.wait import wait_for
 
 REVISION_1 = "1111111111111111111111111111111111111111"
@@ -124,10 +124,7 @@ def patch_spec(kube: Kube, namespace: str, name: str, spec: dict[str, Any]) -> N
 
 def status_of(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
     """The ProgressiveSync's status ({} when it has none, or when it is gone)."""
-    try:
-        return expanded_wire(kube.get(PROGRESSIVE_SYNCS, namespace, name).get("status"))
-    except NotFound:
-        return {}
+    return status_with_outcomes(kube, namespace, name)
 
 
 def phase_of(kube: Kube, namespace: str, name: str) -> str:

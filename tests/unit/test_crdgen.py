@@ -25,11 +25,38 @@ def test_committed_crd_matches_the_models() -> None:
     )
 
 
+def test_committed_stage_crd_matches_the_models() -> None:
+    rendered = crdgen.render_stage_crd_yaml()
+    committed = REPO / crdgen.STAGE_CRD_FILE
+    if os.environ.get("REGENERATE") == "1":
+        committed.write_text(rendered)
+    assert committed.read_text() == rendered, (
+        f"{crdgen.STAGE_CRD_FILE} differs from the models: run `make crds` (or REGENERATE=1 pytest {__file__})"
+    )
+
+
+def test_stage_crd_has_no_status_subresource_and_an_immutable_spec() -> None:
+    crd = crdgen.build_stage_crd()
+    (version,) = crd["spec"]["versions"]
+    assert "subresources" not in version  # the steps merge-patch the object itself
+    spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert crdgen.SPEC_IMMUTABLE in spec["x-kubernetes-validations"]
+    assert [c["name"] for c in version["additionalPrinterColumns"]] == [
+        "ProgressiveSync",
+        "Rollout",
+        "Stage",
+        "Part",
+        "Age",
+    ]
+
+
 def test_check_mode_reports_drift(tmp_path: Path) -> None:
-    target = tmp_path / "crd.yaml"
-    assert crdgen.main(["--output", str(target), "--check"]) == 1
-    assert crdgen.main(["--output", str(target)]) == 0
-    assert crdgen.main(["--output", str(target), "--check"]) == 0
+    target, stage = tmp_path / "crd.yaml", tmp_path / "stage-crd.yaml"
+    files = ["--output", str(target), "--stage-output", str(stage)]
+    assert crdgen.main([*files, "--check"]) == 1
+    assert crdgen.main(files) == 0
+    assert crdgen.main([*files, "--check"]) == 0
+    assert stage.read_text() == crdgen.render_stage_crd_yaml()
 
 
 def _nodes(schema: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:

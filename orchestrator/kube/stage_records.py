@@ -1,0 +1,119 @@
+"""Reading and writing ProgressiveSyncStage objects, the per-cluster records of a rollout's stages.
+
+The model, names, parts, merge rule and summary are pure, in `orchestrator.api.stage_records`;
+this adapter is the only place that sends them to the API server:
+
+- `create_records`: `select` creates a stage's parts before it records the stage Progressing in
+  the ProgressiveSync. Owned by the ProgressiveSync (garbage collected with it). Idempotent: a part
+  that exists already (a `select` run again, a lost answer to a create) is read back, and its
+  recorded targets win: a `select` run again adopts them, so each cluster is recorded once.
+- `list_records` / `read_outcomes`: a rollout's records by label (one stage's, or all of them),
+  read together per stage (`stage_records.outcomes_of`).
+- `patch_clusters`: a JSON merge patch of `status.clusters` (`stage_records.clusters_patch`), with
+  no resourceVersion: each key is one cluster's, so writers of a stage never conflict, and no
+  cluster step writes the ProgressiveSync.
+
+Every call goes through `orchestrator.kube.client.Kube`, with its timeouts and retries.
+Callers: the steps, the watcher (its live summary), `progressive-sync status`, tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from orchestrator.api.models import API_VERSION, KIND, ObjectMeta
+from orchestrator.api.stage_records import (
+    ClusterRecord,
+    ProgressiveSyncStage,
+    StageOutcomes,
+    clusters_patch,
+    outcomes_of,
+    record_selector,
+)
+from orchestrator.kube.client import PROGRESSIVE_SYNC_STAGES, AlreadyExists, Kube
+
+
+def owner_reference(owner: ObjectMeta) -> dict[str, Any]:
+    """The ownerReference a record carries: its ProgressiveSync (not a controller; deleting the
+    ProgressiveSync deletes its records, and nothing waits on them)."""
+    if not owner.uid:
+        raise ValueError(f"ProgressiveSync {owner.name} has no uid: read it from the API server first")
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "name": owner.name,
+        "uid": owner.uid,
+        "controller": False,
+        "blockOwnerDeletion": False,
+    }
+
+
+def create_records(
+    kube: Kube, owner: ObjectMeta, records: Sequence[ProgressiveSyncStage]
+) -> list[ProgressiveSyncStage]:
+    """Create each record owned by `owner` (its ProgressiveSync); a record that exists already is
+    read back as stored (its targets win). The stored records, in the order given."""
+    stored = []
+    for record in records:
+        body = record.to_api()
+        body["metadata"]["ownerReferences"] = [owner_reference(owner)]
+        namespace = record.metadata.namespace or owner.namespace
+        try:
+            created = kube.create(PROGRESSIVE_SYNC_STAGES, namespace, body)
+        except AlreadyExists:
+            created = kube.get(PROGRESSIVE_SYNC_STAGES, namespace, record.metadata.name)
+        stored.append(parse_record(created))
+    return stored
+
+
+def parse_record(obj: Mapping[str, Any]) -> ProgressiveSyncStage:
+    """A record as read from the API server (its managedFields left out: nobody reads them here)."""
+    metadata = {key: value for key, value in (obj.get("metadata") or {}).items() if key != "managedFields"}
+    return ProgressiveSyncStage.model_validate({**obj, "metadata": metadata})
+
+
+def list_records(
+    kube: Kube, namespace: str, progressive_sync: str, rollout_id: str, *, stage_index: int | None = None
+) -> list[ProgressiveSyncStage]:
+    """The records of a rollout (of one of its stages when `stage_index` is given)."""
+    items, _ = kube.list(
+        PROGRESSIVE_SYNC_STAGES,
+        namespace,
+        label_selector=record_selector(progressive_sync, rollout_id, stage_index),
+        transform=parse_record,
+    )
+    return items
+
+
+def group_outcomes(records: Sequence[ProgressiveSyncStage]) -> dict[int, StageOutcomes]:
+    """Records read together per stage: stage index -> that stage's outcomes."""
+    by_stage: dict[int, list[ProgressiveSyncStage]] = {}
+    for record in records:
+        by_stage.setdefault(record.spec.stage_index, []).append(record)
+    return {index: outcomes_of(parts[0].spec.stage, parts) for index, parts in sorted(by_stage.items())}
+
+
+def read_outcomes(
+    kube: Kube, namespace: str, progressive_sync: str, rollout_id: str, *, stage_index: int | None = None
+) -> dict[int, StageOutcomes]:
+    """A rollout's records read together: stage index -> its outcomes (stages without records are
+    absent). One list request."""
+    return group_outcomes(
+        list_records(kube, namespace, progressive_sync, rollout_id, stage_index=stage_index)
+    )
+
+
+def read_record(kube: Kube, namespace: str, name: str) -> ProgressiveSyncStage:
+    """One record; NotFound when it does not exist."""
+    return parse_record(kube.get(PROGRESSIVE_SYNC_STAGES, namespace, name))
+
+
+def patch_clusters(
+    kube: Kube, namespace: str, name: str, records: Mapping[str, ClusterRecord]
+) -> ProgressiveSyncStage:
+    """Write these clusters' records into the record `name` (a JSON merge patch, no resourceVersion:
+    other clusters' keys are left as they are); the record as stored after it."""
+    return parse_record(
+        kube.patch(PROGRESSIVE_SYNC_STAGES, namespace, name, clusters_patch(records), patch_type="merge")
+    )
