@@ -140,7 +140,7 @@ def _run_action(
         return
     finally:
         kube.close()
-    if settings.output is ops_view.OutputFormat.TABLE:
+    if _is_table(settings.output):
         click.echo(outcome.message)
     else:
         click.echo(_dump(outcome.to_data(), settings.output), nl=False)
@@ -158,29 +158,41 @@ class _FollowTimedOut(Exception):
 @common_options
 @click.option("-w", "--watch", is_flag=True, help="Follow the rollout live until it finishes.")
 @click.option(
+    "--clusters",
+    "every_cluster",
+    is_flag=True,
+    help=(
+        "List every cluster of the current rollout (state, reason, note, revisions, times) from its "
+        "ProgressiveSyncStage objects; -o wide does the same, -o json|yaml always does."
+    ),
+)
+@click.option(
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),
     default=DEFAULT_WATCH_TIMEOUT,
     show_default=True,
     help="With --watch: give up (exit 4) after this many seconds.",
 )
-def status(*, name: str, settings: OpsSettings, watch: bool, timeout: float) -> None:
-    """Show a ProgressiveSync's rollout: phase, stages, clusters, failures and durations.
+def status(*, name: str, settings: OpsSettings, watch: bool, timeout: float, every_cluster: bool) -> None:
+    """Show a ProgressiveSync's rollout: phase, stages, the clusters in flight and failed, durations.
 
-    With --watch it follows the rollout until it finishes; with -o json|yaml it then prints the
-    final status once. Exit codes with --watch: 0 Succeeded, 1 Failed, 3 Cancelled, 4 not finished
-    within --timeout, 5 nothing to follow (no such object, API errors), 2 usage.
+    The table reads the ProgressiveSync's summary; --clusters (or -o wide) adds every cluster of the
+    current rollout from its records, and -o json|yaml always lists them. With --watch it follows
+    the rollout until it finishes; with -o json|yaml it then prints the final status once. Exit
+    codes with --watch: 0 Succeeded, 1 Failed, 3 Cancelled, 4 not finished within --timeout, 5
+    nothing to follow (no such object, API errors), 2 usage.
     """
     clock = SystemClock()
+    clusters = every_cluster or settings.output is not ops_view.OutputFormat.TABLE  # wide, json, yaml
     kube = _connect(settings)
     target = ops_actions.Target(settings.namespace, name, settings.workflow_namespace)
     # Under --watch a refusal must not look like a Failed rollout (1): scripts branch on the code.
     unreadable = int(ops_view.WatchExit.UNREADABLE) if watch else 1
     try:
         if watch:
-            view = _follow(kube, target, settings, clock, timeout)
+            view = _follow(kube, target, settings, clock, timeout, every_cluster=clusters)
         else:
-            view = ops_actions.read_view(kube, target)
+            view = ops_actions.read_view(kube, target, clusters=clusters)
             _print_view(view, settings.output, clock.now())
             return
     except _FollowTimedOut as exc:
@@ -197,8 +209,12 @@ def status(*, name: str, settings: OpsSettings, watch: bool, timeout: float) -> 
     sys.exit(int(ops_view.watch_exit_code(view)))
 
 
+def _is_table(output: ops_view.OutputFormat) -> bool:
+    return output in (ops_view.OutputFormat.TABLE, ops_view.OutputFormat.WIDE)
+
+
 def _print_view(view: ops_view.RolloutView, output: ops_view.OutputFormat, now: datetime) -> None:
-    if output is ops_view.OutputFormat.TABLE:
+    if _is_table(output):
         _print_table(view, now)
     else:
         click.echo(_dump(ops_view.render_data(view, now), output), nl=False)
@@ -213,9 +229,17 @@ def _print_table(view: ops_view.RolloutView, now: datetime) -> None:
 
 
 def _follow(
-    kube: Kube, target: ops_actions.Target, settings: OpsSettings, clock: Clock, timeout: float
+    kube: Kube,
+    target: ops_actions.Target,
+    settings: OpsSettings,
+    clock: Clock,
+    timeout: float,
+    *,
+    every_cluster: bool,
 ) -> ops_view.RolloutView:
-    table = settings.output is ops_view.OutputFormat.TABLE
+    """Follow on the ProgressiveSync alone (one small read per tick, whatever the fleet); the last
+    view is read again with every cluster when they are to be shown."""
+    table = _is_table(settings.output)
     try:
         with LiveDisplay(lambda text: click.echo(text, nl=False), clock, tty=sys.stdout.isatty()) as display:
             view = ops_actions.follow(
@@ -231,11 +255,10 @@ def _follow(
         raise _FollowTimedOut(
             f"{exc}; it is {ops_view.phase_text(exc.view)}: run the command again, or raise --timeout"
         ) from exc
+    shown = ops_actions.read_view(kube, target, clusters=True) if every_cluster else view
     if table:
         click.echo("")
-        _print_table(view, clock.now())
-    else:
-        _print_view(view, settings.output, clock.now())
+    _print_view(shown, settings.output, clock.now())
     return view
 
 

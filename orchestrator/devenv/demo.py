@@ -178,7 +178,8 @@ class DemoResult:
         position = {cluster: index for index, cluster in enumerate(self.synced_clusters)}
         last_of_previous = -1
         for stage in self.view.stages:
-            started = [position[c] for c in stage.targets if c in position]
+            targets = [c.name for c in self.view.clusters or () if c.stage == stage.name]
+            started = [position[c] for c in targets if c in position]
             if not started:
                 continue
             if min(started) < last_of_previous:
@@ -258,6 +259,8 @@ def run_demo(
                 f"(it is {ops_view.phase_text(exc.view)}: {exc.view.message})"
             ) from exc
         rollout_seconds = time.monotonic() - applied
+        # The last view with every cluster (from the rollout's records): which stage took which.
+        view = ops_actions.read_view(kube, target, clusters=True)
         if real_fleet is not None:
             real_fleet.sync_log.stop()
             synced = [real_fleet.cluster_of(app) for app in real_fleet.sync_log.requested]

@@ -29,11 +29,9 @@ from typing import Any
 
 from orchestrator.api.metadata import paused_patch, retry_patch
 from orchestrator.api.models import ProgressiveSync
-from orchestrator.argocd.appsync import owned_by_appset
-from orchestrator.argocd.fleet import AppView, app_view_from_object
+from orchestrator.api.stage_records import ProgressiveSyncStage
 from orchestrator.core.clock import Clock
 from orchestrator.kube.client import (
-    APPLICATIONS,
     PROGRESSIVE_SYNCS,
     WORKFLOWS,
     Conflict,
@@ -41,6 +39,7 @@ from orchestrator.kube.client import (
     Kube,
     NotFound,
 )
+from orchestrator.kube.stage_records import list_records
 from orchestrator.ops import decisions as ops
 from orchestrator.ops import view as ops_view
 from orchestrator.workflows import control
@@ -100,23 +99,23 @@ def read_workflow(kube: Kube, target: Target, ps: ProgressiveSync, doing: str) -
         ) from exc
 
 
-def read_view(kube: Kube, target: Target) -> ops_view.RolloutView:
-    """The status view of the ProgressiveSync, with its Workflow when there is one."""
+def read_view(kube: Kube, target: Target, *, clusters: bool = False) -> ops_view.RolloutView:
+    """The status view of the ProgressiveSync, with its Workflow when there is one; with `clusters`,
+    every cluster of the current rollout too, from its ProgressiveSyncStage objects (one list)."""
     _, ps = read_progressive_sync(kube, target)
     workflow = None
-    if ps.status is not None and ps.status.rollout is not None:
+    records: list[ProgressiveSyncStage] | None = None
+    rollout = ps.status.rollout if ps.status is not None else None
+    if rollout is not None:
         try:
             workflow = kube.get(WORKFLOWS, target.workflows_in, ops.workflow_name_of(ps))
         except NotFound:
             workflow = None
-    apps: list[AppView] = []
-    if ps.status is not None and any(stage.clusters_omitted for stage in ps.status.stages or []):
-        # The status left a stage's cluster list out (too many long names): its Applications tell it.
-        app_namespace = ps.spec.app_set_ref.namespace or target.namespace
-        items, _ = kube.list(APPLICATIONS, app_namespace)
-        app_set = ps.spec.app_set_ref.name
-        apps = [app_view_from_object(item) for item in items if owned_by_appset(item, app_set, None)]
-    return ops_view.rollout_view(ps, workflow, apps)
+        if clusters:
+            records = list_records(kube, target.namespace, target.name, rollout.id)
+    elif clusters:
+        records = []
+    return ops_view.rollout_view(ps, workflow, records)
 
 
 # --- actions -----------------------------------------------------------------------------------

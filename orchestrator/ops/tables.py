@@ -1,6 +1,7 @@
 """The operator commands' tables and progress bars, drawn with rich.
 
-`status_table` is what `progressive-sync status` prints (a header, the stages, the clusters) and
+`status_table` is what `progressive-sync status` prints (a header, the stages, and the clusters in
+flight and failed from the summary, or every cluster of the rollout from its records) and
 `stage_bars` the block `status --watch` and the demo redraw on a terminal (one progress bar per
 stage). Both are rich renderables built from the rows `orchestrator.ops.view` computes, so
 what is shown stays a pure decision and only the drawing is here. rich measures cells by their
@@ -50,6 +51,10 @@ def _phase(text: str) -> Text:
     return Text(text, style=PHASE_STYLES.get(text.split(" ", 1)[0], ""))
 
 
+def _cluster_state(state: str) -> Text:
+    return Text(state, style="red" if state.lower().startswith("failed") else "")
+
+
 def _plain_table(columns: Sequence[str]) -> Table:
     """Columns two spaces apart, no borders, plain headers: the look of `kubectl get`.
 
@@ -77,14 +82,23 @@ def status_table(view: ops_view.RolloutView, now: datetime) -> RenderableType:
         Text(""),
         stages,
     ]
-    clusters = ops_view.cluster_rows(view)
-    if clusters:
-        table = _plain_table(ops_view.CLUSTER_COLUMNS)
-        for cluster, stage, state in clusters:
-            table.add_row(
-                Text(cluster), Text(stage), Text(state, style="red" if state.startswith("failed") else "")
-            )
+    if view.clusters is not None:
+        # --clusters / -o wide: every cluster of the rollout, from its records.
+        table = _plain_table(ops_view.WIDE_CLUSTER_COLUMNS)
+        for cluster, stage, state, *rest in ops_view.wide_cluster_rows(view):
+            table.add_row(Text(cluster), Text(stage), _cluster_state(state), *map(Text, rest))
         parts += [Text(""), table]
+    else:
+        # The clusters that matter now, from the summary the ProgressiveSync holds.
+        clusters = ops_view.cluster_rows(view)
+        if clusters:
+            table = _plain_table(ops_view.CLUSTER_COLUMNS)
+            for cluster, stage, state in clusters:
+                table.add_row(Text(cluster), Text(stage), _cluster_state(state))
+            parts += [Text(""), table]
+        left_out = ops_view.left_out_lines(view)
+        if left_out:
+            parts += [Text(""), *(Text(line) for line in left_out)]
     return Group(*parts)
 
 

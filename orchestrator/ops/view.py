@@ -17,8 +17,8 @@ Callers: `orchestrator.ops.decisions`, `orchestrator.ops.actions`, `orchestrator
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import IntEnum, StrEnum
 from typing import Any
@@ -28,6 +28,7 @@ import pydantic
 from orchestrator.api.models import (
     ApprovalMode,
     ClusterFailure,
+    MoreClusters,
     ProgressiveSync,
     RolloutPhase,
     RolloutStatus,
@@ -35,7 +36,13 @@ from orchestrator.api.models import (
     StagePhase,
     StageStatus,
 )
-from orchestrator.argocd.fleet import AppView, HealthStatus, OperationPhase, SyncStatus
+from orchestrator.api.stage_records import (
+    ClusterState,
+    ProgressiveSyncStage,
+    StageSummary,
+    outcomes_of,
+    summary_line,
+)
 from orchestrator.core.clock import format_time
 from orchestrator.workflows.view import FINISHED_PHASES, workflow_nodes
 from workflow_templates import names
@@ -55,6 +62,7 @@ class OutputFormat(StrEnum):
     """What `-o` accepts on every operator command."""
 
     TABLE = "table"
+    WIDE = "wide"  # `status`: the table and every cluster of the rollout, from its records
     JSON = "json"
     YAML = "yaml"
 
@@ -117,39 +125,63 @@ def display_name(ps: ProgressiveSync) -> str:
 
 @dataclass(frozen=True)
 class StageView:
-    """One stage as `status` shows it."""
+    """One stage as `status` shows it: its phase and its summary, as the ProgressiveSync holds them."""
 
     name: str
     phase: StagePhase
     message: str = ""
-    targets: tuple[str, ...] = ()
-    syncing: tuple[str, ...] = ()
-    completed: tuple[str, ...] = ()
-    failed: tuple[ClusterFailure, ...] = ()
+    summary: StageSummary = field(default_factory=lambda: summary_of(None))
     started_at: datetime | None = None
     finished_at: datetime | None = None
     approval: ApprovalMode = ApprovalMode.AUTOMATIC
     waiting_for_approval: bool = False
-    # For a stage whose cluster list the status left out (its lists above then come from the
-    # Applications): the status's counts, and why the list was left out.
-    counted: StageCounts | None = None
-    clusters_omitted: str = ""
 
     def duration(self, now: datetime) -> timedelta | None:
         """Started → finished, or → now while it runs; None before it starts."""
         return _duration(self.started_at, self.finished_at, now)
 
     @property
+    def counts(self) -> StageCounts:
+        """How many clusters the stage took and where they stand."""
+        return self.summary.counts
+
+    @property
+    def syncing(self) -> tuple[str, ...]:
+        """The first clusters in flight (the summary's list)."""
+        return self.summary.syncing
+
+    @property
+    def failed(self) -> tuple[ClusterFailure, ...]:
+        """The first clusters that failed, with reasons (the summary's list)."""
+        return self.summary.failed
+
+    @property
     def done_count(self) -> int:
         """Clusters that finished, well or badly."""
-        if self.counted is not None:
-            return self.counted.completed + self.counted.failed
-        return len(self.completed) + len(self.failed)
+        return self.counts.completed + self.counts.failed
 
     @property
     def target_count(self) -> int:
         """Clusters the stage took."""
-        return self.counted.targets if self.counted is not None else len(self.targets)
+        return self.counts.targets
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """One cluster of the current rollout, as its stage's ProgressiveSyncStage object records it."""
+
+    name: str
+    stage: str
+    state: str
+    """Syncing, Completed, Failed, or NotStarted (a target without a record)."""
+    reason: str = ""
+    note: str = ""
+    revisions: tuple[str, ...] = ()
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+NOT_STARTED = "NotStarted"
 
 
 @dataclass(frozen=True)
@@ -168,6 +200,9 @@ class RolloutView:
     rollout: RolloutStatus | None
     stages: tuple[StageView, ...]
     workflow_phase: str = ""
+    # Every cluster of the current rollout, from its records; None when they were not read (the
+    # table and `--watch` read the ProgressiveSync alone).
+    clusters: tuple[ClusterView, ...] | None = None
 
     @property
     def display(self) -> str:
@@ -210,90 +245,98 @@ class RolloutView:
         return _duration(self.rollout.started_at, self.rollout.finished_at, now)
 
 
-def clusters_from_applications(
-    apps: Sequence[AppView], rollout_id: str, stage: str
-) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[ClusterFailure, ...]]:
-    """(targets, syncing, completed, failed) of a stage, told by the Applications its syncs marked.
+def summary_of(entry: StageStatus | None) -> StageSummary:
+    """A stage's summary as the ProgressiveSync status holds it (what `apply_summary` put there)."""
+    if entry is None:
+        return StageSummary(StageCounts(), (), (), (), 0, 0, 0, ())
+    more = entry.more or MoreClusters()
+    return StageSummary(
+        counts=entry.tally(),
+        syncing=tuple(entry.syncing),
+        failed=tuple(entry.failed),
+        notes=tuple(entry.notes),
+        more_syncing=more.syncing,
+        more_failed=more.failed,
+        more_notes=more.notes,
+        records=tuple(entry.records),
+    )
 
-    For a stage whose ledger the status left out (`StageStatus.clusters_omitted`): every
-    Application whose operation carries this rollout's id and the stage's name (the sync step's
-    `info`) names its cluster; the cluster failed when an operation failed (Argo CD's message is the
-    reason), is completed when all its Applications are Synced and Healthy after a finished sync,
-    and is syncing otherwise. Clusters whose sync was not requested yet carry no mark: the stage's
-    counts still include them.
-    """
-    by_cluster: dict[str, list[AppView]] = {}
-    for app in apps:
-        if app.rollout_id == rollout_id and app.rollout_stage == stage:
-            cluster = app.destination_name or app.destination_server or app.name
-            by_cluster.setdefault(cluster, []).append(app)
-    syncing: list[str] = []
-    completed: list[str] = []
-    failed: list[ClusterFailure] = []
-    for cluster, cluster_apps in by_cluster.items():
-        broken = [
-            a for a in cluster_apps if a.operation_phase in (OperationPhase.FAILED, OperationPhase.ERROR)
-        ]
-        if broken:
-            reason = "; ".join(f"{a.name}: {a.operation_message or a.operation_phase}" for a in broken)
-            failed.append(ClusterFailure(name=cluster, reason=reason))
-        elif all(
-            a.operation_phase == OperationPhase.SUCCEEDED
-            and not a.operation_in_progress
-            and a.sync_status == SyncStatus.SYNCED
-            and a.health_status == HealthStatus.HEALTHY
-            for a in cluster_apps
-        ):
-            completed.append(cluster)
-        else:
-            syncing.append(cluster)
-    return tuple(by_cluster), tuple(syncing), tuple(completed), tuple(failed)
+
+def cluster_views(
+    stage_names: Sequence[str], records: Iterable[ProgressiveSyncStage]
+) -> tuple[ClusterView, ...]:
+    """Every cluster of the rollout whose `records` these are: stage by stage (in `stage_names`
+    order, then any other by its index), each stage's targets in rollout order (a target without a
+    record has not started), then any cluster recorded without being a target."""
+    by_stage: dict[str, list[ProgressiveSyncStage]] = {}
+    index: dict[str, int] = {}
+    for part in records:
+        by_stage.setdefault(part.spec.stage, []).append(part)
+        index[part.spec.stage] = part.spec.stage_index
+    position = {name: i for i, name in enumerate(stage_names)}
+    order = sorted(by_stage, key=lambda stage: (position.get(stage, len(position)), index[stage], stage))
+    views: list[ClusterView] = []
+    for stage in order:
+        outcomes = outcomes_of(stage, by_stage[stage])
+        extra = [name for name in outcomes.ordered() if name not in set(outcomes.targets)]
+        for name in (*outcomes.targets, *extra):
+            record = outcomes.clusters.get(name)
+            if record is None:
+                views.append(ClusterView(name=name, stage=stage, state=NOT_STARTED))
+                continue
+            views.append(
+                ClusterView(
+                    name=name,
+                    stage=stage,
+                    state=record.state.value,
+                    reason=record.reason,
+                    note=record.note,
+                    revisions=tuple(record.revisions or ()),
+                    started_at=record.started_at,
+                    finished_at=record.finished_at,
+                )
+            )
+    return tuple(views)
 
 
 def rollout_view(
-    ps: ProgressiveSync, workflow: Mapping[str, Any] | None = None, apps: Sequence[AppView] = ()
+    ps: ProgressiveSync,
+    workflow: Mapping[str, Any] | None = None,
+    records: Sequence[ProgressiveSyncStage] | None = None,
 ) -> RolloutView:
     """Build the view: stages in rollout order from the status, else the spec's stages as Pending.
 
-    `workflow` (the rollout's Workflow, when there is one) tells which approval gate waits. `apps`
-    (the ApplicationSet's Applications) tell the clusters of a stage whose ledger the status left
-    out (`clusters_from_applications`).
+    `workflow` (the rollout's Workflow, when there is one) tells which approval gate waits.
+    `records` (the ProgressiveSyncStage objects of the current rollout, when read) give every
+    cluster (`cluster_views`); records of another rollout are left out.
     """
     status = ps.status
     approvals = {stage.name: stage.approval for stage in ps.spec.stages}
     waiting = set(waiting_gates(workflow, ps)) if workflow is not None else set()
     if status is not None and status.stages:
-        rollout_id = status.rollout.id if status.rollout else ""
-
-        def lists(entry: StageStatus) -> tuple[tuple[Any, ...], ...]:
-            if entry.clusters_omitted:
-                return clusters_from_applications(apps, rollout_id, entry.name)
-            return tuple(entry.targets), tuple(entry.syncing), tuple(entry.completed), tuple(entry.failed)
-
         stages = tuple(
             StageView(
                 name=entry.name,
                 phase=entry.phase,
                 message=entry.message,
-                targets=targets,
-                syncing=syncing,
-                completed=completed,
-                failed=failed,
+                summary=summary_of(entry),
                 started_at=entry.started_at,
                 finished_at=entry.finished_at,
                 approval=approvals.get(entry.name, ApprovalMode.AUTOMATIC),
                 waiting_for_approval=entry.name in waiting,
-                counted=entry.tally() if entry.clusters_omitted else None,
-                clusters_omitted=entry.clusters_omitted,
             )
             for entry in status.stages
-            for targets, syncing, completed, failed in [lists(entry)]
         )
     else:
         stages = tuple(
             StageView(name=stage.name, phase=StagePhase.PENDING, approval=stage.approval)
             for stage in ps.spec.stages
         )
+    clusters: tuple[ClusterView, ...] | None = None
+    if records is not None:
+        rollout_id = status.rollout.id if status is not None and status.rollout is not None else None
+        ours = [record for record in records if record.spec.rollout_id == rollout_id]
+        clusters = cluster_views([stage.name for stage in stages], ours)
     workflow_status = (workflow or {}).get("status") or {}
     return RolloutView(
         namespace=ps.metadata.namespace or "",
@@ -308,6 +351,7 @@ def rollout_view(
         rollout=status.rollout if status else None,
         stages=stages,
         workflow_phase=str(workflow_status.get("phase") or ""),
+        clusters=clusters,
     )
 
 
@@ -331,7 +375,7 @@ def format_duration(value: timedelta | None) -> str:
 
 def stage_progress(stage: StageView) -> str:
     """`done/targets` (`-` before the stage has targets)."""
-    if not stage.targets:
+    if not stage.target_count:
         return "-"
     return f"{stage.done_count}/{stage.target_count}"
 
@@ -354,24 +398,69 @@ def stage_state_text(stage: StageView) -> str:
     return stage.phase.value
 
 
+def cluster_state_text(state: str, reason: str = "", note: str = "") -> str:
+    """A cluster's state as the tables say it: `updated`, `syncing` (with what holds it),
+    `failed: <reason>`, `not started`."""
+    if state == ClusterState.FAILED.value:
+        return f"failed: {reason}" if reason else "failed"
+    if state == ClusterState.SYNCING.value:
+        return f"syncing: {note}" if note else "syncing"
+    if state == ClusterState.COMPLETED.value:
+        return "updated"
+    return "not started"
+
+
 def cluster_rows(view: RolloutView) -> list[tuple[str, str, str]]:
-    """(cluster, stage, state) for every cluster a stage took, in rollout order."""
+    """(cluster, stage, state): every cluster of the rollout when its records were read (rollout
+    order); else the clusters that matter now, from the summary: each stage's failed, then its
+    clusters in flight (the first 20 of each; `left_out_lines` says how many more)."""
+    if view.clusters is not None:
+        return [(c.name, c.stage, cluster_state_text(c.state, c.reason, c.note)) for c in view.clusters]
     rows = []
     for stage in view.stages:
-        failed = {failure.name: failure.reason for failure in stage.failed}
-        for cluster in stage.targets:
-            if cluster in failed:
-                state = f"failed: {failed[cluster]}" if failed[cluster] else "failed"
-            elif cluster in stage.completed:
-                state = "updated"
-            elif cluster in stage.syncing:
-                state = "syncing"
-            elif stage.phase in (StagePhase.CANCELLED, StagePhase.FAILED):
-                state = "not started"
-            else:
-                state = "waiting"
-            rows.append((cluster, stage.name, state))
+        notes = {note.name: note.note for note in stage.summary.notes}
+        for failure in stage.failed:
+            rows.append((failure.name, stage.name, cluster_state_text("Failed", failure.reason)))
+        for name in stage.syncing:
+            rows.append((name, stage.name, cluster_state_text("Syncing", note=notes.get(name, ""))))
     return rows
+
+
+def wide_cluster_rows(view: RolloutView) -> list[tuple[str, ...]]:
+    """One row per cluster of the rollout under `WIDE_CLUSTER_COLUMNS` (empty when the records
+    were not read)."""
+    return [
+        (
+            c.name,
+            c.stage,
+            c.state,
+            ",".join(revision[:12] for revision in c.revisions) or "-",
+            format_time(c.started_at) if c.started_at else "-",
+            format_time(c.finished_at) if c.finished_at else "-",
+            c.reason or c.note,
+        )
+        for c in view.clusters or ()
+    ]
+
+
+def left_out_lines(view: RolloutView) -> list[str]:
+    """What the summary's lists left out, per stage, and how to see every cluster (nothing when
+    every cluster is shown)."""
+    if view.clusters is not None:
+        return []
+    lines = []
+    for stage in view.stages:
+        summary = stage.summary
+        parts = [
+            f"{count} more {what}"
+            for count, what in ((summary.more_failed, "failed"), (summary.more_syncing, "in flight"))
+            if count
+        ]
+        if parts:
+            lines.append(f"stage {stage.name!r}: {' and '.join(parts)} not listed")
+    if lines:
+        lines.append(f"every cluster: progressive-sync status {view.name} -n {view.namespace} --clusters")
+    return lines
 
 
 def next_step_hint(view: RolloutView) -> str:
@@ -421,6 +510,7 @@ def header_rows(view: RolloutView, now: datetime) -> list[tuple[str, str]]:
 
 STAGE_COLUMNS = ("STAGE", "PHASE", "DONE", "FAILED", "DURATION", "MESSAGE")
 CLUSTER_COLUMNS = ("CLUSTER", "STAGE", "STATE")
+WIDE_CLUSTER_COLUMNS = ("CLUSTER", "STAGE", "STATE", "REVISIONS", "STARTED", "FINISHED", "REASON / NOTE")
 
 
 def stage_rows(view: RolloutView, now: datetime) -> list[tuple[str, str, str, str, str, str]]:
@@ -430,7 +520,7 @@ def stage_rows(view: RolloutView, now: datetime) -> list[tuple[str, str, str, st
             stage.name,
             stage_state_text(stage),
             stage_progress(stage),
-            str(len(stage.failed)) if stage.failed else "-",
+            str(stage.counts.failed) if stage.counts.failed else "-",
             format_duration(stage.duration(now)),
             shorten(stage.message, MESSAGE_COLUMN_WIDTH),
         )
@@ -472,24 +562,36 @@ def render_data(view: RolloutView, now: datetime) -> dict[str, Any]:
                 "approval": stage.approval.value,
                 "waitingForApproval": stage.waiting_for_approval,
                 "message": stage.message,
-                "targets": list(stage.targets),
+                "counts": stage.counts.model_dump(by_alias=True),
                 "syncing": list(stage.syncing),
-                "completed": list(stage.completed),
                 "failed": [{"name": f.name, "reason": f.reason} for f in stage.failed],
-                **(
-                    {
-                        "counts": stage.counted.model_dump(by_alias=True),
-                        "clustersOmitted": stage.clusters_omitted,
-                    }
-                    if stage.counted is not None
-                    else {}
-                ),
+                "notes": [{"name": n.name, "note": n.note} for n in stage.summary.notes],
+                "more": {
+                    "syncing": stage.summary.more_syncing,
+                    "failed": stage.summary.more_failed,
+                    "notes": stage.summary.more_notes,
+                },
+                "records": list(stage.summary.records),
                 "startedAt": stamp(stage.started_at),
                 "finishedAt": stamp(stage.finished_at),
                 "durationSeconds": seconds(stage.duration(now)),
             }
             for stage in view.stages
         ],
+        **({"clusters": [_cluster_data(c) for c in view.clusters]} if view.clusters is not None else {}),
+    }
+
+
+def _cluster_data(cluster: ClusterView) -> dict[str, Any]:
+    return {
+        "name": cluster.name,
+        "stage": cluster.stage,
+        "state": cluster.state,
+        "reason": cluster.reason,
+        "note": cluster.note,
+        "revisions": list(cluster.revisions),
+        "startedAt": format_time(cluster.started_at) if cluster.started_at else None,
+        "finishedAt": format_time(cluster.finished_at) if cluster.finished_at else None,
     }
 
 
@@ -497,14 +599,7 @@ def render_data(view: RolloutView, now: datetime) -> dict[str, Any]:
 
 
 def _stage_line(stage: StageView) -> str:
-    text = f"stage {stage.name!r}: {stage_state_text(stage)} {stage_progress(stage)}"
-    if stage.syncing:
-        text += f", syncing {', '.join(stage.syncing)}"
-    if stage.failed:
-        text += ", failed " + ", ".join(
-            f"{f.name} ({f.reason})" if f.reason else f.name for f in stage.failed
-        )
-    return text
+    return f"stage {stage.name!r}: {stage_state_text(stage)} {summary_line(stage.summary)}"
 
 
 def change_lines(previous: RolloutView | None, current: RolloutView) -> list[str]:

@@ -204,18 +204,23 @@ def make_stage_status(
     started_at: datetime | str | None = None,
     finished_at: datetime | str | None = None,
 ) -> StageStatus:
-    """One `status.stages` entry; `failed` maps each failed cluster to its reason."""
+    """One `status.stages` entry, its summary made of these lists (`counts` from them, the
+    clusters in flight and failed listed); `failed` maps each failed cluster to its reason."""
+    failures = dict(failed or {})
+    counts = {
+        "targets": len(targets),
+        "syncing": len(syncing),
+        "completed": len(completed),
+        "failed": len(failures),
+    }
     return StageStatus.model_validate(
         {
             "name": name,
             "phase": StagePhase(phase),
             "message": message,
-            "targets": list(targets),
+            **({"counts": counts} if any(counts.values()) else {}),
             "syncing": list(syncing),
-            "completed": list(completed),
-            "failed": [
-                ClusterFailure(name=cluster, reason=reason) for cluster, reason in (failed or {}).items()
-            ],
+            "failed": [ClusterFailure(name=cluster, reason=reason) for cluster, reason in failures.items()],
             "startedAt": started_at,
             "finishedAt": finished_at,
         }

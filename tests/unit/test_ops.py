@@ -8,13 +8,15 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from orchestrator.api.metadata import workflow_name
-from orchestrator.api.models import StagePhase, StageStatus
+from orchestrator.api.models import MoreClusters, StageCounts, StagePhase, StageStatus
+from orchestrator.api.stage_records import ProgressiveSyncStage, new_records
 from orchestrator.ops import decisions as ops
 from orchestrator.ops import tables
 from orchestrator.ops import view as ops_view
@@ -172,9 +174,11 @@ def test_table_shows_stages_clusters_failures_and_durations() -> None:
     assert "Progressing" in region
     assert "2/3" in region  # one updated, one failed: two of three done
     assert "1m55s" in region  # running since 10:00:10
+    # The summary lists the clusters that matter now (failed, in flight); not the updated ones.
     assert "eu-2     one per region  failed: Degraded after the sync" in text
     assert "ap-1     one per region  syncing" in text
-    assert "us-1     one per region  updated" in text
+    assert "us-1" not in text
+    assert "--clusters" not in text  # nothing left out of the summary's lists
 
 
 def test_table_says_which_gate_waits_and_what_to_run() -> None:
@@ -228,12 +232,101 @@ def test_change_lines_report_only_what_changed() -> None:
     assert not any("everything else" in line for line in first)  # pending stages stay quiet at first
     assert ops_view.change_lines(before, before) == []
     stages = running_stages()
-    stages[1].syncing = []
-    stages[1].completed = ["us-1", "ap-1"]
+    stages[1] = make_stage_status(
+        "one per region",
+        phase="Progressing",
+        targets=("us-1", "ap-1", "eu-2"),
+        completed=("us-1", "ap-1"),
+        failed={"eu-2": "Degraded after the sync"},
+        started_at="2026-11-29T10:00:10Z",
+    )
     after = ops_view.rollout_view(ps(phase="Progressing", stage_status=stages))
     assert ops_view.change_lines(before, after) == [
         "stage 'one per region': Progressing 3/3, failed eu-2 (Degraded after the sync)"
     ]
+
+
+def records_of(stage: str, index: int, targets: list[str], clusters: dict[str, Any]) -> ProgressiveSyncStage:
+    (record,) = new_records(
+        "myservice", "7f3c2a1", stage, stage_index=index, targets=targets, namespace="argocd"
+    )
+    return ProgressiveSyncStage.model_validate({**record.to_api(), "status": {"clusters": clusters}})
+
+
+RECORDS = [
+    records_of("canary", 0, ["eu-1"], {"eu-1": {"state": "Completed", "revisions": ["4f1c2e9b7a3d99"]}}),
+    records_of(
+        "one per region",
+        1,
+        ["us-1", "ap-1", "eu-2"],
+        {
+            "eu-2": {
+                "state": "Failed",
+                "reason": "Degraded after the sync",
+                "finishedAt": "2026-11-29T10:01:00Z",
+            },
+            "us-1": {"state": "Syncing", "note": "sync window: deny until 14:00"},
+        },
+    ),
+    # a record of another rollout: not this one's
+    ProgressiveSyncStage.model_validate(
+        {
+            **records_of("canary", 0, ["old-1"], {}).to_api(),
+            "spec": {**records_of("canary", 0, ["old-1"], {}).spec.to_api(), "rolloutId": "0ld"},
+        }
+    ),
+]
+
+
+def test_every_cluster_of_the_rollout_from_its_records() -> None:
+    view = ops_view.rollout_view(ps(phase="Progressing", stage_status=running_stages()), None, RECORDS)
+    assert [(c.name, c.stage, c.state) for c in view.clusters or ()] == [
+        ("eu-1", "canary", "Completed"),
+        ("us-1", "one per region", "Syncing"),
+        ("ap-1", "one per region", "NotStarted"),  # a target without a record has not started
+        ("eu-2", "one per region", "Failed"),
+    ]
+    text = tables.render_table(view, NOW)
+    assert "REVISIONS" in text and "4f1c2e9b7a3d " in text
+    assert re.search(
+        r"eu-2\s+one per region\s+Failed\s+-\s+-\s+2026-11-29T10:01:00Z\s+Degraded after the sync", text
+    )
+    assert re.search(r"us-1\s+one per region\s+Syncing .*sync window: deny until 14:00", text)
+    data = ops_view.render_data(view, NOW)
+    assert data["clusters"][3] == {
+        "name": "eu-2",
+        "stage": "one per region",
+        "state": "Failed",
+        "reason": "Degraded after the sync",
+        "note": "",
+        "revisions": [],
+        "startedAt": None,
+        "finishedAt": "2026-11-29T10:01:00Z",
+    }
+
+
+def test_without_records_read_the_data_form_has_no_cluster_list() -> None:
+    data = ops_view.render_data(
+        ops_view.rollout_view(ps(phase="Progressing", stage_status=running_stages())), NOW
+    )
+    assert "clusters" not in data
+    assert data["stages"][1]["counts"] == {"targets": 3, "syncing": 1, "completed": 1, "failed": 1}
+
+
+def test_the_table_says_what_the_summary_left_out() -> None:
+    stage = make_stage_status("one per region", phase="Progressing", targets=[f"c{i}" for i in range(30)])
+    stage.syncing = [f"c{i}" for i in range(20)]
+    stage.counts = StageCounts(targets=30, syncing=25)
+    stage.more = MoreClusters(syncing=5)
+    view = ops_view.rollout_view(ps(phase="Progressing", stage_status=[running_stages()[0], stage]))
+    text = tables.render_table(view, NOW)
+    assert "stage 'one per region': 5 more in flight not listed" in text
+    assert "every cluster: progressive-sync status myservice -n argocd --clusters" in text
+    assert ops_view.change_lines(None, view)[2] == (
+        "stage 'one per region': Progressing 0/30, syncing "
+        + ", ".join(f"c{i}" for i in range(20))
+        + " and 5 more"
+    )
 
 
 # --- cancel, pause, retry ----------------------------------------------------------------------
