@@ -2,7 +2,7 @@
 
 While a stage runs, its steps write each cluster into the stage's ProgressiveSyncStage objects
 and never into the ProgressiveSync; the watcher keeps the stage's summary in the parent current
-(docs/status.md). `plan_summaries(status, records, now=..., last_written=..., interval=...)` says
+(docs/status.md). `plan_summaries(status, records, since_last_write=..., interval=...)` says
 what to write, as an ordered list of early returns, each with its reason:
 
 1. no rollout in the status → nothing;
@@ -22,7 +22,7 @@ what to write, as an ordered list of early returns, each with its reason:
 conflict): the same summaries, for the stages still Progressing in the same rollout, and never
 one behind what that status shows. It changes no stage's phase or message: the steps own those.
 
-Pure: no client, no clock (`now` and the last write's time are passed in). Callers:
+Pure: no client, no clock (the time since the last write is passed in). Callers:
 `orchestrator.watcher.loop` (after each reconcile), `orchestrator.watcher.act` (the mutation),
 tests (table-driven).
 """
@@ -31,7 +31,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 
 from orchestrator.api.models import ProgressiveSyncStatus, StageCounts, StagePhase, StageStatus
 from orchestrator.api.rollout_status import apply_summary
@@ -59,12 +58,12 @@ def plan_summaries(
     status: ProgressiveSyncStatus,
     records: Iterable[ProgressiveSyncStage],
     *,
-    now: datetime,
-    last_written: datetime | None,
+    since_last_write: float | None,
     interval: float,
 ) -> SummaryPlan:
     """The summaries to write into `status` from the ProgressiveSync's `records` (see the module
-    docstring for the rules, in order)."""
+    docstring for the rules, in order). `since_last_write`: seconds since this ProgressiveSync's
+    last summary write (None: none yet), measured by the caller on a monotonic clock."""
     rollout = status.rollout
     if rollout is None:
         return SummaryPlan("no rollout")
@@ -83,8 +82,8 @@ def plan_summaries(
     if not changed:
         return SummaryPlan(f"the summaries of rollout {rollout.id} are current", rollout.id)
     stages = ", ".join(repr(name) for name, _ in changed)
-    if last_written is not None:
-        elapsed = (now - last_written).total_seconds()
+    if since_last_write is not None:
+        elapsed = since_last_write
         if 0 <= elapsed < interval:
             return SummaryPlan(
                 f"stage(s) {stages} changed; the last summary was written {elapsed:.1f}s ago "

@@ -1,11 +1,9 @@
 """The watcher's live summary (orchestrator/watcher/summaries.py): which summaries it writes, and when.
 
-Pure: statuses and ProgressiveSyncStage objects are built here, `now` is a fixed time.
+Pure: statuses and ProgressiveSyncStage objects are built here; the time since the last write is given.
 """
 
 from __future__ import annotations
-
-from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -22,7 +20,6 @@ from orchestrator.api.stage_records import (
 )
 from orchestrator.watcher.summaries import apply_plan, is_behind, plan_summaries
 
-NOW = datetime(2026, 12, 3, 12, 0, 0, tzinfo=UTC)
 ROLLOUT = "7f3c2a1"
 INTERVAL = 5.0
 
@@ -77,7 +74,7 @@ ONE_DONE = records("wave", TARGETS, {"a": "Completed", "b": "Syncing", "c": "Syn
 
 
 @pytest.mark.parametrize(
-    ("base", "recs", "last_written", "stages", "wait", "reason"),
+    ("base", "recs", "since", "stages", "wait", "reason"),
     [
         pytest.param(status(rollout=None), TWO_DONE, None, [], None, "no rollout", id="no-rollout"),
         pytest.param(
@@ -124,7 +121,7 @@ ONE_DONE = records("wave", TARGETS, {"a": "Completed", "b": "Syncing", "c": "Syn
         pytest.param(
             shown(RUNNING, "wave", ONE_DONE),
             TWO_DONE,
-            NOW - timedelta(seconds=2),
+            2.0,
             ["wave"],
             3.0,
             "at most one per 5s",
@@ -133,7 +130,7 @@ ONE_DONE = records("wave", TARGETS, {"a": "Completed", "b": "Syncing", "c": "Syn
         pytest.param(
             shown(RUNNING, "wave", ONE_DONE),
             TWO_DONE,
-            NOW - timedelta(seconds=5),
+            5.0,
             ["wave"],
             None,
             "changed",
@@ -142,7 +139,7 @@ ONE_DONE = records("wave", TARGETS, {"a": "Completed", "b": "Syncing", "c": "Syn
         pytest.param(
             shown(RUNNING, "wave", TWO_DONE),
             TWO_DONE,
-            NOW - timedelta(seconds=1),
+            1.0,
             [],
             None,
             "are current",
@@ -163,13 +160,13 @@ ONE_DONE = records("wave", TARGETS, {"a": "Completed", "b": "Syncing", "c": "Syn
 def test_which_summaries_are_written_and_when(
     base: ProgressiveSyncStatus,
     recs: list[ProgressiveSyncStage],
-    last_written: datetime | None,
+    since: float | None,
     *,
     stages: list[str],
     wait: float | None,
     reason: str,
 ) -> None:
-    plan = plan_summaries(base, recs, now=NOW, last_written=last_written, interval=INTERVAL)
+    plan = plan_summaries(base, recs, since_last_write=since, interval=INTERVAL)
     assert [name for name, _ in plan.write] == stages
     assert plan.wait_seconds == (pytest.approx(wait) if wait is not None else None)
     assert plan.writes is (bool(stages) and wait is None)
@@ -180,8 +177,8 @@ def test_a_stage_with_a_part_not_cached_yet_waits_for_it() -> None:
     targets = [f"c{i:04d}" for i in range(RECORD_MAX_CLUSTERS + 3)]
     both = records("wave", targets, {"c0000": "Completed"})
     assert len(both) == 2
-    assert plan_summaries(RUNNING, both[:1], now=NOW, last_written=None, interval=INTERVAL).write == ()
-    plan = plan_summaries(RUNNING, both, now=NOW, last_written=None, interval=INTERVAL)
+    assert plan_summaries(RUNNING, both[:1], since_last_write=None, interval=INTERVAL).write == ()
+    plan = plan_summaries(RUNNING, both, since_last_write=None, interval=INTERVAL)
     ((_, summary),) = plan.write
     assert summary.counts == StageCounts(targets=len(targets), completed=1)
 
@@ -189,7 +186,7 @@ def test_a_stage_with_a_part_not_cached_yet_waits_for_it() -> None:
 def test_the_plan_applied_changes_the_summary_and_nothing_the_steps_own() -> None:
     base = RUNNING.model_copy(deep=True)
     base.stages[1].message = "2 of 4 clusters in flight"  # type: ignore[index]
-    plan = plan_summaries(base, TWO_DONE, now=NOW, last_written=None, interval=INTERVAL)
+    plan = plan_summaries(base, TWO_DONE, since_last_write=None, interval=INTERVAL)
     after = apply_plan(base.model_copy(deep=True), plan.rollout_id, plan.write)
     wave = after.stages[1]  # type: ignore[index]
     assert wave.phase == StagePhase.PROGRESSING
@@ -199,7 +196,7 @@ def test_the_plan_applied_changes_the_summary_and_nothing_the_steps_own() -> Non
     assert after.stages[0] == base.stages[0]  # type: ignore[index]
     # applied again: nothing more changes, and the plan now says so
     assert apply_plan(after.model_copy(deep=True), plan.rollout_id, plan.write).to_api() == after.to_api()
-    assert plan_summaries(after, TWO_DONE, now=NOW, last_written=None, interval=INTERVAL).write == ()
+    assert plan_summaries(after, TWO_DONE, since_last_write=None, interval=INTERVAL).write == ()
 
 
 @pytest.mark.parametrize(
@@ -224,7 +221,7 @@ def test_the_plan_applied_changes_the_summary_and_nothing_the_steps_own() -> Non
 def test_the_plan_reapplied_to_a_fresher_status(
     fresh: ProgressiveSyncStatus, expected_completed: int | None
 ) -> None:
-    plan = plan_summaries(RUNNING, TWO_DONE, now=NOW, last_written=None, interval=INTERVAL)
+    plan = plan_summaries(RUNNING, TWO_DONE, since_last_write=None, interval=INTERVAL)
     after = apply_plan(fresh.model_copy(deep=True), plan.rollout_id, plan.write)
     wave = after.stages[1]  # type: ignore[index]
     if expected_completed is None:
