@@ -7,8 +7,8 @@ Argo UI draws a batch node rather than thousands of cluster nodes. docs/workflow
 
 The stage's `maxParallel` slots are shared out among the n batches, slot s to batch s mod n
 (`slots_of_batch`: the shares add up to maxParallel, so no more clusters are in flight across the
-stage than one pod per cluster allowed), and the stage's recorded targets (the ledger
-`status.stages[].clusters`, written by `select`) are dealt the same way: the target at position k
+stage than one pod per cluster allowed), and the stage's recorded targets (its ProgressiveSyncStage
+records' `spec.targets`, written by `select`) are dealt the same way: the target at position k
 goes to the batch that owns slot k mod maxParallel (`clusters_of_batch`). So each batch takes
 clusters in proportion to its slots, and with clusters that take equally long every batch ends
 after the same number of waves as one loop of maxParallel pods would (dealing them evenly left the
@@ -16,18 +16,19 @@ batches with fewer slots a wave behind when the shares were unequal). When the b
 maxParallel this is batch i taking positions i, i+n, i+2n, ... Each cluster runs
 exactly as the `cluster` step runs it (`steps.cluster.run_cluster`): its recorded outcome is
 reported as is; a cluster of a stage that has failed already (failures above
-`maxFailedClusters`, read from the status right before it starts, so a failure in another batch
-counts too) is not started; otherwise sync, then wait-healthy with the per-cluster progress
-deadline. The clusters' status changes are gathered and written together (`steps.status_sink`): a
-failure at once, the rest every `Tuning.batch_flush_seconds` and at the end, so a batch writes its
-status a few times, not twice per cluster; sent SIGTERM, it writes what it gathered before it exits
-75 (bounded: `Tuning.stop_flush_seconds`). Clusters start in target order as
+`maxFailedClusters`, read from the stage's records right before it starts, so a failure in another
+batch counts too) is not started; otherwise sync, then wait-healthy with the per-cluster progress
+deadline. The clusters' records are gathered and written together (`steps.status_sink`): a
+failure at once, the rest every `Tuning.batch_flush_seconds` and at the end, one merge patch per
+part of the stage, so a batch writes a few times, not twice per cluster, and never the
+ProgressiveSync; sent SIGTERM, it writes what it gathered before it exits 75 (bounded:
+`Tuning.stop_flush_seconds`). Clusters start in target order as
 slots free, as Argo starts the items of a `withParam` loop under `parallelism`. While the
 ProgressiveSync is paused (`spec.paused`, DESIGN.md §3: no new step starts, running syncs finish)
 no new cluster starts: a cluster about to start waits until the pause is lifted (read right
 before each start, every `Tuning.pause_poll_seconds`), as Argo starts no new pod of a suspended
 Workflow; the clusters in flight go on, and so do those whose sync `select` started already (the
-first wave, listed in `syncing`: steps/first_wave.py).
+first wave, recorded Syncing: steps/first_wave.py).
 
 A temporary error of one cluster (the API unreachable, a conflict that kept coming) retries that
 cluster after `Tuning.batch_retry_backoffs`, the others go on; when the retries run out the step
@@ -49,8 +50,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 
+from orchestrator.api.models import ProgressiveSync
 from orchestrator.api.release import Revisions
-from orchestrator.api.rollout_status import find_stage
+from orchestrator.api.stage_records import StageOutcomes
 from orchestrator.core.clock import Clock
 from orchestrator.kube.client import Kube, KubeError, Retryable
 from steps.cluster import ClusterOutcome, ClusterResult, in_flight, run_cluster
@@ -62,8 +64,9 @@ from steps.common import (
     check_rollout,
     check_stage,
     load_progressive_sync,
+    read_stage_outcomes,
 )
-from steps.status_sink import BatchedSink, OpenSinks
+from steps.status_sink import BatchedSink, OpenSinks, read_stage_records
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +95,7 @@ class BatchResult:
     stage: str
     batch: int
     results: tuple[ClusterResult, ...]
-    status_writes: int = 0  # status updates the batch sent (gathered: steps.status_sink)
+    status_writes: int = 0  # record patches the batch sent (gathered: steps.status_sink)
 
     @property
     def failed(self) -> bool:
@@ -113,7 +116,7 @@ class BatchResult:
             shown = "; ".join(f"{r.cluster}: {r.reason}" for r in failed[:5])
             more = f" (and {len(failed) - 5} more)" if len(failed) > 5 else ""
             text += f"; failed: {shown}{more}"
-        return text + f"; {self.status_writes} status write(s)"
+        return text + f"; {self.status_writes} record write(s)"
 
 
 def run_batch(
@@ -143,15 +146,12 @@ def run_batch(
     ps = load_progressive_sync(kube, rollout)
     check_rollout(ps, rollout.rollout_id)
     check_stage(ps, stage)
-    entry = find_stage(ps.status, stage)
-    if entry is None:
-        raise UsageProblem(f"stage {stage!r} has no status yet: its select step has not run")
-    if entry.clusters_omitted:
-        # `select` refuses such a stage; a status edited since cannot tell the batch its clusters.
+    where = read_stage_records(kube, rollout, ps, stage)
+    if not where.records:
         raise UsageProblem(
-            f"stage {stage!r} has no list of its clusters in the status: {entry.clusters_omitted}"
+            f"stage {stage!r} has no ProgressiveSyncStage record yet: its select step has not run"
         )
-    clusters = clusters_of_batch(entry.targets, batches, batch, max_parallel)
+    clusters = clusters_of_batch(where.outcomes.targets, batches, batch, max_parallel)
     slots = slots_of_batch(max_parallel, batches, batch)
     log.info(
         "batch %d/%d of stage %r: %d cluster(s), %d at a time",
@@ -165,28 +165,32 @@ def run_batch(
     def paused() -> bool:
         return load_progressive_sync(kube, rollout).spec.paused
 
-    sink = BatchedSink(
-        kube, rollout.namespace, rollout.name, tuning.status, flush_seconds=tuning.batch_flush_seconds
-    )
+    sink = BatchedSink(kube, where, flush_seconds=tuning.batch_flush_seconds)
     # One read of the inventory and of the Applications for the batch's clusters, not two per
     # cluster (the Applications a cluster acts on are still read fresh: steps.common.FleetLookup).
     fleet = FleetLookup(kube, rollout, ps, clock=clock, max_age_seconds=tuning.fleet_lookup_seconds)
 
-    # The clusters of the first wave start right after the read above: it is their read (one GET
-    # fewer per slot, and each a whole status at 10,000 clusters, all at a stage boundary).
-    first_wave = [ps] * min(slots, len(clusters))
+    # The clusters of the first wave start right after the reads above: they are their reads (two
+    # requests fewer per slot, all at a stage boundary).
+    first_wave: list[tuple[ProgressiveSync, StageOutcomes]] = [(ps, where.outcomes)] * min(
+        slots, len(clusters)
+    )
+
+    def read_now() -> tuple[ProgressiveSync, StageOutcomes]:
+        current = load_progressive_sync(kube, rollout)
+        return current, read_stage_outcomes(kube, rollout, current, stage)
 
     def one(cluster: str) -> ClusterResult:
-        # One read of the ProgressiveSync right before the cluster starts: paused, then the
-        # cluster's recorded outcome and the stage's failures (run_cluster) are all taken from it.
+        # One read of the ProgressiveSync and of the stage's records right before the cluster
+        # starts: paused, then the cluster's recorded outcome and the stage's failures (run_cluster).
         try:
-            current = first_wave.pop()  # atomic: two threads never get the same read
+            current, outcomes = first_wave.pop()  # atomic: two threads never get the same read
         except IndexError:
-            current = load_progressive_sync(kube, rollout)
+            current, outcomes = read_now()
         # A cluster in flight already (its sync started by `select`) is a running sync: it goes on.
-        if current.spec.paused and not in_flight(current, stage, cluster):
+        if current.spec.paused and not in_flight(outcomes, cluster):
             hold_while_paused(paused, cluster, clock=clock, tuning=tuning)
-            current = load_progressive_sync(kube, rollout)
+            current, outcomes = read_now()
         return run_cluster(
             kube,
             rollout,
@@ -198,6 +202,7 @@ def run_batch(
             sink=sink,
             ps=current,
             fleet=fleet,
+            outcomes=outcomes,
         )
 
     with sink, (open_sinks or OpenSinks()).holding(sink):

@@ -10,14 +10,14 @@ not a sync pod and a wait pod). In order:
    not started: nothing is synced, nothing is recorded for it, and the step exits 1 so the
    Workflow shows it did not succeed. The fan-out has no `failFast` (Argo's hangs or stalls the
    rollout around nested templates), so this check is what stops the stage. A cluster in flight
-   already is not "not started": the stage lists it in `syncing` (its sync started by `select`,
-   steps/first_wave.py), or, when that list lost it (a crash between the writes and the list, an
-   error while listing, a lost answer to a write), its Applications carry a sync of this rollout
+   already is not "not started": its record says Syncing (its sync started by `select`,
+   steps/first_wave.py), or, when that record was lost (a crash between the writes and the record,
+   an error while recording, a lost answer to a write), its Applications carry a sync of this rollout
    (`steps.common.written_by_rollout`: the Applications say what we wrote). It goes straight to
    wait-healthy, which stops what was started and records it failed: no new sync is written for
    any of its Applications (issue 29, points 4 and 5);
 3. `steps.sync.sync_cluster`, then `steps.wait_healthy.wait_healthy`, each idempotent, each
-   recording the cluster's outcome in the stage status as they do when run alone.
+   recording the cluster's outcome in its stage's records as they do when run alone.
 
 Exit codes (steps.cli): 0 the cluster is done; 1 it failed, or it was not started because the
 stage had failed; 75 a temporary error, which the Workflow's retryStrategy retries (running the
@@ -35,7 +35,7 @@ from enum import StrEnum
 
 from orchestrator.api.models import ProgressiveSync
 from orchestrator.api.release import Revisions
-from orchestrator.api.rollout_status import find_stage
+from orchestrator.api.stage_records import ClusterState, StageOutcomes
 from orchestrator.argocd.assess import ClusterPhase
 from orchestrator.core.clock import Clock
 from orchestrator.kube.client import Kube
@@ -49,7 +49,7 @@ from steps.common import (
     stage_failure,
     written_by_rollout,
 )
-from steps.status_sink import StatusSink
+from steps.status_sink import DirectSink, StatusSink, read_stage_records
 from steps.sync import sync_cluster
 from steps.wait_healthy import wait_healthy
 
@@ -95,12 +95,14 @@ def run_cluster(
     sink: StatusSink | None = None,
     ps: ProgressiveSync | None = None,
     fleet: FleetLookup | None = None,
+    outcomes: StageOutcomes | None = None,
 ) -> ClusterResult:
     """Sync `cluster` and wait until it is done or failed, unless its stage has failed already.
 
     Status changes go to `sink` (default: written at once; a batch gathers them). `ps`: the
-    ProgressiveSync as the caller read it right before (default: read here); its recorded outcomes
-    and the stage's failures are what decide whether the cluster starts. `fleet`: the clusters and
+    ProgressiveSync as the caller read it right before (default: read here), and `outcomes` the
+    stage's records read with it (default: read here): the cluster's recorded outcome and the
+    stage's failures are what decide whether the cluster starts. `fleet`: the clusters and
     their Applications (default: one lookup for this cluster's sync and wait, read once: a list of
     every Application of the namespace is ~15 MB at 10,000 clusters; a batch shares one between
     its clusters).
@@ -109,16 +111,20 @@ def run_cluster(
     ps = ps or load_progressive_sync(kube, rollout)
     check_rollout(ps, rollout.rollout_id)
     check_stage(ps, stage)
-    recorded = _recorded(ps, stage, cluster)
+    if sink is None or outcomes is None:
+        where = read_stage_records(kube, rollout, ps, stage)
+        sink = sink or DirectSink(kube, where)
+        outcomes = outcomes or where.outcomes
+    recorded = _recorded(outcomes, cluster)
     if recorded is not None:
         return recorded
     # Shared by the sync and the wait: the inventory and the Applications' list are read once (each
     # Application itself is still read fresh before every decision: steps.common.FleetLookup).
     fleet = fleet or FleetLookup(kube, rollout, ps, clock=clock, max_age_seconds=tuning.fleet_lookup_seconds)
-    refused = stage_failure(ps, stage)
+    refused = stage_failure(ps, stage, outcomes)
     if (
         refused
-        and not in_flight(ps, stage, cluster)
+        and not in_flight(outcomes, cluster)
         and not _written_here(fleet, ps, rollout.rollout_id, cluster)
     ):
         log.info("cluster %s not started: %s", cluster, refused)
@@ -135,6 +141,7 @@ def run_cluster(
             sink=sink,
             ps=ps,
             fleet=fleet,
+            outcomes=outcomes,
         )
         if synced.failed:
             return ClusterResult(cluster, ClusterOutcome.FAILED, synced.failure)
@@ -150,15 +157,16 @@ def run_cluster(
         tuning=tuning,
         sink=sink,
         fleet=fleet,
+        outcomes=outcomes,
     )
     outcome = ClusterOutcome.DONE if waited.phase == ClusterPhase.DONE else ClusterOutcome.FAILED
     return ClusterResult(cluster, outcome, waited.reason)
 
 
-def in_flight(ps: ProgressiveSync, stage: str, cluster: str) -> bool:
-    """True when the status lists the cluster's sync as requested (the stage's `syncing`)."""
-    entry = find_stage(ps.status, stage)
-    return entry is not None and cluster in entry.syncing
+def in_flight(outcomes: StageOutcomes, cluster: str) -> bool:
+    """True when the cluster's record says its sync was requested (Syncing)."""
+    record = outcomes.clusters.get(cluster)
+    return record is not None and record.state == ClusterState.SYNCING
 
 
 def _written_here(fleet: FleetLookup, ps: ProgressiveSync, rollout_id: str, cluster: str) -> bool:
@@ -169,16 +177,13 @@ def _written_here(fleet: FleetLookup, ps: ProgressiveSync, rollout_id: str, clus
     return bool(written_by_rollout(fleet.apps_of(found, clusters), ps, rollout_id))
 
 
-def _recorded(ps: ProgressiveSync, stage: str, cluster: str) -> ClusterResult | None:
+def _recorded(outcomes: StageOutcomes, cluster: str) -> ClusterResult | None:
     """The outcome this rollout recorded for the cluster already, if any."""
-    entry = find_stage(ps.status, stage)
-    if entry is None:
+    record = outcomes.clusters.get(cluster)
+    if record is None:
         return None
-    if cluster in entry.completed:
+    if record.state == ClusterState.COMPLETED:
         return ClusterResult(cluster, ClusterOutcome.DONE, "recorded as completed already")
-    for failure in entry.failed:
-        if failure.name == cluster:
-            return ClusterResult(
-                cluster, ClusterOutcome.FAILED, f"recorded as failed already: {failure.reason}"
-            )
+    if record.state == ClusterState.FAILED:
+        return ClusterResult(cluster, ClusterOutcome.FAILED, f"recorded as failed already: {record.reason}")
     return None

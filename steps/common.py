@@ -5,7 +5,8 @@ A step is a typed function `(kube, rollout: RolloutRef, ..., clock, tuning) -> R
 whether the rollout failed (exit 1); the entrypoint (`steps.cli`) maps adapter errors that are
 temporary to exit 75. Reading goes through `orchestrator.kube.client` and the typed views of
 `orchestrator.argocd.fleet`; writing the ProgressiveSync status goes through
-`orchestrator.kube.status_writer`.
+`orchestrator.kube.status_writer`, and each cluster's record in the stage's ProgressiveSyncStage
+objects through `orchestrator.kube.stage_records` (`steps.status_sink`).
 
 Callers: the step modules in this package.
 """
@@ -22,7 +23,7 @@ from typing import Any, TypeVar
 from orchestrator.api.metadata import rollout_workflow_name, workflow_name
 from orchestrator.api.models import ProgressiveSync, RolloutPhase
 from orchestrator.api.release import Revisions, normalize_revisions
-from orchestrator.api.rollout_status import find_stage
+from orchestrator.api.stage_records import StageOutcomes
 from orchestrator.api.succession import Succession, succession
 from orchestrator.argocd import appsync
 from orchestrator.argocd.assess import first_few
@@ -46,6 +47,7 @@ from orchestrator.kube.client import (
     NotFound,
     Retryable,
 )
+from orchestrator.kube.stage_records import read_outcomes
 from orchestrator.kube.status_writer import StatusWriterSettings
 
 # An Application object as read or listed (a dict, or a read-only Mapping of one).
@@ -209,23 +211,36 @@ def rollout_ended(ps: ProgressiveSync) -> str:
     return f"rollout {rollout.id} ended {status.phase.value} already; no new cluster starts"
 
 
-def stage_failure(ps: ProgressiveSync, stage: str) -> str:
+def stage_failure(ps: ProgressiveSync, stage: str, outcomes: StageOutcomes) -> str:
     """Why no new cluster of the stage starts: the rollout ended (`rollout_ended`) or the stage has failed
-    already (its failures exceed maxFailedClusters); "" when neither."""
+    already (its failures, read from its records as `outcomes`, exceed maxFailedClusters); "" when
+    neither."""
     ended = rollout_ended(ps)
     if ended:
         return ended
-    entry = find_stage(ps.status, stage)
-    if entry is None:
-        return ""
+    failures = outcomes.failed
     tolerated = ps.spec.failure_policy.max_failed_clusters
-    if len(entry.failed) <= tolerated:
+    if len(failures) <= tolerated:
         return ""
-    failed = first_few([failure.name for failure in entry.failed])
     return (
-        f"stage {stage!r} has failed already ({len(entry.failed)} failed cluster(s), at most {tolerated} "
-        f"tolerated: {failed}); no new cluster starts"
+        f"stage {stage!r} has failed already ({len(failures)} failed cluster(s), at most {tolerated} "
+        f"tolerated: {first_few(list(failures))}); no new cluster starts"
     )
+
+
+def stage_index(ps: ProgressiveSync, stage: str) -> int:
+    """The stage's position in `spec.stages` (its records carry it as a label); UsageProblem when
+    the spec has no stage of that name."""
+    check_stage(ps, stage)
+    return [s.name for s in ps.spec.stages].index(stage)
+
+
+def read_stage_outcomes(kube: Kube, rollout: RolloutRef, ps: ProgressiveSync, stage: str) -> StageOutcomes:
+    """The stage's clusters as its records tell them (no record yet: no target, nothing recorded)."""
+    found = read_outcomes(
+        kube, rollout.namespace, rollout.name, rollout.rollout_id, stage_index=stage_index(ps, stage)
+    )
+    return next(iter(found.values()), StageOutcomes(stage=stage, targets=(), clusters={}))
 
 
 def stopped_reason(cluster: str, stage_failure_reason: str) -> str:
@@ -237,18 +252,19 @@ def stopped_reason(cluster: str, stage_failure_reason: str) -> str:
 
 def stage_failed_meanwhile(kube: Kube, rollout: RolloutRef, *, stage: str, cluster: str) -> str:
     """Why the cluster stops because its stage failed since the caller read it ("" while it has
-    not): one read of the ProgressiveSync. Raises Superseded when a newer rollout took over."""
+    not): one read of the ProgressiveSync and one of the stage's records. Raises Superseded when a
+    newer rollout took over."""
     current = load_progressive_sync(kube, rollout)
     check_rollout(current, rollout.rollout_id)
-    failed = stage_failure(current, stage)
+    failed = stage_failure(current, stage, read_stage_outcomes(kube, rollout, current, stage))
     return stopped_reason(cluster, failed) if failed else ""
 
 
 def written_by_rollout(apps: Sequence[Mapping[str, Any]], ps: ProgressiveSync, rollout_id: str) -> list[str]:
     """The Applications among `apps` that carry a sync this rollout wrote (requested, running or
-    finished: `appsync.synced_by_rollout`), whatever the stage's `syncing` lists.
+    finished: `appsync.synced_by_rollout`), whatever the stage's records say.
 
-    The Applications are what says what we wrote: a first-wave write whose listing in `syncing` was
+    The Applications are what says what we wrote: a first-wave write whose Syncing record was
     lost (a crash between the writes and the list, an error while listing, a lost answer to the
     write) is still ours, and must be ended, not reported "not started" (issue 29, point 5).
     """

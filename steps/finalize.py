@@ -4,7 +4,9 @@ From `--workflow-status` (`{{workflow.status}}`: Succeeded, Failed, Error) and t
 `spec.shutdown` (`argo stop` sets Stop: the rollout was Cancelled), `orchestrator.argocd.assess.
 assess_rollout` decides the rollout's phase; `orchestrator.api.rollout_status.finalize_rollout` sets
 phase, message, the Ready and Progressing conditions, `rollout.finishedAt`, and closes the stages
-that never finished (Progressing -> Failed or Cancelled, Pending -> Cancelled, each with why).
+that never finished (Progressing -> Failed or Cancelled, Pending -> Cancelled, each with why). Each
+stage's summary is taken from its records first (`rollout_status.apply_summary`), so the status
+shows the end counts whatever the watcher's live summary last wrote.
 
 A Workflow whose rollout was superseded (the status describes a newer rollout) writes nothing: its
 exit handler must not overwrite the new rollout's status. A rollout whose end is recorded
@@ -19,11 +21,13 @@ import logging
 from dataclasses import dataclass
 
 from orchestrator.api.models import ProgressiveSync, ProgressiveSyncStatus, RolloutPhase
-from orchestrator.api.rollout_status import finalize_rollout, is_finalized
+from orchestrator.api.rollout_status import apply_summary, finalize_rollout, is_finalized
+from orchestrator.api.stage_records import summarize
 from orchestrator.argocd import appsync
 from orchestrator.argocd.assess import WorkflowOutcome, assess_rollout
 from orchestrator.core.clock import Clock
 from orchestrator.kube.client import PROGRESSIVE_SYNCS, WORKFLOWS, Kube, NotFound
+from orchestrator.kube.stage_records import read_outcomes
 from orchestrator.kube.status_writer import update_status
 from steps.common import RolloutRef, Tuning, owned_apps
 from steps.terminate import terminate_operations
@@ -84,6 +88,15 @@ def finalize(
         tuning=tuning,
     )
     now = clock.now()
+    # Each stage's summary from its records, as they stand at the end (stage index -> outcomes).
+    names = [s.name for s in ps.spec.stages]
+    summaries = {
+        names[index]: summarize(outcomes)
+        for index, outcomes in read_outcomes(
+            kube, rollout.namespace, rollout.name, rollout.rollout_id
+        ).items()
+        if index < len(names)
+    }
 
     def mutate(status: ProgressiveSyncStatus) -> ProgressiveSyncStatus:
         if status.rollout is not None and status.rollout.id != rollout.rollout_id:
@@ -91,6 +104,9 @@ def finalize(
         if is_finalized(status):
             # The first decision stands: stages it closed must not turn into a new reason.
             return status
+        for stage in status.stages or []:
+            if stage.name in summaries:
+                status = apply_summary(status, stage.name, summaries[stage.name])
         phase, reason = assess_rollout(
             workflow_name, workflow_status, shutdown=shutdown, stages=status.stages or []
         )

@@ -20,14 +20,15 @@ the fan-out starts first, one pod per cluster or in batches, see `steps.batch`):
   Argo CD to compare it again first, `steps.sync`); the cluster's other Applications are;
 - a write whose answer is an error (a 409 after a lost answer, a timeout) is looked at once more
   (one GET): when the Application carries our sync, it was written;
-- the clusters where a sync of ours was written are then listed in the stage's `syncing`, in one
-  status update; it is best effort (the cluster step lists them too). Nothing depends on that list
-  alone: a cluster step of a failed stage asks the Applications what we wrote (`steps.cluster`).
+- the clusters where a sync of ours was written are then recorded Syncing in the stage's records,
+  one merge patch per part; it is best effort (the cluster step records them too). Nothing depends
+  on that record alone: a cluster step of a failed stage asks the Applications what we wrote
+  (`steps.cluster`).
 
 The cluster steps find the syncs ours (our rollout id in `.operation.info`) and write nothing for
 them, so every Application still gets exactly one sync write per rollout. A first-wave cluster of a
-stage that fails before its step runs is stopped by that step (`steps.cluster`: it is listed in
-`syncing`, or its Applications carry our sync) rather than reported "not started". A `select` run
+stage that fails before its step runs is stopped by that step (`steps.cluster`: it is recorded
+Syncing, or its Applications carry our sync) rather than reported "not started". A `select` run
 again for a stage already selected starts nothing: its cluster steps do.
 
 Caller: `steps.select_stage.select_stage`.
@@ -42,15 +43,23 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from orchestrator.api.models import ProgressiveSync, ProgressiveSyncStatus
+from orchestrator.api.models import ProgressiveSync
 from orchestrator.api.release import Revisions
-from orchestrator.api.rollout_status import find_stage, mark_syncing
+from orchestrator.api.stage_records import StageOutcomes
 from orchestrator.argocd import appsync
 from orchestrator.argocd.fleet import AppSetView, Cluster, index_clusters
 from orchestrator.core.clock import Clock
 from orchestrator.kube.client import APPLICATIONS, Kube, KubeError
-from orchestrator.kube.status_writer import update_status
-from steps.common import RolloutRef, Tuning, apps_by_cluster, load_progressive_sync, stage_failure
+from steps import status_sink as sinks
+from steps.common import (
+    RolloutRef,
+    Tuning,
+    apps_by_cluster,
+    load_progressive_sync,
+    read_stage_outcomes,
+    stage_failure,
+)
+from steps.status_sink import BatchedSink, StageRecords
 from steps.sync import NOTHING_TO_WRITE, write_sync
 
 log = logging.getLogger(__name__)
@@ -86,7 +95,7 @@ def start_first_wave(
     kube: Kube,
     rollout: RolloutRef,
     *,
-    stage: str,
+    where: StageRecords,
     wave: Sequence[str],
     release: Sequence[Revisions],
     items: Sequence[Mapping[str, Any]],
@@ -97,12 +106,14 @@ def start_first_wave(
     tuning: Tuning,
 ) -> FirstWave:
     """Request the syncs of the clusters in `wave` from `items` (the Applications as listed), then
-    list the clusters started in the stage's `syncing` (see the module). The ProgressiveSync is read
-    here, right before the writes, not taken from the read `select` planned with."""
+    record the clusters started Syncing in `where`, the stage's records (see the module). The
+    ProgressiveSync and the stage's records are read here, right before the writes, not taken from
+    the read `select` planned with."""
     if not wave:
         return FirstWave()
+    stage = where.stage
     ps = load_progressive_sync(kube, rollout)
-    refused = first_wave_refusal(ps, rollout.rollout_id, stage)
+    refused = first_wave_refusal(ps, rollout.rollout_id, stage, read_stage_outcomes(kube, rollout, ps, stage))
     if refused:
         log.info("not starting the first wave of stage %r: %s", stage, refused)
         return FirstWave(left=tuple(wave), reason=refused)
@@ -127,7 +138,7 @@ def start_first_wave(
     started = tuple(cluster for cluster, ok in zip(wave, outcomes, strict=True) if ok)
     left = tuple(cluster for cluster, ok in zip(wave, outcomes, strict=True) if not ok)
     if started:
-        _list_syncing(kube, rollout, stage=stage, clusters=started, tuning=tuning)
+        _record_syncing(kube, where, clusters=started, clock=clock)
     log.info(
         "stage %r: requested the sync of %d first-wave cluster(s); %d left to their own step",
         stage,
@@ -137,15 +148,16 @@ def start_first_wave(
     return FirstWave(started, left)
 
 
-def first_wave_refusal(ps: ProgressiveSync, rollout_id: str, stage: str) -> str:
-    """Why the first wave may not start on this read of the ProgressiveSync ("" when it may):
-    another rollout owns the status, the ProgressiveSync is paused, or the stage failed."""
+def first_wave_refusal(ps: ProgressiveSync, rollout_id: str, stage: str, outcomes: StageOutcomes) -> str:
+    """Why the first wave may not start on this read of the ProgressiveSync and of the stage's records
+    ("" when it may): another rollout owns the status, the ProgressiveSync is paused, or the stage
+    failed."""
     current = ps.status.rollout.id if ps.status and ps.status.rollout else None
     if current != rollout_id:
         return f"rollout {rollout_id} was superseded by {current or 'no rollout'}"
     if ps.spec.paused:
         return "the ProgressiveSync is paused"
-    return stage_failure(ps, stage)
+    return stage_failure(ps, stage, outcomes)
 
 
 def _start_cluster(
@@ -208,27 +220,15 @@ def _landed(kube: Kube, rollout: RolloutRef, name: str, *, since: datetime | Non
     return appsync.synced_by_rollout(app, rollout.rollout_id, since=since)
 
 
-def _list_syncing(
-    kube: Kube, rollout: RolloutRef, *, stage: str, clusters: Sequence[str], tuning: Tuning
-) -> None:
-    """One status update listing `clusters` in the stage's `syncing`; an error is logged, not raised."""
-
-    def mutation(status: ProgressiveSyncStatus) -> ProgressiveSyncStatus:
-        superseded = status.rollout is None or status.rollout.id != rollout.rollout_id
-        if superseded or find_stage(status, stage) is None:
-            return status  # not ours to write any more
-        for cluster in clusters:
-            status = mark_syncing(status, stage=stage, cluster=cluster)
-        return status
-
+def _record_syncing(kube: Kube, where: StageRecords, *, clusters: Sequence[str], clock: Clock) -> None:
+    """Record `clusters` Syncing, one merge patch per part of the stage; an error is logged, not raised."""
+    sink = BatchedSink(kube, where, flush_seconds=0)
+    now = clock.now()
+    for cluster in clusters:
+        sink.record(cluster, sinks.syncing(now), what=f"cluster {cluster} syncing (first wave)")
     try:
-        update_status(
-            kube,
-            rollout.namespace,
-            rollout.name,
-            mutation,
-            what=f"stage {stage!r}: {len(clusters)} first-wave cluster(s) syncing",
-            settings=tuning.status,
-        )
+        sink.flush()
     except KubeError as exc:
-        log.warning("stage %r: could not list the first wave in syncing (%s); their steps will", stage, exc)
+        log.warning(
+            "stage %r: could not record the first wave Syncing (%s); their steps will", where.stage, exc
+        )

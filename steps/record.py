@@ -1,10 +1,11 @@
 """The `record` step: close a stage Succeeded or Failed by `failurePolicy.maxFailedClusters`.
 
-The decision (`orchestrator.argocd.assess.assess_stage`) is taken inside the status mutation, on the
-status as read for the write, so a cluster recorded by a concurrent `wait-healthy` a moment before
-is counted. The message carries the counts ("3 of 4 clusters updated, 1 failed ..."), and
-`finishedAt` is set once. A stage already closed, skipped or cancelled keeps what it has, so
-running the step again writes nothing.
+The decision (`orchestrator.argocd.assess.assess_stage`) is taken on the stage's records as read
+right before the write (the cluster steps record there, and are done when this step runs) and the
+status as read for the write; the stage's summary of those records goes into the status with it
+(`rollout_status.apply_summary`). The message carries the counts ("3 of 4 clusters updated, 1
+failed ..."), and `finishedAt` is set once. A stage already closed, skipped or cancelled keeps
+its phase and message, so running the step again writes nothing.
 
 Caller: `python -m steps record` (steps.cli); tests call `record_stage` directly too.
 """
@@ -14,12 +15,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.api.models import ProgressiveSyncStatus, StagePhase
-from orchestrator.api.rollout_status import close_stage, find_stage
+from orchestrator.api.rollout_status import apply_summary, close_stage, find_stage
+from orchestrator.api.stage_records import StageOutcomes, summarize
 from orchestrator.argocd.assess import assess_stage
 from orchestrator.core.clock import Clock
 from orchestrator.kube.client import Kube
 from orchestrator.kube.status_writer import update_status
-from steps.common import RolloutRef, Tuning, check_rollout, check_stage, load_progressive_sync
+from steps.common import (
+    RolloutRef,
+    Tuning,
+    check_rollout,
+    check_stage,
+    load_progressive_sync,
+    read_stage_outcomes,
+)
 
 NEVER_SELECTED = "the stage was never selected (its select step did not run)"
 
@@ -44,15 +53,16 @@ class RecordResult:
 
 
 def decide_close(
-    status: ProgressiveSyncStatus, stage: str, max_failed_clusters: int
+    status: ProgressiveSyncStatus, stage: str, outcomes: StageOutcomes, max_failed_clusters: int
 ) -> tuple[StagePhase, str]:
-    """The phase and message the stage closes with, from the status as it is now."""
+    """The phase and message the stage closes with, from the status and the stage's records as
+    they are now."""
     entry = find_stage(status, stage)
     if entry is None or entry.phase == StagePhase.PENDING:
         return StagePhase.FAILED, NEVER_SELECTED
     if entry.phase in (StagePhase.SUCCEEDED, StagePhase.FAILED, StagePhase.CANCELLED) and entry.finished_at:
         return entry.phase, entry.message
-    return assess_stage(entry, max_failed_clusters=max_failed_clusters)
+    return assess_stage(entry, outcomes, max_failed_clusters=max_failed_clusters)
 
 
 def record_stage(
@@ -65,9 +75,12 @@ def record_stage(
     check_stage(ps, stage)
     max_failed = ps.spec.failure_policy.max_failed_clusters
     now = clock.now()
+    outcomes = read_stage_outcomes(kube, rollout, ps, stage)
 
     def close(status: ProgressiveSyncStatus) -> ProgressiveSyncStatus:
-        phase, message = decide_close(status, stage, max_failed)
+        phase, message = decide_close(status, stage, outcomes, max_failed)
+        if outcomes.records:
+            status = apply_summary(status, stage, summarize(outcomes))
         return close_stage(status, stage=stage, phase=phase, message=message, now=now)
 
     update = update_status(

@@ -1,9 +1,13 @@
 """The `select` step: plan one stage against the live fleet and record its targets.
 
 It runs the planner (`orchestrator.planning.planner.plan_rollout`) on the live clusters, Applications and
-ApplicationSet, with the progress the running rollout already recorded, so earlier stages keep
-their clusters. The stage is recorded Progressing with its ordered targets and `startedAt`, or
-Skipped with the planner's reason; a plan with errors (e.g. out-of-date clusters no stage covers)
+ApplicationSet, with the progress the running rollout already recorded (the stages' phases in the
+status, their clusters in their ProgressiveSyncStage records), so earlier stages keep their
+clusters. A stage that runs gets its records first (`orchestrator.kube.stage_records.create_records`:
+its ordered targets, cut into parts; a record that exists already, from a `select` run before, is
+adopted with its targets: each cluster is recorded once), then is recorded Progressing in the
+status with their summary and `startedAt`; a stage that does not is recorded Skipped with the
+planner's reason; a plan with errors (e.g. out-of-date clusters no stage covers)
 fails the stage instead of running it. The targets are the step's output (a JSON list).
 
 Refresh lag (issue 12 finding 5, issue 13): Argo CD compares Applications one by one (every ~120 s
@@ -28,11 +32,11 @@ inventory still lacks and what to check. The lag alone never fails a stage.
 
 The first wave (issue 15): with `--start-syncs N` (the Workflow passes the stage's maxParallel)
 and `--revisions`, once the stage is recorded Progressing the step requests the syncs of its first
-N targets itself, from the listing it planned with, and lists them in `syncing`
+N targets itself, from the listing it planned with, and records them Syncing
 (`steps.first_wave`); the cluster steps find those syncs ours and write nothing for them.
 
-Idempotent: when this rollout already selected the stage, the recorded targets are returned as
-they are, without planning again or writing anything. When the status describes no rollout or an
+Idempotent: when this rollout already selected the stage, the recorded targets (its records') are
+returned as they are, without planning again or writing anything. When the status describes no rollout or an
 older one, `select` starts this rollout's status (see `rollout_status.start_rollout`): the watcher
 may not have recorded it yet. A newer one (this Workflow was superseded: an old Workflow brought
 back by `argo retry`) is never replaced: the step writes nothing and exits 1, as the other steps do
@@ -50,22 +54,23 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from orchestrator.api.models import STATUS_MAX_BYTES, ProgressiveSyncStatus, StagePhase
+from orchestrator.api.models import ProgressiveSync, ProgressiveSyncStatus, StagePhase
 from orchestrator.api.release import Revisions, revision_key
 from orchestrator.api.rollout_status import (
     close_stage,
     find_stage,
     skip_stage,
-    stage_of,
     start_rollout,
     start_stage,
 )
+from orchestrator.api.stage_records import StageOutcomes, new_records, outcomes_of, summarize
 from orchestrator.argocd import appsync
 from orchestrator.argocd.compare_request import CompareNeed, compare_need, unanswered
 from orchestrator.argocd.fleet import AppSetView, AppView, Cluster, app_view_from_object, index_clusters
 from orchestrator.argocd.inventory import INVENTORY_NAME
 from orchestrator.core.clock import Clock
 from orchestrator.kube.client import APPLICATIONS, Kube, NotFound
+from orchestrator.kube.stage_records import create_records, read_outcomes
 from orchestrator.kube.status_writer import update_status
 from orchestrator.planning.planner import (
     IssueCode,
@@ -86,8 +91,11 @@ from steps.common import (
     get_app_set,
     list_clusters,
     load_progressive_sync,
+    read_stage_outcomes,
+    stage_index,
 )
 from steps.first_wave import FirstWave, start_first_wave
+from steps.status_sink import StageRecords
 
 log = logging.getLogger(__name__)
 
@@ -143,12 +151,10 @@ def select_stage(
     replaced = check_succession(kube, ps, rollout.rollout_id)
     status = ps.status or ProgressiveSyncStatus()
     ours = status.rollout is not None and status.rollout.id == rollout.rollout_id
-    recorded = find_stage(status, stage) if ours else None
-    if recorded is not None and recorded.phase != StagePhase.PENDING:
-        log.info("stage %r was selected by rollout %s already; not planning again", stage, rollout.rollout_id)
-        return SelectResult(
-            stage, recorded.phase, tuple(recorded.targets), recorded.message, from_status=True
-        )
+    already = _selected_already(kube, rollout, ps, stage) if ours else None
+    if already is not None:
+        return already
+    progress_records = _recorded_progress(kube, rollout, ps) if ours else {}
 
     app_set = get_app_set(kube, app_namespace(ps), ps.spec.app_set_ref.name)
     clusters = list_clusters(kube, rollout.argocd_namespace)
@@ -161,7 +167,7 @@ def select_stage(
             appset=app_set,
             clusters=clusters,
             apps=[app_view_from_object(item) for item in apps],
-            progress=progress_from_status(status) if ours else None,
+            progress=progress_from_status(status, progress_records) if ours else None,
             # The release the Workflow rolls out, not one re-derived from the fleet (which no longer
             # names it once every Application still out of date is only waiting for its health).
             release=revisions or None,
@@ -195,9 +201,17 @@ def select_stage(
         log.warning("plan: %s", warning.message)
     planned_total = sum(len(s.targets) for s in plan.stages)
     now = clock.now()
-    stage_names = [s.name for s in ps.spec.stages]
     revision = " ".join(revision_key(r) for r in plan.revisions)  # for people: status.rollout.revision
     phase, targets, reason = stage_outcome(plan, stage, compared, inventory)
+    # The stage's records before the status says it runs: a step that reads the status Progressing
+    # finds them. Created once; one that exists (a select run before) is adopted with its targets.
+    where = (
+        create_stage_records(kube, rollout, ps, stage, targets)
+        if phase == StagePhase.PROGRESSING
+        else StageRecords(rollout.namespace, stage, ())
+    )
+    targets = where.outcomes.targets if where.records else targets
+    summary = summarize(outcomes_of(stage, where.records))
 
     recorded_here: list[bool] = []  # record() started the stage (not a concurrent select)
 
@@ -207,7 +221,7 @@ def select_stage(
         current = start_rollout(
             current,
             rollout_id=rollout.rollout_id,
-            stage_names=stage_names,
+            stage_names=[s.name for s in ps.spec.stages],
             now=now,
             revision=revision,
             generation=ps.metadata.generation,
@@ -216,16 +230,10 @@ def select_stage(
         if entry is not None and entry.phase != StagePhase.PENDING:
             return current  # a concurrent select of the same stage got there first: keep its answer
         if phase == StagePhase.PROGRESSING:
-            started = start_stage(
-                current, stage=stage, targets=targets, message=reason, now=now, planned_total=planned_total
+            recorded_here.append(True)
+            return start_stage(
+                current, stage=stage, summary=summary, message=reason, now=now, planned_total=planned_total
             )
-            too_big = ledger_left_out(started, stage)
-            if not too_big:
-                recorded_here.append(True)
-                return started
-            entry = stage_of(started, stage)
-            entry.targets, entry.clusters_omitted, entry.clusters_taken, entry.counts = [], "", None, None
-            return close_stage(started, stage=stage, phase=StagePhase.FAILED, message=too_big, now=now)
         if phase == StagePhase.SKIPPED:
             return skip_stage(current, stage=stage, reason=reason, now=now, planned_total=planned_total)
         return close_stage(current, stage=stage, phase=StagePhase.FAILED, message=reason, now=now)
@@ -236,12 +244,16 @@ def select_stage(
     entry = find_stage(update.status, stage)
     assert entry is not None  # record() created it
     if not recorded_here or entry.phase != StagePhase.PROGRESSING:
-        return SelectResult(stage, entry.phase, tuple(entry.targets), entry.message)
+        # Not started here (skipped, failed, or a concurrent select of the stage got there first).
+        kept: tuple[str, ...] = ()
+        if entry.phase == StagePhase.PROGRESSING:
+            kept = targets if where.records else read_stage_outcomes(kube, rollout, ps, stage).targets
+        return SelectResult(stage, entry.phase, kept, entry.message)
     first_wave = start_first_wave(
         kube,
         rollout,
-        stage=stage,
-        wave=entry.targets[:start_syncs],
+        where=where,
+        wave=targets[:start_syncs],
         release=release,
         items=compared.items,
         clusters=clusters,
@@ -250,7 +262,43 @@ def select_stage(
         clock=clock,
         tuning=tuning,
     )
-    return SelectResult(stage, entry.phase, tuple(entry.targets), entry.message, first_wave=first_wave)
+    return SelectResult(stage, entry.phase, tuple(targets), entry.message, first_wave=first_wave)
+
+
+def _selected_already(
+    kube: Kube, rollout: RolloutRef, ps: ProgressiveSync, stage: str
+) -> SelectResult | None:
+    """The answer this rollout recorded for the stage (its phase and message in the status, its
+    targets in its records), None while the stage is Pending."""
+    recorded = find_stage(ps.status, stage)
+    if recorded is None or recorded.phase == StagePhase.PENDING:
+        return None
+    log.info("stage %r was selected by rollout %s already; not planning again", stage, rollout.rollout_id)
+    targets = read_stage_outcomes(kube, rollout, ps, stage).targets
+    return SelectResult(stage, recorded.phase, targets, recorded.message, from_status=True)
+
+
+def _recorded_progress(kube: Kube, rollout: RolloutRef, ps: ProgressiveSync) -> dict[str, StageOutcomes]:
+    """What this rollout recorded so far: stage name -> that stage's clusters, from its records."""
+    names = [s.name for s in ps.spec.stages]
+    found = read_outcomes(kube, rollout.namespace, rollout.name, rollout.rollout_id)
+    return {names[index]: outcomes for index, outcomes in found.items() if index < len(names)}
+
+
+def create_stage_records(
+    kube: Kube, rollout: RolloutRef, ps: ProgressiveSync, stage: str, targets: Sequence[str]
+) -> StageRecords:
+    """The stage's records with `targets` (one per part), created owned by the ProgressiveSync; the
+    ones that exist already are adopted as they are (their targets win)."""
+    records = new_records(
+        rollout.name,
+        rollout.rollout_id,
+        stage,
+        stage_index=stage_index(ps, stage),
+        targets=targets,
+        namespace=rollout.namespace,
+    )
+    return StageRecords(rollout.namespace, stage, tuple(create_records(kube, ps.metadata, records)))
 
 
 def _check_not_replaced(
@@ -304,25 +352,6 @@ def stage_outcome(
     if compared.message:
         reason += "; " + compared.message
     return phase, targets, reason
-
-
-def ledger_left_out(status: ProgressiveSyncStatus, stage: str) -> str:
-    """Why the stage cannot run when the status could not hold its clusters' ledger ("" when it can).
-
-    The steps read a stage's clusters from its ledger (`batch` its share, a step run again its
-    outcome), so a stage whose ledger the bounded status would leave out is refused before any
-    cluster starts (names of 253 characters, or tens of thousands of clusters in one stage).
-    """
-    for wire in status.to_api().get("stages") or []:
-        if wire.get("name") == stage and wire.get("clustersOmitted"):
-            targets = (wire.get("counts") or {}).get("targets", 0)
-            return (
-                f"its {targets} clusters' names do not fit in the ProgressiveSync status (kept under "
-                f"{STATUS_MAX_BYTES:,} bytes), which the steps read them from: split the stage into "
-                "smaller ones (a lower maxTargets, or one more stage with a narrower selector) or use "
-                "shorter cluster names"
-            )
-    return ""
 
 
 @dataclass(frozen=True)

@@ -1,30 +1,32 @@
-"""Where a cluster's step sends its status changes: at once, or gathered for a whole batch (issue 15).
+"""Where a cluster's step records its outcome: the stage's ProgressiveSyncStage records (issue 30).
 
-`sync` and `wait-healthy` state each cluster's progress as a pure mutation
-(`orchestrator.api.rollout_status`). Run alone or in a `cluster` pod, each mutation is one status
-write at once (`DirectSink`). In a `batch` pod of a large stage that would be two or more writes per
-cluster, each sending the whole ProgressiveSync to every watcher, so `BatchedSink` gathers them
-and writes them as one update:
+Each cluster of a stage has its record (state, reason, note, revisions, times) in one of the
+stage's ProgressiveSyncStage objects, which `select` created (`StageRecords`: which object holds
+which cluster). `sync` and `wait-healthy` state each change of a cluster as a pure function
+`Change: current record -> record to write` (None: nothing to write), built on
+`orchestrator.api.stage_records.merge_record` (an outcome never goes back, Failed wins). A sink
+reads the record, applies the change and writes it by JSON merge patch of that cluster's key
+only (`orchestrator.kube.stage_records.patch_clusters`): no resourceVersion, no conflict with the
+stage's other clusters, and no write to the ProgressiveSync at all (the steps that own the stage
+put its summary there: select, record, finalize; the watcher keeps it live meanwhile).
+
+Run alone or in a `cluster` pod, each change is one read and one patch at once (`DirectSink`). A
+`batch` pod gathers them (`BatchedSink`) and writes one patch per part of the stage:
 
 - a failure at once, with whatever is gathered: the other batches read the stage's failures right
   before they start a cluster (`maxFailedClusters`, DESIGN.md §3), so it must not wait;
 - the rest (in flight, completed, notes) every `Tuning.batch_flush_seconds` while there is any,
   and when the batch ends (`close`, also on an error).
 
-So a batch writes its status about once per flush interval plus once per failure, not once per
-cluster. The mutations state end results, so applying them together, or again after a conflict,
-is right.
-
 A batch pod sent SIGTERM (deleted, evicted, drained) writes what it gathered before it exits
 (issue 29 point 9): the step's SIGTERM handler (`steps.cli`) flushes the sinks the step holds open
-(`OpenSinks`) within `Tuning.stop_flush_seconds`, then exits 75. Without that, the clusters that
-had just completed were lost with the process, and once the Workflow stopped retrying they ended
-as "did not finish". What a batch pod had gathered and still not written (killed outright, or
-the write not done within the bound) is done again by the batch Argo runs again: syncs are known
-by the Application (`operation.info`), never sent twice, and a done cluster is seen done at once.
+(`OpenSinks`) within `Tuning.stop_flush_seconds`, then exits 75. What a batch pod had gathered and
+still not written (killed outright, or the write not done within the bound) is done again by the
+batch Argo runs again: syncs are known by the Application (`operation.info`), never sent twice, and
+a done cluster is seen done at once.
 
-Callers: `steps.sync`, `steps.wait_healthy` (through the sink they are given), `steps.batch`;
-`OpenSinks`: `steps.batch` and `steps.cli`.
+Callers: `steps.sync`, `steps.wait_healthy` (through the sink they are given), `steps.cluster`,
+`steps.batch`, `steps.failure`; `OpenSinks`: `steps.batch` and `steps.cli`.
 """
 
 from __future__ import annotations
@@ -32,69 +34,146 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 
-from orchestrator.api.models import ProgressiveSyncStatus
+from orchestrator.api.models import ProgressiveSync
+from orchestrator.api.stage_records import (
+    ClusterRecord,
+    ClusterState,
+    ProgressiveSyncStage,
+    StageOutcomes,
+    cut_text,
+    end_record,
+    merge_record,
+    noted,
+    outcomes_of,
+)
 from orchestrator.kube.client import Kube
-from orchestrator.kube.status_writer import StatusWriterSettings, update_status
+from orchestrator.kube.stage_records import list_records, patch_clusters, read_record
+from steps.common import RolloutRef, UsageProblem, stage_index
 
 log = logging.getLogger(__name__)
 
-Mutation = Callable[[ProgressiveSyncStatus], ProgressiveSyncStatus]
+Change = Callable[[ClusterRecord | None], ClusterRecord | None]
+"""What a step says of one cluster: the record to write given the one recorded (None: nothing)."""
+
+
+def syncing(now: datetime, revisions: Sequence[str] = ()) -> Change:
+    """The cluster's sync was requested (or adopted) at `now`, at `revisions`."""
+    proposed = ClusterRecord(state=ClusterState.SYNCING, started_at=now, revisions=list(revisions) or None)
+    return lambda current: merge_record(current, proposed)
+
+
+def completed(now: datetime, note: str = "") -> Change:
+    """The cluster is done (Synced and Healthy at the release); `note`: what it left worth a remark."""
+    proposed = ClusterRecord(state=ClusterState.COMPLETED, note=cut_text(note), finished_at=now)
+    return lambda current: end_record(current, proposed)
+
+
+def failed(now: datetime | None, reason: str) -> Change:
+    """The cluster failed, for `reason` (the first reason recorded stays)."""
+    proposed = ClusterRecord(state=ClusterState.FAILED, reason=cut_text(reason), finished_at=now)
+    return lambda current: end_record(current, proposed)
+
+
+def note(text: str) -> Change:
+    """What holds the cluster while a step waits ("" removes it); an outcome keeps its own."""
+    return lambda current: noted(current, text)
+
+
+@dataclass(frozen=True)
+class StageRecords:
+    """A stage's ProgressiveSyncStage objects as a step read them: its targets, its clusters'
+    records, and which object holds which cluster."""
+
+    namespace: str
+    stage: str
+    records: tuple[ProgressiveSyncStage, ...]  # in part order
+
+    @property
+    def outcomes(self) -> StageOutcomes:
+        """The stage's clusters as the records tell them."""
+        return outcomes_of(self.stage, self.records)
+
+    def holder(self, cluster: str) -> str:
+        """The name of the object that holds `cluster`'s record (a cluster no part lists, a step run
+        by hand for another cluster, goes into the first); UsageProblem when the stage has none."""
+        for record in self.records:
+            if cluster in record.spec.targets:
+                return record.metadata.name
+        if not self.records:
+            raise UsageProblem(
+                f"stage {self.stage!r} has no ProgressiveSyncStage record: its select step has not run "
+                "(or the stage took no cluster)"
+            )
+        return self.records[0].metadata.name
+
+
+def read_stage_records(kube: Kube, rollout: RolloutRef, ps: ProgressiveSync, stage: str) -> StageRecords:
+    """The stage's records of this rollout (one list request)."""
+    parts = list_records(
+        kube, rollout.namespace, rollout.name, rollout.rollout_id, stage_index=stage_index(ps, stage)
+    )
+    return StageRecords(rollout.namespace, stage, tuple(sorted(parts, key=lambda r: r.spec.part)))
 
 
 class StatusSink(Protocol):
-    """Takes a status mutation of one cluster; `urgent` ones must reach the API server before it returns."""
+    """Takes a change of one cluster's record; `urgent` ones must reach the API server before it returns."""
 
-    def record(self, mutation: Mutation, *, what: str, urgent: bool = False) -> None:
-        """Apply `mutation` to the ProgressiveSync's status (now, or with the batch's next write)."""
+    def record(self, cluster: str, change: Change, *, what: str, urgent: bool = False) -> None:
+        """Apply `change` to the cluster's record (now, or with the batch's next write)."""
         ...
 
 
 class DirectSink:
-    """Every mutation is one status update at once (a step run alone, a `cluster` pod)."""
+    """Every change is one read of the record and at most one merge patch, at once (a step run
+    alone, a `cluster` pod)."""
 
-    def __init__(self, kube: Kube, namespace: str, name: str, settings: StatusWriterSettings) -> None:
-        self.kube, self.namespace, self.name, self.settings = kube, namespace, name, settings
+    def __init__(self, kube: Kube, where: StageRecords) -> None:
+        self.kube, self.where = kube, where
+        self.writes = 0
 
-    def record(self, mutation: Mutation, *, what: str, urgent: bool = False) -> None:
-        """Write it now."""
-        update_status(self.kube, self.namespace, self.name, mutation, what=what, settings=self.settings)
+    def record(self, cluster: str, change: Change, *, what: str, urgent: bool = False) -> None:
+        """Write it now (nothing when it changes nothing)."""
+        name = self.where.holder(cluster)
+        current = read_record(self.kube, self.where.namespace, name).clusters.get(cluster)
+        proposed = change(current)
+        if proposed is None:
+            log.debug("record of %s: %s changes nothing; not writing", cluster, what)
+            return
+        patch_clusters(self.kube, self.where.namespace, name, {cluster: proposed})
+        self.writes += 1
+        log.debug("record of %s: %s written", cluster, what)
 
 
 class BatchedSink:
-    """Gathers the mutations of a batch's clusters and writes them as one update (see module).
+    """Gathers the changes of a batch's clusters and writes them as one merge patch per part (see
+    module).
 
-    Thread-safe: the batch runs its clusters in threads. One write at a time, in the order the
-    mutations came. A context manager: a background thread flushes every `flush_seconds`; leaving
-    the block flushes what is left.
+    Thread-safe: the batch runs its clusters in threads. One flush at a time, each change applied
+    in the order it came. A context manager: a background thread flushes every `flush_seconds`;
+    leaving the block flushes what is left.
     """
 
-    def __init__(
-        self,
-        kube: Kube,
-        namespace: str,
-        name: str,
-        settings: StatusWriterSettings,
-        *,
-        flush_seconds: float,
-    ) -> None:
-        self.kube, self.namespace, self.name, self.settings = kube, namespace, name, settings
+    def __init__(self, kube: Kube, where: StageRecords, *, flush_seconds: float) -> None:
+        self.kube, self.where = kube, where
         self.flush_seconds = flush_seconds
-        self.writes = 0  # status updates sent (for the batch's summary line)
-        self._pending: list[tuple[Mutation, str]] = []
+        self.writes = 0  # merge patches sent (for the batch's summary line)
+        self._pending: list[tuple[str, Change, str]] = []
         self._lock = threading.Lock()  # guards _pending
-        self._write_lock = threading.Lock()  # one write at a time, in order
+        self._write_lock = threading.Lock()  # one flush at a time, in order
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="status-flush", daemon=True)
 
-    def record(self, mutation: Mutation, *, what: str, urgent: bool = False) -> None:
+    def record(self, cluster: str, change: Change, *, what: str, urgent: bool = False) -> None:
         """Gather it; an urgent one is written at once with everything gathered."""
         with self._lock:
-            self._pending.append((mutation, what))
+            self._pending.append((cluster, change, what))
             waiting = len(self._pending)
-        log.debug("gathered: %s (%d change(s) for the next status write)", what, waiting)
+        log.debug("gathered: %s (%d change(s) for the next write)", what, waiting)
         if urgent:
             self.flush()
 
@@ -105,34 +184,42 @@ class BatchedSink:
             return len(self._pending)
 
     def flush(self) -> None:
-        """Write everything gathered so far as one status update (nothing gathered: no write)."""
+        """Write everything gathered so far: per part of the stage, one read and one merge patch of
+        the clusters whose record changes (nothing gathered, or nothing changes: no write)."""
         with self._write_lock:
             with self._lock:
                 pending, self._pending = self._pending, []
             if not pending:
                 return
-            mutations = [mutation for mutation, _ in pending]
-
-            def all_of(status: ProgressiveSyncStatus) -> ProgressiveSyncStatus:
-                for mutation in mutations:
-                    status = mutation(status)
-                return status
-
-            what = pending[0][1] if len(pending) == 1 else f"{len(pending)} cluster changes of the batch"
+            by_part: dict[str, list[tuple[str, Change, str]]] = {}
+            for entry in pending:
+                by_part.setdefault(self.where.holder(entry[0]), []).append(entry)
+            done: set[str] = set()
             try:
-                update_status(self.kube, self.namespace, self.name, all_of, what=what, settings=self.settings)
+                for name, changes in by_part.items():
+                    current = dict(read_record(self.kube, self.where.namespace, name).clusters)
+                    written: dict[str, ClusterRecord] = {}
+                    for cluster, change, _ in changes:
+                        proposed = change(current.get(cluster))
+                        if proposed is not None:
+                            current[cluster] = written[cluster] = proposed
+                    if written:
+                        patch_clusters(self.kube, self.where.namespace, name, written)
+                        self.writes += 1
+                    done.add(name)
             except BaseException:
-                with self._lock:  # keep them for the next flush (or the batch's end)
-                    self._pending[:0] = pending
+                left = [entry for name, changes in by_part.items() if name not in done for entry in changes]
+                with self._lock:  # keep what is not written for the next flush (or the batch's end)
+                    self._pending[:0] = left
                 raise
-            self.writes += 1
+            log.debug("flushed %d change(s) into %d record(s)", len(pending), len(by_part))
 
     def _run(self) -> None:
         while not self._stop.wait(self.flush_seconds):
             try:
                 self.flush()
             except Exception as exc:  # the next flush (or close) tries again and raises there
-                log.warning("status flush failed (kept for the next one): %s", exc)
+                log.warning("record flush failed (kept for the next one): %s", exc)
 
     def __enter__(self) -> BatchedSink:
         self._thread.start()
@@ -146,7 +233,7 @@ class BatchedSink:
         except Exception as flush_error:
             if exc is None:
                 raise
-            log.error("could not write the batch's last status changes: %s", flush_error)
+            log.error("could not write the batch's last record changes: %s", flush_error)
 
 
 class OpenSinks:

@@ -15,7 +15,7 @@ For each Application of the ApplicationSet on the cluster (`orchestrator.argocd.
   (`argocd.argoproj.io/refresh`) and its answer is decided on: left alone only when that answer
   still puts it outside the release (it may be one Argo CD had not compared since the release: a
   refresh `select` asked for that went unanswered); synced when the answer is OutOfSync at the
-  release. While the step waits, the stage's `notes` say which Application and why; no answer by
+  release. While the step waits, the cluster's record's `note` says which Application and why; no answer by
   the progress deadline fails the cluster, naming the Application: every Application of the
   cluster gets the release or the cluster is not done (issue 29, point 4);
 - otherwise one update carrying the resourceVersion sets `.operation` (revision pinned, our rollout
@@ -23,8 +23,8 @@ For each Application of the ApplicationSet on the cluster (`orchestrator.argocd.
   wrote in between: read again and decide again (bounded). Annotations are never written: the
   ApplicationSet controller owns them.
 
-Then the cluster is listed in the stage's `syncing` (status writer: no change, no write). Running
-the step twice for the same rollout writes nothing the second time.
+Then the cluster is recorded Syncing in its stage's ProgressiveSyncStage record (steps.status_sink:
+no change, no write). Running the step twice for the same rollout writes nothing the second time.
 
 A stage that has failed (failures above `maxFailedClusters`) gets no new sync from this step, for no
 Application: when the step starts, and again after every wait (someone's operation, a comparison).
@@ -45,14 +45,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from orchestrator.api.models import ProgressiveSync, ProgressiveSyncStatus
+from orchestrator.api.models import ProgressiveSync
 from orchestrator.api.release import Revisions
-from orchestrator.api.rollout_status import find_stage, mark_failed, mark_syncing, set_note
+from orchestrator.api.stage_records import StageOutcomes
 from orchestrator.argocd import appsync
 from orchestrator.argocd.appwatch import follow_applications
 from orchestrator.core.clock import Clock
 from orchestrator.kube.client import APPLICATIONS, Conflict, Kube, NotFound
 from orchestrator.kube.status_writer import ConflictsExhausted
+from steps import status_sink as sinks
 from steps.common import (
     FleetLookup,
     RolloutRef,
@@ -66,7 +67,7 @@ from steps.common import (
     stopped_reason,
     written_by_rollout,
 )
-from steps.status_sink import DirectSink, StatusSink
+from steps.status_sink import DirectSink, StatusSink, read_stage_records
 from steps.terminate import terminate_operations
 
 log = logging.getLogger(__name__)
@@ -137,6 +138,7 @@ def sync_cluster(
     sink: StatusSink | None = None,
     ps: ProgressiveSync | None = None,
     fleet: FleetLookup | None = None,
+    outcomes: StageOutcomes | None = None,
 ) -> SyncResult:
     """Request the pinned sync of every Application of the ApplicationSet on `cluster`.
 
@@ -144,14 +146,18 @@ def sync_cluster(
     (`orchestrator.argocd.appsync.release_pin`). Status changes go to `sink` (default: written at once).
     `ps`: the ProgressiveSync as the caller read it a moment ago (default: read here); `fleet`: the
     clusters and their Applications (default: read here; a batch shares one, see `FleetLookup`).
+    `outcomes`: the stage's records as the caller read them with `ps` (default: read here).
     """
     tuning = tuning or Tuning()
-    sink = sink or DirectSink(kube, rollout.namespace, rollout.name, tuning.status)
     release = check_revisions(revisions)
     ps = ps or load_progressive_sync(kube, rollout)
     rollout = rollout.with_applications_of(ps)
     check_rollout(ps, rollout.rollout_id)
     check_stage(ps, stage)
+    if sink is None or outcomes is None:
+        where = read_stage_records(kube, rollout, ps, stage)
+        outcomes = outcomes or where.outcomes
+        sink = sink or DirectSink(kube, where)
     fleet = fleet or FleetLookup(kube, rollout, ps, clock=clock)
     found, clusters = fleet.find(cluster)
     if found is None:
@@ -177,7 +183,7 @@ def sync_cluster(
             reason=f"cluster {cluster}: no Application of ApplicationSet {app_set_name} targets it",
         )
     names = [appsync.app_name(a) for a in apps]
-    failed_already = stage_failure(ps, stage)
+    failed_already = stage_failure(ps, stage, outcomes)
     if failed_already:
         # No new sync in a failed stage (DESIGN.md §3); what we wrote before is ended.
         if not written_by_rollout(apps, ps, rollout.rollout_id):
@@ -196,21 +202,15 @@ def sync_cluster(
         )
     deadline = clock.now() + timedelta(seconds=ps.spec.progress_deadline_seconds)
     since = ps.status.rollout.started_at if ps.status and ps.status.rollout else None
-    outcomes: dict[appsync.SyncAction, list[str]] = defaultdict(list)
+    by_action: dict[appsync.SyncAction, list[str]] = defaultdict(list)
     waited: list[str] = []
 
     def stage_check() -> str:
         return stage_failed_meanwhile(kube, rollout, stage=stage, cluster=cluster)
 
     def note(text: str) -> None:
-        # What holds the cluster while the step waits for Argo CD's answer (`status.stages[].notes`).
-        def mutation(status: ProgressiveSyncStatus) -> ProgressiveSyncStatus:
-            entry = find_stage(status, stage)
-            if entry is None or cluster in entry.completed or any(f.name == cluster for f in entry.failed):
-                return status
-            return set_note(status, stage=stage, cluster=cluster, note=text)
-
-        sink.record(mutation, what=f"cluster {cluster} note")
+        # What holds the cluster while the step waits for Argo CD's answer (its record's `note`).
+        sink.record(cluster, sinks.note(text), what=f"cluster {cluster} note")
 
     for app in apps:
         name = appsync.app_name(app)
@@ -243,19 +243,21 @@ def sync_cluster(
                 apps=names,
                 clock=clock,
             )
-        outcomes[outcome].append(name)
+        by_action[outcome].append(name)
         if did_wait:
             waited.append(name)
 
     sink.record(
-        lambda status: mark_syncing(status, stage=stage, cluster=cluster), what=f"cluster {cluster} syncing"
+        cluster,
+        sinks.syncing(clock.now(), list(dict.fromkeys(rev for pin in release for rev in pin))),
+        what=f"cluster {cluster} syncing",
     )
     return SyncResult(
         cluster,
-        requested=tuple(outcomes[appsync.SyncAction.REQUEST]),
-        already=tuple(outcomes[appsync.SyncAction.ALREADY_REQUESTED]),
-        adopted=tuple(outcomes[appsync.SyncAction.ADOPT]),
-        left_alone=tuple(outcomes[appsync.SyncAction.UP_TO_DATE]),
+        requested=tuple(by_action[appsync.SyncAction.REQUEST]),
+        already=tuple(by_action[appsync.SyncAction.ALREADY_REQUESTED]),
+        adopted=tuple(by_action[appsync.SyncAction.ADOPT]),
+        left_alone=tuple(by_action[appsync.SyncAction.UP_TO_DATE]),
         waited_for=tuple(waited),
     )
 
@@ -464,9 +466,6 @@ def _fail(
         ended = terminate_operations(kube, rollout, apps, clock=clock, tuning=tuning)
         if ended.acted:
             reason = f"{reason}; {ended.summary}"
-    sink.record(
-        lambda status: mark_failed(status, stage=stage, cluster=cluster, reason=reason),
-        what=f"cluster {cluster} failed",
-        urgent=True,
-    )
+    now = clock.now() if clock is not None else None
+    sink.record(cluster, sinks.failed(now, reason), what=f"cluster {cluster} failed", urgent=True)
     return SyncResult(cluster, failure=reason)

@@ -13,8 +13,8 @@ is `progressDeadlineSeconds` after the sync started (the controller's `operation
 for our operation, else the time our request was written), so a restarted step keeps the
 original deadline.
 
-The outcome is recorded with the cluster in the stage status (completed, or failed with the
-reason; removed from syncing). A cluster already recorded for this rollout is reported as recorded
+The outcome is recorded in the cluster's record of its stage (completed, or failed with the
+reason). A cluster already recorded for this rollout is reported as recorded
 without waiting or writing again.
 
 Caller: `python -m steps wait-healthy` (steps.cli); tests call `wait_healthy` directly too.
@@ -30,14 +30,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from orchestrator.api.models import ProgressiveSync, ProgressiveSyncStatus
+from orchestrator.api.models import ProgressiveSync
 from orchestrator.api.release import Revisions
-from orchestrator.api.rollout_status import find_stage, mark_completed, mark_failed, set_note
+from orchestrator.api.stage_records import ClusterState, StageOutcomes
 from orchestrator.argocd import appsync
 from orchestrator.argocd.appwatch import SnapshotCause, follow_applications
 from orchestrator.argocd.assess import ClusterPhase, assess_cluster, remember_uids
 from orchestrator.core.clock import Clock, format_time
 from orchestrator.kube.client import APPLICATIONS, Kube
+from steps import status_sink as sinks
 from steps.common import (
     FleetLookup,
     RolloutRef,
@@ -50,7 +51,7 @@ from steps.common import (
     stage_failure,
     stopped_reason,
 )
-from steps.status_sink import DirectSink, StatusSink
+from steps.status_sink import DirectSink, StatusSink, read_stage_records
 from steps.terminate import terminate_operations
 
 log = logging.getLogger(__name__)
@@ -91,21 +92,25 @@ def wait_healthy(
     tuning: Tuning | None = None,
     sink: StatusSink | None = None,
     fleet: FleetLookup | None = None,
+    outcomes: StageOutcomes | None = None,
 ) -> WaitResult:
-    """Wait until `cluster` is done or failed, record it in the stage status, and return it.
+    """Wait until `cluster` is done or failed, record it in its stage's records, and return it.
 
     `revisions` are the release's revision tuples (see `orchestrator.argocd.assess`). Status changes
     go to `sink` (default: written at once). `fleet`: the clusters and their Applications (default:
     read here; a batch shares one, see `steps.common.FleetLookup`).
     """
     tuning = tuning or Tuning()
-    sink = sink or DirectSink(kube, rollout.namespace, rollout.name, tuning.status)
     release = check_revisions(revisions)
     ps = load_progressive_sync(kube, rollout)
     rollout = rollout.with_applications_of(ps)
     check_rollout(ps, rollout.rollout_id)
     check_stage(ps, stage)
-    recorded = _recorded(ps.status, stage, cluster)
+    if sink is None or outcomes is None:
+        where = read_stage_records(kube, rollout, ps, stage)
+        sink = sink or DirectSink(kube, where)
+        outcomes = outcomes or where.outcomes
+    recorded = _recorded(outcomes, cluster)
     if recorded is not None:
         return recorded
 
@@ -120,6 +125,7 @@ def wait_healthy(
         tuning=tuning,
         sink=sink,
         fleet=fleet or FleetLookup(kube, rollout, ps, clock=clock),
+        outcomes=outcomes,
     )
     if result.phase == ClusterPhase.FAILED and result.apps:
         # Nothing we started may apply the release after we said the cluster failed (a sync a
@@ -128,26 +134,25 @@ def wait_healthy(
         if ended.acted:
             result = dataclasses.replace(result, reason=f"{result.reason}; {ended.summary}")
 
-    def mutation(status: ProgressiveSyncStatus) -> ProgressiveSyncStatus:
-        if result.phase == ClusterPhase.DONE:
-            marked = mark_completed(status, stage=stage, cluster=cluster)
-            return set_note(marked, stage=stage, cluster=cluster, note=result.note)
-        return mark_failed(status, stage=stage, cluster=cluster, reason=result.reason)
-
-    sink.record(mutation, what=f"cluster {cluster} {result.phase.value.lower()}", urgent=result.failed)
+    now = clock.now()
+    change = (
+        sinks.completed(now, result.note)
+        if result.phase == ClusterPhase.DONE
+        else sinks.failed(now, result.reason)
+    )
+    sink.record(cluster, change, what=f"cluster {cluster} {result.phase.value.lower()}", urgent=result.failed)
     return result
 
 
-def _recorded(status: ProgressiveSyncStatus | None, stage: str, cluster: str) -> WaitResult | None:
-    """The outcome already in the status for this cluster, if any."""
-    entry = find_stage(status, stage)
-    if entry is None:
+def _recorded(outcomes: StageOutcomes, cluster: str) -> WaitResult | None:
+    """The outcome already recorded for this cluster, if any."""
+    record = outcomes.clusters.get(cluster)
+    if record is None:
         return None
-    if cluster in entry.completed:
+    if record.state == ClusterState.COMPLETED:
         return WaitResult(cluster, ClusterPhase.DONE, "recorded as completed", already_recorded=True)
-    for failure in entry.failed:
-        if failure.name == cluster:
-            return WaitResult(cluster, ClusterPhase.FAILED, failure.reason, already_recorded=True)
+    if record.state == ClusterState.FAILED:
+        return WaitResult(cluster, ClusterPhase.FAILED, record.reason, already_recorded=True)
     return None
 
 
@@ -163,8 +168,9 @@ def _follow(
     tuning: Tuning,
     sink: StatusSink,
     fleet: FleetLookup,
+    outcomes: StageOutcomes,
 ) -> WaitResult:
-    names = _apps_to_follow(ps, fleet, stage=stage, cluster=cluster)
+    names = _apps_to_follow(ps, fleet, stage=stage, cluster=cluster, outcomes=outcomes)
     if isinstance(names, WaitResult):
         return names
 
@@ -242,7 +248,7 @@ def _follow(
 
 
 def _apps_to_follow(
-    ps: ProgressiveSync, fleet: FleetLookup, *, stage: str, cluster: str
+    ps: ProgressiveSync, fleet: FleetLookup, *, stage: str, cluster: str, outcomes: StageOutcomes
 ) -> list[str] | WaitResult:
     """The names of the cluster's Applications to follow, or why the cluster fails without a wait:
     no cluster Secret, no Application, or its stage failed already (in flight in a failed stage,
@@ -259,7 +265,7 @@ def _apps_to_follow(
             ClusterPhase.FAILED,
             f"cluster {cluster}: no Application of ApplicationSet {ps.spec.app_set_ref.name} targets it",
         )
-    failed_already = stage_failure(ps, stage)
+    failed_already = stage_failure(ps, stage, outcomes)
     if failed_already:
         return WaitResult(
             cluster, ClusterPhase.FAILED, stopped_reason(cluster, failed_already), apps=tuple(names)
@@ -278,7 +284,7 @@ def _sync_started(apps: Mapping[str, Mapping[str, Any] | None], rollout_id: str)
 
 
 class _Notes:
-    """Writes the cluster's note into the stage status (`notes`) when it changes: a person sees what
+    """Writes the cluster's note into its record (`note`) when it changes: a person sees what
     holds the cluster (a sync window, Suspended, Missing, Unknown, Argo CD retrying, ...) while it lasts."""
 
     def __init__(self, sink: StatusSink, *, stage: str, cluster: str) -> None:
@@ -290,15 +296,8 @@ class _Notes:
     def say(self, note: str) -> None:
         if note == self.said:
             return
-        stage, cluster = self.stage, self.cluster
-
-        def mutation(status: ProgressiveSyncStatus) -> ProgressiveSyncStatus:
-            entry = find_stage(status, stage)
-            if entry is None or cluster in entry.completed or any(f.name == cluster for f in entry.failed):
-                return status  # recorded already (by a step run again): its outcome says it
-            return set_note(status, stage=stage, cluster=cluster, note=note)
-
-        self.sink.record(mutation, what=f"cluster {cluster} note")
+        # A cluster recorded done or failed already (by a step run again) keeps its own: its outcome says it.
+        self.sink.record(self.cluster, sinks.note(note), what=f"cluster {self.cluster} note")
         self.said = note
 
 

@@ -38,7 +38,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StrictInt
 
-from orchestrator.api.metadata import NAME_LABEL, ROLLOUT_ID_LABEL
+from orchestrator.api.metadata import NAME_LABEL, ROLLOUT_ID_LABEL, label_value
 from orchestrator.api.models import (
     API_VERSION,
     OBJECT_NAME_MAX_LENGTH,
@@ -171,7 +171,11 @@ def record_name(progressive_sync: str, rollout_id: str, stage_index: int, part: 
 
 def record_labels(progressive_sync: str, rollout_id: str, stage_index: int) -> dict[str, str]:
     """The labels every part of a stage carries (select them with `record_selector`)."""
-    return {NAME_LABEL: progressive_sync, ROLLOUT_ID_LABEL: rollout_id, STAGE_INDEX_LABEL: str(stage_index)}
+    return {
+        NAME_LABEL: label_value(progressive_sync),  # cut, with a hash, past 63 characters
+        ROLLOUT_ID_LABEL: rollout_id,
+        STAGE_INDEX_LABEL: str(stage_index),
+    }
 
 
 def record_selector(progressive_sync: str, rollout_id: str, stage_index: int | None = None) -> str:
@@ -259,6 +263,30 @@ def merge_record(current: ClusterRecord | None, proposed: ClusterRecord) -> Clus
             }
         )
     return None if winner == current else winner
+
+
+def end_record(current: ClusterRecord | None, proposed: ClusterRecord) -> ClusterRecord | None:
+    """`merge_record` for a step's end result (Completed or Failed): when it moves the cluster on,
+    its note replaces the one recorded (a done cluster's remark, or none: what held the cluster
+    while it waited is over, and a failure's reason says it all)."""
+    merged = merge_record(current, proposed)
+    if merged is None:
+        return None
+    if current is None or _RANK[proposed.state] > _RANK[current.state]:
+        merged = merged.model_copy(update={"note": proposed.note})
+    return None if merged == current else merged
+
+
+def noted(current: ClusterRecord | None, note: str) -> ClusterRecord | None:
+    """The record with what holds the cluster while a step waits (`note`; "" removes it); None when
+    nothing changes. A cluster with an outcome keeps its own (the outcome says it); one without a
+    record is recorded Syncing with the note (a step waits on it: it is in flight)."""
+    note = cut_text(note)
+    if current is None:
+        return ClusterRecord(state=ClusterState.SYNCING, note=note) if note else None
+    if current.state in END_STATES or current.note == note:
+        return None
+    return current.model_copy(update={"note": note})
 
 
 def clusters_patch(records: Mapping[str, ClusterRecord]) -> dict[str, Any]:
@@ -390,7 +418,7 @@ def summarize(outcomes: StageOutcomes, cap: int = STATUS_LIST_CAP) -> StageSumma
 
 
 def summary_line(summary: StageSummary) -> str:
-    """A stage's summary in one line: `2/4 done, syncing a, b, failed c (Degraded) and 3 more`
+    """A stage's summary in one line: `2/4, syncing a, b, failed c (Degraded) and 3 more`
     (`-` before the stage took a cluster). `progressive-sync status --watch` prints it per stage,
     and a step that reports a stage's progress says it the same way."""
     counts = summary.counts

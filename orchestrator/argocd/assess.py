@@ -22,6 +22,7 @@ from typing import Any
 
 from orchestrator.api.models import STATUS_LIST_CAP, RolloutPhase, StagePhase, StageStatus
 from orchestrator.api.rollout_status import is_step_error
+from orchestrator.api.stage_records import StageOutcomes
 from orchestrator.argocd import appsync
 from orchestrator.core.clock import format_time, parse_time
 
@@ -442,33 +443,39 @@ def first_few(items: Sequence[str], limit: int = STATUS_LIST_CAP) -> str:
     return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
-def assess_stage(stage: StageStatus, *, max_failed_clusters: int) -> tuple[StagePhase, str]:
-    """Close a stage: Succeeded, or Failed when failures exceed the policy or targets never finished."""
+def assess_stage(
+    stage: StageStatus, outcomes: StageOutcomes, *, max_failed_clusters: int
+) -> tuple[StagePhase, str]:
+    """Close a stage: Succeeded, or Failed when failures exceed the policy or targets never finished.
+
+    `outcomes`: the stage's clusters as its records tell them (`stage_records.outcomes_of`)."""
     if stage.phase == StagePhase.SKIPPED:
         return StagePhase.SKIPPED, stage.message
-    total = len(stage.targets)
+    total = len(outcomes.targets)
     if total == 0:
         return StagePhase.SKIPPED, stage.message or "no cluster to update"
-    failed_names = {failure.name for failure in stage.failed}
-    completed = set(stage.completed)
-    updated = [name for name in stage.targets if name in completed and name not in failed_names]
-    if len(stage.failed) > max_failed_clusters:
-        details = first_few([f"{f.name} ({f.reason})" if f.reason else f.name for f in stage.failed])
+    failed = outcomes.failed
+    failed_names = set(failed)
+    completed = set(outcomes.completed)
+    updated = [name for name in outcomes.targets if name in completed and name not in failed_names]
+    if len(failed) > max_failed_clusters:
+        reasons = {name: outcomes.clusters[name].reason for name in failed}
+        details = first_few([f"{name} ({reasons[name]})" if reasons[name] else name for name in failed])
         return (
             StagePhase.FAILED,
-            f"{len(stage.failed)} of {total} clusters failed (at most {max_failed_clusters} tolerated): "
+            f"{len(failed)} of {total} clusters failed (at most {max_failed_clusters} tolerated): "
             f"{details}; {len(updated)} updated",
         )
-    unfinished = [name for name in stage.targets if name not in completed and name not in failed_names]
+    unfinished = [name for name in outcomes.targets if name not in completed and name not in failed_names]
     if unfinished:
         return (
             StagePhase.FAILED,
             f"{len(unfinished)} of {total} clusters did not finish: {first_few(unfinished)}; "
-            f"{len(updated)} updated, {len(stage.failed)} failed",
+            f"{len(updated)} updated, {len(failed)} failed",
         )
     message = f"{len(updated)} of {total} clusters updated"
-    if stage.failed:
-        message += f", {len(stage.failed)} failed (at most {max_failed_clusters} tolerated)"
+    if failed:
+        message += f", {len(failed)} failed (at most {max_failed_clusters} tolerated)"
     return StagePhase.SUCCEEDED, message
 
 
@@ -518,5 +525,5 @@ def assess_rollout(
             RolloutPhase.FAILED,
             f"Workflow {workflow_name} Succeeded but stage(s) never finished: {', '.join(unfinished)}",
         )
-    updated = sum(len(stage.completed) for stage in stages)
+    updated = sum(stage.tally().completed for stage in stages)
     return RolloutPhase.SUCCEEDED, f"{len(stages)} stage(s) finished; {updated} cluster(s) updated"

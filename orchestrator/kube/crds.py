@@ -44,7 +44,8 @@ def crd_documents_in(folder: Path) -> list[dict[str, Any]]:
 def all_crd_documents(
     peer_crd_dirs: Iterable[Path], *, workflow_crd_dir: Path | None = None
 ) -> list[dict[str, Any]]:
-    """Our CRDs (ProgressiveSync and ProgressiveSyncStage, generated from the models) plus every CRD in the peers' folders.
+    """Our CRDs (ProgressiveSync, ProgressiveSyncStage: generated from the models) plus every CRD in
+    the peers' folders.
 
     `workflow_crd_dir`: a folder whose CRDs replace those of the same name, for Argo's minimal
     Workflow CRD (`tools.minimal_workflow_crd_dir()`: what Argo's install manifests apply; spec and

@@ -19,12 +19,9 @@ rollout is due. `docs/planner.md` explains the rules with examples; the summary:
   available clusters, `maxParallel` "N%" is N% of the stage's targets; both round down, minimum 1
   (the one sizing rule, `orchestrator.planning.sizing`, which the Workflow builder uses too).
 - **A running rollout** (`progress`): a stage that rollout already selected keeps exactly the
-  targets it recorded, and they count as taken, so later stages get the answer the plan gave at the
-  start (unless the fleet itself changed). A stage whose list of clusters the status left out
-  (issue 29 point 8) is known by its taken-set, the digests of its targets' names: its targets are
-  the fleet's clusters with those digests, and no later stage takes them (nor counts a failure of
-  one against its own `maxFailedClusters`). A stage of which the status kept neither, and which
-  has clusters not updated, is an error: a later stage could take them again.
+  targets it recorded (its ProgressiveSyncStage records, issue 30: `progress_from_status`), and
+  they count as taken, so later stages get the answer the plan gave at the start (unless the fleet
+  itself changed).
 """
 
 from __future__ import annotations
@@ -32,20 +29,19 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
-from orchestrator.api.ledger import name_digest
 from orchestrator.api.models import (
     LabelSelector,
     ProgressiveSyncSpec,
     ProgressiveSyncStatus,
-    StageCounts,
     StagePhase,
 )
 from orchestrator.api.release import Revisions, normalize_revisions, release_id, revision_key
+from orchestrator.api.stage_records import StageOutcomes
 from orchestrator.argocd.fleet import (
     AppSetView,
     AppView,
@@ -89,7 +85,6 @@ class IssueCode(StrEnum):
     UNKNOWN_PROGRESS_STAGE = "UnknownProgressStage"
     LATE_CLUSTERS = "LateClusters"
     NOT_A_RELEASE = "NotARelease"
-    PROGRESS_LEFT_OUT = "ProgressLeftOut"
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,35 +105,19 @@ class PlanIssue:
 
 @dataclass(frozen=True, slots=True)
 class StageProgress:
-    """What a running rollout recorded for one stage (from `status.stages[]`)."""
+    """What a running rollout recorded for one stage: its phase (`status.stages[]`) and its clusters
+    (its ProgressiveSyncStage records)."""
 
     name: str
     targets: tuple[str, ...] = ()
     completed: tuple[str, ...] = ()
     failed: tuple[str, ...] = ()
     phase: StagePhase = StagePhase.PENDING
-    # A stage whose ledger the status left out: no names (`failed` holds only the few the status
-    # kept), the digests of its targets' names (`orchestrator.api.ledger.name_digest`; empty when
-    # the status kept none) and its stored counts.
-    taken: frozenset[bytes] = frozenset()
-    counted: StageCounts | None = None
 
     @property
     def is_selected(self) -> bool:
         """True once the rollout's `select` ran for this stage (or skipped it)."""
-        return self.phase is not StagePhase.PENDING or bool(self.targets) or bool(self.taken)
-
-    @property
-    def targets_unknown(self) -> bool:
-        """True when the status kept neither its targets nor their digests while some of them are
-        not updated (a later stage could take those again)."""
-        counted = self.counted
-        return (
-            not self.targets
-            and not self.taken
-            and counted is not None
-            and counted.targets > counted.completed
-        )
+        return self.phase is not StagePhase.PENDING or bool(self.targets)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,23 +128,25 @@ class RolloutProgress:
     stages: tuple[StageProgress, ...] = ()
 
 
-def progress_from_status(status: ProgressiveSyncStatus) -> RolloutProgress:
-    """The progress recorded in a ProgressiveSync status (pass it only for the rollout under way)."""
-    return RolloutProgress(
-        rollout_id=status.rollout.id if status.rollout else "",
-        stages=tuple(
+def progress_from_status(
+    status: ProgressiveSyncStatus, outcomes: Mapping[str, StageOutcomes]
+) -> RolloutProgress:
+    """The progress of the rollout under way (pass it only for that one): each stage's phase from
+    the status, its targets, completed and failed clusters from its records (`outcomes`, stage
+    name -> `orchestrator.api.stage_records.StageOutcomes`; a stage without records took none)."""
+    stages = []
+    for stage in status.stages or []:
+        found = outcomes.get(stage.name)
+        stages.append(
             StageProgress(
                 name=stage.name,
-                targets=tuple(stage.targets),
-                completed=tuple(stage.completed),
-                failed=tuple(f.name for f in stage.failed),
+                targets=found.targets if found else (),
+                completed=found.completed if found else (),
+                failed=found.failed if found else (),
                 phase=stage.phase,
-                taken=stage.taken_digests(),
-                counted=stage.tally() if stage.clusters_omitted else None,
             )
-            for stage in status.stages or []
-        ),
-    )
+        )
+    return RolloutProgress(rollout_id=status.rollout.id if status.rollout else "", stages=tuple(stages))
 
 
 # --- the plan --------------------------------------------------------------------------------
@@ -716,9 +697,7 @@ def _plan_stages(
     fleet: Mapping[str, ClusterPlan],
     progress: RolloutProgress | None,
 ) -> tuple[StagePlan, ...]:
-    recorded = _targets_of_taken_sets(
-        issues, {s.name: s for s in (progress.stages if progress else ()) if s.is_selected}, clusters
-    )
+    recorded = {s.name: s for s in (progress.stages if progress else ()) if s.is_selected}
     stage_names = {stage.name for stage in spec.stages}
     strangers = sorted(name for name in recorded if name not in stage_names)
     if strangers:
@@ -782,33 +761,6 @@ def _plan_stages(
     return tuple(plans)
 
 
-def _targets_of_taken_sets(
-    issues: _Issues, recorded: dict[str, StageProgress], clusters: Mapping[str, Cluster]
-) -> dict[str, StageProgress]:
-    """The recorded stages, those the status kept only as taken-sets with their targets: the
-    fleet's clusters whose name digests are in the set (a cluster that left the fleet is no
-    candidate anyway). A stage kept without either is an error (see `targets_unknown`)."""
-    unknown = [s.name for s in recorded.values() if s.targets_unknown]
-    if unknown:
-        issues.error(
-            IssueCode.PROGRESS_LEFT_OUT,
-            f"the status no longer says which clusters stage(s) {_names(unknown)} of the running "
-            "rollout took (their list was left out of the status without the set of clusters taken, "
-            "which an earlier version did not keep), and some of them are not updated: a later stage "
-            "could take them again; retry the rollout (progressive-sync retry)",
-            unknown,
-        )
-    if not any(s.taken and not s.targets for s in recorded.values()):
-        return recorded
-    by_digest = {name_digest(name): name for name in clusters}
-    resolved = dict(recorded)
-    for name, stage in recorded.items():
-        if stage.taken and not stage.targets:
-            targets = sorted(by_digest[d] for d in stage.taken if d in by_digest)
-            resolved[name] = replace(stage, targets=tuple(targets))
-    return resolved
-
-
 # Cluster names grouped by their values of some label keys (None where a cluster lacks the key).
 _Partition = dict[tuple[str | None, ...], list[str]]
 
@@ -863,9 +815,6 @@ def _recorded_state(recorded: StageProgress, rollout: str) -> tuple[StageState, 
     done = set(recorded.completed)
     completed = sum(1 for t in targets if t in done)
     total, failed = len(targets), len(recorded.failed)
-    counted = recorded.counted
-    if counted is not None:  # its ledger was left out: the stored counts
-        total, completed, failed = counted.targets, counted.completed, counted.failed
     if recorded.phase is StagePhase.SKIPPED:
         return StageState.SKIPPED, f"skipped by {rollout}"
     if recorded.phase is StagePhase.SUCCEEDED or (total and completed == total):

@@ -31,7 +31,8 @@ def test_committed_stage_crd_matches_the_models() -> None:
     if os.environ.get("REGENERATE") == "1":
         committed.write_text(rendered)
     assert committed.read_text() == rendered, (
-        f"{crdgen.STAGE_CRD_FILE} differs from the models: run `make crds` (or REGENERATE=1 pytest {__file__})"
+        f"{crdgen.STAGE_CRD_FILE} differs from the models: run `make crds` "
+        f"(or REGENERATE=1 pytest {__file__})"
     )
 
 
