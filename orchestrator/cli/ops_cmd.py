@@ -174,7 +174,7 @@ class _FollowTimedOut(Exception):
     help="With --watch: give up (exit 4) after this many seconds.",
 )
 def status(*, name: str, settings: OpsSettings, watch: bool, timeout: float, every_cluster: bool) -> None:
-    """Show a ProgressiveSync's rollout: phase, stages, the clusters in flight and failed, durations.
+    """Show a ProgressiveSync's rollout: phase, stages, clusters, failures and durations.
 
     The table reads the ProgressiveSync's summary; --clusters (or -o wide) adds every cluster of the
     current rollout from its records, and -o json|yaml always lists them. With --watch it follows
