@@ -11,9 +11,7 @@ The end-to-end tests drive the same commands against a rollout the watcher and e
 from __future__ import annotations
 
 import json
-import random
 import re
-import string
 import subprocess
 import sys
 import threading
@@ -26,23 +24,23 @@ import yaml
 from click.testing import CliRunner, Result
 
 from orchestrator.api.metadata import RETRY_ANNOTATION, workflow_name
-from orchestrator.api.models import ClusterFailure, ProgressiveSyncStatus, StagePhase
-from orchestrator.api.rollout_status import close_stage, refresh_progress, start_rollout, start_stage
+from orchestrator.api.models import ObjectMeta, ProgressiveSyncStatus
+from orchestrator.api.rollout_status import start_rollout, start_stage
+from orchestrator.api.stage_records import ClusterRecord, ClusterState, new_records, outcomes_of, summarize
 from orchestrator.cli.main import main
+from orchestrator.core.clock import format_time
 from orchestrator.devenv import controlplane as devcluster
-from orchestrator.kube.client import APPLICATIONS, PROGRESSIVE_SYNCS, WORKFLOWS, Kube
+from orchestrator.kube.client import PROGRESSIVE_SYNCS, WORKFLOWS, Kube
+from orchestrator.kube.stage_records import create_records, patch_clusters
 from tests.support.builders import (
     OPERATOR_STAGES,
     PS_NAME,
     ROLLOUT_ID,
     T0,
-    done_application,
-    make_application,
     make_gate_node,
     make_ps,
     make_stage_status,
     make_workflow,
-    our_operation,
 )
 from tests.support.wait import wait_for
 
@@ -439,75 +437,77 @@ def test_retry_refuses_unless_failed(cli: Any, kube: Kube, namespace: str, phase
     )
 
 
-def test_status_tells_a_stage_left_out_of_the_status_from_its_applications(
+def test_status_lists_every_cluster_from_the_records_and_the_summary_by_default(
     cli: Any, kube: Kube, namespace: str
 ) -> None:
-    # A finished canary of 3 clusters with Applications and 1,300 clusters named with 253 random
-    # characters: over the status's bound, so the canary's ledger is left out of what is stored.
-    rng = random.Random(3)
-    long_names = [
-        f"{i:05d}." + "".join(rng.choice(string.ascii_lowercase + string.digits) for _ in range(247))
-        for i in range(1_300)
-    ]
+    # A running canary that took 34 clusters: one updated, one failed, 31 in flight (more than the
+    # summary lists), one not started yet; and a record of an older rollout that is not this one's.
+    created = kube.create(PROGRESSIVE_SYNCS, namespace, make_ps(namespace=namespace, stages=OPERATOR_STAGES))
+    owner = ObjectMeta.model_validate(created["metadata"])
+    in_flight = [f"c{i:02d}" for i in range(31)]
+    targets = ["eu-1", "eu-2", *in_flight, "eu-4"]
+    (part,) = create_records(
+        kube,
+        owner,
+        new_records(PS_NAME, ROLLOUT_ID, "canary", stage_index=0, targets=targets, namespace=namespace),
+    )
+    create_records(
+        kube,
+        owner,
+        new_records(PS_NAME, "0ld1d", "canary", stage_index=0, targets=["old-1"], namespace=namespace),
+    )
+    clusters = {
+        "eu-1": ClusterRecord(
+            state=ClusterState.COMPLETED, revisions=["4f1c2e9b7a3d" * 3], started_at=T0, finished_at=T0
+        ),
+        "eu-2": ClusterRecord(
+            state=ClusterState.FAILED, reason="Degraded for 120s after the sync", finished_at=T0
+        ),
+        **{name: ClusterRecord(state=ClusterState.SYNCING, started_at=T0) for name in in_flight},
+    }
+    stored = patch_clusters(kube, namespace, part.metadata.name, clusters)
     status = start_rollout(
         ProgressiveSyncStatus(),
         rollout_id=ROLLOUT_ID,
-        stage_names=[stage["name"] for stage in OPERATOR_STAGES],
+        stage_names=[s["name"] for s in OPERATOR_STAGES],
         now=T0,
     )
     status = start_stage(
-        status, stage="canary", targets=["eu-1", "eu-2", "eu-3", *long_names], message="", now=T0
+        status, stage="canary", summary=summarize(outcomes_of("canary", [stored])), message="", now=T0
     )
-    canary = (status.stages or [])[0]
-    canary.completed, canary.syncing = ["eu-1", *long_names], ["eu-3"]
-    canary.failed = [ClusterFailure(name="eu-2", reason="Degraded")]
-    refresh_progress(status)
-    status = close_stage(status, stage="canary", phase=StagePhase.SUCCEEDED, message="", now=T0)
-    kube.create(PROGRESSIVE_SYNCS, namespace, make_ps(namespace=namespace, stages=OPERATOR_STAGES))
     kube.patch(PROGRESSIVE_SYNCS, namespace, PS_NAME, {"status": status.to_api()}, subresource="status")
-    stored = kube.get(PROGRESSIVE_SYNCS, namespace, PS_NAME)["status"]
-    assert len(json.dumps(stored, separators=(",", ":"))) < 256 * 1024
-    assert "clusters" not in stored["stages"][0] and stored["stages"][0]["clustersOmitted"]
-    assert stored["stages"][0]["counts"] == {"targets": 1_303, "syncing": 1, "completed": 1_301, "failed": 1}
 
-    ours = our_operation(rollout_id=ROLLOUT_ID)
-    for app in (
-        done_application(namespace=namespace, cluster="eu-1", by="name", state_operation=ours),
-        make_application(
-            namespace=namespace,
-            cluster="eu-2",
-            by="name",
-            phase="Failed",
-            state_operation=ours,
-            message="one or more objects failed to apply",
-            health="Degraded",
-        ),
-        make_application(
-            namespace=namespace,
-            cluster="eu-3",
-            by="name",
-            phase="Running",
-            state_operation=ours,
-            health="Progressing",
-        ),
-        # Synced by another rollout: not a cluster of this one.
-        done_application(namespace=namespace, cluster="eu-4", by="name", state_operation=our_operation()),
-    ):
-        app["metadata"].pop("uid")
-        kube.create(APPLICATIONS, namespace, app)
-
-    result = cli("status", PS_NAME, "-o", "json")
-    assert result.exit_code == 0, result.output
-    shown = json.loads(result.output)["stages"][0]
-    assert shown["targets"] == ["eu-1", "eu-2", "eu-3"]
-    assert (shown["completed"], shown["syncing"]) == (["eu-1"], ["eu-3"])
-    assert shown["failed"] == [
-        {"name": "eu-2", "reason": "myservice-eu-2: one or more objects failed to apply"}
-    ]
-    assert shown["counts"] == {"targets": 1_303, "syncing": 1, "completed": 1_301, "failed": 1}
-    assert "on its Applications" in shown["clustersOmitted"]
+    # The table: the summary the ProgressiveSync holds (failed, the first 20 in flight, how many more).
     table = cli("status", PS_NAME)
     assert table.exit_code == 0, table.output
-    assert "eu-2" in table.output and "one or more objects failed to apply" in table.output
-    assert "progress:  1301/1303 clusters" in table.output
-    assert re.search(r"canary\s+Succeeded\s+1302/1303\s+1\s", table.output), table.output
+    assert re.search(r"canary\s+Progressing\s+2/34\s+1\s", table.output), table.output
+    assert re.search(r"eu-2\s+canary\s+failed: Degraded for 120s after the sync", table.output)
+    assert "c19" in table.output and "c20" not in table.output and "eu-4" not in table.output
+    assert "stage 'canary': 11 more in flight not listed" in table.output
+    assert f"progressive-sync status {PS_NAME} -n {namespace} --clusters" in table.output
+
+    # --clusters and -o wide: every cluster of the rollout, from its records.
+    for args in (("--clusters",), ("-o", "wide")):
+        wide = cli("status", PS_NAME, *args)
+        assert wide.exit_code == 0, wide.output
+        assert re.search(
+            r"eu-1\s+canary\s+Completed\s+4f1c2e9b7a3d\s+" + re.escape(format_time(T0)), wide.output
+        )
+        assert re.search(r"eu-4\s+canary\s+NotStarted", wide.output)  # a target without a record
+        assert "c30" in wide.output and "old-1" not in wide.output
+
+    # -o json: the summary per stage, and every cluster.
+    result = cli("status", PS_NAME, "-o", "json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    canary = data["stages"][0]
+    assert canary["counts"] == {"targets": 34, "syncing": 31, "completed": 1, "failed": 1}
+    assert canary["more"] == {"syncing": 11, "failed": 0, "notes": 0}
+    assert canary["records"] == [part.metadata.name]
+    shown = {c["name"]: c for c in data["clusters"]}
+    assert list(shown) == targets
+    assert (
+        shown["eu-2"]["state"] == "Failed" and shown["eu-2"]["reason"] == "Degraded for 120s after the sync"
+    )
+    assert shown["eu-4"]["state"] == "NotStarted"
+    assert shown["eu-1"]["revisions"] == ["4f1c2e9b7a3d" * 3]
