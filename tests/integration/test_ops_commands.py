@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -42,6 +43,7 @@ from tests.support.builders import (
     make_stage_status,
     make_workflow,
 )
+from tests.support.kubectl import Kubectl
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.integration
@@ -437,15 +439,17 @@ def test_retry_refuses_unless_failed(cli: Any, kube: Kube, namespace: str, phase
     )
 
 
-def test_status_lists_every_cluster_from_the_records_and_the_summary_by_default(
-    cli: Any, kube: Kube, namespace: str
-) -> None:
-    # A running canary that took 34 clusters: one updated, one failed, 31 in flight (more than the
-    # summary lists), one not started yet; and a record of an older rollout that is not this one's.
+IN_FLIGHT = [f"c{i:02d}" for i in range(31)]
+RECORDED_TARGETS = ["eu-1", "eu-2", *IN_FLIGHT, "eu-4"]
+
+
+def running_canary_with_records(kube: Kube, namespace: str) -> str:
+    """A running canary that took 34 clusters: one updated, one failed, 31 in flight (more than the
+    summary lists), one not started yet; and a record of an older rollout that is not this one's.
+    Written as `select` and the cluster steps would. Returns the current record's name."""
     created = kube.create(PROGRESSIVE_SYNCS, namespace, make_ps(namespace=namespace, stages=OPERATOR_STAGES))
     owner = ObjectMeta.model_validate(created["metadata"])
-    in_flight = [f"c{i:02d}" for i in range(31)]
-    targets = ["eu-1", "eu-2", *in_flight, "eu-4"]
+    targets, in_flight = RECORDED_TARGETS, IN_FLIGHT
     (part,) = create_records(
         kube,
         owner,
@@ -476,6 +480,14 @@ def test_status_lists_every_cluster_from_the_records_and_the_summary_by_default(
         status, stage="canary", summary=summarize(outcomes_of("canary", [stored])), message="", now=T0
     )
     kube.patch(PROGRESSIVE_SYNCS, namespace, PS_NAME, {"status": status.to_api()}, subresource="status")
+    return part.metadata.name
+
+
+def test_status_lists_every_cluster_from_the_records_and_the_summary_by_default(
+    cli: Any, kube: Kube, namespace: str
+) -> None:
+    record = running_canary_with_records(kube, namespace)
+    targets = RECORDED_TARGETS
 
     # The table: the summary the ProgressiveSync holds (failed, the first 20 in flight, how many more).
     table = cli("status", PS_NAME)
@@ -503,7 +515,7 @@ def test_status_lists_every_cluster_from_the_records_and_the_summary_by_default(
     canary = data["stages"][0]
     assert canary["counts"] == {"targets": 34, "syncing": 31, "completed": 1, "failed": 1}
     assert canary["more"] == {"syncing": 11, "failed": 0, "notes": 0}
-    assert canary["records"] == [part.metadata.name]
+    assert canary["records"] == [record]
     shown = {c["name"]: c for c in data["clusters"]}
     assert list(shown) == targets
     assert (
@@ -511,3 +523,63 @@ def test_status_lists_every_cluster_from_the_records_and_the_summary_by_default(
     )
     assert shown["eu-4"]["state"] == "NotStarted"
     assert shown["eu-1"]["revisions"] == ["4f1c2e9b7a3d" * 3]
+
+
+def test_the_documented_kubectl_recipes_answer_from_the_records(
+    kube: Kube, kubectl: Kubectl, namespace: str
+) -> None:
+    # docs/status.md, "Recipes": run as a person would, against the real API server.
+    record = running_canary_with_records(kube, namespace)
+    selector = f"progressivesync.io/name={PS_NAME},progressivesync.io/rollout-id={ROLLOUT_ID}"
+    listed = kubectl.ok("get", "psstage", "-n", namespace, "-l", selector)
+    assert record in listed and "canary" in listed and ROLLOUT_ID in listed
+    assert "0ld1d" not in listed
+    state = kubectl.ok(
+        "get", "psstage", record, "-n", namespace, "-o", "jsonpath={.status.clusters.eu-2.state}"
+    )
+    assert state == "Failed"
+    failed = kubectl.ok(
+        "get",
+        "psync",
+        PS_NAME,
+        "-n",
+        namespace,
+        "-o",
+        'jsonpath={range .status.stages[*]}{range .failed[*]}{.name}{"\\t"}{.reason}{"\\n"}{end}{end}',
+    )
+    assert failed == "eu-2\tDegraded for 120s after the sync\n"
+    jq = shutil.which("jq")
+    if jq is None:
+        return
+    items = kubectl.ok("get", "psstage", "-n", namespace, "-l", selector, "-o", "json")
+
+    def run_jq(*args: str) -> str:
+        return subprocess.run([jq, *args], input=items, capture_output=True, text=True, check=True).stdout
+
+    assert (
+        run_jq(
+            "-r",
+            ".items[] | .spec.stage as $s | .status.clusters // {} | to_entries[] "
+            '| select(.value.state == "Failed") | [.key, $s, .value.reason] | @tsv',
+        )
+        == "eu-2\tcanary\tDegraded for 120s after the sync\n"
+    )
+    assert (
+        run_jq(
+            "-r",
+            '.items[] | .status.clusters // {} | to_entries[] | select(.value.state == "Syncing") | .key',
+        ).split()
+        == IN_FLIGHT
+    )
+    assert run_jq(
+        "-r", ".items[] | (.status.clusters // {}) as $c | .spec.targets[] | select($c[.] == null)"
+    ) == ("eu-4\n")
+    took = run_jq(
+        "-c",
+        "--arg",
+        "c",
+        "eu-1",
+        ".items[] | select(.spec.targets | index($c))"
+        " | {stage: .spec.stage, state: .status.clusters[$c].state}",
+    )
+    assert json.loads(took) == {"stage": "canary", "state": "Completed"}
