@@ -49,7 +49,6 @@ from typing import Any
 import psutil
 
 from orchestrator.api.models import resolve_int_or_percent
-from orchestrator.api.rollout_status import expanded_wire
 from orchestrator.core.clock import SystemClock
 from orchestrator.devenv import tools
 from orchestrator.devenv.controlplane import DevCluster
@@ -69,6 +68,7 @@ from orchestrator.simulator.events import read_events
 from orchestrator.simulator.seed import seed_fleet
 from orchestrator.watcher.loop import Watcher
 from orchestrator.watcher.settings import Engine, LogFormat, Settings
+from tests.support.outcomes import status_with_outcomes
 
 NAMESPACE = "argocd"
 REVISION = "4f1c2e9b7a3d5c8e1f0a2b4c6d8e0f1a3b5c7d9e"
@@ -226,7 +226,7 @@ def read_audit(cluster: DevCluster) -> list[dict[str, Any]]:
 
 def wait_settled(kube: Kube, name: str, timeout: float) -> tuple[float, dict[str, Any]]:
     """Poll until the ProgressiveSync's rollout ended; (when it was first seen ended, its status with
-    every stage's cluster lists decoded: `rollout_status.expanded_wire`)."""
+    every stage's clusters listed from its records: `tests.support.outcomes.status_with_outcomes`)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         obj = kube.get(PROGRESSIVE_SYNCS, NAMESPACE, name)
@@ -234,7 +234,7 @@ def wait_settled(kube: Kube, name: str, timeout: float) -> tuple[float, dict[str
         if status.get("phase") in ("Succeeded", "Failed", "Cancelled") and (status.get("rollout") or {}).get(
             "finishedAt"
         ):
-            return time.time(), expanded_wire(status)
+            return time.time(), status_with_outcomes(kube, NAMESPACE, name)
         time.sleep(0.1)
     raise TimeoutError(f"ProgressiveSync {name} did not finish within {timeout:g}s")
 

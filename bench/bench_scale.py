@@ -57,7 +57,8 @@ import scale_fleet
 
 from orchestrator.api.models import ProgressiveSync, ProgressiveSyncStatus
 from orchestrator.api.release import Release, spec_hash
-from orchestrator.api.rollout_status import expanded, mark_completed, start_rollout, start_stage
+from orchestrator.api.rollout_status import start_rollout, start_stage
+from orchestrator.api.stage_records import ClusterRecord, ClusterState, StageOutcomes, summarize
 from orchestrator.argocd.fleet import load_fleet
 from orchestrator.devenv import tools
 from orchestrator.devenv.controlplane import DevCluster
@@ -127,8 +128,9 @@ def write_fleet_files(workdir: Path, clusters: int) -> tuple[Path, Path, Path]:
 
 def status_at_scale(ps_path: Path, fleet_path: Path) -> tuple[int, int, int]:
     """The status once every target of every stage is recorded completed: its bytes as the steps
-    write it, the bytes of the same status in the shape before issue 15 (every cluster listed in
-    `targets` and `completed`), and the number of targets."""
+    write it (each stage's summary; every cluster's record is in the stage's ProgressiveSyncStage
+    objects, issue 30), the bytes of the same status in the shape before issue 15 (every cluster
+    listed in `targets` and `completed`), and the number of targets."""
     ps = ProgressiveSync.model_validate(json.loads(ps_path.read_text()))
     fleet = load_fleet(fleet_path.read_text())
     plan = plan_fleet(ps.spec, fleet, ps_name=ps.metadata.name)
@@ -141,17 +143,19 @@ def status_at_scale(ps_path: Path, fleet_path: Path) -> tuple[int, int, int]:
         revision=scale_fleet.NEW,
     )
     total = 0
+    done = ClusterRecord(state=ClusterState.COMPLETED, started_at=now, finished_at=now)
+    old_shape = status.to_api()
     for stage in plan.stages:
-        targets = list(stage.targets)
+        targets = tuple(stage.targets)
         total += len(targets)
-        status = start_stage(status, stage=stage.name, targets=targets, message="", now=now)
-        for cluster in targets:
-            status = mark_completed(status, stage=stage.name, cluster=cluster)
-    old_shape = expanded(status)
+        outcomes = StageOutcomes(stage=stage.name, targets=targets, clusters=dict.fromkeys(targets, done))
+        status = start_stage(status, stage=stage.name, summary=summarize(outcomes), message="", now=now)
+    old_shape = status.to_api()
     old_shape.pop("counts", None)
-    for entry in old_shape.get("stages") or []:
-        entry.pop("counts", None)
-        entry.pop("clusters", None)
+    for entry, stage in zip(old_shape.get("stages") or [], plan.stages, strict=False):
+        for key in ("counts", "more", "records"):
+            entry.pop(key, None)
+        entry["targets"] = entry["completed"] = list(stage.targets)
     return compact_bytes(status.to_api()), compact_bytes(old_shape), total
 
 
@@ -161,13 +165,14 @@ def compact_bytes(value: Any) -> int:
 
 
 def steps_status_writes(batches: dict[str, tuple[int, int, int]]) -> tuple[int, int]:
-    """The steps' status writes of a rollout without failures, from the stages' (targets,
-    maxParallel, batches): now (select and record per stage, one per cluster pod's sync and end,
-    one final write per batch, plus one per `Tuning.batch_flush_seconds` a batch runs, not counted
-    here) and before issue 15 (two per cluster in batches too), each with finalize's one."""
+    """The steps' writes of the ProgressiveSync status in a rollout without failures, from the
+    stages' (targets, maxParallel, batches): now (select and record per stage; a cluster's outcome
+    goes into its stage's ProgressiveSyncStage records, issue 30, and the watcher's live summary is
+    at most one write per `--summary-interval`, not counted here) and before issue 15 (two per
+    cluster), each with finalize's one."""
     now = before = 1
-    for targets, _, count in batches.values():
-        now += 2 + (count if count else 2 * targets)
+    for targets, _, _ in batches.values():
+        now += 2
         before += 2 + 2 * targets
     return now, before
 
@@ -584,9 +589,10 @@ def report(
     rows.append(
         (
             f"steps' status writes per rollout, {big['status-clusters']:,} clusters, no failure",
-            f"{big['status-writes']:,} + 1 per batch per {Tuning().batch_flush_seconds:g}s it runs",
-            f"{big['status-writes-before']:,} before issue 15 (two per cluster); grows with stages and "
-            "batches, and clusters only in stages of one pod per cluster (at most the batch threshold each)",
+            f"{big['status-writes']:,} + the watcher's live summary (one per --summary-interval)",
+            f"{big['status-writes-before']:,} before issue 15 (two per cluster); grows with stages only: "
+            "each cluster's outcome is a merge patch of its stage's record (one per batch per "
+            f"{Tuning().batch_flush_seconds:g}s it runs, or one per cluster pod's sync and end)",
         )
     )
     for mode, run in runs.items():

@@ -23,13 +23,15 @@ from orchestrator.api.metadata import NAME_LABEL, ROLLOUT_ID_LABEL, label_value,
 from orchestrator.api.models import (
     API_VERSION,
     KIND,
-    ClusterFailure,
     ProgressiveSync,
     ProgressiveSyncSpec,
+    ProgressiveSyncStatus,
     StagePhase,
     StageStatus,
 )
 from orchestrator.api.release import Release, revisions_to_json
+from orchestrator.api.rollout_status import apply_summary
+from orchestrator.api.stage_records import ClusterRecord, ClusterState, StageOutcomes, summarize
 from orchestrator.argocd import appsync
 from orchestrator.argocd.fleet import AppSetView, AppView, Cluster, app_view_from_object
 from orchestrator.core.clock import format_time
@@ -192,6 +194,33 @@ def make_ps_model(name: str = PS_NAME, **kwargs: Any) -> ProgressiveSync:
 # --- stage statuses -----------------------------------------------------------------------------
 
 
+def make_stage_outcomes(
+    name: str = "canary",
+    *,
+    targets: Sequence[str] = (),
+    completed: Sequence[str] = (),
+    syncing: Sequence[str] = (),
+    failed: Mapping[str, str] | None = None,
+    notes: Mapping[str, str] | None = None,
+) -> StageOutcomes:
+    """A stage's clusters as its records would tell them; `failed` maps each failed cluster to its
+    reason (in failing order), `notes` a cluster to its note."""
+    clusters: dict[str, ClusterRecord] = {}
+    for cluster in syncing:
+        clusters[cluster] = ClusterRecord(state=ClusterState.SYNCING)
+    for cluster in completed:
+        clusters[cluster] = ClusterRecord(state=ClusterState.COMPLETED)
+    base = datetime(2026, 1, 1, tzinfo=UTC)
+    for index, (cluster, reason) in enumerate((failed or {}).items()):
+        finished = base + timedelta(seconds=index)
+        clusters[cluster] = ClusterRecord(state=ClusterState.FAILED, reason=reason, finished_at=finished)
+    for cluster, note in (notes or {}).items():
+        clusters[cluster] = clusters.get(cluster, ClusterRecord(state=ClusterState.SYNCING)).model_copy(
+            update={"note": note}
+        )
+    return StageOutcomes(stage=name, targets=tuple(targets), clusters=clusters)
+
+
 def make_stage_status(
     name: str = "canary",
     *,
@@ -204,23 +233,18 @@ def make_stage_status(
     started_at: datetime | str | None = None,
     finished_at: datetime | str | None = None,
 ) -> StageStatus:
-    """One `status.stages` entry, its summary made of these lists (`counts` from them, the
-    clusters in flight and failed listed); `failed` maps each failed cluster to its reason."""
-    failures = dict(failed or {})
-    counts = {
-        "targets": len(targets),
-        "syncing": len(syncing),
-        "completed": len(completed),
-        "failed": len(failures),
-    }
+    """One `status.stages` entry: the summary of a stage whose records hold these clusters
+    (`make_stage_outcomes`); `failed` maps each failed cluster to its reason."""
+    outcomes = make_stage_outcomes(name, targets=targets, completed=completed, syncing=syncing, failed=failed)
+    status = apply_summary(ProgressiveSyncStatus(stages=[]), name, summarize(outcomes))
+    stage = (status.stages or [])[0]
+    if not (targets or completed or syncing or failed):
+        stage.counts = None
     return StageStatus.model_validate(
         {
-            "name": name,
+            **stage.model_dump(by_alias=True, exclude_none=True),
             "phase": StagePhase(phase),
             "message": message,
-            **({"counts": counts} if any(counts.values()) else {}),
-            "syncing": list(syncing),
-            "failed": [ClusterFailure(name=cluster, reason=reason) for cluster, reason in failures.items()],
             "startedAt": started_at,
             "finishedAt": finished_at,
         }

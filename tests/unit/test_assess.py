@@ -25,6 +25,7 @@ from tests.support.builders import (
     done_application,
     foreign_operation,
     make_application,
+    make_stage_outcomes,
     make_stage_status,
     our_operation,
 )
@@ -401,15 +402,16 @@ def test_assess_cluster(
     ("stage", "max_failed", "expected", "message"),
     [
         pytest.param(
-            make_stage_status(phase=StagePhase.PROGRESSING, targets=("a",), completed=("a",)),
+            (StagePhase.PROGRESSING, make_stage_outcomes(targets=("a",), completed=("a",))),
             0,
             StagePhase.SUCCEEDED,
             "1 of 1 clusters updated",
             id="all-updated",
         ),
         pytest.param(
-            make_stage_status(
-                phase=StagePhase.PROGRESSING, targets=("a", "b"), completed=("a",), failed={"b": "Degraded"}
+            (
+                StagePhase.PROGRESSING,
+                make_stage_outcomes(targets=("a", "b"), completed=("a",), failed={"b": "Degraded"}),
             ),
             0,
             StagePhase.FAILED,
@@ -417,8 +419,9 @@ def test_assess_cluster(
             id="one-failed-cluster-halts-stage",
         ),
         pytest.param(
-            make_stage_status(
-                phase=StagePhase.PROGRESSING, targets=("a", "b"), completed=("a",), failed={"b": "Degraded"}
+            (
+                StagePhase.PROGRESSING,
+                make_stage_outcomes(targets=("a", "b"), completed=("a",), failed={"b": "Degraded"}),
             ),
             1,
             StagePhase.SUCCEEDED,
@@ -426,8 +429,9 @@ def test_assess_cluster(
             id="failure-within-policy",
         ),
         pytest.param(
-            make_stage_status(
-                phase=StagePhase.PROGRESSING, targets=("a", "b"), completed=("a",), syncing=("b",)
+            (
+                StagePhase.PROGRESSING,
+                make_stage_outcomes(targets=("a", "b"), completed=("a",), syncing=("b",)),
             ),
             0,
             StagePhase.FAILED,
@@ -435,7 +439,7 @@ def test_assess_cluster(
             id="unfinished-cluster-fails",
         ),
         pytest.param(
-            make_stage_status(phase=StagePhase.SKIPPED, message="matches nothing"),
+            (StagePhase.SKIPPED, make_stage_outcomes()),
             0,
             StagePhase.SKIPPED,
             "matches nothing",
@@ -444,7 +448,9 @@ def test_assess_cluster(
     ],
 )
 def test_assess_stage(stage: Any, max_failed: int, expected: StagePhase, message: str) -> None:
-    assert assess_stage(stage, max_failed_clusters=max_failed) == (expected, message)
+    phase, outcomes = stage
+    status = make_stage_status(phase=phase, message="matches nothing" if phase == StagePhase.SKIPPED else "")
+    assert assess_stage(status, outcomes, max_failed_clusters=max_failed) == (expected, message)
 
 
 @pytest.mark.parametrize(

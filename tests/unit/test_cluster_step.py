@@ -1,7 +1,8 @@
 """The `cluster` step's pure rule: a cluster of a stage that has failed already is not started.
 
 The step itself (sync, then wait-healthy, through the entrypoint) runs against the real API server in
-tests/integration/test_steps.py; here only `stage_failure`, the decision that stops a stage
+tests/integration/test_steps.py; here only `stage_failure`, the decision that stops a stage (on
+the stage's failures as its records tell them)
 (docs/workflow.md: no failFast, the steps decide).
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from steps.common import stage_failure
-from tests.support.builders import make_ps_model, make_stage_status
+from tests.support.builders import make_ps_model, make_stage_outcomes, make_stage_status
 
 
 @pytest.mark.parametrize(
@@ -26,15 +27,16 @@ def test_a_stage_stops_once_its_failures_exceed_the_tolerance(
     tolerated: int, failed: dict[str, str], stops: bool
 ) -> None:
     stage = make_stage_status("all", phase="Progressing", targets=["c1", "c2", "c3"], failed=failed)
+    outcomes = make_stage_outcomes("all", targets=["c1", "c2", "c3"], failed=failed)
     ps = make_ps_model(
         phase="Progressing", stage_status=[stage], failurePolicy={"maxFailedClusters": tolerated}
     )
-    reason = stage_failure(ps, "all")
+    reason = stage_failure(ps, "all", outcomes)
     assert bool(reason) is stops
     if stops:
         assert reason.startswith("stage 'all' has failed already")
         assert f"at most {tolerated} tolerated" in reason and "c1" in reason
 
 
-def test_a_stage_the_status_does_not_know_yet_has_not_failed() -> None:
-    assert stage_failure(make_ps_model(), "all") == ""
+def test_a_stage_without_records_yet_has_not_failed() -> None:
+    assert stage_failure(make_ps_model(), "all", make_stage_outcomes("all")) == ""

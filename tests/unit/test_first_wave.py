@@ -1,7 +1,8 @@
 """The first wave's pure rules (steps/first_wave.py, steps/common.py), issue 29 points 5 and 6.
 
-- `first_wave_refusal`: the first wave starts only on a read of the ProgressiveSync made right
-  before its writes that shows the rollout still ours, not paused, and its stage not failed;
+- `first_wave_refusal`: the first wave starts only on a read of the ProgressiveSync (and of the
+  stage's records) made right before its writes that shows the rollout still ours, not paused, and
+  its stage not failed;
 - `written_by_rollout`: which of a cluster's Applications carry a sync this rollout wrote, from the
   Applications themselves (what a cluster step of a failed stage ends instead of reporting it
   "not started").
@@ -25,6 +26,7 @@ from tests.support.builders import (
     history_entry,
     make_application,
     make_ps_model,
+    make_stage_outcomes,
     make_stage_status,
     our_operation,
 )
@@ -59,7 +61,11 @@ def _stage(failed: dict[str, str] | None = None) -> Any:
             id="status-reset-since-select-read-it",
         ),
         pytest.param(
-            {"phase": "Progressing", "stage_status": [_stage({"c1": "Degraded"})]},
+            {
+                "phase": "Progressing",
+                "stage_status": [_stage({"c1": "Degraded"})],
+                "failed": {"c1": "Degraded"},
+            },
             "stage 'all' has failed already",
             id="stage-failed-since-select-read-it",
         ),
@@ -68,7 +74,9 @@ def _stage(failed: dict[str, str] | None = None) -> Any:
 def test_the_first_wave_starts_only_on_a_fresh_read_that_allows_it(
     ps_kwargs: dict[str, Any], refused_with: str
 ) -> None:
-    reason = first_wave_refusal(make_ps_model(**ps_kwargs), ROLLOUT_ID, "all")
+    failed = ps_kwargs.pop("failed", {})
+    outcomes = make_stage_outcomes("all", targets=["c1", "c2", "c3"], failed=failed)
+    reason = first_wave_refusal(make_ps_model(**ps_kwargs), ROLLOUT_ID, "all", outcomes)
     if refused_with:
         assert reason.startswith(refused_with), reason
     else:

@@ -17,6 +17,7 @@ from orchestrator.api.models import (
     ProgressiveSyncStatus,
     RolloutPhase,
     RolloutStatus,
+    StageCounts,
     StagePhase,
     StageStatus,
 )
@@ -637,12 +638,18 @@ def test_start_keeps_what_select_recorded_for_the_same_rollout() -> None:
         RolloutPhase.PROGRESSING, RolloutStatus(id=RELEASE, revision=REVISION, started_at=NOW)
     )
     selected.stages = [
-        StageStatus(name="canary", phase=StagePhase.PROGRESSING, targets=["c1"]),
+        StageStatus(
+            name="canary",
+            phase=StagePhase.PROGRESSING,
+            counts=StageCounts(targets=1, syncing=1),
+            syncing=["c1"],
+            records=["myservice-r1-0-0"],
+        ),
         StageStatus(name="rest"),
     ]
     selected.progress = "0/3"
     status = apply_patch(selected.model_copy(deep=True), _patch(decide(observed(), POLICY)), NOW)
-    assert status.stages is not None and status.stages[0].targets == ["c1"]
+    assert status.stages is not None and status.stages[0] == selected.stages[0]
     assert status.rollout is not None and status.rollout.workflow == WF_NAME
 
 

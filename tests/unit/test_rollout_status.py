@@ -9,17 +9,29 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from orchestrator.api import rollout_status as rs
-from orchestrator.api.ledger import build_ledger
 from orchestrator.api.models import (
+    REASON_MAX_CHARS,
+    STATUS_LIST_CAP,
     ConditionStatus,
+    MoreClusters,
     ProgressiveSyncStatus,
     RolloutPhase,
     RolloutStatus,
+    StageCounts,
     StagePhase,
-    counts_of,
-    counts_of_lists,
 )
-from tests.support.builders import T0, at, make_stage_status
+from orchestrator.api.stage_records import summarize
+from tests.support.builders import T0, at, make_stage_outcomes, make_stage_status
+
+RUNNING = summarize(
+    make_stage_outcomes(
+        targets=("a", "b", "c"),
+        completed=("a",),
+        syncing=("c",),
+        failed={"b": "Degraded"},
+        notes={"c": "held"},
+    )
+)
 
 Mutation = Callable[[ProgressiveSyncStatus], ProgressiveSyncStatus]
 
@@ -38,18 +50,14 @@ MUTATIONS: list[tuple[str, Mutation]] = [
         "start-rollout",
         lambda s: rs.start_rollout(s, rollout_id="r1", stage_names=["canary", "rest"], now=at(1)),
     ),
-    ("start-stage", lambda s: rs.start_stage(s, stage="canary", targets=["a", "b"], message="m", now=at(1))),
+    ("start-stage", lambda s: rs.start_stage(s, stage="canary", summary=RUNNING, message="m", now=at(1))),
     ("skip-stage", lambda s: rs.skip_stage(s, stage="rest", reason="nothing", now=at(1))),
-    ("syncing", lambda s: rs.mark_syncing(s, stage="canary", cluster="a")),
-    ("completed", lambda s: rs.mark_completed(s, stage="canary", cluster="a")),
-    ("failed", lambda s: rs.mark_failed(s, stage="canary", cluster="b", reason="Degraded")),
+    ("summary", lambda s: rs.apply_summary(s, "canary", RUNNING)),
     (
         "close",
         lambda s: rs.close_stage(s, stage="canary", phase=StagePhase.SUCCEEDED, message="ok", now=at(2)),
     ),
     ("finalize", lambda s: rs.finalize_rollout(s, phase=RolloutPhase.FAILED, reason="x", now=at(3))),
-    ("note", lambda s: rs.set_note(s, stage="canary", cluster="a", note="held by a sync window")),
-    ("note-removed", lambda s: rs.set_note(s, stage="canary", cluster="a", note="")),
     ("step-error", lambda s: rs.note_step_error(s, stage="canary", message="forbidden", final=True)),
 ]
 
@@ -76,25 +84,28 @@ def test_start_rollout_replaces_another_rollout_and_lists_stages() -> None:
     assert conditions == {"Ready": ConditionStatus.FALSE, "Progressing": ConditionStatus.TRUE}
 
 
-def test_syncing_then_completed_then_syncing_again_keeps_it_completed() -> None:
-    status = status_with(make_stage_status(targets=("a",), phase=StagePhase.PROGRESSING), progress="0/3")
-    status = rs.mark_syncing(status, stage="canary", cluster="a")
-    assert rs.find_stage(status, "canary").syncing == ["a"]  # type: ignore[union-attr]
-    status = rs.mark_completed(status, stage="canary", cluster="a")
-    status = rs.mark_syncing(status, stage="canary", cluster="a")  # a late, repeated sync step
+def test_a_summary_puts_counts_lists_and_records_into_the_stage() -> None:
+    status = status_with(make_stage_status(phase=StagePhase.PROGRESSING), progress="0/5")
+    status = rs.apply_summary(status, "canary", RUNNING)
     stage = rs.find_stage(status, "canary")
     assert stage is not None
-    assert (stage.syncing, stage.completed, status.progress) == ([], ["a"], "1/3")
+    assert stage.counts == StageCounts(targets=3, syncing=1, completed=1, failed=1)
+    assert (stage.syncing, [(f.name, f.reason) for f in stage.failed]) == (["c"], [("b", "Degraded")])
+    assert [(n.name, n.note) for n in stage.notes] == [("c", "held")]
+    assert stage.more is None
+    assert (status.counts, status.progress) == (stage.counts, "1/5")
+    assert stage.phase == StagePhase.PROGRESSING  # the steps own the phase and the message
 
 
-def test_first_failure_reason_wins() -> None:
-    status = status_with(make_stage_status(targets=("a",), syncing=("a",), phase=StagePhase.PROGRESSING))
-    status = rs.mark_failed(status, stage="canary", cluster="a", reason="first")
-    status = rs.mark_failed(status, stage="canary", cluster="a", reason="second")
-    stage = rs.find_stage(status, "canary")
-    assert stage is not None
-    assert [(f.name, f.reason) for f in stage.failed] == [("a", "first")]
-    assert stage.syncing == []
+def test_a_summary_keeps_the_first_few_and_counts_the_rest() -> None:
+    names = [f"c{i:03d}" for i in range(STATUS_LIST_CAP + 7)]
+    long = "x" * 500
+    summary = summarize(make_stage_outcomes(targets=names, failed=dict.fromkeys(names, long)))
+    status = rs.apply_summary(status_with(), "canary", summary)
+    (stage,) = status.stages or []
+    assert [f.name for f in stage.failed] == names[:STATUS_LIST_CAP]
+    assert all(len(f.reason) == REASON_MAX_CHARS for f in stage.failed)
+    assert stage.more == MoreClusters(failed=7)
 
 
 def test_close_failed_stage_fails_the_rollout() -> None:
@@ -163,25 +174,8 @@ def test_starting_a_stage_makes_a_pending_rollout_progressing(
 ) -> None:
     status = status_with(make_stage_status(phase=StagePhase.PENDING))
     status.phase = before
-    status = rs.start_stage(status, stage="canary", targets=["a"], message="m", now=T0)
+    status = rs.start_stage(status, stage="canary", summary=RUNNING, message="m", now=T0)
     assert status.phase == after
-
-
-def test_a_note_lasts_while_it_is_said_and_goes_with_a_failure() -> None:
-    status = status_with(
-        make_stage_status(targets=("a", "b"), syncing=("a", "b"), phase=StagePhase.PROGRESSING)
-    )
-    status = rs.set_note(status, stage="canary", cluster="a", note="health Suspended")
-    status = rs.set_note(status, stage="canary", cluster="b", note="blocked by sync window")
-    status = rs.set_note(status, stage="canary", cluster="a", note="health Missing")
-    (stage,) = status.stages or []
-    assert [(n.name, n.note) for n in stage.notes] == [
-        ("a", "health Missing"),
-        ("b", "blocked by sync window"),
-    ]
-    status = rs.set_note(status, stage="canary", cluster="a", note="")
-    status = rs.mark_failed(status, stage="canary", cluster="b", reason="deadline")
-    assert (status.stages or [])[0].notes == []
 
 
 @pytest.mark.parametrize(
@@ -206,14 +200,16 @@ def test_a_steps_own_words_reach_the_stage_and_survive_finalize(
         assert stage.phase == StagePhase.FAILED and stage.message.startswith("did not finish")
 
 
-_names = st.lists(st.sampled_from([f"c{index}" for index in range(12)]), max_size=16)
+_names = st.lists(st.sampled_from([f"c{index}" for index in range(12)]), max_size=16, unique=True)
 
 
-@given(targets=_names, syncing=_names, completed=_names, failed=_names)
-def test_a_stage_is_counted_as_its_ledger_counts_it(
-    targets: list[str], syncing: list[str], completed: list[str], failed: list[str]
+@given(targets=_names, completed=_names, failed=_names)
+def test_the_status_counts_are_the_records_counts_added_up(
+    targets: list[str], completed: list[str], failed: list[str]
 ) -> None:
-    # The counts every status change recomputes for each stage come from the lists directly; they
-    # must be the ledger's (a cluster in several lists, or in none of the targets, included).
-    ledger = build_ledger(targets, syncing=syncing, completed=completed, failed=failed)
-    assert counts_of_lists(targets, syncing=syncing, completed=completed, failed=failed) == counts_of(ledger)
+    # Each stage's counts are its records'; the rollout's are the stages' added up.
+    one = summarize(make_stage_outcomes("one", targets=targets, completed=completed))
+    two = summarize(make_stage_outcomes("two", targets=targets, failed=dict.fromkeys(failed, "x")))
+    status = rs.apply_summary(rs.apply_summary(status_with(), "one", one), "two", two)
+    expected = StageCounts(targets=2 * len(targets), completed=len(completed), failed=len(failed))
+    assert status.counts == (expected if expected != StageCounts() else None)

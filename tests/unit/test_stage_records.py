@@ -16,8 +16,10 @@ from orchestrator.api.stage_records import (
     ClusterState,
     StageRecordStatus,
     clusters_patch,
+    end_record,
     merge_record,
     new_records,
+    noted,
     outcomes_of,
     part_of,
     record_name,
@@ -171,3 +173,30 @@ def test_the_patch_writes_a_record_whole() -> None:
             }
         }
     }
+
+
+def test_syncing_then_completed_then_syncing_again_keeps_it_completed() -> None:
+    """A late, repeated sync step never takes a done cluster back to Syncing."""
+    record = merge_record(None, ClusterRecord(state=ClusterState.SYNCING, started_at=T0))
+    record = end_record(record, COMPLETED)
+    assert record is not None and record.state == ClusterState.COMPLETED
+    assert merge_record(record, ClusterRecord(state=ClusterState.SYNCING, started_at=T0)) is None
+
+
+def test_the_first_failure_reason_wins() -> None:
+    first = end_record(None, FAILED)
+    assert end_record(first, FAILED.model_copy(update={"reason": "second"})) is None
+
+
+def test_a_note_lasts_while_it_is_said_and_goes_with_the_outcome() -> None:
+    record = noted(None, "health Suspended")
+    assert record == ClusterRecord(state=ClusterState.SYNCING, note="health Suspended")
+    record = noted(record, "health Missing")
+    assert record is not None and record.note == "health Missing"
+    assert noted(None, "") is None  # nothing to say about a cluster not started
+    assert noted(record, "") == record.model_copy(update={"note": ""})
+    failed = end_record(record, FAILED)
+    assert failed is not None and failed.note == ""  # the reason says it all
+    done = end_record(record, COMPLETED.model_copy(update={"note": "a remark"}))
+    assert done is not None and done.note == "a remark"
+    assert noted(done, "held") is None  # an outcome keeps its own

@@ -12,6 +12,7 @@ from orchestrator.watcher.transitions import TransitionKind, status_transitions
 
 T0 = "2030-01-01T12:00:00Z"
 T1 = "2030-01-01T12:01:30Z"
+DONE = {"targets": 1, "completed": 1}
 
 
 def status(phase: str = "Progressing", rollout: str = "r1", **stage: Any) -> ProgressiveSyncStatus:
@@ -26,18 +27,16 @@ def status(phase: str = "Progressing", rollout: str = "r1", **stage: Any) -> Pro
     [
         pytest.param(None, status(syncing=["c1"]), [], id="first-sight-says-nothing"),
         pytest.param(status(), status(syncing=["c1"]), ["ClusterSyncing"], id="sync-requested"),
-        pytest.param(
-            status(syncing=["c1"]), status(completed=["c1"]), ["ClusterCompleted"], id="cluster-done"
-        ),
+        pytest.param(status(syncing=["c1"]), status(counts=DONE), ["ClusterCompleted"], id="cluster-done"),
         pytest.param(
             status(syncing=["c1"]),
             status(failed=[{"name": "c1", "reason": "Degraded"}]),
             ["ClusterFailed"],
             id="cluster-failed-not-also-completed",
         ),
-        pytest.param(status(completed=["c1"]), status(completed=["c1"]), [], id="no-change-no-transition"),
+        pytest.param(status(counts=DONE), status(counts=DONE), [], id="no-change-no-transition"),
         pytest.param(
-            status(completed=["c1"]),
+            status(counts=DONE),
             ProgressiveSyncStatus.model_validate(
                 {
                     "phase": "Progressing",
@@ -48,7 +47,7 @@ def status(phase: str = "Progressing", rollout: str = "r1", **stage: Any) -> Pro
                             "phase": "Succeeded",
                             "startedAt": T0,
                             "finishedAt": T1,
-                            "completed": ["c1"],
+                            "counts": DONE,
                             "message": "1 of 1 clusters updated",
                         }
                     ],
@@ -96,7 +95,7 @@ def test_metrics_count_syncs_and_time_clusters_and_stages() -> None:
         metrics.observe(key, transition)
     now[0] = 160.0
     for transition in status_transitions(
-        status(syncing=["c1", "c2"]), status(completed=["c1"], failed=[{"name": "c2", "reason": "x"}])
+        status(syncing=["c1", "c2"]), status(counts=DONE, failed=[{"name": "c2", "reason": "x"}])
     ):
         metrics.observe(key, transition)
     done = ProgressiveSyncStatus.model_validate(
