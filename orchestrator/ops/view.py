@@ -186,7 +186,8 @@ NOT_STARTED = "NotStarted"
 
 @dataclass(frozen=True)
 class RolloutView:
-    """Everything `status` shows of one ProgressiveSync, read from its object and its Workflow."""
+    """Everything `status` shows of one ProgressiveSync, read from its object, its Workflow and (for
+    the per-cluster list) its records."""
 
     namespace: str
     name: str
