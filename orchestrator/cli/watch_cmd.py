@@ -203,6 +203,17 @@ def _step_resources(text: str) -> StepResources:
     ),
 )
 @flag(
+    "--rollout-history",
+    to="rollout_history",
+    type=click.IntRange(min=0),
+    default=DEFAULTS.rollout_history,
+    show_default=True,
+    help=(
+        "Rollouts before the current one whose ProgressiveSyncStage records are kept (as a "
+        "Deployment's revisionHistoryLimit); older rollouts' records are deleted. 0: the current only."
+    ),
+)
+@flag(
     "--watch-timeout",
     to="watch_timeout_seconds",
     type=click.IntRange(min=1),

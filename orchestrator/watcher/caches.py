@@ -6,9 +6,10 @@ all), and for ApplicationSets, Applications and Argo CD cluster Secrets (each Ar
 They keep slim values only: a ProgressiveSync without managedFields (`CachedPS`), an `AppView` per
 Application owned by an ApplicationSet, a `WorkflowView`, a `Cluster`, a `CachedRecord` (what a
 stage's summary is made of: its targets and each cluster's state, reason, note and finish time).
-The lookups answer what `observe`, `triggers`, `holdback` and the live summary (`records_of`) ask
-of them; the one read that goes past the caches is `workflows_of`, which reads the Workflow a
-status names when the cache lacks it (a lagging cache must never read as "deleted").
+The lookups answer what `observe`, `triggers`, `holdback`, the live summary (`records_of`) and
+rollout history (`all_records_of`) ask of them; the one read that goes past the caches is
+`workflows_of`, which reads the Workflow a status names when the cache lacks it (a lagging cache
+must never read as "deleted").
 
 Callers: `orchestrator.watcher.loop` (builds it, hands each change to its handlers),
 `orchestrator.watcher.observe`, `orchestrator.watcher.triggers`, `orchestrator.watcher.holdback`.
@@ -43,6 +44,7 @@ from orchestrator.argocd.fleet import (
     app_view_from_object,
     cluster_from_secret,
 )
+from orchestrator.core.clock import parse_time
 from orchestrator.kube.client import (
     APPLICATION_SETS,
     APPLICATIONS,
@@ -184,6 +186,10 @@ class CachedRecord:
     parts: int
     targets: tuple[str, ...]
     clusters: tuple[RecordEntry, ...]
+    # What rollout history reads (orchestrator/watcher/history.py): which object, how old, whose.
+    uid: str = ""
+    created: datetime | None = None
+    owner_uids: tuple[str, ...] = ()
 
     def to_record(self) -> ProgressiveSyncStage:
         """The record as the model `stage_records.outcomes_of` reads (built without validation: it
@@ -233,6 +239,13 @@ def slim_record(obj: dict[str, Any]) -> CachedRecord | None:
         clusters=tuple(
             (sys.intern(name), entry.state, entry.reason, entry.note, entry.finished_at)
             for name, entry in record.clusters.items()
+        ),
+        uid=record.metadata.uid or "",
+        created=parse_time((obj.get("metadata") or {}).get("creationTimestamp")),
+        owner_uids=tuple(
+            str(ref.get("uid") or "")
+            for ref in (obj.get("metadata") or {}).get("ownerReferences") or []
+            if isinstance(ref, Mapping)
         ),
     )
 
@@ -450,6 +463,17 @@ class Caches:
                     for cached in informer.by_index(BY_OWNER, f"{namespace}/{name}")
                     if cached.rollout_id == rollout_id
                 )
+        return found
+
+    def all_records_of(self, namespace: str, name: str) -> list[CachedRecord] | None:
+        """Every cached record of ProgressiveSync `namespace/name`, of any rollout; None while an
+        informer of them cannot be trusted (what rollout history deletes from)."""
+        found: list[CachedRecord] = []
+        for informer in self.record_informers:
+            if informer.namespace in (None, namespace):
+                if not informer.usable:
+                    return None
+                found.extend(informer.by_index(BY_OWNER, f"{namespace}/{name}"))
         return found
 
     # -- the process around ----------------------------------------------------------------

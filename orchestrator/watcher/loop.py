@@ -16,6 +16,9 @@
   stages, from their ProgressiveSyncStage records, written at most once per
   `summary_interval_seconds` and only when they change the status (`summaries`, pure; a record's
   change queues its ProgressiveSync);
+- **rollout history**: after each reconcile, on the watcher's start and when the rollout changed,
+  the records of rollouts older than the current one and the `rollout_history` before it are
+  deleted (`retention`, pure; `history`, the deletes);
 - a periodic **resync** that queues every ProgressiveSync again, and the cluster inventory
   **publisher**;
 - with `engine: local`, the **local executor** in the same process.
@@ -48,6 +51,7 @@ from orchestrator.watcher import triggers
 from orchestrator.watcher.act import Actor
 from orchestrator.watcher.caches import CachedPS, CachedRecord, Caches, Handlers, Key
 from orchestrator.watcher.decide import Decision, RecordEvent, decide
+from orchestrator.watcher.history import RecordHistory
 from orchestrator.watcher.holdback import BLOCKED_RECHECK_SECONDS, HoldBack
 from orchestrator.watcher.metrics import WatcherMetrics
 from orchestrator.watcher.observe import observe
@@ -105,6 +109,7 @@ class Watcher:
         )
         self.actor = Actor(kube, settings, self.clock, requeue=self.queue.add_after)
         self.hold_back = HoldBack(settings)
+        self.history = RecordHistory(kube, self.caches, settings.rollout_history, self.queue.add_after)
         self.publisher = InventoryPublisher(kube, self.caches.clusters_in, self.caches.inventory_namespaces)
         self.metrics.attach(
             phases=self.caches.phases,
@@ -343,6 +348,7 @@ class Watcher:
         if cached is None:
             log.debug("%s/%s is gone; nothing to do", *key)
             self._summary_written.pop(key, None)
+            self.history.forget(key)
             return None
         held_back, events = self.hold_back.check(cached, self.caches.decision_informers)
         for event in events:
@@ -363,6 +369,7 @@ class Watcher:
         )
         self.actor.execute(cached, obs, decision)
         self._keep_summary(cached, obs.status)
+        self.history.keep(cached, obs.status)
         return decision
 
     def _keep_summary(self, cached: CachedPS, status: ProgressiveSyncStatus) -> None:
