@@ -50,6 +50,7 @@ WATCHER_NEEDS = [
     ("update", "progressivesyncs.progressivesync.io/status"),
     ("update", "progressivesyncs.progressivesync.io/finalizers"),
     ("watch", "progressivesyncstages.progressivesync.io"),
+    ("delete", "progressivesyncstages.progressivesync.io"),  # rollout history
     ("list", "applications.argoproj.io"),
     ("patch", "applications.argoproj.io"),
     ("update", "applications.argoproj.io"),  # only to end a sync we started (the admission policy)
