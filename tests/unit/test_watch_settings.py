@@ -362,7 +362,9 @@ def test_every_flag_reads_the_variable_the_chart_and_docs_name() -> None:
         pytest.param(
             "PROGRESSIVE_SYNC_SUMMARY_INTERVAL", "2.5", "summary_interval_seconds", 2.5, id="summary-interval"
         ),
-        pytest.param("PROGRESSIVE_SYNC_ROLLOUT_HISTORY", "0", "rollout_history", 0, id="rollout-history-zero"),
+        pytest.param(
+            "PROGRESSIVE_SYNC_ROLLOUT_HISTORY", "0", "rollout_history", 0, id="rollout-history-zero"
+        ),
         pytest.param("PROGRESSIVE_SYNC_ALLOW_PRUNE", "true", "allow_prune", True, id="allow-prune"),
         pytest.param(
             "PROGRESSIVE_SYNC_ALLOWED_SYNC_OPTIONS",
