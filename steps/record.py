@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from orchestrator.api.models import ProgressiveSyncStatus, StagePhase
 from orchestrator.api.phases import FINISHED_STAGE_PHASES
 from orchestrator.api.rollout_status import apply_summary, close_stage, find_stage
-from orchestrator.api.stage_records import StageOutcomes, summarize
+from orchestrator.api.stage_records import StageOutcomes, summarize, summary_line
 from orchestrator.argocd.assess import assess_stage
 from orchestrator.kube.client import Kube
 from orchestrator.kube.status_writer import update_status
@@ -36,6 +36,9 @@ class RecordResult:
     stage: str
     phase: StagePhase
     message: str
+    # The stage's summary line (`stage_records.summary_line`), as `progressive-sync status --watch`
+    # prints it: what the Argo UI shows of the stage's clusters, in this node's log.
+    progress: str = ""
 
     @property
     def failed(self) -> bool:
@@ -45,7 +48,8 @@ class RecordResult:
     @property
     def summary(self) -> str:
         """One line for people."""
-        return f"record: stage {self.stage!r} {self.phase.value}: {self.message}"
+        progress = f" {self.progress}" if self.progress else ""
+        return f"record: stage {self.stage!r}: {self.phase.value}{progress}: {self.message}"
 
 
 def decide_close(
@@ -79,4 +83,4 @@ def record_stage(kube: Kube, ctx: StepContext) -> RecordResult:
     )
     entry = find_stage(update.status, stage)
     assert entry is not None  # close_stage created it
-    return RecordResult(stage, entry.phase, entry.message)
+    return RecordResult(stage, entry.phase, entry.message, summary_line(summarize(outcomes)))

@@ -416,3 +416,23 @@ def summarize(outcomes: StageOutcomes, cap: int = STATUS_LIST_CAP) -> StageSumma
         more_notes=max(0, len(noted) - cap),
         records=outcomes.records,
     )
+
+
+def summary_line(summary: StageSummary) -> str:
+    """A stage's summary in one line: `2/4, syncing a, b, failed c (Degraded) and 3 more`
+    (`-` before the stage took a cluster). `progressive-sync status --watch` prints it per stage,
+    and a step that reports a stage's progress says it the same way."""
+    counts = summary.counts
+    if not counts.targets:
+        return "-"
+    text = f"{counts.completed + counts.failed}/{counts.targets}"
+    if summary.syncing:
+        more = f" and {summary.more_syncing} more" if summary.more_syncing else ""
+        text += f", syncing {', '.join(summary.syncing)}{more}"
+    if summary.failed:
+        more = f" and {summary.more_failed} more" if summary.more_failed else ""
+        text += ", failed " + ", ".join(
+            f"{f.name} ({f.reason})" if f.reason else f.name for f in summary.failed
+        )
+        text += more
+    return text

@@ -5,7 +5,7 @@ Each parses its flags into `OpsSettings`, builds the adapter, calls one action o
 scripts). Exit codes: 0 done (or already so); 1 the command could not act on that object (no such
 object, no rollout, nothing to approve, already finished, API errors); 2 bad usage, including a
 kubeconfig that cannot be loaded and an unknown stage. `status --watch` has its own codes, one per
-way a follow ends (`orchestrator.ops.decisions.WatchExit`): 0 Succeeded, 1 Failed, 3 Cancelled,
+way a follow ends (`orchestrator.ops.view.WatchExit`): 0 Succeeded, 1 Failed, 3 Cancelled,
 4 not finished within `--timeout`, 5 nothing to follow (no such object, API errors); 2 usage.
 
 `status --watch` follows the rollout until it finishes: on a terminal it redraws one progress bar
@@ -31,6 +31,7 @@ from orchestrator.kube.client import Kube, KubeError
 from orchestrator.ops import actions as ops_actions
 from orchestrator.ops import decisions as ops
 from orchestrator.ops import tables
+from orchestrator.ops import view as ops_view
 from orchestrator.ops.live import LiveDisplay
 
 DEFAULT_NAMESPACE = "argocd"
@@ -45,7 +46,7 @@ class OpsSettings:
     kubeconfig: str | None
     context: str | None
     workflow_namespace: str | None
-    output: ops.OutputFormat
+    output: ops_view.OutputFormat
 
 
 def common_options(command: Callable[..., None]) -> Callable[..., None]:
@@ -66,7 +67,7 @@ def common_options(command: Callable[..., None]) -> Callable[..., None]:
             kubeconfig=kubeconfig,
             context=context,
             workflow_namespace=workflow_namespace,
-            output=ops.OutputFormat(output),
+            output=ops_view.OutputFormat(output),
         )
         command(settings=settings, **kwargs)
 
@@ -93,8 +94,8 @@ def common_options(command: Callable[..., None]) -> Callable[..., None]:
         click.option(
             "-o",
             "--output",
-            type=click.Choice([f.value for f in ops.OutputFormat]),
-            default=ops.OutputFormat.TABLE.value,
+            type=click.Choice([f.value for f in ops_view.OutputFormat]),
+            default=ops_view.OutputFormat.TABLE.value,
             show_default=True,
             help="Output format.",
         ),
@@ -112,8 +113,8 @@ def _connect(settings: OpsSettings) -> Kube:
         raise click.UsageError(str(exc)) from exc
 
 
-def _dump(data: Any, output: ops.OutputFormat) -> str:
-    if output is ops.OutputFormat.JSON:
+def _dump(data: Any, output: ops_view.OutputFormat) -> str:
+    if output is ops_view.OutputFormat.JSON:
         return json.dumps(data, indent=2) + "\n"
     return yaml.safe_dump(data, sort_keys=False)
 
@@ -131,7 +132,7 @@ def _run_action(
     target = ops_actions.Target(settings.namespace, name, settings.workflow_namespace)
     try:
         outcome = act(kube, target)
-    except ops.OpsRefused as exc:
+    except ops_view.OpsRefused as exc:
         _fail(exc.message, exc.exit_code)
         return
     except KubeError as exc:
@@ -139,7 +140,7 @@ def _run_action(
         return
     finally:
         kube.close()
-    if settings.output is ops.OutputFormat.TABLE:
+    if _is_table(settings.output):
         click.echo(outcome.message)
     else:
         click.echo(_dump(outcome.to_data(), settings.output), nl=False)
@@ -157,35 +158,47 @@ class _FollowTimedOut(Exception):
 @common_options
 @click.option("-w", "--watch", is_flag=True, help="Follow the rollout live until it finishes.")
 @click.option(
+    "--clusters",
+    "every_cluster",
+    is_flag=True,
+    help=(
+        "List every cluster of the current rollout (state, reason, note, revisions, times) from its "
+        "ProgressiveSyncStage objects; -o wide does the same, -o json|yaml always does."
+    ),
+)
+@click.option(
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),
     default=DEFAULT_WATCH_TIMEOUT,
     show_default=True,
     help="With --watch: give up (exit 4) after this many seconds.",
 )
-def status(*, name: str, settings: OpsSettings, watch: bool, timeout: float) -> None:
+def status(*, name: str, settings: OpsSettings, watch: bool, timeout: float, every_cluster: bool) -> None:
     """Show a ProgressiveSync's rollout: phase, stages, clusters, failures and durations.
 
-    With --watch it follows the rollout until it finishes; with -o json|yaml it then prints the
-    final status once. Exit codes with --watch: 0 Succeeded, 1 Failed, 3 Cancelled, 4 not finished
-    within --timeout, 5 nothing to follow (no such object, API errors), 2 usage.
+    The table reads the ProgressiveSync's summary; --clusters (or -o wide) adds every cluster of the
+    current rollout from its records, and -o json|yaml always lists them. With --watch it follows
+    the rollout until it finishes; with -o json|yaml it then prints the final status once. Exit
+    codes with --watch: 0 Succeeded, 1 Failed, 3 Cancelled, 4 not finished within --timeout, 5
+    nothing to follow (no such object, API errors), 2 usage.
     """
     clock = SystemClock()
+    clusters = every_cluster or settings.output is not ops_view.OutputFormat.TABLE  # wide, json, yaml
     kube = _connect(settings)
     target = ops_actions.Target(settings.namespace, name, settings.workflow_namespace)
     # Under --watch a refusal must not look like a Failed rollout (1): scripts branch on the code.
-    unreadable = int(ops.WatchExit.UNREADABLE) if watch else 1
+    unreadable = int(ops_view.WatchExit.UNREADABLE) if watch else 1
     try:
         if watch:
-            view = _follow(kube, target, settings, clock, timeout)
+            view = _follow(kube, target, settings, clock, timeout, every_cluster=clusters)
         else:
-            view = ops_actions.read_view(kube, target)
+            view = ops_actions.read_view(kube, target, clusters=clusters)
             _print_view(view, settings.output, clock.now())
             return
     except _FollowTimedOut as exc:
-        _fail(str(exc), int(ops.WatchExit.TIMEOUT))
+        _fail(str(exc), int(ops_view.WatchExit.TIMEOUT))
         return
-    except ops.OpsRefused as exc:
+    except ops_view.OpsRefused as exc:
         _fail(exc.message, exc.exit_code if exc.exit_code == 2 else unreadable)
         return
     except KubeError as exc:
@@ -193,17 +206,21 @@ def status(*, name: str, settings: OpsSettings, watch: bool, timeout: float) -> 
         return
     finally:
         kube.close()
-    sys.exit(int(ops.watch_exit_code(view)))
+    sys.exit(int(ops_view.watch_exit_code(view)))
 
 
-def _print_view(view: ops.RolloutView, output: ops.OutputFormat, now: datetime) -> None:
-    if output is ops.OutputFormat.TABLE:
+def _is_table(output: ops_view.OutputFormat) -> bool:
+    return output in (ops_view.OutputFormat.TABLE, ops_view.OutputFormat.WIDE)
+
+
+def _print_view(view: ops_view.RolloutView, output: ops_view.OutputFormat, now: datetime) -> None:
+    if _is_table(output):
         _print_table(view, now)
     else:
-        click.echo(_dump(ops.render_data(view, now), output), nl=False)
+        click.echo(_dump(ops_view.render_data(view, now), output), nl=False)
 
 
-def _print_table(view: ops.RolloutView, now: datetime) -> None:
+def _print_table(view: ops_view.RolloutView, now: datetime) -> None:
     """The status table: drawn by rich on a terminal (colours, fitted to its width), plain text elsewhere."""
     if sys.stdout.isatty():
         Console(highlight=False).print(tables.status_table(view, now))
@@ -212,9 +229,17 @@ def _print_table(view: ops.RolloutView, now: datetime) -> None:
 
 
 def _follow(
-    kube: Kube, target: ops_actions.Target, settings: OpsSettings, clock: Clock, timeout: float
-) -> ops.RolloutView:
-    table = settings.output is ops.OutputFormat.TABLE
+    kube: Kube,
+    target: ops_actions.Target,
+    settings: OpsSettings,
+    clock: Clock,
+    timeout: float,
+    *,
+    every_cluster: bool,
+) -> ops_view.RolloutView:
+    """Follow on the ProgressiveSync alone (one small read per tick, whatever the fleet); the last
+    view is read again with every cluster when they are to be shown."""
+    table = _is_table(settings.output)
     try:
         with LiveDisplay(lambda text: click.echo(text, nl=False), clock, tty=sys.stdout.isatty()) as display:
             view = ops_actions.follow(
@@ -228,13 +253,12 @@ def _follow(
         if not table:
             _print_view(exc.view, settings.output, clock.now())
         raise _FollowTimedOut(
-            f"{exc}; it is {ops.phase_text(exc.view)}: run the command again, or raise --timeout"
+            f"{exc}; it is {ops_view.phase_text(exc.view)}: run the command again, or raise --timeout"
         ) from exc
+    shown = ops_actions.read_view(kube, target, clusters=True) if every_cluster else view
     if table:
         click.echo("")
-        _print_table(view, clock.now())
-    else:
-        _print_view(view, settings.output, clock.now())
+    _print_view(shown, settings.output, clock.now())
     return view
 
 

@@ -192,6 +192,28 @@ def _step_resources(text: str) -> StepResources:
     help="Seconds between full resyncs (every ProgressiveSync reconciled again).",
 )
 @flag(
+    "--summary-interval",
+    to="summary_interval_seconds",
+    type=click.FloatRange(min=0),
+    default=DEFAULTS.summary_interval_seconds,
+    show_default=True,
+    help=(
+        "Seconds between two writes of a running stage's summary (counts, clusters in flight and "
+        "failed) into a ProgressiveSync, from its ProgressiveSyncStage records; 0: at every change."
+    ),
+)
+@flag(
+    "--rollout-history",
+    to="rollout_history",
+    type=click.IntRange(min=0),
+    default=DEFAULTS.rollout_history,
+    show_default=True,
+    help=(
+        "Rollouts before the current one whose ProgressiveSyncStage records are kept (as a "
+        "Deployment's revisionHistoryLimit); older rollouts' records are deleted. 0: the current only."
+    ),
+)
+@flag(
     "--watch-timeout",
     to="watch_timeout_seconds",
     type=click.IntRange(min=1),

@@ -62,8 +62,8 @@ from orchestrator.devenv.stack import DevStack, StackOptions
 from orchestrator.kube.client import NAMESPACES, PROGRESSIVE_SYNCS, SECRETS, WORKFLOWS, AlreadyExists, Kube
 from orchestrator.kube.crds import all_crd_documents, apply_crds
 from orchestrator.ops import actions as ops_actions
-from orchestrator.ops import decisions as ops
 from orchestrator.ops import tables
+from orchestrator.ops import view as ops_view
 from orchestrator.ops.live import LiveDisplay
 from orchestrator.simulator.appcontroller import FleetSimulator
 from orchestrator.simulator.config import Behaviour, SimulatorConfig
@@ -157,7 +157,7 @@ class DemoResult:
     """How the demo ended: phase, the final view, timings, and which clusters got a sync."""
 
     phase: RolloutPhase | None
-    view: ops.RolloutView | None
+    view: ops_view.RolloutView | None
     canary: str
     wall_seconds: float
     rollout_seconds: float
@@ -178,7 +178,8 @@ class DemoResult:
         position = {cluster: index for index, cluster in enumerate(self.synced_clusters)}
         last_of_previous = -1
         for stage in self.view.stages:
-            started = [position[c] for c in stage.targets if c in position]
+            targets = [c.name for c in self.view.clusters or () if c.stage == stage.name]
+            started = [position[c] for c in targets if c in position]
             if not started:
                 continue
             if min(started) < last_of_previous:
@@ -255,9 +256,11 @@ def run_demo(
         except ops_actions.FollowTimeout as exc:
             raise DemoError(
                 f"the rollout did not finish within {settings.timeout_seconds:g}s "
-                f"(it is {ops.phase_text(exc.view)}: {exc.view.message})"
+                f"(it is {ops_view.phase_text(exc.view)}: {exc.view.message})"
             ) from exc
         rollout_seconds = time.monotonic() - applied
+        # The last view with every cluster (from the rollout's records): which stage took which.
+        view = ops_actions.read_view(kube, target, clusters=True)
         if real_fleet is not None:
             real_fleet.sync_log.stop()
             synced = [real_fleet.cluster_of(app) for app in real_fleet.sync_log.requested]
@@ -464,7 +467,7 @@ def summary(result: DemoResult, now: datetime) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _failure_explanation(result: DemoResult, view: ops.RolloutView, total: int) -> Sequence[str]:
+def _failure_explanation(result: DemoResult, view: ops_view.RolloutView, total: int) -> Sequence[str]:
     failed_stage = next((stage for stage in view.stages if stage.phase == StagePhase.FAILED), None)
     lines = []
     if failed_stage is not None:

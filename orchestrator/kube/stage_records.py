@@ -9,12 +9,14 @@ this adapter is the only place that sends them to the API server:
   recorded targets win: a `select` run again adopts them, so each cluster is recorded once.
 - `list_records` / `read_outcomes`: a rollout's records by label (one stage's, or all of them),
   read together per stage (`stage_records.outcomes_of`).
+- `delete_record`: the watcher's rollout history deletes the records of old rollouts, each by
+  name with a precondition on its uid (a record created again under that name is not deleted).
 - `patch_clusters`: a JSON merge patch of `status.clusters` (`stage_records.clusters_patch`), with
   no resourceVersion: each key is one cluster's, so writers of a stage never conflict, and no
   cluster step writes the ProgressiveSync.
 
 Every call goes through `orchestrator.kube.client.Kube`, with its timeouts and retries.
-Callers: the steps, the watcher (its live summary), `progressive-sync status`, tests.
+Callers: the steps, the watcher (its live summary, rollout history), `progressive-sync status`, tests.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from orchestrator.api.stage_records import (
     outcomes_of,
     record_selector,
 )
-from orchestrator.kube.client import PROGRESSIVE_SYNC_STAGES, AlreadyExists, Kube
+from orchestrator.kube.client import PROGRESSIVE_SYNC_STAGES, AlreadyExists, Conflict, Kube, NotFound
 
 
 def owner_reference(owner: ObjectMeta) -> dict[str, Any]:
@@ -117,3 +119,13 @@ def patch_clusters(
     return parse_record(
         kube.patch(PROGRESSIVE_SYNC_STAGES, namespace, name, clusters_patch(records), patch_type="merge")
     )
+
+
+def delete_record(kube: Kube, namespace: str, name: str, uid: str) -> bool:
+    """Delete the record `name` if it is still the object `uid`; False when it was gone already or
+    another object has that name now (the precondition failed: 409): nothing of ours to delete."""
+    try:
+        kube.delete(PROGRESSIVE_SYNC_STAGES, namespace, name, uid=uid)
+    except (NotFound, Conflict):
+        return False
+    return True

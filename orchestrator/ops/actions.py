@@ -1,7 +1,8 @@
-"""The API side of the operator commands: read, decide (with `orchestrator.ops.decisions`), write once.
+"""The API side of the operator commands: read, decide, write once.
 
 Each action reads the ProgressiveSync (and, where it matters, its rollout's Workflow), lets the
-pure decision in `orchestrator.ops.decisions` say what to do, makes at most one write through
+pure decision in `orchestrator.ops.decisions` say what to do (`status` builds the pure view of
+`orchestrator.ops.view` instead), makes at most one write through
 `orchestrator.kube.client.Kube`, and returns an `ops.Outcome` saying what happened. A write that carries a
 resourceVersion and loses a race (409) is decided again on a fresh read, a bounded number of times.
 
@@ -28,6 +29,7 @@ from typing import Any
 
 from orchestrator.api.metadata import paused_patch, retry_patch
 from orchestrator.api.models import ProgressiveSync
+from orchestrator.api.stage_records import ProgressiveSyncStage
 from orchestrator.core.clock import Clock
 from orchestrator.kube.client import (
     PROGRESSIVE_SYNCS,
@@ -37,8 +39,9 @@ from orchestrator.kube.client import (
     Kube,
     NotFound,
 )
-from orchestrator.kube.stage_records import read_outcomes
+from orchestrator.kube.stage_records import list_records
 from orchestrator.ops import decisions as ops
+from orchestrator.ops import view as ops_view
 from orchestrator.workflows import control
 
 log = logging.getLogger(__name__)
@@ -75,13 +78,13 @@ def read_progressive_sync(kube: Kube, target: Target) -> tuple[dict[str, Any], P
     try:
         obj = kube.get(PROGRESSIVE_SYNCS, target.namespace, target.name)
     except NotFound as exc:
-        raise ops.OpsRefused(
+        raise ops_view.OpsRefused(
             f"ProgressiveSync {target.display} not found: check the name and the namespace (-n); "
             "`kubectl get progressivesyncs -A` lists them"
         ) from exc
     except Forbidden as exc:
-        raise ops.OpsRefused(f"not allowed to read ProgressiveSync {target.display}: {exc}") from exc
-    return obj, ops.parse_progressive_sync(obj)
+        raise ops_view.OpsRefused(f"not allowed to read ProgressiveSync {target.display}: {exc}") from exc
+    return obj, ops_view.parse_progressive_sync(obj)
 
 
 def read_workflow(kube: Kube, target: Target, ps: ProgressiveSync, doing: str) -> dict[str, Any]:
@@ -90,27 +93,29 @@ def read_workflow(kube: Kube, target: Target, ps: ProgressiveSync, doing: str) -
     try:
         return kube.get(WORKFLOWS, target.workflows_in, name)
     except NotFound as exc:
-        raise ops.OpsRefused(
+        raise ops_view.OpsRefused(
             f"the Workflow {target.workflows_in}/{name} of ProgressiveSync {target.display} does not exist "
             f"(deleted, or in another namespace: pass --workflow-namespace): nothing to {doing}"
         ) from exc
 
 
-def read_view(kube: Kube, target: Target) -> ops.RolloutView:
-    """The status view of the ProgressiveSync, with its Workflow when there is one."""
+def read_view(kube: Kube, target: Target, *, clusters: bool = False) -> ops_view.RolloutView:
+    """The status view of the ProgressiveSync, with its Workflow when there is one; with `clusters`,
+    every cluster of the current rollout too, from its ProgressiveSyncStage objects (one list)."""
     _, ps = read_progressive_sync(kube, target)
     workflow = None
-    if ps.status is not None and ps.status.rollout is not None:
+    records: list[ProgressiveSyncStage] | None = None
+    rollout = ps.status.rollout if ps.status is not None else None
+    if rollout is not None:
         try:
             workflow = kube.get(WORKFLOWS, target.workflows_in, ops.workflow_name_of(ps))
         except NotFound:
             workflow = None
-    outcomes = {}
-    if ps.status is not None and ps.status.rollout is not None:
-        # Every cluster of each stage: the stage's ProgressiveSyncStage records.
-        found = read_outcomes(kube, target.namespace, ps.metadata.name, ps.status.rollout.id)
-        outcomes = {stage.stage: stage for stage in found.values()}
-    return ops.rollout_view(ps, workflow, outcomes)
+        if clusters:
+            records = list_records(kube, target.namespace, target.name, rollout.id)
+    elif clusters:
+        records = []
+    return ops_view.rollout_view(ps, workflow, records)
 
 
 # --- actions -----------------------------------------------------------------------------------
@@ -240,7 +245,7 @@ def retry(kube: Kube, target: Target, clock: Clock) -> ops.Outcome:
 class FollowTimeout(Exception):
     """The rollout did not finish within the time given; carries the last view."""
 
-    def __init__(self, view: ops.RolloutView, seconds: float) -> None:
+    def __init__(self, view: ops_view.RolloutView, seconds: float) -> None:
         super().__init__(f"ProgressiveSync {view.display} did not finish within {seconds:g}s")
         self.view = view
 
@@ -251,10 +256,10 @@ def follow(
     *,
     clock: Clock,
     timeout: float,
-    on_view: Callable[[ops.RolloutView], None],
-    until: Callable[[ops.RolloutView], bool] = lambda view: view.is_settled,
+    on_view: Callable[[ops_view.RolloutView], None],
+    until: Callable[[ops_view.RolloutView], bool] = lambda view: view.is_settled,
     interval: float = 0.5,
-) -> ops.RolloutView:
+) -> ops_view.RolloutView:
     """Show every view until `until(view)` (by default: the rollout and its Workflow ended).
 
     FollowTimeout after `timeout` seconds.

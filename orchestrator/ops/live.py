@@ -4,7 +4,7 @@ On a terminal, `LiveDisplay` redraws one progress bar per stage in place with ri
 owns the cursor movement, hides the cursor meanwhile and shows it again when the display closes,
 also on Ctrl-C, and crops a block taller than the screen); anywhere else (a pipe, a CI log) it
 prints one timestamped plain line per change and never a control code. What to show comes from
-the pure views in `orchestrator.ops.decisions` and the renderables in `orchestrator.ops.tables`;
+the pure view in `orchestrator.ops.view` and the renderables in `orchestrator.ops.tables`;
 this module only decides how to put them on the screen.
 
 Callers: `orchestrator.cli.ops_cmd` and `orchestrator.devenv.demo`.
@@ -19,8 +19,8 @@ from rich.console import Console
 from rich.live import Live
 
 from orchestrator.core.clock import Clock
-from orchestrator.ops import decisions as ops
 from orchestrator.ops import tables
+from orchestrator.ops import view as ops_view
 
 
 class _Writer:
@@ -49,9 +49,9 @@ class LiveDisplay:
         self._clock = clock
         self._tty = tty
         self._live: Live | None = None
-        self._previous: ops.RolloutView | None = None
+        self._previous: ops_view.RolloutView | None = None
 
-    def show(self, view: ops.RolloutView) -> None:
+    def show(self, view: ops_view.RolloutView) -> None:
         """Draw `view` (on a TTY: over the previous block)."""
         now = self._clock.now()
         if self._tty:
@@ -69,7 +69,7 @@ class LiveDisplay:
             else:
                 self._live.update(block, refresh=True)
         else:
-            for line in ops.change_lines(self._previous, view):
+            for line in ops_view.change_lines(self._previous, view):
                 self._write(f"{now.strftime('%H:%M:%S')} {line}\n")
         self._previous = view
 

@@ -1,8 +1,9 @@
 """The operator commands' tables and progress bars, drawn with rich.
 
-`status_table` is what `progressive-sync status` prints (a header, the stages, the clusters) and
+`status_table` is what `progressive-sync status` prints (a header, the stages, and the clusters in
+flight and failed from the summary, or every cluster of the rollout from its records) and
 `stage_bars` the block `status --watch` and the demo redraw on a terminal (one progress bar per
-stage). Both are rich renderables built from the rows `orchestrator.ops.decisions` computes, so
+stage). Both are rich renderables built from the rows `orchestrator.ops.view` computes, so
 what is shown stays a pure decision and only the drawing is here. rich measures cells by their
 display width (a stage named in CJK or with an emoji still lines up, where `str.ljust` counts code
 points), fits a table to the terminal instead of overflowing it, colours phases only when the
@@ -28,7 +29,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.ops import decisions as ops
+from orchestrator.ops import view as ops_view
 
 # Off a terminal nothing is wrapped: a line of the table is one line of text whatever its length.
 TEXT_WIDTH = 10_000
@@ -50,6 +51,10 @@ def _phase(text: str) -> Text:
     return Text(text, style=PHASE_STYLES.get(text.split(" ", 1)[0], ""))
 
 
+def _cluster_state(state: str) -> Text:
+    return Text(state, style="red" if state.lower().startswith("failed") else "")
+
+
 def _plain_table(columns: Sequence[str]) -> Table:
     """Columns two spaces apart, no borders, plain headers: the look of `kubectl get`.
 
@@ -61,15 +66,15 @@ def _plain_table(columns: Sequence[str]) -> Table:
     return table
 
 
-def status_table(view: ops.RolloutView, now: datetime) -> RenderableType:
+def status_table(view: ops_view.RolloutView, now: datetime) -> RenderableType:
     """The `status` output: the header lines, the stage table and, once targets exist, the clusters."""
     header = Table.grid(padding=(0, 2), pad_edge=False)
     header.add_column(no_wrap=True, min_width=len("progress:"))  # values line up whatever is shown
     header.add_column()
-    for label, value in ops.header_rows(view, now):
+    for label, value in ops_view.header_rows(view, now):
         header.add_row(Text(label), _phase(value) if label == "phase:" else Text(value))
-    stages = _plain_table(ops.STAGE_COLUMNS)
-    for name, phase, *rest in ops.stage_rows(view, now):
+    stages = _plain_table(ops_view.STAGE_COLUMNS)
+    for name, phase, *rest in ops_view.stage_rows(view, now):
         stages.add_row(Text(name), _phase(phase), *map(Text, rest))
     parts: list[RenderableType] = [
         Text(f"ProgressiveSync {view.display}"),
@@ -77,14 +82,23 @@ def status_table(view: ops.RolloutView, now: datetime) -> RenderableType:
         Text(""),
         stages,
     ]
-    clusters = ops.cluster_rows(view)
-    if clusters:
-        table = _plain_table(ops.CLUSTER_COLUMNS)
-        for cluster, stage, state in clusters:
-            table.add_row(
-                Text(cluster), Text(stage), Text(state, style="red" if state.startswith("failed") else "")
-            )
+    if view.clusters is not None:
+        # --clusters / -o wide: every cluster of the rollout, from its records.
+        table = _plain_table(ops_view.WIDE_CLUSTER_COLUMNS)
+        for cluster, stage, state, *rest in ops_view.wide_cluster_rows(view):
+            table.add_row(Text(cluster), Text(stage), _cluster_state(state), *map(Text, rest))
         parts += [Text(""), table]
+    else:
+        # The clusters that matter now, from the summary the ProgressiveSync holds.
+        clusters = ops_view.cluster_rows(view)
+        if clusters:
+            table = _plain_table(ops_view.CLUSTER_COLUMNS)
+            for cluster, stage, state in clusters:
+                table.add_row(Text(cluster), Text(stage), _cluster_state(state))
+            parts += [Text(""), table]
+        left_out = ops_view.left_out_lines(view)
+        if left_out:
+            parts += [Text(""), *(Text(line) for line in left_out)]
     return Group(*parts)
 
 
@@ -99,10 +113,10 @@ def stage_bar(done: int, total: int, *, width: int = BAR_WIDTH) -> ProgressBar:
     )
 
 
-def stage_bars(view: ops.RolloutView, now: datetime, *, width: int = BAR_WIDTH) -> RenderableType:
+def stage_bars(view: ops_view.RolloutView, now: datetime, *, width: int = BAR_WIDTH) -> RenderableType:
     """The live block: the rollout's phase, then per stage a bar, done/targets, state and duration."""
     title = Text(f"{view.display}: ")
-    title.append_text(_phase(ops.phase_text(view)))
+    title.append_text(_phase(ops_view.phase_text(view)))
     if view.message:
         title.append(f" - {view.message}")
     bars = Table.grid(padding=(0, 2), pad_edge=False)
@@ -112,23 +126,23 @@ def stage_bars(view: ops.RolloutView, now: datetime, *, width: int = BAR_WIDTH) 
         bars.add_row(
             Text(stage.name),
             stage_bar(stage.done_count, stage.target_count, width=width),
-            Text(ops.stage_progress(stage)),
-            _phase(ops.stage_state_text(stage)),
-            Text(ops.format_duration(stage.duration(now))),
+            Text(ops_view.stage_progress(stage)),
+            _phase(ops_view.stage_state_text(stage)),
+            Text(ops_view.format_duration(stage.duration(now))),
         )
     parts: list[RenderableType] = [title, Padding(bars, (0, 0, 0, 2))]
-    hint = ops.next_step_hint(view)
+    hint = ops_view.next_step_hint(view)
     if hint:
         parts.append(Text(f"  {hint}"))
     return Group(*parts)
 
 
-def stage_durations(view: ops.RolloutView, now: datetime) -> RenderableType:
+def stage_durations(view: ops_view.RolloutView, now: datetime) -> RenderableType:
     """The demo's closing list: each stage, its phase and how long it took."""
     grid = Table.grid(padding=(0, 2), pad_edge=False)
     for justify in ("left", "left", "right"):
         grid.add_column(justify=justify, no_wrap=True)  # type: ignore[arg-type]
-    for name, phase, took in ops.stage_durations(view, now):
+    for name, phase, took in ops_view.stage_durations(view, now):
         grid.add_row(Text(name), _phase(phase), Text(took))
     return Padding(grid, (0, 0, 0, 2))
 
@@ -142,6 +156,6 @@ def to_text(renderable: RenderableType, *, width: int = TEXT_WIDTH) -> str:
     return "".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines())
 
 
-def render_table(view: ops.RolloutView, now: datetime) -> str:
+def render_table(view: ops_view.RolloutView, now: datetime) -> str:
     """`status_table` as plain text (pipes, files, the demo's summary, tests)."""
     return to_text(status_table(view, now))

@@ -9,12 +9,14 @@ One reconcile is `observe` → `decide` → `act`:
 - `observe`: everything `decide` needs about one ProgressiveSync, from the caches;
 - `decide`: the pure decision, which also builds the Workflow a rollout creates;
 - `act`: the decision's actions carried out through the adapter (Workflows, status, Events);
+- `summaries`: the live summary of running stages (which to write, when), pure, written by `act`;
 - `workqueue`, `settings`, `transitions`, `metrics`, `publisher`, `leader`, `endpoints`, `process`:
   the de-duplicating queue, the one typed configuration, status changes as Events and metrics, the
   Prometheus metrics, the cluster inventory, the Lease, the HTTP endpoints, the whole process.
 
-Inside, `process` > `loop` > `act | observe | triggers | holdback` > `caches` > `decide`, and
-`observe` and `decide` never call the adapter (the import contract in pyproject.toml).
+Inside, `process` > `loop` > `act | observe | triggers | holdback` > `caches` > `decide |
+summaries`, and `observe`, `decide` and `summaries` never call the adapter (the import contracts
+in pyproject.toml).
 
 May import: everything below it (`core`, `api`, `kube`, `argocd`, `planning`, `workflows`,
 `workflow_templates`, and `engine` for `--engine local`). Never `ops`, `devenv` or `cli`.

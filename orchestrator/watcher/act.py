@@ -8,9 +8,10 @@ label: adopt it), stop/suspend/resume as merge patches, Events best-effort (`rec
 refresh annotation of `RequestCompare` as one merge patch per Application (`appsync.refresh_patch`;
 a 403 is logged and the wait, bounded, goes on), `RequeueAfter` handed to the loop's queue,
 `EndSyncs` as the steps end our syncs (each Application read now, `appsync.decide_terminate` on it,
-one update carrying its resourceVersion, a 409 read and decided again a few times), and the status
+one update carrying its resourceVersion, a 409 read and decided again a few times), the status
 through the optimistic-concurrency writer (`status_writer.update_status`) only when the patch
-changes the cached status.
+changes the cached status, and the live summaries `summaries.plan_summaries` chose
+(`write_summaries`, the same writer).
 
 Callers: `orchestrator.watcher.loop` (after `decide` and `build`, for Events from status transitions and from
 held-back ProgressiveSyncs).
@@ -61,6 +62,7 @@ from orchestrator.watcher.decision import (
 )
 from orchestrator.watcher.settings import Settings
 from orchestrator.watcher.status_patch import apply_patch
+from orchestrator.watcher.summaries import SummaryPlan, apply_plan
 from orchestrator.workflows import control
 from orchestrator.workflows.phases import Shutdown
 
@@ -367,6 +369,23 @@ class Actor:
             return
         if result.written:
             log.debug("%s/%s: status written (%s)", namespace, name, step, extra=extra)
+
+    def write_summaries(self, cached: CachedPS, plan: SummaryPlan) -> bool:
+        """Put the live summaries of `plan` into the status (re-applied on a conflict, written only
+        when they change it); True when written."""
+        namespace, name = cached.key
+        try:
+            result = update_status(
+                self.kube,
+                namespace,
+                name,
+                lambda current: apply_plan(current, plan.rollout_id, plan.write),
+                what="watcher summary",
+            )
+        except NotFound:
+            return False
+        log.debug("%s/%s: %s; summary written: %s", namespace, name, plan.reason, result.written)
+        return result.written
 
 
 def describe_patch(patch: Mapping[str, Any]) -> str:

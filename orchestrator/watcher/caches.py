@@ -1,12 +1,15 @@
 """The watcher's caches: one informer per resource and namespace, the slim values they keep, lookups.
 
 `Caches(kube, settings, handlers, on_blocked)` builds the informers (orchestrator.kube.informer) for
-ProgressiveSyncs and their Workflows (each watched namespace, or all), and for ApplicationSets,
-Applications and Argo CD cluster Secrets (each Argo CD namespace). They keep slim values only: a
-ProgressiveSync without managedFields (`CachedPS`), an `AppView` per Application owned by an
-ApplicationSet, a `WorkflowView`, a `Cluster`. The lookups answer what `observe`, `triggers` and
-`holdback` ask of them; the one read that goes past the caches is `workflows_of`, which reads the
-Workflow a status names when the cache lacks it (a lagging cache must never read as "deleted").
+ProgressiveSyncs, their Workflows and their ProgressiveSyncStage records (each watched namespace, or
+all), and for ApplicationSets, Applications and Argo CD cluster Secrets (each Argo CD namespace).
+They keep slim values only: a ProgressiveSync without managedFields (`CachedPS`), an `AppView` per
+Application owned by an ApplicationSet, a `WorkflowView`, a `Cluster`, a `CachedRecord` (what a
+stage's summary is made of: its targets and each cluster's state, reason, note and finish time).
+The lookups answer what `observe`, `triggers`, `holdback`, the live summary (`records_of`) and
+rollout history (`all_records_of`) ask of them; the one read that goes past the caches is
+`workflows_of`, which reads the Workflow a status names when the cache lacks it (a lagging cache
+must never read as "deleted").
 
 Callers: `orchestrator.watcher.loop` (builds it, hands each change to its handlers),
 `orchestrator.watcher.observe`, `orchestrator.watcher.triggers`, `orchestrator.watcher.holdback`.
@@ -18,9 +21,20 @@ import contextlib
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any, TypeVar
 
+import pydantic
+
 from orchestrator.api.metadata import NAME_LABEL
+from orchestrator.api.models import ObjectMeta
+from orchestrator.api.stage_records import (
+    ClusterRecord,
+    ClusterState,
+    ProgressiveSyncStage,
+    StageRecordSpec,
+    StageRecordStatus,
+)
 from orchestrator.argocd.fleet import (
     APPLICATION_SET_KIND,
     AppSetView,
@@ -30,9 +44,11 @@ from orchestrator.argocd.fleet import (
     app_view_from_object,
     cluster_from_secret,
 )
+from orchestrator.core.clock import parse_time
 from orchestrator.kube.client import (
     APPLICATION_SETS,
     APPLICATIONS,
+    PROGRESSIVE_SYNC_STAGES,
     PROGRESSIVE_SYNCS,
     SECRETS,
     WORKFLOWS,
@@ -51,7 +67,7 @@ T = TypeVar("T")
 
 # Index names of the informers.
 BY_APPSET = "appset"  # ProgressiveSyncs by "appset namespace/appset", Applications by owner name
-BY_OWNER = "owner"  # Workflows by "namespace/progressive-sync name"
+BY_OWNER = "owner"  # Workflows and records by "namespace/progressive-sync name"
 
 
 # --- slim cache values ------------------------------------------------------------------------
@@ -149,6 +165,91 @@ def slim_cluster(obj: dict[str, Any]) -> Cluster:
     return cluster_from_secret(cluster_secret_from_object(obj))
 
 
+# One cluster of a cached record: (name, state, reason, note, finishedAt).
+RecordEntry = tuple[str, ClusterState, str, str, datetime | None]
+
+
+@dataclass(frozen=True)
+class CachedRecord:
+    """A ProgressiveSyncStage as the watcher keeps it: what its stage's summary is made of.
+
+    Each cluster is a tuple (its revisions and start time are left out: the summary does not read
+    them), names interned: ~200 bytes a cluster, so 10,000 clusters cost about 2 MB."""
+
+    namespace: str
+    name: str
+    progressive_sync: str
+    rollout_id: str
+    stage: str
+    stage_index: int
+    part: int
+    parts: int
+    targets: tuple[str, ...]
+    clusters: tuple[RecordEntry, ...]
+    # What rollout history reads (orchestrator/watcher/history.py): which object, how old, whose.
+    uid: str = ""
+    created: datetime | None = None
+    owner_uids: tuple[str, ...] = ()
+
+    def to_record(self) -> ProgressiveSyncStage:
+        """The record as the model `stage_records.outcomes_of` reads (built without validation: it
+        was validated when cached)."""
+        clusters = {
+            name: ClusterRecord.model_construct(state=state, reason=reason, note=note, finished_at=finished)
+            for name, state, reason, note, finished in self.clusters
+        }
+        return ProgressiveSyncStage.model_construct(
+            metadata=ObjectMeta.model_construct(name=self.name, namespace=self.namespace),
+            spec=StageRecordSpec.model_construct(
+                progressive_sync=self.progressive_sync,
+                rollout_id=self.rollout_id,
+                stage=self.stage,
+                stage_index=self.stage_index,
+                part=self.part,
+                parts=self.parts,
+                targets=list(self.targets),
+            ),
+            status=StageRecordStatus.model_construct(clusters=clusters),
+        )
+
+
+def slim_record(obj: dict[str, Any]) -> CachedRecord | None:
+    """The `CachedRecord` of a ProgressiveSyncStage; None for one that does not parse (the steps
+    that write it would have failed on it: nothing to summarize)."""
+    try:
+        record = ProgressiveSyncStage.model_validate(
+            {
+                **obj,
+                "metadata": {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"},
+            }
+        )
+    except pydantic.ValidationError:
+        return None
+    spec = record.spec
+    return CachedRecord(
+        namespace=sys.intern(record.metadata.namespace or ""),
+        name=record.metadata.name,
+        progressive_sync=sys.intern(spec.progressive_sync),
+        rollout_id=sys.intern(spec.rollout_id),
+        stage=sys.intern(spec.stage),
+        stage_index=spec.stage_index,
+        part=spec.part,
+        parts=spec.parts,
+        targets=tuple(sys.intern(name) for name in spec.targets),
+        clusters=tuple(
+            (sys.intern(name), entry.state, entry.reason, entry.note, entry.finished_at)
+            for name, entry in record.clusters.items()
+        ),
+        uid=record.metadata.uid or "",
+        created=parse_time((obj.get("metadata") or {}).get("creationTimestamp")),
+        owner_uids=tuple(
+            str(ref.get("uid") or "")
+            for ref in (obj.get("metadata") or {}).get("ownerReferences") or []
+            if isinstance(ref, Mapping)
+        ),
+    )
+
+
 def app_owner_names(app: AppView) -> list[str]:
     """The names of the ApplicationSets that own this Application."""
     return [ref.name for ref in app.owner_references if ref.kind == APPLICATION_SET_KIND]
@@ -166,6 +267,7 @@ class Handlers:
     appset: Callable[[Change[AppSetView]], None]
     app: Callable[[Change[AppView]], None]
     cluster: Callable[[Change[Cluster]], None]
+    record: Callable[[Change[CachedRecord]], None]
 
 
 class Caches:
@@ -223,6 +325,15 @@ class Caches:
         self.cluster_informers = self._watch(
             SECRETS, argocd, slim_cluster, handlers.cluster, label_selector=CLUSTER_SECRET_LABEL
         )
+        # The records live next to their ProgressiveSync; only the live summary reads them.
+        self.record_informers = self._watch(
+            PROGRESSIVE_SYNC_STAGES,
+            watched,
+            slim_record,
+            handlers.record,
+            label_selector=NAME_LABEL,
+            indexers={BY_OWNER: lambda record: [f"{record.namespace}/{record.progressive_sync}"]},
+        )
 
     def _watch(
         self,
@@ -253,6 +364,12 @@ class Caches:
     @property
     def informers(self) -> list[Informer[Any]]:
         """Every informer, ProgressiveSyncs last (so their first reconcile sees the rest listed)."""
+        return [*self.record_informers, *self.decision_informers]
+
+    @property
+    def decision_informers(self) -> list[Informer[Any]]:
+        """The informers `decide` reads (a ProgressiveSync waits while one it needs cannot list);
+        the records' are not among them: only the live summary reads those, and it waits alone."""
         return [
             *self.workflow_informers,
             *self.appset_informers,
@@ -331,6 +448,32 @@ class Caches:
         if expected is not None and all(wf.name != expected for wf in found):
             with contextlib.suppress(NotFound):
                 found.append(workflow_view_from_object(self._kube.get(WORKFLOWS, namespace, expected)))
+        return found
+
+    def records_of(self, namespace: str, name: str, rollout_id: str) -> list[ProgressiveSyncStage] | None:
+        """The cached records of rollout `rollout_id` of ProgressiveSync `namespace/name`; None while
+        an informer of them cannot be trusted (not listed yet, or waiting on a permission or the CRD)."""
+        found: list[ProgressiveSyncStage] = []
+        for informer in self.record_informers:
+            if informer.namespace in (None, namespace):
+                if not informer.usable:
+                    return None
+                found.extend(
+                    cached.to_record()
+                    for cached in informer.by_index(BY_OWNER, f"{namespace}/{name}")
+                    if cached.rollout_id == rollout_id
+                )
+        return found
+
+    def all_records_of(self, namespace: str, name: str) -> list[CachedRecord] | None:
+        """Every cached record of ProgressiveSync `namespace/name`, of any rollout; None while an
+        informer of them cannot be trusted (what rollout history deletes from)."""
+        found: list[CachedRecord] = []
+        for informer in self.record_informers:
+            if informer.namespace in (None, namespace):
+                if not informer.usable:
+                    return None
+                found.extend(informer.by_index(BY_OWNER, f"{namespace}/{name}"))
         return found
 
     # -- the process around ----------------------------------------------------------------

@@ -12,6 +12,13 @@
   (`holdback`, re-checked every 15 s and at once on recovery), else `observe` → `decide` (pure)
   → `act` (the effects); a 403 on its own calls is retried along the backoff and said once in a
   `ReconcileForbidden` Event, then `ReconcileResumed` (`holdback`);
+- the **live summary**: after each reconcile, the summaries of the current rollout's running
+  stages, from their ProgressiveSyncStage records, written at most once per
+  `summary_interval_seconds` and only when they change the status (`summaries`, pure; a record's
+  change queues its ProgressiveSync);
+- **rollout history**: after each reconcile, on the watcher's start and when the rollout changed,
+  the records of rollouts older than the current one and the `rollout_history` before it are
+  deleted (`retention`, pure; `history`, the deletes);
 - a periodic **resync** that queues every ProgressiveSync again, and the cluster inventory
   **publisher**;
 - with `engine: local`, the **local executor** in the same process.
@@ -33,7 +40,7 @@ from typing import Any
 
 import pydantic
 
-from orchestrator.api.models import ProgressiveSyncStatus
+from orchestrator.api.models import ProgressiveSyncStatus, StagePhase
 from orchestrator.argocd.fleet import AppSetView, AppView, Cluster
 from orchestrator.argocd.inventory import InventoryError
 from orchestrator.core.clock import Clock, SystemClock
@@ -43,14 +50,16 @@ from orchestrator.kube.watchloop import Blocked
 from orchestrator.watcher import triggers
 from orchestrator.watcher.act import Actor
 from orchestrator.watcher.build import build_workflows
-from orchestrator.watcher.caches import CachedPS, Caches, Handlers, Key
+from orchestrator.watcher.caches import CachedPS, CachedRecord, Caches, Handlers, Key
 from orchestrator.watcher.decide import decide
 from orchestrator.watcher.decision import Decision, RecordEvent
+from orchestrator.watcher.history import RecordHistory
 from orchestrator.watcher.holdback import BLOCKED_RECHECK_SECONDS, HoldBack
 from orchestrator.watcher.metrics import WatcherMetrics
 from orchestrator.watcher.observe import observe
 from orchestrator.watcher.publisher import InventoryPublisher
 from orchestrator.watcher.settings import Engine, Settings
+from orchestrator.watcher.summaries import plan_summaries
 from orchestrator.watcher.transitions import status_transitions
 from orchestrator.watcher.workqueue import WorkQueue
 from orchestrator.workflows.view import WorkflowView
@@ -79,6 +88,8 @@ class Watcher:
         self.failed: list[BaseException] = []
         self.queue: WorkQueue[Key] = WorkQueue(settings.reconcile_backoffs)
         self.reconciles = 0
+        # When each ProgressiveSync's live summary was last written (time.monotonic()).
+        self._summary_written: dict[Key, float] = {}
         # Events from status transitions, recorded by their own thread (handlers must stay quick).
         self._events: queue.Queue[tuple[CachedPS, RecordEvent]] = queue.Queue(maxsize=EVENT_BACKLOG)
         self._threads: list[threading.Thread] = []
@@ -94,11 +105,13 @@ class Watcher:
                 appset=self._on_appset,
                 app=self._on_app,
                 cluster=self._on_cluster,
+                record=self._on_record,
             ),
             on_blocked=self._informer_blocked,
         )
         self.actor = Actor(kube, settings, self.clock, requeue=self.queue.add_after)
         self.hold_back = HoldBack(settings)
+        self.history = RecordHistory(kube, self.caches, settings.rollout_history, self.queue.add_after)
         self.publisher = InventoryPublisher(kube, self.caches.clusters_in, self.caches.inventory_namespaces)
         self.metrics.attach(
             phases=self.caches.phases,
@@ -259,6 +272,9 @@ class Watcher:
         self.publisher.mark(change.key[0])
         self._queue(triggers.cluster_keys(change, self.caches, self.settings))
 
+    def _on_record(self, change: Change[CachedRecord]) -> None:
+        self._queue(triggers.record_keys(change))
+
     def _note_transitions(self, old: CachedPS, new: CachedPS) -> None:
         """Metrics and Events from what the steps (or we) changed in the status."""
         if old.obj.get("status") == new.obj.get("status"):
@@ -334,8 +350,10 @@ class Watcher:
         cached = self.caches.progressive_sync(key)
         if cached is None:
             log.debug("%s/%s is gone; nothing to do", *key)
+            self._summary_written.pop(key, None)
+            self.history.forget(key)
             return None
-        held_back, events = self.hold_back.check(cached, self.informers)
+        held_back, events = self.hold_back.check(cached, self.caches.decision_informers)
         for event in events:
             self.actor.record_event(cached, event)
         if held_back:
@@ -353,7 +371,32 @@ class Watcher:
             extra={"ps": f"{key[0]}/{key[1]}", "step": decision.step},
         )
         self.actor.execute(cached, obs, decision)
+        self._keep_summary(cached, obs.status)
+        self.history.keep(cached, obs.status)
         return decision
+
+    def _keep_summary(self, cached: CachedPS, status: ProgressiveSyncStatus) -> None:
+        """The live summary: the running stages' summaries from their records, at most once per
+        `summary_interval_seconds` (`summaries.plan_summaries` decides; a wait comes back here)."""
+        key = cached.key
+        running = any(stage.phase == StagePhase.PROGRESSING for stage in status.stages or [])
+        if status.rollout is None or not running or cached.deleting:
+            return
+        records = self.caches.records_of(key[0], key[1], status.rollout.id)
+        if records is None:  # the records' informer cannot list yet: the next event or resync retries
+            return
+        written = self._summary_written.get(key)
+        plan = plan_summaries(
+            status,
+            records,
+            since_last_write=None if written is None else time.monotonic() - written,
+            interval=self.settings.summary_interval_seconds,
+        )
+        log.debug("%s/%s: summary: %s", *key, plan.reason, extra={"ps": f"{key[0]}/{key[1]}"})
+        if plan.wait_seconds is not None:
+            self.queue.add_after(key, plan.wait_seconds)
+        elif plan.writes and self.actor.write_summaries(cached, plan):
+            self._summary_written[key] = time.monotonic()
 
 
 def server_asked_wait(exc: BaseException) -> float:

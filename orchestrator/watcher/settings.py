@@ -22,6 +22,7 @@ from orchestrator.kube.client import KubeSettings
 from orchestrator.kube.informer import InformerSettings
 from orchestrator.watcher.decision import DEFAULT_ALLOWED_SYNC_OPTIONS, ReconcilePolicy
 from orchestrator.watcher.leader import LeaseSettings
+from orchestrator.watcher.retention import DEFAULT_ROLLOUT_HISTORY
 from workflow_templates.settings import WorkflowSettings
 
 ENV_PREFIX = "PROGRESSIVE_SYNC_"
@@ -68,6 +69,12 @@ class Settings:
     workers: int = 4
     # Every object is reported again this often, so a missed event is healed.
     resync_seconds: float = 300.0
+    # While a stage runs, its summary in the ProgressiveSync is written at most this often (from
+    # its ProgressiveSyncStage records; orchestrator/watcher/summaries.py).
+    summary_interval_seconds: float = 5.0
+    # Records (ProgressiveSyncStage objects) kept of the rollouts before the current one, as a
+    # Deployment's revisionHistoryLimit: the rest are deleted (orchestrator/watcher/retention.py).
+    rollout_history: int = DEFAULT_ROLLOUT_HISTORY
     # Each watch stream lasts this long before it is resumed (bounds a silent dead connection).
     watch_timeout_seconds: int = 300
     # Sleeps between failed list/watch attempts; their number bounds the failures in a row without
@@ -119,6 +126,10 @@ class Settings:
             raise SettingsError("--shutdown-timeout must be positive")
         if self.workers < 1:
             raise SettingsError("--workers must be at least 1")
+        if self.summary_interval_seconds < 0:
+            raise SettingsError("--summary-interval must not be negative")
+        if self.rollout_history < 0:
+            raise SettingsError("--rollout-history must not be negative")
         if self.resync_seconds <= 0 or self.watch_timeout_seconds < 1:
             raise SettingsError("--resync-period and --watch-timeout must be positive")
         if not self.watch_backoffs or not self.reconcile_backoffs:

@@ -5,7 +5,8 @@
 - a Workflow → its `progressivesync.io/name` label;
 - an ApplicationSet → the ProgressiveSyncs naming it;
 - an Application → the ProgressiveSyncs naming its ApplicationSet owners (before and after);
-- a cluster Secret → every ProgressiveSync of that Argo CD namespace.
+- a cluster Secret → every ProgressiveSync of that Argo CD namespace;
+- a ProgressiveSyncStage record → its ProgressiveSync (`spec.progressiveSync`: the live summary).
 
 Each function only reads the caches; the loop queues the keys.
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from orchestrator.argocd.fleet import AppSetView, AppView, Cluster
 from orchestrator.kube.informer import Change
-from orchestrator.watcher.caches import CachedPS, Caches, Key, app_owner_names
+from orchestrator.watcher.caches import CachedPS, CachedRecord, Caches, Key, app_owner_names
 from orchestrator.watcher.settings import Settings
 from orchestrator.workflows.view import WorkflowView
 
@@ -63,3 +64,9 @@ def cluster_keys(change: Change[Cluster], caches: Caches, settings: Settings) ->
     return [
         ps.key for ps in caches.progressive_syncs() if settings.argocd_namespace_for(ps.key[0]) == namespace
     ]
+
+
+def record_keys(change: Change[CachedRecord]) -> list[Key]:
+    """The ProgressiveSync a record belongs to (same namespace)."""
+    record = change.current
+    return [(record.namespace, record.progressive_sync)] if record is not None else []

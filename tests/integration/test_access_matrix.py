@@ -68,7 +68,10 @@ MATRIX: dict[str, list[Row]] = {
         yes("update", f"{PS}/status", WORKFLOWS),
         yes("update", f"{PS}/finalizers", WORKFLOWS),
         yes("watch", PSS, WORKFLOWS),  # the live summary of the stages in flight
+        yes("delete", PSS, WORKFLOWS, "probe"),  # rollout history: the records of old rollouts
         no("patch", PSS, WORKFLOWS, "probe"),
+        no("create", PSS, WORKFLOWS),
+        no("delete", PSS, OTHER, "probe"),
         yes("create", WFS, WORKFLOWS),
         yes("patch", WFS, WORKFLOWS),
         yes("create", "events", WORKFLOWS),

@@ -50,6 +50,7 @@ WATCHER_NEEDS = [
     ("update", "progressivesyncs.progressivesync.io/status"),
     ("update", "progressivesyncs.progressivesync.io/finalizers"),
     ("watch", "progressivesyncstages.progressivesync.io"),
+    ("delete", "progressivesyncstages.progressivesync.io"),  # rollout history
     ("list", "applications.argoproj.io"),
     ("patch", "applications.argoproj.io"),
     ("update", "applications.argoproj.io"),  # only to end a sync we started (the admission policy)
@@ -156,6 +157,7 @@ NON_DEFAULT_VALUES = (
     "policy.allowedSyncOptions={Replace=true,Validate=false}",
     "watcher.httpPort=9090",
     "watcher.shutdownTimeoutSeconds=25",
+    "watcher.rolloutHistory=0",
     "watcher.terminationGracePeriodSeconds=40",
     "watcher.leaderElection.leaseDurationSeconds=30",
     "watcher.leaderElection.renewDeadlineSeconds=20",
@@ -188,6 +190,7 @@ def test_every_chart_value_reaches_the_watcher_and_the_step_pods(
     assert (settings.engine, settings.log_level) == (Engine.LOCAL, "DEBUG")
     assert (settings.allow_prune, settings.allowed_sync_options) == (True, ("Replace=true", "Validate=false"))
     assert (settings.http_port, settings.shutdown_timeout_seconds) == (9090, 25.0)
+    assert settings.rollout_history == 0
     lease = settings.leader_election
     assert lease is not None
     assert (lease.namespace, lease.name, lease.identity) == (

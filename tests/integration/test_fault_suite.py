@@ -110,7 +110,7 @@ WATCHER_RULES = {
         {
             "apiGroups": ["progressivesync.io"],
             "resources": ["progressivesyncstages"],
-            "verbs": ["get", "list", "watch"],
+            "verbs": ["get", "list", "watch", "delete"],
         },
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
         {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]},

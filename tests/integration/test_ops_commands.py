@@ -11,9 +11,8 @@ The end-to-end tests drive the same commands against a rollout the watcher and e
 from __future__ import annotations
 
 import json
-import random
 import re
-import string
+import shutil
 import subprocess
 import sys
 import threading
@@ -26,10 +25,14 @@ import yaml
 from click.testing import CliRunner, Result
 
 from orchestrator.api.metadata import RETRY_ANNOTATION, workflow_name
+from orchestrator.api.models import ObjectMeta, ProgressiveSyncStatus
+from orchestrator.api.rollout_status import start_rollout, start_stage
+from orchestrator.api.stage_records import ClusterRecord, ClusterState, new_records, outcomes_of, summarize
 from orchestrator.cli.main import main
 from orchestrator.core.clock import format_time
 from orchestrator.devenv import controlplane as devcluster
 from orchestrator.kube.client import PROGRESSIVE_SYNCS, WORKFLOWS, Kube
+from orchestrator.kube.stage_records import create_records, patch_clusters
 from tests.support.builders import (
     OPERATOR_STAGES,
     PS_NAME,
@@ -40,7 +43,7 @@ from tests.support.builders import (
     make_stage_status,
     make_workflow,
 )
-from tests.support.outcomes import seed_progressive_sync
+from tests.support.kubectl import Kubectl
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.integration
@@ -436,45 +439,147 @@ def test_retry_refuses_unless_failed(cli: Any, kube: Kube, namespace: str, phase
     )
 
 
-def test_status_shows_every_cluster_of_a_stage_of_long_names_from_its_records(
+IN_FLIGHT = [f"c{i:02d}" for i in range(31)]
+RECORDED_TARGETS = ["eu-1", "eu-2", *IN_FLIGHT, "eu-4"]
+
+
+def running_canary_with_records(kube: Kube, namespace: str) -> str:
+    """A running canary that took 34 clusters: one updated, one failed, 31 in flight (more than the
+    summary lists), one not started yet; and a record of an older rollout that is not this one's.
+    Written as `select` and the cluster steps would. Returns the current record's name."""
+    created = kube.create(PROGRESSIVE_SYNCS, namespace, make_ps(namespace=namespace, stages=OPERATOR_STAGES))
+    owner = ObjectMeta.model_validate(created["metadata"])
+    targets, in_flight = RECORDED_TARGETS, IN_FLIGHT
+    (part,) = create_records(
+        kube,
+        owner,
+        new_records(PS_NAME, ROLLOUT_ID, "canary", stage_index=0, targets=targets, namespace=namespace),
+    )
+    create_records(
+        kube,
+        owner,
+        new_records(PS_NAME, "0ld1d", "canary", stage_index=0, targets=["old-1"], namespace=namespace),
+    )
+    clusters = {
+        "eu-1": ClusterRecord(
+            state=ClusterState.COMPLETED, revisions=["4f1c2e9b7a3d" * 3], started_at=T0, finished_at=T0
+        ),
+        "eu-2": ClusterRecord(
+            state=ClusterState.FAILED, reason="Degraded for 120s after the sync", finished_at=T0
+        ),
+        **{name: ClusterRecord(state=ClusterState.SYNCING, started_at=T0) for name in in_flight},
+    }
+    stored = patch_clusters(kube, namespace, part.metadata.name, clusters)
+    status = start_rollout(
+        ProgressiveSyncStatus(),
+        rollout_id=ROLLOUT_ID,
+        stage_names=[s["name"] for s in OPERATOR_STAGES],
+        now=T0,
+    )
+    status = start_stage(
+        status, stage="canary", summary=summarize(outcomes_of("canary", [stored])), message="", now=T0
+    )
+    kube.patch(PROGRESSIVE_SYNCS, namespace, PS_NAME, {"status": status.to_api()}, subresource="status")
+    return part.metadata.name
+
+
+def test_status_lists_every_cluster_from_the_records_and_the_summary_by_default(
     cli: Any, kube: Kube, namespace: str
 ) -> None:
-    # A finished canary of 3 clusters and 1,300 clusters named with 253 random characters (issue
-    # 30: its records hold them all, in three parts; the status holds its summary).
-    rng = random.Random(3)
-    long_names = [
-        f"{i:05d}." + "".join(rng.choice(string.ascii_lowercase + string.digits) for _ in range(247))
-        for i in range(1_300)
-    ]
-    canary = {
-        "name": "canary",
-        "phase": "Succeeded",
-        "targets": ["eu-1", "eu-2", "eu-3", *long_names],
-        "completed": ["eu-1", *long_names],
-        "syncing": ["eu-3"],
-        "failed": [{"name": "eu-2", "reason": "Degraded"}],
-        "startedAt": format_time(T0),
-        "finishedAt": format_time(T0),
-    }
-    status = {
-        "phase": "Progressing",
-        "rollout": {"id": ROLLOUT_ID, "startedAt": format_time(T0)},
-        "stages": [canary],
-    }
-    seed_progressive_sync(kube, namespace, name=PS_NAME, stages=OPERATOR_STAGES, status=status)
-    stored = kube.get(PROGRESSIVE_SYNCS, namespace, PS_NAME)["status"]
-    assert len(json.dumps(stored, separators=(",", ":"))) < 256 * 1024
-    assert stored["stages"][0]["counts"] == {"targets": 1_303, "syncing": 1, "completed": 1_301, "failed": 1}
-    assert len(stored["stages"][0]["records"]) == 3
+    record = running_canary_with_records(kube, namespace)
+    targets = RECORDED_TARGETS
 
-    result = cli("status", PS_NAME, "-o", "json")
-    assert result.exit_code == 0, result.output
-    shown = json.loads(result.output)["stages"][0]
-    assert shown["targets"] == ["eu-1", "eu-2", "eu-3", *long_names]
-    assert (shown["completed"], shown["syncing"]) == (["eu-1", *long_names], ["eu-3"])
-    assert shown["failed"] == [{"name": "eu-2", "reason": "Degraded"}]
+    # The table: the summary the ProgressiveSync holds (failed, the first 20 in flight, how many more).
     table = cli("status", PS_NAME)
     assert table.exit_code == 0, table.output
-    assert "eu-2" in table.output and "Degraded" in table.output
-    assert "progress:  1301/1303 clusters" in table.output
-    assert re.search(r"canary\s+Succeeded\s+1302/1303\s+1\s", table.output), table.output
+    assert re.search(r"canary\s+Progressing\s+2/34\s+1\s", table.output), table.output
+    assert re.search(r"eu-2\s+canary\s+failed: Degraded for 120s after the sync", table.output)
+    assert "c19" in table.output and "c20" not in table.output and "eu-4" not in table.output
+    assert "stage 'canary': 11 more in flight not listed" in table.output
+    assert f"progressive-sync status {PS_NAME} -n {namespace} --clusters" in table.output
+
+    # --clusters and -o wide: every cluster of the rollout, from its records.
+    for args in (("--clusters",), ("-o", "wide")):
+        wide = cli("status", PS_NAME, *args)
+        assert wide.exit_code == 0, wide.output
+        assert re.search(
+            r"eu-1\s+canary\s+Completed\s+4f1c2e9b7a3d\s+" + re.escape(format_time(T0)), wide.output
+        )
+        assert re.search(r"eu-4\s+canary\s+NotStarted", wide.output)  # a target without a record
+        assert "c30" in wide.output and "old-1" not in wide.output
+
+    # -o json: the summary per stage, and every cluster.
+    result = cli("status", PS_NAME, "-o", "json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    canary = data["stages"][0]
+    assert canary["counts"] == {"targets": 34, "syncing": 31, "completed": 1, "failed": 1}
+    assert canary["more"] == {"syncing": 11, "failed": 0, "notes": 0}
+    assert canary["records"] == [record]
+    shown = {c["name"]: c for c in data["clusters"]}
+    assert list(shown) == targets
+    assert (
+        shown["eu-2"]["state"] == "Failed" and shown["eu-2"]["reason"] == "Degraded for 120s after the sync"
+    )
+    assert shown["eu-4"]["state"] == "NotStarted"
+    assert shown["eu-1"]["revisions"] == ["4f1c2e9b7a3d" * 3]
+
+
+def test_the_documented_kubectl_recipes_answer_from_the_records(
+    kube: Kube, kubectl: Kubectl, namespace: str
+) -> None:
+    # docs/status.md, "Recipes": run as a person would, against the real API server.
+    record = running_canary_with_records(kube, namespace)
+    selector = f"progressivesync.io/name={PS_NAME},progressivesync.io/rollout-id={ROLLOUT_ID}"
+    listed = kubectl.ok("get", "psstage", "-n", namespace, "-l", selector)
+    assert record in listed and "canary" in listed and ROLLOUT_ID in listed
+    assert "0ld1d" not in listed
+    state = kubectl.ok(
+        "get", "psstage", record, "-n", namespace, "-o", "jsonpath={.status.clusters.eu-2.state}"
+    )
+    assert state == "Failed"
+    failed = kubectl.ok(
+        "get",
+        "psync",
+        PS_NAME,
+        "-n",
+        namespace,
+        "-o",
+        'jsonpath={range .status.stages[*]}{range .failed[*]}{.name}{"\\t"}{.reason}{"\\n"}{end}{end}',
+    )
+    assert failed == "eu-2\tDegraded for 120s after the sync\n"
+    jq = shutil.which("jq")
+    if jq is None:
+        return
+    items = kubectl.ok("get", "psstage", "-n", namespace, "-l", selector, "-o", "json")
+
+    def run_jq(*args: str) -> str:
+        return subprocess.run([jq, *args], input=items, capture_output=True, text=True, check=True).stdout
+
+    assert (
+        run_jq(
+            "-r",
+            ".items[] | .spec.stage as $s | .status.clusters // {} | to_entries[] "
+            '| select(.value.state == "Failed") | [.key, $s, .value.reason] | @tsv',
+        )
+        == "eu-2\tcanary\tDegraded for 120s after the sync\n"
+    )
+    assert (
+        run_jq(
+            "-r",
+            '.items[] | .status.clusters // {} | to_entries[] | select(.value.state == "Syncing") | .key',
+        ).split()
+        == IN_FLIGHT
+    )
+    assert run_jq(
+        "-r", ".items[] | (.status.clusters // {}) as $c | .spec.targets[] | select($c[.] == null)"
+    ) == ("eu-4\n")
+    took = run_jq(
+        "-c",
+        "--arg",
+        "c",
+        "eu-1",
+        ".items[] | select(.spec.targets | index($c))"
+        " | {stage: .spec.stage, state: .status.clusters[$c].state}",
+    )
+    assert json.loads(took) == {"stage": "canary", "state": "Completed"}

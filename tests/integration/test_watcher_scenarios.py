@@ -477,10 +477,11 @@ def test_an_argo_retry_of_an_old_workflow_is_stopped_not_adopted(
         wait_for(lambda: phase_of(kube, namespace, "web") == "Succeeded", timeout=ROLLOUT_TIMEOUT, what="R1")
         old = status_of(kube, namespace, "web")["rollout"]
         release(kube, fleet, REVISION_2)
+        # One read per try: two could see R1's phase, then R2's id in the instant it starts.
         wait_for(
             lambda: (
-                phase_of(kube, namespace, "web") == "Succeeded"
-                and status_of(kube, namespace, "web")["rollout"]["id"] != old["id"]
+                (now := status_of(kube, namespace, "web")).get("phase") == "Succeeded"
+                and now["rollout"]["id"] != old["id"]
             ),
             timeout=ROLLOUT_TIMEOUT,
             what="R2, the release of the next commit",

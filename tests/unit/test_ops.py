@@ -8,23 +8,24 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from orchestrator.api.metadata import workflow_name
-from orchestrator.api.models import StageCounts, StagePhase, StageStatus
-from orchestrator.api.stage_records import StageOutcomes
+from orchestrator.api.models import MoreClusters, StageCounts, StagePhase, StageStatus
+from orchestrator.api.stage_records import ProgressiveSyncStage, new_records
 from orchestrator.ops import decisions as ops
 from orchestrator.ops import tables
+from orchestrator.ops import view as ops_view
 from orchestrator.ops.live import LiveDisplay
 from tests.support.builders import (
     OPERATOR_STAGES,
     make_bake_node,
     make_gate_node,
     make_ps,
-    make_stage_outcomes,
     make_stage_status,
     make_workflow,
 )
@@ -34,8 +35,8 @@ NOW = datetime(2026, 11, 29, 10, 2, 5, tzinfo=UTC)
 WF = workflow_name("myservice", "7f3c2a1")
 
 
-def ps(**kwargs: Any) -> ops.ProgressiveSync:
-    return ops.parse_progressive_sync(make_ps(stages=OPERATOR_STAGES, **kwargs))
+def ps(**kwargs: Any) -> ops_view.ProgressiveSync:
+    return ops_view.parse_progressive_sync(make_ps(stages=OPERATOR_STAGES, **kwargs))
 
 
 def running_stages() -> list[StageStatus]:
@@ -66,10 +67,10 @@ def running_stages() -> list[StageStatus]:
 
 
 def test_view_without_status_lists_the_spec_stages_as_pending() -> None:
-    view = ops.rollout_view(ps())
+    view = ops_view.rollout_view(ps())
     assert [stage.name for stage in view.stages] == ["canary", "one per region", "everything else"]
     assert {stage.phase for stage in view.stages} == {StagePhase.PENDING}
-    assert view.stages[2].approval == ops.ApprovalMode.MANUAL
+    assert view.stages[2].approval == ops_view.ApprovalMode.MANUAL
     assert not view.is_finished
 
 
@@ -95,7 +96,7 @@ def test_view_without_status_lists_the_spec_stages_as_pending() -> None:
     ],
 )
 def test_when_a_rollout_counts_as_finished(kwargs: dict[str, Any], finished: bool) -> None:
-    assert ops.rollout_view(ps(**kwargs)).is_finished is finished
+    assert ops_view.rollout_view(ps(**kwargs)).is_finished is finished
 
 
 @pytest.mark.parametrize(
@@ -108,7 +109,7 @@ def test_when_a_rollout_counts_as_finished(kwargs: dict[str, Any], finished: boo
 )
 def test_settled_waits_for_the_workflow_to_end(workflow_phase: str | None, settled: bool) -> None:
     workflow = make_workflow(phase=workflow_phase) if workflow_phase else None
-    assert ops.rollout_view(ps(phase="Succeeded"), workflow).is_settled is settled
+    assert ops_view.rollout_view(ps(phase="Succeeded"), workflow).is_settled is settled
 
 
 @pytest.mark.parametrize(
@@ -120,13 +121,13 @@ def test_settled_waits_for_the_workflow_to_end(workflow_phase: str | None, settl
     ],
 )
 def test_watch_exit_codes_tell_the_ends_apart(phase: str, code: int) -> None:
-    assert ops.watch_exit_code(ops.rollout_view(ps(phase=phase))) == code
+    assert ops_view.watch_exit_code(ops_view.rollout_view(ps(phase=phase))) == code
 
 
 def test_watch_exit_codes_are_distinct() -> None:
-    codes = [member.value for member in ops.WatchExit]
+    codes = [member.value for member in ops_view.WatchExit]
     assert len(codes) == len(set(codes))
-    assert ops.WatchExit.USAGE == 2  # click's own usage code
+    assert ops_view.WatchExit.USAGE == 2  # click's own usage code
 
 
 @pytest.mark.parametrize(
@@ -141,7 +142,7 @@ def test_watch_exit_codes_are_distinct() -> None:
 )
 def test_format_duration(seconds: float | None, text: str) -> None:
     value = None if seconds is None else timedelta(seconds=seconds)
-    assert ops.format_duration(value) == text
+    assert ops_view.format_duration(value) == text
 
 
 @pytest.mark.parametrize(
@@ -158,22 +159,8 @@ def test_progress_bar(done: int, total: int, bar: str) -> None:
     assert tables.to_text(tables.stage_bar(done, total, width=4)).strip() == bar
 
 
-def running_outcomes() -> dict[str, StageOutcomes]:
-    """The records of `running_stages`' clusters (what `progressive-sync status` reads)."""
-    return {
-        "canary": make_stage_outcomes("canary", targets=("eu-1",), completed=("eu-1",)),
-        "one per region": make_stage_outcomes(
-            "one per region",
-            targets=("us-1", "ap-1", "eu-2"),
-            completed=("us-1",),
-            syncing=("ap-1",),
-            failed={"eu-2": "Degraded after the sync"},
-        ),
-    }
-
-
 def test_table_shows_stages_clusters_failures_and_durations() -> None:
-    view = ops.rollout_view(ps(phase="Progressing", stage_status=running_stages()), None, running_outcomes())
+    view = ops_view.rollout_view(ps(phase="Progressing", stage_status=running_stages()))
     text = tables.render_table(view, NOW)
     lines = text.splitlines()
     assert lines[0] == "ProgressiveSync argocd/myservice"
@@ -187,9 +174,11 @@ def test_table_shows_stages_clusters_failures_and_durations() -> None:
     assert "Progressing" in region
     assert "2/3" in region  # one updated, one failed: two of three done
     assert "1m55s" in region  # running since 10:00:10
+    # The summary lists the clusters that matter now (failed, in flight); not the updated ones.
     assert "eu-2     one per region  failed: Degraded after the sync" in text
     assert "ap-1     one per region  syncing" in text
-    assert "us-1     one per region  updated" in text
+    assert "us-1" not in text
+    assert "--clusters" not in text  # nothing left out of the summary's lists
 
 
 def test_table_says_which_gate_waits_and_what_to_run() -> None:
@@ -199,7 +188,7 @@ def test_table_says_which_gate_waits_and_what_to_run() -> None:
         make_stage_status("everything else"),
     ]
     workflow = make_workflow(nodes=[make_gate_node(WF, "everything else")])
-    view = ops.rollout_view(ps(phase="Progressing", stage_status=stages), workflow)
+    view = ops_view.rollout_view(ps(phase="Progressing", stage_status=stages), workflow)
     text = tables.render_table(view, NOW)
     assert "Progressing (waiting for approval)" in text
     assert "progressive-sync approve myservice --stage 'everything else'" in text
@@ -207,12 +196,16 @@ def test_table_says_which_gate_waits_and_what_to_run() -> None:
 
 
 def test_failed_rollout_points_at_retry() -> None:
-    view = ops.rollout_view(ps(phase="Failed", finished_at="2026-11-29T10:01:00Z", message="stage failed"))
+    view = ops_view.rollout_view(
+        ps(phase="Failed", finished_at="2026-11-29T10:01:00Z", message="stage failed")
+    )
     assert "progressive-sync retry myservice -n argocd" in tables.render_table(view, NOW)
 
 
 def test_data_form_has_durations_in_seconds() -> None:
-    data = ops.render_data(ops.rollout_view(ps(phase="Progressing", stage_status=running_stages())), NOW)
+    data = ops_view.render_data(
+        ops_view.rollout_view(ps(phase="Progressing", stage_status=running_stages())), NOW
+    )
     assert data["phase"] == "Progressing"
     assert data["finished"] is False
     assert data["rollout"]["id"] == "7f3c2a1"
@@ -223,7 +216,7 @@ def test_data_form_has_durations_in_seconds() -> None:
 
 
 def test_bars_have_one_line_per_stage() -> None:
-    view = ops.rollout_view(ps(phase="Progressing", stage_status=running_stages()))
+    view = ops_view.rollout_view(ps(phase="Progressing", stage_status=running_stages()))
     lines = tables.to_text(tables.stage_bars(view, NOW, width=6)).splitlines()
     assert lines[0].startswith("argocd/myservice: Progressing")
     assert "━━━━━━  1/1  Succeeded" in lines[1]
@@ -232,19 +225,108 @@ def test_bars_have_one_line_per_stage() -> None:
 
 
 def test_change_lines_report_only_what_changed() -> None:
-    before = ops.rollout_view(ps(phase="Progressing", stage_status=running_stages()))
-    first = ops.change_lines(None, before)
+    before = ops_view.rollout_view(ps(phase="Progressing", stage_status=running_stages()))
+    first = ops_view.change_lines(None, before)
     assert first[0] == "argocd/myservice: rollout 7f3c2a1 Progressing"
     assert any(line.startswith("stage 'canary': Succeeded 1/1") for line in first)
     assert not any("everything else" in line for line in first)  # pending stages stay quiet at first
-    assert ops.change_lines(before, before) == []
+    assert ops_view.change_lines(before, before) == []
     stages = running_stages()
-    stages[1].syncing = []
-    stages[1].counts = StageCounts(targets=3, completed=2, failed=1)
-    after = ops.rollout_view(ps(phase="Progressing", stage_status=stages))
-    assert ops.change_lines(before, after) == [
+    stages[1] = make_stage_status(
+        "one per region",
+        phase="Progressing",
+        targets=("us-1", "ap-1", "eu-2"),
+        completed=("us-1", "ap-1"),
+        failed={"eu-2": "Degraded after the sync"},
+        started_at="2026-11-29T10:00:10Z",
+    )
+    after = ops_view.rollout_view(ps(phase="Progressing", stage_status=stages))
+    assert ops_view.change_lines(before, after) == [
         "stage 'one per region': Progressing 3/3, failed eu-2 (Degraded after the sync)"
     ]
+
+
+def records_of(stage: str, index: int, targets: list[str], clusters: dict[str, Any]) -> ProgressiveSyncStage:
+    (record,) = new_records(
+        "myservice", "7f3c2a1", stage, stage_index=index, targets=targets, namespace="argocd"
+    )
+    return ProgressiveSyncStage.model_validate({**record.to_api(), "status": {"clusters": clusters}})
+
+
+RECORDS = [
+    records_of("canary", 0, ["eu-1"], {"eu-1": {"state": "Completed", "revisions": ["4f1c2e9b7a3d99"]}}),
+    records_of(
+        "one per region",
+        1,
+        ["us-1", "ap-1", "eu-2"],
+        {
+            "eu-2": {
+                "state": "Failed",
+                "reason": "Degraded after the sync",
+                "finishedAt": "2026-11-29T10:01:00Z",
+            },
+            "us-1": {"state": "Syncing", "note": "sync window: deny until 14:00"},
+        },
+    ),
+    # a record of another rollout: not this one's
+    ProgressiveSyncStage.model_validate(
+        {
+            **records_of("canary", 0, ["old-1"], {}).to_api(),
+            "spec": {**records_of("canary", 0, ["old-1"], {}).spec.to_api(), "rolloutId": "0ld"},
+        }
+    ),
+]
+
+
+def test_every_cluster_of_the_rollout_from_its_records() -> None:
+    view = ops_view.rollout_view(ps(phase="Progressing", stage_status=running_stages()), None, RECORDS)
+    assert [(c.name, c.stage, c.state) for c in view.clusters or ()] == [
+        ("eu-1", "canary", "Completed"),
+        ("us-1", "one per region", "Syncing"),
+        ("ap-1", "one per region", "NotStarted"),  # a target without a record has not started
+        ("eu-2", "one per region", "Failed"),
+    ]
+    text = tables.render_table(view, NOW)
+    assert "REVISIONS" in text and "4f1c2e9b7a3d " in text
+    assert re.search(
+        r"eu-2\s+one per region\s+Failed\s+-\s+-\s+2026-11-29T10:01:00Z\s+Degraded after the sync", text
+    )
+    assert re.search(r"us-1\s+one per region\s+Syncing .*sync window: deny until 14:00", text)
+    data = ops_view.render_data(view, NOW)
+    assert data["clusters"][3] == {
+        "name": "eu-2",
+        "stage": "one per region",
+        "state": "Failed",
+        "reason": "Degraded after the sync",
+        "note": "",
+        "revisions": [],
+        "startedAt": None,
+        "finishedAt": "2026-11-29T10:01:00Z",
+    }
+
+
+def test_without_records_read_the_data_form_has_no_cluster_list() -> None:
+    data = ops_view.render_data(
+        ops_view.rollout_view(ps(phase="Progressing", stage_status=running_stages())), NOW
+    )
+    assert "clusters" not in data
+    assert data["stages"][1]["counts"] == {"targets": 3, "syncing": 1, "completed": 1, "failed": 1}
+
+
+def test_the_table_says_what_the_summary_left_out() -> None:
+    stage = make_stage_status("one per region", phase="Progressing", targets=[f"c{i}" for i in range(30)])
+    stage.syncing = [f"c{i}" for i in range(20)]
+    stage.counts = StageCounts(targets=30, syncing=25)
+    stage.more = MoreClusters(syncing=5)
+    view = ops_view.rollout_view(ps(phase="Progressing", stage_status=[running_stages()[0], stage]))
+    text = tables.render_table(view, NOW)
+    assert "stage 'one per region': 5 more in flight not listed" in text
+    assert "every cluster: progressive-sync status myservice -n argocd --clusters" in text
+    assert ops_view.change_lines(None, view)[2] == (
+        "stage 'one per region': Progressing 0/30, syncing "
+        + ", ".join(f"c{i}" for i in range(20))
+        + " and 5 more"
+    )
 
 
 # --- cancel, pause, retry ----------------------------------------------------------------------
@@ -277,7 +359,7 @@ def test_cancel_twice_is_a_no_op() -> None:
     ],
 )
 def test_cancel_refuses(ps_kwargs: dict[str, Any], workflow_phase: str, expected: str) -> None:
-    with pytest.raises(ops.OpsRefused) as caught:
+    with pytest.raises(ops_view.OpsRefused) as caught:
         ops.decide_cancel(ps(**ps_kwargs), make_workflow(phase=workflow_phase))
     assert expected in caught.value.message
     assert "argocd/myservice" in caught.value.message
@@ -312,7 +394,7 @@ def test_retry_only_after_a_failure(phase: str, refusal: str | None) -> None:
     if refusal is None:
         assert ops.decide_retry(target).id == "7f3c2a1"
         return
-    with pytest.raises(ops.OpsRefused, match="nothing to retry") as caught:
+    with pytest.raises(ops_view.OpsRefused, match="nothing to retry") as caught:
         ops.decide_retry(target)
     assert refusal in caught.value.message
 
@@ -335,12 +417,12 @@ def test_gates_ignore_bakes_and_opened_gates() -> None:
             make_gate_node(WF, "everything else"),
         ]
     )
-    assert list(ops.waiting_gates(workflow, ps())) == ["everything else"]
+    assert list(ops_view.waiting_gates(workflow, ps())) == ["everything else"]
 
 
 def test_gate_stage_comes_from_the_node_name_without_inputs() -> None:
     workflow = make_workflow(nodes=[make_gate_node(WF, "everything else", with_input=False)])
-    assert list(ops.waiting_gates(workflow, ps())) == ["everything else"]
+    assert list(ops_view.waiting_gates(workflow, ps())) == ["everything else"]
 
 
 @pytest.mark.parametrize(
@@ -371,7 +453,7 @@ def test_approve_refuses(
     stage: str | None, nodes: list[str], workflow_phase: str, expected: str, code: int
 ) -> None:
     workflow = make_workflow(phase=workflow_phase, nodes=[make_gate_node(WF, name) for name in nodes])
-    with pytest.raises(ops.OpsRefused) as caught:
+    with pytest.raises(ops_view.OpsRefused) as caught:
         ops.decide_approve(ps(phase="Progressing"), workflow, stage)
     assert expected in caught.value.message
     assert caught.value.exit_code == code
@@ -418,20 +500,20 @@ def test_outcome_data_has_stable_keys() -> None:
 
 def test_unknown_phase_in_status_is_refused_clearly() -> None:
     obj = make_ps(phase="Exploded")
-    with pytest.raises(ops.OpsRefused, match="does not match this progressive-sync version's API"):
-        ops.parse_progressive_sync(obj)
+    with pytest.raises(ops_view.OpsRefused, match="does not match this progressive-sync version's API"):
+        ops_view.parse_progressive_sync(obj)
 
 
 def test_long_stage_messages_are_cut_in_the_table_only() -> None:
     stages = running_stages()
     stages[1].message = "did not finish: " + "x" * 200
-    view = ops.rollout_view(ps(phase="Failed", stage_status=stages))
+    view = ops_view.rollout_view(ps(phase="Failed", stage_status=stages))
     row = next(
         line for line in tables.render_table(view, NOW).splitlines() if line.startswith("one per region")
     )
     assert row.endswith("...")
-    assert len(row.split("did not finish: ")[1]) == ops.MESSAGE_COLUMN_WIDTH - len("did not finish: ")
-    assert ops.render_data(view, NOW)["stages"][1]["message"].endswith("x" * 200)
+    assert len(row.split("did not finish: ")[1]) == ops_view.MESSAGE_COLUMN_WIDTH - len("did not finish: ")
+    assert ops_view.render_data(view, NOW)["stages"][1]["message"].endswith("x" * 200)
 
 
 # --- the live display ---------------------------------------------------------------------------
@@ -439,18 +521,18 @@ def test_long_stage_messages_are_cut_in_the_table_only() -> None:
 
 def test_live_display_off_a_terminal_prints_only_plain_changed_lines() -> None:
     written: list[str] = []
-    view = ops.rollout_view(ps(phase="Progressing", stage_status=running_stages()))
+    view = ops_view.rollout_view(ps(phase="Progressing", stage_status=running_stages()))
     with LiveDisplay(written.append, ManualClock(NOW), tty=False) as display:
         display.show(view)
         display.show(view)
     assert written[0] == "10:02:05 argocd/myservice: rollout 7f3c2a1 Progressing\n"
-    assert len(written) == len(ops.change_lines(None, view)), "an unchanged view prints nothing"
+    assert len(written) == len(ops_view.change_lines(None, view)), "an unchanged view prints nothing"
     assert not any("\x1b" in text for text in written)
 
 
 def test_live_display_on_a_terminal_redraws_in_place_and_gives_the_cursor_back() -> None:
     written: list[str] = []
-    view = ops.rollout_view(ps(phase="Progressing", stage_status=running_stages()))
+    view = ops_view.rollout_view(ps(phase="Progressing", stage_status=running_stages()))
     with LiveDisplay(written.append, ManualClock(NOW), tty=True) as display:
         display.show(view)
         display.show(view)

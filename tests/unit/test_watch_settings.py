@@ -178,6 +178,9 @@ def test_settings_validate_themselves() -> None:
     assert replace(Settings(), workers=2).workers == 2
     with pytest.raises(SettingsError):
         replace(Settings(), workers=0)
+    with pytest.raises(SettingsError, match="--rollout-history"):
+        Settings(rollout_history=-1)
+    assert Settings().rollout_history == 2 and Settings(rollout_history=0).rollout_history == 0
 
 
 # --- logs -------------------------------------------------------------------------------------
@@ -326,6 +329,8 @@ def test_every_flag_reads_the_variable_the_chart_and_docs_name() -> None:
         "--log-format": ("PROGRESSIVE_SYNC_LOG_FORMAT",),
         "--workers": ("PROGRESSIVE_SYNC_WORKERS",),
         "--resync-period": ("PROGRESSIVE_SYNC_RESYNC_PERIOD",),
+        "--summary-interval": ("PROGRESSIVE_SYNC_SUMMARY_INTERVAL",),
+        "--rollout-history": ("PROGRESSIVE_SYNC_ROLLOUT_HISTORY",),
         "--watch-timeout": ("PROGRESSIVE_SYNC_WATCH_TIMEOUT",),
         "--request-timeout": ("PROGRESSIVE_SYNC_REQUEST_TIMEOUT",),
         "--finalize-grace": ("PROGRESSIVE_SYNC_FINALIZE_GRACE",),
@@ -354,6 +359,12 @@ def test_every_flag_reads_the_variable_the_chart_and_docs_name() -> None:
         ),
         pytest.param("PROGRESSIVE_SYNC_ALL_NAMESPACES", "true", "namespaces", (), id="all-namespaces"),
         pytest.param("PROGRESSIVE_SYNC_RESYNC_PERIOD", "12", "resync_seconds", 12.0, id="resync-period"),
+        pytest.param(
+            "PROGRESSIVE_SYNC_SUMMARY_INTERVAL", "2.5", "summary_interval_seconds", 2.5, id="summary-interval"
+        ),
+        pytest.param(
+            "PROGRESSIVE_SYNC_ROLLOUT_HISTORY", "0", "rollout_history", 0, id="rollout-history-zero"
+        ),
         pytest.param("PROGRESSIVE_SYNC_ALLOW_PRUNE", "true", "allow_prune", True, id="allow-prune"),
         pytest.param(
             "PROGRESSIVE_SYNC_ALLOWED_SYNC_OPTIONS",
