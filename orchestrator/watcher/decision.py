@@ -235,12 +235,18 @@ class RequeueAfter:
 
 @dataclass(frozen=True)
 class ConditionPatch:
-    """One condition the watcher sets."""
+    """One condition the watcher sets.
+
+    `only_from`: set it only while the stored condition has this status. A flip decided on the
+    watcher's cached status (FleetCompared back to True when a wait ended) must not overwrite what
+    a fresher status already says (the True with its own reason the same wait's end wrote).
+    """
 
     type: ConditionType
     status: ConditionStatus
     reason: Reason
     message: str
+    only_from: ConditionStatus | None = None
 
 
 @dataclass(frozen=True)

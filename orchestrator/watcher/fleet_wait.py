@@ -14,6 +14,7 @@ Callers: `orchestrator.watcher.decide_release` (and `decide`, for `wait_over` on
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from orchestrator.api.conditions import ConditionType
@@ -81,7 +82,7 @@ def await_fleet(
     # start of this wait, is now.
     stale = fleet_condition(obs.status)
     flip = (
-        (_fleet(ConditionStatus.TRUE, Reason.NO_COMPARISON_AWAITED, "an earlier wait ended"),)
+        (_wait_ended("an earlier wait ended"),)
         if began is None and stale is not None and stale.status == ConditionStatus.FALSE
         else ()
     )
@@ -151,7 +152,16 @@ def wait_over(status: ProgressiveSyncStatus, why: str) -> tuple[ConditionPatch, 
     stored = fleet_condition(status)
     if stored is None or stored.status != ConditionStatus.FALSE:
         return ()
-    return (_fleet(ConditionStatus.TRUE, Reason.NO_COMPARISON_AWAITED, why),)
+    return (_wait_ended(why),)
+
+
+def _wait_ended(why: str) -> ConditionPatch:
+    """FleetCompared True again, applied only where the status still has it False (see
+    `ConditionPatch.only_from`): decided on the cached status, it never overwrites the end of the
+    wait a fresher status recorded (FleetCompared, or FleetComparisonTimedOut)."""
+    return replace(
+        _fleet(ConditionStatus.TRUE, Reason.NO_COMPARISON_AWAITED, why), only_from=ConditionStatus.FALSE
+    )
 
 
 def _listed(names: Sequence[str], limit: int = 10) -> str:

@@ -107,6 +107,10 @@ def apply_patch(status: ProgressiveSyncStatus, patch: StatusPatch, now: datetime
 
 
 def _set(status: ProgressiveSyncStatus, patched: ConditionPatch, now: datetime, generation: int) -> None:
+    if patched.only_from is not None:
+        stored = next((c for c in status.conditions or [] if c.type == patched.type), None)
+        if stored is None or stored.status != patched.only_from:
+            return  # the status moved on since the decision was taken on the cached one
     set_condition(
         status,
         patched.type,

@@ -29,6 +29,7 @@ from orchestrator.planning.planner import RolloutPlan, StagePlan, StageState
 from orchestrator.watcher.build import build_workflows
 from orchestrator.watcher.decide import decide
 from orchestrator.watcher.decision import (
+    ConditionPatch,
     CreateWorkflow,
     Decision,
     Observed,
@@ -36,10 +37,11 @@ from orchestrator.watcher.decision import (
     RecordEvent,
     RequestCompare,
     RequeueAfter,
+    StatusPatch,
     UpdateStatus,
 )
 from orchestrator.watcher.fleet_compare import FleetComparison, fleet_comparison
-from orchestrator.watcher.fleet_wait import wait_began
+from orchestrator.watcher.fleet_wait import wait_began, wait_over
 from orchestrator.watcher.status_patch import apply_patch
 from tests.support import builders
 from tests.support.builders import make_stage
@@ -404,3 +406,30 @@ def test_an_application_is_asked_or_awaited_only_while_argo_cd_has_not_compared_
         assert not view.refresh_pending, "a pending refresh is awaited, not asked again"
         assert view.reconciled_at is None or view.reconciled_at <= NOW, "an answer is not asked again"
     assert got.complete == (not got.unanswered)
+
+
+def test_the_end_of_a_wait_decided_on_a_lagging_cache_never_overwrites_how_the_wait_ended() -> None:
+    """The watcher created the Workflow and wrote FleetCompared=True/FleetCompared; its next
+    reconcile, on a status cache that still had the wait's False, adopted the Workflow and ended the
+    wait again (NoComparisonAwaited). Applied to the fresh status, that flip must change nothing:
+    the reason stays how the wait really ended (seen once in test_watcher_scenarios under load)."""
+    waiting = awaiting_since(NOW - timedelta(seconds=10))
+    flip = StatusPatch(observed_generation=1, conditions=wait_over(waiting, "rollout r1 started"))
+    ended = apply_patch(
+        waiting.model_copy(deep=True),
+        StatusPatch(
+            observed_generation=1,
+            conditions=(
+                ConditionPatch(
+                    ConditionType.FLEET_COMPARED, ConditionStatus.TRUE, Reason.FLEET_COMPARED, "all"
+                ),
+            ),
+        ),
+        NOW,
+    )
+    assert fleet_condition(apply_patch(ended, flip, NOW)) == (ConditionStatus.TRUE, Reason.FLEET_COMPARED)
+    # On the status it was decided on, the flip does its job.
+    assert fleet_condition(apply_patch(waiting.model_copy(deep=True), flip, NOW)) == (
+        ConditionStatus.TRUE,
+        Reason.NO_COMPARISON_AWAITED,
+    )
