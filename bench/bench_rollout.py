@@ -48,6 +48,9 @@ from typing import Any
 
 import psutil
 
+# bench/ is run as scripts; the reader of per-cluster outcomes lives with the tests.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from orchestrator.core.clock import SystemClock
 from orchestrator.devenv import tools
 from orchestrator.devenv.controlplane import DevCluster
