@@ -8,4 +8,5 @@ The fault suite's `plane` (tests/integration/test_fault_suite_*.py; tests/suppor
 
 from __future__ import annotations
 
+from tests.support.fault_rig import plane  # noqa: F401 - fixture
 from tests.support.steps_rig import fleet, rig, runner, simulate, steps_config  # noqa: F401 - fixtures
