@@ -151,7 +151,7 @@ LONG_TESTS: tuple[tuple[str, float], ...] = (
     ("tests/e2e/test_ops_rollouts.py::test_retry_runs_a_failed_rollout_again", 121.0),
     ("tests/e2e/test_demo.py::test_demo_succeeds_in_stage_order", 116.0),
     (
-        "tests/integration/test_fault_suite.py::test_a_rollout_survives[schema-workflow-crd-missing-at-start]",
+        "tests/integration/test_fault_suite_objects.py::test_a_rollout_survives[schema-workflow-crd-missing-at-start]",
         104.0,
     ),
     ("tests/unit/test_status_size.py::test_a_10000_cluster_rollout_at_its_largest", 93.0),
@@ -162,9 +162,12 @@ LONG_TESTS: tuple[tuple[str, float], ...] = (
     ("tests/e2e/test_rollout_scenarios.py::test_exit_75_is_retried_limit_times_with_capped_waits", 69.0),
     ("tests/integration/test_control_plane.py", 62.0),
     ("tests/unit/test_suite_groups.py", 62.0),
-    ("tests/integration/test_fault_suite.py::test_a_rollout_survives[apiserver-409-storm]", 59.0),
-    ("tests/integration/test_fault_suite.py::test_a_rollout_survives[network-half-open-stall]", 55.0),
-    ("tests/integration/test_fault_suite.py::test_a_rollout_survives[apiserver-restart-same-etcd]", 51.0),
+    ("tests/integration/test_fault_suite_objects.py::test_a_rollout_survives[apiserver-409-storm]", 59.0),
+    ("tests/integration/test_fault_suite_network.py::test_a_rollout_survives[network-half-open-stall]", 55.0),
+    (
+        "tests/integration/test_fault_suite_network.py::test_a_rollout_survives[apiserver-restart-same-etcd]",
+        51.0,
+    ),
     ("tests/integration/test_access_matrix.py", 50.0),
     ("tests/integration/test_watcher_memory.py", 50.0),  # 270 before its cut
     ("tests/integration/test_leader_election.py::test_the_leader_killed_mid_rollout", 44.0),

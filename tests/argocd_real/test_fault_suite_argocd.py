@@ -2,7 +2,7 @@
 
 Each row rolls release 2 out over two clusters (the canary, then the other one: `CANARY_THEN_REST`)
 through the real Argo CD, injects one fault while the canary is being synced or waited for, and
-checks the same three things as the rest of the fault suite (tests/integration/test_fault_suite.py):
+checks the same three things as the rest of the fault suite (tests/integration/test_fault_suite_*.py):
 
 1. the rollout ends in the row's phase (each row says why that phase is the right one);
 2. every Application is synced at most once by progressive-sync, exactly once where the rollout

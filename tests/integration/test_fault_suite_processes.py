@@ -1,5 +1,5 @@
 """The fault suite's process rows (issue 18): the watcher as a real process, crashed or paused at one
-point of a reconcile, and the same three checks as `test_fault_suite.py`.
+point of a reconcile, and the same three checks as the fault suite (tests/support/fault_rig.py).
 
 Real: the session's control plane (its audit log tells each watcher's writes apart: every watcher
 process is its own user), `progressive-sync watch` as child processes (with `--leader-elect` where
@@ -32,7 +32,7 @@ import pytest
 
 from orchestrator.devenv import controlplane as devcluster
 from orchestrator.kube.client import LEASES, NAMESPACES, Kube
-from tests.integration.test_fault_suite import CLUSTERS, FLEET, PS, ROLLOUT_SECONDS, event_reasons
+from tests.support.fault_rig import CLUSTERS, FLEET, PS, ROLLOUT_SECONDS, event_reasons
 from tests.support.wait import wait_for
 from tests.support.watcher_harness import (
     LEASE,

@@ -1,7 +1,7 @@
 """The `cluster` step's pure rule: a cluster of a stage that has failed already is not started.
 
 The step itself (sync, then wait-healthy, through the entrypoint) runs against the real API server in
-tests/integration/test_steps.py; here only `stage_failure`, the decision that stops a stage (on
+tests/integration/test_steps_cluster.py; here only `stage_failure`, the decision that stops a stage (on
 the stage's failures as its records tell them)
 (docs/workflow.md: no failFast, the steps decide).
 """

@@ -1,6 +1,6 @@
 """The rollout contract (orchestrator/planning/contract.py): made once from each stage's size, read
 back by the steps as it was written, and refused with the field named when it is missing or wrong.
-Pure: no cluster; the steps' exit 2 on a bad contract is in tests/integration/test_steps.py."""
+Pure: no cluster; the steps' exit 2 on a bad contract is in tests/integration/test_steps_*.py."""
 
 from __future__ import annotations
 

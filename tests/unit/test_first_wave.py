@@ -7,7 +7,7 @@
   Applications themselves (what a cluster step of a failed stage ends instead of reporting it
   "not started").
 
-The steps themselves run against the real API server in tests/integration/test_steps.py.
+The steps themselves run against the real API server in tests/integration/test_steps_first_wave.py.
 """
 
 from __future__ import annotations
