@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import signal
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -52,6 +51,7 @@ from tests.support.clock import ManualClock
 from tests.support.outcomes import StageLists, record_failed, seed_progressive_sync, stage_lists
 from tests.support.simulator_events import logged_events
 from tests.support.steps_harness import (
+    CountingKube,
     StepRunner,
     describe,
     make_progressive_sync,
@@ -1151,26 +1151,6 @@ def test_wait_healthy_reads_the_deadline_from_the_clock_it_is_given(rig: Rig, st
 
 
 # --- batch: the fleet read once per batch -----------------------------------------------------
-
-
-class CountingKube:
-    """The test's Kube, counting what a step calls through it: (method, resource plural, filtered)."""
-
-    def __init__(self, kube: Kube) -> None:
-        self._kube = kube
-        self.calls: Counter[tuple[str, str, bool]] = Counter()
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._kube, name)
-        if not callable(attr):
-            return attr
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            plural = getattr(args[0], "plural", "") if args else ""
-            self.calls[(name, plural, bool(kwargs.get("field_selector")))] += 1
-            return attr(*args, **kwargs)
-
-        return call
 
 
 def counted(rig: Rig, step: Callable[[Kube], Outcome]) -> tuple[CountingKube, Outcome]:
