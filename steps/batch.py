@@ -17,9 +17,11 @@ maxParallel pods would (dealing them evenly left the batches with fewer slots a 
 the shares were unequal). When the batch count divides
 maxParallel this is batch i taking positions i, i+n, i+2n, ... Each cluster runs
 exactly as the `cluster` step runs it (`steps.cluster.run_cluster`): its recorded outcome is
-reported as is; a cluster of a stage that has failed already (failures above
-`maxFailedClusters`, read from the stage's records right before it starts, so a failure in another
-batch counts too) is not started; otherwise sync, then wait-healthy with the per-cluster progress
+reported as is (the batch reads its clusters' records once, when it starts, and knows what it wrote
+since: `steps.status_sink.BatchedSink.outcomes`); a cluster of a stage that has failed already
+(failures above `maxFailedClusters`, read right before it starts from the stage's records labelled
+as holding a failure, `steps.common.read_stage_failures`, so a failure in another batch counts
+too) is not started; otherwise sync, then wait-healthy with the per-cluster progress
 deadline. The clusters' records are gathered and written together (`steps.status_sink`): a
 failure at once, the rest every `Tuning.batch_flush_seconds` and at the end, one merge patch per
 part of the stage, so a batch writes a few times, not twice per cluster, and never the
@@ -64,7 +66,7 @@ from steps.common import (
     Tuning,
     UsageProblem,
     load_progressive_sync,
-    read_stage_outcomes,
+    read_stage_failures,
 )
 from steps.context import Shared, StepContext
 from steps.status_sink import BatchedSink, OpenSinks, read_stage_records
@@ -152,11 +154,12 @@ def run_batch(
 
     def read_now() -> tuple[ProgressiveSync, StageOutcomes]:
         current = load_progressive_sync(kube, rollout)
-        return current, read_stage_outcomes(kube, rollout, current, stage)
+        return current, sink.outcomes(read_stage_failures(kube, rollout, current, stage))
 
     def one(cluster: str) -> ClusterResult:
-        # One read of the ProgressiveSync and of the stage's records right before the cluster
-        # starts: paused, then the cluster's recorded outcome and the stage's failures (run_cluster).
+        # One read of the ProgressiveSync and of the stage's failed records right before the cluster
+        # starts: paused, then the stage's failures (run_cluster); the cluster's recorded outcome is
+        # the batch's first read with what its sink gathered since (no record of the stage re-read).
         try:
             current, outcomes = first_wave.pop()  # atomic: two threads never get the same read
         except IndexError:

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from orchestrator.api.metadata import rollout_workflow_name, workflow_name
 from orchestrator.api.models import ProgressiveSync
 from orchestrator.api.phases import FINISHED_ROLLOUT_PHASES, STOPPED_ROLLOUT_PHASES
-from orchestrator.api.stage_records import StageOutcomes
+from orchestrator.api.stage_records import StageOutcomes, outcomes_of
 from orchestrator.api.succession import Succession, succession
 from orchestrator.argocd import appsync
 from orchestrator.argocd.assess import first_few
@@ -48,7 +48,7 @@ from orchestrator.kube.client import (
     Kube,
     NotFound,
 )
-from orchestrator.kube.stage_records import read_outcomes
+from orchestrator.kube.stage_records import list_records, read_outcomes
 from orchestrator.kube.status_writer import StatusWriterSettings
 
 # An Application object as read or listed (a dict, or a read-only Mapping of one).
@@ -243,6 +243,24 @@ def read_stage_outcomes(kube: Kube, rollout: RolloutRef, ps: ProgressiveSync, st
     return next(iter(found.values()), StageOutcomes(stage=stage, targets=(), clusters={}))
 
 
+def read_stage_failures(kube: Kube, rollout: RolloutRef, ps: ProgressiveSync, stage: str) -> StageOutcomes:
+    """The stage's failures, read fresh for `stage_failure`: only the stage's records labelled as
+    holding a Failed cluster (`orchestrator.api.stage_records.FAILED_LABEL`, set by the write that
+    records the failure), one list request that usually answers none. Only those parts' targets
+    and clusters are in it: enough to count the failures, not to tell a cluster's own record (a
+    batch knows its clusters' records: `steps.status_sink.BatchedSink.outcomes`). Every check of a
+    stage's failures right before a cluster starts or while it waits reads them here."""
+    parts = list_records(
+        kube,
+        rollout.namespace,
+        rollout.name,
+        rollout.rollout_id,
+        stage_index=stage_index(ps, stage),
+        failed=True,
+    )
+    return outcomes_of(stage, parts)
+
+
 def stopped_reason(cluster: str, stage_failure_reason: str) -> str:
     """Why a cluster in flight is stopped: its stage failed (DESIGN.md §3: the rollout is Failed)."""
     reason = f"cluster {cluster}: stopped before it finished: {stage_failure_reason}"
@@ -252,11 +270,11 @@ def stopped_reason(cluster: str, stage_failure_reason: str) -> str:
 
 def stage_failed_meanwhile(kube: Kube, rollout: RolloutRef, *, stage: str, cluster: str) -> str:
     """Why the cluster stops because its stage failed since the caller read it ("" while it has
-    not): one read of the ProgressiveSync and one of the stage's records. Raises Superseded when a
-    newer rollout took over."""
+    not): one read of the ProgressiveSync and one of the stage's failed records
+    (`read_stage_failures`). Raises Superseded when a newer rollout took over."""
     current = load_progressive_sync(kube, rollout)
     check_rollout(current, rollout.rollout_id)
-    failed = stage_failure(current, stage, read_stage_outcomes(kube, rollout, current, stage))
+    failed = stage_failure(current, stage, read_stage_failures(kube, rollout, current, stage))
     return stopped_reason(cluster, failed) if failed else ""
 
 

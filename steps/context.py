@@ -136,7 +136,8 @@ class Shared:
     """What a cluster step (`sync`, `wait-healthy`, `cluster`) may be handed instead of making its
     own: the sink its records go to (a batch gathers its clusters'; default: each written at once),
     the stage's records as the caller read them with the context's ProgressiveSync (`outcomes`: the
-    cluster's recorded outcome and the stage's failures; default: read here) and the fleet lookup (a
+    cluster's recorded outcome and the stage's failures; a batch hands in its first read with what
+    it wrote since and the failures read again; default: read here) and the fleet lookup (a
     `cluster` pod's sync and wait share one, a batch's clusters another; default: read fresh,
     `steps.common.FleetLookup`)."""
 

@@ -56,7 +56,7 @@ from steps.common import (
     RolloutRef,
     apps_by_cluster,
     load_progressive_sync,
-    read_stage_outcomes,
+    read_stage_failures,
     stage_failure,
 )
 from steps.context import StepContext
@@ -105,14 +105,15 @@ def start_first_wave(
 ) -> FirstWave:
     """Request the syncs of the clusters in `wave` from `items` (the Applications as listed), pinned
     to the contract's release, then record the clusters started Syncing in `where`, the stage's
-    records (see the module). The ProgressiveSync and the stage's records are read here, right
-    before the writes, not taken from the read `select` planned with (`ctx.ps`)."""
+    records (see the module). The ProgressiveSync and the stage's failures
+    (`steps.common.read_stage_failures`) are read here, right before the writes, not taken from the
+    read `select` planned with (`ctx.ps`)."""
     rollout, release, clock = ctx.rollout, ctx.release, ctx.clock
     if not wave:
         return FirstWave()
     stage = where.stage
     ps = load_progressive_sync(kube, rollout)
-    refused = first_wave_refusal(ps, rollout.rollout_id, stage, read_stage_outcomes(kube, rollout, ps, stage))
+    refused = first_wave_refusal(ps, rollout.rollout_id, stage, read_stage_failures(kube, rollout, ps, stage))
     if refused:
         log.info("not starting the first wave of stage %r: %s", stage, refused)
         return FirstWave(left=tuple(wave), reason=refused)

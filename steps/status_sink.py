@@ -14,9 +14,15 @@ Run alone or in a `cluster` pod, each change is one read and one patch at once (
 `batch` pod gathers them (`BatchedSink`) and writes one patch per part of the stage:
 
 - a failure at once, with whatever is gathered: the other batches read the stage's failures right
-  before they start a cluster (`maxFailedClusters`, DESIGN.md §3), so it must not wait;
+  before they start a cluster (`maxFailedClusters`, DESIGN.md §3: only the records labelled as
+  holding one, `steps.common.read_stage_failures`), so it must not wait;
 - the rest (in flight, completed, notes) every `Tuning.batch_flush_seconds` while there is any,
   and when the batch ends (`close`, also on an error).
+
+A batch reads its clusters' records once, when it starts (`StageRecords`), and knows what it
+gathered since: `BatchedSink.outcomes` is that read with the batch's own changes applied and the
+stage's failures read again merged in, so a cluster start re-reads no record of the stage (each
+cluster belongs to one batch: no other pod writes it while the batch runs).
 
 A batch pod sent SIGTERM (deleted, evicted, drained) writes what it gathered before it exits
 (issue 29 point 9): the step's SIGTERM handler (`steps.cli`) flushes the sinks the step holds open
@@ -49,6 +55,7 @@ from orchestrator.api.stage_records import (
     cut_text,
     end_record,
     merge_record,
+    merged_with,
     noted,
     outcomes_of,
 )
@@ -167,7 +174,9 @@ class BatchedSink:
         self.flush_seconds = flush_seconds
         self.writes = 0  # merge patches sent (for the batch's summary line)
         self._pending: list[tuple[str, Change, str]] = []
-        self._lock = threading.Lock()  # guards _pending
+        self._first = where.outcomes  # the batch's one read of the stage's records
+        self._known: dict[str, ClusterRecord] = {}  # each change gathered, applied to what it knew
+        self._lock = threading.Lock()  # guards _pending and _known
         self._write_lock = threading.Lock()  # one flush at a time, in order
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="status-flush", daemon=True)
@@ -177,9 +186,20 @@ class BatchedSink:
         with self._lock:
             self._pending.append((cluster, change, what))
             waiting = len(self._pending)
+            proposed = change(self._known.get(cluster, self._first.clusters.get(cluster)))
+            if proposed is not None:
+                self._known[cluster] = proposed
         log.debug("gathered: %s (%d change(s) for the next write)", what, waiting)
         if urgent:
             self.flush()
+
+    def outcomes(self, failures: StageOutcomes | None = None) -> StageOutcomes:
+        """The stage's clusters as the batch knows them: its first read, every change it gathered
+        since (written or not yet), and `failures` (the stage's failed records read again:
+        `steps.common.read_stage_failures`) merged in (an outcome never goes back, Failed wins)."""
+        with self._lock:
+            known = merged_with(self._first, self._known)
+        return merged_with(known, failures.clusters) if failures is not None else known
 
     @property
     def pending(self) -> int:

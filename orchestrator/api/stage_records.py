@@ -17,6 +17,9 @@ rollout, readable with `kubectl get psstage -l progressivesync.io/name=<name> -o
 - `status.clusters` maps a cluster's name to its `ClusterRecord`. The steps merge-patch it one or
   many clusters at a time: a JSON merge patch of a map key changes that key only, so the steps of
   a stage never conflict with one another and never write the ProgressiveSync for a cluster.
+  The patch that records a cluster Failed also labels the object `progressivesync.io/failed:
+  "true"` (`FAILED_LABEL`), so a step that checks a stage's failures before it starts a cluster
+  lists only the labelled records (`record_selector(..., failed=True)`: usually none).
 
 A record states an end result, never a delta, and `merge_record` keeps the order of states the
 ledger before it kept: Failed wins over Completed, an end state never goes back to Syncing, so a
@@ -58,6 +61,9 @@ RECORD_PLURAL = "progressivesyncstages"
 RECORD_SINGULAR = "progressivesyncstage"
 RECORD_SHORT_NAME = "psstage"
 STAGE_INDEX_LABEL = "progressivesync.io/stage-index"
+# Set ("true") on a record by the write that records one of its clusters Failed, and never removed
+# (Failed wins: `merge_record`): a stage's failures are found by listing only the records with it.
+FAILED_LABEL = "progressivesync.io/failed"
 
 # The most clusters one ProgressiveSyncStage holds (see the module docstring for the bytes).
 RECORD_MAX_CLUSTERS = 500
@@ -179,13 +185,18 @@ def record_labels(progressive_sync: str, rollout_id: str, stage_index: int) -> d
     }
 
 
-def record_selector(progressive_sync: str, rollout_id: str, stage_index: int | None = None) -> str:
-    """A label selector for a rollout's records (one stage's when `stage_index` is given)."""
+def record_selector(
+    progressive_sync: str, rollout_id: str, stage_index: int | None = None, *, failed: bool = False
+) -> str:
+    """A label selector for a rollout's records (one stage's when `stage_index` is given; with
+    `failed`, only those that hold a Failed cluster: `FAILED_LABEL`)."""
     labels = record_labels(progressive_sync, rollout_id, 0)
     if stage_index is None:
         del labels[STAGE_INDEX_LABEL]
     else:
         labels[STAGE_INDEX_LABEL] = str(stage_index)
+    if failed:
+        labels[FAILED_LABEL] = "true"
     return ",".join(f"{key}={value}" for key, value in labels.items())
 
 
@@ -292,13 +303,18 @@ def noted(current: ClusterRecord | None, note: str) -> ClusterRecord | None:
 
 def clusters_patch(records: Mapping[str, ClusterRecord]) -> dict[str, Any]:
     """The JSON merge patch of a ProgressiveSyncStage's status that writes these clusters' records
-    whole (a field a record leaves empty is sent as null, which a merge patch removes)."""
+    whole (a field a record leaves empty is sent as null, which a merge patch removes). When one of
+    them is Failed, the same patch sets `FAILED_LABEL` on the object: the label is never behind
+    the failure it points to."""
     clusters: dict[str, Any] = {}
     for name, record in records.items():
         wire: dict[str, Any] = dict.fromkeys(_OPTIONAL_FIELDS)
         wire.update({key: value for key, value in record.to_api().items() if value != ""})
         clusters[name] = wire
-    return {"status": {"clusters": clusters}}
+    patch: dict[str, Any] = {"status": {"clusters": clusters}}
+    if any(record.state == ClusterState.FAILED for record in records.values()):
+        patch["metadata"] = {"labels": {FAILED_LABEL: "true"}}
+    return patch
 
 
 _OPTIONAL_FIELDS = ("reason", "note", "revisions", "startedAt", "finishedAt")
@@ -360,6 +376,16 @@ class StageOutcomes:
         return [name for name in self.targets if name in self.clusters] + sorted(
             name for name in self.clusters if name not in known
         )
+
+
+def merged_with(outcomes: StageOutcomes, fresher: Mapping[str, ClusterRecord]) -> StageOutcomes:
+    """`outcomes` with records read or written since merged in by `merge_record` (an outcome never
+    goes back, Failed wins), e.g. a batch's first read with its own writes and the stage's failures
+    read again."""
+    clusters = dict(outcomes.clusters)
+    for name, record in fresher.items():
+        clusters[name] = merge_record(clusters.get(name), record) or clusters[name]
+    return StageOutcomes(outcomes.stage, outcomes.targets, clusters, outcomes.records)
 
 
 def _time_key(value: datetime | None) -> str:

@@ -8,7 +8,8 @@ this adapter is the only place that sends them to the API server:
   that exists already (a `select` run again, a lost answer to a create) is read back, and its
   recorded targets win: a `select` run again adopts them, so each cluster is recorded once.
 - `list_records` / `read_outcomes`: a rollout's records by label (one stage's, or all of them),
-  read together per stage (`stage_records.outcomes_of`).
+  read together per stage (`stage_records.outcomes_of`); with `failed`, only the records that hold
+  a Failed cluster (`stage_records.FAILED_LABEL`, set by the patch that records it).
 - `delete_record`: the watcher's rollout history deletes the records of old rollouts, each by
   name with a precondition on its uid (a record created again under that name is not deleted).
 - `patch_clusters`: a JSON merge patch of `status.clusters` (`stage_records.clusters_patch`), with
@@ -76,13 +77,20 @@ def parse_record(obj: Mapping[str, Any]) -> ProgressiveSyncStage:
 
 
 def list_records(
-    kube: Kube, namespace: str, progressive_sync: str, rollout_id: str, *, stage_index: int | None = None
+    kube: Kube,
+    namespace: str,
+    progressive_sync: str,
+    rollout_id: str,
+    *,
+    stage_index: int | None = None,
+    failed: bool = False,
 ) -> list[ProgressiveSyncStage]:
-    """The records of a rollout (of one of its stages when `stage_index` is given)."""
+    """The records of a rollout (of one of its stages when `stage_index` is given; with `failed`,
+    only those labelled as holding a Failed cluster)."""
     items, _ = kube.list(
         PROGRESSIVE_SYNC_STAGES,
         namespace,
-        label_selector=record_selector(progressive_sync, rollout_id, stage_index),
+        label_selector=record_selector(progressive_sync, rollout_id, stage_index, failed=failed),
         transform=parse_record,
     )
     return items

@@ -9,11 +9,13 @@ import json
 import random
 import string
 from datetime import UTC, datetime
+from typing import cast
 
 import pytest
 
 from orchestrator.api.models import ProgressiveSync, StagePhase
 from orchestrator.api.stage_records import (
+    FAILED_LABEL,
     RECORD_MAX_CLUSTERS,
     RECORD_TEXT_MAX_CHARS,
     ClusterRecord,
@@ -37,7 +39,7 @@ from steps.context import StepContext
 from steps.select_stage import SelectResult, create_stage_records, select_stage
 from tests.support.builders import NEW_REVISION as REVISION
 from tests.support.builders import make_contract, make_stage
-from tests.support.steps_harness import make_progressive_sync, publish_inventory
+from tests.support.steps_harness import CountingKube, make_progressive_sync, publish_inventory
 
 pytestmark = pytest.mark.integration
 
@@ -86,6 +88,40 @@ def test_records_are_created_once_patched_per_cluster_and_owned(kube: Kube, name
     changed["spec"]["targets"] = ["someone-else"]
     with pytest.raises(Invalid, match="spec is immutable"):
         kube.replace(PROGRESSIVE_SYNC_STAGES, namespace, changed)
+
+
+def test_the_write_that_records_a_failure_labels_its_record_and_a_failure_check_lists_only_those(
+    kube: Kube, namespace: str
+) -> None:
+    """The patch that records a cluster Failed sets `progressivesync.io/failed` on that record in
+    the same request (the object it returns has both); a list by that label answers only the parts
+    holding a failure (none before the first), and a later write of the part keeps the label."""
+    ps = make_progressive_sync(kube, namespace)
+    targets = [f"cluster-{i:04d}" for i in range(RECORD_MAX_CLUSTERS + 2)]
+    first, second = create_records(
+        kube,
+        ps.metadata,
+        new_records("myservice", "r1", "canary", stage_index=0, targets=targets, namespace=namespace),
+    )
+    done = ClusterRecord(state=ClusterState.COMPLETED)
+    patch_clusters(kube, namespace, first.metadata.name, {"cluster-0000": done})
+    assert list_records(kube, namespace, "myservice", "r1", stage_index=0, failed=True) == []
+    counting = CountingKube(kube)
+    stored = patch_clusters(
+        cast(Kube, counting),
+        namespace,
+        second.metadata.name,
+        {targets[-1]: ClusterRecord(state=ClusterState.FAILED, reason="Degraded"), targets[-2]: done},
+    )
+    assert sum(counting.calls.values()) == counting.calls[("patch", "progressivesyncstages", False)] == 1
+    assert stored.metadata.labels is not None and stored.metadata.labels[FAILED_LABEL] == "true"
+    assert stored.clusters[targets[-1]].state == ClusterState.FAILED
+    patch_clusters(
+        kube, namespace, second.metadata.name, {targets[-2]: ClusterRecord(state=ClusterState.SYNCING)}
+    )
+    failing = list_records(kube, namespace, "myservice", "r1", stage_index=0, failed=True)
+    assert [r.metadata.name for r in failing] == [second.metadata.name]
+    assert FAILED_LABEL not in (read_record(kube, namespace, first.metadata.name).metadata.labels or {})
 
 
 def test_a_select_run_again_adopts_the_targets_its_records_hold(kube: Kube, namespace: str) -> None:

@@ -30,6 +30,7 @@ from tests.support.builders import NEW_REVISION as REVISION
 from tests.support.builders import OLD_REVISION, foreign_operation, make_contract
 from tests.support.outcomes import record_failed
 from tests.support.steps_harness import (
+    CountingKube,
     describe,
     make_progressive_sync,
     writes_by,
@@ -37,7 +38,6 @@ from tests.support.steps_harness import (
 from tests.support.steps_rig import (
     REST,
     UPDATE_ATTEMPTS,
-    CountingKube,
     Rig,
     add_second_app,
     assert_ok,

@@ -28,12 +28,12 @@ from steps.cluster import ClusterResult, run_cluster
 from steps.common import FleetLookup, RolloutRef, Tuning, load_progressive_sync
 from tests.support.clock import ManualClock
 from tests.support.steps_harness import (
+    CountingKube,
     make_progressive_sync,
     read_progressive_sync,
 )
 from tests.support.steps_rig import (
     REST,
-    CountingKube,
     Rig,
     assert_ok,
     opened,

@@ -4,7 +4,8 @@
 variables (the rollout contract among them, as the Workflow builder would make it for the
 ProgressiveSync as stored: `StepRunner.contract`) and a kubeconfig of its own user (`STEPS_USER`),
 so the API server's audit log tells the steps' writes apart from the test's and the simulator's
-(`writes_by`). `make_progressive_sync` creates the object the steps work on. Real: the subprocess,
+(`writes_by`). `make_progressive_sync` creates the object the steps work on. `CountingKube` counts
+what a step run in-process calls through the adapter. Real: the subprocess,
 the API server, the audit log.
 """
 
@@ -14,6 +15,7 @@ import contextlib
 import os
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -241,3 +243,27 @@ class StepRunner:
     def targets(self) -> str:
         """The `targets` output file of `select`."""
         return (self.outputs_dir / "targets").read_text()
+
+
+class CountingKube:
+    """The test's Kube, counting what a step calls through it: `calls` by (method, resource plural,
+    filtered by a field selector); `label_selectors`, each list's label selector by plural."""
+
+    def __init__(self, kube: Kube) -> None:
+        self._kube = kube
+        self.calls: Counter[tuple[str, str, bool]] = Counter()
+        self.label_selectors: dict[str, list[str]] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._kube, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            plural = getattr(args[0], "plural", "") if args else ""
+            self.calls[(name, plural, bool(kwargs.get("field_selector")))] += 1
+            if name == "list":
+                self.label_selectors.setdefault(plural, []).append(kwargs.get("label_selector") or "")
+            return attr(*args, **kwargs)
+
+        return call

@@ -9,7 +9,6 @@ tests/integration by its conftest.py.
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -217,26 +216,6 @@ def add_second_app(rig: Rig, cluster: str, *, status: dict[str, Any] | None = No
         },
     )
     return name
-
-
-class CountingKube:
-    """The test's Kube, counting what a step calls through it: (method, resource plural, filtered)."""
-
-    def __init__(self, kube: Kube) -> None:
-        self._kube = kube
-        self.calls: Counter[tuple[str, str, bool]] = Counter()
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._kube, name)
-        if not callable(attr):
-            return attr
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            plural = getattr(args[0], "plural", "") if args else ""
-            self.calls[(name, plural, bool(kwargs.get("field_selector")))] += 1
-            return attr(*args, **kwargs)
-
-        return call
 
 
 def rollout_r1(rig: Rig) -> RolloutRef:

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from orchestrator.api.models import OBJECT_NAME_MAX_LENGTH, OBJECT_NAME_PATTERN
 from orchestrator.api.stage_records import (
+    FAILED_LABEL,
     RECORD_MAX_CLUSTERS,
     ClusterRecord,
     ClusterState,
@@ -18,6 +19,7 @@ from orchestrator.api.stage_records import (
     clusters_patch,
     end_record,
     merge_record,
+    merged_with,
     new_records,
     noted,
     outcomes_of,
@@ -131,6 +133,10 @@ def test_a_stage_read_back_from_its_parts_in_any_order_is_summarized_in_rollout_
     assert record_selector("web", "7f3c2a1", 2) == (
         "progressivesync.io/name=web,progressivesync.io/rollout-id=7f3c2a1,progressivesync.io/stage-index=2"
     )
+    assert record_selector("web", "7f3c2a1", 2, failed=True) == (
+        "progressivesync.io/name=web,progressivesync.io/rollout-id=7f3c2a1,progressivesync.io/stage-index=2,"
+        "progressivesync.io/failed=true"
+    )
     late_failure = FAILED.model_copy(update={"reason": "late", "finished_at": T0 + timedelta(hours=1)})
     records[0].status = StageRecordStatus(clusters={"c0000": SYNCING, "c0003": late_failure})
     records[1].status = StageRecordStatus(clusters={"c0510": FAILED, "c0500": COMPLETED})
@@ -173,6 +179,43 @@ def test_the_patch_writes_a_record_whole() -> None:
             }
         }
     }
+
+
+@pytest.mark.parametrize(
+    ("records", "labelled"),
+    [
+        pytest.param({"c1": COMPLETED}, False, id="no-failure-no-label"),
+        pytest.param({"c1": SYNCING, "c2": FAILED}, True, id="a-failure-labels-the-object"),
+        pytest.param({"c2": FAILED}, True, id="a-failure-alone"),
+    ],
+)
+def test_the_patch_that_records_a_failure_labels_the_object(
+    records: dict[str, ClusterRecord], labelled: bool
+) -> None:
+    """The label a stage-failure check lists by comes with the failure, in the same write."""
+    patch = clusters_patch(records)
+    assert set(patch["status"]["clusters"]) == set(records)
+    assert patch.get("metadata") == ({"labels": {FAILED_LABEL: "true"}} if labelled else None)
+
+
+@given(
+    st.dictionaries(st.sampled_from(["c1", "c2", "c3"]), st.sampled_from([SYNCING, COMPLETED, FAILED])),
+    st.dictionaries(st.sampled_from(["c1", "c2", "c3"]), st.sampled_from([SYNCING, COMPLETED, FAILED])),
+)
+def test_records_merged_in_never_take_an_outcome_back(
+    first: dict[str, ClusterRecord], fresher: dict[str, ClusterRecord]
+) -> None:
+    """A batch's first read with what it wrote and the failures read since: a cluster failed in
+    either is failed in the merge (the failure count never drops), and an outcome never goes back."""
+    outcomes = outcomes_of("s", [])
+    outcomes = merged_with(merged_with(outcomes, first), fresher)
+    rank = {ClusterState.SYNCING: 0, ClusterState.COMPLETED: 1, ClusterState.FAILED: 2}
+    for name in set(first) | set(fresher):
+        states = [r.state for r in (first.get(name), fresher.get(name)) if r is not None]
+        assert outcomes.clusters[name].state == max(states, key=rank.__getitem__)
+    assert set(outcomes.failed) == {
+        n for n, r in {**first, **fresher}.items() if r.state == ClusterState.FAILED
+    } | {n for n, r in first.items() if r.state == ClusterState.FAILED}
 
 
 def test_syncing_then_completed_then_syncing_again_keeps_it_completed() -> None:
