@@ -98,7 +98,7 @@ def test_fail_cluster_stops_the_rollout_at_the_canary(tmp_path: Path) -> None:
     assert phases["canary"] == StagePhase.FAILED
     assert phases["one per region"] not in (StagePhase.PROGRESSING, StagePhase.SUCCEEDED)
     assert phases["the rest"] not in (StagePhase.PROGRESSING, StagePhase.SUCCEEDED)
-    assert result.view.stages[1].targets == ()
+    assert result.view.stages[1].counts.targets == 0  # the stage took no cluster
     text = summary(result, SystemClock().now())
     assert "Stage 'canary' failed" in text
     assert "The rollout stopped before stage 'one per region'" in text
