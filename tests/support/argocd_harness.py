@@ -44,9 +44,10 @@ from orchestrator.kube.client import (
     NotFound,
 )
 from orchestrator.watcher.loop import Watcher
+from tests.support.outcomes import status_with_outcomes
 from tests.support.steps_harness import steps_kubeconfig
 from tests.support.wait import wait_for
-from tests.support.watcher_harness import phase_of, status_of, watcher_settings
+from tests.support.watcher_harness import phase_of, watcher_settings
 
 # Four Argo CD clusters on two API servers (eu-1 and us-1 on their own, eu-2 and us-2 are second
 # names for the same two servers). eu-1 is the canary; `small` picks one cluster per server for the
@@ -265,7 +266,9 @@ class Scenario:
         return name
 
     def status(self) -> dict[str, Any]:
-        return status_of(self.kube, self.namespace, self.name)
+        """The ProgressiveSync's status, every cluster of each stage listed from its
+        ProgressiveSyncStage records (`targets`, `syncing`, `completed`, `failed`, `notes`)."""
+        return status_with_outcomes(self.kube, self.namespace, self.name)
 
     def argocd_says(self) -> dict[str, dict[str, Any]]:
         """What Argo CD reports of each cluster's Application, for a failed assertion's message: the
