@@ -156,12 +156,18 @@ def step_pod_deleted(run: FaultRun) -> None:
 
     def gone_and_seen() -> bool:
         # What the pod and the cluster's attempts went through, each change once (for the docs).
-        state = f"pod {_pod_phase(run, name)}; attempts {attempts(run.rig, run.first)}"
+        # Gone: no pod of that name, or one Argo made again under the same name (another uid): a
+        # poll that missed the moment between the two saw the new pod and waited for it to go.
+        phase = _pod_phase(run, name, pod["metadata"]["uid"])
+        state = f"pod {phase}; attempts {attempts(run.rig, run.first)}"
         if not seen or seen[-1].split("] ", 1)[-1] != state:
             seen.append(f"[{time.monotonic() - deleted_at:.1f}s] {state}")
-        return _pod_phase(run, name) is None
+        return phase is None
 
-    wait_for(gone_and_seen, timeout=60, interval=0.2, what=f"pod {name} gone")
+    try:
+        wait_for(gone_and_seen, timeout=60, interval=0.2, what=f"pod {name} gone")
+    except AssertionError as exc:  # what the pod and the attempts went through, for the diagnosis
+        raise AssertionError(f"{exc}; seen: {seen}") from None
     # The step runs again: in a new attempt's pod, or in a new pod of the same name for the same
     # attempt (looked for now: the Workflow's podGC removes the pods once they succeed).
     uid = pod["metadata"]["uid"]
@@ -194,11 +200,16 @@ def kubelet_restarted(run: FaultRun) -> None:
     )
 
 
-def _pod_phase(run: FaultRun, name: str) -> str | None:
+def _pod_phase(run: FaultRun, name: str, uid: str = "") -> str | None:
+    """The phase of pod `name`; None when it is gone, or (with `uid`) when a pod of that name now is
+    another one (Argo created the same attempt's pod again under its name)."""
     try:
-        return str(run.rig.kube.get(PODS, run.rig.namespace, name).get("status", {}).get("phase", ""))
+        pod = run.rig.kube.get(PODS, run.rig.namespace, name)
     except NotFound:
         return None
+    if uid and pod["metadata"].get("uid") != uid:
+        return None
+    return str(pod.get("status", {}).get("phase", ""))
 
 
 @dataclass(frozen=True)
