@@ -44,7 +44,6 @@ from pydantic import Field, StrictInt
 
 from orchestrator.api.metadata import NAME_LABEL, ROLLOUT_ID_LABEL, label_value
 from orchestrator.api.models import (
-    API_VERSION,
     OBJECT_NAME_MAX_LENGTH,
     STAGE_NAME_MAX_LENGTH,
     STATUS_LIST_CAP,
@@ -156,9 +155,6 @@ class ProgressiveSyncStage(_Model):
     def clusters(self) -> Mapping[str, ClusterRecord]:
         """Each cluster's record ({} before any was written)."""
         return self.status.clusters if self.status else {}
-
-
-assert API_VERSION == "progressivesync.io/v1alpha1"  # the Literal above names the same version
 
 
 # --- names -----------------------------------------------------------------------------------
