@@ -83,7 +83,7 @@ RUNNER_RULES = [
 def prometheus_metric(
     name: str,
     *,
-    address: str,
+    address: str | None,
     query: str,
     success: str | None = f"result[0] < {SUCCESS_BELOW}",
     failure: str | None = f"result[0] > {FAILURE_ABOVE}",
@@ -98,7 +98,8 @@ def prometheus_metric(
     metric: dict[str, Any] = {
         "name": name,
         "interval": interval,
-        "provider": {"prometheus": {"address": address, "query": query}},
+        # No address: the controller's ARGO_ROLLOUTS_PROMETHEUS_ADDRESS (the stack's Prometheus).
+        "provider": {"prometheus": {"query": query} | ({"address": address} if address else {})},
     }
     return _limits(
         metric,
