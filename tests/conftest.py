@@ -32,7 +32,7 @@ from orchestrator.kube.client import NAMESPACES, Kube, NotFound
 from orchestrator.kube.crds import all_crd_documents, apply_crds
 from tests.support import realstack as realstack_plugin
 from tests.support import timeline
-from tests.support.analysis import analysis_env, analysis_stack  # noqa: F401 - fixtures
+from tests.support.analysis import analysis_clusters, analysis_env, analysis_stack  # noqa: F401 - fixtures
 from tests.support.kubectl import Kubectl
 from tests.support.realstack import (  # noqa: F401 - fixtures
     real_namespace,

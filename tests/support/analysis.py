@@ -58,6 +58,8 @@ FAILURE_ABOVE = 0.2
 
 # How long this process' analysis stack took to start, by part (for a tier's summary line).
 STARTUP: dict[str, float] = {}
+# Clusters the session's endpoint serves from the start, for the first tests to take.
+CLUSTER_POOL = 24
 
 ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")
 ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
@@ -300,7 +302,9 @@ def analysis_stack(control_plane: devcluster.DevCluster) -> Iterator[AnalysisSta
         stack = AnalysisStack.start(
             control_plane,
             folder=control_plane.workdir / "analysis",
-            clusters=("warm-up",),
+            # Served from the start, so Prometheus has their series before the first test: each
+            # test takes one (`take_cluster`) instead of waiting two scrapes for a new one.
+            clusters=tuple(f"pool-{index:02d}" for index in range(CLUSTER_POOL)),
             rollouts_tools=rollouts_tools,
         )
     except (RolloutsError, PrometheusError) as exc:
@@ -312,9 +316,19 @@ def analysis_stack(control_plane: devcluster.DevCluster) -> Iterator[AnalysisSta
         stack.stop()
 
 
+@pytest.fixture(scope="session")
+def analysis_clusters(analysis_stack: AnalysisStack) -> list[str]:
+    """The session's pool of good clusters no test has taken yet (`analysis_env` takes one each)."""
+    return sorted(name for name in analysis_stack.endpoint.clusters() if name.startswith("pool-"))
+
+
 @pytest.fixture
 def analysis_env(
-    analysis_stack: AnalysisStack, control_plane: devcluster.DevCluster, kube: Kube, namespace: str
+    analysis_stack: AnalysisStack,
+    analysis_clusters: list[str],
+    control_plane: devcluster.DevCluster,
+    kube: Kube,
+    namespace: str,
 ) -> Iterator[AnalysisEnv]:
     """A fresh namespace where a least-privileged user may run analyses, and a good cluster of its own."""
     user = f"analysis-runner.{uuid.uuid4().hex[:8]}"  # a certificate's CN holds 64 characters at most
@@ -342,7 +356,8 @@ def analysis_env(
             runner=runner,
             namespace=namespace,
             stack=analysis_stack,
-            cluster=add_cluster(analysis_stack),
+            # One of the session's pool while it lasts (no test had it), else a new one.
+            cluster=analysis_clusters.pop() if analysis_clusters else add_cluster(analysis_stack),
         )
     finally:
         runner.close()
