@@ -168,6 +168,7 @@ LONG_TESTS: tuple[tuple[str, float], ...] = (
     ("tests/e2e/test_argocd_scenarios.py::test_a_sync_we_started_is_terminated_when_we_stop", 69.0),
     ("tests/e2e/test_rollout_scenarios.py::test_exit_75_is_retried_limit_times_with_capped_waits", 69.0),
     ("tests/integration/test_control_plane.py", 62.0),
+    ("tests/analysis_real/test_dev_cluster_analysis.py", 50.0),  # measured at load average 11
     ("tests/unit/test_suite_groups.py", 62.0),
     ("tests/integration/test_fault_suite_objects.py::test_a_rollout_survives[apiserver-409-storm]", 59.0),
     ("tests/integration/test_fault_suite_network.py::test_a_rollout_survives[network-half-open-stall]", 55.0),
