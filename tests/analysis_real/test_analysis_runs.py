@@ -31,7 +31,8 @@ from tests.support.analysis import (
 )
 from tests.support.wait import wait_for
 
-pytestmark = pytest.mark.analysis
+# One worker runs the tier (`make test`: --dist loadgroup): one analysis stack per run, not per worker.
+pytestmark = [pytest.mark.analysis, pytest.mark.xdist_group("analysis")]
 
 CLUSTER_ARG = [{"name": "cluster"}]
 

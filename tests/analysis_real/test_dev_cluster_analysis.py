@@ -27,6 +27,7 @@ from orchestrator.kube.client import NAMESPACES, Kube
 from tests.support.analysis import FAILED, FINAL_PHASES, analysis_run, prometheus_metric, wait_for_phase
 from tests.support.wait import wait_for
 
+# Not in the `analysis` xdist group: it starts a stack of its own, and runs beside the others.
 pytestmark = pytest.mark.analysis
 
 CLI = [sys.executable, "-m", "orchestrator.cli.main", "dev-cluster"]
