@@ -62,6 +62,8 @@ CONTROLLERS = (
     # The chart's watcher is a Deployment (helm install on the dev stack).
     "deployment-controller",
     "replicaset-controller",
+    # Argo Rollouts' `job` analysis provider measures with a Job: its pod and its completion.
+    "job-controller",
     "root-ca-certificate-publisher-controller",
     "clusterrole-aggregation-controller",
     "node-lifecycle-controller",
