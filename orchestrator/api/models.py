@@ -47,7 +47,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from orchestrator.api.phases import RolloutPhase, StagePhase
-from orchestrator.core.clock import format_time
+from orchestrator.core.clock import format_micro_time, format_time
 
 GROUP = "progressivesync.io"
 VERSION = "v1alpha1"
@@ -470,6 +470,8 @@ class ProgressiveSyncSpec(_Model):
 
 
 Timestamp = Annotated[datetime, PlainSerializer(format_time, return_type=str, when_used="json")]
+# Microseconds, where the order of close events matters (a stage's failures, first to fail first).
+MicroTimestamp = Annotated[datetime, PlainSerializer(format_micro_time, return_type=str, when_used="json")]
 
 
 class ConditionStatus(StrEnum):

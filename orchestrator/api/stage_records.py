@@ -49,9 +49,9 @@ from orchestrator.api.models import (
     STATUS_LIST_CAP,
     ClusterFailure,
     ClusterNote,
+    MicroTimestamp,
     ObjectMeta,
     StageCounts,
-    Timestamp,
     _Model,
 )
 
@@ -108,10 +108,11 @@ class ClusterRecord(_Model):
     """What holds it (a sync window, Suspended, Missing, Unknown, a retry), or what a done one left."""
     revisions: list[str] | None = None
     """The revisions its Applications were synced to (one per source, each once)."""
-    started_at: Timestamp | None = None
+    started_at: MicroTimestamp | None = None
     """When its sync was requested (or adopted)."""
-    finished_at: Timestamp | None = None
-    """When it completed or failed."""
+    finished_at: MicroTimestamp | None = None
+    """When it completed or failed, to the microsecond (the stage lists failures first to fail first)."""
+    # A failure and the stop of a sibling it caused often fall in one second.
 
 
 class StageRecordSpec(_Model):

@@ -15,6 +15,7 @@ from orchestrator.api.stage_records import (
     RECORD_MAX_CLUSTERS,
     ClusterRecord,
     ClusterState,
+    StageOutcomes,
     StageRecordStatus,
     clusters_patch,
     end_record,
@@ -173,8 +174,8 @@ def test_the_patch_writes_a_record_whole() -> None:
                     "reason": None,
                     "note": None,
                     "revisions": None,
-                    "startedAt": "2026-12-03T12:00:00Z",
-                    "finishedAt": "2026-12-03T12:01:00Z",
+                    "startedAt": "2026-12-03T12:00:00.000000Z",
+                    "finishedAt": "2026-12-03T12:01:00.000000Z",
                 }
             }
         }
@@ -243,3 +244,18 @@ def test_a_note_lasts_while_it_is_said_and_goes_with_the_outcome() -> None:
     done = end_record(record, COMPLETED.model_copy(update={"note": "a remark"}))
     assert done is not None and done.note == "a remark"
     assert noted(done, "held") is None  # an outcome keeps its own
+
+
+def test_two_failures_in_one_second_are_listed_first_to_fail_first() -> None:
+    """A failure and the stop of a sibling it caused often fall in one second: the records keep
+    microseconds, so the read-back order is the order they happened in, not the rollout order."""
+    first = datetime(2026, 12, 3, 12, 0, 5, 900_000, tzinfo=UTC)
+    caused = datetime(2026, 12, 3, 12, 0, 5, 950_000, tzinfo=UTC)
+    stopped = ClusterRecord(state=ClusterState.FAILED, reason="stopped", started_at=first, finished_at=caused)
+    degraded = ClusterRecord(
+        state=ClusterState.FAILED, reason="Degraded", started_at=first, finished_at=first
+    )
+    wire = clusters_patch({"a-sibling": stopped, "b-bad": degraded})["status"]["clusters"]
+    read_back = {name: ClusterRecord.model_validate(record) for name, record in wire.items()}
+    outcomes = StageOutcomes(stage="all", targets=("a-sibling", "b-bad"), clusters=read_back)
+    assert outcomes.failed == ("b-bad", "a-sibling")
