@@ -25,6 +25,7 @@ import ipaddress
 import json
 import logging
 import os
+import random
 import shutil
 import signal
 import socket
@@ -191,8 +192,38 @@ def _issue(
 # --- processes -------------------------------------------------------------------------------
 
 
+# Where `free_port` looks: below the kernel's ephemeral range, which it hands out as the local port
+# of every outgoing connection (a port found free by binding port 0 is in that range, and a client
+# connecting anywhere could take it before our component listens: "bind: address already in use").
+PORT_FLOOR = 20000
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+PORT_ATTEMPTS = 200
+
+
+def ephemeral_port_floor(range_file: Path = EPHEMERAL_RANGE_FILE) -> int:
+    """The lowest port the kernel gives outgoing connections (32768 when it does not say)."""
+    try:
+        return int(range_file.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    """A TCP port on 127.0.0.1 that nothing listens on right now and that no outgoing connection
+    will take: a random one between PORT_FLOOR and the ephemeral range, checked by binding it
+    (random, so processes choosing at the same time rarely pick the same one)."""
+    ceiling = ephemeral_port_floor()
+    chooser = random.SystemRandom()
+    if ceiling - PORT_FLOOR >= PORT_ATTEMPTS:
+        for _ in range(PORT_ATTEMPTS):
+            port = chooser.randrange(PORT_FLOOR, ceiling)
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
+    # No room below the ephemeral range (or all taken): let the kernel choose.
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])

@@ -34,6 +34,8 @@ from pathlib import Path
 
 import yaml
 
+from orchestrator.devenv.controlplane import free_port
+
 CHUNK = 65536
 POLL_SECONDS = 0.1
 # Client bytes since the server last spoke above which a request counts as a write (measured: a TLS
@@ -133,10 +135,7 @@ class FaultProxy:
         # What the faults did, for tests to show they happened: connections reset by `cut()`,
         # responses truncated, answers to writes dropped.
         self.counts = {"cut": 0, "truncated": 0, "answers_dropped": 0}
-        probe = socket.socket()
-        probe.bind(("127.0.0.1", 0))
-        self.port = int(probe.getsockname()[1])
-        probe.close()
+        self.port = free_port()
 
     # -- lifecycle ----------------------------------------------------------------------------
 
