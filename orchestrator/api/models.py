@@ -518,6 +518,17 @@ class MoreClusters(_Model):
     """Noted clusters not in `notes`."""
 
 
+class StageAnalysisStatus(_Model):
+    """The stage's AnalysisRun (one per stage; per-cluster runs are in each cluster's record)."""
+
+    run: str
+    """The AnalysisRun's name (same namespace): `kubectl get analysisrun NAME -o yaml`."""
+    phase: str = "Pending"
+    """Pending, Running, Successful, Failed, Error or Inconclusive, as the Argo Rollouts controller says."""
+    message: str = ""
+    """What the run says: each metric's phase and last value, or the metric that failed and why."""
+
+
 class StageStatus(_Model):
     """Where one stage stands: counts, the first clusters in flight, failed and noted, its records."""
 
@@ -539,6 +550,8 @@ class StageStatus(_Model):
     """How many clusters each list above left out (absent when none)."""
     records: list[str] = Field(default_factory=list, json_schema_extra={"default": []})
     """The stage's ProgressiveSyncStage objects (same namespace): every cluster's record."""
+    analysis: StageAnalysisStatus | None = None
+    """The stage's analysis gate, when it runs one AnalysisRun for the whole stage."""
     started_at: Timestamp | None = None
     """When the stage started."""
     finished_at: Timestamp | None = None
