@@ -23,6 +23,13 @@ C has a manual gate:
         └── clusters, record ...
     onExit: finalize --workflow-status {{workflow.status}}
 
+A stage with analysis (its contract's `analysis`) gets an `analysis-<templates>` node (the `analyze`
+step) after `clusters` and before its closing step (continueOn failed, so `record` closes the
+stage), or with `perCluster` one per cluster after that cluster's pod (`analyzed-<stage>`, a DAG
+per loop item; a stage in batches runs every cluster's run from the one node after the batches),
+an `approve-analysis` gate that runs only when the verdict is Inconclusive (onInconclusive:
+Approve), and with `duringBake` a bake that is the analysis' run rather than a suspend.
+
 Decisions worth knowing:
 
 - **One rollout contract** (`orchestrator.planning.contract`, made by `contract_for`): the rollout
