@@ -322,6 +322,19 @@ class StageAnalysis(_Model):
         return "+".join(ref.name for ref in self.templates)
 
 
+def describe_analysis(analysis: StageAnalysis, *, bake_seconds: int | None = None) -> str:
+    """Where and how a stage's analysis runs, for `plan` and people."""
+    parts = []
+    scope = "one AnalysisRun per cluster" if analysis.per_cluster else "one AnalysisRun for the stage"
+    if analysis.after_healthy:
+        parts.append(f"after its clusters are Synced and Healthy, before the next stage ({scope})")
+    if analysis.during_bake:
+        parts.append(f"during its {bake_seconds or 0}s bake")
+    inconclusive = "waits for approval" if analysis.on_inconclusive is OnInconclusive.APPROVE else "fails"
+    timeout = f", at most {analysis.timeout_seconds}s" if analysis.timeout_seconds else ""
+    return f"{analysis.label}: " + "; ".join(parts) + f"; Inconclusive {inconclusive}{timeout}"
+
+
 def merged_args(default: list[AnalysisArg] | None, override: list[AnalysisArg] | None) -> list[AnalysisArg]:
     """The spec's arguments with the stage's merged over them by name (the stage's win; new ones last)."""
     mine = {arg.name: arg for arg in override or []}

@@ -540,3 +540,13 @@ def test_live_display_on_a_terminal_redraws_in_place_and_gives_the_cursor_back()
     assert screen.count("one per region") >= 2 and "2/3" in screen
     assert "\x1b[?25l" in screen, "the cursor is hidden while redrawing"
     assert screen.rstrip().endswith("\x1b[?25h"), "and shown again when the display closes"
+
+
+def test_approve_opens_the_gate_of_an_inconclusive_analysis() -> None:
+    """A stage without a manual gate whose analysis waits on Inconclusive (onInconclusive: Approve):
+    its `approve-analysis` node is the `approval` template with the stage's input."""
+    analysis = {"templates": [{"name": "error-rate"}], "onInconclusive": "Approve"}
+    stages = [{**OPERATOR_STAGES[0], "analysis": analysis}, *OPERATOR_STAGES[1:]]
+    gated = ops_view.parse_progressive_sync(make_ps(stages=stages, phase="Progressing"))
+    workflow = make_workflow(nodes=[make_gate_node(WF, "canary")])
+    assert ops.decide_approve(gated, workflow, "canary").stage == "canary"
