@@ -6,6 +6,7 @@ on a real API server in tests/integration/test_api_parity.py (tests/api/invalid/
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -13,6 +14,8 @@ from pydantic import ValidationError
 
 from orchestrator.api.analysis import AnalysisSpec, AnalysisWhen, OnInconclusive, resolve_analysis
 from orchestrator.api.models import ProgressiveSyncSpec
+from orchestrator.planning.contract import make_contract, parse_contract
+from orchestrator.planning.sizing import StageSize
 
 
 def block(**fields: Any) -> AnalysisSpec:
@@ -179,3 +182,46 @@ def test_invalid(data: dict[str, Any], says: str) -> None:
 )
 def test_valid(data: dict[str, Any]) -> None:
     ProgressiveSyncSpec.model_validate(data)
+
+
+def test_the_contract_carries_each_stage_effective_analysis_and_reads_it_back() -> None:
+    ps_spec = ProgressiveSyncSpec.model_validate(
+        spec(
+            analysis={
+                "templates": [{"name": "t", "clusterScope": True}],
+                "args": [{"name": "a", "value": "1"}],
+            },
+            analysis_override={
+                "perCluster": True,
+                "args": [{"name": "c", "valueFrom": {"clusterName": True}}],
+            },
+        )
+    )
+    contract = make_contract(
+        ps_spec,
+        rollout_id="r1",
+        release=(("abc",),),
+        sizes={"canary": StageSize(targets=1, max_parallel=1)},
+        batch_threshold=1000,
+        per_batch=500,
+    )
+    text = contract.to_json()
+    assert parse_contract(text) == contract
+    wire = json.loads(text)["stages"][0]["analysis"]
+    assert wire["templates"] == [{"name": "t", "clusterScope": True}]
+    assert "timeoutSeconds" not in wire  # unset optionals stay out of the contract
+    assert wire["perCluster"] is True
+    assert [arg["name"] for arg in wire["args"]] == ["a", "c"]
+
+
+def test_a_contract_without_analysis_reads_as_before() -> None:
+    ps_spec = ProgressiveSyncSpec.model_validate(spec())
+    contract = make_contract(
+        ps_spec,
+        rollout_id="r1",
+        release=(("abc",),),
+        sizes={"canary": StageSize(targets=1, max_parallel=1)},
+        batch_threshold=1000,
+        per_batch=500,
+    )
+    assert "analysis" not in contract.to_json()
