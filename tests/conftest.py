@@ -11,6 +11,9 @@ One control plane serves the whole session; each test that needs objects gets a 
 
 The real-stack tier (`real_node`, `real_stack`, `real_namespace`, from tests/support/realstack.py; marked
 `realstack`) adds a real node, the real Argo Workflows controller and Argo Server: see there.
+The analysis fixtures (`analysis_stack`, `analysis_env`, from tests/support/analysis.py; marked
+`analysis`) add the real Argo Rollouts analysis controller, a real Prometheus and a metrics endpoint
+on the session's control plane: see there.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from orchestrator.kube.client import NAMESPACES, Kube, NotFound
 from orchestrator.kube.crds import all_crd_documents, apply_crds
 from tests.support import realstack as realstack_plugin
 from tests.support import timeline
+from tests.support.analysis import analysis_clusters, analysis_env, analysis_stack  # noqa: F401 - fixtures
 from tests.support.kubectl import Kubectl
 from tests.support.realstack import (  # noqa: F401 - fixtures
     real_namespace,
@@ -109,7 +113,8 @@ SHARED_STACK_GROUPS = {"argocd": "argocd"}
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every test that uses the real stack is marked `realstack` (before -m selects by markers), the
+    """Every test that uses the real stack is marked `realstack`, every test that uses the analysis
+    components `analysis` (before -m selects by markers), the
     tests of each shared stack are put in their xdist group (before xdist reads the groups), and
     the real-stack tests are ordered last (`_run_order`).
 
@@ -121,6 +126,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "real_stack_session" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.realstack)
+        if "analysis_stack" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.analysis)
     realstack_groups = realstack_plugin.assign_groups(config, sorted(items, key=_run_order))
     for item in items:
         if item in realstack_groups:
@@ -161,6 +168,7 @@ LONG_TESTS: tuple[tuple[str, float], ...] = (
     ("tests/e2e/test_argocd_scenarios.py::test_a_sync_we_started_is_terminated_when_we_stop", 69.0),
     ("tests/e2e/test_rollout_scenarios.py::test_exit_75_is_retried_limit_times_with_capped_waits", 69.0),
     ("tests/integration/test_control_plane.py", 62.0),
+    ("tests/analysis_real/test_dev_cluster_analysis.py", 50.0),  # measured at load average 11
     ("tests/unit/test_suite_groups.py", 62.0),
     ("tests/integration/test_fault_suite_objects.py::test_a_rollout_survives[apiserver-409-storm]", 59.0),
     ("tests/integration/test_fault_suite_network.py::test_a_rollout_survives[network-half-open-stall]", 55.0),

@@ -9,15 +9,17 @@
 # Groups (a cold build of all of them: see README, Prerequisites):
 #   packages  the Debian packages the stack runs, installed when missing (debian-packages.sh; root)
 #   core      etcd, kube-apiserver, kubectl (the control plane), helm
-#   crds      Argo Workflows' and Argo CD's own CRDs, from their modules (nothing to compile)
+#   crds      Argo Workflows', Argo CD's and Argo Rollouts' own CRDs, from their modules (nothing to
+#             compile)
 #   node      kubelet, kube-scheduler, kube-controller-manager (the real node)
 #   argo      Argo Workflows: workflow-controller, argoexec, the argo CLI with the Argo UI built
 #             from the module's ui/ sources and embedded (it is also `argo server`)
 #   argocd    Argo CD: one binary `argocd` answering as application-controller, applicationset-
 #             controller and repo-server (symlinks), the git/gpg wrapper scripts the repo-server runs
+#   rollouts  Argo Rollouts: rollouts-controller (the analysis gates run it as `--controllers analysis`)
 #
 # The printed folder (also the cache's `current` symlink) holds every binary, the wrapper scripts and
-# crds/argo-workflows/ and crds/argocd/; `make` passes it to the tests as PROGRESSIVE_SYNC_TOOLS_DIR
+# crds/argo-workflows/, crds/argocd/ and crds/argo-rollouts/; `make` passes it to the tests as PROGRESSIVE_SYNC_TOOLS_DIR
 # (and KUBEBUILDER_ASSETS). Each component lives in its own versioned folder of the cache and the
 # printed folder links to them, so a version bump rebuilds only that component.
 #
@@ -52,10 +54,14 @@ ARGO_COMMIT=66e32e5cc367f223e2ecf4fbe852b95eaed83034
 ARGOCD_VERSION=v3.6.1
 ARGOCD_GO=go1.27.0
 YARN_VERSION=1.22.22
-ALL_GROUPS=(packages core crds node argo argocd)
+# v1.10.1 declares go 1.26.1, which the machine's Go runs; v1.10.2 and v1.9.3 need a newer one. Bump
+# hack/tools/rollouts/go.mod (its replace block is copied from this release's go.mod) together.
+ROLLOUTS_VERSION=v1.10.1
+ALL_GROUPS=(packages core crds node argo argocd rollouts)
 
 argo_module=github.com/argoproj/argo-workflows/v3
 argocd_module=github.com/argoproj/argo-cd/v3
+rollouts_module=github.com/argoproj/argo-rollouts
 
 cache="${PROGRESSIVE_SYNC_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/progressive-sync/tools}"
 core_dir="$cache/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-helm-$HELM_VERSION"
@@ -65,6 +71,8 @@ ui_dir="$cache/argo-ui-$ARGO_VERSION"
 argocd_dir="$cache/argocd-$ARGOCD_VERSION"
 argo_crds_dir="$cache/argo-workflows-crds-$ARGO_VERSION"
 argocd_crds_dir="$cache/argocd-crds-$ARGOCD_VERSION"
+rollouts_dir="$cache/argo-rollouts-$ROLLOUTS_VERSION"
+rollouts_crds_dir="$cache/argo-rollouts-crds-$ROLLOUTS_VERSION"
 work="$cache/work"
 
 CORE_BINARIES=(etcd kube-apiserver kubectl)
@@ -72,6 +80,9 @@ NODE_BINARIES=(kubelet kube-scheduler kube-controller-manager)
 ARGO_BINARIES=(workflow-controller argoexec argo)
 ARGOCD_COMPONENTS=(argocd-application-controller argocd-applicationset-controller argocd-repo-server)
 ARGOCD_WRAPPERS=(git-verify-wrapper.sh gpg-wrapper.sh)
+# Only the analysis kinds: the controller runs as the analysis controller alone, and every CRD costs
+# the API server its schema at each start (each of these is ~650 kB of YAML).
+ROLLOUTS_CRDS=(analysis-run-crd analysis-template-crd cluster-analysis-template-crd)
 
 log() { echo "[tools] $*" >&2; }
 die() {
@@ -96,7 +107,7 @@ fi
 # The printed folder: named by everything it links to, so each combination of versions (and an
 # outside KUBEBUILDER_ASSETS) gets its own and concurrent checkouts never fight over one.
 toolset_key="$(printf '%s\n' "$core_source" "$core_dir" "$node_dir" "$argo_dir" "$argocd_dir" \
-  "$argo_crds_dir" "$argocd_crds_dir" | sha256sum | cut -c1-12)"
+  "$argo_crds_dir" "$argocd_crds_dir" "$rollouts_dir" "$rollouts_crds_dir" | sha256sum | cut -c1-12)"
 toolset="$cache/toolset-$toolset_key"
 
 if [[ "${1:-}" == "--print" ]]; then
@@ -132,11 +143,13 @@ node_done() { has "$node_dir" "${NODE_BINARIES[@]}"; }
 packages_done() { "$here/debian-packages.sh" --check >/dev/null; }
 crds_done() {
   has "$argo_crds_dir" argoproj.io_workflows.json minimal/argoproj.io_workflows.json &&
-    has "$argocd_crds_dir" application-crd.json
+    has "$argocd_crds_dir" application-crd.json &&
+    has "$rollouts_crds_dir" "${ROLLOUTS_CRDS[@]/%/.json}"
 }
 argo_done() { has "$argo_dir" "${ARGO_BINARIES[@]}"; }
 ui_done() { has "$ui_dir" app/index.html; }
 argocd_done() { has "$argocd_dir" argocd "${ARGOCD_COMPONENTS[@]}" "${ARGOCD_WRAPPERS[@]}"; }
+rollouts_done() { has "$rollouts_dir" rollouts-controller; }
 
 # The links of the printed folder: "name target" lines, target relative to the folder.
 toolset_links() {
@@ -154,6 +167,7 @@ toolset_links() {
   if wants crds; then
     echo "crds/argo-workflows ../../${argo_crds_dir##*/}"
     echo "crds/argocd ../../${argocd_crds_dir##*/}"
+    echo "crds/argo-rollouts ../../${rollouts_crds_dir##*/}"
   fi
   if wants node; then
     for name in "${NODE_BINARIES[@]}"; do echo "$name ../${node_dir##*/}/$name"; done
@@ -165,6 +179,9 @@ toolset_links() {
     for name in argocd "${ARGOCD_COMPONENTS[@]}" "${ARGOCD_WRAPPERS[@]}"; do
       echo "$name ../${argocd_dir##*/}/$name"
     done
+  fi
+  if wants rollouts; then
+    echo "rollouts-controller ../${rollouts_dir##*/}/rollouts-controller"
   fi
 }
 
@@ -196,7 +213,7 @@ need=()
 for group in "${groups[@]}"; do
   "${group}_done" && continue
   case "$group" in
-    core | crds | node | argocd) need+=(go) ;;
+    core | crds | node | argocd | rollouts) need+=(go) ;;
     argo) need+=(go node npm) ;;
   esac
 done
@@ -224,7 +241,7 @@ timed() {
 # A build killed half-way leaves .partial names and scratch space; nobody else builds now (we hold
 # the lock), so remove them (only in the folders this script writes).
 rm -rf "$work"
-for dir in "$core_dir" "$node_dir" "$argo_dir" "$ui_dir" "$argocd_dir" "$toolset" "$toolset/crds" "$cache"; do
+for dir in "$core_dir" "$node_dir" "$argo_dir" "$ui_dir" "$argocd_dir" "$rollouts_dir" "$toolset" "$toolset/crds" "$cache"; do
   if [[ -d "$dir" ]]; then
     find "$dir" -mindepth 1 -maxdepth 1 -name '*.partial' -exec rm -rf {} +
   fi
@@ -473,6 +490,20 @@ build_argocd() {
   done
 }
 
+# --- Argo Rollouts ------------------------------------------------------------------------------
+
+# Only the controller (cmd/rollouts-controller; no kubectl plugin, no dashboard), from the wrapper
+# module hack/tools/rollouts, whose go.mod carries the release's replace block. The tag's commit is
+# not known to the module proxy, so the binary says v1.10.1+unknown, as any build from the module.
+build_rollouts() {
+  local ldflags="-s -w -X $rollouts_module/utils/version.version=${ROLLOUTS_VERSION#v}"
+  ldflags+=" -X $rollouts_module/utils/version.buildDate=1970-01-01T00:00:00Z"
+  log "building rollouts-controller from $rollouts_module@$ROLLOUTS_VERSION"
+  (cd "$here/rollouts" && go_build -ldflags "$ldflags" -o "$work/rollouts-controller" \
+    "$rollouts_module/cmd/rollouts-controller")
+  install_result "$work/rollouts-controller" "$rollouts_dir/rollouts-controller"
+}
+
 # --- the peers' CRDs ---------------------------------------------------------------------------
 
 # Argo Workflows' CRDs with their full schemas (manifests/base/crds/full: structural, so the API
@@ -508,6 +539,16 @@ build_crds() {
     with_json "$work/argocd-crds"
     install_result "$work/argocd-crds" "$argocd_crds_dir"
   fi
+  if ! has "$rollouts_crds_dir" "${ROLLOUTS_CRDS[@]/%/.json}"; then
+    module="$(module_dir "$rollouts_module@$ROLLOUTS_VERSION")"
+    mkdir -p "$work/rollouts-crds"
+    for kind in "${ROLLOUTS_CRDS[@]}"; do
+      cp "$module/manifests/crds/$kind.yaml" "$work/rollouts-crds/"
+    done
+    chmod u+w "$work"/rollouts-crds/*
+    with_json "$work/rollouts-crds"
+    install_result "$work/rollouts-crds" "$rollouts_crds_dir"
+  fi
 }
 
 # --- the build ---------------------------------------------------------------------------------
@@ -524,6 +565,7 @@ fi
 prefetch=()
 wants argo && ! argo_done && prefetch+=(argo)
 wants argocd && ! argocd_done && prefetch+=(argocd)
+wants rollouts && ! rollouts_done && prefetch+=(rollouts)
 if [[ ${#prefetch[@]} -gt 0 ]]; then
   start prefetch prefetch_modules "${prefetch[@]}"
 fi
@@ -547,6 +589,9 @@ if wants argo && ! argo_done; then
 fi
 if wants argocd && ! argocd_done; then
   timed argocd build_argocd
+fi
+if wants rollouts && ! rollouts_done; then
+  timed rollouts build_rollouts
 fi
 finish argo-ui
 if [[ -n "${prefetch_pid:-}" ]] && ! wait "$prefetch_pid"; then

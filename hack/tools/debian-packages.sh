@@ -20,6 +20,8 @@ PACKAGES=(
   python3-venv
   # Headless screenshots of the Argo UI (driven over the DevTools protocol).
   chromium chromium-driver
+  # The analysis gates' metrics: the stack runs /usr/bin/prometheus itself (never Debian's service).
+  prometheus
 )
 
 if ! command -v dpkg-query >/dev/null; then
@@ -52,6 +54,16 @@ export DEBIAN_FRONTEND=noninteractive
 log="$(mktemp -t progressive-sync-apt.XXXXXX)"
 # Another apt-get or dpkg (e.g. unattended upgrades) may hold dpkg's lock: wait for it, bounded.
 apt=(apt-get -q -o DPkg::Lock::Timeout=300)
+# The packages are programs the stack starts itself: no service may start on install (Debian's
+# prometheus and redis-server would, on a machine with no policy-rc.d, e.g. a CI runner; a running
+# prometheus holds :9090). invoke-rc.d asks /usr/sbin/policy-rc.d; exit 101 means "not allowed".
+# (Where the folder is not ours to write, apt-get cannot install either: it says so below.)
+policy=/usr/sbin/policy-rc.d
+if [[ ! -e "$policy" && -w "$(dirname "$policy")" ]]; then
+  printf '#!/bin/sh\n# progressive-sync: hack/tools/debian-packages.sh, during apt-get install\nexit 101\n' >"$policy"
+  chmod 0755 "$policy"
+  trap 'rm -f "$policy"' EXIT
+fi
 if ! { "${apt[@]}" update && "${apt[@]}" install -y --no-install-recommends "${missing[@]}"; } >"$log" 2>&1; then
   tail -n 30 "$log" >&2
   echo "[tools] error: apt-get failed (whole log: $log)" >&2

@@ -13,6 +13,11 @@ killed one left on the machine.
 application controller and the ApplicationSet controller as processes, destination clusters behind
 cluster Secrets, a local Git repository with a starter app and its ApplicationSet, release 1
 deployed everywhere. `release` commits the starter app's next release to that repository.
+
+`--argo-rollouts` adds what analysis gates need (`orchestrator.devenv.analysis_stack`): the real Argo
+Rollouts analysis controller with its CRDs, a real Prometheus, and a metrics endpoint serving each
+cluster's request counters (Argo CD's clusters, or `--metrics-cluster`), whose control URL
+(PROGRESSIVE_SYNC_METRICS_CONTROL_URL) makes a cluster's service bad at runtime.
 """
 
 from __future__ import annotations
@@ -94,6 +99,19 @@ def dev_cluster() -> None:
     help="How often Argo CD compares each Application with Git (0: only when asked to refresh).",
 )
 @click.option(
+    "--argo-rollouts",
+    is_flag=True,
+    help="Add the real Argo Rollouts analysis controller, a real Prometheus and a per-cluster metrics "
+    "endpoint it scrapes (analysis gates; `make tools` builds the controller).",
+)
+@click.option(
+    "--metrics-cluster",
+    "metrics_clusters",
+    multiple=True,
+    help="A cluster the metrics endpoint serves from the start (repeatable; default with --argocd: its "
+    "clusters). Others appear when their error rate is first set.",
+)
+@click.option(
     "--requeue-time",
     default="10s",
     show_default=True,
@@ -109,6 +127,8 @@ def up(
     argocd_clusters: int,
     argocd_servers: int,
     argocd_refresh_seconds: int,
+    argo_rollouts: bool,
+    metrics_clusters: tuple[str, ...],
     requeue_time: str,
 ) -> None:
     """Start the stack and keep it running until Ctrl-C or `dev-cluster down`."""
@@ -148,11 +168,17 @@ def up(
         tools_dir=tools_dir,
         workdir=state_dir,
         argocd=argocd_settings,
+        argo_rollouts=argo_rollouts,
+        metrics_clusters=metrics_clusters,
     )
     if options.wants_node:
         click.echo("# starting the control plane and a real node (about half a minute)...", err=True)
     if argocd:
         click.echo("# starting the real Argo CD and its destination clusters (about a minute)...", err=True)
+    if argo_rollouts:
+        click.echo(
+            "# starting Prometheus and the Argo Rollouts analysis controller (about 10 s)...", err=True
+        )
     try:
         stack = DevStack.start(options)
     except (machine.MachineError, argocd_stack_settings.ArgoCDStackError, RuntimeError) as exc:
@@ -205,6 +231,8 @@ def _describe(stack: DevStack, state_dir: Path) -> list[str]:
         lines.append("# rollouts run in namespace argocd; steps as service account progressive-sync-steps")
     if stack.argocd is not None:
         lines += [f"# {line}" for line in argocd_stack.describe(stack.argocd)]
+    if stack.analysis is not None:
+        lines += [f"# {line}" for line in stack.analysis.describe()]
     return lines
 
 

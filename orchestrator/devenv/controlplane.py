@@ -599,26 +599,43 @@ class DevCluster:
 
     def audit_events(self) -> list[AuditEvent]:
         """Every write answered so far (blocking audit mode: a returned call is already logged)."""
-        if not self.audit_log_path.exists():
-            return []
-        events = []
-        with self.audit_log_path.open() as handle:
-            for line in handle:
-                if line.strip():
-                    events.append(AuditEvent.from_json(json.loads(line)))
-        return events
+        return self.audit_events_since(0)
+
+    def _audit_files(self) -> list[Path]:
+        """The audit log's files, oldest first: kube-apiserver rotates `audit.log` at 100 MB
+        (lumberjack's default for `--audit-log-maxsize` 0) into `audit-<timestamp>.log` backups,
+        whose names sort by time; a long test session's shared control plane gets there."""
+        backups = sorted(self.workdir.glob("audit-*.log"))
+        return [*backups, self.audit_log_path]
 
     def audit_mark(self) -> int:
-        """A position in the audit log; pass it to `audit_events_since` to see only later writes."""
-        return self.audit_log_path.stat().st_size if self.audit_log_path.exists() else 0
+        """A position in the audit log, counted over its rotated files too; pass it to
+        `audit_events_since` to see only later writes."""
+        while True:
+            files = self._audit_files()
+            position = sum(path.stat().st_size for path in files if path.exists())
+            if self._audit_files() == files:  # no rotation while counting
+                return position
 
     def audit_events_since(self, mark: int) -> list[AuditEvent]:
-        """The writes answered after `mark` (from `audit_mark`)."""
-        if not self.audit_log_path.exists():
-            return []
-        with self.audit_log_path.open() as handle:
-            handle.seek(mark)
-            return [AuditEvent.from_json(json.loads(line)) for line in handle if line.strip()]
+        """The writes answered after `mark` (from `audit_mark`), across rotations: a rotation only
+        renames the file and starts a new one, so the files in order hold the same bytes."""
+        events: list[AuditEvent] = []
+        skip = mark
+        for path in self._audit_files():
+            if not path.exists():
+                continue
+            with path.open() as handle:
+                size = os.fstat(handle.fileno()).st_size
+                if skip >= size:
+                    skip -= size
+                    continue
+                handle.seek(skip)
+                skip = 0
+                events.extend(
+                    AuditEvent.from_json(json.loads(line)) for line in handle if line.endswith("\n")
+                )
+        return events
 
     # -- metrics --------------------------------------------------------------------------
 

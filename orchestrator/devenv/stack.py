@@ -11,12 +11,15 @@ the real-stack test fixtures and `make bench` share:
 5. workflow-controller and argo server (`argoworkflows`);
 5b. the real Argo CD (`argocd`: redis, repo-server, application controller, ApplicationSet
    controller, destination clusters, a Git repository with a starter app), when asked for;
+5c. what analysis gates need (`analysis_stack`: a metrics endpoint per cluster, a real Prometheus
+   scraping it, the real Argo Rollouts analysis controller with its CRDs), when asked for;
 6. per namespace where rollouts run (`prepare_namespace`): the namespace, ready for pods, and the
    chart's service accounts and RBAC for the steps, rendered from `charts/progressive-sync` by
    `helm template` (so the steps run with exactly what the chart grants).
 
 `exports()` are the environment variables a shell needs to use the stack: KUBECONFIG, and with Argo
-the step image, the pull policy, the Argo Server for the watcher and the argo CLI, the tools on PATH.
+the step image, the pull policy, the Argo Server for the watcher and the argo CLI, the tools on PATH,
+and with analysis Prometheus' URL and the metrics endpoint's control URL.
 `stop()` stops everything in reverse order and undoes every change to the machine.
 """
 
@@ -36,8 +39,10 @@ import yaml
 
 from orchestrator.devenv import images as images_mod
 from orchestrator.devenv import machine, tools
+from orchestrator.devenv.analysis_stack import AnalysisStack
 from orchestrator.devenv.argocd import ArgoCDStack
 from orchestrator.devenv.argocd_settings import ArgoCDSettings, ArgoCDTools
+from orchestrator.devenv.argorollouts import RolloutsTools
 from orchestrator.devenv.argoworkflows import ArgoTools, ArgoWorkflows
 from orchestrator.devenv.controlplane import ControlPlaneError, DevCluster, find_tools_dir
 from orchestrator.devenv.node import Node, NodeTools, create_namespace, namespace_ready
@@ -105,6 +110,10 @@ class StackOptions:
     workdir: Path | None = None
     # The real Argo CD and its fleet (None: not started; the fleet simulator plays Argo CD).
     argocd: ArgoCDSettings | None = None
+    # The Argo Rollouts analysis controller, Prometheus and the metrics endpoint (analysis gates);
+    # the endpoint serves `metrics_clusters` (default: Argo CD's clusters when it runs).
+    argo_rollouts: bool = False
+    metrics_clusters: tuple[str, ...] = ()
 
     @property
     def wants_node(self) -> bool:
@@ -122,6 +131,7 @@ class DevStack:
     node: Node | None = None
     argo: ArgoWorkflows | None = None
     argocd: ArgoCDStack | None = None
+    analysis: AnalysisStack | None = None
     steps_image: images_mod.Image | None = None
     timings: dict[str, float] = field(default_factory=dict)
     # A view of a stack another process runs (`attach`): it prepares namespaces on that stack's node
@@ -137,25 +147,28 @@ class DevStack:
         stack = cls(options=options, tools_dir=find_tools_dir(options.tools_dir))
         argo_tools = ArgoTools.find() if options.argo_workflows else None
         argocd_tools = ArgoCDTools.find() if options.argocd else None
+        rollouts_tools = RolloutsTools.find() if options.argo_rollouts else None
         if options.wants_node:
             NodeTools.find()  # every missing program named now, before anything starts
             stack._lock = machine.NodeLock()
             stack._lock.acquire()  # NodeBusy now, before anything starts
         try:
-            stack._start(argo_tools)
+            stack._start(argo_tools, rollouts_tools)
             if argocd_tools is not None and options.argocd is not None and stack.cluster is not None:
                 cluster, settings = stack.cluster, options.argocd
                 workdir = options.workdir / "argocd" if options.workdir else None
                 stack.argocd = stack._timed(
                     "argocd", lambda: ArgoCDStack.start(cluster, argocd_tools, settings, workdir=workdir)
                 )
+            if rollouts_tools is not None:
+                stack._start_analysis(rollouts_tools)
         except BaseException:
             stack.stop()
             raise
         stack.timings["stack_start"] = time.monotonic() - started
         return stack
 
-    def _start(self, argo_tools: ArgoTools | None) -> None:
+    def _start(self, argo_tools: ArgoTools | None, rollouts_tools: RolloutsTools | None) -> None:
         options = self.options
         cache = images_mod.images_cache()
 
@@ -170,6 +183,8 @@ class DevStack:
         # install applies it: the real controller writes Workflows all along, and the full schema
         # doubles what each write and the install cost the API server (docs/dev-stack.md).
         crds = all_crd_documents(tools.peer_crd_dirs(), workflow_crd_dir=tools.minimal_workflow_crd_dir())
+        if rollouts_tools is not None:
+            crds += rollouts_tools.crd_documents()
         if options.wants_node:
             # containerd and the image imports need no API server: they run while it starts.
             assert self._lock is not None
@@ -191,6 +206,24 @@ class DevStack:
             self._start_argo(argo_tools, options.requeue_time, server=options.argo_server)
         for namespace in options.namespaces:
             self._timed(f"namespace {namespace}", lambda ns=namespace: self.prepare_namespace(ns))
+
+    def _start_analysis(self, rollouts_tools: RolloutsTools) -> None:
+        assert self.cluster is not None
+        clusters = self.options.metrics_clusters
+        if not clusters and self.options.argocd is not None:
+            clusters = tuple(cluster.name for cluster in self.options.argocd.clusters)
+        cluster = self.cluster
+        self.analysis = self._timed(
+            "analysis",
+            lambda: AnalysisStack.start(
+                cluster,
+                folder=cluster.workdir / "analysis",
+                clusters=clusters,
+                rollouts_tools=rollouts_tools,
+                apply_crds=False,  # applied with the others
+            ),
+        )
+        self.timings.update(self.analysis.timings)
 
     @classmethod
     def attach(cls, *, tools_dir: Path, workdir: Path, api_url: str, kubeconfig: Path) -> DevStack:
@@ -343,6 +376,8 @@ class DevStack:
         if self.argo is not None and self.argo.server_url:
             exports.append(("PROGRESSIVE_SYNC_ARGO_SERVER", self.argo.server_url))
             exports += sorted(self.argo.argo_environment().items())
+        if self.analysis is not None:
+            exports += self.analysis.exports()
         if self.node is not None:
             exports.append(("PATH", f"{tools.tools_dir()}:$PATH"))
         return exports
@@ -359,6 +394,9 @@ class DevStack:
     def stop(self) -> None:
         """Stop everything in reverse order; undo every change to the machine; release the lock."""
         try:
+            if self.analysis is not None:
+                self.analysis.stop()
+                self.analysis = None
             if self.argocd is not None:
                 self.argocd.stop()
                 self.argocd = None

@@ -38,9 +38,13 @@ GROUPS = {
     "argocd-repo-server": "argocd",
     "git-verify-wrapper.sh": "argocd",
     "gpg-wrapper.sh": "argocd",
+    "rollouts-controller": "rollouts",
 }
 # The peers' own CRDs, as `crds/<project>/` of the tools folder holds them, and their build group.
-CRD_PROJECTS = {"argo-workflows": "crds", "argocd": "crds"}
+CRD_PROJECTS = {"argo-workflows": "crds", "argocd": "crds", "argo-rollouts": "crds"}
+# Those every tier installs; Argo Rollouts' analysis kinds only where analysis runs
+# (`rollouts_crd_dir`: the dev stack with --argo-rollouts, the analysis fixtures).
+PEER_CRD_PROJECTS = ("argo-workflows", "argocd")
 
 
 class ToolsMissing(RuntimeError):
@@ -82,7 +86,7 @@ def binary(name: str) -> Path:
 
 
 def crd_dir(project: str) -> Path:
-    """The folder of one peer project's own CRDs: `argo-workflows` or `argocd`."""
+    """The folder of one peer project's own CRDs: `argo-workflows`, `argocd` or `argo-rollouts`."""
     if project not in CRD_PROJECTS:
         raise ValueError(f"unknown CRD project {project!r}; known: {', '.join(CRD_PROJECTS)}")
     folder = tools_dir() / "crds" / project
@@ -105,7 +109,12 @@ def minimal_workflow_crd_dir() -> Path:
 
 def peer_crd_dirs() -> list[Path]:
     """The CRD folders of Argo Workflows and Argo CD, the peers every tier installs."""
-    return [crd_dir(project) for project in CRD_PROJECTS]
+    return [crd_dir(project) for project in PEER_CRD_PROJECTS]
+
+
+def rollouts_crd_dir() -> Path:
+    """Argo Rollouts' analysis CRDs (AnalysisRun, AnalysisTemplate, ClusterAnalysisTemplate)."""
+    return crd_dir("argo-rollouts")
 
 
 def _how_to_build(group: str | None) -> str:

@@ -521,7 +521,13 @@ def test_a_second_rollout_waits_on_the_mutex_and_runs_after_the_first(rig: Rollo
     # Terminated while queued: Argo marks it Succeeded at once, runs no step and no exit handler
     # (docs/workflow.md); its entry node is Failed.
     workflow_control.terminate(rig.kube, rig.namespace, third)
-    wait_for(lambda: rig.phase(third) == "Succeeded", timeout=60, interval=0.5, what="the third to end")
+    wait_for(
+        lambda: rig.phase(third) == "Succeeded",
+        timeout=120,
+        interval=0.5,
+        what="the third to end",
+        describe=lambda: {"third": rig.state(third), "first": rig.state(first), "second": rig.state(second)},
+    )
     [entry] = rig.nodes(third, name=third)
     assert entry["phase"] == "Failed"
     ran = [n for n in rig.nodes(third) if (n.get("outputs") or {}).get("exitCode") is not None]

@@ -233,12 +233,26 @@ class RolloutRig:
     def phase(self, workflow: str = "") -> str:
         return str((self.workflow(workflow).get("status") or {}).get("phase", ""))
 
+    def state(self, workflow: str = "") -> dict[str, Any]:
+        """What a failed wait on the Workflow reports: phase, message, shutdown, lock and nodes."""
+        found = self.workflow(workflow)
+        status = found.get("status") or {}
+        return {
+            "phase": status.get("phase"),
+            "message": status.get("message"),
+            "shutdown": (found.get("spec") or {}).get("shutdown"),
+            "synchronization": status.get("synchronization"),
+            "nodes": {n.get("displayName"): n.get("phase") for n in (status.get("nodes") or {}).values()},
+            "resourceVersion": found["metadata"].get("resourceVersion"),
+        }
+
     def wait_finished(self, workflow: str = "", timeout: float = 300.0) -> dict[str, Any]:
         wait_for(
             lambda: self.phase(workflow) in FINISHED,
             timeout=timeout,
             interval=0.5,
             what=f"Workflow {workflow or self.workflow_name} to finish",
+            describe=lambda: self.state(workflow),
         )
         return self.workflow(workflow)
 

@@ -40,9 +40,14 @@ def finished_core_and_crds(cache: Path) -> Path:
     for name in ("etcd", "kube-apiserver", "kubectl"):
         executable(assets / name)
     executable(cache / _core_dir_name() / "helm")
+    rollouts_crds = f"argo-rollouts-crds-{_pinned('ROLLOUTS_VERSION')}"
     crds = [
         (f"argo-workflows-crds-{_pinned('ARGO_VERSION')}", "argoproj.io_workflows"),
         (f"argocd-crds-{_pinned('ARGOCD_VERSION')}", "application-crd"),
+        *(
+            (rollouts_crds, kind)
+            for kind in ("analysis-run-crd", "analysis-template-crd", "cluster-analysis-template-crd")
+        ),
     ]
     for folder, name in [*crds, (f"{crds[0][0]}/minimal", "argoproj.io_workflows")]:
         (cache / folder).mkdir(parents=True, exist_ok=True)
@@ -86,6 +91,7 @@ def test_finished_components_are_linked_into_the_printed_folder_and_current(tmp_
     assert (folder / "kube-apiserver").resolve() == (assets / "kube-apiserver").resolve()
     assert (folder / "helm").resolve() == (cache / _core_dir_name() / "helm").resolve()
     assert (folder / "crds" / "argocd" / "application-crd.json").is_file()
+    assert (folder / "crds" / "argo-rollouts" / "analysis-run-crd.json").is_file()
     assert (cache / "current").resolve() == folder.resolve()
     assert "nothing to build" in result.stderr
     assert not (cache / "work").exists(), "scratch space is removed"
@@ -103,13 +109,18 @@ def test_an_outside_kubebuilder_assets_gets_its_own_printed_folder(tmp_path: Pat
     assert own != outside
 
 
-@pytest.mark.parametrize("group", ["node", "argo", "argocd"])
+@pytest.mark.parametrize("group", ["node", "argo", "argocd", "rollouts"])
 def test_a_group_that_is_not_built_is_not_linked(tmp_path: Path, group: str) -> None:
     cache = tmp_path / "cache"
     assets = finished_core_and_crds(cache)
     run(cache, "core", "crds", assets=assets)
     folder = Path(run(cache, "--print", assets=assets).stdout.strip())
-    names = {"node": "kubelet", "argo": "argo", "argocd": "argocd-repo-server"}
+    names = {
+        "node": "kubelet",
+        "argo": "argo",
+        "argocd": "argocd-repo-server",
+        "rollouts": "rollouts-controller",
+    }
     assert not (folder / names[group]).exists()
 
 
@@ -164,6 +175,7 @@ def test_the_package_list_names_what_the_stack_runs() -> None:
         "redis-server",
         "git",
         "chromium",
+        "prometheus",
     ):
         assert package in wanted
 
