@@ -1,15 +1,17 @@
 """Argo Rollouts' analysis CRDs (AnalysisTemplate, ClusterAnalysisTemplate, AnalysisRun) on the test
 control plane, for the tests of analysis gates that run without the Argo Rollouts controller.
 
-The CRDs are Argo Rollouts' own, from its Go module (`manifests/crds/`): the folder named by
+The CRDs are Argo Rollouts' own, as `make tools` copies them from its Go module into the tool cache
+(`orchestrator.devenv.tools.rollouts_crd_dir`); else the folder named by
 `PROGRESSIVE_SYNC_ARGO_ROLLOUTS_CRDS`, else the newest `github.com/argoproj/argo-rollouts@*` in the
 Go module cache (`GOMODCACHE`, else ~/go/pkg/mod). Nothing is written by hand. The analysis tier
-(which starts the real controller, `make tools` building it) installs the same CRDs itself;
-`rollouts_crds` then finds them installed and changes nothing.
+(tests/support/analysis.py: the real controller and Prometheus) installs the same CRDs;
+`rollouts_crds` then finds them and changes nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
+from orchestrator.devenv import tools
 from orchestrator.kube.client import Kube
 from orchestrator.kube.crds import apply_crds
 
@@ -31,6 +34,8 @@ ENV = "PROGRESSIVE_SYNC_ARGO_ROLLOUTS_CRDS"
 
 def find_crd_dir() -> Path | None:
     """Where Argo Rollouts' CRDs are on this machine (see the module), None when nowhere."""
+    with contextlib.suppress(tools.ToolsMissing, ValueError):
+        return tools.rollouts_crd_dir()
     named = os.environ.get(ENV)
     if named:
         return Path(named)
