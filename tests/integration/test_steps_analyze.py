@@ -22,11 +22,12 @@ from typing import Any
 import pytest
 
 from orchestrator.analysis.run import CLUSTER_LABEL, analysis_run_name
-from orchestrator.api.analysis import StageAnalysis
+from orchestrator.api.analysis import AnalysisWhen, StageAnalysis
+from orchestrator.api.metadata import workflow_name
 from orchestrator.api.models import StagePhase
 from orchestrator.core.clock import SystemClock
 from orchestrator.core.errors import PermanentError
-from orchestrator.kube.client import ANALYSIS_RUNS, ANALYSIS_TEMPLATES, Kube, NotFound
+from orchestrator.kube.client import ANALYSIS_RUNS, ANALYSIS_TEMPLATES, WORKFLOWS, Kube, NotFound
 from orchestrator.planning.contract import RolloutContract
 from steps.analyze import TERMINATED_ANNOTATION, AnalyzeResult, Gate, analyze
 from steps.common import RolloutRef, Tuning
@@ -378,3 +379,100 @@ def test_the_cli_stopped_by_sigterm_terminates_its_run_when_the_workflow_is_gone
     assert json.loads(contract)["stages"][0]["analysis"]["templates"] == [
         {"name": "error-rate", "clusterScope": False}
     ]
+
+
+def test_a_sigterm_while_the_workflow_goes_on_leaves_the_run_for_the_retry(rig: Rig) -> None:
+    """A step pod deleted (its Workflow still running, not stopping): the run keeps measuring, and
+    the step's retry adopts it; exit 75 as for any deleted step pod."""
+    analysis_template(
+        rig.kube, rig.namespace, args=[{"name": "cluster"}, {"name": "region"}, {"name": "revision"}]
+    )
+    completed_canary(rig, STAGE_RUN)
+    rig.kube.create(
+        WORKFLOWS,
+        rig.namespace,
+        {
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "Workflow",
+            "metadata": {"name": workflow_name("myservice", "r1")},
+            "spec": {"entrypoint": "rollout", "templates": [{"name": "rollout", "suspend": {}}]},
+        },
+    )
+    log = rig.tmp_path / "analyze.log"
+    contract = contract_with(STAGE_RUN).to_json()
+    process = rig.runner.start(
+        "analyze", "--stage", "canary", log_path=log, PROGRESSIVE_SYNC_CONTRACT=contract
+    )
+    try:
+        run = run_named(rig)
+        wait_for(lambda: "created AnalysisRun" in log.read_text(), timeout=30, what="the step to log the run")
+        process.send_signal(signal.SIGTERM)
+        code, output = finish(process, log, timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert code == 75, output
+    assert "left 1 AnalysisRun(s) running for the step's retry" in output
+    assert "terminate" not in rig.kube.get(ANALYSIS_RUNS, rig.namespace, run["metadata"]["name"])["spec"]
+
+
+def test_during_bake_a_failing_metric_fails_the_stage_that_record_closed(rig: Rig, steps_kube: Kube) -> None:
+    """duringBake: the bake is the run; a metric that fails mid-bake fails the stage (closed
+    Succeeded by record before the bake) at once, before the bake ends."""
+    analysis = {**STAGE_RUN, "when": ["duringBake"]}
+    analysis_template(
+        rig.kube, rig.namespace, args=[{"name": "cluster"}, {"name": "region"}, {"name": "revision"}]
+    )
+    make_progressive_sync(
+        rig.kube, rig.namespace, stages=[{**stage_with(analysis), "bakeSeconds": 3600}, REST]
+    )
+    cluster = select_canary(rig.runner)
+    rig.simulate()
+    assert_ok(rig.runner.run("cluster", "--stage", "canary", "--cluster", cluster))
+    assert_ok(rig.runner.run("record", "--stage", "canary"))
+    contract = contract_with(analysis)
+    rollout = RolloutRef(rig.namespace, "myservice", contract.rollout_id, argocd_namespace=rig.namespace)
+    ctx = StepContext.open(steps_kube, rollout, contract, stage="canary", clock=SystemClock(), tuning=FAST)
+    future: Future[AnalyzeResult] = Future()
+    threading.Thread(
+        target=lambda: future.set_result(analyze(steps_kube, ctx, when=AnalysisWhen.DURING_BAKE)), daemon=True
+    ).start()
+    run = run_named(rig)
+    set_phase(
+        rig, run, "Failed", {"name": "error-rate", "phase": "Failed", "measurements": [{"value": "[0.5]"}]}
+    )
+    result = future.result(timeout=30)
+    assert result.gate is Gate.FAILED
+    entry = read_progressive_sync(rig.kube, rig.namespace).status.stages[0]  # type: ignore[union-attr]
+    assert entry.phase is StagePhase.FAILED
+    assert "error-rate = [0.5]" in entry.message
+
+
+def test_during_bake_the_run_ends_with_the_bake_and_passes(rig: Rig, steps_kube: Kube) -> None:
+    analysis = {**STAGE_RUN, "when": ["duringBake"]}
+    analysis_template(
+        rig.kube, rig.namespace, args=[{"name": "cluster"}, {"name": "region"}, {"name": "revision"}]
+    )
+    make_progressive_sync(rig.kube, rig.namespace, stages=[{**stage_with(analysis), "bakeSeconds": 2}, REST])
+    cluster = select_canary(rig.runner)
+    rig.simulate()
+    assert_ok(rig.runner.run("cluster", "--stage", "canary", "--cluster", cluster))
+    contract = contract_with(analysis)
+    rollout = RolloutRef(rig.namespace, "myservice", contract.rollout_id, argocd_namespace=rig.namespace)
+    ctx = StepContext.open(steps_kube, rollout, contract, stage="canary", clock=SystemClock(), tuning=FAST)
+    future: Future[AnalyzeResult] = Future()
+    threading.Thread(
+        target=lambda: future.set_result(analyze(steps_kube, ctx, when=AnalysisWhen.DURING_BAKE)), daemon=True
+    ).start()
+    run = run_named(rig)
+    set_phase(rig, run, "Running")
+    ended = wait_for(
+        lambda: (
+            (r := _get(rig.kube, rig.namespace, run["metadata"]["name"])) and r["spec"].get("terminate") and r
+        ),
+        timeout=30,
+        what="the bake's end to terminate the run",
+    )
+    assert ended["metadata"]["annotations"][TERMINATED_ANNOTATION] == "bake-ended"
+    set_phase(rig, ended, "Successful", message="Run Terminated")  # as the controller ends it
+    assert future.result(timeout=30).gate is Gate.PASSED
