@@ -37,11 +37,13 @@ from typing import Any, NoReturn, Protocol
 
 import click
 
+from orchestrator.api.analysis import AnalysisWhen
 from orchestrator.argocd.assess import WorkflowOutcome
 from orchestrator.core.clock import SystemClock
 from orchestrator.core.errors import PermanentError, TemporaryError
 from orchestrator.kube.client import Kube, KubeError, temporary_or_permanent
 from orchestrator.planning.contract import ContractError, RolloutContract, parse_contract
+from steps.analyze import AnalyzeResult, OpenRuns, analyze
 from steps.batch import run_batch
 from steps.cluster import run_cluster
 from steps.common import RolloutRef, Superseded, Tuning
@@ -452,6 +454,49 @@ def record_and_select_command(
         ),
         _targets_output,
         stage=lambda: at[-1],
+    )
+
+
+@main.command("analyze")
+@common_options
+@_option("stage", required=True, help="The stage whose analysis gate runs.")
+@_option(
+    "cluster",
+    default="",
+    help="With perCluster: the one cluster to analyze (after its wait-healthy) [default: every "
+    "completed cluster of the stage, or one run for the stage].",
+)
+@_option(
+    "when",
+    default=AnalysisWhen.AFTER_HEALTHY.value,
+    show_default=True,
+    type=click.Choice([moment.value for moment in AnalysisWhen]),
+    help="afterHealthy: the gate before the next stage; duringBake: a run for the stage's bake.",
+)
+def analyze_command(stage: str, cluster: str, when: str, **options: Any) -> None:
+    """Run the stage's Argo Rollouts analysis (steps/analyze.py); output `verdict`: Passed, Failed,
+    Skipped, or Inconclusive (waiting for approval)."""
+    settings = _settings(options)
+    open_runs = OpenRuns()
+
+    def verdict(result: StepResult) -> dict[str, str]:
+        assert isinstance(result, AnalyzeResult)
+        return result.outputs
+
+    run_step(
+        "analyze",
+        settings,
+        lambda kube: analyze(
+            kube,
+            _context(kube, settings, stage),
+            cluster=cluster,
+            when=AnalysisWhen(when),
+            open_runs=open_runs,
+        ),
+        verdict,
+        stage=stage,
+        cluster=cluster,
+        before_exit=lambda: open_runs.stop_before_exit(settings.tuning.analysis_terminate_wait_seconds),
     )
 
 

@@ -23,6 +23,13 @@ C has a manual gate:
         └── clusters, record ...
     onExit: finalize --workflow-status {{workflow.status}}
 
+A stage with analysis (its contract's `analysis`) gets an `analysis-<templates>` node (the `analyze`
+step) after `clusters` and before its closing step (continueOn failed, so `record` closes the
+stage), or with `perCluster` one per cluster after that cluster's pod (`analyzed-<stage>`, a DAG
+per loop item; a stage in batches runs every cluster's run from the one node after the batches),
+an `approve-analysis` gate that runs only when the verdict is Inconclusive (onInconclusive:
+Approve), and with `duringBake` a bake that is the analysis' run rather than a suspend.
+
 Decisions worth knowing:
 
 - **One rollout contract** (`orchestrator.planning.contract`, made by `contract_for`): the rollout
@@ -94,6 +101,8 @@ from hera.workflows.models import (
 )
 from hera.workflows.models import Parameter as ModelParameter
 
+from orchestrator.analysis.run import OPEN_ENDED_SECONDS
+from orchestrator.api.analysis import AnalysisWhen, OnInconclusive, StageAnalysis
 from orchestrator.api.metadata import (
     NAME_ANNOTATION,
     NAME_LABEL,
@@ -176,7 +185,29 @@ def estimate_nodes(ps: ProgressiveSync, contract: RolloutContract) -> int:
         total -= 0 if opens_itself(stages, contract, index) else NODES_PER_SELECT
         total += 1 if stage.approval is ApprovalMode.MANUAL else 0
         total += 1 if stage.bake_seconds and sized.targets else 0
+        total += _analysis_nodes(sized)
     return total
+
+
+def _analysis_nodes(sized: StageContract) -> int:
+    """The nodes a stage's analysis adds: a Retry and a Pod per analysis (and its approval gate),
+    per cluster (with the cluster's DAG node) when each cluster is analyzed; one more for a bake
+    that is an analysis rather than a suspend."""
+    analysis = sized.analysis
+    if analysis is None:
+        return 0
+    per_run = 2 + (1 if analysis.on_inconclusive is OnInconclusive.APPROVE else 0)
+    total = 1 if analysis.during_bake and sized.targets else 0
+    if analysis.after_healthy:
+        total += (1 + per_run) * sized.targets if _analyzed_per_cluster(sized) else per_run
+    return total
+
+
+def _analyzed_per_cluster(sized: StageContract) -> bool:
+    """Each cluster is analyzed by its own node after its wait-healthy (perCluster, not in batches:
+    a stage in batches runs its per-cluster runs from one node after the batches)."""
+    analysis = sized.analysis
+    return bool(analysis and analysis.after_healthy and analysis.per_cluster and not sized.batches)
 
 
 def active_deadline_seconds(
@@ -191,7 +222,24 @@ def active_deadline_seconds(
         total += stage.bake_seconds or 0
         if stage.approval is ApprovalMode.MANUAL:
             total += settings.approval_window_seconds
+        total += _analysis_seconds(sized, step, settings.approval_window_seconds)
     return math.ceil(total * settings.deadline_factor)
+
+
+def _analysis_seconds(sized: StageContract, step: int, approval_window: int) -> int:
+    """What a stage's analysis adds to the budget: its timeoutSeconds (else `OPEN_ENDED_SECONDS`, the
+    longest the step gives a run without one) and a step, per wave when each cluster is analyzed;
+    the approval window when an Inconclusive run waits for a person; a step for a bake's analysis."""
+    analysis = sized.analysis
+    if analysis is None:
+        return 0
+    total = step if analysis.during_bake else 0
+    if analysis.after_healthy:
+        waves = sized.deadline_waves if _analyzed_per_cluster(sized) else 1
+        total += waves * (step + (analysis.timeout_seconds or OPEN_ENDED_SECONDS))
+        if analysis.on_inconclusive is OnInconclusive.APPROVE:
+            total += approval_window
+    return total
 
 
 def _parameter(name: str, value: str) -> ModelParameter:
@@ -215,7 +263,9 @@ def _fanout_template(task_name: str, size: StageContract) -> Template:
             tasks=[
                 DAGTask(
                     name=names.CLUSTER_LOOP_TASK,
-                    template=names.CLUSTER_TEMPLATE,
+                    template=names.analyzed_cluster_template_name(task_name)
+                    if _analyzed_per_cluster(size)
+                    else names.CLUSTER_TEMPLATE,
                     with_param="{{inputs.parameters." + TARGETS_INPUT + "}}",
                     arguments=Arguments(
                         parameters=[
@@ -227,6 +277,86 @@ def _fanout_template(task_name: str, size: StageContract) -> Template:
                     ),
                 )
             ],
+        ),
+    )
+
+
+def _analysis_tasks(
+    analysis: StageAnalysis,
+    *,
+    stage: str,
+    cluster: str,
+    when: AnalysisWhen,
+    after: list[str],
+    keep_going: bool,
+    name: str | None = None,
+) -> list[DAGTask]:
+    """The analysis node (`analysis-<templates>`, the `analyze` step) after `after`, and with
+    onInconclusive: Approve the `approve-analysis` gate that runs only when its verdict is
+    Inconclusive. `keep_going`: a failed analysis lets the stage's closing step run."""
+    task = name or names.analysis_task_name(ref.name for ref in analysis.templates)
+    tasks = [
+        DAGTask(
+            name=task,
+            template=names.ANALYZE_TEMPLATE,
+            dependencies=after,
+            arguments=Arguments(
+                parameters=[
+                    _parameter(pieces.STAGE_INPUT, stage),
+                    _parameter(pieces.CLUSTER_INPUT, cluster),
+                    _parameter(pieces.WHEN_INPUT, when.value),
+                ]
+            ),
+            continue_on=ContinueOn(failed=True, error=True) if keep_going else None,
+        )
+    ]
+    if analysis.on_inconclusive is OnInconclusive.APPROVE and when is AnalysisWhen.AFTER_HEALTHY:
+        verdict = "{{tasks." + task + ".outputs.parameters." + pieces.VERDICT_OUTPUT + "}}"
+        tasks.append(
+            DAGTask(
+                name=names.APPROVE_ANALYSIS_TASK,
+                template=names.APPROVAL_TEMPLATE,
+                dependencies=[task],
+                arguments=Arguments(parameters=[_parameter(pieces.STAGE_INPUT, stage)]),
+                when=f"{verdict} == Inconclusive",
+            )
+        )
+    return tasks
+
+
+def _analyzed_cluster_template(task_name: str, analysis: StageAnalysis) -> Template:
+    """One cluster of a stage whose clusters are each analyzed: `cluster` (sync, wait-healthy), then
+    its analysis; the node shows the cluster's name where Argo's rule allows it."""
+    stage_ref = "{{inputs.parameters." + pieces.STAGE_INPUT + "}}"
+    cluster_ref = "{{inputs.parameters." + pieces.CLUSTER_INPUT + "}}"
+    cluster = DAGTask(
+        name=names.CLUSTER_LOOP_TASK,
+        template=names.CLUSTER_TEMPLATE,
+        arguments=Arguments(
+            parameters=[
+                _parameter(pieces.STAGE_INPUT, stage_ref),
+                _parameter(pieces.CLUSTER_INPUT, cluster_ref),
+            ]
+        ),
+    )
+    return Template(
+        name=names.analyzed_cluster_template_name(task_name),
+        annotations={names.DISPLAY_NAME_ANNOTATION: names.display_name_of_input(pieces.CLUSTER_INPUT)},
+        inputs=Inputs(
+            parameters=[ModelParameter(name=pieces.STAGE_INPUT), ModelParameter(name=pieces.CLUSTER_INPUT)]
+        ),
+        dag=DAGTemplate(
+            tasks=[
+                cluster,
+                *_analysis_tasks(
+                    analysis,
+                    stage=stage_ref,
+                    cluster=cluster_ref,
+                    when=AnalysisWhen.AFTER_HEALTHY,
+                    after=[names.CLUSTER_LOOP_TASK],
+                    keep_going=False,
+                ),
+            ]
         ),
     )
 
@@ -320,13 +450,28 @@ def _stage_template(
             continue_on=ContinueOn(failed=True, error=True),
         )
     )
+    closing_after = [names.CLUSTERS_TASK]
+    analysis = size.analysis
+    if analysis is not None and analysis.after_healthy and not _analyzed_per_cluster(size):
+        # The gate of the whole stage (or, in batches, every cluster's run from one node), after its
+        # clusters; a failed analysis still lets the closing step close the stage.
+        gate = _analysis_tasks(
+            analysis,
+            stage=stage_ref,
+            cluster="",
+            when=AnalysisWhen.AFTER_HEALTHY,
+            after=closing_after,
+            keep_going=True,
+        )
+        tasks += gate
+        closing_after = [gate[-1].name]
     outputs = None
     if next_stage is None:
         close = DAGTask(
             name=names.RECORD_TASK,
             template=names.RECORD_TEMPLATE,
             arguments=stage_arg,
-            dependencies=[names.CLUSTERS_TASK],
+            dependencies=closing_after,
         )
     else:
         close = DAGTask(
@@ -340,7 +485,7 @@ def _stage_template(
                     _parameter(pieces.NEXT_STAGE_INPUT, next_stage),
                 ]
             ),
-            dependencies=[names.CLUSTERS_TASK],
+            dependencies=closing_after,
         )
         if not next_batches:
             # Argo sets a DAG's outputs only when it Succeeded: a failed stage hands nothing on.
@@ -353,7 +498,19 @@ def _stage_template(
                 ]
             )
     tasks.append(close)
-    if stage.bake_seconds and size.targets:
+    if stage.bake_seconds and size.targets and analysis is not None and analysis.during_bake:
+        # The bake is the analysis' background run: it ends with the bake (Successful unless a metric
+        # failed), or fails the stage the moment a metric fails (steps/analyze.py).
+        tasks += _analysis_tasks(
+            analysis,
+            stage=stage_ref,
+            cluster="",
+            when=AnalysisWhen.DURING_BAKE,
+            after=[names.RECORD_TASK],
+            keep_going=False,
+            name=names.BAKE_TASK,
+        )
+    elif stage.bake_seconds and size.targets:
         # After record: only a stage that succeeded bakes (record exits 1 on a failed one).
         tasks.append(
             DAGTask(
@@ -426,6 +583,10 @@ def _describe(ps: ProgressiveSync, release: Release, contract: RolloutContract) 
             details.append("manual approval")
         if stage.bake_seconds:
             details.append(f"bake {stage.bake_seconds}s")
+        if size.analysis is not None:
+            scope = " per cluster" if size.analysis.per_cluster else ""
+            moments = " and ".join(moment.value for moment in size.analysis.when)
+            details.append(f"analysis {size.analysis.label}{scope} {moments}")
         parts.append(f"{stage.name} ({', '.join(details)})")
     return f"{' -> '.join(parts)}. Revision {release.display}, rollout {release.rollout_id}."
 
@@ -476,7 +637,7 @@ def build_workflow(
         {
             stage.bake_seconds
             for stage, size in zip(stages, sized, strict=True)
-            if stage.bake_seconds and size.targets
+            if stage.bake_seconds and size.targets and not (size.analysis and size.analysis.during_bake)
         }
     )
     batch_counts = [size.batches for size in sized]
@@ -504,11 +665,15 @@ def build_workflow(
             templates.append(_batch_fanout_template(task_name, batches))
         else:
             templates.append(_fanout_template(task_name, size))
+        if _analyzed_per_cluster(size) and size.analysis is not None:
+            templates.append(_analyzed_cluster_template(task_name, size.analysis))
     templates += pieces.reusable_templates(settings)
     if any(batch_counts):
         templates += pieces.batch_templates(settings)
     templates += [pieces.hand_over_template(settings, next_in_batches=kind) for kind in sorted(hand_overs)]
     templates += [pieces.bake_template(seconds) for seconds in bake_seconds]
+    if any(size.analysis is not None for size in sized):
+        templates += pieces.analysis_templates(settings)
 
     annotations = {
         names.TITLE_ANNOTATION: _title(meta.name, release),

@@ -41,6 +41,10 @@ RECORD_TEMPLATE = "record"
 RECORD_AND_SELECT_TEMPLATE = "record-and-select"
 RECORD_AND_SELECT_FOR_BATCHES_TEMPLATE = "record-and-select-for-batches"
 FINALIZE_TEMPLATE = "finalize"
+# The analysis gate (steps/analyze.py), and a stage's per-cluster DAG when each cluster is analyzed
+# after its own wait-healthy (`analyzed-<stage task>`: cluster, then its analysis).
+ANALYZE_TEMPLATE = "analyze"
+ANALYZED_CLUSTER_TEMPLATE_PREFIX = "analyzed-"
 STAGE_TEMPLATE_PREFIX = "stage-"
 FANOUT_TEMPLATE_PREFIX = "fanout-"
 BAKE_TEMPLATE_PREFIX = "bake-"
@@ -56,6 +60,11 @@ CLUSTER_LOOP_TASK = "cluster"
 BATCH_LOOP_TASK = "batch"
 SYNC_TASK = "sync"
 WAIT_HEALTHY_TASK = "wait-healthy"
+# The approval an Inconclusive analysis waits for (onInconclusive: Approve): the `approval` template,
+# run only when the analysis task's `verdict` output says Inconclusive.
+APPROVE_ANALYSIS_TASK = "approve-analysis"
+ANALYSIS_TASK_PREFIX = "analysis"
+ANALYSIS_TASK_MAX = 63
 
 # Workflow parameters every step reads (through its environment, see pieces.step_env).
 PARAM_PROGRESSIVE_SYNC = "progressive-sync"
@@ -157,3 +166,16 @@ def display_name_for(stage_name: str, task_name: str) -> str | None:
     if stage_name == task_name or not DISPLAY_NAME_RE.fullmatch(stage_name):
         return None
     return stage_name
+
+
+def analysis_task_name(templates: Iterable[str]) -> str:
+    """The analysis node's task name, named by its templates for the Argo UI:
+    `analysis-error-rate-latency` (sanitized, at most `ANALYSIS_TASK_MAX` characters)."""
+    joined = "-".join(templates)
+    name = re.sub(r"[^a-zA-Z0-9]+", "-", f"{ANALYSIS_TASK_PREFIX}-{joined}").strip("-")
+    return name[:ANALYSIS_TASK_MAX].rstrip("-")
+
+
+def analyzed_cluster_template_name(task_name: str) -> str:
+    """The per-cluster DAG of a stage whose clusters are each analyzed: `analyzed-<stage task>`."""
+    return ANALYZED_CLUSTER_TEMPLATE_PREFIX + task_name

@@ -67,6 +67,8 @@ STAGE_INPUT = "stage"
 NEXT_STAGE_INPUT = "next-stage"
 CLUSTER_INPUT = "cluster"
 BATCH_INPUT = "batch"
+WHEN_INPUT = "when"
+VERDICT_OUTPUT = "verdict"
 
 
 def _workflow_parameter(name: str) -> str:
@@ -214,6 +216,15 @@ def step_templates(settings: WorkflowSettings) -> list[StepContainer]:
             inputs=(STAGE_INPUT, NEXT_STAGE_INPUT),
             outputs=(TARGETS_OUTPUT,),
         ),
+        # The analysis gate: `--cluster ""` runs the stage's analysis; its `verdict` output opens the
+        # approve-analysis gate when it says Inconclusive (steps/analyze.py).
+        _step(
+            names.ANALYZE_TEMPLATE,
+            [*stage, *cluster, "--when", _input(WHEN_INPUT)],
+            settings,
+            inputs=(STAGE_INPUT, CLUSTER_INPUT, WHEN_INPUT),
+            outputs=(VERDICT_OUTPUT,),
+        ),
         _step(
             names.FINALIZE_TEMPLATE,
             ["--workflow-name", "{{workflow.name}}", "--workflow-status", "{{workflow.status}}"],
@@ -261,6 +272,11 @@ def batch_templates(settings: WorkflowSettings) -> list[Templatable]:
     return [select_for_batches_template(settings), batch]
 
 
+def analysis_templates(settings: WorkflowSettings) -> list[Templatable]:
+    """What a Workflow with an analysis gate inlines besides `reusable_templates`."""
+    return [step for step in step_templates(settings) if step.name == names.ANALYZE_TEMPLATE]
+
+
 def approval_template() -> Suspend:
     """The manual gate: waits until resumed (`argo resume`, `progressive-sync approve`)."""
     return Suspend(name=names.APPROVAL_TEMPLATE, inputs=[Parameter(name=STAGE_INPUT)])
@@ -299,7 +315,7 @@ def steps_workflow_template(settings: WorkflowSettings) -> WorkflowTemplate:
             names.TITLE_ANNOTATION: "progressive-sync steps",
             names.DESCRIPTION_ANNOTATION: (
                 "The steps of a progressive-sync rollout (select, sync, wait-healthy, cluster, batch, "
-                "record, record-and-select, finalize) and the approval gate, for templateRef."
+                "record, record-and-select, analyze, finalize) and the approval gate, for templateRef."
             ),
         },
         service_account_name=settings.service_account,

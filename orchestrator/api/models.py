@@ -46,6 +46,33 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from orchestrator.api.analysis import SPEC_RULES as ANALYSIS_RULES
+from orchestrator.api.analysis import AnalysisSpec, analysis_problems
+from orchestrator.api.base import (
+    CONDITION_REASON_PATTERN,
+    LABEL_KEY_MAX_LENGTH,
+    LABEL_KEY_PATTERN,
+    LABEL_VALUE_MAX_LENGTH,
+    LABEL_VALUE_PATTERN,
+    MAX_BAKE_SECONDS,
+    MAX_DEADLINE_SECONDS,
+    MAX_SELECTOR_TERMS,
+    MAX_SELECTOR_VALUES,
+    MAX_STAGES,
+    NAMESPACE_MAX_LENGTH,
+    NAMESPACE_PATTERN,
+    OBJECT_NAME_MAX_LENGTH,
+    OBJECT_NAME_PATTERN,
+    PATTERN_HINTS,  # noqa: F401 (re-exported: validation and crdgen read it here)
+    PERCENT_PATTERN,
+    STAGE_NAME_MAX_LENGTH,
+    STAGE_NAME_PATTERN,
+    SYNC_OPTION_PATTERN,
+    _integral_float_to_int,
+    _Model,
+    _validations,
+    cel,
+)
 from orchestrator.api.phases import RolloutPhase, StagePhase
 from orchestrator.core.clock import format_micro_time, format_time
 
@@ -56,111 +83,6 @@ KIND = "ProgressiveSync"
 PLURAL = "progressivesyncs"
 SINGULAR = "progressivesync"
 SHORT_NAME = "psync"
-
-# A stage name is what people read in the Argo UI and in `status`; it becomes a DAG task name only
-# after sanitizing (workflow_templates), so spaces are allowed here.
-STAGE_NAME_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9 ._-]*[A-Za-z0-9])?$"
-STAGE_NAME_MAX_LENGTH = 63
-# Kubernetes qualified name (label key), optionally prefixed by a DNS subdomain.
-LABEL_KEY_PATTERN = (
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
-)
-LABEL_KEY_MAX_LENGTH = 316  # 253 (prefix) + "/" + 63 (name)
-LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
-LABEL_VALUE_MAX_LENGTH = 63
-# Kubernetes object name (DNS subdomain) for references such as appSetRef.name.
-OBJECT_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-OBJECT_NAME_MAX_LENGTH = 253
-NAMESPACE_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-NAMESPACE_MAX_LENGTH = 63
-PERCENT_PATTERN = r"^([1-9][0-9]?|100)%$"
-SYNC_OPTION_PATTERN = r"^[A-Za-z]+=[^\s]+$"
-CONDITION_REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
-MAX_DEADLINE_SECONDS = 7 * 24 * 3600
-MAX_BAKE_SECONDS = 7 * 24 * 3600
-MAX_STAGES = 50
-# Bounds on selector sizes. Real selectors have a handful of terms; the bounds exist because the API
-# server estimates the cost of every CEL rule from the largest list it may see, and refuses a CRD
-# whose rules could be too expensive.
-MAX_SELECTOR_TERMS = 32
-MAX_SELECTOR_VALUES = 128
-
-# What each pattern means, in words: used for error messages offline and in the CRD's CEL rules.
-PATTERN_HINTS: dict[str, str] = {
-    STAGE_NAME_PATTERN: (
-        "use letters, digits, spaces, '.', '_' or '-', starting and ending with a letter or digit"
-    ),
-    LABEL_KEY_PATTERN: "use a label key such as region or topology.kubernetes.io/zone",
-    LABEL_VALUE_PATTERN: (
-        "use a label value: letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
-    ),
-    OBJECT_NAME_PATTERN: "use a lowercase name of letters, digits, '-' and '.', such as my-service",
-    NAMESPACE_PATTERN: "use a namespace name of lowercase letters, digits and '-', such as argocd",
-    PERCENT_PATTERN: 'use a percentage from "1%" to "100%"',
-    SYNC_OPTION_PATTERN: "use an Argo CD sync option such as ServerSideApply=true",
-    CONDITION_REASON_PATTERN: "use a CamelCase reason such as RolloutStarted",
-}
-
-
-def cel(
-    rule: str,
-    message: str,
-    *,
-    field_path: str | None = None,
-    reason: str | None = None,
-    message_expression: str | None = None,
-) -> dict[str, str]:
-    """One CRD `x-kubernetes-validations` entry: the API server's twin of a validator here.
-
-    `message` must name the field and the fix; `field_path` (e.g. ".maxParallel") points the
-    error at the field that has to change; `reason` is FieldValueInvalid, FieldValueRequired,
-    FieldValueForbidden or FieldValueDuplicate.
-    """
-    entry = {"rule": rule, "message": message}
-    if message_expression:
-        entry["messageExpression"] = message_expression
-    if field_path:
-        entry["fieldPath"] = field_path
-    if reason:
-        entry["reason"] = reason
-    return entry
-
-
-def _validations(*rules: dict[str, str]) -> dict[str, Any]:
-    return {"x-kubernetes-validations": list(rules)}
-
-
-def _integral_float_to_int(value: Any) -> Any:
-    # JSON has one number type: the API server takes 600.0 as the integer 600 (and rejects 1.5).
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
-
-
-class _Model(BaseModel):
-    """Base for API models: camelCase on the wire, unknown fields rejected like strict kubectl."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        populate_by_name=True,
-        extra="forbid",
-        validate_assignment=False,
-        use_attribute_docstrings=True,
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _read_like_the_api_server(cls, data: Any) -> Any:
-        # The API server prunes `field: null` and then applies the default (`maxTargets: null` is
-        # "100%", `appSetRef: null` is missing), and takes 600.0 for the integer 600.
-        if isinstance(data, dict):
-            return {key: _integral_float_to_int(value) for key, value in data.items() if value is not None}
-        return data
-
-    def to_api(self) -> dict[str, Any]:
-        """Serialize the way the API server stores it: camelCase, unset optionals omitted."""
-        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
 # --- sizes -----------------------------------------------------------------------------------
@@ -381,6 +303,8 @@ class Stage(_Model):
     """Manual: the stage waits for `progressive-sync approve` (or `argo resume`) before it starts."""
     bake_seconds: Annotated[StrictInt, Field(ge=0, le=MAX_BAKE_SECONDS)] | None = None
     """Seconds to wait after the stage succeeded before the next stage starts."""
+    analysis: AnalysisSpec | None = None
+    """Argo Rollouts analysis for this stage: its fields override spec.analysis (args by name)."""
 
     @field_validator("max_parallel")
     @classmethod
@@ -430,6 +354,8 @@ def _stage_names_unique(stages: list[Stage]) -> list[Stage]:
 class ProgressiveSyncSpec(_Model):
     """What to roll out, to whom, in which order."""
 
+    model_config = ConfigDict(json_schema_extra=_validations(*ANALYSIS_RULES))
+
     app_set_ref: AppSetRef
     """The ApplicationSet whose Applications are rolled out."""
     stages: Annotated[
@@ -459,11 +385,24 @@ class ProgressiveSyncSpec(_Model):
     """false: clusters with Applications that no stage covers are an error."""
     paused: StrictBool = False
     """true: no new step starts until set back to false; running syncs finish."""
+    analysis: AnalysisSpec | None = None
+    """Argo Rollouts analysis for every stage (a stage's own analysis overrides it field by field)."""
 
     @field_validator("stages")
     @classmethod
     def _stages_unique(cls, stages: list[Stage]) -> list[Stage]:
         return _stage_names_unique(stages)
+
+    @model_validator(mode="after")
+    def _analysis_fits_stages(self) -> ProgressiveSyncSpec:
+        problems = [
+            f"stages[{index}] ({stage.name!r}): {problem}"
+            for index, stage in enumerate(self.stages)
+            for problem in analysis_problems(self.analysis, stage.analysis, bake_seconds=stage.bake_seconds)
+        ]
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
 
 
 # --- status ----------------------------------------------------------------------------------
@@ -581,6 +520,17 @@ class MoreClusters(_Model):
     """Noted clusters not in `notes`."""
 
 
+class StageAnalysisStatus(_Model):
+    """The stage's AnalysisRun (one per stage; per-cluster runs are in each cluster's record)."""
+
+    run: str
+    """The AnalysisRun's name (same namespace): `kubectl get analysisrun NAME -o yaml`."""
+    phase: str = "Pending"
+    """Pending, Running, Successful, Failed, Error or Inconclusive, as the Argo Rollouts controller says."""
+    message: str = ""
+    """What the run says: each metric's phase and last value, or the metric that failed and why."""
+
+
 class StageStatus(_Model):
     """Where one stage stands: counts, the first clusters in flight, failed and noted, its records."""
 
@@ -602,6 +552,8 @@ class StageStatus(_Model):
     """How many clusters each list above left out (absent when none)."""
     records: list[str] = Field(default_factory=list, json_schema_extra={"default": []})
     """The stage's ProgressiveSyncStage objects (same namespace): every cluster's record."""
+    analysis: StageAnalysisStatus | None = None
+    """The stage's analysis gate, when it runs one AnalysisRun for the whole stage."""
     started_at: Timestamp | None = None
     """When the stage started."""
     finished_at: Timestamp | None = None

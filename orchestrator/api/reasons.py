@@ -41,6 +41,7 @@ class Section(StrEnum):
     WATCHER = "Events about the watcher's own access"
     NOTICES = "Cluster notices (status.stages[], while a cluster waits)"
     PLAN = "Plan issues (progressive-sync plan; Valid=False with reason PlanInvalid)"
+    ANALYSIS = "Analysis gates (status.stages[].message, cluster records, the analyze step)"
 
 
 class Reason(StrEnum):
@@ -626,6 +627,83 @@ class Reason(StrEnum):
         "Applications are Synced at the revision they run but not settled: a health question, not a "
         "release; no rollout syncs them for it.",
         "Look at why Argo CD reports them unhealthy; a new commit or `argocd app sync` changes them.",
+    )
+
+    # --- analysis gates -----------------------------------------------------------------------
+
+    ANALYSIS_FAILED = (
+        "AnalysisFailed",
+        Section.ANALYSIS,
+        "stage Failed (cluster Failed with perCluster)",
+        "The stage's AnalysisRun ended Failed: a metric breached its failureLimit. The message names "
+        "the metric, its last value and the condition it failed.",
+        "Look at the service's metrics for the release (`kubectl get analysisrun NAME -o yaml` has every "
+        "measurement); fix the release, then `progressive-sync retry`, or correct the template.",
+        "analysis {run} failed: metric {metric} = {value} ({condition})",
+    )
+    ANALYSIS_ERROR = (
+        "AnalysisError",
+        Section.ANALYSIS,
+        "stage Failed (cluster Failed with perCluster)",
+        "The AnalysisRun ended Error: a metric's provider could not measure (Prometheus unreachable, "
+        "a query that does not parse) more often than its consecutiveErrorLimit. A gate that cannot "
+        "measure never passes.",
+        "Read the metric's message in the AnalysisRun's status; make the provider reachable or fix the "
+        "query, then `progressive-sync retry`.",
+    )
+    ANALYSIS_INCONCLUSIVE = (
+        "AnalysisInconclusive",
+        Section.ANALYSIS,
+        "stage Failed, or waiting for approval",
+        "The AnalysisRun ended Inconclusive: no success or failure condition decided (or its "
+        "inconclusiveLimit was reached). With onInconclusive: Approve the stage waits for a person.",
+        "Look at the measurements; `progressive-sync approve NAME --stage STAGE` (or `argo resume`) to "
+        "go on, `progressive-sync cancel NAME` to stop; or set onInconclusive.",
+    )
+    ANALYSIS_ARG_MISSING = (
+        "AnalysisArgMissing",
+        Section.ANALYSIS,
+        "stage Failed (step error)",
+        "A template declares an argument without a default that the analysis gives no value, or a "
+        "valueFrom that has no value here (a cluster without that label, a cluster with several "
+        "Applications for applicationName).",
+        "Add the argument to spec.analysis.args or the stage's (a value or a valueFrom), or give the "
+        "template a default; label the cluster's Secret.",
+        "argument {name!r}: {why}",
+    )
+    ANALYSIS_TEMPLATE_NOT_FOUND = (
+        "AnalysisTemplateNotFound",
+        Section.ANALYSIS,
+        "stage Failed (step error)",
+        "An AnalysisTemplate (in the ProgressiveSync's namespace) or ClusterAnalysisTemplate "
+        "(clusterScope: true) named in analysis.templates does not exist, or the Argo Rollouts CRDs "
+        "are not installed.",
+        "Create the template (or fix its name or clusterScope); install Argo Rollouts' CRDs and controller.",
+    )
+    ANALYSIS_METRIC_DUPLICATE = (
+        "AnalysisMetricDuplicate",
+        Section.ANALYSIS,
+        "stage Failed (step error)",
+        "Two of the stage's templates define a metric of the same name; one AnalysisRun cannot hold "
+        "both (Argo Rollouts refuses it the same way).",
+        "Rename one of the metrics, or run one of the templates only.",
+    )
+    ANALYSIS_TIMED_OUT = (
+        "AnalysisTimedOut",
+        Section.ANALYSIS,
+        "stage Failed",
+        "The AnalysisRun did not end within the analysis' timeoutSeconds (or the bound its metrics' "
+        "interval x count give, when no timeoutSeconds is set); it was terminated.",
+        "Check that the Argo Rollouts controller runs and reconciles AnalysisRuns in this namespace "
+        "(its --instance-id, --namespaced); raise timeoutSeconds if the metrics need longer.",
+    )
+    ANALYSIS_RUN_CONFLICT = (
+        "AnalysisRunConflict",
+        Section.ANALYSIS,
+        "stage Failed (step error)",
+        "An AnalysisRun with the name this rollout's stage uses exists but belongs to another rollout "
+        "(its progressivesync.io/rollout-id label differs).",
+        "Delete that AnalysisRun (`kubectl delete analysisrun NAME`), then `progressive-sync retry`.",
     )
 
 

@@ -31,6 +31,7 @@ from orchestrator.api.models import (
     ProgressiveSyncStatus,
     RolloutPhase,
     RolloutStatus,
+    StageAnalysisStatus,
     StageCounts,
     StagePhase,
     StageStatus,
@@ -242,6 +243,15 @@ def note_step_error(
     entry = stage_of(status, stage)
     if entry.phase in UNFINISHED_STAGE_PHASES:
         entry.message = (STEP_ERROR if final else TEMPORARY_STEP_ERROR) + message
+    return status
+
+
+def note_analysis(
+    status: ProgressiveSyncStatus, *, stage: str, run: str, phase: str, message: str
+) -> ProgressiveSyncStatus:
+    """The stage's AnalysisRun as it stands (its name, phase and what it says; message cut)."""
+    entry = stage_of(status, stage)
+    entry.analysis = StageAnalysisStatus(run=run, phase=phase, message=cut_reason(message))
     return status
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import click
 
+from orchestrator.api.analysis import describe_analysis, resolve_analysis
 from orchestrator.api.models import ProgressiveSync
 from orchestrator.api.release import revision_key
 from orchestrator.argocd.fleet import (
@@ -120,6 +121,8 @@ def plan(
         # A manifest that was never applied has no generation; the API server would give it 1.
         generation = ps.metadata.generation or 1
         shown = render(result, settings.output, generation=generation)
+    if settings.output is OutputFormat.TABLE:
+        shown += analysis_section(ps)
     click.echo(shown, nl=False)
     if result.has_errors:
         ctx.exit(1)
@@ -172,6 +175,16 @@ class _UsageProblem(click.ClickException):
 
 
 # --- outputs ---------------------------------------------------------------------------------
+
+
+def analysis_section(ps: ProgressiveSync) -> str:
+    """Where analysis gates run, one line per stage that has one ("" when none has)."""
+    lines = []
+    for stage in ps.spec.stages:
+        analysis = resolve_analysis(ps.spec.analysis, stage.analysis)
+        if analysis is not None:
+            lines.append(f"  {stage.name}: {describe_analysis(analysis, bake_seconds=stage.bake_seconds)}")
+    return "\nanalysis:\n" + "\n".join(lines) + "\n" if lines else ""
 
 
 def render(result: RolloutPlan, output: OutputFormat, *, generation: int) -> str:

@@ -9,7 +9,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from orchestrator.engine.expressions import Unresolved, substitute
+from orchestrator.engine.expressions import Unresolved, substitute, when_holds
 from orchestrator.engine.nodes import PassState
 from orchestrator.workflows.phases import FULFILLED, UNSUCCESSFUL, NodePhase, NodeType
 
@@ -153,6 +153,34 @@ class DagNodes(PassState):
         """Advance (or start) one task's node; None when it may not start yet."""
         task_scope = self.task_scope(str(dag_node["name"]), scope, task_nodes)
         template_name = str(task["template"])
+        if task.get("when") is not None:
+            # Argo: a task whose `when` is false gets a Skipped node, which its dependents take as done.
+            try:
+                holds = when_holds(str(substitute(str(task["when"]), task_scope)))
+            except Unresolved as exc:
+                node = self.node_by_name(child_name) or self.new_node(
+                    child_name,
+                    NodeType.SKIPPED,
+                    display_name=str(task["name"]),
+                    template_name=template_name,
+                    boundary_id=str(dag_node["id"]),
+                )
+                self.finish(node, NodePhase.ERROR, f"when: {exc}")
+                return node
+            if not holds:
+                existing = self.node_by_name(child_name)
+                if existing is not None:
+                    return existing
+                skipped = self.new_node(
+                    child_name,
+                    NodeType.SKIPPED,
+                    display_name=str(task["name"]),
+                    template_name=template_name,
+                    boundary_id=str(dag_node["id"]),
+                    phase=NodePhase.SKIPPED,
+                    message=f"when '{task['when']}' evaluated false",
+                )
+                return skipped
         if task.get("withParam") is not None:
             return self.execute_loop(task, child_name, dag_node, task_scope)
         try:

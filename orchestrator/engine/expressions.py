@@ -125,3 +125,26 @@ def retry_expression_holds(expression: str, *, exit_code: int, status: str) -> b
         if holds:
             return True
     return False
+
+
+# A task's `when`, in the one form our Workflows use: `<operand> == <operand>` or `!=`, each a
+# variable already substituted or a word (optionally quoted), as Argo's govaluate reads
+# `{{tasks.analysis-x.outputs.parameters.verdict}} == Inconclusive`.
+_WHEN = re.compile(r"^\s*(\S+?)\s*(==|!=)\s*(\S+?)\s*$")
+
+
+def check_when_expression(expression: str) -> None:
+    """UnsupportedFeature unless `expression` is `A == B` or `A != B` (see `_WHEN`)."""
+    if not _WHEN.match(expression):
+        raise UnsupportedFeature(f"dag.tasks.when other than `A == B` or `A != B`: {expression!r}")
+
+
+def when_holds(expression: str) -> bool:
+    """The value of a `when` whose variables are substituted already (see `check_when_expression`)."""
+    match = _WHEN.match(expression)
+    if match is None:
+        raise UnsupportedFeature(f"dag.tasks.when other than `A == B` or `A != B`: {expression!r}")
+    left, operator, right = (
+        part.strip("'\"") if index != 1 else part for index, part in enumerate(match.groups())
+    )
+    return (left == right) if operator == "==" else (left != right)

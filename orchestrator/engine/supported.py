@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from orchestrator.engine.expressions import check_retry_expression, parse_duration
+from orchestrator.engine.expressions import check_retry_expression, check_when_expression, parse_duration
 from orchestrator.engine.interface import UnsupportedFeature
 from orchestrator.workflows.phases import Shutdown
 
@@ -69,7 +69,7 @@ _SUPPORTED_CONTAINER = {
     "securityContext",
     "volumeMounts",
 }
-_SUPPORTED_TASK = {"name", "template", "arguments", "dependencies", "withParam", "continueOn"}
+_SUPPORTED_TASK = {"name", "template", "arguments", "dependencies", "withParam", "continueOn", "when"}
 _SUPPORTED_RETRY = {"limit", "retryPolicy", "expression", "backoff"}
 _SUPPORTED_BACKOFF = {"duration", "factor", "cap"}
 
@@ -156,6 +156,8 @@ def check_supported(workflow: Mapping[str, Any]) -> None:
             _only(f"{kind}.dag", template["dag"], {"tasks"})
             for task in template["dag"].get("tasks") or []:
                 _only(f"{kind}.dag.tasks[{task.get('name')}]", task, _SUPPORTED_TASK)
+                if task.get("when") is not None:
+                    check_when_expression(str(task["when"]))
                 _check_parameters(f"{kind}.dag.tasks[{task.get('name')}].arguments", task.get("arguments"))
         # emptyDir volumes only (the step outputs directory on a read-only root filesystem): each
         # local step already gets a fresh directory of its own, so they need nothing more here.

@@ -188,6 +188,12 @@ APPLICATION_SETS = Resource("argoproj.io", "v1alpha1", "applicationsets", "Appli
 APP_PROJECTS = Resource("argoproj.io", "v1alpha1", "appprojects", "AppProject")
 WORKFLOWS = Resource("argoproj.io", "v1alpha1", "workflows", "Workflow")
 WORKFLOW_TEMPLATES = Resource("argoproj.io", "v1alpha1", "workflowtemplates", "WorkflowTemplate")
+# Argo Rollouts' analysis (analysis gates, steps/analyze.py).
+ANALYSIS_RUNS = Resource("argoproj.io", "v1alpha1", "analysisruns", "AnalysisRun")
+ANALYSIS_TEMPLATES = Resource("argoproj.io", "v1alpha1", "analysistemplates", "AnalysisTemplate")
+CLUSTER_ANALYSIS_TEMPLATES = Resource(
+    "argoproj.io", "v1alpha1", "clusteranalysistemplates", "ClusterAnalysisTemplate"
+)
 SECRETS = Resource("", "v1", "secrets", "Secret")
 CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap")
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace")

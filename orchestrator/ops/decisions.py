@@ -22,6 +22,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from orchestrator.api.analysis import OnInconclusive, resolve_analysis
 from orchestrator.api.metadata import rollout_workflow_name
 from orchestrator.api.models import (
     ApprovalMode,
@@ -163,10 +164,12 @@ def decide_approve(ps: ProgressiveSync, workflow: Mapping[str, Any], stage: str 
         if spec_stage is None:
             known = ", ".join(repr(s.name) for s in ps.spec.stages)
             raise OpsRefused(f"{who} has no stage {stage!r} (its stages: {known})", exit_code=2)
-        if spec_stage.approval != ApprovalMode.MANUAL:
+        analysis = resolve_analysis(ps.spec.analysis, spec_stage.analysis)
+        analysis_gate = analysis is not None and analysis.on_inconclusive is OnInconclusive.APPROVE
+        if spec_stage.approval != ApprovalMode.MANUAL and not analysis_gate:
             raise OpsRefused(
                 f"nothing to approve: stage {stage!r} of {who} has no manual approval gate "
-                "(its approval is Automatic)"
+                "(its approval is Automatic, and its analysis does not wait on Inconclusive)"
             )
         if stage in gates:
             return gates[stage]

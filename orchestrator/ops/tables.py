@@ -82,6 +82,9 @@ def status_table(view: ops_view.RolloutView, now: datetime) -> RenderableType:
         Text(""),
         stages,
     ]
+    analysis = ops_view.analysis_lines(view)
+    if analysis:
+        parts += [Text(""), *(Text(line) for line in analysis)]
     if view.clusters is not None:
         # --clusters / -o wide: every cluster of the rollout, from its records.
         table = _plain_table(ops_view.WIDE_CLUSTER_COLUMNS)

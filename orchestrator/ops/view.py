@@ -135,6 +135,8 @@ class StageView:
     finished_at: datetime | None = None
     approval: ApprovalMode = ApprovalMode.AUTOMATIC
     waiting_for_approval: bool = False
+    # The stage's analysis gate as the status holds it: `<run> <phase>: <message>` ("" without one).
+    analysis: str = ""
 
     def duration(self, now: datetime) -> timedelta | None:
         """Started → finished, or → now while it runs; None before it starts."""
@@ -325,6 +327,9 @@ def rollout_view(
                 finished_at=entry.finished_at,
                 approval=approvals.get(entry.name, ApprovalMode.AUTOMATIC),
                 waiting_for_approval=entry.name in waiting,
+                analysis=f"{entry.analysis.run} {entry.analysis.phase}: {entry.analysis.message}"
+                if entry.analysis is not None
+                else "",
             )
             for entry in status.stages
         )
@@ -442,6 +447,11 @@ def wide_cluster_rows(view: RolloutView) -> list[tuple[str, ...]]:
         )
         for c in view.clusters or ()
     ]
+
+
+def analysis_lines(view: RolloutView) -> list[str]:
+    """Each stage's analysis gate (its AnalysisRun, phase, and each metric or the failing one)."""
+    return [f"analysis of {stage.name!r}: {stage.analysis}" for stage in view.stages if stage.analysis]
 
 
 def left_out_lines(view: RolloutView) -> list[str]:

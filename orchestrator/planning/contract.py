@@ -9,7 +9,10 @@ revision set, one entry per source; each Application syncs to the set Argo CD co
 - `batches`: how many batch pods run it (0: one pod per cluster; never above maxParallel);
 - `startSyncs`: how many of its first targets the step that selects it starts syncing itself (the
   first wave, steps/first_wave.py);
-- `deadlineWaves`: the progress deadlines its waves add to the Workflow's `activeDeadlineSeconds`.
+- `deadlineWaves`: the progress deadlines its waves add to the Workflow's `activeDeadlineSeconds`;
+- `analysis` (only for a stage with analysis): its effective analysis, the stage's block over the
+  spec's defaults (`orchestrator.api.analysis.resolve_analysis`): the templates, the args, when,
+  perCluster, onInconclusive, timeoutSeconds. The `analyze` step runs it (steps/analyze.py).
 
 The Workflow builder makes it once from the plan (`make_contract`, with the sizing rules of
 `orchestrator.planning.sizing`), takes every number of the Workflow from it (the fan-out
@@ -31,6 +34,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from orchestrator.api.analysis import StageAnalysis, resolve_analysis
 from orchestrator.api.models import ProgressiveSyncSpec
 from orchestrator.api.release import Revisions, RevisionsError, revisions_from_data
 from orchestrator.planning.sizing import StageSize, batch_count, deadline_waves, first_wave
@@ -57,6 +61,7 @@ class StageContract(_Model):
     batches: int = Field(default=0, ge=0)
     start_syncs: int = Field(default=0, ge=0)
     deadline_waves: int = Field(default=1, ge=1)
+    analysis: StageAnalysis | None = None
 
     @model_validator(mode="after")
     def _batches_share_max_parallel(self) -> StageContract:
@@ -105,7 +110,11 @@ class RolloutContract(_Model):
 
     def to_json(self) -> str:
         """The Workflow argument's form: compact JSON, camelCase fields, release as lists."""
-        return json.dumps(self.model_dump(mode="json", by_alias=True), separators=(",", ":"))
+        # Unset optionals (a stage without analysis) are left out: the contract of a rollout without
+        # analysis reads as it always did.
+        return json.dumps(
+            self.model_dump(mode="json", by_alias=True, exclude_none=True), separators=(",", ":")
+        )
 
 
 def parse_contract(text: str | None) -> RolloutContract:
@@ -170,6 +179,7 @@ def make_contract(
                 batches=batch_count(size, threshold=batch_threshold, per_batch=per_batch),
                 start_syncs=first_wave(size),
                 deadline_waves=deadline_waves(size),
+                analysis=resolve_analysis(spec.analysis, stage.analysis),
             )
         )
     try:

@@ -8,5 +8,6 @@ The fault suite's `plane` (tests/integration/test_fault_suite_*.py; tests/suppor
 
 from __future__ import annotations
 
+from tests.support.analysis_crds import rollouts_crds  # noqa: F401 - fixture
 from tests.support.fault_rig import plane  # noqa: F401 - fixture
 from tests.support.steps_rig import fleet, rig, runner, simulate, steps_config  # noqa: F401 - fixtures

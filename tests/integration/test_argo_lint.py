@@ -25,7 +25,11 @@ from workflow_templates.settings import WorkflowSettings
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = sorted([*(REPO / "examples").glob("*.yaml"), render.EXAMPLE_PS])
+# With the analysis gates' every shape (a gate per stage, per cluster, approve-analysis, a bake
+# that is an analysis): tests/api/valid/analysis.yaml.
+EXAMPLES = sorted(
+    [*(REPO / "examples").glob("*.yaml"), render.EXAMPLE_PS, REPO / "tests/api/valid/analysis.yaml"]
+)
 
 
 def progressive_syncs() -> list[ProgressiveSync]:

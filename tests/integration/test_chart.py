@@ -73,8 +73,15 @@ STEPS_NEED = [
     ("watch", "applications.argoproj.io"),
     ("get", "configmaps#progressive-sync-clusters"),
     ("get", "workflows.argoproj.io"),
+    # Analysis gates (analysis.enabled, on by default).
+    ("create", "analysisruns.argoproj.io"),
+    ("get", "analysisruns.argoproj.io"),
+    ("patch", "analysisruns.argoproj.io"),
+    ("get", "analysistemplates.argoproj.io"),
 ]
 STEPS_MUST_NOT = [
+    ("delete", "analysisruns.argoproj.io"),
+    ("create", "analysistemplates.argoproj.io"),
     ("delete", "applications.argoproj.io"),
     ("create", "workflows.argoproj.io"),
     ("update", "progressivesyncs.progressivesync.io"),
@@ -97,7 +104,9 @@ def can_i(kubectl: Kubectl, user: str, verb: str, resource: str, namespace: str)
     return result.stdout.strip() == "yes"
 
 
-def test_rendered_chart_applies_and_rbac_fits_the_code(helm: Path, kubectl: Kubectl, namespace: str) -> None:
+def test_rendered_chart_applies_and_rbac_fits_the_code(
+    helm: Path, kubectl: Kubectl, namespace: str, rollouts_crds: None
+) -> None:
     documents = render(helm, namespace, f"argocdNamespace={namespace}", f"workflowNamespace={namespace}")
     kinds = sorted({doc["kind"] for doc in documents})
     assert {"Deployment", "ServiceAccount", "Role", "RoleBinding", "WorkflowTemplate"} <= set(kinds)
@@ -117,6 +126,40 @@ def test_rendered_chart_applies_and_rbac_fits_the_code(helm: Path, kubectl: Kube
     assert missing == [], f"steps lack {missing}"
     too_much = [(verb, res) for verb, res in STEPS_MUST_NOT if can_i(kubectl, steps, verb, res, namespace)]
     assert too_much == [], f"steps may do more than they need: {too_much}"
+
+
+@pytest.mark.parametrize(
+    ("values", "analysis_roles", "cluster_role"),
+    [
+        pytest.param((), 1, False, id="default-analysis-in-the-namespace-only"),
+        pytest.param(("analysis.enabled=false",), 0, False, id="analysis-off-no-right"),
+        pytest.param(("analysis.clusterTemplates=true",), 1, True, id="cluster-templates-one-cluster-role"),
+    ],
+)
+def test_analysis_rights_follow_the_chart_values(
+    helm: Path, values: tuple[str, ...], analysis_roles: int, cluster_role: bool
+) -> None:
+    documents = render(helm, "argocd", *values)
+    roles = [
+        doc
+        for doc in documents
+        if doc["kind"] == "Role" and any("analysisruns" in rule["resources"] for rule in doc["rules"])
+    ]
+    assert len(roles) == analysis_roles
+    bindings = [doc for doc in documents if doc["kind"] == "ClusterRoleBinding"]
+    assert [b["roleRef"]["name"] for b in bindings] == (
+        ["psync-progressive-sync-steps-cluster-analysis-templates"] if cluster_role else []
+    )
+    granted = [
+        doc
+        for doc in documents
+        if doc["kind"] == "ClusterRole" and doc["metadata"]["name"].endswith("templates")
+    ]
+    assert [rule for doc in granted for rule in doc["rules"]] == (
+        [{"apiGroups": ["argoproj.io"], "resources": ["clusteranalysistemplates"], "verbs": ["get"]}]
+        if cluster_role
+        else []
+    )
 
 
 def test_workflow_templates_follow_the_chart_values(helm: Path) -> None:

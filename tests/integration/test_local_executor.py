@@ -309,6 +309,45 @@ def test_approval_gate_waits_until_resumed(
     assert log.count("end", "after") == 1
 
 
+@pytest.mark.parametrize(
+    ("verdict", "gate_phase"),
+    [
+        pytest.param("Inconclusive", "Running", id="inconclusive-waits"),
+        pytest.param("Passed", "Skipped", id="skipped"),
+    ],
+)
+@pytest.mark.usefixtures("executor")
+def test_a_when_gate_runs_only_on_its_verdict(
+    kube: Kube, namespace: str, log: Log, verdict: str, gate_phase: str
+) -> None:
+    """The analysis gate's shape (workflow_templates.builder): `approve-analysis` runs only when the
+    analysis task's `verdict` output says Inconclusive; Skipped, the task after it runs at once."""
+    analysis = step_template("analysis", "analysis", outputs=True, LOG=str(log.path), TARGETS=verdict)
+    analysis["outputs"]["parameters"][0]["name"] = "verdict"
+    when = "{{tasks.analysis.outputs.parameters.verdict}} == Inconclusive"
+    templates = [
+        dag(
+            "main",
+            task("analysis", "analysis"),
+            task("approve-analysis", "approval", "analysis", when=when),
+            task("after", "after", "approve-analysis"),
+        ),
+        analysis,
+        {"name": "approval", "suspend": {}},
+        step_template("after", "after", LOG=str(log.path)),
+    ]
+    name = f"when-{verdict.lower()}"
+    kube.create(WORKFLOWS, namespace, workflow(name, namespace, templates))
+    gate = wait_for(lambda: nodes_named(get(kube, namespace, name), ".approve-analysis"), timeout=30)[0]
+    assert gate["phase"] == gate_phase
+    if gate_phase == "Running":
+        assert log.count("start", "after") == 0
+        workflow_control.resume(kube, namespace, name, clock=SystemClock())
+    done = wait_phase(kube, namespace, name, "Succeeded", "Failed")
+    assert done["status"]["phase"] == "Succeeded"
+    assert log.count("end", "after") == 1
+
+
 def test_temporary_errors_are_retried(
     executor: LocalExecutor, kube: Kube, namespace: str, log: Log, tmp_path: Path
 ) -> None:

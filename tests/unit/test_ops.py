@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from orchestrator.api.metadata import workflow_name
-from orchestrator.api.models import MoreClusters, StageCounts, StagePhase, StageStatus
+from orchestrator.api.models import MoreClusters, StageAnalysisStatus, StageCounts, StagePhase, StageStatus
 from orchestrator.api.stage_records import ProgressiveSyncStage, new_records
 from orchestrator.ops import decisions as ops
 from orchestrator.ops import tables
@@ -540,3 +540,27 @@ def test_live_display_on_a_terminal_redraws_in_place_and_gives_the_cursor_back()
     assert screen.count("one per region") >= 2 and "2/3" in screen
     assert "\x1b[?25l" in screen, "the cursor is hidden while redrawing"
     assert screen.rstrip().endswith("\x1b[?25h"), "and shown again when the display closes"
+
+
+def test_approve_opens_the_gate_of_an_inconclusive_analysis() -> None:
+    """A stage without a manual gate whose analysis waits on Inconclusive (onInconclusive: Approve):
+    its `approve-analysis` node is the `approval` template with the stage's input."""
+    analysis = {"templates": [{"name": "error-rate"}], "onInconclusive": "Approve"}
+    stages = [{**OPERATOR_STAGES[0], "analysis": analysis}, *OPERATOR_STAGES[1:]]
+    gated = ops_view.parse_progressive_sync(make_ps(stages=stages, phase="Progressing"))
+    workflow = make_workflow(nodes=[make_gate_node(WF, "canary")])
+    assert ops.decide_approve(gated, workflow, "canary").stage == "canary"
+
+
+def test_table_shows_each_stage_analysis_gate() -> None:
+    stages = running_stages()
+    stages[0].analysis = StageAnalysisStatus(
+        run="myservice-7f3c2a1-canary-0a1b2c3d4e",
+        phase="Failed",
+        message="analysis failed: metric error-rate = [0.42] (successCondition result[0] < 0.05)",
+    )
+    text = tables.render_table(ops_view.rollout_view(ps(phase="Progressing", stage_status=stages)), NOW)
+    assert (
+        "analysis of 'canary': myservice-7f3c2a1-canary-0a1b2c3d4e Failed: analysis failed: metric "
+        "error-rate = [0.42]" in text.replace("\n", " ")
+    )

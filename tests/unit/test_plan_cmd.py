@@ -237,3 +237,20 @@ def test_the_api_examples_plan_cleanly_against_the_example_fleet() -> None:
     plan = json.loads(result.stdout)
     assert plan["summary"]["uncovered"] == [] and plan["errors"] == [] and plan["warnings"] == []
     assert sum(len(stage["targets"]) for stage in plan["stages"]) == 12
+
+
+def test_the_table_says_where_analysis_runs(tmp_path: Path) -> None:
+    analysis = {"templates": [{"name": "error-rate"}], "perCluster": True, "onInconclusive": "Approve"}
+    ps_file = write(tmp_path, "ps.yaml", ps_manifest(analysis=analysis))
+    result = run("-f", ps_file, "--fleet", EXAMPLE_FLEET)
+    assert result.exit_code == 0, result.output
+    section = result.stdout.split("\nanalysis:\n", 1)[1].splitlines()
+    assert section[0] == (
+        "  canary in eu-west-1: error-rate: after its clusters are Synced and Healthy, before the next stage "
+        "(one AnalysisRun per cluster); Inconclusive waits for approval"
+    )
+    assert len(section) == 3  # spec.analysis: every stage
+    assert (
+        "analysis:"
+        not in run("-f", write(tmp_path, "plain.yaml", ps_manifest()), "--fleet", EXAMPLE_FLEET).stdout
+    )
