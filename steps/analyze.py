@@ -254,6 +254,13 @@ class OpenRuns:
             self.kube, self.namespace, self.workflow, self.clock = kube, namespace, workflow, clock
             self.names = list(names)
 
+    def add(self, name: str) -> None:
+        """A run about to be created: open from before its create, so that a SIGTERM arriving
+        between the create and the wait still terminates it (a name not created yet is skipped)."""
+        with self._lock:
+            if name not in self.names:
+                self.names.append(name)
+
     def stop_before_exit(self, seconds: float) -> str:
         """Terminate the open runs when the Workflow is stopping, and wait at most `seconds`."""
         with self._lock:
@@ -389,6 +396,9 @@ def analyze(
         else None
     )
     bake = next((s.bake_seconds for s in ps.spec.stages if s.name == stage), None) or 0
+    opened = open_runs or OpenRuns()
+    workflow = workflow_name(ps.metadata.name, ctx.rollout.rollout_id)
+    opened.hold(kube, namespace, workflow, ctx.clock, [])
     for target in targets if templates else []:
         record = outcomes.clusters.get(target)
         try:
@@ -404,6 +414,7 @@ def analyze(
         except AnalysisBuildError as exc:
             failures[target] = (exc.reason, str(exc))
             continue
+        opened.add(manifest["metadata"]["name"])
         run = create_or_adopt(kube, manifest, ctx.rollout.rollout_id)
         created = parse_time((run.get("metadata") or {}).get("creationTimestamp")) or now
         seconds = (
@@ -418,17 +429,9 @@ def analyze(
                 deadline=created + timedelta(seconds=seconds),
             )
         )
-    if open_runs is not None:
-        open_runs.hold(
-            kube,
-            namespace,
-            workflow_name(ps.metadata.name, ctx.rollout.rollout_id),
-            ctx.clock,
-            [r.name for r in runs],
-        )
+    opened.hold(kube, namespace, workflow, ctx.clock, [r.name for r in runs])
     stopped = _follow(kube, ctx, runs, when=when, sink=sink)
-    if open_runs is not None:
-        open_runs.hold(kube, namespace, "", ctx.clock, [])
+    opened.hold(kube, namespace, "", ctx.clock, [])
     return _conclude(
         kube, ctx, analysis=analysis, when=when, runs=runs, failures=failures, sink=sink, stopped=stopped
     )
