@@ -35,6 +35,13 @@ the simulator: `orchestrator.devenv.demo_argocd` starts it on the demo's control
 on three destination kube-apiservers, a Git repository, release 1 deployed) and commits release 2;
 the rest is the same, with either engine.
 
+With `analysis` (`demo --analysis`) or `bad_metrics` (`demo --bad-metrics NAME`, which implies it)
+the ProgressiveSync gets an error-rate analysis gate on every cluster of every stage, and the demo
+starts what answers it: a metrics endpoint per cluster, a real Prometheus, the real Argo Rollouts
+analysis controller (`orchestrator.devenv.demo_analysis`). `bad_metrics` makes that cluster the
+canary, Healthy in Argo CD but serving errors; the summary then names the metric that failed, its
+value and its condition. Not in the default demo: the gates make it ~45 % slower (docs/analysis.md).
+
 Callers: `orchestrator.cli.demo_cmd`, the e2e tests, the benchmarks (which reuse the fleet
 helpers).
 """
