@@ -58,7 +58,9 @@ unit: $(STAMP)
 
 # The first thing to run: builds the tools on a cold cache, then a 3-stage rollout over a simulated
 # 12-cluster fleet on a local control plane (about a minute). DEMO_ARGS="--fail-cluster NAME" shows a
-# canary failing; everything the demo starts is stopped and removed when it ends.
+# canary failing, DEMO_ARGS="--bad-metrics NAME" a Healthy canary stopped by its analysis gate (a real
+# Prometheus and Argo Rollouts analysis controller); everything the demo starts is stopped and removed
+# when it ends.
 DEMO_ARGS ?=
 demo: $(STAMP)
 	@tools="$$(hack/tools/build.sh)" && KUBEBUILDER_ASSETS="$$tools" PROGRESSIVE_SYNC_TOOLS_DIR="$$tools" \

@@ -178,6 +178,7 @@ LONG_TESTS: tuple[tuple[str, float], ...] = (
     ),
     ("tests/integration/test_access_matrix.py", 50.0),
     ("tests/integration/test_watcher_memory.py", 50.0),  # 270 before its cut
+    ("tests/e2e/test_demo.py::test_bad_metrics_stops_the_rollout_at_the_healthy_but_bad_canary", 46.0),
     ("tests/integration/test_leader_election.py::test_the_leader_killed_mid_rollout", 44.0),
 )
 

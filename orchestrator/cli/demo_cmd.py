@@ -9,6 +9,9 @@ Ctrl-C and SIGTERM stop everything the demo started and remove its temporary fil
 dev stack with a node; root, one per machine); `make demo` stays on the local engine. `--ui`
 (implies `--engine argo`) keeps the Argo UI of the finished rollout open on the loopback URL the
 demo prints until Ctrl-C; then everything is stopped as usual and the exit code is the rollout's.
+`--analysis` gates every cluster on its error rate (a real Prometheus, the real Argo Rollouts
+analysis controller); `--bad-metrics NAME` implies it and makes NAME the canary, Healthy in Argo CD
+but serving errors, so the gate stops the rollout there (exit 1).
 """
 
 from __future__ import annotations
@@ -55,6 +58,18 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     f"with --argocd real: {demo_cluster_names(ArgoCDMode.REAL)[0]}, ...).",
 )
 @click.option(
+    "--bad-metrics",
+    metavar="NAME",
+    help="Make this cluster the canary, Healthy in Argo CD but serving 35% errors; the analysis gate "
+    "(implied) must stop the rollout there. Needs the Argo Rollouts build (`make tools`).",
+)
+@click.option(
+    "--analysis",
+    is_flag=True,
+    help="Gate every cluster of every stage on its error rate: a real Prometheus asked by the real "
+    "Argo Rollouts analysis controller (~20-25 s more than without).",
+)
+@click.option(
     "--sync-seconds",
     type=click.FloatRange(min=0.05),
     default=2.0,
@@ -99,6 +114,8 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 def demo(
     *,
     fail_cluster: str | None,
+    bad_metrics: str | None,
+    analysis: bool,
     sync_seconds: float,
     timeout: float,
     engine: str | None,
@@ -120,6 +137,16 @@ def demo(
             f"{fail_cluster!r} is not a cluster of the {mode.value} demo; pick one of: {', '.join(names)}",
             param_hint="--fail-cluster",
         )
+    if bad_metrics is not None and bad_metrics not in names:
+        raise click.BadParameter(
+            f"{bad_metrics!r} is not a cluster of the {mode.value} demo; pick one of: {', '.join(names)}",
+            param_hint="--bad-metrics",
+        )
+    if fail_cluster and bad_metrics and fail_cluster != bad_metrics:
+        raise click.BadParameter(
+            "both pick the canary: name the same cluster, or use one",
+            param_hint="--fail-cluster/--bad-metrics",
+        )
     clock = SystemClock()
     signal.signal(signal.SIGTERM, _interrupt)
     with tempfile.TemporaryDirectory(prefix="progressive-sync-demo-") as workdir:
@@ -136,6 +163,8 @@ def demo(
                 tty=sys.stdout.isatty(),
                 engine=Engine(engine),
                 argocd=mode,
+                analysis=analysis,
+                bad_metrics=bad_metrics,
             )
             try:
                 result = run_demo(

@@ -35,6 +35,13 @@ the simulator: `orchestrator.devenv.demo_argocd` starts it on the demo's control
 on three destination kube-apiservers, a Git repository, release 1 deployed) and commits release 2;
 the rest is the same, with either engine.
 
+With `analysis` (`demo --analysis`) or `bad_metrics` (`demo --bad-metrics NAME`, which implies it)
+the ProgressiveSync gets an error-rate analysis gate on every cluster of every stage, and the demo
+starts what answers it: a metrics endpoint per cluster, a real Prometheus, the real Argo Rollouts
+analysis controller (`orchestrator.devenv.demo_analysis`). `bad_metrics` makes that cluster the
+canary, Healthy in Argo CD but serving errors; the summary then names the metric that failed, its
+value and its condition. Not in the default demo: the gates make it ~45 % slower (docs/analysis.md).
+
 Callers: `orchestrator.cli.demo_cmd`, the e2e tests, the benchmarks (which reuse the fleet
 helpers).
 """
@@ -55,7 +62,8 @@ from typing import Any
 from orchestrator.api.metadata import NAME_LABEL, label_value
 from orchestrator.api.models import API_VERSION, RolloutPhase, StagePhase
 from orchestrator.core.clock import Clock
-from orchestrator.devenv import tools
+from orchestrator.devenv import demo_analysis, tools
+from orchestrator.devenv.analysis_stack import AnalysisStack
 from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.devenv.demo_argocd import RealFleet, real_cluster_names, start_real_fleet
 from orchestrator.devenv.stack import DevStack, StackOptions
@@ -99,9 +107,10 @@ def demo_cluster_names(argocd: ArgoCDMode = ArgoCDMode.SIMULATED) -> list[str]:
     return [cluster.name for cluster in seed_clusters(CLUSTER_COUNT, REGIONS)]
 
 
-def demo_progressive_sync() -> dict[str, Any]:
-    """The ProgressiveSync the demo applies (committed as examples/demo.yaml; a test keeps them equal)."""
-    return {
+def demo_progressive_sync(*, analysis: bool = False) -> dict[str, Any]:
+    """The ProgressiveSync the demo applies (committed as examples/demo.yaml; a test keeps them equal);
+    with `analysis`, plus the error-rate gate on every cluster (`demo_analysis.analysis_block`)."""
+    body: dict[str, Any] = {
         "apiVersion": API_VERSION,
         "kind": "ProgressiveSync",
         "metadata": {"name": NAME, "namespace": NAMESPACE},
@@ -132,6 +141,9 @@ def demo_progressive_sync() -> dict[str, Any]:
             "failurePolicy": {"maxFailedClusters": 0},
         },
     }
+    if analysis:
+        body["spec"]["analysis"] = demo_analysis.analysis_block()
+    return body
 
 
 @dataclass(frozen=True)
@@ -150,6 +162,15 @@ class DemoSettings:
     tty: bool = False
     engine: Engine = Engine.LOCAL
     argocd: ArgoCDMode = ArgoCDMode.SIMULATED
+    # The error-rate analysis gate on every cluster (`demo_analysis`); `bad_metrics` implies it and
+    # names the cluster (made the canary) that is Healthy in Argo CD but serves errors.
+    analysis: bool = False
+    bad_metrics: str | None = None
+
+    @property
+    def with_analysis(self) -> bool:
+        """True when the ProgressiveSync has an analysis gate (and the analysis stack runs)."""
+        return self.analysis or self.bad_metrics is not None
 
 
 @dataclass
@@ -164,6 +185,8 @@ class DemoResult:
     cluster_count: int = CLUSTER_COUNT
     synced_clusters: list[str] = field(default_factory=list)
     syncs_per_app: dict[str, int] = field(default_factory=dict)
+    # The metrics that failed in the rollout's AnalysisRuns (with an analysis gate).
+    failed_metrics: list[demo_analysis.FailedMetric] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -192,12 +215,14 @@ class DemoError(Exception):
     """The demo could not run (a bad flag value, tools missing, the rollout did not end in time)."""
 
 
-def _crd_documents() -> list[dict[str, Any]]:
-    """Ours and the peers' CRDs (from the tools folder), or a DemoError saying what to build."""
+def _crd_documents(*, analysis: bool = False) -> list[dict[str, Any]]:
+    """Ours and the peers' CRDs (from the tools folder; with `analysis`, Argo Rollouts' analysis
+    CRDs too, in the same batch), or a DemoError saying what to build."""
     try:
+        dirs = tools.peer_crd_dirs() + ([tools.rollouts_crd_dir()] if analysis else [])
         # Argo's minimal Workflow CRD, as an installation has it (the full schema doubles the API
         # server's start-up work: docs/dev-stack.md); the tests check our Workflows against the full one.
-        return all_crd_documents(tools.peer_crd_dirs(), workflow_crd_dir=tools.minimal_workflow_crd_dir())
+        return all_crd_documents(dirs, workflow_crd_dir=tools.minimal_workflow_crd_dir())
     except tools.ToolsMissing as exc:
         raise DemoError(str(exc)) from exc
 
@@ -215,18 +240,18 @@ def run_demo(
     Argo UI stays open while it runs).
     """
     names = demo_cluster_names(settings.argocd)
-    canary = settings.fail_cluster or names[0]
-    if canary not in names:
-        raise DemoError(f"--fail-cluster {canary!r} is not a demo cluster; pick one of: {', '.join(names)}")
+    canary = _canary(settings, names)
     started = time.monotonic()
     events_log = (settings.workdir / "simulator-events.jsonl") if settings.workdir else None
     real_fleet = None
     with contextlib.ExitStack() as stack:
-        cluster, workflow, ui_url = _start_engine(settings, stack, write)
+        cluster, workflow, ui_url, analysis = _start_engine(settings, stack, write, names)
         kube = Kube.from_kubeconfig(str(cluster.kubeconfig))
         stack.callback(kube.close)
         if settings.engine == Engine.LOCAL:
-            apply_crds(kube, _crd_documents())
+            apply_crds(kube, _crd_documents(analysis=settings.with_analysis))
+            if settings.with_analysis:
+                analysis = demo_analysis.start_analysis(stack, cluster, names, write)
         real_fleet = _start_fleet(
             stack,
             cluster,
@@ -237,13 +262,17 @@ def run_demo(
             clock=clock,
             write=write,
         )
+        if analysis is not None:
+            demo_analysis.prepare_gate(analysis, kube, namespace=NAMESPACE, bad_cluster=settings.bad_metrics)
         watcher = Watcher(
             kube, watcher_settings(cluster.kubeconfig, settings.engine, workflow), clock=clock
         ).start()
         stack.callback(watcher.stop)
         _announce(settings, canary, write)
+        if analysis is not None and settings.bad_metrics:
+            demo_analysis.wait_until_bad(analysis, settings.bad_metrics)
         applied = time.monotonic()
-        kube.create(PROGRESSIVE_SYNCS, NAMESPACE, demo_progressive_sync())
+        kube.create(PROGRESSIVE_SYNCS, NAMESPACE, demo_progressive_sync(analysis=settings.with_analysis))
         page = workflow_page(ui_url, _wait_for_workflow(kube, settings.timeout_seconds)) if ui_url else ""
         if page:
             write(f"Follow the rollout in the Argo UI: {page}\n\n")
@@ -267,6 +296,7 @@ def run_demo(
             syncs_per_app = real_fleet.sync_log.starts()
         else:
             synced, syncs_per_app = _simulated_syncs(read_events(events_log) if events_log else [])
+        failed_metrics = demo_analysis.read_failed_metrics(kube, NAMESPACE, NAME) if analysis else []
         if hold is not None:
             if page:
                 write(
@@ -283,7 +313,18 @@ def run_demo(
         cluster_count=len(names),
         synced_clusters=synced,
         syncs_per_app=syncs_per_app,
+        failed_metrics=failed_metrics,
     )
+
+
+def _canary(settings: DemoSettings, names: Sequence[str]) -> str:
+    """The demo's canary: the failing or bad cluster when one is named, else the first."""
+    for flag, named in (("--fail-cluster", settings.fail_cluster), ("--bad-metrics", settings.bad_metrics)):
+        if named is not None and named not in names:
+            raise DemoError(f"{flag} {named!r} is not a demo cluster; pick one of: {', '.join(names)}")
+    if settings.fail_cluster and settings.bad_metrics and settings.fail_cluster != settings.bad_metrics:
+        raise DemoError("--fail-cluster and --bad-metrics both pick the canary: name one cluster")
+    return settings.fail_cluster or settings.bad_metrics or names[0]
 
 
 def _start_fleet(
@@ -327,6 +368,9 @@ def _announce(settings: DemoSettings, canary: str, write: Callable[[str], None])
     )
     for line in _describe_stages(canary):
         write(f"  {line}\n")
+    if settings.with_analysis:
+        for line in demo_analysis.describe(settings.bad_metrics):
+            write(f"  {line}\n")
     if settings.fail_cluster:
         who = "Its API server refuses the release" if real else "The simulator will fail every sync"
         write(f"  {who} on {canary}, the canary.\n")
@@ -344,27 +388,34 @@ def _simulated_syncs(events: list[dict[str, Any]]) -> tuple[list[str], dict[str,
 
 
 def _start_engine(
-    settings: DemoSettings, stack: contextlib.ExitStack, write: Callable[[str], None]
-) -> tuple[DevCluster, WorkflowSettings, str]:
+    settings: DemoSettings, stack: contextlib.ExitStack, write: Callable[[str], None], names: Sequence[str]
+) -> tuple[DevCluster, WorkflowSettings, str, AnalysisStack | None]:
     """Start what the engine needs (stopped by `stack`): its control plane, the Workflow settings for
-    it and the Argo Server's URL ("" on the local engine)."""
+    it, the Argo Server's URL ("" on the local engine) and, on the argo engine with analysis, the
+    stack's analysis components (the local engine starts them once the CRDs are in)."""
     if settings.engine != Engine.ARGO:
         write("Starting a local control plane (etcd + kube-apiserver)...\n")
         cluster = DevCluster.start(settings.tools_dir)
         stack.callback(cluster.stop)
-        return cluster, WorkflowSettings(), ""
+        return cluster, WorkflowSettings(), "", None
     write(
         "Starting a local control plane, a real node and the real Argo Workflows controller "
         "(about half a minute)...\n"
     )
     dev_stack = DevStack.start(
-        StackOptions(argo_workflows=True, namespaces=(NAMESPACE,), tools_dir=settings.tools_dir)
+        StackOptions(
+            argo_workflows=True,
+            namespaces=(NAMESPACE,),
+            tools_dir=settings.tools_dir,
+            argo_rollouts=settings.with_analysis,
+            metrics_clusters=tuple(names) if settings.with_analysis else (),
+        )
     )
     stack.callback(dev_stack.stop)
     assert dev_stack.cluster is not None and dev_stack.steps_image is not None
     workflow = WorkflowSettings(image=dev_stack.steps_image.reference, image_pull_policy="Never")
     server = dev_stack.argo.server_url if dev_stack.argo is not None else None
-    return dev_stack.cluster, workflow, server or ""
+    return dev_stack.cluster, workflow, server or "", dev_stack.analysis
 
 
 def workflow_page(server_url: str, workflow: str) -> str:
@@ -481,6 +532,10 @@ def _failure_explanation(result: DemoResult, view: ops_view.RolloutView, total: 
         f"{len(result.synced_clusters)} of {total} clusters received a sync "
         f"({', '.join(result.synced_clusters) or 'none'}); the other {untouched} kept the old revision."
     )
+    if result.failed_metrics:
+        failed = result.failed_metrics
+        lines.extend(demo_analysis.explain_failed_metrics(failed, namespace=NAMESPACE, name=NAME))
+        return lines
     lines.append(
         "That is what a canary is for. Fix the release and push a new revision, or run "
         f"`progressive-sync retry {NAME} -n {NAMESPACE}` to try the same one again."

@@ -3,8 +3,9 @@
 Real: everything the demo starts (its own etcd + kube-apiserver, the CRDs, the seeded fleet, the
 fleet simulator, the watcher with the local executor running every step as a subprocess). The
 simulated syncs are shortened. One run goes through the console command exactly as `make demo`
-does; the `--fail-cluster` run calls `run_demo` in-process to read the simulator's records of
-which clusters received a sync.
+does; the `--fail-cluster` and `--bad-metrics` runs call `run_demo` in-process to read the
+simulator's records of which clusters received a sync. The `--bad-metrics` run adds the real Argo
+Rollouts analysis controller, a real Prometheus and the metrics endpoint (marker `analysis`).
 """
 
 from __future__ import annotations
@@ -103,3 +104,36 @@ def test_fail_cluster_stops_the_rollout_at_the_canary(tmp_path: Path) -> None:
     assert "Stage 'canary' failed" in text
     assert "The rollout stopped before stage 'one per region'" in text
     assert f"1 of 12 clusters received a sync ({failing}); the other 11 kept the old revision." in text
+
+
+@pytest.mark.analysis
+def test_bad_metrics_stops_the_rollout_at_the_healthy_but_bad_canary(tmp_path: Path) -> None:
+    """`demo --bad-metrics NAME`: Argo CD (the simulator) says NAME is Synced + Healthy, but its
+    service fails a third of its requests; the real analysis controller, asking the real Prometheus,
+    fails NAME's gate and no other cluster gets a sync. Real here on top of the demo: the Argo
+    Rollouts analysis controller, Prometheus and the metrics endpoint the demo starts."""
+    bad = demo_cluster_names()[4]  # not the default canary: the flag must make it the canary
+    settings = DemoSettings(workdir=tmp_path, sync_seconds=0.2, health_seconds=0.1, bad_metrics=bad)
+    output: list[str] = []
+    result = run_demo(settings, output.append, SystemClock())
+    assert result.phase == RolloutPhase.FAILED
+    assert result.canary == bad
+    # The simulator's records: the bad canary synced fine (Argo CD has nothing against it) and is the
+    # only cluster that ever received a sync.
+    assert result.synced_clusters == [bad]
+    events = read_events(tmp_path / "simulator-events.jsonl")
+    assert [e["phase"] for e in events if e["event"] == "sync-finish"] == ["Succeeded"]
+    assert result.view is not None
+    phases = {stage.name: stage.phase for stage in result.view.stages}
+    assert phases["canary"] == StagePhase.FAILED
+    assert result.view.stages[1].counts.targets == 0  # the next stage took no cluster
+    # The real controller's measurement: the error rate the endpoint serves, against its condition.
+    (failed,) = result.failed_metrics
+    assert (failed.cluster, failed.metric, failed.phase) == (bad, "error-rate", "Failed")
+    assert failed.condition == "successCondition result[0] < 0.05"
+    assert abs(float(failed.value) - 0.35) < 0.05
+    text = summary(result, SystemClock().now())
+    assert f"1 of 12 clusters received a sync ({bad}); the other 11 kept the old revision." in text
+    assert f"Analysis gate on {bad}: metric 'error-rate' measured {failed.value}, which fails its " in text
+    assert "Argo CD says Healthy, but the service's own metrics say the release is bad" in text
+    assert "kubectl get analysisrun -n argocd -l progressivesync.io/name=myservice" in text
