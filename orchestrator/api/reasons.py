@@ -671,7 +671,7 @@ class Reason(StrEnum):
     ANALYSIS_ARG_MISSING = (
         "AnalysisArgMissing",
         Section.ANALYSIS,
-        "stage Failed (step error)",
+        "Valid=False before a release starts; stage Failed (step error)",
         "A template declares an argument without a default that the analysis gives no value, or a "
         "valueFrom that has no value here (a cluster without that label, a cluster with several "
         "Applications for applicationName).",
@@ -682,7 +682,7 @@ class Reason(StrEnum):
     ANALYSIS_TEMPLATE_NOT_FOUND = (
         "AnalysisTemplateNotFound",
         Section.ANALYSIS,
-        "stage Failed (step error)",
+        "Valid=False before a release starts; stage Failed (step error)",
         "An AnalysisTemplate (in the ProgressiveSync's namespace) or ClusterAnalysisTemplate "
         "(clusterScope: true) named in analysis.templates does not exist, or the Argo Rollouts CRDs "
         "are not installed.",
@@ -691,7 +691,7 @@ class Reason(StrEnum):
     ANALYSIS_METRIC_DUPLICATE = (
         "AnalysisMetricDuplicate",
         Section.ANALYSIS,
-        "stage Failed (step error)",
+        "Valid=False before a release starts; stage Failed (step error)",
         "Two of the stage's templates define a metric of the same name; one AnalysisRun cannot hold "
         "both (Argo Rollouts refuses it the same way).",
         "Rename one of the metrics, or run one of the templates only.",
