@@ -48,13 +48,13 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from orchestrator.analysis.check import gather_templates
 from orchestrator.analysis.run import (
     AnalysisBuildError,
     AppRef,
     ArgContext,
     FetchedTemplate,
     build_analysis_run,
-    nested_template_refs,
     run_deadline_seconds,
 )
 from orchestrator.analysis.verdict import AnalysisVerdict, Outcome, assess_analysis_run, metric_lines
@@ -94,7 +94,6 @@ log = logging.getLogger(__name__)
 
 VERDICT_OUTPUT = "verdict"
 TERMINATED_ANNOTATION = "progressivesync.io/terminated"
-MAX_TEMPLATE_DEPTH = 5
 
 
 class Why(StrEnum):
@@ -145,31 +144,16 @@ class AnalyzeResult:
 
 def fetch_templates(kube: Kube, namespace: str, analysis: StageAnalysis) -> list[FetchedTemplate]:
     """The analysis' templates, each followed by those it includes; AnalysisBuildError
-    (AnalysisTemplateNotFound) naming the first one missing."""
-    found: list[FetchedTemplate] = []
-    seen: set[tuple[str, bool]] = set()
+    (AnalysisTemplateNotFound) naming the first one missing (`orchestrator.analysis.check`)."""
 
-    def visit(name: str, cluster_scope: bool, depth: int) -> None:
-        if (name, cluster_scope) in seen or depth > MAX_TEMPLATE_DEPTH:
-            return
-        seen.add((name, cluster_scope))
+    def lookup(name: str, cluster_scope: bool) -> dict[str, Any] | None:
         resource = CLUSTER_ANALYSIS_TEMPLATES if cluster_scope else ANALYSIS_TEMPLATES
         try:
-            obj = kube.get(resource, None if cluster_scope else namespace, name)
-        except NotFound as exc:
-            where = "" if cluster_scope else f" in namespace {namespace}"
-            raise AnalysisBuildError(
-                Reason.ANALYSIS_TEMPLATE_NOT_FOUND,
-                f"{resource.kind} {name}{where} not found (create it, or fix analysis.templates): {exc}",
-            ) from exc
-        template = FetchedTemplate(name=name, cluster_scope=cluster_scope, obj=obj)
-        found.append(template)
-        for nested, scope in nested_template_refs(template):
-            visit(nested, scope, depth + 1)
+            return kube.get(resource, None if cluster_scope else namespace, name)
+        except NotFound:
+            return None
 
-    for ref in analysis.templates:
-        visit(ref.name, ref.cluster_scope, 0)
-    return found
+    return gather_templates(analysis, namespace, lookup)
 
 
 def create_or_adopt(kube: Kube, manifest: Mapping[str, Any], rollout_id: str) -> dict[str, Any]:

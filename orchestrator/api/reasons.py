@@ -631,10 +631,18 @@ class Reason(StrEnum):
 
     # --- analysis gates -----------------------------------------------------------------------
 
+    ANALYSIS_SUCCESSFUL = (
+        "AnalysisSuccessful",
+        Section.ANALYSIS,
+        "Event (Normal)",
+        "The stage's AnalysisRun ended Successful: every metric met its success condition; the gate "
+        "lets the rollout go on.",
+        "Nothing to do.",
+    )
     ANALYSIS_FAILED = (
         "AnalysisFailed",
         Section.ANALYSIS,
-        "stage Failed (cluster Failed with perCluster)",
+        "stage Failed (cluster Failed with perCluster); Event (Warning)",
         "The stage's AnalysisRun ended Failed: a metric breached its failureLimit. The message names "
         "the metric, its last value and the condition it failed.",
         "Look at the service's metrics for the release (`kubectl get analysisrun NAME -o yaml` has every "
@@ -644,7 +652,7 @@ class Reason(StrEnum):
     ANALYSIS_ERROR = (
         "AnalysisError",
         Section.ANALYSIS,
-        "stage Failed (cluster Failed with perCluster)",
+        "stage Failed (cluster Failed with perCluster); Event (Warning)",
         "The AnalysisRun ended Error: a metric's provider could not measure (Prometheus unreachable, "
         "a query that does not parse) more often than its consecutiveErrorLimit. A gate that cannot "
         "measure never passes.",
@@ -654,7 +662,7 @@ class Reason(StrEnum):
     ANALYSIS_INCONCLUSIVE = (
         "AnalysisInconclusive",
         Section.ANALYSIS,
-        "stage Failed, or waiting for approval",
+        "stage Failed, or waiting for approval; Event (Warning)",
         "The AnalysisRun ended Inconclusive: no success or failure condition decided (or its "
         "inconclusiveLimit was reached). With onInconclusive: Approve the stage waits for a person.",
         "Look at the measurements; `progressive-sync approve NAME --stage STAGE` (or `argo resume`) to "
@@ -663,7 +671,7 @@ class Reason(StrEnum):
     ANALYSIS_ARG_MISSING = (
         "AnalysisArgMissing",
         Section.ANALYSIS,
-        "stage Failed (step error)",
+        "Valid=False before a release starts; stage Failed (step error)",
         "A template declares an argument without a default that the analysis gives no value, or a "
         "valueFrom that has no value here (a cluster without that label, a cluster with several "
         "Applications for applicationName).",
@@ -674,7 +682,7 @@ class Reason(StrEnum):
     ANALYSIS_TEMPLATE_NOT_FOUND = (
         "AnalysisTemplateNotFound",
         Section.ANALYSIS,
-        "stage Failed (step error)",
+        "Valid=False before a release starts; stage Failed (step error)",
         "An AnalysisTemplate (in the ProgressiveSync's namespace) or ClusterAnalysisTemplate "
         "(clusterScope: true) named in analysis.templates does not exist, or the Argo Rollouts CRDs "
         "are not installed.",
@@ -683,7 +691,7 @@ class Reason(StrEnum):
     ANALYSIS_METRIC_DUPLICATE = (
         "AnalysisMetricDuplicate",
         Section.ANALYSIS,
-        "stage Failed (step error)",
+        "Valid=False before a release starts; stage Failed (step error)",
         "Two of the stage's templates define a metric of the same name; one AnalysisRun cannot hold "
         "both (Argo Rollouts refuses it the same way).",
         "Rename one of the metrics, or run one of the templates only.",

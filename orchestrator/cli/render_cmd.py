@@ -7,7 +7,8 @@ its references (`workflow_templates.validate`) and prints it as YAML or JSON on 
 
 Without a fleet it cannot know the fleet, so it assumes, and says on stderr what it assumed: every
 stage takes `--assume-clusters` clusters (or its integer maxTargets), the revision is `--revision`
-(or a placeholder), the rollout id is `--rollout-id` (or `render`).
+(or a placeholder), the rollout id is `--rollout-id` (or `render`). Each stage with analysis gets a
+line on stderr saying where its analysis runs (as `plan` says it).
 
 With a fleet, the fleet is read and planned in a forked child while this process imports Hera for
 the build (`orchestrator.cli.overlap`): on a 10,000-cluster file each half takes about a second, and
@@ -28,6 +29,7 @@ from pathlib import Path
 
 import click
 
+from orchestrator.api.analysis import describe_analysis, resolve_analysis
 from orchestrator.api.models import ProgressiveSync
 from orchestrator.api.release import Release, Revisions, spec_hash
 from orchestrator.cli.manifest import (
@@ -169,6 +171,11 @@ def render(
         text = workflow_render.rendered_text(ps, release, sizes, settings, output=output)
     except workflow_render.WorkflowBuildError as exc:
         raise click.ClickException(str(exc)) from exc
+    for stage in ps.spec.stages:  # where the Workflow's analysis tasks run, said for people
+        analysis = resolve_analysis(ps.spec.analysis, stage.analysis)
+        if analysis is not None:
+            where = describe_analysis(analysis, bake_seconds=stage.bake_seconds)
+            _note(f"analysis: stage {stage.name}: {where}")
     click.echo(text, nl=False)
 
 

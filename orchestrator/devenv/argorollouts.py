@@ -37,7 +37,7 @@ from typing import Any
 from orchestrator.devenv import tools
 from orchestrator.devenv.controlplane import ControlPlaneError, DevCluster, free_port
 from orchestrator.devenv.processes import ProcessError, Supervisor, http_ok
-from orchestrator.kube.client import Kube, Resource
+from orchestrator.kube.client import Kube
 from orchestrator.kube.crds import apply_crds, crd_documents_in
 
 USER = "argo-rollouts-controller"
@@ -46,12 +46,6 @@ USER = "argo-rollouts-controller"
 CONTROLLER_NAMESPACE = "argo-rollouts"
 INSTANCE_ID_LABEL = "argo-rollouts.argoproj.io/instance-id"
 READY_LOG_LINE = "analysis workers"  # "Started 30 analysis workers", after the caches synced
-
-ANALYSIS_RUNS = Resource("argoproj.io", "v1alpha1", "analysisruns", "AnalysisRun")
-ANALYSIS_TEMPLATES = Resource("argoproj.io", "v1alpha1", "analysistemplates", "AnalysisTemplate")
-CLUSTER_ANALYSIS_TEMPLATES = Resource(
-    "argoproj.io", "v1alpha1", "clusteranalysistemplates", "ClusterAnalysisTemplate"
-)
 
 
 class RolloutsError(ControlPlaneError):

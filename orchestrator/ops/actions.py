@@ -27,11 +27,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.analysis.check import has_analysis
 from orchestrator.api.metadata import paused_patch, retry_patch
 from orchestrator.api.models import ProgressiveSync
 from orchestrator.api.stage_records import ProgressiveSyncStage
 from orchestrator.core.clock import Clock
 from orchestrator.kube.client import (
+    ANALYSIS_RUNS,
     PROGRESSIVE_SYNCS,
     WORKFLOWS,
     Conflict,
@@ -42,6 +44,7 @@ from orchestrator.kube.client import (
 from orchestrator.kube.stage_records import list_records
 from orchestrator.ops import decisions as ops
 from orchestrator.ops import view as ops_view
+from orchestrator.ops.analysis_runs import run_selector
 from orchestrator.workflows import control
 
 log = logging.getLogger(__name__)
@@ -101,10 +104,13 @@ def read_workflow(kube: Kube, target: Target, ps: ProgressiveSync, doing: str) -
 
 def read_view(kube: Kube, target: Target, *, clusters: bool = False) -> ops_view.RolloutView:
     """The status view of the ProgressiveSync, with its Workflow when there is one; with `clusters`,
-    every cluster of the current rollout too, from its ProgressiveSyncStage objects (one list)."""
+    every cluster of the current rollout too, from its ProgressiveSyncStage objects (one list); with
+    analysis in the spec, the rollout's AnalysisRuns (one list by label; not shown when they cannot
+    be read: Argo Rollouts' CRDs absent, no permission)."""
     _, ps = read_progressive_sync(kube, target)
     workflow = None
     records: list[ProgressiveSyncStage] | None = None
+    runs: list[dict[str, Any]] | None = None
     rollout = ps.status.rollout if ps.status is not None else None
     if rollout is not None:
         try:
@@ -113,9 +119,16 @@ def read_view(kube: Kube, target: Target, *, clusters: bool = False) -> ops_view
             workflow = None
         if clusters:
             records = list_records(kube, target.namespace, target.name, rollout.id)
+        if has_analysis(ps.spec):
+            try:
+                runs, _ = kube.list(
+                    ANALYSIS_RUNS, target.namespace, label_selector=run_selector(target.name, rollout.id)
+                )
+            except (NotFound, Forbidden):
+                runs = None
     elif clusters:
         records = []
-    return ops_view.rollout_view(ps, workflow, records)
+    return ops_view.rollout_view(ps, workflow, records, runs)
 
 
 # --- actions -----------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator.ops import view as ops_view
+from orchestrator.ops.analysis_runs import RUN_COLUMNS, run_rows
 
 # Off a terminal nothing is wrapped: a line of the table is one line of text whatever its length.
 TEXT_WIDTH = 10_000
@@ -44,6 +45,11 @@ PHASE_STYLES = {
     "WaitingApproval": "bold magenta",
     "Pending": "dim",
     "Skipped": "dim",
+    # An AnalysisRun's and its metrics' phases.
+    "Successful": "green",
+    "Error": "bold red",
+    "Inconclusive": "bold magenta",
+    "Running": "cyan",
 }
 
 
@@ -82,6 +88,20 @@ def status_table(view: ops_view.RolloutView, now: datetime) -> RenderableType:
         Text(""),
         stages,
     ]
+    if view.analysis_runs:
+        # Each AnalysisRun of the rollout, one row per metric (its phase and last value).
+        runs = _plain_table(RUN_COLUMNS)
+        for stage, cluster, run, phase, metric, metric_phase, value in run_rows(view.analysis_runs):
+            runs.add_row(
+                Text(stage),
+                Text(cluster),
+                Text(run),
+                _phase(phase),
+                Text(metric),
+                _phase(metric_phase),
+                Text(value),
+            )
+        parts += [Text(""), runs]
     analysis = ops_view.analysis_lines(view)
     if analysis:
         parts += [Text(""), *(Text(line) for line in analysis)]

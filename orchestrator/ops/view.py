@@ -45,6 +45,7 @@ from orchestrator.api.stage_records import (
     summary_line,
 )
 from orchestrator.core.clock import format_time
+from orchestrator.ops.analysis_runs import AnalysisRunView, analysis_run_views, runs_data
 from orchestrator.workflows.view import FINISHED_PHASES, workflow_nodes
 from workflow_templates import names
 
@@ -206,6 +207,8 @@ class RolloutView:
     # Every cluster of the current rollout, from its records; None when they were not read (the
     # table and `--watch` read the ProgressiveSync alone).
     clusters: tuple[ClusterView, ...] | None = None
+    # The rollout's AnalysisRuns (orchestrator.ops.analysis_runs); None when they were not read.
+    analysis_runs: tuple[AnalysisRunView, ...] | None = None
 
     @property
     def display(self) -> str:
@@ -306,12 +309,14 @@ def rollout_view(
     ps: ProgressiveSync,
     workflow: Mapping[str, Any] | None = None,
     records: Sequence[ProgressiveSyncStage] | None = None,
+    runs: Sequence[Mapping[str, Any]] | None = None,
 ) -> RolloutView:
     """Build the view: stages in rollout order from the status, else the spec's stages as Pending.
 
     `workflow` (the rollout's Workflow, when there is one) tells which approval gate waits.
     `records` (the ProgressiveSyncStage objects of the current rollout, when read) give every
-    cluster (`cluster_views`); records of another rollout are left out.
+    cluster (`cluster_views`); records of another rollout are left out. `runs` (the rollout's
+    AnalysisRun objects, when read) give each run and its metrics (`analysis_run_views`).
     """
     status = ps.status
     approvals = {stage.name: stage.approval for stage in ps.spec.stages}
@@ -358,6 +363,9 @@ def rollout_view(
         stages=stages,
         workflow_phase=str(workflow_status.get("phase") or ""),
         clusters=clusters,
+        analysis_runs=analysis_run_views(runs, [stage.name for stage in stages])
+        if runs is not None
+        else None,
     )
 
 
@@ -590,6 +598,7 @@ def render_data(view: RolloutView, now: datetime) -> dict[str, Any]:
             for stage in view.stages
         ],
         **({"clusters": [_cluster_data(c) for c in view.clusters]} if view.clusters is not None else {}),
+        **({"analysisRuns": runs_data(view.analysis_runs)} if view.analysis_runs is not None else {}),
     }
 
 

@@ -46,13 +46,16 @@ from orchestrator.argocd.fleet import (
 )
 from orchestrator.core.clock import parse_time
 from orchestrator.kube.client import (
+    ANALYSIS_TEMPLATES,
     APPLICATION_SETS,
     APPLICATIONS,
+    CLUSTER_ANALYSIS_TEMPLATES,
     PROGRESSIVE_SYNC_STAGES,
     PROGRESSIVE_SYNCS,
     SECRETS,
     WORKFLOWS,
     Kube,
+    KubeError,
     NotFound,
     Resource,
 )
@@ -270,6 +273,10 @@ class Handlers:
     record: Callable[[Change[CachedRecord]], None]
 
 
+class TemplateUnreadable(Exception):
+    """An analysis template could not be read (no permission, the API unreachable): not known."""
+
+
 class Caches:
     """The watcher's informers and the lookups over their caches. Thread-safe (each informer is)."""
 
@@ -449,6 +456,18 @@ class Caches:
             with contextlib.suppress(NotFound):
                 found.append(workflow_view_from_object(self._kube.get(WORKFLOWS, namespace, expected)))
         return found
+
+    def analysis_template(self, namespace: str, name: str, cluster_scope: bool) -> dict[str, Any] | None:
+        """An AnalysisTemplate of `namespace` (a ClusterAnalysisTemplate with `cluster_scope`), read
+        directly (no informer: read only when a release is due, a few objects); None when it does not
+        exist (or Argo Rollouts' CRDs are not installed); TemplateUnreadable when it cannot be read."""
+        resource = CLUSTER_ANALYSIS_TEMPLATES if cluster_scope else ANALYSIS_TEMPLATES
+        try:
+            return self._kube.get(resource, None if cluster_scope else namespace, name)
+        except NotFound:
+            return None
+        except KubeError as exc:
+            raise TemplateUnreadable(f"{resource.kind} {name}: {exc}") from exc
 
     def records_of(self, namespace: str, name: str, rollout_id: str) -> list[ProgressiveSyncStage] | None:
         """The cached records of rollout `rollout_id` of ProgressiveSync `namespace/name`; None while

@@ -5,11 +5,15 @@ live and nothing is left to record. In order:
 
 8. a refusal (`orchestrator.watcher.refusal`: ApplicationSet missing, in a namespace not read, not
    admitting us, claimed, on RollingSync; a sync option not allowed) or a plan with errors →
-   `Valid=False` with the reason, nothing started;
+   `Valid=False` with the reason, nothing started (and, once a release is due, a stage's analysis
+   that cannot run: a template missing, an argument without a value; see rule 11);
 9. nothing out of date → up to date (`UpToDate`);
 10. the release due was rolled out already (whatever the outcome: a failed rollout is never
     re-created) → nothing, unless a new `progressivesync.io/retry` token asks for another attempt;
-11. a new release, paused → wait and say so;
+11. a new release (or a retry) whose analysis cannot run (`Observed.analysis_blocker`:
+    AnalysisTemplateNotFound, AnalysisArgMissing, AnalysisMetricDuplicate) → `Valid=False`, nothing
+    started; looked at again every `ANALYSIS_RECHECK_SECONDS` (no informer watches templates); a new
+    release, paused → wait and say so;
 12. Argo CD has not compared the fleet against the release → wait (`orchestrator.watcher.fleet_wait`);
 13. else create the Workflow and record the rollout: `CreateWorkflow` says what to create (the
     ProgressiveSync, the release, the plan) as data; `orchestrator.watcher.build` builds the object
@@ -46,11 +50,15 @@ from orchestrator.watcher.decision import (
     Decision,
     ReconcilePolicy,
     RecordEvent,
+    RequeueAfter,
     StatusPatch,
     UpdateStatus,
 )
 from orchestrator.watcher.fleet_wait import await_fleet, wait_over
 from orchestrator.watcher.status_patch import condition, paused_condition, running_conditions
+
+# A template created or fixed is seen this soon (the watcher has no informer of templates).
+ANALYSIS_RECHECK_SECONDS = 15.0
 
 
 def decide_release(ctx: Context, policy: ReconcilePolicy) -> Decision:
@@ -142,6 +150,21 @@ def decide_release(ctx: Context, policy: ReconcilePolicy) -> Decision:
     else:
         attempt = 1
         why = f"new release {release} (generation {generation}, revision {revision})"
+    if obs.analysis_blocker is not None:
+        blocker = obs.analysis_blocker
+        message = f"{why} is due, but its analysis cannot run: {blocker.message}"
+        patch = StatusPatch(
+            observed_generation=obs.generation,
+            phase=RolloutPhase.PENDING if rollout is None else None,
+            message=message if rollout is None else None,
+            conditions=(
+                condition(ConditionType.VALID, ConditionStatus.FALSE, blocker.reason, blocker.message),
+                paused,
+            ),
+        )
+        return ctx.decision(
+            "invalid-analysis", message, UpdateStatus(patch), RequeueAfter(ANALYSIS_RECHECK_SECONDS)
+        )
     if ctx.spec.paused:
         message = f"{why} is due; waiting: spec.paused is true"
         patch = StatusPatch(

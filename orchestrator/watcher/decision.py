@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from orchestrator.analysis.check import AnalysisBlocker
 from orchestrator.api.conditions import ConditionType
 from orchestrator.api.models import (
     ConditionStatus,
@@ -122,6 +123,7 @@ class Observed:
     workflows: tuple[WorkflowView, ...] = ()
     in_flight: tuple[InFlightSync, ...] = ()  # its Applications' operations of a rollout (syncs_in_flight)
     uid: str = ""  # the ProgressiveSync's, for the Workflow's ownerReference
+    analysis_blocker: AnalysisBlocker | None = None  # with a release due: a stage's analysis cannot run
 
 
 # --- outputs ------------------------------------------------------------------------------------

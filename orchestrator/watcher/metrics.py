@@ -9,6 +9,9 @@ process; each `Watcher` (one per leadership term) reports into it, so counters n
   done or failed, as the watcher saw it (a cluster in flight across a restart is not timed);
 - `progressive_sync_syncs_started_total`, `progressive_sync_syncs_failed_total` (counters): clusters
   whose sync was requested, clusters that failed;
+- `progressive_sync_analysis_runs_total{namespace, name, stage, phase}` (counter): analysis gates
+  that ended, by their AnalysisRun's final phase (Successful, Failed, Error, Inconclusive): a
+  stage's run, and a per-cluster run that failed its cluster (`orchestrator.watcher.transitions`);
 - `progressive_sync_reconciles_total`, `progressive_sync_reconcile_errors_total` (counters);
 - `progressive_sync_queue_depth` (gauge): keys queued, delayed or in flight;
 - `progressive_sync_watch_restarts_total{resource}` (counter): watch streams opened after the first
@@ -29,9 +32,10 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from orchestrator.watcher.transitions import Transition, TransitionKind
+from orchestrator.watcher.transitions import ANALYSIS_ENDS, Transition, TransitionKind
 
 DURATION_BUCKETS = (5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0, 21600.0)
+ANALYSIS_KINDS = frozenset(ANALYSIS_ENDS.values())
 PHASES = ("Pending", "Progressing", "Paused", "Succeeded", "Failed", "Cancelled")
 
 
@@ -60,6 +64,12 @@ class WatcherMetrics:
         )
         self.syncs_failed = Counter(
             "progressive_sync_syncs_failed", "Clusters that failed.", registry=self.registry
+        )
+        self.analysis_runs = Counter(
+            "progressive_sync_analysis_runs",
+            "Analysis gates that ended, by the ProgressiveSync, the stage and the AnalysisRun's final phase.",
+            ["namespace", "name", "stage", "phase"],
+            registry=self.registry,
         )
         self.reconciles = Counter("progressive_sync_reconciles", "Reconciles run.", registry=self.registry)
         self.reconcile_errors = Counter(
@@ -113,6 +123,8 @@ class WatcherMetrics:
         ):
             outcome = "succeeded" if kind == TransitionKind.STAGE_SUCCEEDED else "failed"
             self.stage_seconds.labels(outcome).observe(transition.seconds)
+        elif transition.phase and kind in ANALYSIS_KINDS:
+            self.analysis_runs.labels(*key, transition.stage, transition.phase).inc()
         elif kind in (
             TransitionKind.ROLLOUT_SUCCEEDED,
             TransitionKind.ROLLOUT_FAILED,

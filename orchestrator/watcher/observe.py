@@ -6,7 +6,9 @@ the Workflows (`Caches.workflows_of` reads the one the status names when the cac
 request), the operations of its Applications that carry a rollout id and have not ended
 (`syncs_in_flight`), who owns the ApplicationSet when several ProgressiveSyncs name it, and — only
 when no Workflow is live and the object is not being deleted — the rollout plan (`plan_rollout`,
-pure) and the Applications it was made from (whose comparison `decide` may wait for).
+pure) and the Applications it was made from (whose comparison `decide` may wait for); with a release
+due and analysis in the spec, what would stop a stage's analysis (`analysis_blocker`: its templates
+read through `Caches.analysis_template`, a template that cannot be read is left to the step).
 It decides nothing and writes nothing; the time is passed in.
 
 Callers: `orchestrator.watcher.loop` (one reconcile: observe → decide → act).
@@ -19,12 +21,13 @@ from datetime import datetime
 
 import pydantic
 
+from orchestrator.analysis.check import AnalysisBlocker, analysis_blocker, has_analysis
 from orchestrator.api.metadata import FINALIZER, RETRY_ANNOTATION, rollout_workflow_name
 from orchestrator.api.models import ProgressiveSync, ProgressiveSyncSpec, ProgressiveSyncStatus
 from orchestrator.argocd.fleet import AppSetView, AppView
 from orchestrator.core.clock import parse_time
 from orchestrator.planning.planner import RolloutPlan, plan_rollout
-from orchestrator.watcher.caches import CachedPS, Caches
+from orchestrator.watcher.caches import CachedPS, Caches, TemplateUnreadable
 from orchestrator.watcher.decision import Observed, live_workflows, syncs_in_flight
 from orchestrator.watcher.settings import Settings
 
@@ -75,6 +78,9 @@ def observe(cached: CachedPS, caches: Caches, settings: Settings, now: datetime)
             clusters=caches.clusters_in(argocd_namespace),
             apps=apps,
         )
+    blocker = None
+    if spec is not None and plan is not None and plan.revisions and has_analysis(spec):
+        blocker = _analysis_blocker(spec, namespace, caches)
     return Observed(
         namespace=namespace,
         name=name,
@@ -97,7 +103,19 @@ def observe(cached: CachedPS, caches: Caches, settings: Settings, now: datetime)
         workflows=tuple(workflows),
         in_flight=syncs_in_flight(owned),
         uid=str(meta.get("uid") or ""),
+        analysis_blocker=blocker,
     )
+
+
+def _analysis_blocker(spec: ProgressiveSyncSpec, namespace: str, caches: Caches) -> AnalysisBlocker | None:
+    """What stops a stage's analysis, from its templates as they are now; None when unknown."""
+    try:
+        return analysis_blocker(
+            spec, namespace, lambda name, scope: caches.analysis_template(namespace, name, scope)
+        )
+    except TemplateUnreadable as exc:  # the step reads them again, and says why it cannot
+        log.info("%s: analysis templates not checked: %s", namespace, exc)
+        return None
 
 
 def claimed_by(cached: CachedPS, appset: AppSetView | None, naming_it: list[CachedPS]) -> str:

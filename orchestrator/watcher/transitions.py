@@ -2,9 +2,16 @@
 
 The steps write stage and cluster progress into the status; the watcher sees each write through its
 informer (old and new version) and turns the difference into `Transition`s: a stage that ended
-(Succeeded, Failed), a cluster whose sync started, that finished or failed, a rollout that ended
-(Succeeded, Failed, Cancelled). The watcher records each as a Kubernetes Event on the
-ProgressiveSync and feeds the metrics from them (`orchestrator.watcher.metrics`).
+(Succeeded, Failed), a cluster whose sync started, that finished or failed, an analysis gate that
+ended (Successful, Failed, Error, Inconclusive), a rollout that ended (Succeeded, Failed, Cancelled).
+The watcher records each as a Kubernetes Event on the ProgressiveSync and feeds the metrics from
+them (`orchestrator.watcher.metrics`).
+
+An analysis gate ends in one of two places the status shows: a stage's own AnalysisRun
+(`status.stages[].analysis`, its phase turning final), or a per-cluster run whose cluster failed
+with an analysis reason (the `analyze` step writes `cluster C: AnalysisFailed: ...` into the
+cluster's record, which the stage's `failed` list repeats). A per-cluster run that passed leaves
+no trace in the status (only in its record), so it is not counted here.
 
 Only changes within one rollout count: when the rollout id differs, the old version's stages belong
 to another rollout and are not compared. A cluster counts as finished when it leaves `syncing`
@@ -17,6 +24,7 @@ Callers: `orchestrator.watcher.loop`; tests.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -33,6 +41,10 @@ class TransitionKind(StrEnum):
     CLUSTER_SYNCING = Reason.CLUSTER_SYNCING.value
     CLUSTER_COMPLETED = Reason.CLUSTER_COMPLETED.value
     CLUSTER_FAILED = Reason.CLUSTER_FAILED.value
+    ANALYSIS_SUCCESSFUL = Reason.ANALYSIS_SUCCESSFUL.value
+    ANALYSIS_FAILED = Reason.ANALYSIS_FAILED.value
+    ANALYSIS_ERROR = Reason.ANALYSIS_ERROR.value
+    ANALYSIS_INCONCLUSIVE = Reason.ANALYSIS_INCONCLUSIVE.value
     ROLLOUT_SUCCEEDED = Reason.ROLLOUT_SUCCEEDED.value
     ROLLOUT_FAILED = Reason.ROLLOUT_FAILED.value
     ROLLOUT_CANCELLED = Reason.ROLLOUT_CANCELLED.value
@@ -48,6 +60,9 @@ class TransitionKind(StrEnum):
         warning = (
             TransitionKind.STAGE_FAILED,
             TransitionKind.CLUSTER_FAILED,
+            TransitionKind.ANALYSIS_FAILED,
+            TransitionKind.ANALYSIS_ERROR,
+            TransitionKind.ANALYSIS_INCONCLUSIVE,
             TransitionKind.ROLLOUT_FAILED,
             TransitionKind.ROLLOUT_CANCELLED,
         )
@@ -61,7 +76,8 @@ class TransitionKind(StrEnum):
 
 @dataclass(frozen=True)
 class Transition:
-    """One change; `seconds` is a stage's duration from its own timestamps, when it ended."""
+    """One change; `seconds` is a stage's duration from its own timestamps, when it ended;
+    `phase` an analysis run's final phase (Successful, Failed, Error, Inconclusive)."""
 
     kind: TransitionKind
     rollout_id: str
@@ -69,6 +85,25 @@ class Transition:
     stage: str = ""
     cluster: str = ""
     seconds: float | None = None
+    phase: str = ""
+
+
+# An AnalysisRun's final phases, and the transition each is.
+ANALYSIS_ENDS = {
+    "Successful": TransitionKind.ANALYSIS_SUCCESSFUL,
+    "Failed": TransitionKind.ANALYSIS_FAILED,
+    "Error": TransitionKind.ANALYSIS_ERROR,
+    "Inconclusive": TransitionKind.ANALYSIS_INCONCLUSIVE,
+}
+# A cluster failure the analyze step wrote (`cluster C: <Reason>: <message>`), and the phase the
+# run's reason stands for (a run stopped past its deadline ended in Error for the gate).
+_CLUSTER_ANALYSIS = re.compile(r"^(?:cluster .+?: )?(Analysis[A-Za-z]+): ")
+_PHASE_OF_REASON = {
+    Reason.ANALYSIS_FAILED.value: "Failed",
+    Reason.ANALYSIS_ERROR.value: "Error",
+    Reason.ANALYSIS_TIMED_OUT.value: "Error",
+    Reason.ANALYSIS_INCONCLUSIVE.value: "Inconclusive",
+}
 
 
 _ENDS = {
@@ -131,6 +166,8 @@ def _stage_transitions(rollout_id: str, old: StageStatus | None, new: StageStatu
                     cluster=failure.name,
                 )
             )
+            found.extend(_cluster_analysis_ended(rollout_id, new.name, failure.name, failure.reason))
+    found.extend(_stage_analysis_ended(rollout_id, old, new))
     ended = {
         StagePhase.SUCCEEDED: TransitionKind.STAGE_SUCCEEDED,
         StagePhase.FAILED: TransitionKind.STAGE_FAILED,
@@ -147,6 +184,46 @@ def _stage_transitions(rollout_id: str, old: StageStatus | None, new: StageStatu
             )
         )
     return found
+
+
+def _stage_analysis_ended(rollout_id: str, old: StageStatus | None, new: StageStatus) -> list[Transition]:
+    """The stage's own AnalysisRun turned final (once: the same run in the same final phase again
+    is no transition)."""
+    run = new.analysis
+    kind = ANALYSIS_ENDS.get(run.phase) if run is not None else None
+    if run is None or kind is None:
+        return []
+    before = old.analysis if old is not None else None
+    if before is not None and before.run == run.run and before.phase == run.phase:
+        return []
+    said = f": {run.message}" if run.message else ""
+    return [
+        Transition(
+            kind,
+            rollout_id,
+            f"analysis {run.run} of stage {new.name!r} {run.phase}{said}",
+            stage=new.name,
+            phase=run.phase,
+        )
+    ]
+
+
+def _cluster_analysis_ended(rollout_id: str, stage: str, cluster: str, reason: str) -> list[Transition]:
+    """A cluster that failed by its own AnalysisRun (perCluster)."""
+    match = _CLUSTER_ANALYSIS.match(reason)
+    phase = _PHASE_OF_REASON.get(match.group(1), "") if match else ""
+    if not phase:
+        return []
+    return [
+        Transition(
+            ANALYSIS_ENDS[phase],
+            rollout_id,
+            f"analysis of cluster {cluster} in stage {stage!r} {phase}: {reason}",
+            stage=stage,
+            cluster=cluster,
+            phase=phase,
+        )
+    ]
 
 
 def _seconds(started: datetime | None, finished: datetime | None) -> float | None:

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.devenv.argorollouts import ANALYSIS_RUNS
 from orchestrator.devenv.controlplane import free_port
+from orchestrator.kube.client import ANALYSIS_RUNS
 from tests.support.analysis import (
     ERROR,
     FAILED,

@@ -19,11 +19,10 @@ import psutil
 import pytest
 
 from orchestrator.devenv.analysis_stack import METRICS_CONTROL_URL_VARIABLE, PROMETHEUS_URL_VARIABLE
-from orchestrator.devenv.argorollouts import ANALYSIS_RUNS
 from orchestrator.devenv.metrics_endpoint import MetricsControl, error_rate_query
 from orchestrator.devenv.processes import Supervisor
 from orchestrator.devenv.prometheus import Prometheus
-from orchestrator.kube.client import NAMESPACES, Kube
+from orchestrator.kube.client import ANALYSIS_RUNS, NAMESPACES, Kube
 from tests.support.analysis import FAILED, FINAL_PHASES, analysis_run, prometheus_metric, wait_for_phase
 from tests.support.wait import wait_for
 

@@ -62,6 +62,12 @@ WATCHER_NEEDS = [
     ("update", "configmaps#progressive-sync-clusters"),
     ("create", "events"),
     ("create", "leases.coordination.k8s.io"),
+    ("get", "analysistemplates.argoproj.io"),  # Valid=False before a release's analysis starts
+]
+WATCHER_MUST_NOT = [
+    ("list", "analysistemplates.argoproj.io"),
+    ("create", "analysisruns.argoproj.io"),
+    ("get", "clusteranalysistemplates.argoproj.io"),  # only with analysis.clusterTemplates
 ]
 STEPS_NEED = [
     ("get", "progressivesyncs.progressivesync.io"),
@@ -126,6 +132,10 @@ def test_rendered_chart_applies_and_rbac_fits_the_code(
     assert missing == [], f"steps lack {missing}"
     too_much = [(verb, res) for verb, res in STEPS_MUST_NOT if can_i(kubectl, steps, verb, res, namespace)]
     assert too_much == [], f"steps may do more than they need: {too_much}"
+    too_much = [
+        (verb, res) for verb, res in WATCHER_MUST_NOT if can_i(kubectl, watcher, verb, res, namespace)
+    ]
+    assert too_much == [], f"the watcher may do more than it needs: {too_much}"
 
 
 @pytest.mark.parametrize(

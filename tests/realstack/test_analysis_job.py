@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.devenv.argorollouts import ANALYSIS_RUNS, ArgoRollouts, RolloutsTools
+from orchestrator.devenv.argorollouts import ArgoRollouts, RolloutsTools
+from orchestrator.kube.client import ANALYSIS_RUNS
 from tests.support.analysis import (
     FAILED,
     FINAL_PHASES,

@@ -36,16 +36,17 @@ import pytest
 
 from orchestrator.devenv import controlplane as devcluster
 from orchestrator.devenv.analysis_stack import AnalysisStack
-from orchestrator.devenv.argorollouts import (
+from orchestrator.devenv.argorollouts import RolloutsError, RolloutsTools
+from orchestrator.devenv.metrics_endpoint import MetricsEndpoint, error_rate_query
+from orchestrator.devenv.prometheus import PrometheusError
+from orchestrator.kube.client import (
     ANALYSIS_RUNS,
     ANALYSIS_TEMPLATES,
     CLUSTER_ANALYSIS_TEMPLATES,
-    RolloutsError,
-    RolloutsTools,
+    Kube,
+    NotFound,
+    Resource,
 )
-from orchestrator.devenv.metrics_endpoint import MetricsEndpoint, error_rate_query
-from orchestrator.devenv.prometheus import PrometheusError
-from orchestrator.kube.client import Kube, NotFound, Resource
 from tests.support.wait import wait_for
 
 # Argo Rollouts' phases (pkg/apis/rollouts/v1alpha1 AnalysisPhase); the last four are final.

@@ -104,6 +104,8 @@ WATCHER_RULES = {
             "resources": ["applications", "applicationsets"],
             "verbs": ["get", "list", "watch"],
         },
+        # analysis.enabled: the templates a due release's analysis names (Valid=False before a start).
+        {"apiGroups": ["argoproj.io"], "resources": ["analysistemplates"], "verbs": ["get"]},
     ],
     "watcher-workflows": [
         {

@@ -12,9 +12,11 @@ from datetime import timedelta
 
 import pytest
 
+from orchestrator.analysis.check import AnalysisBlocker
 from orchestrator.api.models import (
     RolloutPhase,
 )
+from orchestrator.api.reasons import Reason
 from orchestrator.watcher.decide import decide
 from orchestrator.watcher.decision import (
     Observed,
@@ -107,6 +109,16 @@ from tests.support.decide_inputs import (
             "invalid-plan",
             ["UpdateStatus"],
             id="plan-with-errors-is-not-run",
+        ),
+        pytest.param(
+            observed(
+                analysis_blocker=AnalysisBlocker(
+                    Reason.ANALYSIS_TEMPLATE_NOT_FOUND, "stage 'canary', analysis error-rate: not found"
+                )
+            ),
+            "invalid-analysis",
+            ["UpdateStatus", "RequeueAfter"],
+            id="analysis-that-cannot-run-starts-nothing",
         ),
         # -- starting ------------------------------------------------------------------------
         pytest.param(

@@ -161,3 +161,19 @@ def test_it_prints_the_same_whether_a_forked_child_plans_the_fleet_or_not(
     assert said in forked[2]
     if code == 0:
         assert "kind" in forked[1] and "Workflow" in forked[1]
+
+
+def test_it_says_where_each_stages_analysis_runs(tmp_path: Path) -> None:
+    manifest = yaml.safe_load(EXAMPLE_PS.read_text())
+    first = manifest["spec"]["stages"][0]["name"]
+    manifest["spec"]["stages"][0]["analysis"] = {"templates": [{"name": "error-rate"}]}
+    path = tmp_path / "ps.yaml"
+    path.write_text(yaml.safe_dump(manifest))
+    result = run("-f", str(path), "--assume-clusters", "4")
+    assert result.exit_code == 0, result.stderr
+    notes = [line for line in result.stderr.splitlines() if line.startswith("# analysis:")]
+    assert notes == [
+        f"# analysis: stage {first}: error-rate: after its clusters are Synced and Healthy, before the "
+        "next stage (one AnalysisRun for the stage); Inconclusive fails"
+    ]
+    assert "analysis" in result.stdout  # the Workflow's analysis task

@@ -77,11 +77,99 @@ def test_events_are_recorded_for_what_people_need_to_see() -> None:
         TransitionKind.STAGE_SUCCEEDED,
         TransitionKind.STAGE_FAILED,
         TransitionKind.CLUSTER_FAILED,
+        TransitionKind.ANALYSIS_SUCCESSFUL,
+        TransitionKind.ANALYSIS_FAILED,
+        TransitionKind.ANALYSIS_ERROR,
+        TransitionKind.ANALYSIS_INCONCLUSIVE,
         TransitionKind.ROLLOUT_SUCCEEDED,
         TransitionKind.ROLLOUT_FAILED,
         TransitionKind.ROLLOUT_CANCELLED,
     }
     assert TransitionKind.CLUSTER_FAILED.event_type == "Warning"
+    assert TransitionKind.ANALYSIS_FAILED.event_type == "Warning"
+    assert TransitionKind.ANALYSIS_INCONCLUSIVE.event_type == "Warning"
+    assert TransitionKind.ANALYSIS_SUCCESSFUL.event_type == "Normal"
+
+
+def run(phase: str, name: str = "web-r1-canary-0123456789", message: str = "") -> dict[str, str]:
+    return {"run": name, "phase": phase, "message": message}
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "kinds"),
+    [
+        pytest.param(None, status(analysis=run("Failed")), [], id="first-sight-says-nothing"),
+        pytest.param(status(), status(analysis=run("Running")), [], id="a-running-run-is-no-outcome"),
+        pytest.param(
+            status(analysis=run("Running")),
+            status(analysis=run("Failed", message="metric error-rate = 0.3")),
+            ["AnalysisFailed"],
+            id="stage-run-failed",
+        ),
+        pytest.param(
+            status(analysis=run("Running")), status(analysis=run("Error")), ["AnalysisError"], id="error"
+        ),
+        pytest.param(
+            status(analysis=run("Running")),
+            status(analysis=run("Inconclusive")),
+            ["AnalysisInconclusive"],
+            id="inconclusive",
+        ),
+        pytest.param(
+            status(), status(analysis=run("Successful")), ["AnalysisSuccessful"], id="passed-at-first-write"
+        ),
+        pytest.param(
+            status(analysis=run("Failed", message="a")),
+            status(analysis=run("Failed", message="b")),
+            [],
+            id="same-run-same-phase-once",
+        ),
+        pytest.param(
+            status(analysis=run("Failed", name="old-run")),
+            status(analysis=run("Failed")),
+            ["AnalysisFailed"],
+            id="another-run-counts-again",
+        ),
+        pytest.param(
+            status(syncing=["c1"]),
+            status(failed=[{"name": "c1", "reason": "cluster c1: AnalysisFailed: analysis x failed: m = 1"}]),
+            ["ClusterFailed", "AnalysisFailed"],
+            id="per-cluster-run-failed",
+        ),
+        pytest.param(
+            status(syncing=["c1"]),
+            status(failed=[{"name": "c1", "reason": "cluster c1: AnalysisTimedOut: not ended"}]),
+            ["ClusterFailed", "AnalysisError"],
+            id="per-cluster-run-timed-out-is-error",
+        ),
+        pytest.param(
+            status(syncing=["c1"]),
+            status(failed=[{"name": "c1", "reason": "Degraded"}]),
+            ["ClusterFailed"],
+            id="a-plain-cluster-failure-is-no-analysis",
+        ),
+    ],
+)
+def test_analysis_transitions(
+    old: ProgressiveSyncStatus | None, new: ProgressiveSyncStatus, kinds: list[str]
+) -> None:
+    assert [t.kind.value for t in status_transitions(old, new)] == kinds
+
+
+def test_metrics_count_analysis_outcomes_per_stage_and_phase() -> None:
+    metrics = WatcherMetrics()
+    key = ("argocd", "web")
+    for old, new in [
+        (status(analysis=run("Running")), status(analysis=run("Failed"))),
+        (status(analysis=run("Failed")), status(analysis=run("Failed"))),
+        (status(syncing=["c1"]), status(failed=[{"name": "c1", "reason": "cluster c1: AnalysisError: x"}])),
+    ]:
+        for transition in status_transitions(old, new):
+            metrics.observe(key, transition)
+    text = metrics.exposition().decode()
+    for phase in ("Failed", "Error"):
+        labels = f'name="web",namespace="argocd",phase="{phase}",stage="canary"'
+        assert f"progressive_sync_analysis_runs_total{{{labels}}} 1.0" in text
 
 
 def test_metrics_count_syncs_and_time_clusters_and_stages() -> None:
