@@ -340,4 +340,9 @@ def test_a_deleted_step_pod_adopts_its_analysis_run(rollout: AnalysisRollout) ->
     assert run["metadata"]["uid"] == running["metadata"]["uid"]
     assert run["status"]["phase"] == "Successful" and not run["spec"].get("terminate")
     analyze_pods = [n for n in rig.nodes(type="Pod") if "analysis-error-rate" in str(n["name"])]
+    print(
+        "DIAG deleted",
+        pod["metadata"]["name"],
+        [(n["id"], n["displayName"], n["phase"], n.get("message"), n.get("outputs")) for n in analyze_pods],
+    )
     assert len(analyze_pods) >= 2, analyze_pods  # the deleted attempt, and its retry
