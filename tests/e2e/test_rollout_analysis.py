@@ -1,125 +1,363 @@
-"""A rollout with an analysis gate on the local executor, end to end on the real control plane: the
-canary's AnalysisRun decides whether the rollout goes on.
+"""Rollouts whose analysis gates the real Argo Rollouts analysis controller decides, measuring real
+Prometheus metrics, on both engines: the local executor and the real Argo Workflows controller.
 
-Real: kube-apiserver + etcd with Argo Rollouts' own CRDs (tests/support/analysis_crds.py), the
-Workflow as `build_workflow` makes it (the canary's clusters each followed by their `analysis-*`
-node), the local executor, the steps as subprocesses with the steps' restricted user. Simulated:
-Argo CD (the fleet simulator). Not here: the Argo Rollouts controller. The test writes the canary
-AnalysisRun's `status.phase` itself, only to drive the rollout through each outcome; the real
-controller measuring real metrics is exercised by the analysis tier.
+Real on both: kube-apiserver + etcd with Argo Rollouts' own analysis CRDs, the Argo Rollouts
+analysis controller (`--controllers=analysis`) watching that API server, a real Prometheus
+scraping the metrics endpoint this process serves (tests/support/analysis.py), the Workflow as
+`build_workflow` makes it (each gated cluster followed by its `analysis-error-rate` node), the
+`analyze` step (a subprocess locally, a pod on the real node), the `progressive-sync` CLI.
+Simulated: Argo CD (the fleet simulator). On the local engine the stack is the session's
+`analysis_stack`; on the real engine one `AnalysisStack` per session on the real stack's API
+server (`real_analysis_stack`). The controller measures in its own process, so the pods need no
+network path to Prometheus.
+
+Every cluster's Secret carries a label naming its series on the metrics endpoint (unique to the
+test), and the template's `cluster` argument takes it (`valueFrom.clusterLabel`): a test makes a
+cluster bad by its error rate, and the label is what reaches the PromQL query.
 """
 
 from __future__ import annotations
 
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner, Result
 
 from orchestrator.analysis.run import analysis_run_name
-from orchestrator.kube.client import ANALYSIS_RUNS, ANALYSIS_TEMPLATES, NotFound
-from tests.support.analysis_crds import rollouts_crds  # noqa: F401 - fixture
-from tests.support.engines import LOCAL, rollout_engine
+from orchestrator.cli.main import main
+from orchestrator.devenv.analysis_stack import AnalysisStack
+from orchestrator.devenv.argorollouts import RolloutsTools
+from orchestrator.devenv.metrics_endpoint import error_rate_query
+from orchestrator.devenv.node import PODS
+from orchestrator.kube.client import ANALYSIS_RUNS, ANALYSIS_TEMPLATES, SECRETS, NotFound
+from tests.support.analysis import analysis_template, prometheus_metric, set_error_rate
+from tests.support.engines import ARGO, LOCAL, RolloutEngine, rollout_engine
 from tests.support.rollout_rig import PS_NAME, RolloutRig, rollout_rig
+from tests.support.steps_harness import publish_inventory
 from tests.support.wait import wait_for
 
-pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("rollouts_crds")]
+pytestmark = [pytest.mark.e2e, pytest.mark.analysis, pytest.mark.timeout(600)]
 
-ANALYSIS = {
-    "templates": [{"name": "error-rate"}],
-    "perCluster": True,
-    "args": [{"name": "cluster", "valueFrom": {"clusterName": True}}],
-}
-CANARY = {"name": "canary", "targets": {"clusters": {"selector": {}}}, "maxTargets": 1, "analysis": ANALYSIS}
+TIMEOUT = 300.0
+SERIES_LABEL = "metrics-series"
+WORKFLOW_LABEL = "workflows.argoproj.io/workflow"
+NODE_NAME_ANNOTATION = "workflows.argoproj.io/node-name"
+UNREACHABLE = "http://127.0.0.1:9"  # the discard port: nothing listens, the connection is refused
+BAD, UNDECIDED = 0.5, 0.1  # above the failure condition (0.2); between the conditions (0.05..0.2)
+
+
+def analysis(**changes: Any) -> dict[str, Any]:
+    """The gate of these tests: `error-rate` per cluster, its series from the cluster's label."""
+    return {
+        "templates": [{"name": "error-rate"}],
+        "perCluster": True,
+        "args": [{"name": "cluster", "valueFrom": {"clusterLabel": SERIES_LABEL}}],
+        **changes,
+    }
+
+
+CANARY = {"name": "canary", "targets": {"clusters": {"selector": {}}}, "maxTargets": 1, "maxParallel": 1}
 REST = {"name": "rest", "targets": {"clusters": {"selector": {}}}, "maxParallel": 2}
-METRIC = {
-    "name": "error-rate",
-    "interval": "1s",
-    "count": 1,
-    "successCondition": "result[0] < 0.05",
-    "provider": {
-        "prometheus": {"address": "http://prometheus:9090", "query": "errors{cluster='{{args.cluster}}'}"}
-    },
-}
+GATED_CANARY = {**CANARY, "analysis": analysis()}
 
 
-@pytest.fixture
-def rig(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RolloutRig]:
-    with rollout_engine(request, LOCAL, tmp_path) as engine, rollout_rig(engine, clusters=3) as running:
-        running.simulate()
-        running.kube.create(
-            ANALYSIS_TEMPLATES,
-            running.namespace,
-            {
-                "apiVersion": "argoproj.io/v1alpha1",
-                "kind": "AnalysisTemplate",
-                "metadata": {"name": "error-rate"},
-                "spec": {"args": [{"name": "cluster"}], "metrics": [METRIC]},
-            },
-        )
+@pytest.fixture(scope="session")
+def real_analysis_stack(
+    real_stack_session: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[AnalysisStack]:
+    """Prometheus, the metrics endpoint and the analysis controller on the real stack's API server."""
+    real = real_stack_session.get(argo=True)
+    stack = AnalysisStack.start(
+        real.stack.cluster,
+        folder=tmp_path_factory.mktemp("real-analysis"),
+        rollouts_tools=RolloutsTools.find(),
+    )
+    try:
+        yield stack
+    finally:
+        stack.stop()
+
+
+REAL_ENGINE = pytest.param(ARGO, id=ARGO, marks=[pytest.mark.realstack, pytest.mark.realstack_owner])
+
+
+@pytest.fixture(params=[pytest.param(LOCAL, id=LOCAL), REAL_ENGINE])
+def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RolloutEngine]:
+    with rollout_engine(request, request.param, tmp_path) as running:
         yield running
 
 
-def _run(rig: RolloutRig, name: str) -> dict[str, Any] | None:
-    try:
-        return rig.kube.get(ANALYSIS_RUNS, rig.namespace, name)
-    except NotFound:
-        return None
+@pytest.fixture
+def stack(request: pytest.FixtureRequest, engine: RolloutEngine) -> AnalysisStack:
+    """The analysis stack watching the engine's API server."""
+    name = "analysis_stack" if engine.name == LOCAL else "real_analysis_stack"
+    return request.getfixturevalue(name)  # type: ignore[no-any-return]
+
+
+class AnalysisRollout:
+    """A rollout rig whose clusters each have a series of their own on the stack's endpoint."""
+
+    def __init__(self, rig: RolloutRig, stack: AnalysisStack) -> None:
+        self.rig, self.stack = rig, stack
+        suffix = uuid.uuid4().hex[:6]
+        self.series = {cluster: f"{cluster}-{suffix}" for cluster in rig.all_clusters()}
+        for secret in rig.kube.list_cluster_secrets(rig.namespace):
+            patch = {"metadata": {"labels": {SERIES_LABEL: self.series[secret.name]}}}
+            rig.kube.patch(SECRETS, rig.namespace, secret.secret_name, patch)
+        publish_inventory(rig.kube, rig.namespace)  # the steps read the labels from the inventory
+
+    def template(self, *, address: str | None = None, count: int = 2) -> None:
+        """The `error-rate` AnalysisTemplate (Prometheus at `address`, default the stack's)."""
+        metric = prometheus_metric(
+            "error-rate",
+            address=address or self.stack.prometheus_url,
+            query=error_rate_query("{{args.cluster}}"),
+            count=count,
+        )
+        body = analysis_template("error-rate", [metric], args=[{"name": "cluster"}])
+        self.rig.kube.create(ANALYSIS_TEMPLATES, self.rig.namespace, body)
+
+    def rates(self, rates: dict[str, float]) -> None:
+        """Every cluster good but those in `rates`; return once Prometheus says so for each."""
+        wanted = {cluster: rates.get(cluster, 0.0) for cluster in self.series}
+        for cluster, rate in wanted.items():
+            self.stack.endpoint.set_error_rate(self.series[cluster], rate)
+        for cluster, rate in wanted.items():
+            set_error_rate(self.stack, self.series[cluster], rate, timeout=60.0)
+
+    def run_name(self, stage: str, cluster: str) -> str:
+        rollout_id = self.rig.workflow_name.removeprefix(f"{PS_NAME}-")
+        return analysis_run_name(PS_NAME, rollout_id, stage, cluster)
+
+    def run(self, stage: str, cluster: str) -> dict[str, Any] | None:
+        try:
+            return self.rig.kube.get(ANALYSIS_RUNS, self.rig.namespace, self.run_name(stage, cluster))
+        except NotFound:
+            return None
+
+    def wait_run_phase(self, stage: str, cluster: str, phases: set[str]) -> dict[str, Any]:
+        def phase() -> dict[str, Any] | None:
+            run = self.run(stage, cluster)
+            return run if run and ((run.get("status") or {}).get("phase") in phases) else None
+
+        return wait_for(
+            phase,
+            timeout=TIMEOUT,
+            interval=0.3,
+            what=f"AnalysisRun of {stage}/{cluster} in {sorted(phases)}",
+            describe=lambda: (self.run(stage, cluster) or {}).get("status"),
+        )
+
+    def runs(self) -> list[dict[str, Any]]:
+        items, _ = self.rig.kube.list(ANALYSIS_RUNS, self.rig.namespace)
+        return items
+
+    def failures(self, stage: str) -> dict[str, str]:
+        status = self.rig.progressive_sync().status
+        assert status is not None and status.stages
+        [found] = [s for s in status.stages if s.name == stage]
+        return {failure.name: failure.reason for failure in found.failed}
+
+
+@pytest.fixture
+def rollout(engine: RolloutEngine, stack: AnalysisStack) -> Iterator[AnalysisRollout]:
+    """Three clusters, all good, an `error-rate` template on the stack's Prometheus; engine running."""
+    with rollout_rig(engine, clusters=3) as rig:
+        rig.simulate()
+        rig.run_engine()
+        yield AnalysisRollout(rig, stack)
+
+
+def cli(rig: RolloutRig, *args: str) -> Result:
+    return CliRunner().invoke(main, [*args, "-n", rig.namespace, "--kubeconfig", str(rig.engine.kubeconfig)])
+
+
+def test_a_healthy_release_passes_every_gate(rollout: AnalysisRollout) -> None:
+    """Every cluster of both stages is gated by a real measurement; all pass; one sync each."""
+    rig = rollout.rig
+    rollout.template()
+    rollout.rates({})
+    started = time.monotonic()
+    rig.start_rollout([CANARY, REST], deadline_seconds=300, analysis=analysis())
+    done = rig.wait_finished(timeout=TIMEOUT)
+    assert done["status"]["phase"] == "Succeeded", done["status"].get("message")
+    assert rig.sync_starts() == dict.fromkeys(rig.all_clusters(), 1)
+    runs = rollout.runs()
+    assert len(runs) == 3
+    assert {run["status"]["phase"] for run in runs} == {"Successful"}
+    for run in runs:  # measured by the controller: values of the real query, under the condition
+        [result] = run["status"]["metricResults"]
+        assert len(result["measurements"]) == 2 and result["successful"] == 2
+    print(f"healthy release, 3 gated clusters: {time.monotonic() - started:.1f}s")
 
 
 @pytest.mark.parametrize(
-    ("phase", "result", "workflow_phase"),
+    ("address", "rate", "says"),
     [
-        pytest.param(
-            "Successful",
-            {
-                "name": "error-rate",
-                "phase": "Successful",
-                "measurements": [{"phase": "Successful", "value": "[0.01]"}],
-            },
-            "Succeeded",
-            id="a-healthy-canary-passes-its-gate",
-        ),
-        pytest.param(
-            "Failed",
-            {
-                "name": "error-rate",
-                "phase": "Failed",
-                "count": 1,
-                "failed": 1,
-                "measurements": [{"phase": "Failed", "value": "[0.37]"}],
-            },
-            "Failed",
-            id="a-healthy-but-bad-canary-stops-the-rollout",
-        ),
+        pytest.param(None, BAD, "metric error-rate = [0.5", id="healthy-but-bad-canary-fails-its-metric"),
+        pytest.param(UNREACHABLE, 0.0, "could not be measured", id="prometheus-unreachable-is-an-error"),
     ],
 )
-def test_the_canary_analysis_decides(
-    rig: RolloutRig, phase: str, result: dict[str, Any], workflow_phase: str
+def test_the_canary_gate_stops_the_rollout(
+    rollout: AnalysisRollout, address: str | None, rate: float, says: str
 ) -> None:
-    rig.run_engine()
-    rig.start_rollout([CANARY, REST])
-    rollout_id = rig.workflow_name.removeprefix(f"{PS_NAME}-")
-    canary = wait_for(lambda: list(rig.sync_starts()), timeout=120, interval=0.2, what="the canary to sync")[
-        0
-    ]
-    name = analysis_run_name(PS_NAME, rollout_id, "canary", canary)
-    run = wait_for(lambda: _run(rig, name), timeout=120, interval=0.2, what=f"AnalysisRun {name}")
-    assert run["spec"]["args"] == [{"name": "cluster", "value": canary}]
-    assert rig.sync_starts() == {canary: 1}  # nothing beyond the canary while its gate runs
-    rig.kube.patch(
-        ANALYSIS_RUNS, rig.namespace, name, {"status": {"phase": phase, "metricResults": [result]}}
-    )
-    done = rig.wait_finished()
-    assert done["status"]["phase"] == workflow_phase, done["status"].get("message")
-    analysis_nodes = rig.nodes(type="Pod")
-    assert any("analysis-error-rate" in str(node["name"]) for node in analysis_nodes)
-    if workflow_phase == "Succeeded":
-        assert rig.sync_starts() == dict.fromkeys(rig.all_clusters(), 1)
-        return
+    """The canary is Healthy in Argo CD, but its gate fails (a bad metric, or no measurement at
+    all): the rollout stops at the canary, nothing beyond it syncs, the reason names why."""
+    rig = rollout.rig
+    [canary] = rig.planned_targets([GATED_CANARY, REST], "canary")
+    rollout.template(address=address)
+    rollout.rates({canary: rate})
+    rig.start_rollout([GATED_CANARY, REST], deadline_seconds=300)
+    run = rollout.wait_run_phase("canary", canary, {"Failed", "Error", "Successful"})
+    assert run["status"]["phase"] == ("Failed" if address is None else "Error")
+    assert run["spec"]["args"] == [{"name": "cluster", "value": rollout.series[canary]}]
+    done = rig.wait_finished(timeout=TIMEOUT)
+    assert done["status"]["phase"] == "Failed", done["status"].get("message")
     assert rig.sync_starts() == {canary: 1}  # 0 syncs beyond the canary
-    stage = rig.progressive_sync().status.stages[0]  # type: ignore[union-attr]
-    assert [failure.name for failure in stage.failed] == [canary]
-    assert "AnalysisFailed" in stage.failed[0].reason
-    assert "error-rate = [0.37]" in stage.failed[0].reason
+    reason = rollout.failures("canary")[canary]
+    assert says in reason, reason
+    if address is not None:  # the cause is in the run; the reason (cut to 256 characters) names where
+        assert "never passes" in reason and "127.0.0.1:9" in reason, reason
+        [result] = run["status"]["metricResults"]
+        assert "connection refused" in result["measurements"][-1]["message"], result
+    assert len(rollout.runs()) == 1
+
+
+def test_inconclusive_waits_for_approval_and_goes_on(rollout: AnalysisRollout) -> None:
+    """The canary's error rate is between the conditions: the run ends Inconclusive, the stage
+    (onInconclusive: Approve) waits with nothing beyond the canary synced; `progressive-sync
+    approve` lets the rollout go on to every cluster."""
+    rig = rollout.rig
+    stages = [{**CANARY, "analysis": analysis(onInconclusive="Approve")}, REST]
+    [canary] = rig.planned_targets(stages, "canary")
+    rollout.template()
+    rollout.rates({canary: UNDECIDED})
+    rig.start_rollout(stages, deadline_seconds=300)
+    run = rollout.wait_run_phase("canary", canary, {"Inconclusive", "Failed", "Error", "Successful"})
+    assert run["status"]["phase"] == "Inconclusive", run["status"]
+    wait_for(
+        lambda: rig.nodes(displayName="approve-analysis", phase="Running"),
+        timeout=TIMEOUT,
+        interval=0.3,
+        what="the approve-analysis gate to wait",
+        describe=rig.state,
+    )
+    assert rig.phase() == "Running"
+    assert rig.sync_starts() == {canary: 1}  # it waits: nothing beyond the canary
+    approved = cli(rig, "approve", PS_NAME)
+    assert approved.exit_code == 0, approved.output
+    done = rig.wait_finished(timeout=TIMEOUT)
+    assert done["status"]["phase"] == "Succeeded", done["status"].get("message")
+    assert rig.sync_starts() == dict.fromkeys(rig.all_clusters(), 1)
+
+
+def test_cancel_terminates_the_running_analysis(rollout: AnalysisRollout) -> None:
+    """`progressive-sync cancel` while the canary's run measures (60 measurements, a minute): the
+    step terminates the run (spec.terminate), the controller ends it, nothing beyond the canary."""
+    rig = rollout.rig
+    [canary] = rig.planned_targets([GATED_CANARY, REST], "canary")
+    rollout.template(count=60)
+    rollout.rates({})
+    rig.start_rollout([GATED_CANARY, REST], deadline_seconds=300)
+    rollout.wait_run_phase("canary", canary, {"Running"})
+    cancelled = cli(rig, "cancel", PS_NAME)
+    assert cancelled.exit_code == 0, cancelled.output
+    started = time.monotonic()
+    run = rollout.wait_run_phase("canary", canary, {"Successful", "Failed", "Error", "Inconclusive"})
+    assert run["spec"].get("terminate") is True, run["spec"]
+    assert run["metadata"]["annotations"]["progressivesync.io/terminated"] == "stopped"
+    assert len(run["status"]["metricResults"][0].get("measurements") or []) < 60  # ended early
+    done = rig.wait_finished(timeout=TIMEOUT)
+    assert done["status"]["phase"] in ("Failed", "Error"), done["status"]
+    assert rig.sync_starts() == {canary: 1}
+    print(f"cancel -> run ended: {time.monotonic() - started:.1f}s")
+
+
+@pytest.mark.parametrize(
+    ("bad", "tolerated"),
+    [
+        pytest.param(1, True, id="one-bad-cluster-is-tolerated"),
+        pytest.param(2, False, id="two-bad-clusters-are-not"),
+    ],
+)
+def test_per_cluster_runs_count_against_max_failed_clusters(
+    rollout: AnalysisRollout, bad: int, tolerated: bool
+) -> None:
+    """Two clusters gated one run each with maxFailedClusters 1: one failed run is tolerated (the
+    last cluster syncs), two are not (it never does)."""
+    rig = rollout.rig
+    first = {**CANARY, "name": "first", "maxTargets": 2, "maxParallel": 2, "analysis": analysis()}
+    stages = [first, REST]
+    gated = rig.planned_targets(stages, "first")
+    [last] = sorted(set(rig.all_clusters()) - set(gated))
+    rollout.template()
+    rollout.rates(dict.fromkeys(gated[:bad], BAD))
+    rig.start_rollout(stages, deadline_seconds=300, max_failed_clusters=1)
+    done = rig.wait_finished(timeout=TIMEOUT)
+    assert sorted(rollout.failures("first")) == sorted(gated[:bad])
+    phases = {run["metadata"]["name"]: run["status"]["phase"] for run in rollout.runs()}
+    assert sorted(phases.values()) == sorted(["Failed"] * bad + ["Successful"] * (2 - bad)), phases
+    if tolerated:
+        assert done["status"]["phase"] == "Succeeded", done["status"].get("message")
+        assert rig.sync_starts() == dict.fromkeys(rig.all_clusters(), 1)
+    else:
+        assert done["status"]["phase"] == "Failed", done["status"].get("message")
+        assert rig.sync_starts() == dict.fromkeys(gated, 1)  # never `last`
+        assert last not in rig.sync_starts()
+
+
+def _analyze_pod(rig: RolloutRig) -> dict[str, Any] | None:
+    """The running pod of the canary's analysis step (real engine)."""
+    pods, _ = rig.kube.list(PODS, rig.namespace, label_selector=f"{WORKFLOW_LABEL}={rig.workflow_name}")
+    for pod in pods:
+        node = (pod["metadata"].get("annotations") or {}).get(NODE_NAME_ANNOTATION, "")
+        if "analysis-error-rate" in node and (pod.get("status") or {}).get("phase") == "Running":
+            return pod  # type: ignore[no-any-return]
+    return None
+
+
+def _step_again(rig: RolloutRig, name: str, uid: str) -> str:
+    """How the analyze step runs again after its pod `name` (`uid`) was deleted; "" while it does not."""
+    attempts = [n for n in rig.nodes(type="Pod") if "analysis-error-rate" in str(n["name"])]
+    if len(attempts) > 1:
+        return f"retried: {[(n['displayName'], n['phase']) for n in attempts]}"
+    try:
+        found = rig.kube.get(PODS, rig.namespace, name)
+    except NotFound:
+        return ""
+    return f"pod {name} made again" if found["metadata"]["uid"] != uid else ""
+
+
+@pytest.mark.parametrize("engine", [REAL_ENGINE], indirect=True)  # a step pod exists there only
+def test_a_deleted_step_pod_adopts_its_analysis_run(rollout: AnalysisRollout) -> None:
+    """The canary's analyze pod is deleted while its run measures (15 measurements): the Workflow
+    is not stopping, so the run keeps going; the step's retry adopts the same run (one
+    AnalysisRun, the same uid) and the rollout ends as it would have."""
+    rig = rollout.rig
+    [canary] = rig.planned_targets([GATED_CANARY, REST], "canary")
+    rollout.template(count=15)
+    rollout.rates({})
+    rig.start_rollout([GATED_CANARY, REST], deadline_seconds=300)
+    running = rollout.wait_run_phase("canary", canary, {"Running"})
+    pod = wait_for(lambda: _analyze_pod(rig), timeout=60, interval=0.3, what="the canary's analyze pod")
+    name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
+    rig.kube.delete(PODS, rig.namespace, name)
+    # Argo either retries the node (a second attempt) or makes the pod again under the same name
+    # (its pod reconciliation, while the node still runs): either way a new step process.
+    again = wait_for(
+        lambda: _step_again(rig, name, uid),
+        timeout=120,
+        interval=0.3,
+        what=f"a new attempt of the analyze step after pod {name} was deleted",
+    )
+    done = rig.wait_finished(timeout=TIMEOUT)
+    assert done["status"]["phase"] == "Succeeded", done["status"].get("message")
+    assert rig.sync_starts() == dict.fromkeys(rig.all_clusters(), 1)
+    print(f"deleted analyze pod: {again}")
+    [run] = rollout.runs()  # adopted, not made again
+    assert run["metadata"]["uid"] == running["metadata"]["uid"], again
+    assert run["status"]["phase"] == "Successful" and not run["spec"].get("terminate")

@@ -136,8 +136,10 @@ def make_progressive_sync(
     max_failed_clusters: int = 0,
     degraded_grace_seconds: int | None = None,
     status: dict[str, Any] | None = None,
+    **spec: Any,
 ) -> ProgressiveSync:
-    """Create a ProgressiveSync (and, with `status`, write its status subresource)."""
+    """Create a ProgressiveSync (and, with `status`, write its status subresource); `spec` are more
+    spec fields in wire form (`analysis={...}`)."""
     grace = {} if degraded_grace_seconds is None else {"degradedGraceSeconds": degraded_grace_seconds}
     body = make_ps(
         name,
@@ -147,6 +149,7 @@ def make_progressive_sync(
         progressDeadlineSeconds=deadline_seconds,
         failurePolicy={"maxFailedClusters": max_failed_clusters},
         **grace,
+        **spec,
     )
     created = kube.create(PROGRESSIVE_SYNCS, namespace, body)
     if status is not None:
