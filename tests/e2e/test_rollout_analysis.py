@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +30,12 @@ from click.testing import CliRunner, Result
 
 from orchestrator.analysis.run import analysis_run_name
 from orchestrator.cli.main import main
+from orchestrator.core.clock import parse_time
 from orchestrator.devenv.analysis_stack import AnalysisStack
 from orchestrator.devenv.argorollouts import RolloutsTools
 from orchestrator.devenv.metrics_endpoint import error_rate_query
 from orchestrator.devenv.node import PODS
-from orchestrator.kube.client import ANALYSIS_RUNS, ANALYSIS_TEMPLATES, SECRETS, NotFound
+from orchestrator.kube.client import ANALYSIS_RUNS, ANALYSIS_TEMPLATES, SECRETS, WORKFLOWS, NotFound
 from tests.support.analysis import analysis_template, prometheus_metric, set_error_rate
 from tests.support.engines import ARGO, LOCAL, RolloutEngine, rollout_engine
 from tests.support.rollout_rig import PS_NAME, RolloutRig, rollout_rig
@@ -110,13 +112,15 @@ class AnalysisRollout:
             rig.kube.patch(SECRETS, rig.namespace, secret.secret_name, patch)
         publish_inventory(rig.kube, rig.namespace)  # the steps read the labels from the inventory
 
-    def template(self, *, address: str | None = None, count: int = 2) -> None:
-        """The `error-rate` AnalysisTemplate (Prometheus at `address`, default the stack's)."""
+    def template(self, *, address: str | None = None, count: int = 2, **metric_fields: Any) -> None:
+        """The `error-rate` AnalysisTemplate (Prometheus at `address`, default the stack's; more
+        of `prometheus_metric`'s fields in `metric_fields`)."""
         metric = prometheus_metric(
             "error-rate",
             address=address or self.stack.prometheus_url,
             query=error_rate_query("{{args.cluster}}"),
             count=count,
+            **metric_fields,
         )
         body = analysis_template("error-rate", [metric], args=[{"name": "cluster"}])
         self.rig.kube.create(ANALYSIS_TEMPLATES, self.rig.namespace, body)
@@ -361,3 +365,118 @@ def test_a_deleted_step_pod_adopts_its_analysis_run(rollout: AnalysisRollout) ->
     [run] = rollout.runs()  # adopted, not made again
     assert run["metadata"]["uid"] == running["metadata"]["uid"], again
     assert run["status"]["phase"] == "Successful" and not run["spec"].get("terminate")
+
+
+FINAL = {"Successful", "Failed", "Error", "Inconclusive"}
+BAKE = 60
+
+
+def _measured(rollout: AnalysisRollout, stage: str, cluster: str) -> dict[str, Any] | None:
+    """The run once the controller took its first measurement."""
+    run = rollout.run(stage, cluster)
+    results = ((run or {}).get("status") or {}).get("metricResults") or []
+    return run if results and results[0].get("measurements") else None
+
+
+def test_a_metric_that_fails_mid_bake_fails_the_stage_before_the_bake_ends(
+    rollout: AnalysisRollout,
+) -> None:
+    """The canary bakes 60 s with a `duringBake` run (a measurement a second, for longer than the
+    bake); once it measured good, the canary's error rate turns bad: the run fails, and with it the
+    stage, well before the bake would have ended; nothing beyond the canary syncs."""
+    rig = rollout.rig
+    stages = [{**CANARY, "bakeSeconds": BAKE, "analysis": analysis(when=["duringBake"])}, REST]
+    [canary] = rig.planned_targets(stages, "canary")
+    # No success condition: a value on its way from good to bad (the query's window holds both)
+    # is not Inconclusive; only above the failure condition fails.
+    rollout.template(count=2 * BAKE, success=None)
+    rollout.rates({})
+    rig.start_rollout(stages, deadline_seconds=300)
+    good = wait_for(
+        lambda: _measured(rollout, "canary", canary),
+        timeout=TIMEOUT,
+        interval=0.3,
+        what="the bake's run to measure",
+        describe=rig.state,
+    )
+    baking = parse_time(good["metadata"]["creationTimestamp"])
+    assert baking is not None and good["status"]["phase"] == "Running", good["status"]
+    assert good["status"]["metricResults"][0]["measurements"][0]["phase"] == "Successful"
+    rollout.rates({canary: BAD})  # mid-bake: measured good first, bad from now on
+    flipped = datetime.now(UTC)
+    done = rig.wait_finished(timeout=TIMEOUT)
+    ended = parse_time(done["status"]["finishedAt"])
+    assert ended is not None
+    assert done["status"]["phase"] == "Failed", done["status"].get("message")
+    run = rollout.run("canary", canary)
+    assert run is not None and run["status"]["phase"] == "Failed", run and run["status"]
+    assert not run["spec"].get("terminate"), "failed by its metric, not ended by us"
+    assert (ended - baking).total_seconds() < BAKE - 10, (baking, flipped, ended)  # before the bake's end
+    assert rig.sync_starts() == {canary: 1}  # 0 syncs beyond the stage
+    reason = rollout.failures("canary")[canary]  # the value may be one on its way up to 0.5
+    assert "metric error-rate = [" in reason and "failureCondition result[0] > 0.2" in reason, reason
+    assert len(rollout.runs()) == 1
+    print(
+        f"duringBake: bad at +{(flipped - baking).total_seconds():.1f}s, "
+        f"rollout ended at +{(ended - baking).total_seconds():.1f}s of a {BAKE}s bake"
+    )
+
+
+def test_the_workflow_deadline_terminates_the_running_analysis(rollout: AnalysisRollout) -> None:
+    """The Workflow's deadline (`activeDeadlineSeconds`, made short once the canary's run measures:
+    a minute of measurements) passes: the step's SIGTERM terminates the run (spec.terminate, our
+    annotation), the controller ends it early, the rollout fails with nothing beyond the canary."""
+    rig = rollout.rig
+    [canary] = rig.planned_targets([GATED_CANARY, REST], "canary")
+    rollout.template(count=60)
+    rollout.rates({})
+    rig.start_rollout([GATED_CANARY, REST], deadline_seconds=300)
+    rollout.wait_run_phase("canary", canary, {"Running"})
+    started = parse_time(rig.workflow()["status"]["startedAt"])
+    assert started is not None
+    seconds = int((datetime.now(UTC) - started).total_seconds()) + 3
+    rig.kube.patch(WORKFLOWS, rig.namespace, rig.workflow_name, {"spec": {"activeDeadlineSeconds": seconds}})
+    run = rollout.wait_run_phase("canary", canary, FINAL)
+    assert run["spec"].get("terminate") is True, run["spec"]
+    assert run["metadata"]["annotations"]["progressivesync.io/terminated"] == "stopped"
+    assert len(run["status"]["metricResults"][0].get("measurements") or []) < 60  # ended early
+    done = rig.wait_finished(timeout=TIMEOUT)
+    assert done["status"]["phase"] in ("Failed", "Error"), done["status"]
+    ended = parse_time(done["status"]["finishedAt"])
+    assert ended is not None and (ended - started).total_seconds() < seconds + 30, (started, seconds, ended)
+    assert rig.sync_starts() == {canary: 1}
+    assert len(rollout.runs()) == 1
+
+
+def test_a_watcher_killed_during_analysis_leaves_one_run_per_cluster(rollout: AnalysisRollout) -> None:
+    """The watcher starts the rollout (every stage gated, one run per cluster) and is SIGKILLed
+    while the canary's run measures, then started again: still one Workflow, exactly one
+    AnalysisRun per (stage, cluster), every one Successful, each Application synced once."""
+    rig = rollout.rig
+    rollout.template(count=10)
+    rollout.rates({})
+    watcher = rig.watcher_process().start()
+    stages = [CANARY, REST]
+    [canary] = rig.planned_targets(stages, "canary")
+    rig.create_ps(stages, deadline_seconds=300, analysis=analysis())
+    [workflow] = wait_for(
+        rig.workflows, timeout=TIMEOUT, interval=0.3, what="the watcher to start the rollout"
+    )
+    rig.workflow_name = workflow["metadata"]["name"]
+    running = rollout.wait_run_phase("canary", canary, {"Running"})
+    watcher.kill()
+    assert rollout.run("canary", canary) is not None
+    watcher.start()
+    done = rig.wait_finished(timeout=TIMEOUT)
+    assert done["status"]["phase"] == "Succeeded", done["status"].get("message")
+    rig.wait_phase("Succeeded", timeout=TIMEOUT)
+    assert len(rig.workflows()) == 1
+    assert rig.sync_starts() == dict.fromkeys(rig.all_clusters(), 1)
+    rest = [cluster for cluster in rig.all_clusters() if cluster != canary]
+    expected = {rollout.run_name("canary", canary)} | {rollout.run_name("rest", c) for c in rest}
+    runs = rollout.runs()
+    assert sorted(run["metadata"]["name"] for run in runs) == sorted(expected)
+    assert {run["status"]["phase"] for run in runs} == {"Successful"}
+    [kept] = [run for run in runs if run["metadata"]["name"] == running["metadata"]["name"]]
+    assert kept["metadata"]["uid"] == running["metadata"]["uid"]
+    assert watcher.starts == 2
