@@ -394,6 +394,7 @@ def analyze(
                 analysis=analysis,
                 templates=templates,
                 context=_context(ctx, fleet, target, record.revisions if record else None),
+                bake=when is AnalysisWhen.DURING_BAKE,
             )
         except AnalysisBuildError as exc:
             failures[target] = (exc.reason, str(exc))

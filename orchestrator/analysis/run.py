@@ -17,8 +17,8 @@ cluster's name, labels and server and its Applications), and returns the Analysi
 - `spec.dryRun`, `spec.measurementRetention`: the templates' merged (one entry per metric name);
 - `spec.ttlStrategy.secondsAfterCompletion`: the run is cleaned up after it ended;
 - `metadata.name`: `analysis_run_name`, deterministic from the ProgressiveSync, the rollout id,
-  the stage and the cluster, at most 63 characters, so a retried step or a restarted watcher finds
-  the run it made instead of making a second;
+  the stage, the cluster and whether it is the stage's `duringBake` run, at most 63 characters,
+  so a retried step or a restarted watcher finds the run it made instead of making a second;
 - labels `progressivesync.io/name`, `rollout-id`, `stage`, `cluster` (label-safe; the exact stage
   and cluster names are annotations), Argo Rollouts' `instance-id` when one is configured, and an
   ownerReference to the ProgressiveSync (garbage collected with it).
@@ -110,15 +110,20 @@ def _dns_part(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
-def analysis_run_name(ps_name: str, rollout_id: str, stage: str, cluster: str = "") -> str:
-    """`<ps>-<rollout>-<stage>[-<cluster>]-<hash>`, lowercase, at most 63 characters.
+def analysis_run_name(
+    ps_name: str, rollout_id: str, stage: str, cluster: str = "", *, bake: bool = False
+) -> str:
+    """`<ps>-<rollout>-<stage>[-bake][-<cluster>]-<hash>`, lowercase, at most 63 characters.
 
     The readable part is cut to make room for a hash of the exact (ProgressiveSync, rollout, stage,
-    cluster): two stages or clusters whose names read alike (`eu 1`, `eu-1`) get two names, and
-    the same four always give the same name."""
-    exact = "\x00".join((ps_name, rollout_id, stage, cluster))
+    cluster, bake): two stages or clusters whose names read alike (`eu 1`, `eu-1`) get two names,
+    and the same five always give the same name. `bake`: the stage's `duringBake` run, which a
+    stage with `when: [afterHealthy, duringBake]` runs after its gate's run of the same cluster
+    (one name for both would make the bake adopt the gate's ended run and pass unmeasured)."""
+    exact = "\x00".join((ps_name, rollout_id, stage, cluster) + (("duringBake",) if bake else ()))
     digest = hashlib.sha256(exact.encode()).hexdigest()[:_HASH_LENGTH]
-    readable = "-".join(part for part in map(_dns_part, (ps_name, rollout_id, stage, cluster)) if part)
+    parts = (ps_name, rollout_id, stage, "bake" if bake else "", cluster)
+    readable = "-".join(part for part in map(_dns_part, parts) if part)
     readable = readable[: RUN_NAME_MAX - _HASH_LENGTH - 1].rstrip("-")
     return f"{readable}-{digest}" if readable else f"analysis-{digest}"
 
@@ -318,8 +323,10 @@ def build_analysis_run(
     context: ArgContext,
     ttl_seconds: int = DEFAULT_TTL_SECONDS,
     instance_id: str = "",
+    bake: bool = False,
 ) -> dict[str, Any]:
-    """The AnalysisRun manifest of the stage (or of `context.cluster`); see the module."""
+    """The AnalysisRun manifest of the stage (or of `context.cluster`; `bake`: its `duringBake`
+    run); see the module."""
     flat = flatten_templates(templates)
     if not flat.metrics:
         raise AnalysisBuildError(
@@ -335,7 +342,7 @@ def build_analysis_run(
     if context.cluster:
         annotations[CLUSTER_ANNOTATION] = context.cluster
     metadata: dict[str, Any] = {
-        "name": analysis_run_name(ps_name, rollout_id, context.stage, context.cluster),
+        "name": analysis_run_name(ps_name, rollout_id, context.stage, context.cluster, bake=bake),
         "namespace": namespace,
         "labels": labels,
         "annotations": annotations,

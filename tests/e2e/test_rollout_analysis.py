@@ -133,13 +133,14 @@ class AnalysisRollout:
         for cluster, rate in wanted.items():
             set_error_rate(self.stack, self.series[cluster], rate, timeout=60.0)
 
-    def run_name(self, stage: str, cluster: str) -> str:
+    def run_name(self, stage: str, cluster: str, *, bake: bool = False) -> str:
         rollout_id = self.rig.workflow_name.removeprefix(f"{PS_NAME}-")
-        return analysis_run_name(PS_NAME, rollout_id, stage, cluster)
+        return analysis_run_name(PS_NAME, rollout_id, stage, cluster, bake=bake)
 
-    def run(self, stage: str, cluster: str) -> dict[str, Any] | None:
+    def run(self, stage: str, cluster: str, *, bake: bool = False) -> dict[str, Any] | None:
         try:
-            return self.rig.kube.get(ANALYSIS_RUNS, self.rig.namespace, self.run_name(stage, cluster))
+            name = self.run_name(stage, cluster, bake=bake)
+            return self.rig.kube.get(ANALYSIS_RUNS, self.rig.namespace, name)
         except NotFound:
             return None
 
@@ -372,8 +373,8 @@ BAKE = 60
 
 
 def _measured(rollout: AnalysisRollout, stage: str, cluster: str) -> dict[str, Any] | None:
-    """The run once the controller took its first measurement."""
-    run = rollout.run(stage, cluster)
+    """The bake's run once the controller took its first measurement."""
+    run = rollout.run(stage, cluster, bake=True)
     results = ((run or {}).get("status") or {}).get("metricResults") or []
     return run if results and results[0].get("measurements") else None
 
@@ -408,7 +409,7 @@ def test_a_metric_that_fails_mid_bake_fails_the_stage_before_the_bake_ends(
     ended = parse_time(done["status"]["finishedAt"])
     assert ended is not None
     assert done["status"]["phase"] == "Failed", done["status"].get("message")
-    run = rollout.run("canary", canary)
+    run = rollout.run("canary", canary, bake=True)
     assert run is not None and run["status"]["phase"] == "Failed", run and run["status"]
     assert not run["spec"].get("terminate"), "failed by its metric, not ended by us"
     assert (ended - baking).total_seconds() < BAKE - 10, (baking, flipped, ended)  # before the bake's end

@@ -114,8 +114,8 @@ def start(
     return future
 
 
-def run_named(rig: Rig, cluster: str = "") -> dict[str, Any]:
-    name = analysis_run_name("myservice", "r1", "canary", cluster)
+def run_named(rig: Rig, cluster: str = "", *, bake: bool = False) -> dict[str, Any]:
+    name = analysis_run_name("myservice", "r1", "canary", cluster, bake=bake)
     return wait_for(lambda: _get(rig.kube, rig.namespace, name), timeout=30, what=f"AnalysisRun {name}")
 
 
@@ -437,7 +437,7 @@ def test_during_bake_a_failing_metric_fails_the_stage_that_record_closed(rig: Ri
     threading.Thread(
         target=lambda: future.set_result(analyze(steps_kube, ctx, when=AnalysisWhen.DURING_BAKE)), daemon=True
     ).start()
-    run = run_named(rig)
+    run = run_named(rig, bake=True)
     set_phase(
         rig, run, "Failed", {"name": "error-rate", "phase": "Failed", "measurements": [{"value": "[0.5]"}]}
     )
@@ -464,7 +464,7 @@ def test_during_bake_the_run_ends_with_the_bake_and_passes(rig: Rig, steps_kube:
     threading.Thread(
         target=lambda: future.set_result(analyze(steps_kube, ctx, when=AnalysisWhen.DURING_BAKE)), daemon=True
     ).start()
-    run = run_named(rig)
+    run = run_named(rig, bake=True)
     set_phase(rig, run, "Running")
     ended = wait_for(
         lambda: (
@@ -476,3 +476,46 @@ def test_during_bake_the_run_ends_with_the_bake_and_passes(rig: Rig, steps_kube:
     assert ended["metadata"]["annotations"][TERMINATED_ANNOTATION] == "bake-ended"
     set_phase(rig, ended, "Successful", message="Run Terminated")  # as the controller ends it
     assert future.result(timeout=30).gate is Gate.PASSED
+
+
+def test_a_bake_after_its_gate_runs_an_analysis_of_its_own(rig: Rig, steps_kube: Kube) -> None:
+    """`when: [afterHealthy, duringBake]`: the bake's run is a second AnalysisRun, not the gate's
+    (Successful already): adopting that one by name would end the bake at once, unmeasured."""
+    analysis = {**STAGE_RUN, "when": ["afterHealthy", "duringBake"]}
+    analysis_template(
+        rig.kube, rig.namespace, args=[{"name": "cluster"}, {"name": "region"}, {"name": "revision"}]
+    )
+    make_progressive_sync(
+        rig.kube, rig.namespace, stages=[{**stage_with(analysis), "bakeSeconds": 3600}, REST]
+    )
+    cluster = select_canary(rig.runner)
+    rig.simulate()
+    assert_ok(rig.runner.run("cluster", "--stage", "canary", "--cluster", cluster))
+    gate = start(rig, steps_kube, analysis)
+    set_phase(rig, run_named(rig), "Successful", {"name": "error-rate", "phase": "Successful"})
+    assert gate.result(timeout=30).gate is Gate.PASSED
+    assert_ok(rig.runner.run("record", "--stage", "canary"))
+    contract = contract_with(analysis)
+    rollout = RolloutRef(rig.namespace, "myservice", contract.rollout_id, argocd_namespace=rig.namespace)
+    ctx = StepContext.open(steps_kube, rollout, contract, stage="canary", clock=SystemClock(), tuning=FAST)
+    bake: Future[AnalyzeResult] = Future()
+    threading.Thread(
+        target=lambda: bake.set_result(analyze(steps_kube, ctx, when=AnalysisWhen.DURING_BAKE)), daemon=True
+    ).start()
+    [ours] = wait_for(
+        lambda: [
+            r for r in runs_of(rig) if r["metadata"]["name"] != analysis_run_name("myservice", "r1", "canary")
+        ],
+        timeout=30,
+        what="the bake's own AnalysisRun",
+        describe=lambda: (
+            bake.done() and bake.result().summary,
+            [r["metadata"]["name"] for r in runs_of(rig)],
+        ),
+    )
+    assert not bake.done(), bake.result().summary  # it measures the bake, not the gate's verdict
+    set_phase(
+        rig, ours, "Failed", {"name": "error-rate", "phase": "Failed", "measurements": [{"value": "[0.5]"}]}
+    )
+    assert bake.result(timeout=30).gate is Gate.FAILED
+    assert len(runs_of(rig)) == 2

@@ -258,6 +258,14 @@ def test_run_names_are_unique_per_stage_and_cluster(pairs: list[tuple[str, str]]
     assert len(made) == len(pairs)
 
 
+@given(stage=names, cluster=st.one_of(st.just(""), names))
+def test_a_stage_bake_run_is_named_apart_from_its_gate_run(stage: str, cluster: str) -> None:
+    baked = analysis_run_name("checkout", "7f3c2a1", stage, cluster, bake=True)
+    assert baked != analysis_run_name("checkout", "7f3c2a1", stage, cluster)
+    assert baked == analysis_run_name("checkout", "7f3c2a1", stage, cluster, bake=True)
+    assert len(baked) <= RUN_NAME_MAX and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", baked)
+
+
 @pytest.mark.parametrize(
     ("fields", "metrics", "seconds"),
     [
