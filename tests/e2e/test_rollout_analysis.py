@@ -36,6 +36,7 @@ from orchestrator.devenv.argorollouts import RolloutsTools
 from orchestrator.devenv.metrics_endpoint import error_rate_query
 from orchestrator.devenv.node import PODS
 from orchestrator.kube.client import ANALYSIS_RUNS, ANALYSIS_TEMPLATES, SECRETS, WORKFLOWS, NotFound
+from orchestrator.workflows import control
 from tests.support.analysis import analysis_template, prometheus_metric, set_error_rate
 from tests.support.engines import ARGO, LOCAL, RolloutEngine, rollout_engine
 from tests.support.rollout_rig import PS_NAME, RolloutRig, rollout_rig
@@ -481,3 +482,46 @@ def test_a_watcher_killed_during_analysis_leaves_one_run_per_cluster(rollout: An
     [kept] = [run for run in runs if run["metadata"]["name"] == running["metadata"]["name"]]
     assert kept["metadata"]["uid"] == running["metadata"]["uid"]
     assert watcher.starts == 2
+
+
+def _gate_steps(rig: RolloutRig) -> list[dict[str, Any]]:
+    """The Workflow's analyze step nodes (one per gated cluster)."""
+    return [n for n in rig.nodes(type="Pod") if "analysis-error-rate" in str(n.get("name"))]
+
+
+def test_a_pause_lets_the_gates_run_finish_and_holds_the_next_stage(rollout: AnalysisRollout) -> None:
+    """A pause (as the watcher suspends) while the canary's run measures: the run is never
+    terminated and ends Successful on its own, its step ends with it, no cluster of the next stage
+    starts while paused; on resume the rollout goes on with that same run (docs/CONTRACTS.md,
+    "Pause and analysis": a run we terminated could never pass the gate)."""
+    rig = rollout.rig
+    [canary] = rig.planned_targets([GATED_CANARY, REST], "canary")
+    rollout.template(count=10)
+    rollout.rates({})
+    rig.start_rollout([GATED_CANARY, REST], deadline_seconds=300)
+    running = rollout.wait_run_phase("canary", canary, {"Running"})
+    rig.kube.patch(WORKFLOWS, rig.namespace, rig.workflow_name, control.suspend_patch(by_watcher=True))
+
+    ended = rollout.wait_run_phase("canary", canary, {"Successful", "Failed", "Error", "Inconclusive"})
+    assert ended["status"]["phase"] == "Successful" and "terminate" not in ended["spec"], ended
+    wait_for(
+        lambda: [n.get("phase") for n in _gate_steps(rig)] == ["Succeeded"],
+        timeout=TIMEOUT,
+        interval=0.3,
+        what="the gate's step to end with its run while paused",
+        describe=rig.state,
+    )
+    assert rig.sync_starts() == {canary: 1}, "no cluster of the next stage starts while paused"
+    assert rig.phase() == "Running"
+
+    rig.kube.patch(WORKFLOWS, rig.namespace, rig.workflow_name, control.lift_watcher_suspend_patch())
+    done = rig.wait_finished(timeout=TIMEOUT)
+    assert done["status"]["phase"] == "Succeeded", done["status"].get("message")
+    assert rig.sync_starts() == dict.fromkeys(rig.all_clusters(), 1)
+    assert (rollout.run("canary", canary) or {})["metadata"]["uid"] == running["metadata"]["uid"]
+    assert (
+        len(
+            [r for r in rollout.runs() if r["metadata"]["labels"].get("progressivesync.io/stage") == "canary"]
+        )
+        == 1
+    )

@@ -233,7 +233,13 @@ FAULTS = [
     # exit 75: retried), finds the pod gone (Error "pod deleted": retried), or, within 10 s of the
     # attempt's start (RECENTLY_STARTED_POD_DURATION), creates the same pod again for the same
     # attempt. Each way the step runs again, finds the sync it had started and waits for health.
-    pytest.param(ArgoFault(step_pod_deleted, "Succeeded", 90.0), id="realstack-step-pod-deleted"),
+    # Every row reads the step's log where the node's kubelet writes it (`step_log`): the owner's
+    # worker has the node; the guest's attaches to the API server only.
+    pytest.param(
+        ArgoFault(step_pod_deleted, "Succeeded", 90.0),
+        id="realstack-step-pod-deleted",
+        marks=pytest.mark.realstack_owner,
+    ),
     pytest.param(
         ArgoFault(kubelet_restarted, "Succeeded", 90.0),
         id="realstack-kubelet-restarted",
