@@ -38,6 +38,7 @@ from orchestrator.api.analysis import AnalysisArg, StageAnalysis
 from orchestrator.api.metadata import NAME_LABEL, ROLLOUT_ID_LABEL, label_value
 from orchestrator.api.models import API_VERSION, KIND
 from orchestrator.api.reasons import Reason
+from orchestrator.core.durations import duration_seconds as core_duration_seconds
 
 ROLLOUTS_GROUP = "argoproj.io"
 ROLLOUTS_VERSION = "v1alpha1"
@@ -390,22 +391,13 @@ def nested_template_refs(template: FetchedTemplate) -> list[tuple[str, bool]]:
 OPEN_ENDED_SECONDS = 3600
 # Room for the controller to pick the run up and to take the last measurement.
 DEADLINE_SLACK_SECONDS = 60
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 
 
 def duration_seconds(text: str | int | None) -> float:
     """An Argo duration ("30s", "5m", "1h30m", "500ms"; a bare number is seconds) in seconds."""
     if text is None or text == "":
         return 0.0
-    if isinstance(text, int | float):
-        return float(text)
-    if re.fullmatch(r"\d+(\.\d+)?", text):
-        return float(text)
-    parts = _DURATION_PART.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        raise ValueError(f"{text!r} is not a duration such as 30s, 5m or 1h")
-    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-    return sum(float(number) * scale[unit] for number, unit in parts)
+    return core_duration_seconds(text)
 
 
 def run_deadline_seconds(analysis: StageAnalysis, metrics: Sequence[Mapping[str, Any]]) -> int:

@@ -9,6 +9,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from orchestrator.core.durations import duration_seconds
 from orchestrator.engine.interface import UnsupportedFeature
 from workflow_templates.names import DISPLAY_NAME_ANNOTATION, DISPLAY_NAME_RE, display_name_of_input
 
@@ -17,19 +18,13 @@ class Unresolved(Exception):
     """A `{{variable}}` that has no value where it is used."""
 
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
-
-
 def parse_duration(value: Any) -> float:
     """Seconds from an Argo duration: an int, "30" (seconds), or Go-style "1m30s", "500ms"."""
     text = str(value).strip()
-    if re.fullmatch(r"\d+(\.\d+)?", text):
-        return float(text)
-    parts = _DURATION_PART.findall(text)
-    if not parts or "".join(number + unit for number, unit in parts) != text:
-        raise UnsupportedFeature(f"duration {text!r} (use seconds or Go durations like 1m30s)")
-    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-    return sum(float(number) * scale[unit] for number, unit in parts)
+    try:
+        return duration_seconds(text)
+    except ValueError:
+        raise UnsupportedFeature(f"duration {text!r} (use seconds or Go durations like 1m30s)") from None
 
 
 _VAR = re.compile(r"{{\s*([^{}]*?)\s*}}")
