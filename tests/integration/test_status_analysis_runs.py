@@ -23,6 +23,7 @@ from tests.unit.test_ops_analysis_runs import FAILED, run
 pytestmark = pytest.mark.integration
 
 ANALYSIS = {"templates": [{"name": "error-rate"}]}
+INSTANCE_ID_LABEL = "argo-rollouts.argoproj.io/instance-id"
 
 
 def create_run(kube: Kube, namespace: str, obj: dict[str, Any], rollout_id: str, cluster: str = "") -> None:
@@ -31,7 +32,13 @@ def create_run(kube: Kube, namespace: str, obj: dict[str, Any], rollout_id: str,
         "apiVersion": ANALYSIS_RUNS.api_version,
         "kind": ANALYSIS_RUNS.kind,
         **obj,
-        "metadata": {**obj["metadata"], "labels": run_labels(PS_NAME, rollout_id, stage, cluster)},
+        "metadata": {
+            **obj["metadata"],
+            # An instance id no controller has: the analysis tier's real controller, when it runs on
+            # this session's control plane, reconciles every run without one and would overwrite
+            # the status this test writes (seen in CI: phase Running, no value).
+            "labels": {**run_labels(PS_NAME, rollout_id, stage, cluster), INSTANCE_ID_LABEL: "none"},
+        },
     }
     status = obj.pop("status", None)
     kube.create(ANALYSIS_RUNS, namespace, obj)
