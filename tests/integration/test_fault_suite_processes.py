@@ -165,7 +165,13 @@ def leadership_lost_mid_reconcile(rig: ProcessRig) -> None:
 
 
 def showed_no_write_after_the_loss(rig: ProcessRig) -> str:
-    late = rig.writes_by("watcher-a")
+    # Until it holds the lease again, watcher-a writes nothing: not its pending status write, not
+    # anything else. Taking the lease back is election, not a leak: under load watcher-b can miss
+    # its renewals for a lease's length and watcher-a then takes it over, legitimately (seen in CI:
+    # one lease update, 200); what follows that is a leader's work.
+    writes = rig.writes_by("watcher-a")
+    retaken = next((i for i, e in enumerate(writes) if e.resource == "leases" and e.code < 300), len(writes))
+    late = writes[:retaken]
     assert late == [], f"watcher-a wrote after it stopped holding the lease: {late}"
     taken = [e for e in rig.writes_by("watcher-b") if e.resource != "leases"]
     assert taken, "watcher-b did the rest"
