@@ -352,14 +352,10 @@ def test_past_its_deadline_a_run_is_terminated_and_never_passes(rig: Rig, steps_
     assert "did not end within its deadline" in result.message
 
 
-def test_the_cli_stopped_by_sigterm_terminates_its_run_when_the_workflow_is_gone(rig: Rig) -> None:
-    """`argo stop` (or a deleted Workflow) sends SIGTERM: the open run is terminated, exit 75."""
-    analysis_template(
-        rig.kube, rig.namespace, args=[{"name": "cluster"}, {"name": "region"}, {"name": "revision"}]
-    )
-    completed_canary(rig, STAGE_RUN)
+def sigterm_once_the_run_exists(rig: Rig, contract: str) -> tuple[dict[str, Any], int, str]:
+    """Start the stage's analyze step as a process, SIGTERM it once its run is created; the run,
+    the exit code and the output."""
     log = rig.tmp_path / "analyze.log"
-    contract = contract_with(STAGE_RUN).to_json()
     process = rig.runner.start(
         "analyze", "--stage", "canary", log_path=log, PROGRESSIVE_SYNC_CONTRACT=contract
     )
@@ -371,6 +367,17 @@ def test_the_cli_stopped_by_sigterm_terminates_its_run_when_the_workflow_is_gone
     finally:
         if process.poll() is None:
             process.kill()
+    return run, code, output
+
+
+def test_the_cli_stopped_by_sigterm_terminates_its_run_when_the_workflow_is_gone(rig: Rig) -> None:
+    """`argo stop` (or a deleted Workflow) sends SIGTERM: the open run is terminated, exit 75."""
+    analysis_template(
+        rig.kube, rig.namespace, args=[{"name": "cluster"}, {"name": "region"}, {"name": "revision"}]
+    )
+    completed_canary(rig, STAGE_RUN)
+    contract = contract_with(STAGE_RUN).to_json()
+    run, code, output = sigterm_once_the_run_exists(rig, contract)
     assert code == 75, output
     assert "terminated 1 AnalysisRun(s)" in output
     stopped = rig.kube.get(ANALYSIS_RUNS, rig.namespace, run["metadata"]["name"])
@@ -398,19 +405,7 @@ def test_a_sigterm_while_the_workflow_goes_on_leaves_the_run_for_the_retry(rig: 
             "spec": {"entrypoint": "rollout", "templates": [{"name": "rollout", "suspend": {}}]},
         },
     )
-    log = rig.tmp_path / "analyze.log"
-    contract = contract_with(STAGE_RUN).to_json()
-    process = rig.runner.start(
-        "analyze", "--stage", "canary", log_path=log, PROGRESSIVE_SYNC_CONTRACT=contract
-    )
-    try:
-        run = run_named(rig)
-        wait_for(lambda: "created AnalysisRun" in log.read_text(), timeout=30, what="the step to log the run")
-        process.send_signal(signal.SIGTERM)
-        code, output = finish(process, log, timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
+    run, code, output = sigterm_once_the_run_exists(rig, contract_with(STAGE_RUN).to_json())
     assert code == 75, output
     assert "left 1 AnalysisRun(s) running for the step's retry" in output
     assert "terminate" not in rig.kube.get(ANALYSIS_RUNS, rig.namespace, run["metadata"]["name"])["spec"]
