@@ -47,7 +47,9 @@ STAGE_LABEL = "progressivesync.io/stage"
 CLUSTER_LABEL = "progressivesync.io/cluster"
 STAGE_ANNOTATION = "progressivesync.io/stage"
 CLUSTER_ANNOTATION = "progressivesync.io/cluster"
-INSTANCE_ID_LABEL = "argo-rollouts.argoproj.io/instance-id"
+# The Argo Rollouts controller's own label (v1alpha1.LabelKeyControllerInstanceID): a controller
+# started with --instance-id reconciles only runs carrying it; one without, only runs without it.
+INSTANCE_ID_LABEL = "argo-rollouts.argoproj.io/controller-instance-id"
 RUN_NAME_MAX = 63
 _HASH_LENGTH = 10
 DEFAULT_TTL_SECONDS = 7 * 24 * 3600

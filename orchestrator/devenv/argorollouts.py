@@ -12,7 +12,7 @@
 - cluster-wide by default (like our Argo Workflows controller: tests give each test a namespace),
   `namespace=` for `--namespaced` (its kubeconfig context names the namespace);
 - `instance_id=` for `--instance-id`: then it reconciles only AnalysisRuns labelled
-  `argo-rollouts.argoproj.io/instance-id: <id>`; without, only those *without* that label;
+  `argo-rollouts.argoproj.io/controller-instance-id: <id>`; without, only those *without* that label;
 - `--leader-elect=false` (one instance, outside a cluster), free ports for its metrics and health
   endpoints (8090 and 8080 by default, on every interface: not settable to loopback);
 - `ARGO_ROLLOUTS_PROMETHEUS_ADDRESS` when `prometheus_url` is given: the address a `prometheus`
@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.analysis.run import INSTANCE_ID_LABEL
 from orchestrator.devenv import tools
 from orchestrator.devenv.controlplane import ControlPlaneError, DevCluster, free_port
 from orchestrator.devenv.processes import ProcessError, Supervisor, http_ok
@@ -44,7 +45,6 @@ USER = "argo-rollouts-controller"
 # Where the controller looks for its ConfigMap `argo-rollouts-config` (absent here: defaults) and
 # where leader election would keep its Lease (off here): its POD_NAMESPACE.
 CONTROLLER_NAMESPACE = "argo-rollouts"
-INSTANCE_ID_LABEL = "argo-rollouts.argoproj.io/instance-id"
 READY_LOG_LINE = "analysis workers"  # "Started 30 analysis workers", after the caches synced
 
 

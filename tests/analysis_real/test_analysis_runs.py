@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.analysis.run import INSTANCE_ID_LABEL
 from orchestrator.devenv.controlplane import free_port
 from orchestrator.kube.client import ANALYSIS_RUNS
 from tests.support.analysis import (
@@ -154,3 +155,19 @@ def test_terminate_ends_a_running_analysis(analysis_env: AnalysisEnv) -> None:
     # Terminated without a failure: it ends Successful, and says it was terminated.
     assert run["status"]["phase"] == SUCCESSFUL, run["status"]
     assert "terminated" in run["status"].get("message", "").lower(), run["status"]
+
+
+def test_a_run_labelled_for_another_controller_instance_is_left_alone(analysis_env: AnalysisEnv) -> None:
+    """Our INSTANCE_ID_LABEL is the key the real controller filters on: this stack's controller runs
+    without `--instance-id`, so it reconciles only runs without the label."""
+    env = analysis_env
+    url = env.endpoint.url + "/clusters/{{args.cluster}}"
+    args = [{"name": "cluster", "value": env.cluster}]
+    other = {INSTANCE_ID_LABEL: "another-controller"}
+    env.create_run(analysis_run("elsewhere", [web_metric("state", url=url)], args=args, labels=other))
+    env.create_run(analysis_run("here", [web_metric("state", url=url)], args=args))
+
+    # The run created second is measured to its end, so the controller has been through its queue.
+    assert env.wait_for_phase("here", FINAL_PHASES)["status"]["phase"] == SUCCESSFUL
+    elsewhere = env.kube.get(ANALYSIS_RUNS, env.namespace, "elsewhere")
+    assert "status" not in elsewhere or not elsewhere["status"].get("phase"), elsewhere["status"]

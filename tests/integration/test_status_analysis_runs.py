@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from orchestrator.analysis.run import run_labels
+from orchestrator.analysis.run import INSTANCE_ID_LABEL, run_labels
 from orchestrator.kube.client import ANALYSIS_RUNS, Kube
 from tests.integration.test_ops_commands import cli, create_ps  # noqa: F401 - cli is a fixture
 from tests.support.builders import PS_NAME, ROLLOUT_ID, make_stage_status
@@ -23,7 +23,6 @@ from tests.unit.test_ops_analysis_runs import FAILED, run
 pytestmark = pytest.mark.integration
 
 ANALYSIS = {"templates": [{"name": "error-rate"}]}
-INSTANCE_ID_LABEL = "argo-rollouts.argoproj.io/instance-id"
 
 
 def create_run(kube: Kube, namespace: str, obj: dict[str, Any], rollout_id: str, cluster: str = "") -> None:
