@@ -6,17 +6,15 @@ CRDs, the real analysis controller (`rollouts-controller --controllers=analysis`
 Prometheus scraping the metrics endpoint every second (`orchestrator.devenv.analysis_stack`). Each
 run is the AnalysisRun the `analyze` step creates for one cluster (`build_analysis_run` over the
 demo's `error-rate` template: a Prometheus error-rate query, `successCondition` < 5 %,
-`consecutiveErrorLimit: 0`), created, then read every `--poll` seconds until it ends:
+`consecutiveErrorLimit: 0`), created, then followed the way the step follows it
+(`orchestrator.kube.follow.follow_objects`: list, then watch) until it ends:
 
-- *created -> first measurement*: the create call -> the first read with a measurement in
+- *created -> first measurement*: the create call -> the first snapshot with a measurement in
   `status.metricResults` (the controller picked the run up and asked Prometheus once);
-- *first measurement -> phase*: -> the first read with a final phase (Successful / Failed);
-- *created -> phase*: the sum, what the gate costs the stage with a reader as quick as `--poll`;
+- *first measurement -> phase*: -> the first snapshot with a final phase (Successful / Failed);
+- *created -> phase seen*: the sum, what the gate costs the stage as the step sees it;
   **ratio** = that / (the metric's interval x count), the analysis' own length. A good cluster
   needs all `count` measurements (the last at (count - 1) x interval), a bad one fails at its first.
-- *seen by the step*: the `analyze` step reads the run every `analysis_poll_seconds` (steps/common.py
-  `Tuning`, 5 s), so it sees the phase at the first multiple of that after it: computed from the
-  measured time, not measured.
 
 Good and bad clusters alternate; each configuration (`--config INTERVAL:COUNT`, repeatable) runs
 `--runs` of each. Prints the figures and exits 0 whatever they are: timings on a shared machine are
@@ -43,7 +41,7 @@ from orchestrator.devenv.analysis_stack import AnalysisStack
 from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.devenv.demo_analysis import BAD_ERROR_RATE, analysis_block, error_rate_template
 from orchestrator.kube.client import ANALYSIS_RUNS, ANALYSIS_TEMPLATES, NAMESPACES, Kube
-from steps.common import Tuning
+from orchestrator.kube.follow import follow_objects
 
 NAMESPACE = "bench"
 FINAL = {"Successful", "Failed", "Error", "Inconclusive"}
@@ -59,9 +57,7 @@ class Timing:
     final: float
 
 
-def run_once(
-    kube: Kube, template: dict[str, Any], cluster: str, *, bad: bool, index: int, poll: float
-) -> Timing:
+def run_once(kube: Kube, template: dict[str, Any], cluster: str, *, bad: bool, index: int) -> Timing:
     """Create one cluster's AnalysisRun as the `analyze` step does and time it until it ends."""
     stage_analysis = resolve_analysis(AnalysisSpec.model_validate(analysis_block()), None)
     assert stage_analysis is not None
@@ -80,37 +76,44 @@ def run_once(
     name = run["metadata"]["name"]
     first = math.nan
     deadline = started + 120
-    while time.monotonic() < deadline:
-        status = kube.get(ANALYSIS_RUNS, NAMESPACE, name).get("status") or {}
-        now = time.monotonic() - started
-        if math.isnan(first) and any(r.get("measurements") for r in status.get("metricResults") or []):
-            first = now
-        if status.get("phase") in FINAL:
-            return Timing(bad, str(status["phase"]), first if not math.isnan(first) else now, now)
-        time.sleep(poll)
+    snapshots = follow_objects(
+        kube,
+        ANALYSIS_RUNS,
+        NAMESPACE,
+        [name],
+        window_seconds=lambda: max(1, math.ceil(deadline - time.monotonic())),
+    )
+    try:
+        for snapshot in snapshots:
+            status = (snapshot.objects.get(name) or {}).get("status") or {}
+            now = time.monotonic() - started
+            results = status.get("metricResults") or []
+            if math.isnan(first) and any(r.get("measurements") for r in results):
+                first = now
+            if status.get("phase") in FINAL:
+                return Timing(bad, str(status["phase"]), first if not math.isnan(first) else now, now)
+            if time.monotonic() >= deadline:
+                break
+    finally:
+        snapshots.close()
     raise SystemExit(f"AnalysisRun {name} did not end within 120 s")
 
 
-def report(label: str, timings: list[Timing], own: float, step_poll: float) -> None:
+def report(label: str, timings: list[Timing], own: float) -> None:
     """Median and worst of each figure, and the ratio over the analysis' own length."""
 
     def fig(values: list[float]) -> str:
         return f"median {statistics.median(values):5.2f} s, max {max(values):5.2f} s"
 
     total = [t.final for t in timings]
-    seen = [math.ceil(t.final / step_poll) * step_poll for t in timings]
     phases = ", ".join(sorted({t.phase for t in timings}))
     print(f"  {label} ({len(timings)} runs, {phases}):")
     print(f"    created -> first measurement:  {fig([t.first_measurement for t in timings])}")
     print(f"    first measurement -> phase:    {fig([t.final - t.first_measurement for t in timings])}")
-    print(f"    created -> phase seen (poll):  {fig(total)}")
+    print(f"    created -> phase seen:         {fig(total)}")
     print(
         f"    ratio over interval x count ({own:g} s): median {statistics.median(total) / own:.2f}, "
         f"max {max(total) / own:.2f}"
-    )
-    print(
-        f"    seen by the step (every {step_poll:g} s): median {statistics.median(seen):.1f} s, "
-        f"ratio {statistics.median(seen) / own:.2f}"
     )
 
 
@@ -119,10 +122,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", action="append", help="INTERVAL:COUNT (default 1s:3 and 2s:3)")
     parser.add_argument("--runs", type=int, default=5, help="good and bad runs per configuration each")
-    parser.add_argument("--poll", type=float, default=0.05, help="how often the bench reads a run (s)")
     args = parser.parse_args()
     configs = [tuple(c.split(":")) for c in args.config or ["1s:3", "2s:3"]]
-    step_poll = Tuning().analysis_poll_seconds
     clusters = [f"bench-{i}" for i in range(2 * args.runs * len(configs))]
     with tempfile.TemporaryDirectory(prefix="bench-analysis-") as workdir:
         started = time.monotonic()
@@ -156,13 +157,12 @@ def main() -> None:
                             next(pool),
                             bad=bool(i % 2),
                             index=index * 1000 + i,
-                            poll=args.poll,
                         )
                         for i in range(2 * args.runs)
                     ]
                     print(f"interval {interval} x count {count}:")
-                    report("good clusters", [t for t in timings if not t.bad], own, step_poll)
-                    report("bad clusters", [t for t in timings if t.bad], own, step_poll)
+                    report("good clusters", [t for t in timings if not t.bad], own)
+                    report("bad clusters", [t for t in timings if t.bad], own)
             finally:
                 analysis.stop()
         finally:

@@ -14,7 +14,7 @@ The stage's effective analysis comes from the rollout contract (`StageContract.a
    catalog's reason, as a failed metric would: nothing is created;
 3. create, or adopt the run of that name (a retried step, a restarted watcher: AlreadyExists →
    get). A run of that name labelled for another rollout is `AnalysisRunConflict` (exit 2);
-4. wait for a final phase, reading the runs every `Tuning.analysis_poll_seconds`: the deadline is
+4. follow the runs (list → watch, `orchestrator.kube.follow`) to a final phase: the deadline is
    the run's creation plus the analysis' timeoutSeconds (else its metrics' interval x count,
    `run_deadline_seconds`); past it the run is terminated (`spec.terminate: true`) and counts
    Failed (`AnalysisTimedOut`). A `duringBake` run is terminated when the bake ends (then
@@ -41,6 +41,7 @@ Caller: `python -m steps analyze` (steps.cli); tests call `analyze` directly too
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -75,6 +76,7 @@ from orchestrator.kube.client import (
     Kube,
     NotFound,
 )
+from orchestrator.kube.follow import follow_objects
 from orchestrator.kube.status_writer import update_status
 from steps import status_sink as sinks
 from steps.common import (
@@ -100,7 +102,8 @@ class Why(StrEnum):
     """Why we terminated a run (its `progressivesync.io/terminated` annotation)."""
 
     DEADLINE = "deadline"
-    STOPPED = "stopped"
+    STOPPED = "stopped"  # the step's SIGTERM: argo stop, the Workflow's deadline, a cancel
+    ROLLOUT_ENDED = "rollout-ended"  # the exit handler: the rollout failed or was cancelled
     BAKE_ENDED = "bake-ended"
     STAGE_FAILED = "stage-failed"
 
@@ -253,21 +256,64 @@ class OpenRuns:
             return "no AnalysisRun open"
         if not workflow_stopping(kube, self.namespace, self.workflow, clock.now()):
             return f"left {len(names)} AnalysisRun(s) running for the step's retry (the Workflow goes on)"
-        for name in names:
-            terminate_run(kube, self.namespace, name, Why.STOPPED)
-        until = clock.now() + timedelta(seconds=seconds)
-        open_names = set(names)
-        while open_names and clock.now() < until:
-            for name in sorted(open_names):
-                try:
-                    if assess_analysis_run(kube.get(ANALYSIS_RUNS, self.namespace, name)).final:
-                        open_names.discard(name)
-                except NotFound:
-                    open_names.discard(name)
-            if open_names:
-                clock.sleep(0.5)
-        left = f"; {len(open_names)} still running at the bound" if open_names else ""
+        still_open = terminate_and_wait(
+            kube, self.namespace, names, Why.STOPPED, clock=clock, seconds=seconds
+        )
+        left = f"; {len(still_open)} still running at the bound" if still_open else ""
         return f"terminated {len(names)} AnalysisRun(s){left}"
+
+
+def _still_running(kube: Kube, namespace: str, name: str) -> bool:
+    """True when the run exists and has not ended (a run that ended keeps its verdict untouched)."""
+    try:
+        return not assess_analysis_run(kube.get(ANALYSIS_RUNS, namespace, name)).final
+    except NotFound:
+        return False
+
+
+def end_rollout_runs(kube: Kube, namespace: str, rollout_id: str, *, clock: Clock, seconds: float) -> str:
+    """The exit handler's part: every AnalysisRun of the rollout still running is terminated
+    (`Why.ROLLOUT_ENDED`) and followed until it ended, at most `seconds`; what it did, in words
+    ("" when none ran). It does not rely on the steps' SIGTERM, which Argo delivers by exec into the
+    container and does not retry when that fails."""
+    runs, _ = kube.list(ANALYSIS_RUNS, namespace, label_selector=f"{ROLLOUT_ID_LABEL}={rollout_id}")
+    running = sorted(run["metadata"]["name"] for run in runs if not assess_analysis_run(run).final)
+    if not running:
+        return ""
+    still_open = terminate_and_wait(kube, namespace, running, Why.ROLLOUT_ENDED, clock=clock, seconds=seconds)
+    left = f" ({', '.join(still_open)} still running after {seconds:g} s)" if still_open else ""
+    return f"terminated AnalysisRun {', '.join(running)}{left}"
+
+
+def terminate_and_wait(
+    kube: Kube, namespace: str, names: Sequence[str], why: Why, *, clock: Clock, seconds: float
+) -> list[str]:
+    """Terminate the named runs (those not final yet) and follow them until each has ended or
+    `seconds` passed; the names still running then."""
+    names = [name for name in names if _still_running(kube, namespace, name)]
+    for name in names:
+        terminate_run(kube, namespace, name, why)
+    if not names:
+        return []
+    until = clock.now() + timedelta(seconds=seconds)
+
+    def window() -> int:
+        return max(1, math.ceil((until - clock.now()).total_seconds()))
+
+    snapshots = follow_objects(kube, ANALYSIS_RUNS, namespace, names, window_seconds=window)
+    still_open = list(names)
+    try:
+        for snapshot in snapshots:
+            still_open = [
+                name
+                for name in names
+                if (obj := snapshot.objects.get(name)) is not None and not assess_analysis_run(obj).final
+            ]
+            if not still_open or clock.now() >= until:
+                break
+    finally:
+        snapshots.close()
+    return still_open
 
 
 # --- the step --------------------------------------------------------------------------------
@@ -337,8 +383,12 @@ def analyze(
     cluster: str = "",
     when: AnalysisWhen = AnalysisWhen.AFTER_HEALTHY,
     open_runs: OpenRuns | None = None,
+    instance_id: str = "",
 ) -> AnalyzeResult:
-    """Run the stage's (or the cluster's) analysis gate and record its outcome (see the module)."""
+    """Run the stage's (or the cluster's) analysis gate and record its outcome (see the module).
+
+    `instance_id`: the Argo Rollouts controller's `--instance-id` its runs are labelled for ("": a
+    controller started without one)."""
     analysis, stage, ps = ctx.stage.analysis, ctx.stage_name, ctx.ps
     if analysis is None:
         raise UsageProblem(f"stage {stage!r} has no analysis in the rollout contract (nothing to analyze)")
@@ -395,6 +445,7 @@ def analyze(
                 templates=templates,
                 context=_context(ctx, fleet, target, record.revisions if record else None),
                 bake=when is AnalysisWhen.DURING_BAKE,
+                instance_id=instance_id,
             )
         except AnalysisBuildError as exc:
             failures[target] = (exc.reason, str(exc))
@@ -448,76 +499,126 @@ def _note(kube: Kube, ctx: StepContext, run: _Run, line: str, sink: DirectSink) 
 
 
 def _follow(kube: Kube, ctx: StepContext, runs: list[_Run], *, when: AnalysisWhen, sink: DirectSink) -> str:
-    """Read the runs until each is final; "" or why the step stopped them all (the rollout ended)."""
+    """Follow the runs (list → watch) until each is final; "" or why the step stopped them all.
+
+    A snapshot comes with every change to one of the runs and at least every
+    `Tuning.watch_window_seconds`; the watch window also ends at the next thing the step looks at
+    its clock for (a run's deadline, a terminated run's wait, the next read of the stage)."""
     namespace, clock, tuning = ctx.rollout.namespace, ctx.clock, ctx.tuning
     last_check = clock.now()
     terminated: dict[str, datetime] = {}
     max_failed = ctx.ps.spec.failure_policy.max_failed_clusters
-    while any(run.verdict is None for run in runs):
+    if all(run.verdict is not None for run in runs):
+        return ""
+
+    def window() -> int:
         now = clock.now()
+        due = [tuning.stage_check_seconds - (now - last_check).total_seconds()]
         for run in runs:
-            if run.verdict is not None:
-                continue
-            try:
-                run.obj = kube.get(ANALYSIS_RUNS, namespace, run.name)
-            except NotFound:
-                run.verdict = AnalysisVerdict(
-                    Outcome.ERROR,
-                    "",
-                    f"AnalysisRun {run.name} was deleted before it ended",
-                    Reason.ANALYSIS_ERROR,
-                )
-                continue
-            verdict = verdict_of(run.obj)
-            lines = "; ".join(metric_lines(run.obj))
-            _note(
-                kube,
-                ctx,
-                run,
-                f"analysis {run.name} {verdict.phase}"
-                + (f": {lines}" if lines and not verdict.final else ""),
-                sink,
-            )
-            if verdict.final:
-                run.verdict = verdict
-            elif now >= run.deadline and run.name not in terminated:
-                why = Why.BAKE_ENDED if when is AnalysisWhen.DURING_BAKE else Why.DEADLINE
-                terminate_run(kube, namespace, run.name, why)
-                terminated[run.name] = now
-            elif (
-                run.name in terminated
-                and (now - terminated[run.name]).total_seconds() > tuning.analysis_terminate_wait_seconds
-            ):
-                run.verdict = AnalysisVerdict(
-                    Outcome.ERROR,
-                    verdict.phase,
-                    f"analysis {run.name} was terminated but did not end within "
-                    f"{tuning.analysis_terminate_wait_seconds:g} s "
-                    "(is the Argo Rollouts controller running?)",
-                    Reason.ANALYSIS_TIMED_OUT,
-                )
-        if all(run.verdict is not None for run in runs):
-            return ""
-        failed_clusters = [
-            r
-            for r in runs
-            if r.cluster and r.verdict is not None and r.verdict.outcome in (Outcome.FAILED, Outcome.ERROR)
-        ]
-        if (now - last_check).total_seconds() >= tuning.stage_check_seconds or len(
-            failed_clusters
-        ) > max_failed:
-            last_check = now
-            kind, stop = _why_stop(kube, ctx, failed_over=len(failed_clusters) > max_failed)
-            if stop:
-                for run in runs:
-                    if run.verdict is None:
-                        terminate_run(kube, namespace, run.name, kind)
-                        run.verdict = AnalysisVerdict(
-                            Outcome.FAILED, "", f"analysis {run.name} stopped: {stop}"
-                        )
-                return stop
-        clock.sleep(tuning.analysis_poll_seconds)
-    return ""
+            if run.verdict is None and run.name in terminated:
+                waited = (now - terminated[run.name]).total_seconds()
+                due.append(tuning.analysis_terminate_wait_seconds - waited)
+            elif run.verdict is None:
+                due.append((run.deadline - now).total_seconds())
+        return max(1, min(math.ceil(min(due)), tuning.watch_window_seconds))
+
+    snapshots = follow_objects(
+        kube,
+        ANALYSIS_RUNS,
+        namespace,
+        [run.name for run in runs if run.verdict is None],
+        window_seconds=window,
+        label_selector=f"{ROLLOUT_ID_LABEL}={ctx.rollout.rollout_id}",
+    )
+    try:
+        for snapshot in snapshots:
+            now = clock.now()
+            for run in runs:
+                if run.verdict is None:
+                    _look_at(
+                        kube,
+                        ctx,
+                        run,
+                        snapshot.objects.get(run.name),
+                        now=now,
+                        terminated=terminated,
+                        when=when,
+                        sink=sink,
+                    )
+            if all(run.verdict is not None for run in runs):
+                return ""
+            failed_clusters = [
+                r
+                for r in runs
+                if r.cluster
+                and r.verdict is not None
+                and r.verdict.outcome in (Outcome.FAILED, Outcome.ERROR)
+            ]
+            if (now - last_check).total_seconds() >= tuning.stage_check_seconds or len(
+                failed_clusters
+            ) > max_failed:
+                last_check = now
+                kind, stop = _why_stop(kube, ctx, failed_over=len(failed_clusters) > max_failed)
+                if stop:
+                    for run in runs:
+                        if run.verdict is None:
+                            terminate_run(kube, namespace, run.name, kind)
+                            run.verdict = AnalysisVerdict(
+                                Outcome.FAILED, "", f"analysis {run.name} stopped: {stop}"
+                            )
+                    return stop
+    finally:
+        snapshots.close()
+    return ""  # not reached: the follow ends only when the caller leaves it
+
+
+def _look_at(
+    kube: Kube,
+    ctx: StepContext,
+    run: _Run,
+    obj: dict[str, Any] | None,
+    *,
+    now: datetime,
+    terminated: dict[str, datetime],
+    when: AnalysisWhen,
+    sink: DirectSink,
+) -> None:
+    """One open run as last seen: note its phase, take its verdict when final, terminate it at its
+    deadline, give up on it when it does not end after we terminated it."""
+    namespace, tuning = ctx.rollout.namespace, ctx.tuning
+    if obj is None:
+        run.verdict = AnalysisVerdict(
+            Outcome.ERROR, "", f"AnalysisRun {run.name} was deleted before it ended", Reason.ANALYSIS_ERROR
+        )
+        return
+    run.obj = obj
+    verdict = verdict_of(obj)
+    lines = "; ".join(metric_lines(obj))
+    _note(
+        kube,
+        ctx,
+        run,
+        f"analysis {run.name} {verdict.phase}" + (f": {lines}" if lines and not verdict.final else ""),
+        sink,
+    )
+    if verdict.final:
+        run.verdict = verdict
+    elif now >= run.deadline and run.name not in terminated:
+        why = Why.BAKE_ENDED if when is AnalysisWhen.DURING_BAKE else Why.DEADLINE
+        terminate_run(kube, namespace, run.name, why)
+        terminated[run.name] = now
+    elif (
+        run.name in terminated
+        and (now - terminated[run.name]).total_seconds() > tuning.analysis_terminate_wait_seconds
+    ):
+        run.verdict = AnalysisVerdict(
+            Outcome.ERROR,
+            verdict.phase,
+            f"analysis {run.name} was terminated but did not end within "
+            f"{tuning.analysis_terminate_wait_seconds:g} s "
+            "(is the Argo Rollouts controller running?)",
+            Reason.ANALYSIS_TIMED_OUT,
+        )
 
 
 def _why_stop(kube: Kube, ctx: StepContext, *, failed_over: bool) -> tuple[Why, str]:

@@ -128,9 +128,8 @@ class Tuning:
     terminate_wait_seconds: float = 60.0
     # How often `wait-healthy` looks whether a sibling's failure has failed the stage meanwhile.
     stage_check_seconds: float = 5.0
-    # The `analyze` step: how often it reads its AnalysisRuns, and how long it waits for a run it
-    # terminated (spec.terminate) to end before it goes on (steps.analyze).
-    analysis_poll_seconds: float = 5.0
+    # The `analyze` step and the exit handler: how long they wait for a run they terminated
+    # (spec.terminate) to end before they go on (steps.analyze follows its runs with a watch).
     analysis_terminate_wait_seconds: float = 20.0
     # The `batch` step: how long the cluster inventory and which Applications deploy to which cluster,
     # read once, serve the batch's clusters before they are read again (`FleetLookup`). The

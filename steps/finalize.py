@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from orchestrator.analysis.check import has_analysis
 from orchestrator.api.models import ProgressiveSync, ProgressiveSyncStatus, RolloutPhase
 from orchestrator.api.phases import STOPPED_ROLLOUT_PHASES
 from orchestrator.api.rollout_status import apply_summary, finalize_rollout, is_finalized
@@ -30,6 +31,7 @@ from orchestrator.core.clock import Clock
 from orchestrator.kube.client import PROGRESSIVE_SYNCS, WORKFLOWS, Kube, NotFound
 from orchestrator.kube.stage_records import read_outcomes
 from orchestrator.kube.status_writer import update_status
+from steps.analyze import end_rollout_runs
 from steps.common import RolloutRef, Tuning, owned_apps
 from steps.terminate import terminate_operations
 
@@ -140,10 +142,13 @@ def _end_what_we_started(
     clock: Clock,
     tuning: Tuning,
 ) -> str:
-    """A rollout that failed or was cancelled terminates its syncs still in flight; what it did, in words.
+    """A rollout that failed or was cancelled terminates its syncs still in flight and its
+    AnalysisRuns still running; what it did, in words.
 
     Nothing we started may apply the release after we said stop (DESIGN.md §3): `argo stop` kills
     the steps mid-wait, and a sync held back by a sync window would otherwise run when it opens.
+    An AnalysisRun is ended here even though its step ends it on SIGTERM: Argo signals a step by
+    exec into its container and does not retry when that fails (the Workflow's deadline).
     """
     status = ps.status or ProgressiveSyncStatus()
     if (status.rollout is not None and status.rollout.id != rollout.rollout_id) or is_finalized(status):
@@ -157,9 +162,19 @@ def _end_what_we_started(
         for app in owned_apps(kube, ps)
         if appsync.decide_terminate(app, rollout.rollout_id).action != appsync.TerminateAction.NONE
     ]
-    if not in_flight:
-        return ""
-    return terminate_operations(kube, rollout, in_flight, clock=clock, tuning=tuning).summary
+    said = []
+    if in_flight:
+        said.append(terminate_operations(kube, rollout, in_flight, clock=clock, tuning=tuning).summary)
+    if has_analysis(ps.spec):
+        runs = end_rollout_runs(
+            kube,
+            rollout.namespace,
+            rollout.rollout_id,
+            clock=clock,
+            seconds=tuning.analysis_terminate_wait_seconds,
+        )
+        said += [runs] if runs else []
+    return "; ".join(said)
 
 
 def _shutdown(kube: Kube, namespace: str, workflow_name: str) -> str | None:

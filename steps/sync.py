@@ -365,7 +365,7 @@ def _wait_until_free(
     snapshots = follow_applications(kube, rollout.applications_namespace, [name], window_seconds=window)
     try:
         for snapshot in snapshots:
-            app = snapshot.apps[name]
+            app = snapshot.objects[name]
             if app is None:
                 raise _Busy(f"Application {name} was deleted while we waited to sync it")
             decision = appsync.decide_sync(app, rollout.rollout_id, release=(), since=since)
@@ -407,7 +407,7 @@ def _compare_again(
     snapshots = follow_applications(kube, namespace, [name], window_seconds=window)
     try:
         for snapshot in snapshots:
-            current = snapshot.apps[name]
+            current = snapshot.objects[name]
             if current is None:
                 raise _Busy(f"Application {name} was deleted while we waited for Argo CD to compare it")
             if not appsync.refresh_requested(current):

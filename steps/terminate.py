@@ -145,7 +145,7 @@ def _wait_until_ended(
     snapshots = follow_applications(kube, rollout.applications_namespace, list(names), window_seconds=window)
     try:
         for snapshot in snapshots:
-            running = [name for name in names if _still_ours(snapshot.apps.get(name), rollout.rollout_id)]
+            running = [name for name in names if _still_ours(snapshot.objects.get(name), rollout.rollout_id)]
             if not running or clock.now() >= deadline:
                 return running
     finally:

@@ -177,7 +177,7 @@ def _follow(
         for index, snapshot in enumerate(snapshots):
             now = clock.now()
             if started is None:
-                started = _sync_started(snapshot.apps, rollout.rollout_id) or now
+                started = _sync_started(snapshot.objects, rollout.rollout_id) or now
                 deadline = started + timedelta(seconds=ps.spec.progress_deadline_seconds)
                 log.info(
                     "cluster %s: following %s; deadline %s (%ss after the sync started at %s)",
@@ -202,7 +202,7 @@ def _follow(
                 last_cluster_check = now
             verdict = assess_cluster(
                 cluster,
-                snapshot.apps,
+                snapshot.objects,
                 release=release,
                 rollout_id=rollout.rollout_id,
                 started=started,
@@ -211,7 +211,7 @@ def _follow(
                 cluster_exists=cluster_exists,
                 since=since,
                 degraded_grace=timedelta(seconds=ps.spec.degraded_grace_seconds),
-                first_seen=remember_uids(first_uids, snapshot.apps),
+                first_seen=remember_uids(first_uids, snapshot.objects),
             )
             if verdict.phase != ClusterPhase.WAITING:
                 log.info("%s", verdict.reason)
@@ -221,7 +221,7 @@ def _follow(
                 log.info("%s", verdict.reason)
                 last_reason = verdict.reason
             notes.say("; ".join(verdict.notices))
-            refreshes.request(verdict.refresh, snapshot.apps)
+            refreshes.request(verdict.refresh, snapshot.objects)
     finally:
         snapshots.close()
     raise AssertionError("unreachable: the Application follower never ends on its own")

@@ -90,7 +90,7 @@ class SyncLog:
             for snapshot in follow:
                 if self._stop.is_set():
                     return
-                for name, app in snapshot.apps.items():
+                for name, app in snapshot.objects.items():
                     if app is not None:
                         self._observe(name, app)
 

@@ -275,7 +275,7 @@ def test_cancel_terminates_the_running_analysis(rollout: AnalysisRollout) -> Non
     started = time.monotonic()
     run = rollout.wait_run_phase("canary", canary, {"Successful", "Failed", "Error", "Inconclusive"})
     assert run["spec"].get("terminate") is True, run["spec"]
-    assert run["metadata"]["annotations"]["progressivesync.io/terminated"] == "stopped"
+    assert run["metadata"]["annotations"]["progressivesync.io/terminated"] in ("stopped", "rollout-ended")
     assert len(run["status"]["metricResults"][0].get("measurements") or []) < 60  # ended early
     done = rig.wait_finished(timeout=TIMEOUT)
     assert done["status"]["phase"] in ("Failed", "Error"), done["status"]
@@ -314,6 +314,37 @@ def test_per_cluster_runs_count_against_max_failed_clusters(
         assert done["status"]["phase"] == "Failed", done["status"].get("message")
         assert rig.sync_starts() == dict.fromkeys(gated, 1)  # never `last`
         assert last not in rig.sync_starts()
+
+
+def test_a_failed_stage_terminates_the_runs_of_its_other_clusters(rollout: AnalysisRollout) -> None:
+    """Three clusters gated one run each, maxFailedClusters 1: two bad clusters fail the stage at
+    their first measurement; the good cluster's run, with a minute of measurements to go, is
+    terminated then (by its step, which sees the stage failed, or by the exit handler) instead of
+    measuring to its end, and the rollout fails well before that minute."""
+    rig = rollout.rig
+    every = {**CANARY, "name": "all", "maxTargets": 3, "maxParallel": 3, "analysis": analysis()}
+    clusters = rig.planned_targets([every], "all")
+    good, bad = clusters[0], clusters[1:]
+    rollout.template(count=60)  # a good cluster's run measures for a minute
+    rollout.rates(dict.fromkeys(bad, BAD))
+    rig.start_rollout([every], deadline_seconds=300, max_failed_clusters=1)
+    done = rig.wait_finished(timeout=TIMEOUT)
+    assert done["status"]["phase"] == "Failed", done["status"].get("message")
+    failures = rollout.failures("all")
+    assert set(bad) <= set(failures), failures
+    # The good cluster never passed its gate: it is stopped, and says why, if it is listed at all.
+    assert good not in failures or "stopped" in failures[good] or "ended" in failures[good], failures
+    run = rollout.wait_run_phase("all", good, FINAL)
+    assert run["spec"].get("terminate") is True, run["spec"]
+    why = run["metadata"]["annotations"]["progressivesync.io/terminated"]
+    assert why in ("stage-failed", "rollout-ended"), why
+    measured = len(run["status"]["metricResults"][0].get("measurements") or [])
+    assert measured < 60, measured
+    for cluster in bad:
+        failed = rollout.run("all", cluster)
+        assert failed is not None and failed["status"]["phase"] == "Failed", failed
+        assert not failed["spec"].get("terminate"), "failed by its metric, not ended by us"
+    print(f"good cluster's run terminated ({why}) after {measured} of 60 measurements: {failures}")
 
 
 def _analyze_pod(rig: RolloutRig) -> dict[str, Any] | None:
@@ -426,13 +457,12 @@ def test_a_metric_that_fails_mid_bake_fails_the_stage_before_the_bake_ends(
 
 def test_the_workflow_deadline_terminates_the_running_analysis(rollout: AnalysisRollout) -> None:
     """The Workflow's deadline (`activeDeadlineSeconds`, made short once the canary's run measures:
-    a minute of measurements) passes: the step's SIGTERM terminates the run (spec.terminate, our
-    annotation), the controller ends it early, the rollout fails with nothing beyond the canary."""
-    if rollout.rig.engine.name != LOCAL:
-        pytest.skip(
-            "on real Argo Workflows the run was not terminated in one of two runs (CI, load 8): "
-            "the step's SIGTERM at the deadline is not yet understood there; open in issue 31"
-        )
+    a minute of measurements) passes: the run is terminated (spec.terminate, our annotation), the
+    controller ends it early, the rollout fails with nothing beyond the canary.
+
+    Who terminates it: the step on its SIGTERM, or the exit handler, whichever comes first. Argo
+    Workflows signals a step at its deadline by exec into the container and ignores a failed exec
+    (controller/pod/queue.go, signalContainers), so the exit handler does not rely on it."""
     rig = rollout.rig
     [canary] = rig.planned_targets([GATED_CANARY, REST], "canary")
     rollout.template(count=60)
@@ -445,7 +475,7 @@ def test_the_workflow_deadline_terminates_the_running_analysis(rollout: Analysis
     rig.kube.patch(WORKFLOWS, rig.namespace, rig.workflow_name, {"spec": {"activeDeadlineSeconds": seconds}})
     run = rollout.wait_run_phase("canary", canary, FINAL)
     assert run["spec"].get("terminate") is True, run["spec"]
-    assert run["metadata"]["annotations"]["progressivesync.io/terminated"] == "stopped"
+    assert run["metadata"]["annotations"]["progressivesync.io/terminated"] in ("stopped", "rollout-ended")
     assert len(run["status"]["metricResults"][0].get("measurements") or []) < 60  # ended early
     done = rig.wait_finished(timeout=TIMEOUT)
     assert done["status"]["phase"] in ("Failed", "Error"), done["status"]

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.analysis.run import CLUSTER_LABEL, analysis_run_name
+from orchestrator.analysis.run import CLUSTER_LABEL, INSTANCE_ID_LABEL, analysis_run_name
 from orchestrator.api.analysis import AnalysisWhen, StageAnalysis
 from orchestrator.api.metadata import workflow_name
 from orchestrator.api.models import StagePhase
@@ -40,7 +40,11 @@ from tests.support.wait import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("rollouts_crds")]
 
-FAST = Tuning(watch_window_seconds=1, analysis_poll_seconds=0.1, stage_check_seconds=0.5)
+FAST = Tuning(watch_window_seconds=1, stage_check_seconds=0.5, analysis_terminate_wait_seconds=3)
+# The tests write each run's status themselves: their runs are labelled for a controller instance
+# that does not exist, so the analysis tier's real controller (it may run on the same control
+# plane) leaves them alone.
+NO_CONTROLLER = "no-controller"
 ERRORS = {
     "name": "error-rate",
     "interval": "10s",
@@ -105,7 +109,7 @@ def start(
 
     def work() -> None:
         try:
-            future.set_result(analyze(steps_kube, ctx, cluster=cluster))
+            future.set_result(analyze(steps_kube, ctx, cluster=cluster, instance_id=NO_CONTROLLER))
         except BaseException as exc:
             future.set_exception(exc)
 
@@ -357,7 +361,12 @@ def sigterm_once_the_run_exists(rig: Rig, contract: str) -> tuple[dict[str, Any]
     the exit code and the output."""
     log = rig.tmp_path / "analyze.log"
     process = rig.runner.start(
-        "analyze", "--stage", "canary", log_path=log, PROGRESSIVE_SYNC_CONTRACT=contract
+        "analyze",
+        "--stage",
+        "canary",
+        log_path=log,
+        PROGRESSIVE_SYNC_CONTRACT=contract,
+        PROGRESSIVE_SYNC_ROLLOUTS_INSTANCE_ID=NO_CONTROLLER,
     )
     try:
         run = run_named(rig)
@@ -380,6 +389,7 @@ def test_the_cli_stopped_by_sigterm_terminates_its_run_when_the_workflow_is_gone
     run, code, output = sigterm_once_the_run_exists(rig, contract)
     assert code == 75, output
     assert "terminated 1 AnalysisRun(s)" in output
+    assert run["metadata"]["labels"][INSTANCE_ID_LABEL] == NO_CONTROLLER  # from the environment
     stopped = rig.kube.get(ANALYSIS_RUNS, rig.namespace, run["metadata"]["name"])
     assert stopped["spec"]["terminate"] is True
     assert stopped["metadata"]["annotations"][TERMINATED_ANNOTATION] == "stopped"
@@ -430,7 +440,10 @@ def test_during_bake_a_failing_metric_fails_the_stage_that_record_closed(rig: Ri
     ctx = StepContext.open(steps_kube, rollout, contract, stage="canary", clock=SystemClock(), tuning=FAST)
     future: Future[AnalyzeResult] = Future()
     threading.Thread(
-        target=lambda: future.set_result(analyze(steps_kube, ctx, when=AnalysisWhen.DURING_BAKE)), daemon=True
+        target=lambda: future.set_result(
+            analyze(steps_kube, ctx, when=AnalysisWhen.DURING_BAKE, instance_id=NO_CONTROLLER)
+        ),
+        daemon=True,
     ).start()
     run = run_named(rig, bake=True)
     set_phase(
@@ -457,7 +470,10 @@ def test_during_bake_the_run_ends_with_the_bake_and_passes(rig: Rig, steps_kube:
     ctx = StepContext.open(steps_kube, rollout, contract, stage="canary", clock=SystemClock(), tuning=FAST)
     future: Future[AnalyzeResult] = Future()
     threading.Thread(
-        target=lambda: future.set_result(analyze(steps_kube, ctx, when=AnalysisWhen.DURING_BAKE)), daemon=True
+        target=lambda: future.set_result(
+            analyze(steps_kube, ctx, when=AnalysisWhen.DURING_BAKE, instance_id=NO_CONTROLLER)
+        ),
+        daemon=True,
     ).start()
     run = run_named(rig, bake=True)
     set_phase(rig, run, "Running")
@@ -495,7 +511,10 @@ def test_a_bake_after_its_gate_runs_an_analysis_of_its_own(rig: Rig, steps_kube:
     ctx = StepContext.open(steps_kube, rollout, contract, stage="canary", clock=SystemClock(), tuning=FAST)
     bake: Future[AnalyzeResult] = Future()
     threading.Thread(
-        target=lambda: bake.set_result(analyze(steps_kube, ctx, when=AnalysisWhen.DURING_BAKE)), daemon=True
+        target=lambda: bake.set_result(
+            analyze(steps_kube, ctx, when=AnalysisWhen.DURING_BAKE, instance_id=NO_CONTROLLER)
+        ),
+        daemon=True,
     ).start()
     [ours] = wait_for(
         lambda: [
@@ -514,3 +533,49 @@ def test_a_bake_after_its_gate_runs_an_analysis_of_its_own(rig: Rig, steps_kube:
     )
     assert bake.result(timeout=30).gate is Gate.FAILED
     assert len(runs_of(rig)) == 2
+
+
+def test_the_exit_handler_of_a_failed_rollout_terminates_its_running_runs(rig: Rig, steps_kube: Kube) -> None:
+    """finalize (the Workflow's exit handler, as after its deadline) does not rely on the analyze
+    step's SIGTERM: every run of the rollout still running is terminated and followed to its end;
+    a run that ended keeps its verdict untouched."""
+    analysis_template(
+        rig.kube, rig.namespace, args=[{"name": "cluster"}, {"name": "region"}, {"name": "revision"}]
+    )
+    completed_canary(rig, STAGE_RUN)
+    gate = start(rig, steps_kube, STAGE_RUN)
+    running = run_named(rig)
+    set_phase(rig, running, "Running")
+    meta = {key: running["metadata"][key] for key in ("labels", "annotations", "ownerReferences")}
+    ended = {**running, "metadata": {**meta, "name": "an-ended-run"}}
+    ended.pop("status", None)
+    rig.kube.create(ANALYSIS_RUNS, rig.namespace, ended)
+    set_phase(rig, ended, "Successful")
+    name = running["metadata"]["name"]
+
+    def end_like_the_controller() -> None:
+        run = wait_for(
+            lambda: (r := _get(rig.kube, rig.namespace, name)) and r["spec"].get("terminate") and r,
+            timeout=30,
+            what="finalize to terminate the run",
+        )
+        set_phase(rig, run, "Successful", message="Run Terminated")
+
+    controller = threading.Thread(target=end_like_the_controller, daemon=True)
+    controller.start()
+    result = rig.runner.run(
+        "finalize", "--workflow-name", workflow_name("myservice", "r1"), "--workflow-status", "Failed"
+    )
+    controller.join(timeout=30)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert f"terminated AnalysisRun {name}" in output, output
+    assert "still running" not in output, output
+    stopped = rig.kube.get(ANALYSIS_RUNS, rig.namespace, name)
+    assert stopped["metadata"]["annotations"][TERMINATED_ANNOTATION] == "rollout-ended"
+    untouched = rig.kube.get(ANALYSIS_RUNS, rig.namespace, "an-ended-run")
+    assert "terminate" not in untouched["spec"] and TERMINATED_ANNOTATION not in (
+        untouched["metadata"].get("annotations") or {}
+    )
+    # The gate's step sees the rollout ended and stops: it never passes.
+    assert gate.result(timeout=30).gate is not Gate.PASSED

@@ -67,7 +67,11 @@ STEPS_RULES = [
     {"apiGroups": ["argoproj.io"], "resources": ["applicationsets"], "verbs": ["get", "list"]},
     {"apiGroups": ["argoproj.io"], "resources": ["workflows"], "verbs": ["get"]},
     # Analysis gates (analysis.enabled, and analysis.clusterTemplates for the last rule).
-    {"apiGroups": ["argoproj.io"], "resources": ["analysisruns"], "verbs": ["get", "create", "patch"]},
+    {
+        "apiGroups": ["argoproj.io"],
+        "resources": ["analysisruns"],
+        "verbs": ["get", "list", "watch", "create", "patch"],
+    },
     {"apiGroups": ["argoproj.io"], "resources": ["analysistemplates"], "verbs": ["get"]},
     {"apiGroups": ["argoproj.io"], "resources": ["clusteranalysistemplates"], "verbs": ["get"]},
     # No Secret: the cluster inventory the watcher publishes instead (publish_inventory here).
