@@ -473,7 +473,13 @@ def record_and_select_command(
     type=click.Choice([moment.value for moment in AnalysisWhen]),
     help="afterHealthy: the gate before the next stage; duringBake: a run for the stage's bake.",
 )
-def analyze_command(stage: str, cluster: str, when: str, **options: Any) -> None:
+@_option(
+    "rollouts-instance-id",
+    default="",
+    help="The Argo Rollouts controller's --instance-id: our AnalysisRuns carry its label "
+    "(argo-rollouts.argoproj.io/controller-instance-id) [default: none, for a controller without one].",
+)
+def analyze_command(stage: str, cluster: str, when: str, rollouts_instance_id: str, **options: Any) -> None:
     """Run the stage's Argo Rollouts analysis (steps/analyze.py); output `verdict`: Passed, Failed,
     Skipped, or Inconclusive (waiting for approval)."""
     settings = _settings(options)
@@ -492,6 +498,7 @@ def analyze_command(stage: str, cluster: str, when: str, **options: Any) -> None
             cluster=cluster,
             when=AnalysisWhen(when),
             open_runs=open_runs,
+            instance_id=rollouts_instance_id.strip(),
         ),
         verdict,
         stage=stage,

@@ -69,6 +69,8 @@ CLUSTER_INPUT = "cluster"
 BATCH_INPUT = "batch"
 WHEN_INPUT = "when"
 VERDICT_OUTPUT = "verdict"
+# The analyze step's --rollouts-instance-id, as every step's environment carries it (steps/cli.py).
+ROLLOUTS_INSTANCE_ID_ENV = "PROGRESSIVE_SYNC_ROLLOUTS_INSTANCE_ID"
 
 
 def _workflow_parameter(name: str) -> str:
@@ -107,6 +109,8 @@ def step_env(settings: WorkflowSettings) -> list[Env]:
         Env(name="PROGRESSIVE_SYNC_CONTRACT", value=_workflow_parameter(names.PARAM_CONTRACT)),
         Env(name="PROGRESSIVE_SYNC_OUTPUTS_DIR", value=settings.outputs_dir),
     ]
+    if settings.rollouts_instance_id:
+        env.append(Env(name=ROLLOUTS_INSTANCE_ID_ENV, value=settings.rollouts_instance_id))
     env.extend(Env(name=key, value=value) for key, value in settings.extra_env)
     return env
 

@@ -18,6 +18,7 @@ from orchestrator import __version__
 IMAGE_REPOSITORY = "ghcr.io/progressive-sync/progressive-sync"
 DEFAULT_IMAGE = f"{IMAGE_REPOSITORY}:{__version__}"
 ENV_PREFIX = "PROGRESSIVE_SYNC_WORKFLOW_"
+_LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$")
 
 
@@ -93,6 +94,9 @@ class WorkflowSettings:
     outputs_dir: str = "/tmp/outputs"
     run_as_user: int = 65532
     resources: StepResources = field(default_factory=StepResources)
+    # The Argo Rollouts controller's `--instance-id` ("": one started without): the analysis steps
+    # label their AnalysisRuns for it (`PROGRESSIVE_SYNC_ROLLOUTS_INSTANCE_ID` in the steps).
+    rollouts_instance_id: str = ""
     # Extra environment for every step container, e.g. (("PROGRESSIVE_SYNC_LOG_LEVEL", "debug"),).
     extra_env: tuple[tuple[str, str], ...] = ()
     retry_limit: int = 4
@@ -125,6 +129,13 @@ class WorkflowSettings:
             raise ValueError("command must not be empty")
         if self.batch_threshold < 0 or self.batch_clusters < 1:
             raise ValueError("batch_threshold must be >= 0 and batch_clusters >= 1")
+        if self.rollouts_instance_id and not _LABEL_VALUE.fullmatch(self.rollouts_instance_id):
+            raise ValueError(
+                f"--rollouts-instance-id (rollouts_instance_id, chart value analysis.rolloutsInstanceId) "
+                f"{self.rollouts_instance_id!r} is not a label value (at most 63 "
+                "letters, digits, '-', '_' or '.', starting and ending with a letter or digit): it "
+                "must equal the Argo Rollouts controller's --instance-id"
+            )
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str], **overrides: Any) -> WorkflowSettings:

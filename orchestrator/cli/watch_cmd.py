@@ -151,6 +151,14 @@ def _step_resources(text: str) -> StepResources:
         '\'{"requests": {"cpu": "20m"}, "limits": {"memory": "256Mi"}}\'.'
     ),
 )
+@flag(
+    "--rollouts-instance-id",
+    to=WORKFLOW_FIELD + "rollouts_instance_id",
+    help=(
+        "The Argo Rollouts controller's --instance-id: the analysis steps label their AnalysisRuns "
+        "for it [default: none, for a controller started without one]."
+    ),
+)
 @flag("--argo-server", to="argo_server", help="Submit Workflows through this Argo Server URL.")
 @flag(
     "--argo-token-file",

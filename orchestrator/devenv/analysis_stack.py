@@ -28,10 +28,10 @@ from orchestrator.devenv.argorollouts import ArgoRollouts, RolloutsTools
 from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.devenv.metrics_endpoint import MetricsEndpoint, error_rate_query
 from orchestrator.devenv.prometheus import JOB, Prometheus
+from workflow_templates.pieces import ROLLOUTS_INSTANCE_ID_ENV
 
 PROMETHEUS_URL_VARIABLE = "PROGRESSIVE_SYNC_PROMETHEUS_URL"
 METRICS_CONTROL_URL_VARIABLE = "PROGRESSIVE_SYNC_METRICS_CONTROL_URL"
-ROLLOUTS_INSTANCE_ID_VARIABLE = "PROGRESSIVE_SYNC_ROLLOUTS_INSTANCE_ID"
 
 
 @dataclass
@@ -97,7 +97,7 @@ class AnalysisStack:
             (METRICS_CONTROL_URL_VARIABLE, self.endpoint.url),
         ]
         if self.controller is not None and self.controller.instance_id:
-            exports.append((ROLLOUTS_INSTANCE_ID_VARIABLE, self.controller.instance_id))
+            exports.append((ROLLOUTS_INSTANCE_ID_ENV, self.controller.instance_id))
         return exports
 
     def describe(self) -> list[str]:

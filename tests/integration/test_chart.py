@@ -18,6 +18,7 @@ from tests.support.builders import make_release, make_stage
 from tests.support.chart import CHART, helm_binary, isolate, render
 from tests.support.kubectl import Kubectl
 from workflow_templates.builder import assumed_sizes, build_workflow
+from workflow_templates.pieces import ROLLOUTS_INSTANCE_ID_ENV
 from workflow_templates.settings import StepResources
 
 pytestmark = pytest.mark.integration
@@ -82,6 +83,7 @@ STEPS_NEED = [
     # Analysis gates (analysis.enabled, on by default).
     ("create", "analysisruns.argoproj.io"),
     ("get", "analysisruns.argoproj.io"),
+    ("watch", "analysisruns.argoproj.io"),  # follows its runs (list → watch), ends them
     ("patch", "analysisruns.argoproj.io"),
     ("get", "analysistemplates.argoproj.io"),
 ]
@@ -215,6 +217,7 @@ NON_DEFAULT_VALUES = (
     "watcher.leaderElection.leaseDurationSeconds=30",
     "watcher.leaderElection.renewDeadlineSeconds=20",
     "watcher.leaderElection.retryPeriodSeconds=4",
+    "analysis.rolloutsInstanceId=blue",
 )
 
 
@@ -260,6 +263,7 @@ def test_every_chart_value_reaches_the_watcher_and_the_step_pods(
     steps = settings.workflow
     assert (steps.image, steps.image_pull_policy) == ("registry.example/ps:2.0.0", "Never")
     assert steps.service_account == "custom-steps"
+    assert steps.rollouts_instance_id == "blue"
     assert steps.resources == StepResources(
         cpu_request="30m", memory_request="64Mi", cpu_limit="", memory_limit="128Mi"
     )
@@ -293,6 +297,8 @@ def test_every_chart_value_reaches_the_watcher_and_the_step_pods(
         containers = [t["container"] for t in source["spec"]["templates"] if "container" in t]
         for step in containers:
             assert {key: step.get(key) for key in expected} == expected, source["metadata"]["name"]
+            env = {item["name"]: item.get("value") for item in step.get("env") or []}
+            assert env.get(ROLLOUTS_INSTANCE_ID_ENV) == "blue", source["metadata"]["name"]
 
 
 def test_watching_other_namespaces_than_the_workflow_namespace_is_refused(helm: Path) -> None:
@@ -362,6 +368,11 @@ def test_lint_and_template_accept_the_values_users_set(helm: Path, tmp_path: Pat
         ),
         pytest.param(
             {"steps": {"resources": {"requests": {"cpu": "lots"}}}}, "/steps/resources", id="a-quantity"
+        ),
+        pytest.param(
+            {"analysis": {"rolloutsInstanceId": "blue team"}},
+            "/analysis/rolloutsInstanceId",
+            id="an-instance-id-that-is-no-label-value",
         ),
         pytest.param(
             {"watcher": {"shutdownTimeoutSeconds": 40}},

@@ -156,6 +156,14 @@ def test_step_resources_that_are_wrong_name_the_flag_and_the_key(value: str, mes
     assert result.exit_code == 2 and message in result.output
 
 
+def test_the_rollouts_instance_id_reaches_the_steps_or_is_refused_naming_the_flag() -> None:
+    settings = build_settings({}, **flags(rollouts_instance_id="blue"))
+    assert settings.workflow.rollouts_instance_id == "blue"
+    result = CliRunner().invoke(main, ["watch"], env={"PROGRESSIVE_SYNC_ROLLOUTS_INSTANCE_ID": "blue team"})
+    assert result.exit_code == 2, result.output
+    assert "--rollouts-instance-id" in result.output and "is not a label value" in result.output
+
+
 def test_bad_flags_exit_2_with_the_reason() -> None:
     result = CliRunner().invoke(main, ["watch", "--engine", "local", "--argo-server", "https://argo"])
     assert result.exit_code == 2
@@ -322,6 +330,7 @@ def test_every_flag_reads_the_variable_the_chart_and_docs_name() -> None:
         "--step-image-pull-policy": ("PROGRESSIVE_SYNC_STEP_IMAGE_PULL_POLICY",),
         "--service-account": ("PROGRESSIVE_SYNC_STEP_SERVICE_ACCOUNT",),
         "--step-resources": ("PROGRESSIVE_SYNC_STEP_RESOURCES",),
+        "--rollouts-instance-id": ("PROGRESSIVE_SYNC_ROLLOUTS_INSTANCE_ID",),
         "--argo-server": ("PROGRESSIVE_SYNC_ARGO_SERVER",),
         "--argo-token-file": ("PROGRESSIVE_SYNC_ARGO_TOKEN_FILE",),
         "--argo-insecure-skip-verify": ("PROGRESSIVE_SYNC_ARGO_INSECURE_SKIP_VERIFY",),

@@ -414,6 +414,25 @@ def test_steps_run_the_contract_commands_with_retries_of_temporary_errors_only()
     ]
 
 
+@pytest.mark.parametrize(
+    ("instance_id", "expected"),
+    [
+        pytest.param("", None, id="no-instance-id-no-variable"),
+        pytest.param("blue", "blue", id="the-instance-id-in-every-step"),
+    ],
+)
+def test_the_rollouts_instance_id_is_in_the_steps_environment(instance_id: str, expected: str | None) -> None:
+    for template in templates(build(make_ps(), rollouts_instance_id=instance_id)).values():
+        if "container" in template:
+            env = {e["name"]: e["value"] for e in template["container"]["env"]}
+            assert env.get(pieces.ROLLOUTS_INSTANCE_ID_ENV) == expected, template["name"]
+
+
+def test_a_rollouts_instance_id_that_is_no_label_value_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"--rollouts-instance-id .* 'blue team' is not a label value"):
+        WorkflowSettings(rollouts_instance_id="blue team")
+
+
 def test_every_step_container_is_hardened_with_its_outputs_on_an_empty_dir() -> None:
     obj = build(make_ps())
     library = [t.to_dict() for t in pieces.workflow_templates(SETTINGS)]
