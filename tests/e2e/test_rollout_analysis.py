@@ -233,10 +233,11 @@ def test_the_canary_gate_stops_the_rollout(
     assert len(rollout.runs()) == 1
 
 
-def test_inconclusive_waits_for_approval_and_goes_on(rollout: AnalysisRollout) -> None:
+@pytest.mark.parametrize("how", ["progressive-sync-approve", "argo-resume"])
+def test_inconclusive_waits_for_approval_and_goes_on(rollout: AnalysisRollout, how: str) -> None:
     """The canary's error rate is between the conditions: the run ends Inconclusive, the stage
     (onInconclusive: Approve) waits with nothing beyond the canary synced; `progressive-sync
-    approve` lets the rollout go on to every cluster."""
+    approve`, or the real `argo resume` on the Workflow, lets the rollout go on to every cluster."""
     rig = rollout.rig
     stages = [{**CANARY, "analysis": analysis(onInconclusive="Approve")}, REST]
     [canary] = rig.planned_targets(stages, "canary")
@@ -254,8 +255,12 @@ def test_inconclusive_waits_for_approval_and_goes_on(rollout: AnalysisRollout) -
     )
     assert rig.phase() == "Running"
     assert rig.sync_starts() == {canary: 1}  # it waits: nothing beyond the canary
-    approved = cli(rig, "approve", PS_NAME)
-    assert approved.exit_code == 0, approved.output
+    if how == "argo-resume":
+        resumed = rig.engine.argo("resume", rig.workflow_name)
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    else:
+        approved = cli(rig, "approve", PS_NAME)
+        assert approved.exit_code == 0, approved.output
     done = rig.wait_finished(timeout=TIMEOUT)
     assert done["status"]["phase"] == "Succeeded", done["status"].get("message")
     assert rig.sync_starts() == dict.fromkeys(rig.all_clusters(), 1)
