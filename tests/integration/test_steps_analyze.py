@@ -74,6 +74,25 @@ def analysis_template(kube: Kube, namespace: str, name: str = "error-rate", **sp
     )
 
 
+def stage_template(rig: Rig) -> None:
+    """The `error-rate` template with the three args STAGE_RUN gives it."""
+    analysis_template(
+        rig.kube, rig.namespace, args=[{"name": "cluster"}, {"name": "region"}, {"name": "revision"}]
+    )
+
+
+def a_running_gate(
+    rig: Rig, steps_kube: Kube, analysis: dict[str, Any]
+) -> tuple[Future[AnalyzeResult], dict[str, Any]]:
+    """The canary completed, its gate's step started, its run Running (as the controller says)."""
+    stage_template(rig)
+    completed_canary(rig, analysis)
+    future = start(rig, steps_kube, analysis)
+    run = run_named(rig)
+    set_phase(rig, run, "Running")
+    return future, run
+
+
 def stage_with(analysis: dict[str, Any]) -> dict[str, Any]:
     return {**CANARY, "analysis": analysis}
 
@@ -158,9 +177,7 @@ STAGE_RUN = {
 def test_a_stage_gate_passes_and_a_second_run_adopts_the_same_analysis_run(
     rig: Rig, steps_kube: Kube
 ) -> None:
-    analysis_template(
-        rig.kube, rig.namespace, args=[{"name": "cluster"}, {"name": "region"}, {"name": "revision"}]
-    )
+    stage_template(rig)
     completed_canary(rig, STAGE_RUN)
     future = start(rig, steps_kube, STAGE_RUN)
     run = run_named(rig)
@@ -194,9 +211,7 @@ def test_a_stage_gate_passes_and_a_second_run_adopts_the_same_analysis_run(
 def test_a_failed_metric_fails_the_stage_with_its_value_and_record_keeps_it_failed(
     rig: Rig, steps_kube: Kube
 ) -> None:
-    analysis_template(
-        rig.kube, rig.namespace, args=[{"name": "cluster"}, {"name": "region"}, {"name": "revision"}]
-    )
+    stage_template(rig)
     completed_canary(rig, STAGE_RUN)
     future = start(rig, steps_kube, STAGE_RUN)
     run = run_named(rig)
@@ -267,9 +282,7 @@ def test_inconclusive_follows_on_inconclusive(
     rig: Rig, steps_kube: Kube, on_inconclusive: str, gate: Gate
 ) -> None:
     analysis = {**STAGE_RUN, "onInconclusive": on_inconclusive}
-    analysis_template(
-        rig.kube, rig.namespace, args=[{"name": "cluster"}, {"name": "region"}, {"name": "revision"}]
-    )
+    stage_template(rig)
     completed_canary(rig, analysis)
     future = start(rig, steps_kube, analysis)
     set_phase(rig, run_named(rig), "Inconclusive", {"name": "error-rate", "phase": "Inconclusive"})
@@ -313,9 +326,7 @@ def test_what_cannot_be_built_fails_the_stage_and_creates_nothing(
 
 
 def test_a_run_of_that_name_for_another_rollout_is_refused(rig: Rig, steps_kube: Kube) -> None:
-    analysis_template(
-        rig.kube, rig.namespace, args=[{"name": "cluster"}, {"name": "region"}, {"name": "revision"}]
-    )
+    stage_template(rig)
     completed_canary(rig, STAGE_RUN)
     name = analysis_run_name("myservice", "r1", "canary")
     rig.kube.create(
@@ -333,14 +344,7 @@ def test_a_run_of_that_name_for_another_rollout_is_refused(rig: Rig, steps_kube:
 
 
 def test_past_its_deadline_a_run_is_terminated_and_never_passes(rig: Rig, steps_kube: Kube) -> None:
-    analysis = {**STAGE_RUN, "timeoutSeconds": 1}
-    analysis_template(
-        rig.kube, rig.namespace, args=[{"name": "cluster"}, {"name": "region"}, {"name": "revision"}]
-    )
-    completed_canary(rig, analysis)
-    future = start(rig, steps_kube, analysis)
-    run = run_named(rig)
-    set_phase(rig, run, "Running")
+    future, run = a_running_gate(rig, steps_kube, {**STAGE_RUN, "timeoutSeconds": 1})
     terminated = wait_for(
         lambda: (
             (r := _get(rig.kube, rig.namespace, run["metadata"]["name"])) and r["spec"].get("terminate") and r
@@ -381,9 +385,7 @@ def sigterm_once_the_run_exists(rig: Rig, contract: str) -> tuple[dict[str, Any]
 
 def test_the_cli_stopped_by_sigterm_terminates_its_run_when_the_workflow_is_gone(rig: Rig) -> None:
     """`argo stop` (or a deleted Workflow) sends SIGTERM: the open run is terminated, exit 75."""
-    analysis_template(
-        rig.kube, rig.namespace, args=[{"name": "cluster"}, {"name": "region"}, {"name": "revision"}]
-    )
+    stage_template(rig)
     completed_canary(rig, STAGE_RUN)
     contract = contract_with(STAGE_RUN).to_json()
     run, code, output = sigterm_once_the_run_exists(rig, contract)
@@ -401,9 +403,7 @@ def test_the_cli_stopped_by_sigterm_terminates_its_run_when_the_workflow_is_gone
 def test_a_sigterm_while_the_workflow_goes_on_leaves_the_run_for_the_retry(rig: Rig) -> None:
     """A step pod deleted (its Workflow still running, not stopping): the run keeps measuring, and
     the step's retry adopts it; exit 75 as for any deleted step pod."""
-    analysis_template(
-        rig.kube, rig.namespace, args=[{"name": "cluster"}, {"name": "region"}, {"name": "revision"}]
-    )
+    stage_template(rig)
     completed_canary(rig, STAGE_RUN)
     rig.kube.create(
         WORKFLOWS,
@@ -425,9 +425,7 @@ def test_during_bake_a_failing_metric_fails_the_stage_that_record_closed(rig: Ri
     """duringBake: the bake is the run; a metric that fails mid-bake fails the stage (closed
     Succeeded by record before the bake) at once, before the bake ends."""
     analysis = {**STAGE_RUN, "when": ["duringBake"]}
-    analysis_template(
-        rig.kube, rig.namespace, args=[{"name": "cluster"}, {"name": "region"}, {"name": "revision"}]
-    )
+    stage_template(rig)
     make_progressive_sync(
         rig.kube, rig.namespace, stages=[{**stage_with(analysis), "bakeSeconds": 3600}, REST]
     )
@@ -458,9 +456,7 @@ def test_during_bake_a_failing_metric_fails_the_stage_that_record_closed(rig: Ri
 
 def test_during_bake_the_run_ends_with_the_bake_and_passes(rig: Rig, steps_kube: Kube) -> None:
     analysis = {**STAGE_RUN, "when": ["duringBake"]}
-    analysis_template(
-        rig.kube, rig.namespace, args=[{"name": "cluster"}, {"name": "region"}, {"name": "revision"}]
-    )
+    stage_template(rig)
     make_progressive_sync(rig.kube, rig.namespace, stages=[{**stage_with(analysis), "bakeSeconds": 2}, REST])
     cluster = select_canary(rig.runner)
     rig.simulate()
@@ -493,9 +489,7 @@ def test_a_bake_after_its_gate_runs_an_analysis_of_its_own(rig: Rig, steps_kube:
     """`when: [afterHealthy, duringBake]`: the bake's run is a second AnalysisRun, not the gate's
     (Successful already): adopting that one by name would end the bake at once, unmeasured."""
     analysis = {**STAGE_RUN, "when": ["afterHealthy", "duringBake"]}
-    analysis_template(
-        rig.kube, rig.namespace, args=[{"name": "cluster"}, {"name": "region"}, {"name": "revision"}]
-    )
+    stage_template(rig)
     make_progressive_sync(
         rig.kube, rig.namespace, stages=[{**stage_with(analysis), "bakeSeconds": 3600}, REST]
     )
@@ -539,13 +533,7 @@ def test_the_exit_handler_of_a_failed_rollout_terminates_its_running_runs(rig: R
     """finalize (the Workflow's exit handler, as after its deadline) does not rely on the analyze
     step's SIGTERM: every run of the rollout still running is terminated and followed to its end;
     a run that ended keeps its verdict untouched."""
-    analysis_template(
-        rig.kube, rig.namespace, args=[{"name": "cluster"}, {"name": "region"}, {"name": "revision"}]
-    )
-    completed_canary(rig, STAGE_RUN)
-    gate = start(rig, steps_kube, STAGE_RUN)
-    running = run_named(rig)
-    set_phase(rig, running, "Running")
+    gate, running = a_running_gate(rig, steps_kube, STAGE_RUN)
     meta = {key: running["metadata"][key] for key in ("labels", "annotations", "ownerReferences")}
     ended = {**running, "metadata": {**meta, "name": "an-ended-run"}}
     ended.pop("status", None)
