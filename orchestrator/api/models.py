@@ -75,7 +75,6 @@ from orchestrator.api.base import (
 )
 from orchestrator.api.phases import RolloutPhase, StagePhase
 from orchestrator.core.clock import format_micro_time, format_time
-from orchestrator.core.text import shorten
 
 GROUP = "progressivesync.io"
 VERSION = "v1alpha1"
@@ -493,9 +492,8 @@ REASON_MAX_CHARS = 256
 
 
 def cut_reason(text: str) -> str:
-    """`text` cut to `REASON_MAX_CHARS` characters for the status, its start and its end kept (an
-    ellipsis says where it was cut: `orchestrator.core.text.shorten`)."""
-    return shorten(text, REASON_MAX_CHARS)
+    """`text` cut to `REASON_MAX_CHARS` characters for the status (an ellipsis says it was cut)."""
+    return text if len(text) <= REASON_MAX_CHARS else text[: REASON_MAX_CHARS - 1] + "\u2026"
 
 
 class StageCounts(_Model):

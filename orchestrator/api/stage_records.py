@@ -54,7 +54,6 @@ from orchestrator.api.models import (
     StageCounts,
     _Model,
 )
-from orchestrator.core.text import shorten
 
 RECORD_KIND = "ProgressiveSyncStage"
 RECORD_PLURAL = "progressivesyncstages"
@@ -89,9 +88,8 @@ END_STATES = frozenset({ClusterState.COMPLETED, ClusterState.FAILED})
 
 
 def cut_text(text: str) -> str:
-    """`text` cut to `RECORD_TEXT_MAX_CHARS` characters, its start and its end kept
-    (`orchestrator.core.text.shorten`)."""
-    return shorten(text, RECORD_TEXT_MAX_CHARS)
+    """`text` cut to `RECORD_TEXT_MAX_CHARS` characters (an ellipsis says it was cut)."""
+    return text if len(text) <= RECORD_TEXT_MAX_CHARS else text[: RECORD_TEXT_MAX_CHARS - 1] + "\u2026"
 
 
 def _no_default(schema: dict[str, Any]) -> None:
