@@ -37,7 +37,7 @@ from orchestrator.argocd import appsync
 from orchestrator.argocd.appwatch import SnapshotCause, follow_applications
 from orchestrator.argocd.assess import ClusterPhase, assess_cluster, remember_uids
 from orchestrator.core.clock import Clock, format_time
-from orchestrator.kube.client import APPLICATIONS, Kube
+from orchestrator.kube.client import APPLICATIONS, Kube, NotFound
 from steps import status_sink as sinks
 from steps.common import (
     FleetLookup,
@@ -311,7 +311,13 @@ class _Refreshes:
             if wait > 0:
                 self.clock.sleep(wait)
             log.info("Application %s: asking Argo CD to compare it again (health predates the sync)", name)
-            self.kube.patch(APPLICATIONS, self.namespace, name, appsync.refresh_patch())
+            try:
+                self.kube.patch(APPLICATIONS, self.namespace, name, appsync.refresh_patch())
+            except NotFound:
+                # Deleted since the snapshot: the watch brings the deletion (or the object made
+                # again), and the assessment names it; a refresh of it is moot.
+                log.info("Application %s is gone; not asking Argo CD to compare it", name)
+                continue
             self.asked[name] = self.clock.now()
 
     def seconds_to_next(self, now: datetime) -> float:

@@ -322,17 +322,24 @@ def test_per_cluster_runs_count_against_max_failed_clusters(
 
 
 def test_a_failed_stage_terminates_the_runs_of_its_other_clusters(rollout: AnalysisRollout) -> None:
-    """Three clusters gated one run each, maxFailedClusters 1: two bad clusters fail the stage at
-    their first measurement; the good cluster's run, with a minute of measurements to go, is
-    terminated then (by its step, which sees the stage failed, or by the exit handler) instead of
-    measuring to its end, and the rollout fails well before that minute."""
+    """Three clusters gated one run each, maxFailedClusters 1: once every run measures, two
+    clusters turn bad and fail the stage; the good cluster's run, with a minute of measurements to
+    go, is terminated then (by its step, which sees the stage failed, or by the exit handler)
+    instead of measuring to its end, and the rollout fails well before that minute.
+
+    The clusters turn bad only once all three runs measure: a stage that fails before a cluster's
+    gate starts gives that cluster no run at all (its step sees the stage failed), which is right
+    but leaves nothing to terminate."""
     rig = rollout.rig
     every = {**CANARY, "name": "all", "maxTargets": 3, "maxParallel": 3, "analysis": analysis()}
     clusters = rig.planned_targets([every], "all")
     good, bad = clusters[0], clusters[1:]
-    rollout.template(count=60)  # a good cluster's run measures for a minute
-    rollout.rates(dict.fromkeys(bad, BAD))
+    rollout.template(count=60)  # every run measures for a minute
+    rollout.rates({})
     rig.start_rollout([every], deadline_seconds=300, max_failed_clusters=1)
+    for cluster in clusters:
+        rollout.wait_run_phase("all", cluster, {"Running"})
+    rollout.rates(dict.fromkeys(bad, BAD))
     done = rig.wait_finished(timeout=TIMEOUT)
     assert done["status"]["phase"] == "Failed", done["status"].get("message")
     failures = rollout.failures("all")
