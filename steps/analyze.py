@@ -256,8 +256,9 @@ class OpenRuns:
             return "no AnalysisRun open"
         if not workflow_stopping(kube, self.namespace, self.workflow, clock.now()):
             return f"left {len(names)} AnalysisRun(s) running for the step's retry (the Workflow goes on)"
+        running = [name for name in names if _still_running(kube, self.namespace, name)]
         still_open = terminate_and_wait(
-            kube, self.namespace, names, Why.STOPPED, clock=clock, seconds=seconds
+            kube, self.namespace, running, Why.STOPPED, clock=clock, seconds=seconds
         )
         left = f"; {len(still_open)} still running at the bound" if still_open else ""
         return f"terminated {len(names)} AnalysisRun(s){left}"
@@ -288,9 +289,9 @@ def end_rollout_runs(kube: Kube, namespace: str, rollout_id: str, *, clock: Cloc
 def terminate_and_wait(
     kube: Kube, namespace: str, names: Sequence[str], why: Why, *, clock: Clock, seconds: float
 ) -> list[str]:
-    """Terminate the named runs (those not final yet) and follow them until each has ended or
-    `seconds` passed; the names still running then."""
-    names = [name for name in names if _still_running(kube, namespace, name)]
+    """Terminate the named runs (the caller passes those still running: a run that ended keeps its
+    verdict untouched) and follow them until each has ended or `seconds` passed; the names still
+    running then."""
     for name in names:
         terminate_run(kube, namespace, name, why)
     if not names:
