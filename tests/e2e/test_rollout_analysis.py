@@ -354,7 +354,9 @@ def test_a_failed_stage_terminates_the_runs_of_its_other_clusters(rollout: Analy
     assert measured < 60, measured
     for cluster in bad:
         failed = rollout.run("all", cluster)
-        assert failed is not None and failed["status"]["phase"] == "Failed", failed
+        # Ended by its metric, not by us: Failed, or Inconclusive when a measurement fell between
+        # the conditions while the error rate rose (onInconclusive: Fail fails the cluster too).
+        assert failed is not None and failed["status"]["phase"] in ("Failed", "Inconclusive"), failed
         assert not failed["spec"].get("terminate"), "failed by its metric, not ended by us"
     print(f"good cluster's run terminated ({why}) after {measured} of 60 measurements: {failures}")
 
