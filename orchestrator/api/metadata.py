@@ -56,6 +56,11 @@ RETRY_ANNOTATION = "progressivesync.io/retry"
 INFO_ROLLOUT_ID = "rollout-id"
 INFO_STAGE = "stage"
 INFO_REQUESTED_AT = "requested-at"
+# What the Application ran before our forward sync (a JSON list, one revision per source: the last
+# `status.history` entry when we wrote the sync); a rollback restores it (orchestrator.argocd.rollback).
+INFO_PREVIOUS_REVISIONS = "previous-revisions"
+# "true" on a rollback sync of this rollout: the one sync we write after a forward one.
+INFO_ROLLBACK = "rollback"
 
 # --- on ApplicationSets ----------------------------------------------------------------------
 

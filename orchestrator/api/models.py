@@ -479,6 +479,31 @@ class ClusterNote(_Model):
     """What holds it (a sync window, Suspended, Missing, Unknown, a retry) or what a done one left."""
 
 
+class RollbackStatus(_Model):
+    """The rollback of the current rollout (`spec.rollback`), once its exit handler started one."""
+
+    trigger: str
+    """Why it rolls back: StageFailed, AnalysisFailed, DeadlineExceeded or Cancelled."""
+    scope: str
+    """FailedStage (the clusters of the stage that failed) or Reached (every cluster synced)."""
+    stages: list[str] = Field(default_factory=list, json_schema_extra={"default": []})
+    """The stages it rolls back, in the order it rolls them back (later stages first)."""
+    targets: Annotated[StrictInt, Field(ge=0)] = 0
+    """How many clusters it looks at: those of the stages above this rollout took."""
+    rolled_back: Annotated[StrictInt, Field(ge=0)] = 0
+    """Clusters back at the revisions they ran before, and Healthy."""
+    left_alone: Annotated[StrictInt, Field(ge=0)] = 0
+    """Clusters with nothing of this rollout to undo, or that someone else synced since."""
+    failed: Annotated[StrictInt, Field(ge=0)] = 0
+    """Clusters not restored."""
+    not_restored: list[ClusterFailure] = Field(default_factory=list, json_schema_extra={"default": []})
+    """The first clusters not restored, with why (every cluster's in its ProgressiveSyncStage record)."""
+    started_at: Timestamp | None = None
+    """When the rollback started."""
+    finished_at: Timestamp | None = None
+    """When it ended."""
+
+
 # How many clusters the status names in each of a stage's lists for people (in flight, failed with
 # their reasons, notes); the counts cover every cluster, and every cluster's own record is in the
 # stage's ProgressiveSyncStage objects (`records`, orchestrator/api/stage_records.py).
@@ -609,13 +634,15 @@ class ProgressiveSyncStatus(_Model):
     observed_generation: Annotated[StrictInt, Field(ge=0)] | None = None
     """The spec generation this status describes."""
     phase: RolloutPhase | None = None
-    """Pending, Progressing, Paused, Succeeded, Failed or Cancelled."""
+    """Pending, Progressing, Paused, Succeeded, Failed, Cancelled, RollingBack or RolledBack."""
     message: str | None = None
     """What is going on, for people."""
     progress: str | None = None
     """Clusters of the rollout done so far, as "completed/targets" (e.g. 7/12), for `kubectl get`."""
     rollout: RolloutStatus | None = None
     """The current (or last) rollout."""
+    rollback: RollbackStatus | None = None
+    """The current rollout's rollback, once one started (`spec.rollback`)."""
     current_stage: str | None = None
     """Name of the stage in progress."""
     conditions: (

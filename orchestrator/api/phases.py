@@ -23,6 +23,11 @@ class RolloutPhase(StrEnum):
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
     CANCELLED = "Cancelled"
+    ROLLING_BACK = "RollingBack"
+    """The rollout failed (or was cancelled) and `spec.rollback` is restoring the clusters it changed."""
+    ROLLED_BACK = "RolledBack"
+    """The rollout failed (or was cancelled) and every cluster it changed in the rollback's scope is
+    back at the revision it ran before (or was left alone because someone moved it on since)."""
 
 
 class StagePhase(StrEnum):
@@ -37,12 +42,20 @@ class StagePhase(StrEnum):
 
 
 # A rollout in one of these has ended: no step of it starts again (a person may `retry` a stopped one).
-FINISHED_ROLLOUT_PHASES = frozenset({RolloutPhase.SUCCEEDED, RolloutPhase.FAILED, RolloutPhase.CANCELLED})
+FINISHED_ROLLOUT_PHASES = frozenset(
+    {RolloutPhase.SUCCEEDED, RolloutPhase.FAILED, RolloutPhase.CANCELLED, RolloutPhase.ROLLED_BACK}
+)
 # A rollout in one of these may still run steps (a Workflow of it is expected).
-UNFINISHED_ROLLOUT_PHASES = frozenset({RolloutPhase.PENDING, RolloutPhase.PROGRESSING, RolloutPhase.PAUSED})
+UNFINISHED_ROLLOUT_PHASES = frozenset(
+    {RolloutPhase.PENDING, RolloutPhase.PROGRESSING, RolloutPhase.PAUSED, RolloutPhase.ROLLING_BACK}
+)
 # A rollout that ended without success: its syncs still in flight are ended, and a person may
-# start it again with `progressive-sync retry` (the watcher never restarts it on its own).
-STOPPED_ROLLOUT_PHASES = frozenset({RolloutPhase.FAILED, RolloutPhase.CANCELLED})
+# start it again with `progressive-sync retry` (the watcher never restarts it on its own; a
+# release rolled back is not started again either).
+STOPPED_ROLLOUT_PHASES = frozenset({RolloutPhase.FAILED, RolloutPhase.CANCELLED, RolloutPhase.ROLLED_BACK})
+# Phases the steps record that the watcher's live summary of a running Workflow never replaces: the
+# rollout's end (the exit handler's), and RollingBack (the exit handler's rollback is running).
+STEP_RECORDED_ROLLOUT_PHASES = FINISHED_ROLLOUT_PHASES | {RolloutPhase.ROLLING_BACK}
 
 # A stage in one of these has not reached its verdict yet (its message may still change).
 UNFINISHED_STAGE_PHASES = frozenset({StagePhase.PENDING, StagePhase.PROGRESSING})

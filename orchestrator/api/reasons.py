@@ -132,6 +132,38 @@ class Reason(StrEnum):
         "finished; stages not started were cancelled and syncs in flight ended.",
         "`progressive-sync retry` starts it again; a new spec or release starts a new rollout.",
     )
+    ROLLING_BACK = (
+        "RollingBack",
+        Section.LIFECYCLE,
+        "Ready=False, Progressing=True; phase RollingBack; Event (Warning)",
+        "The rollout failed or was cancelled for a reason `spec.rollback.on` lists: the Workflow's exit "
+        "handler is syncing the clusters this rollout changed back to the revisions they ran before "
+        "(`status.rollback` says which stages, later stages first).",
+        "Nothing to do; follow it with `progressive-sync status NAME` or in the Argo UI. `argo stop` "
+        "(or `progressive-sync cancel`) stops it; what was restored stays restored.",
+    )
+    ROLLOUT_ROLLED_BACK = (
+        "RolloutRolledBack",
+        Section.LIFECYCLE,
+        "Ready=False, Progressing=False; phase RolledBack; Event (Warning)",
+        "The rollout failed or was cancelled and every cluster it changed in the rollback's scope is "
+        "back at the revision it ran before and Healthy (Applications someone else synced since were "
+        "left alone, and named). Argo CD shows those Applications OutOfSync: Git still names the bad "
+        "commit. The release is not started again on its own.",
+        "Fix the release and push a new commit (a new rollout starts), or revert the commit in Git; "
+        "`progressive-sync retry` rolls the same release out again.",
+    )
+    ROLLBACK_FAILED = (
+        "RollbackFailed",
+        Section.LIFECYCLE,
+        "Ready=False, Progressing=False; phase Failed; Event (Warning)",
+        "The rollout failed and its rollback could not restore every cluster: a rollback sync failed "
+        "(the old revision no longer syncs), its Applications were not Healthy within "
+        "`spec.rollback.progressDeadlineSeconds`, or an Application had no earlier revision. "
+        "`status.rollback.notRestored` names each cluster and why.",
+        "Look at the named Applications in Argo CD (`argocd app get`); restore them by hand (`argocd "
+        "app rollback`, or a Git revert), then push a new release.",
+    )
     WORKFLOW_DELETED = (
         "WorkflowDeleted",
         Section.LIFECYCLE,
@@ -720,6 +752,7 @@ ROLLOUT_ENDED = {
     RolloutPhase.SUCCEEDED: Reason.ROLLOUT_SUCCEEDED,
     RolloutPhase.FAILED: Reason.ROLLOUT_FAILED,
     RolloutPhase.CANCELLED: Reason.ROLLOUT_CANCELLED,
+    RolloutPhase.ROLLED_BACK: Reason.ROLLOUT_ROLLED_BACK,
 }
 
 HEADER = """\

@@ -144,6 +144,7 @@ def start_rollout(
     """
     if status.rollout is None or status.rollout.id != rollout_id:
         status.rollout = RolloutStatus(id=rollout_id, revision=revision, started_at=now)
+        status.rollback = None
         status.stages = [StageStatus(name=name) for name in stage_names]
         status.phase = RolloutPhase.PROGRESSING
         status.message = f"rollout {rollout_id} started"
@@ -290,13 +291,15 @@ def finalize_rollout(
     reason: str,
     now: datetime,
     generation: int | None = None,
+    condition_reason: Reason | None = None,
 ) -> ProgressiveSyncStatus:
-    """The exit handler's write: the rollout's end phase, conditions, finishedAt, unfinished stages."""
+    """The exit handler's write: the rollout's end phase, conditions, finishedAt, unfinished stages.
+    `condition_reason`: the conditions' reason when not the phase's own (`ROLLOUT_ENDED`)."""
     status.phase = phase
     status.message = reason
     if status.rollout is not None:
         status.rollout.finished_at = status.rollout.finished_at or now
-    condition_reason = ROLLOUT_ENDED[phase]
+    condition_reason = condition_reason or ROLLOUT_ENDED[phase]
     ready = ConditionStatus.TRUE if phase == RolloutPhase.SUCCEEDED else ConditionStatus.FALSE
     for type_, value in ((ConditionType.READY, ready), (ConditionType.PROGRESSING, ConditionStatus.FALSE)):
         set_condition(

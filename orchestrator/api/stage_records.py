@@ -96,6 +96,53 @@ def _no_default(schema: dict[str, Any]) -> None:
     schema.pop("default", None)
 
 
+class RollbackState(StrEnum):
+    """Where one cluster's rollback stands (`ClusterRecord.rollback`)."""
+
+    ROLLING_BACK = "RollingBack"
+    """Its rollback syncs were requested; not Healthy at the restored revisions yet."""
+    ROLLED_BACK = "RolledBack"
+    """Every Application this rollout synced is back at the revision it ran before, and Healthy."""
+    FAILED = "Failed"
+    """Not restored: `reason` says which Application and why."""
+    LEFT_ALONE = "LeftAlone"
+    """Nothing of ours to undo, or someone else synced it after us: untouched, `reason` says which."""
+
+
+ROLLBACK_END_STATES = frozenset({RollbackState.ROLLED_BACK, RollbackState.FAILED, RollbackState.LEFT_ALONE})
+
+
+class ClusterRollback(_Model):
+    """One cluster's rollback: its state, why, what was restored, and when."""
+
+    state: RollbackState
+    """RollingBack, RolledBack, Failed or LeftAlone."""
+    reason: Annotated[str, Field(max_length=RECORD_TEXT_MAX_CHARS, json_schema_extra=_no_default)] = ""
+    """What was left alone or not restored, and why, for people."""
+    revisions: list[str] | None = None
+    """The revisions its Applications were restored to (one per source, each once)."""
+    started_at: MicroTimestamp | None = None
+    """When its rollback syncs were requested."""
+    finished_at: MicroTimestamp | None = None
+    """When it ended (RolledBack, Failed or LeftAlone)."""
+
+
+def merge_rollback(current: ClusterRollback | None, proposed: ClusterRollback) -> ClusterRollback | None:
+    """What to write for a cluster's rollback recorded as `current` when a step says `proposed`
+    (None: nothing changes): an end state is never replaced (a rollback step run again, or a late
+    write, never undoes an outcome); a start time, once recorded, stays."""
+    if current is not None and current.state in ROLLBACK_END_STATES:
+        return None
+    if current is not None:
+        proposed = proposed.model_copy(
+            update={
+                "started_at": current.started_at or proposed.started_at,
+                "revisions": proposed.revisions or current.revisions,
+            }
+        )
+    return None if proposed == current else proposed
+
+
 class ClusterRecord(_Model):
     """One cluster of a stage: its state, why, and when."""
 
@@ -113,6 +160,8 @@ class ClusterRecord(_Model):
     finished_at: MicroTimestamp | None = None
     """When it completed or failed, to the microsecond (the stage lists failures first to fail first)."""
     # A failure and the stop of a sibling it caused often fall in one second.
+    rollback: ClusterRollback | None = None
+    """Its rollback, once the rollout rolled it back (`spec.rollback`); absent otherwise."""
 
 
 class StageRecordSpec(_Model):

@@ -25,13 +25,20 @@ Nothing here talks to the API server or reads the clock.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from orchestrator.api.metadata import INFO_REQUESTED_AT, INFO_ROLLOUT_ID, INFO_STAGE
+from orchestrator.api.metadata import (
+    INFO_PREVIOUS_REVISIONS,
+    INFO_REQUESTED_AT,
+    INFO_ROLLBACK,
+    INFO_ROLLOUT_ID,
+    INFO_STAGE,
+)
 from orchestrator.argocd import revisions
 from orchestrator.core.clock import format_time, parse_time
 
@@ -105,6 +112,22 @@ def initiator(op: Mapping[str, Any] | None) -> str:
     if by.get("automated"):
         return "automated sync"
     return "unknown"
+
+
+def deployed_revisions(app: Mapping[str, Any]) -> list[str]:
+    """What the Application runs as Argo CD last deployed it: the revision(s) of the newest
+    `status.history` entry (one per source; [] when it was never synced). Argo CD appends an entry
+    for every sync that succeeded, with the revision it resolved (a Git SHA, a chart version, an
+    OCI digest), so this is what a rollback can pin without guessing."""
+    history = [
+        entry for entry in (app.get("status") or {}).get("history") or [] if isinstance(entry, Mapping)
+    ]
+    if not history:
+        return []
+    newest = history[-1]
+    if newest.get("revisions"):
+        return [str(r) for r in newest["revisions"]]
+    return [str(newest["revision"])] if newest.get("revision") else []
 
 
 def operation_is_ours(op: Mapping[str, Any] | None, rollout_id: str) -> bool:
@@ -389,8 +412,14 @@ def build_sync_request(
     prune: bool,
     sync_options: Sequence[str],
     now: datetime,
+    rollback: bool = False,
 ) -> dict[str, Any]:
     """The Application with our sync operation set, as ONE update body (it keeps resourceVersion).
+
+    A forward sync also records in `info` what the Application ran before it
+    (`INFO_PREVIOUS_REVISIONS`, from `deployed_revisions`, left out when it was never synced): the
+    same write that changes the Application keeps what a rollback restores, so nothing can lose it
+    between the two. A `rollback` sync is marked `INFO_ROLLBACK` instead (orchestrator.argocd.rollback).
 
     Sets `.operation` (revision pinned, our rollout id and stage in `info`, the Application's own
     sync options merged with `sync_options` by `merge_sync_options`, its retry by
@@ -409,13 +438,19 @@ def build_sync_request(
     options = merge_sync_options(application_sync_options(app), sync_options)
     if options:
         sync["syncOptions"] = options
+    info = [
+        {"name": INFO_ROLLOUT_ID, "value": rollout_id},
+        {"name": INFO_STAGE, "value": stage},
+        {"name": INFO_REQUESTED_AT, "value": format_time(now)},
+    ]
+    previous = deployed_revisions(app)
+    if rollback:
+        info.append({"name": INFO_ROLLBACK, "value": "true"})
+    elif previous:
+        info.append({"name": INFO_PREVIOUS_REVISIONS, "value": json.dumps(previous)})
     body["operation"] = {
         "initiatedBy": {"username": INITIATOR, "automated": True},
-        "info": [
-            {"name": INFO_ROLLOUT_ID, "value": rollout_id},
-            {"name": INFO_STAGE, "value": stage},
-            {"name": INFO_REQUESTED_AT, "value": format_time(now)},
-        ],
+        "info": info,
         "sync": sync,
         "retry": operation_retry(app),
     }

@@ -15,7 +15,7 @@ from datetime import datetime
 
 from orchestrator.api.conditions import ConditionType
 from orchestrator.api.models import ConditionStatus, ProgressiveSyncStatus, RolloutPhase
-from orchestrator.api.phases import FINISHED_ROLLOUT_PHASES
+from orchestrator.api.phases import STEP_RECORDED_ROLLOUT_PHASES
 from orchestrator.api.reasons import Reason
 from orchestrator.api.rollout_status import set_condition, start_rollout
 from orchestrator.watcher.decision import ConditionPatch, StatusPatch
@@ -91,7 +91,7 @@ def apply_patch(status: ProgressiveSyncStatus, patch: StatusPatch, now: datetime
         status.rollout.retry_token = patch.retry_token
     if patch.finish_rollout and status.rollout is not None and status.rollout.finished_at is None:
         status.rollout.finished_at = now
-    lifecycle_open = patch.force_lifecycle or status.phase not in FINISHED_ROLLOUT_PHASES
+    lifecycle_open = patch.force_lifecycle or status.phase not in STEP_RECORDED_ROLLOUT_PHASES
     if lifecycle_open:
         if patch.phase is not None:
             status.phase = patch.phase

@@ -1,0 +1,199 @@
+"""The `rollback-plan` step: the first node of the exit handler of a rollout with `spec.rollback`.
+
+It decides whether the rollout's end rolls it back and which clusters of which stages
+(`orchestrator.planning.rollback`): the trigger from the Workflow (`spec.shutdown`: stopped; its
+`activeDeadlineSeconds` from `status.startedAt`: the deadline), `--workflow-status` and the
+stages' phases; the clusters from the stages' ProgressiveSyncStage records. It writes one output
+per stage index, `rollback-<index>`: the JSON list of that stage's clusters to roll back (`[]`
+for a stage with none, and for every stage when there is no rollback), which the Workflow's
+rollback fan-outs take, later stages first.
+
+When there is a rollback it records it in the ProgressiveSync status: phase RollingBack, its
+message, and `status.rollback` (trigger, scope, the stages in rollback order, how many clusters),
+one write. Running it again writes the same (a cluster whose rollback ended is left out of the
+outputs, so the fan-outs of a retried exit handler restore only the rest). A Workflow whose
+rollout was superseded writes nothing and rolls nothing back.
+
+Caller: `python -m steps rollback-plan` (steps.cli), as the exit handler's first task.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from orchestrator.api.conditions import ConditionType
+from orchestrator.api.models import (
+    ConditionStatus,
+    ProgressiveSync,
+    ProgressiveSyncStatus,
+    RollbackStatus,
+    RolloutPhase,
+)
+from orchestrator.api.phases import FINISHED_ROLLOUT_PHASES
+from orchestrator.api.reasons import Reason
+from orchestrator.api.rollout_status import set_condition
+from orchestrator.argocd.assess import WorkflowOutcome
+from orchestrator.core.clock import Clock, parse_time
+from orchestrator.kube.client import PROGRESSIVE_SYNCS, WORKFLOWS, Kube, NotFound
+from orchestrator.kube.stage_records import read_outcomes
+from orchestrator.kube.status_writer import update_status
+from orchestrator.planning.contract import RolloutContract
+from orchestrator.planning.rollback import RollbackTargets, StageView, plan_rollback, rollback_trigger
+from steps.common import RolloutRef, Tuning, UsageProblem
+
+log = logging.getLogger(__name__)
+
+OUTPUT_PREFIX = "rollback-"
+
+
+def output_name(stage_index: int) -> str:
+    """The output parameter (and file) holding stage `stage_index`'s clusters to roll back."""
+    return f"{OUTPUT_PREFIX}{stage_index}"
+
+
+@dataclass(frozen=True)
+class RollbackPlanResult:
+    """What the rollback does (nothing: every output `[]`), and why."""
+
+    rollout_id: str
+    message: str
+    stages: int
+    clusters: dict[int, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        """Deciding is never a failure of the exit handler: exit 0."""
+        return False
+
+    @property
+    def outputs(self) -> dict[str, str]:
+        """One output per stage index: its clusters to roll back as a JSON list."""
+        return {output_name(i): json.dumps(list(self.clusters.get(i, ()))) for i in range(self.stages)}
+
+    @property
+    def summary(self) -> str:
+        """One line for people."""
+        return f"rollback-plan: rollout {self.rollout_id}: {self.message}"
+
+
+def plan_rollout_rollback(
+    kube: Kube,
+    rollout: RolloutRef,
+    contract: RolloutContract,
+    *,
+    workflow_name: str,
+    workflow_status: WorkflowOutcome,
+    clock: Clock,
+    tuning: Tuning | None = None,
+) -> RollbackPlanResult:
+    """Decide the rollback and record it (see the module docstring)."""
+    tuning = tuning or Tuning()
+    stages = len(contract.stages)
+    rollback = contract.rollback
+    if rollback is None:
+        raise UsageProblem(
+            "the rollout contract has no rollback: spec.rollback was not set when it was built"
+        )
+    try:
+        obj = kube.get(PROGRESSIVE_SYNCS, rollout.namespace, rollout.name)
+    except NotFound:
+        return RollbackPlanResult(
+            rollout.rollout_id, f"ProgressiveSync {rollout.display} is gone; nothing to do", stages
+        )
+    ps = ProgressiveSync.model_validate(obj)
+    status = ps.status or ProgressiveSyncStatus()
+    if status.rollout is None or status.rollout.id != rollout.rollout_id:
+        recorded = status.rollout.id if status.rollout else "none"
+        return RollbackPlanResult(
+            rollout.rollout_id, f"superseded (the status is on rollout {recorded}): no rollback", stages
+        )
+    outcomes = read_outcomes(kube, rollout.namespace, rollout.name, rollout.rollout_id)
+    stopped, deadline_passed = _workflow_end(kube, rollout.namespace, workflow_name, clock.now())
+    trigger = rollback_trigger(
+        [
+            StageView(stage.name, stage.phase, stage.analysis.phase if stage.analysis else "")
+            for stage in status.stages or []
+        ],
+        succeeded=workflow_status == WorkflowOutcome.SUCCEEDED,
+        stopped=stopped,
+        deadline_passed=deadline_passed,
+        outcomes=outcomes,
+    )
+    targets = plan_rollback(
+        trigger, on=[str(t) for t in rollback.on], scope=str(rollback.scope), outcomes=outcomes
+    )
+    log.info("%s", targets.why)
+    if not targets.stages:
+        return RollbackPlanResult(rollout.rollout_id, targets.why, stages)
+    names = [stage.name for stage in contract.stages]
+    _record_start(
+        kube, ps, rollout, targets, names=names, scope=str(rollback.scope), now=clock.now(), tuning=tuning
+    )
+    return RollbackPlanResult(rollout.rollout_id, targets.why, stages, dict(targets.clusters))
+
+
+def _record_start(
+    kube: Kube,
+    ps: ProgressiveSync,
+    rollout: RolloutRef,
+    targets: RollbackTargets,
+    *,
+    names: list[str],
+    scope: str,
+    now: datetime,
+    tuning: Tuning,
+) -> None:
+    """Phase RollingBack, its message and `status.rollback`, in one write (the same when run again)."""
+    order = [names[i] for i in targets.stages]
+    message = f"{targets.why}; stages {', '.join(order)}, in this order"
+    generation = ps.metadata.generation
+
+    def mutate(status: ProgressiveSyncStatus) -> ProgressiveSyncStatus:
+        if status.rollout is None or status.rollout.id != rollout.rollout_id:
+            return status
+        if status.rollout.finished_at is not None and status.phase in FINISHED_ROLLOUT_PHASES:
+            return status  # the end was recorded already (finalize ran, or the watcher did)
+        started = status.rollback.started_at if status.rollback else None
+        status.rollback = RollbackStatus(
+            trigger=targets.trigger.reason,
+            scope=scope,
+            stages=order,
+            targets=targets.total,
+            started_at=started or now,
+        )
+        status.phase = RolloutPhase.ROLLING_BACK
+        status.message = message
+        set_condition(
+            status,
+            ConditionType.PROGRESSING,
+            value=ConditionStatus.TRUE,
+            reason=Reason.ROLLING_BACK,
+            message=message,
+            now=now,
+            generation=generation,
+        )
+        return status
+
+    update_status(
+        kube, rollout.namespace, rollout.name, mutate, what="record the rollback", settings=tuning.status
+    )
+
+
+def _workflow_end(kube: Kube, namespace: str, workflow_name: str, now: datetime) -> tuple[bool, bool]:
+    """(stopped, deadline passed) from the Workflow: `spec.shutdown` set; `activeDeadlineSeconds`
+    past `status.startedAt`. (False, False) when the Workflow is gone."""
+    try:
+        workflow = kube.get(WORKFLOWS, namespace, workflow_name)
+    except NotFound:
+        log.warning(
+            "Workflow %s/%s not found; deciding from --workflow-status alone", namespace, workflow_name
+        )
+        return False, False
+    spec = workflow.get("spec") or {}
+    started = parse_time((workflow.get("status") or {}).get("startedAt"))
+    seconds = spec.get("activeDeadlineSeconds")
+    passed = bool(started and isinstance(seconds, int) and now >= started + timedelta(seconds=seconds))
+    return bool(spec.get("shutdown")), passed
