@@ -52,6 +52,8 @@ from steps.failure import record_step_failure
 from steps.finalize import finalize
 from steps.hand_over import HandOverResult, hand_over
 from steps.record import record_stage
+from steps.rollback import rollback_cluster
+from steps.rollback_plan import RollbackPlanResult, plan_rollout_rollback
 from steps.select_stage import SelectResult, select_stage
 from steps.status_sink import OpenSinks
 from steps.sync import sync_cluster
@@ -530,4 +532,53 @@ def finalize_command(workflow_name: str, workflow_status: str, **options: Any) -
             clock=SystemClock(),
             tuning=settings.tuning,
         ),
+    )
+
+
+@main.command("rollback-plan")
+@common_options
+@_option("workflow-name", required=True, help="The Workflow whose exit handler this is.")
+@_option(
+    "workflow-status",
+    required=True,
+    type=click.Choice([outcome.value for outcome in WorkflowOutcome]),
+    help="{{workflow.status}}.",
+)
+def rollback_plan_command(workflow_name: str, workflow_status: str, **options: Any) -> None:
+    """Exit handler, first: decide whether the rollout's end rolls it back, and which clusters of
+    which stages (outputs rollback-<stage index>: JSON lists); record phase RollingBack."""
+    settings = _settings(options)
+    run_step(
+        "rollback-plan",
+        settings,
+        lambda kube: plan_rollout_rollback(
+            kube,
+            settings.rollout,
+            settings.contract,
+            workflow_name=workflow_name,
+            workflow_status=WorkflowOutcome(workflow_status),
+            clock=SystemClock(),
+            tuning=settings.tuning,
+        ),
+        _rollback_outputs,
+    )
+
+
+def _rollback_outputs(result: StepResult) -> Mapping[str, str]:
+    assert isinstance(result, RollbackPlanResult)
+    return result.outputs
+
+
+@main.command("rollback")
+@common_options
+@_option("stage", required=True, help="The stage the cluster belongs to.")
+@_option("cluster", required=True, help="The cluster (Argo CD cluster name).")
+def rollback_command(stage: str, cluster: str, **options: Any) -> None:
+    """Sync the cluster's Applications this rollout synced back to what they ran before; record it."""
+    settings = _settings(options)
+    run_step(
+        "rollback",
+        settings,
+        lambda kube: rollback_cluster(kube, _context(kube, settings, stage), cluster),
+        cluster=cluster,
     )
