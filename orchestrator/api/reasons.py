@@ -748,6 +748,11 @@ class Reason(StrEnum):
 
 
 # The condition reason of a rollout that ended in `phase` (the exit handler's and the watcher's).
+# How the analyze step words a cluster its own AnalysisRun failed: `cluster C: <Reason>: <message>`
+# (steps/analyze.py); group 1 is the reason (AnalysisFailed, AnalysisError, ...). Read by the
+# watcher's transitions and the rollback's trigger.
+ANALYSIS_CLUSTER_REASON = re.compile(r"^(?:cluster .+?: )?(Analysis[A-Za-z]+): ")
+
 ROLLOUT_ENDED = {
     RolloutPhase.SUCCEEDED: Reason.ROLLOUT_SUCCEEDED,
     RolloutPhase.FAILED: Reason.ROLLOUT_FAILED,

@@ -25,6 +25,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from orchestrator.api.phases import StagePhase
+from orchestrator.api.reasons import ANALYSIS_CLUSTER_REASON
 from orchestrator.api.stage_records import ROLLBACK_END_STATES, RollbackState, StageOutcomes
 
 STAGE_FAILED = "StageFailed"
@@ -36,8 +37,6 @@ REACHED_SCOPE = "Reached"
 
 # The AnalysisRun phases that fail a gate (onInconclusive: Fail fails it on Inconclusive too).
 _FAILED_RUN_PHASES = frozenset({"Failed", "Error", "Inconclusive"})
-# How a cluster's record says its own AnalysisRun failed it (orchestrator.analysis.verdict).
-_ANALYSIS_REASON_PREFIX = "analysis "
 
 
 @dataclass(frozen=True)
@@ -147,7 +146,7 @@ def _failed_by_analysis(stage: StageView, outcomes: StageOutcomes | None) -> boo
         return True
     if outcomes is None:
         return False
-    return any(outcomes.clusters[name].reason.startswith(_ANALYSIS_REASON_PREFIX) for name in outcomes.failed)
+    return any(ANALYSIS_CLUSTER_REASON.match(outcomes.clusters[name].reason) for name in outcomes.failed)
 
 
 def _to_roll_back(outcomes: StageOutcomes | None) -> tuple[str, ...]:

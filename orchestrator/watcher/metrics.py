@@ -12,6 +12,8 @@ process; each `Watcher` (one per leadership term) reports into it, so counters n
 - `progressive_sync_analysis_runs_total{namespace, name, stage, phase}` (counter): analysis gates
   that ended, by their AnalysisRun's final phase (Successful, Failed, Error, Inconclusive): a
   stage's run, and a per-cluster run that failed its cluster (`orchestrator.watcher.transitions`);
+- `progressive_sync_rollbacks_total{namespace, name, outcome}` (counter): rollbacks (`spec.rollback`)
+  that started (`started`), ended with every cluster restored (`rolled-back`) or not (`failed`);
 - `progressive_sync_reconciles_total`, `progressive_sync_reconcile_errors_total` (counters);
 - `progressive_sync_queue_depth` (gauge): keys queued, delayed or in flight;
 - `progressive_sync_watch_restarts_total{resource}` (counter): watch streams opened after the first
@@ -37,6 +39,14 @@ from orchestrator.watcher.transitions import ANALYSIS_ENDS, Transition, Transiti
 DURATION_BUCKETS = (5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0, 21600.0)
 ANALYSIS_KINDS = frozenset(ANALYSIS_ENDS.values())
 PHASES = ("Pending", "Progressing", "Paused", "Succeeded", "Failed", "Cancelled")
+
+
+# Rollback transitions and the `outcome` label of progressive_sync_rollbacks_total.
+_ROLLBACK_OUTCOMES = {
+    TransitionKind.ROLLING_BACK: "started",
+    TransitionKind.ROLLOUT_ROLLED_BACK: "rolled-back",
+    TransitionKind.ROLLBACK_FAILED: "failed",
+}
 
 
 class WatcherMetrics:
@@ -69,6 +79,12 @@ class WatcherMetrics:
             "progressive_sync_analysis_runs",
             "Analysis gates that ended, by the ProgressiveSync, the stage and the AnalysisRun's final phase.",
             ["namespace", "name", "stage", "phase"],
+            registry=self.registry,
+        )
+        self.rollbacks = Counter(
+            "progressive_sync_rollbacks",
+            "Rollbacks that started, ended restored (rolled-back) or not (failed), by the ProgressiveSync.",
+            ["namespace", "name", "outcome"],
             registry=self.registry,
         )
         self.reconciles = Counter("progressive_sync_reconciles", "Reconciles run.", registry=self.registry)
@@ -125,10 +141,13 @@ class WatcherMetrics:
             self.stage_seconds.labels(outcome).observe(transition.seconds)
         elif transition.phase and kind in ANALYSIS_KINDS:
             self.analysis_runs.labels(*key, transition.stage, transition.phase).inc()
-        elif kind in (
+        elif kind in _ROLLBACK_OUTCOMES:
+            self.rollbacks.labels(*key, _ROLLBACK_OUTCOMES[kind]).inc()
+        if kind in (
             TransitionKind.ROLLOUT_SUCCEEDED,
             TransitionKind.ROLLOUT_FAILED,
             TransitionKind.ROLLOUT_CANCELLED,
+            TransitionKind.ROLLOUT_ROLLED_BACK,
         ):
             with self._lock:  # clusters of an ended rollout never report back: forget them
                 for stale in [k for k in self._sync_started if k[:3] == cluster_key[:3]]:

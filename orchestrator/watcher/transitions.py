@@ -24,13 +24,12 @@ Callers: `orchestrator.watcher.loop`; tests.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
 from orchestrator.api.models import ProgressiveSyncStatus, RolloutPhase, StagePhase, StageStatus
-from orchestrator.api.reasons import Reason
+from orchestrator.api.reasons import ANALYSIS_CLUSTER_REASON, Reason
 
 
 class TransitionKind(StrEnum):
@@ -48,6 +47,9 @@ class TransitionKind(StrEnum):
     ROLLOUT_SUCCEEDED = Reason.ROLLOUT_SUCCEEDED.value
     ROLLOUT_FAILED = Reason.ROLLOUT_FAILED.value
     ROLLOUT_CANCELLED = Reason.ROLLOUT_CANCELLED.value
+    ROLLING_BACK = Reason.ROLLING_BACK.value
+    ROLLOUT_ROLLED_BACK = Reason.ROLLOUT_ROLLED_BACK.value
+    ROLLBACK_FAILED = Reason.ROLLBACK_FAILED.value
 
     @property
     def reason(self) -> Reason:
@@ -65,6 +67,9 @@ class TransitionKind(StrEnum):
             TransitionKind.ANALYSIS_INCONCLUSIVE,
             TransitionKind.ROLLOUT_FAILED,
             TransitionKind.ROLLOUT_CANCELLED,
+            TransitionKind.ROLLING_BACK,
+            TransitionKind.ROLLOUT_ROLLED_BACK,
+            TransitionKind.ROLLBACK_FAILED,
         )
         return "Warning" if self in warning else "Normal"
 
@@ -97,7 +102,7 @@ ANALYSIS_ENDS = {
 }
 # A cluster failure the analyze step wrote (`cluster C: <Reason>: <message>`), and the phase the
 # run's reason stands for (a run stopped past its deadline ended in Error for the gate).
-_CLUSTER_ANALYSIS = re.compile(r"^(?:cluster .+?: )?(Analysis[A-Za-z]+): ")
+_CLUSTER_ANALYSIS = ANALYSIS_CLUSTER_REASON
 _PHASE_OF_REASON = {
     Reason.ANALYSIS_FAILED.value: "Failed",
     Reason.ANALYSIS_ERROR.value: "Error",
@@ -110,6 +115,8 @@ _ENDS = {
     RolloutPhase.SUCCEEDED: TransitionKind.ROLLOUT_SUCCEEDED,
     RolloutPhase.FAILED: TransitionKind.ROLLOUT_FAILED,
     RolloutPhase.CANCELLED: TransitionKind.ROLLOUT_CANCELLED,
+    RolloutPhase.ROLLING_BACK: TransitionKind.ROLLING_BACK,
+    RolloutPhase.ROLLED_BACK: TransitionKind.ROLLOUT_ROLLED_BACK,
 }
 
 
@@ -126,6 +133,9 @@ def status_transitions(old: ProgressiveSyncStatus | None, new: ProgressiveSyncSt
     kind = _ENDS.get(new.phase) if new.phase is not None else None
     if kind is not None and (not same_rollout or old.phase != new.phase):
         found.append(Transition(kind, rollout_id, new.message or f"rollout {rollout_id} {new.phase}"))
+        if kind == TransitionKind.ROLLOUT_FAILED and new.rollback is not None and new.rollback.failed:
+            # The rollout failed, and so did its rollback: said apart, so an alert can tell.
+            found.append(Transition(TransitionKind.ROLLBACK_FAILED, rollout_id, new.message or ""))
     return found
 
 

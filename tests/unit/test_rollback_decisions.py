@@ -238,7 +238,10 @@ def outcomes(stage: str, records: dict[str, ClusterRecord]) -> StageOutcomes:
 
 DONE = ClusterRecord(state=ClusterState.COMPLETED)
 FAILED = ClusterRecord(state=ClusterState.FAILED, reason="Degraded")
-ANALYSIS = ClusterRecord(state=ClusterState.FAILED, reason="analysis psync-x failed: metric error-rate = 0.3")
+ANALYSIS = ClusterRecord(
+    state=ClusterState.FAILED,
+    reason="cluster c1: AnalysisFailed: analysis psync-x failed: metric error-rate = 0.3",
+)
 THREE = [
     StageView("canary", StagePhase.SUCCEEDED),
     StageView("eu", StagePhase.SUCCEEDED),

@@ -58,6 +58,10 @@ def status(phase: str = "Progressing", rollout: str = "r1", **stage: Any) -> Pro
         ),
         pytest.param(status(), status(phase="Cancelled"), ["RolloutCancelled"], id="rollout-cancelled"),
         pytest.param(status(phase="Failed"), status(phase="Failed"), [], id="an-end-is-reported-once"),
+        pytest.param(status(phase="Failed"), status(phase="RollingBack"), ["RollingBack"], id="rolling-back"),
+        pytest.param(
+            status(phase="RollingBack"), status(phase="RolledBack"), ["RolloutRolledBack"], id="rolled-back"
+        ),
         pytest.param(
             status(rollout="r0", phase="Failed", syncing=["c1"]),
             status(rollout="r1", syncing=["c1"]),
@@ -84,7 +88,12 @@ def test_events_are_recorded_for_what_people_need_to_see() -> None:
         TransitionKind.ROLLOUT_SUCCEEDED,
         TransitionKind.ROLLOUT_FAILED,
         TransitionKind.ROLLOUT_CANCELLED,
+        TransitionKind.ROLLING_BACK,
+        TransitionKind.ROLLOUT_ROLLED_BACK,
+        TransitionKind.ROLLBACK_FAILED,
     }
+    assert TransitionKind.ROLLING_BACK.event_type == "Warning"
+    assert TransitionKind.ROLLBACK_FAILED.event_type == "Warning"
     assert TransitionKind.CLUSTER_FAILED.event_type == "Warning"
     assert TransitionKind.ANALYSIS_FAILED.event_type == "Warning"
     assert TransitionKind.ANALYSIS_INCONCLUSIVE.event_type == "Warning"
