@@ -52,6 +52,9 @@ class RollbackScope(StrEnum):
     """Every cluster this rollout synced, later stages first."""
 
 
+_TRIGGERS = ", ".join(trigger.value for trigger in RollbackTrigger)
+
+
 class RollbackSpec(_Model):
     """When and how a rollout undoes itself on the clusters it synced."""
 
@@ -86,6 +89,13 @@ class RollbackSpec(_Model):
                 '(quote it: "on": [StageFailed])'
             )
         return data
+
+    @field_validator("on", mode="before")
+    @classmethod
+    def _on_not_empty(cls, on: Any) -> Any:
+        if isinstance(on, list) and not on:
+            raise ValueError(f"lists no trigger (list at least one of {_TRIGGERS})")
+        return on
 
     @field_validator("on")
     @classmethod

@@ -99,7 +99,11 @@ def test_rollback_round_trips_and_is_absent_by_default() -> None:
             id="repeated-trigger",
         ),
         pytest.param(
-            {"on": []}, {}, "spec.rollback.on: has 0 items, needs at least 1 (add at least 1)", id="empty-on"
+            {"on": []},
+            {},
+            "spec.rollback.on: lists no trigger (list at least one of StageFailed, AnalysisFailed, "
+            "DeadlineExceeded, Cancelled)",
+            id="empty-on",
         ),
         pytest.param({}, {}, "spec.rollback.on: required field is missing (add on)", id="missing-on"),
         pytest.param(
