@@ -9,6 +9,7 @@ each within `progressDeadlineSeconds` (default: the spec's, `rollback_deadline_s
 
 The rule that needs the rest of the spec (AnalysisFailed only with analysis somewhere) is
 `rollback_problems`, which the spec's validator runs, with its CEL twin `SPEC_RULE`.
+`describe_rollback` is the one line `progressive-sync plan` and `validate` print about it.
 
 `on` is a YAML 1.1 boolean when unquoted: kubectl, Helm and PyYAML read `on: [...]` as the key
 `true`. The model says so and how to fix it (write `"on":`), instead of "on is missing".
