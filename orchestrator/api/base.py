@@ -1,15 +1,18 @@
-"""The shared ground of the API models: name patterns and bounds, the CEL twin helper, the base model.
+"""The shared ground of the API models: name patterns and bounds, the CEL twin helper, the base model,
+the int-or-percent size.
 
-`orchestrator.api.models` (the ProgressiveSync) and `orchestrator.api.analysis` (its analysis gates)
-both build on it; `models` re-exports every name here, so callers keep importing them from there.
+`orchestrator.api.models` (the ProgressiveSync), `orchestrator.api.analysis` (its analysis gates) and
+`orchestrator.api.rollback` (its rollback) all build on it; `models` re-exports every name here, so
+callers keep importing them from there.
 Pure data: no client, no clock.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, PlainValidator, WithJsonSchema, model_validator
 from pydantic.alias_generators import to_camel
 
 # A stage name is what people read in the Argo UI and in `status`; it becomes a DAG task name only
@@ -116,3 +119,55 @@ class _Model(BaseModel):
     def to_api(self) -> dict[str, Any]:
         """Serialize the way the API server stores it: camelCase, unset optionals omitted."""
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+# --- sizes -----------------------------------------------------------------------------------
+
+INT_OR_PERCENT_HINT = (
+    'use a whole number >= 1 without quotes, like 5, or a percentage from "1%" to "100%", like "5%"'
+)
+
+
+def _parse_int_or_percent(value: Any) -> int | str:
+    # One validator for both forms, so an error names the field once, without union branch noise.
+    # bool is an int in Python but `true` is not a size; the API server rejects it too.
+    value = _integral_float_to_int(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 1:
+            raise ValueError(f"{value} is below 1 ({INT_OR_PERCENT_HINT})")
+        return value
+    if isinstance(value, str):
+        if re.fullmatch(PERCENT_PATTERN, value):
+            return value
+        if value.strip().isdigit():
+            raise ValueError(
+                f'"{value}" is a number in quotes (write {value.strip()} without quotes for a count, '
+                f'or "{value.strip()}%" for a percentage)'
+            )
+        raise ValueError(f'"{value}" is not a size ({INT_OR_PERCENT_HINT})')
+    raise ValueError(f"{type(value).__name__} {value!r} is not a size ({INT_OR_PERCENT_HINT})")
+
+
+IntOrPercent = Annotated[
+    int | str,
+    PlainValidator(_parse_int_or_percent),
+    WithJsonSchema(
+        {
+            "anyOf": [{"type": "integer", "minimum": 1}, {"type": "string", "pattern": PERCENT_PATTERN}],
+            "x-kubernetes-int-or-string": True,
+            # Bounds the CEL cost estimate ("100%" is the longest valid string); ignored for ints.
+            "maxLength": 4,
+            **_validations(
+                cel(
+                    "type(self) == int ? self >= 1 : "
+                    f"(type(self) == string && self.matches(r'{PERCENT_PATTERN}'))",
+                    f"must be a whole number >= 1 or a percentage ({INT_OR_PERCENT_HINT})",
+                )
+            ),
+        }
+    ),
+]
+"""A stage size: an integer >= 1, or a percentage string "N%" with 1 <= N <= 100.
+
+In the CRD it is `x-kubernetes-int-or-string` with a CEL rule for the range and the percent form.
+"""

@@ -23,7 +23,6 @@ Field docstrings become the CRD's descriptions (`kubectl explain progressivesync
 from __future__ import annotations
 
 import json
-import re
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -33,13 +32,11 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
-    PlainValidator,
     SerializationInfo,
     SerializerFunctionWrapHandler,
     StrictBool,
     StrictInt,
     ValidationInfo,
-    WithJsonSchema,
     field_validator,
     model_serializer,
     model_validator,
@@ -50,6 +47,7 @@ from orchestrator.api.analysis import SPEC_RULES as ANALYSIS_RULES
 from orchestrator.api.analysis import AnalysisSpec, analysis_problems
 from orchestrator.api.base import (
     CONDITION_REASON_PATTERN,
+    INT_OR_PERCENT_HINT,  # noqa: F401 (re-exported)
     LABEL_KEY_MAX_LENGTH,
     LABEL_KEY_PATTERN,
     LABEL_VALUE_MAX_LENGTH,
@@ -64,16 +62,18 @@ from orchestrator.api.base import (
     OBJECT_NAME_MAX_LENGTH,
     OBJECT_NAME_PATTERN,
     PATTERN_HINTS,  # noqa: F401 (re-exported: validation and crdgen read it here)
-    PERCENT_PATTERN,
+    PERCENT_PATTERN,  # noqa: F401 (re-exported: the sizing rules read it here)
     STAGE_NAME_MAX_LENGTH,
     STAGE_NAME_PATTERN,
     SYNC_OPTION_PATTERN,
-    _integral_float_to_int,
+    IntOrPercent,
     _Model,
     _validations,
     cel,
 )
 from orchestrator.api.phases import RolloutPhase, StagePhase
+from orchestrator.api.rollback import SPEC_RULE as ROLLBACK_RULE
+from orchestrator.api.rollback import RollbackSpec, rollback_problems
 from orchestrator.core.clock import format_micro_time, format_time
 
 GROUP = "progressivesync.io"
@@ -83,58 +83,6 @@ KIND = "ProgressiveSync"
 PLURAL = "progressivesyncs"
 SINGULAR = "progressivesync"
 SHORT_NAME = "psync"
-
-
-# --- sizes -----------------------------------------------------------------------------------
-
-INT_OR_PERCENT_HINT = (
-    'use a whole number >= 1 without quotes, like 5, or a percentage from "1%" to "100%", like "5%"'
-)
-
-
-def _parse_int_or_percent(value: Any) -> int | str:
-    # One validator for both forms, so an error names the field once, without union branch noise.
-    # bool is an int in Python but `true` is not a size; the API server rejects it too.
-    value = _integral_float_to_int(value)
-    if isinstance(value, int) and not isinstance(value, bool):
-        if value < 1:
-            raise ValueError(f"{value} is below 1 ({INT_OR_PERCENT_HINT})")
-        return value
-    if isinstance(value, str):
-        if re.fullmatch(PERCENT_PATTERN, value):
-            return value
-        if value.strip().isdigit():
-            raise ValueError(
-                f'"{value}" is a number in quotes (write {value.strip()} without quotes for a count, '
-                f'or "{value.strip()}%" for a percentage)'
-            )
-        raise ValueError(f'"{value}" is not a size ({INT_OR_PERCENT_HINT})')
-    raise ValueError(f"{type(value).__name__} {value!r} is not a size ({INT_OR_PERCENT_HINT})")
-
-
-IntOrPercent = Annotated[
-    int | str,
-    PlainValidator(_parse_int_or_percent),
-    WithJsonSchema(
-        {
-            "anyOf": [{"type": "integer", "minimum": 1}, {"type": "string", "pattern": PERCENT_PATTERN}],
-            "x-kubernetes-int-or-string": True,
-            # Bounds the CEL cost estimate ("100%" is the longest valid string); ignored for ints.
-            "maxLength": 4,
-            **_validations(
-                cel(
-                    "type(self) == int ? self >= 1 : "
-                    f"(type(self) == string && self.matches(r'{PERCENT_PATTERN}'))",
-                    f"must be a whole number >= 1 or a percentage ({INT_OR_PERCENT_HINT})",
-                )
-            ),
-        }
-    ),
-]
-"""A stage size: an integer >= 1, or a percentage string "N%" with 1 <= N <= 100.
-
-In the CRD it is `x-kubernetes-int-or-string` with a CEL rule for the range and the percent form.
-"""
 
 
 # --- label selectors -------------------------------------------------------------------------
@@ -354,7 +302,7 @@ def _stage_names_unique(stages: list[Stage]) -> list[Stage]:
 class ProgressiveSyncSpec(_Model):
     """What to roll out, to whom, in which order."""
 
-    model_config = ConfigDict(json_schema_extra=_validations(*ANALYSIS_RULES))
+    model_config = ConfigDict(json_schema_extra=_validations(*ANALYSIS_RULES, ROLLBACK_RULE))
 
     app_set_ref: AppSetRef
     """The ApplicationSet whose Applications are rolled out."""
@@ -387,11 +335,28 @@ class ProgressiveSyncSpec(_Model):
     """true: no new step starts until set back to false; running syncs finish."""
     analysis: AnalysisSpec | None = None
     """Argo Rollouts analysis for every stage (a stage's own analysis overrides it field by field)."""
+    rollback: RollbackSpec | None = None
+    """Undo the rollout on the clusters it synced when it ends as `on` lists; absent: never."""
 
     @field_validator("stages")
     @classmethod
     def _stages_unique(cls, stages: list[Stage]) -> list[Stage]:
         return _stage_names_unique(stages)
+
+    @field_validator("rollback")
+    @classmethod
+    def _rollback_can_fire(cls, rollback: RollbackSpec | None, info: ValidationInfo) -> RollbackSpec | None:
+        stages = info.data.get("stages")
+        if stages is None:  # the stages are invalid; that error is reported on its own
+            return rollback
+        problems = rollback_problems(
+            rollback,
+            spec_analysis=info.data.get("analysis"),
+            stage_analyses=[stage.analysis for stage in stages],
+        )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return rollback
 
     @model_validator(mode="after")
     def _analysis_fits_stages(self) -> ProgressiveSyncSpec:

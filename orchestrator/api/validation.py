@@ -4,7 +4,8 @@
 `FieldError`s that read `path: problem (how to fix)`, with paths as the API server writes them
 (`spec.stages[1].maxTargets`) and no pydantic URLs or `input_type=` noise. `validate_text` splits a
 YAML stream into documents (several per file, `kind: List` expanded) and says for each whether it is
-a valid ProgressiveSync, an invalid one (and why), or something else that was skipped.
+a valid ProgressiveSync, an invalid one (and why), or something else that was skipped. A valid one
+may carry notes for people: what its `spec.rollback` does (`describe_spec`).
 
 Pure functions over text and dicts: no files, no API server. Callers: `progressive-sync validate`
 (`orchestrator.cli.validate_cmd`) and the API parity tests.
@@ -24,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from orchestrator.api import models
+from orchestrator.api.rollback import describe_rollback, rollback_deadline_seconds
 from orchestrator.core import yamlio
 
 
@@ -55,15 +57,19 @@ class DocumentResult:
     description: str  # "ProgressiveSync argocd/myservice", "v1/ConfigMap settings"
     verdict: Verdict
     errors: tuple[FieldError, ...] = field(default=())
+    notes: tuple[str, ...] = field(default=())  # what a valid one does that a person should know
 
     def to_dict(self) -> dict[str, Any]:
-        """For `-o json|yaml`."""
-        return {
+        """For `-o json|yaml` (`notes` only when there are some)."""
+        data: dict[str, Any] = {
             "document": self.position,
             "object": self.description,
             "result": self.verdict.value,
             "errors": [{"path": e.path, "problem": e.problem, "fix": e.fix} for e in self.errors],
         }
+        if self.notes:
+            data["notes"] = list(self.notes)
+        return data
 
 
 # --- one object ------------------------------------------------------------------------------
@@ -82,6 +88,22 @@ def validate_object(obj: Any) -> list[FieldError]:
     except ValidationError as exc:
         return [humanize(error) for error in exc.errors(include_url=False, include_context=True)]
     return []
+
+
+def describe_spec(spec: models.ProgressiveSyncSpec) -> tuple[str, ...]:
+    """Notes for people about a valid spec: one line for its rollback (none without one)."""
+    if spec.rollback is None:
+        return ()
+    written = spec.rollback.max_parallel
+    parallel = (
+        f"{written} of a stage's clusters at a time"
+        if written is not None
+        else "each stage's maxParallel at a time"
+    )
+    return (
+        describe_rollback(spec.rollback, parallel)
+        + f"; each cluster within {rollback_deadline_seconds(spec)}s",
+    )
 
 
 def format_path(loc: Sequence[int | str]) -> str:
@@ -305,7 +327,11 @@ def _validate_document(document: Any, position: str) -> Iterator[DocumentResult]
         yield DocumentResult(position, description, Verdict.SKIPPED)
         return
     errors = tuple(validate_object(document))
-    yield DocumentResult(position, description, Verdict.INVALID if errors else Verdict.VALID, errors)
+    if errors:
+        yield DocumentResult(position, description, Verdict.INVALID, errors)
+        return
+    notes = describe_spec(models.ProgressiveSync.model_validate(document).spec)
+    yield DocumentResult(position, description, Verdict.VALID, notes=notes)
 
 
 def _claims_to_be_ours(document: dict[str, Any]) -> bool:

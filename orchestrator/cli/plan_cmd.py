@@ -5,6 +5,8 @@ Reads the ProgressiveSync from `-f`, the fleet either from `--fleet` (a multi-do
 live from the cluster through `orchestrator.kube.client.Kube` (Applications and cluster Secrets in the
 Argo CD namespace, the ApplicationSet in the ProgressiveSync's namespace), runs the pure planner
 and prints the plan as a table, JSON (the stable shape in docs/planner.md) or a Mermaid diagram.
+With `spec.rollback` the table ends with one line saying when and how a rollout rolls back, and
+the JSON carries `rollback` and each stage's `rollbackParallel`.
 
 Exit codes: 0 the plan can run; 1 the plan has errors, or an input is invalid or unreadable;
 2 bad usage (including a kubeconfig that cannot be loaded).
@@ -16,12 +18,14 @@ import json
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 import click
 
 from orchestrator.api.analysis import describe_analysis, resolve_analysis
-from orchestrator.api.models import ProgressiveSync
+from orchestrator.api.models import ProgressiveSync, ProgressiveSyncSpec
 from orchestrator.api.release import revision_key
+from orchestrator.api.rollback import describe_rollback, rollback_deadline_seconds
 from orchestrator.argocd.fleet import (
     AppSetView,
     Fleet,
@@ -37,6 +41,7 @@ from orchestrator.cli.manifest import (
     read_progressive_sync,
 )
 from orchestrator.planning.planner import RolloutPlan, StagePlan, StageState, plan_fleet
+from orchestrator.planning.sizing import StageSize, rollback_parallel
 
 DEFAULT_ARGOCD_NAMESPACE = "argocd"
 # Lists of cluster names in the table and the diagram stop here; `-o json` always has them all.
@@ -120,9 +125,9 @@ def plan(
         result = plan_fleet(ps.spec, fleet, ps_name=ps.metadata.name)
         # A manifest that was never applied has no generation; the API server would give it 1.
         generation = ps.metadata.generation or 1
-        shown = render(result, settings.output, generation=generation)
+        shown = render(result, settings.output, generation=generation, spec=ps.spec)
     if settings.output is OutputFormat.TABLE:
-        shown += analysis_section(ps)
+        shown += analysis_section(ps) + rollback_section(ps.spec, result)
     click.echo(shown, nl=False)
     if result.has_errors:
         ctx.exit(1)
@@ -187,11 +192,63 @@ def analysis_section(ps: ProgressiveSync) -> str:
     return "\nanalysis:\n" + "\n".join(lines) + "\n" if lines else ""
 
 
-def render(result: RolloutPlan, output: OutputFormat, *, generation: int) -> str:
-    """The plan in the chosen format, ending with a newline."""
+def rollback_parallels(spec: ProgressiveSyncSpec, result: RolloutPlan) -> dict[str, int]:
+    """Each stage's rollbackParallel as the rollout contract would resolve it from this plan; 0 for
+    a stage with nothing to size (like its maxParallel). {} without spec.rollback."""
+    if spec.rollback is None:
+        return {}
+    return {
+        stage.name: (
+            rollback_parallel(spec.rollback.max_parallel, StageSize(len(stage.targets), stage.max_parallel))
+            if stage.targets
+            else 0
+        )
+        for stage in result.stages
+    }
+
+
+def rollback_section(spec: ProgressiveSyncSpec, result: RolloutPlan) -> str:
+    """One line: when the rollout rolls back, which clusters, how many at once ("" without rollback)."""
+    if spec.rollback is None:
+        return ""
+    sized = {name: parallel for name, parallel in rollback_parallels(spec, result).items() if parallel}
+    if not sized:
+        parallel = "each stage's maxParallel at a time"
+        if spec.rollback.max_parallel is not None:
+            parallel = f"{spec.rollback.max_parallel} of a stage at a time"
+    elif len(set(sized.values())) == 1:
+        parallel = f"{next(iter(sized.values()))} at a time per stage"
+    else:
+        (first, n), *rest = sized.items()
+        parallel = f"{n} at a time in {first}" + "".join(f", {m} in {name}" for name, m in rest)
+    deadline = f"; each cluster within {rollback_deadline_seconds(spec)}s"
+    return "\n" + describe_rollback(spec.rollback, parallel) + deadline + "\n"
+
+
+def rollback_json(spec: ProgressiveSyncSpec, plan: dict[str, Any], result: RolloutPlan) -> None:
+    """Add `rollback` and each stage's `rollbackParallel` to the `-o json` plan (only with spec.rollback)."""
+    if spec.rollback is None:
+        return
+    rollback: dict[str, Any] = {"on": [t.value for t in spec.rollback.on], "scope": spec.rollback.scope.value}
+    if spec.rollback.max_parallel is not None:
+        rollback["maxParallel"] = spec.rollback.max_parallel
+    rollback["progressDeadlineSeconds"] = rollback_deadline_seconds(spec)
+    plan["rollback"] = rollback
+    parallels = rollback_parallels(spec, result)
+    for stage in plan["stages"]:
+        stage["rollbackParallel"] = parallels[stage["name"]]
+
+
+def render(
+    result: RolloutPlan, output: OutputFormat, *, generation: int, spec: ProgressiveSyncSpec | None = None
+) -> str:
+    """The plan in the chosen format, ending with a newline (JSON with the rollback of `spec`)."""
     match output:
         case OutputFormat.JSON:
-            return json.dumps(result.to_dict(generation=generation), indent=2) + "\n"
+            data = result.to_dict(generation=generation)
+            if spec is not None:
+                rollback_json(spec, data, result)
+            return json.dumps(data, indent=2) + "\n"
         case OutputFormat.MERMAID:
             return render_mermaid(result)
         case OutputFormat.TABLE:

@@ -2,7 +2,8 @@
 
 Reads each file (`-` is stdin), validates every YAML document with the models
 (`orchestrator.api.validation`) and prints one line per document: `OK`, the errors as
-`path: problem (how to fix)`, or why a document was skipped (not a ProgressiveSync). Exit 0 when
+`path: problem (how to fix)`, or why a document was skipped (not a ProgressiveSync); beneath a valid
+one, notes such as what its rollback does. Exit 0 when
 every ProgressiveSync is valid, 1 when one is invalid or none was found, 2 on bad usage (click).
 """
 
@@ -73,7 +74,7 @@ def _read_and_validate(filename: str) -> FileReport:
 
 
 def render_text(reports: Sequence[FileReport]) -> list[str]:
-    """One line per document, then its errors indented beneath it."""
+    """One line per document, then its errors (or a valid one's notes) indented beneath it."""
     lines: list[str] = []
     for report in reports:
         several = len(report.results) > 1
@@ -81,6 +82,7 @@ def render_text(reports: Sequence[FileReport]) -> list[str]:
             where = f"{report.source} ({result.position})" if several else report.source
             if result.verdict is Verdict.VALID:
                 lines.append(f"{where}: {result.description}: OK")
+                lines.extend(f"  {note}" for note in result.notes)
             elif result.verdict is Verdict.SKIPPED:
                 lines.append(f"{where}: {result.description}: skipped, not a ProgressiveSync")
             else:

@@ -12,7 +12,15 @@ revision set, one entry per source; each Application syncs to the set Argo CD co
 - `deadlineWaves`: the progress deadlines its waves add to the Workflow's `activeDeadlineSeconds`;
 - `analysis` (only for a stage with analysis): its effective analysis, the stage's block over the
   spec's defaults (`orchestrator.api.analysis.resolve_analysis`): the templates, the args, when,
-  perCluster, onInconclusive, timeoutSeconds. The `analyze` step runs it (steps/analyze.py).
+  perCluster, onInconclusive, timeoutSeconds. The `analyze` step runs it (steps/analyze.py);
+- `rollbackParallel` (only when the spec has `rollback`): how many of its clusters roll back at
+  once (>= 1; the rollback fan-out's `parallelism`), `rollback.maxParallel` resolved against its
+  targets, else its maxParallel (`orchestrator.planning.sizing.rollback_parallel`).
+
+and, only when the spec has `rollback`, the rollout's `rollback`: the outcomes that start it
+(`on`), which clusters it restores (`scope`) and each cluster's deadline
+(`progressDeadlineSeconds`: the rollback's own, else the spec's). Without `rollback` in the spec
+neither appears and the contract reads exactly as before.
 
 The Workflow builder makes it once from the plan (`make_contract`, with the sizing rules of
 `orchestrator.planning.sizing`), takes every number of the Workflow from it (the fan-out
@@ -37,7 +45,19 @@ from pydantic.alias_generators import to_camel
 from orchestrator.api.analysis import StageAnalysis, resolve_analysis
 from orchestrator.api.models import ProgressiveSyncSpec
 from orchestrator.api.release import Revisions, RevisionsError, revisions_from_data
-from orchestrator.planning.sizing import StageSize, batch_count, deadline_waves, first_wave
+from orchestrator.api.rollback import (
+    RollbackScope,
+    RollbackSpec,
+    RollbackTrigger,
+    rollback_deadline_seconds,
+)
+from orchestrator.planning.sizing import (
+    StageSize,
+    batch_count,
+    deadline_waves,
+    first_wave,
+    rollback_parallel,
+)
 
 CONTRACT_VERSION = 1
 
@@ -62,6 +82,7 @@ class StageContract(_Model):
     start_syncs: int = Field(default=0, ge=0)
     deadline_waves: int = Field(default=1, ge=1)
     analysis: StageAnalysis | None = None
+    rollback_parallel: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
     def _batches_share_max_parallel(self) -> StageContract:
@@ -73,6 +94,26 @@ class StageContract(_Model):
         return self
 
 
+class RollbackContract(_Model):
+    """The rollout's rollback (see the module docstring): when, which clusters, how long each."""
+
+    on: tuple[RollbackTrigger, ...] = Field(min_length=1)
+    scope: RollbackScope = RollbackScope.FAILED_STAGE
+    progress_deadline_seconds: int = Field(ge=1)
+
+    @field_validator("on")
+    @classmethod
+    def _on_unique(cls, on: tuple[RollbackTrigger, ...]) -> tuple[RollbackTrigger, ...]:
+        doubled = sorted({trigger.value for trigger in on if on.count(trigger) > 1})
+        if doubled:
+            raise ValueError(f"trigger(s) {', '.join(doubled)} listed twice")
+        return on
+
+    def triggered_by(self, trigger: RollbackTrigger) -> bool:
+        """True when `trigger` is one of `on`."""
+        return trigger in self.on
+
+
 class RolloutContract(_Model):
     """What one rollout runs: its id, its release and its stages' sizing (see the module docstring)."""
 
@@ -80,6 +121,7 @@ class RolloutContract(_Model):
     rollout_id: str = Field(min_length=1)
     release: tuple[Revisions, ...]
     stages: tuple[StageContract, ...] = Field(min_length=1)
+    rollback: RollbackContract | None = None
 
     @field_validator("release", mode="before")
     @classmethod
@@ -104,14 +146,30 @@ class RolloutContract(_Model):
             raise ValueError(f"version {self.version} is not {CONTRACT_VERSION}, the one these steps read")
         return self
 
+    @model_validator(mode="after")
+    def _rollback_sized_everywhere(self) -> RolloutContract:
+        # A rollback fans out per stage: every stage needs its parallelism, and none without one.
+        has_parallel = [stage.name for stage in self.stages if stage.rollback_parallel is not None]
+        if self.rollback is not None and len(has_parallel) < len(self.stages):
+            lacking = [stage.name for stage in self.stages if stage.rollback_parallel is None]
+            raise ValueError(
+                f"rollback is set but stage(s) {', '.join(map(repr, lacking))} have no rollbackParallel"
+            )
+        if self.rollback is None and has_parallel:
+            raise ValueError(
+                f"stage(s) {', '.join(map(repr, has_parallel))} have rollbackParallel "
+                "but there is no rollback"
+            )
+        return self
+
     def stage(self, name: str) -> StageContract | None:
         """The stage of that name, None when the contract has none."""
         return next((stage for stage in self.stages if stage.name == name), None)
 
     def to_json(self) -> str:
         """The Workflow argument's form: compact JSON, camelCase fields, release as lists."""
-        # Unset optionals (a stage without analysis) are left out: the contract of a rollout without
-        # analysis reads as it always did.
+        # Unset optionals (a stage without analysis, a rollout without rollback) are left out: the
+        # contract of a rollout without them reads as it always did.
         return json.dumps(
             self.model_dump(mode="json", by_alias=True, exclude_none=True), separators=(",", ":")
         )
@@ -169,6 +227,7 @@ def make_contract(
     KeyError with the stage's name when `sizes` lacks a stage; ContractError when the result is not
     a valid contract (no release, an empty rollout id)."""
     stages = []
+    rollback = spec.rollback
     for stage in spec.stages:
         size = sizes[stage.name]
         stages.append(
@@ -180,12 +239,27 @@ def make_contract(
                 start_syncs=first_wave(size),
                 deadline_waves=deadline_waves(size),
                 analysis=resolve_analysis(spec.analysis, stage.analysis),
+                rollback_parallel=rollback_parallel(rollback.max_parallel, size) if rollback else None,
             )
         )
     try:
-        return RolloutContract(rollout_id=rollout_id, release=tuple(release), stages=tuple(stages))
+        return RolloutContract(
+            rollout_id=rollout_id,
+            release=tuple(release),
+            stages=tuple(stages),
+            rollback=make_rollback_contract(spec, rollback) if rollback else None,
+        )
     except ValidationError as exc:
         raise ContractError(_first_problem(exc)) from exc
+
+
+def make_rollback_contract(spec: ProgressiveSyncSpec, rollback: RollbackSpec) -> RollbackContract:
+    """The contract's `rollback` from the spec's (its deadline: `rollback_deadline_seconds`)."""
+    return RollbackContract(
+        on=tuple(rollback.on),
+        scope=rollback.scope,
+        progress_deadline_seconds=rollback_deadline_seconds(spec),
+    )
 
 
 def size_of(stage: StageContract) -> StageSize:

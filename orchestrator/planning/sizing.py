@@ -3,7 +3,8 @@
 Every number that says how big a stage is or how much of it runs at once is computed here, by pure
 functions of plain values, and nowhere else. The planner calls `stage_size` (what `plan` shows and
 `select` takes); the Workflow builder calls `stage_size`, `batch_count`, `deadline_waves` and
-`first_wave` once per stage to make the rollout contract (`orchestrator.planning.contract`), from
+`first_wave` once per stage to make the rollout contract (`orchestrator.planning.contract`, which
+adds `rollback_parallel` when the spec has a rollback), from
 which the fan-out's `parallelism`, the deadline and the steps' sizing all come; the `batch` step
 calls `slots_of_batch` and `clusters_of_batch` with the numbers the contract gives it. The rules
 (docs/planner.md, rule 6; docs/workflow.md):
@@ -19,9 +20,12 @@ calls `slots_of_batch` and `clusters_of_batch` with the numbers the contract giv
   batches than maxParallel; the maxParallel slots are shared out among them (slot s to batch s mod
   n), and so are the targets (position k to the batch owning slot k mod maxParallel).
 - A stage takes `deadline_waves` progress deadlines: one per wave of maxParallel clusters.
+- `rollback.maxParallel` (spec.rollback, opt-in) resolves like `maxParallel`, against the stage's
+  targets, never below 1; without it a stage rolls back `maxParallel` clusters at a time
+  (`rollback_parallel`).
 
 Pure; callers: `orchestrator.planning.planner`, `orchestrator.planning.contract`,
-`workflow_templates.builder`, `steps.batch`.
+`workflow_templates.builder`, `steps.batch`, `orchestrator.cli.plan_cmd`.
 """
 
 from __future__ import annotations
@@ -105,6 +109,16 @@ def deadline_waves(size: StageSize) -> int:
     may still find clusters at run time); each wave gets one progress deadline in the Workflow's
     `activeDeadlineSeconds`."""
     return max(1, math.ceil(size.targets / size.max_parallel))
+
+
+def rollback_parallel(max_parallel: int | str | None, size: StageSize) -> int:
+    """How many of the stage's clusters roll back at once: `rollback.maxParallel` resolved like
+    maxParallel against the stage's targets ("N%" rounded down, at least 1; an int as written), or
+    the stage's own maxParallel when the rollback sets none. Always >= 1 (the fan-out's
+    `parallelism`)."""
+    if max_parallel is None:
+        return max(1, size.max_parallel)
+    return max(1, resolve_int_or_percent(max_parallel, size.targets))
 
 
 def first_wave(size: StageSize) -> int:

@@ -254,3 +254,59 @@ def test_the_table_says_where_analysis_runs(tmp_path: Path) -> None:
         "analysis:"
         not in run("-f", write(tmp_path, "plain.yaml", ps_manifest()), "--fleet", EXAMPLE_FLEET).stdout
     )
+
+
+@pytest.mark.parametrize(
+    ("rollback", "line"),
+    [
+        pytest.param(
+            {"on": ["StageFailed", "Cancelled"], "scope": "Reached", "maxParallel": 2},
+            "rollback: on StageFailed, Cancelled; scope Reached (later stages first); 2 at a time per stage; "
+            "each cluster within 600s",
+            id="int-max-parallel-is-one-number",
+        ),
+        pytest.param(
+            {"on": ["StageFailed"], "progressDeadlineSeconds": 120},
+            "rollback: on StageFailed; scope FailedStage (the failed stage's clusters); 1 at a time in "
+            "canary in eu-west-1, 2 in one per other region, 2 in everything else; each cluster within 120s",
+            id="default-each-stage-s-max-parallel",
+        ),
+        pytest.param(
+            {"on": ["DeadlineExceeded"], "maxParallel": "50%"},
+            "rollback: on DeadlineExceeded; scope FailedStage (the failed stage's clusters); 1 at a time in "
+            "canary in eu-west-1, 1 in one per other region, 4 in everything else; each cluster within 600s",
+            id="percent-of-each-stage-s-targets",
+        ),
+    ],
+)
+def test_the_table_and_json_say_how_the_rollout_rolls_back(
+    tmp_path: Path, rollback: dict[str, Any], line: str
+) -> None:
+    ps_file = write(tmp_path, "ps.yaml", ps_manifest(rollback=rollback))
+    table = run("-f", ps_file, "--fleet", EXAMPLE_FLEET)
+    assert table.exit_code == 0, table.output
+    assert table.stdout.endswith("\n\n" + line + "\n")
+    as_json = json.loads(run("-f", ps_file, "--fleet", EXAMPLE_FLEET, "-o", "json").stdout)
+    expected = {"on": rollback["on"], "scope": rollback.get("scope", "FailedStage")}
+    if "maxParallel" in rollback:
+        expected["maxParallel"] = rollback["maxParallel"]
+    expected["progressDeadlineSeconds"] = rollback.get("progressDeadlineSeconds", 600)
+    assert as_json["rollback"] == expected
+    parallels = [stage["rollbackParallel"] for stage in as_json["stages"]]
+    assert all(parallel >= 1 for parallel in parallels)
+    assert str(parallels[2]) in line.split("; ")[2]  # the table's numbers are the JSON's
+
+
+def test_without_rollback_neither_output_mentions_it(ps_file: Path) -> None:
+    assert "rollback" not in run("-f", ps_file, "--fleet", EXAMPLE_FLEET).stdout
+    plan = json.loads(run("-f", ps_file, "--fleet", EXAMPLE_FLEET, "-o", "json").stdout)
+    assert "rollback" not in plan and all("rollbackParallel" not in stage for stage in plan["stages"])
+
+
+def test_the_rollback_example_plans_cleanly_against_the_example_fleet() -> None:
+    result = run("-f", "examples/rollback.yaml", "--fleet", EXAMPLE_FLEET, "-o", "json")
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    assert plan["errors"] == [] and plan["warnings"] == []
+    assert plan["rollback"]["scope"] == "Reached"
+    assert [stage["rollbackParallel"] for stage in plan["stages"]] == [1, 1, 4]

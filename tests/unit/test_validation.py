@@ -212,3 +212,34 @@ def test_cli_json_output() -> None:
 def test_cli_missing_file_is_a_usage_error() -> None:
     result = CliRunner().invoke(main, ["validate", "-f", "/no/such/file.yaml"])
     assert result.exit_code == 2
+
+
+def test_cli_says_what_a_valid_rollback_does() -> None:
+    path = REPO / "examples" / "rollback.yaml"
+    result = CliRunner().invoke(main, ["validate", "-f", str(path)])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        f"{path}: ProgressiveSync argocd/checkout: OK",
+        "  rollback: on StageFailed, DeadlineExceeded, Cancelled; scope Reached (later stages first); "
+        "50% of a stage's clusters at a time; each cluster within 600s",
+    ]
+    as_json = json.loads(CliRunner().invoke(main, ["validate", "-f", str(path), "-o", "json"]).output)
+    assert as_json[0]["documents"][0]["notes"] == [result.output.splitlines()[1].strip()]
+
+
+def test_cli_names_a_bad_rollback_field_and_the_fix() -> None:
+    text = VALID + '  rollback:\n    "on": [StageFailed, StageFailed]\n'
+    result = CliRunner().invoke(main, ["validate", "-f", "-"], input=text)
+    assert result.exit_code == 1
+    assert (
+        "  spec.rollback.on: StageFailed is listed at [0] and [1] (list each trigger once)" in result.output
+    )
+
+
+def test_cli_says_an_unquoted_on_was_read_as_true() -> None:
+    result = CliRunner().invoke(
+        main, ["validate", "-f", "-"], input=VALID + "  rollback:\n    on: [StageFailed]\n"
+    )
+    assert result.exit_code == 1
+    assert "spec.rollback: the key on was read as the boolean true" in result.output
+    assert '(quote it: "on": [StageFailed])' in result.output
