@@ -26,14 +26,15 @@ from dataclasses import dataclass, field
 
 from orchestrator.api.phases import StagePhase
 from orchestrator.api.reasons import ANALYSIS_CLUSTER_REASON
+from orchestrator.api.rollback import RollbackScope, RollbackTrigger
 from orchestrator.api.stage_records import ROLLBACK_END_STATES, RollbackState, StageOutcomes
 
-STAGE_FAILED = "StageFailed"
-ANALYSIS_FAILED = "AnalysisFailed"
-DEADLINE_EXCEEDED = "DeadlineExceeded"
-CANCELLED = "Cancelled"
-FAILED_STAGE_SCOPE = "FailedStage"
-REACHED_SCOPE = "Reached"
+STAGE_FAILED = RollbackTrigger.STAGE_FAILED.value
+ANALYSIS_FAILED = RollbackTrigger.ANALYSIS_FAILED.value
+DEADLINE_EXCEEDED = RollbackTrigger.DEADLINE_EXCEEDED.value
+CANCELLED = RollbackTrigger.CANCELLED.value
+FAILED_STAGE_SCOPE = RollbackScope.FAILED_STAGE.value
+REACHED_SCOPE = RollbackScope.REACHED.value
 
 # The AnalysisRun phases that fail a gate (onInconclusive: Fail fails it on Inconclusive too).
 _FAILED_RUN_PHASES = frozenset({"Failed", "Error", "Inconclusive"})
