@@ -60,6 +60,7 @@ from steps.common import FleetLookup, RolloutRef, UsageProblem
 from steps.context import StepContext
 from steps.status_sink import Change, DirectSink, read_stage_records
 from steps.terminate import terminate_operations
+from steps.wait_healthy import Refreshes
 
 log = logging.getLogger(__name__)
 
@@ -272,9 +273,13 @@ def _follow(
     """Follow the rolled-back Applications until they are Healthy at the restored revisions ("")
     or not restored (why)."""
     clock, tuning = ctx.clock, ctx.tuning
+    # Argo CD stamps times in whole seconds: a sync that finished in the second of its last
+    # comparison needs a comparison asked for (as wait-healthy asks).
+    refreshes = Refreshes(kube, ctx.rollout.applications_namespace, tuning, clock)
 
     def window() -> int:
-        left = (deadline - clock.now()).total_seconds()
+        now = clock.now()
+        left = min((deadline - now).total_seconds(), refreshes.seconds_to_next(now))
         return max(1, min(tuning.watch_window_seconds, math.ceil(left)))
 
     last = ""
@@ -298,6 +303,7 @@ def _follow(
             if verdict.reason != last:
                 log.info("rolling back: %s", verdict.reason)
                 last = verdict.reason
+            refreshes.request(verdict.refresh, snapshot.objects)
     finally:
         snapshots.close()
     raise AssertionError("unreachable: the Application follower never ends on its own")

@@ -163,7 +163,7 @@ def _follow(
     last_reason = ""
     notes = _Notes(sink, stage=stage, cluster=cluster)
     first_uids: dict[str, str] = {}  # each Application as first seen: a new uid is another object
-    refreshes = _Refreshes(kube, rollout.applications_namespace, tuning, clock)
+    refreshes = Refreshes(kube, rollout.applications_namespace, tuning, clock)
 
     def window() -> int:
         now = clock.now()
@@ -281,7 +281,7 @@ class _Notes:
         self.said = note
 
 
-class _Refreshes:
+class Refreshes:
     """Asks Argo CD to compare an Application again when only a fresh comparison can tell (bounded).
 
     A request goes out once the second of the sync's `finishedAt` is over (so that the comparison
@@ -298,6 +298,7 @@ class _Refreshes:
         self.due: dict[str, datetime] = {}
 
     def request(self, wanted: Mapping[str, datetime], apps: Mapping[str, Mapping[str, Any] | None]) -> None:
+        """Ask for the comparisons `wanted` (name -> not before) that are due and not asked lately."""
         self.due = dict(wanted)
         for name, after in sorted(wanted.items()):
             if apps.get(name) is None:

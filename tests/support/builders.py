@@ -36,7 +36,7 @@ from orchestrator.argocd import appsync
 from orchestrator.argocd.fleet import AppSetView, AppView, Cluster, app_view_from_object
 from orchestrator.core.clock import format_time
 from orchestrator.kube.cluster_secrets import CLUSTER_SECRET_TYPE, CLUSTER_SECRET_TYPE_LABEL
-from orchestrator.planning.contract import RolloutContract, StageContract
+from orchestrator.planning.contract import RollbackContract, RolloutContract, StageContract
 from workflow_templates import names
 
 APP_SET = "myservice"
@@ -564,20 +564,33 @@ def make_contract(
     rollout_id: str = ROLLOUT,
     revisions: Sequence[Sequence[str]] = ((NEW_REVISION,),),
     sizing: Mapping[str, Mapping[str, int]] | None = None,
+    rollback: Mapping[str, Any] | None = None,
 ) -> RolloutContract:
     """A rollout contract (orchestrator.planning.contract) for steps run by a test: each stage of
     `stages` one target at a time, one pod per cluster, no first wave, unless `sizing` says otherwise
-    for it (`{"rest": {"start_syncs": 2}}`, `{"rest": {"batches": 1, "max_parallel": 3}}`)."""
+    for it (`{"rest": {"start_syncs": 2}}`, `{"rest": {"batches": 1, "max_parallel": 3}}`).
+    `rollback`: the contract's rollback (`{"on": ["StageFailed"], "scope": "Reached",
+    "progress_deadline_seconds": 60}`); every stage then rolls back one cluster at a time unless
+    `sizing` gives its `rollback_parallel`."""
     sized = sizing or {}
+    parallel = {"rollback_parallel": 1} if rollback is not None else {}
     return RolloutContract(
         rollout_id=rollout_id,
         release=tuple(tuple(r) for r in revisions),
         stages=tuple(
             StageContract(
-                **{"name": name, "targets": 1, "max_parallel": 1, "start_syncs": 0, **sized.get(name, {})}
+                **{
+                    "name": name,
+                    "targets": 1,
+                    "max_parallel": 1,
+                    "start_syncs": 0,
+                    **parallel,
+                    **sized.get(name, {}),
+                }
             )
             for name in stages
         ),
+        rollback=RollbackContract(**rollback) if rollback is not None else None,
     )
 
 

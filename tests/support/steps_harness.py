@@ -183,6 +183,7 @@ class StepRunner:
         sizing: Mapping[str, Mapping[str, int]] | None = None,
         *,
         revisions: Sequence[Sequence[str]] = ((NEW_REVISION,),),
+        rollback: Mapping[str, Any] | None = None,
     ) -> RolloutContract:
         """The rollout contract of this rollout: the stages of the ProgressiveSync as stored now (the
         default ones when there is none), the release of `revisions`, and each stage one at a time,
@@ -196,7 +197,9 @@ class StepRunner:
             stages = [stage["name"] for stage in DEFAULT_STAGES]
         finally:
             kube.close()
-        return make_contract(stages, rollout_id=self.rollout_id, revisions=revisions, sizing=sizing)
+        return make_contract(
+            stages, rollout_id=self.rollout_id, revisions=revisions, sizing=sizing, rollback=rollback
+        )
 
     def env(self, **overrides: str) -> dict[str, str]:
         """The container's environment: the contract's PROGRESSIVE_SYNC_* variables (the rollout
