@@ -6,7 +6,7 @@ scripts). Exit codes: 0 done (or already so); 1 the command could not act on tha
 object, no rollout, nothing to approve, already finished, API errors); 2 bad usage, including a
 kubeconfig that cannot be loaded and an unknown stage. `status --watch` has its own codes, one per
 way a follow ends (`orchestrator.ops.view.WatchExit`): 0 Succeeded, 1 Failed, 3 Cancelled,
-4 not finished within `--timeout`, 5 nothing to follow (no such object, API errors); 2 usage.
+4 not finished within `--timeout`, 5 nothing to follow (no such object, API errors), 6 RolledBack; 2 usage.
 
 `status --watch` follows the rollout until it finishes: on a terminal it redraws one progress bar
 per stage, elsewhere it prints one plain line per change.
@@ -180,7 +180,7 @@ def status(*, name: str, settings: OpsSettings, watch: bool, timeout: float, eve
     current rollout from its records, and -o json|yaml always lists them. With --watch it follows
     the rollout until it finishes; with -o json|yaml it then prints the final status once. Exit
     codes with --watch: 0 Succeeded, 1 Failed, 3 Cancelled, 4 not finished within --timeout, 5
-    nothing to follow (no such object, API errors), 2 usage.
+    nothing to follow (no such object, API errors), 6 RolledBack, 2 usage.
     """
     clock = SystemClock()
     clusters = every_cluster or settings.output is not ops_view.OutputFormat.TABLE  # wide, json, yaml

@@ -30,6 +30,7 @@ from orchestrator.api.models import (
     ClusterFailure,
     MoreClusters,
     ProgressiveSync,
+    RollbackStatus,
     RolloutPhase,
     RolloutStatus,
     StageCounts,
@@ -38,6 +39,7 @@ from orchestrator.api.models import (
 )
 from orchestrator.api.phases import FINISHED_ROLLOUT_PHASES, STOPPED_ROLLOUT_PHASES
 from orchestrator.api.stage_records import (
+    ClusterRollback,
     ClusterState,
     ProgressiveSyncStage,
     StageSummary,
@@ -80,6 +82,7 @@ class WatchExit(IntEnum):
     CANCELLED = 3
     TIMEOUT = 4  # the rollout did not finish within --timeout
     UNREADABLE = 5  # no such ProgressiveSync, no rollout, or the API server refused or did not answer
+    ROLLED_BACK = 6  # the rollout failed and its rollback restored every cluster it changed
 
 
 def watch_exit_code(view: RolloutView) -> WatchExit:
@@ -88,6 +91,8 @@ def watch_exit_code(view: RolloutView) -> WatchExit:
         return WatchExit.SUCCEEDED
     if view.phase == RolloutPhase.CANCELLED:
         return WatchExit.CANCELLED
+    if view.phase == RolloutPhase.ROLLED_BACK:
+        return WatchExit.ROLLED_BACK
     return WatchExit.FAILED
 
 
@@ -182,6 +187,13 @@ class ClusterView:
     revisions: tuple[str, ...] = ()
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    rollback: ClusterRollback | None = None
+    """Its rollback, once the rollout rolled it back."""
+
+    @property
+    def state_text(self) -> str:
+        """Its state, and its rollback's: `Completed, RolledBack` (the reasons in the wide rows)."""
+        return f"{self.state}, {self.rollback.state.value}" if self.rollback else self.state
 
 
 NOT_STARTED = "NotStarted"
@@ -209,6 +221,8 @@ class RolloutView:
     clusters: tuple[ClusterView, ...] | None = None
     # The rollout's AnalysisRuns (orchestrator.ops.analysis_runs); None when they were not read.
     analysis_runs: tuple[AnalysisRunView, ...] | None = None
+    # The rollout's rollback (`status.rollback`), once one started.
+    rollback: RollbackStatus | None = None
 
     @property
     def display(self) -> str:
@@ -300,6 +314,7 @@ def cluster_views(
                     revisions=tuple(record.revisions or ()),
                     started_at=record.started_at,
                     finished_at=record.finished_at,
+                    rollback=record.rollback,
                 )
             )
     return tuple(views)
@@ -366,6 +381,7 @@ def rollout_view(
         analysis_runs=analysis_run_views(runs, [stage.name for stage in stages])
         if runs is not None
         else None,
+        rollback=status.rollback if status else None,
     )
 
 
@@ -429,7 +445,7 @@ def cluster_rows(view: RolloutView) -> list[tuple[str, str, str]]:
     order); else the clusters that matter now, from the summary: each stage's failed, then its
     clusters in flight (the first 20 of each; `left_out_lines` says how many more)."""
     if view.clusters is not None:
-        return [(c.name, c.stage, cluster_state_text(c.state, c.reason, c.note)) for c in view.clusters]
+        return [(c.name, c.stage, cluster_state_text(c.state_text, c.reason, c.note)) for c in view.clusters]
     rows = []
     for stage in view.stages:
         notes = {note.name: note.note for note in stage.summary.notes}
@@ -447,11 +463,11 @@ def wide_cluster_rows(view: RolloutView) -> list[tuple[str, ...]]:
         (
             c.name,
             c.stage,
-            c.state,
+            c.state_text,
             ",".join(revision[:12] for revision in c.revisions) or "-",
             format_time(c.started_at) if c.started_at else "-",
             format_time(c.finished_at) if c.finished_at else "-",
-            c.reason or c.note,
+            "; ".join(text for text in (c.reason or c.note, c.rollback.reason if c.rollback else "") if text),
         )
         for c in view.clusters or ()
     ]
@@ -519,12 +535,27 @@ def header_rows(view: RolloutView, now: datetime) -> list[tuple[str, str]]:
             verb = "took" if rollout.finished_at else "running for"
             took = format_duration(view.duration(now))
             rows.append(("started:", f"{format_time(rollout.started_at)}, {verb} {took}"))
+    if view.rollback is not None:
+        rows.append(("rollback:", rollback_text(view.rollback)))
     if view.message:
         rows.append(("message:", view.message))
     hint = next_step_hint(view)
     if hint:
         rows.append(("next:", hint))
     return rows
+
+
+def rollback_text(rollback: RollbackStatus) -> str:
+    """The rollback in one line: `StageFailed, scope FailedStage (canary): 1 restored, 0 left alone,
+    0 not restored` (counts once it ended; how many it looks at while it runs)."""
+    where = f"{rollback.trigger}, scope {rollback.scope} ({', '.join(rollback.stages)})"
+    if rollback.finished_at is None:
+        return f"{where}: rolling back {rollback.targets} cluster(s)"
+    not_restored = ", ".join(f"{c.name} ({c.reason})" for c in rollback.not_restored[:3])
+    return (
+        f"{where}: {rollback.rolled_back} restored, {rollback.left_alone} left alone, "
+        f"{rollback.failed} not restored" + (f": {not_restored}" if not_restored else "")
+    )
 
 
 STAGE_COLUMNS = ("STAGE", "PHASE", "DONE", "FAILED", "DURATION", "MESSAGE")
@@ -572,6 +603,9 @@ def render_data(view: RolloutView, now: datetime) -> dict[str, Any]:
         "currentStage": view.current_stage or None,
         "progress": view.progress or None,
         "rollout": rollout,
+        "rollback": view.rollback.model_dump(by_alias=True, exclude_none=True, mode="json")
+        if view.rollback is not None
+        else None,
         "workflowPhase": view.workflow_phase or None,
         "waitingForApproval": list(view.waiting_stages),
         "stages": [
@@ -612,6 +646,11 @@ def _cluster_data(cluster: ClusterView) -> dict[str, Any]:
         "revisions": list(cluster.revisions),
         "startedAt": format_time(cluster.started_at) if cluster.started_at else None,
         "finishedAt": format_time(cluster.finished_at) if cluster.finished_at else None,
+        **(
+            {"rollback": cluster.rollback.model_dump(by_alias=True, exclude_none=True, mode="json")}
+            if cluster.rollback is not None
+            else {}
+        ),
     }
 
 

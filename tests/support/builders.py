@@ -142,13 +142,14 @@ def make_ps(
     attempt: int = 1,
     finished_at: str | None = None,
     stage_status: Sequence[StageStatus] | None = None,
+    status_extra: Mapping[str, Any] | None = None,
     **spec: Any,
 ) -> dict[str, Any]:
     """A ProgressiveSync object (default: one stage over every cluster, ApplicationSet `name`).
 
     `spec` are more spec fields in wire form (`paused=True`, `progressDeadlineSeconds=60`). With
     `phase`, a status describing rollout `rollout_id` (None: no rollout) in that phase, with
-    `stage_status` as its stages.
+    `stage_status` as its stages, and `status_extra` (wire form) added to it.
     """
     metadata: dict[str, Any] = {"name": name}
     if namespace is not None:
@@ -183,6 +184,7 @@ def make_ps(
                 rollout["finishedAt"] = finished_at
             status["rollout"] = rollout
         status["stages"] = [stage.to_api() for stage in stage_status or ()]
+        status.update(status_extra or {})
         obj["status"] = status
     return obj
 

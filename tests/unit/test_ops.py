@@ -118,6 +118,7 @@ def test_settled_waits_for_the_workflow_to_end(workflow_phase: str | None, settl
         pytest.param("Succeeded", 0, id="succeeded-0"),
         pytest.param("Failed", 1, id="failed-1"),
         pytest.param("Cancelled", 3, id="cancelled-3"),
+        pytest.param("RolledBack", 6, id="rolled-back-6"),
     ],
 )
 def test_watch_exit_codes_tell_the_ends_apart(phase: str, code: int) -> None:
@@ -564,3 +565,27 @@ def test_table_shows_each_stage_analysis_gate() -> None:
         "analysis of 'canary': myservice-7f3c2a1-canary-0a1b2c3d4e Failed: analysis failed: metric "
         "error-rate = [0.42]" in text.replace("\n", " ")
     )
+
+
+def test_the_rollback_has_its_own_line_and_json() -> None:
+    """Issue 32: what the rollback did is read with `status`, as a line and in -o json."""
+    rollback = {
+        "trigger": "StageFailed",
+        "scope": "Reached",
+        "stages": ["one per region", "canary"],
+        "targets": 3,
+        "rolledBack": 2,
+        "failed": 1,
+        "notRestored": [{"name": "eu-2", "reason": "sync operation Failed"}],
+        "startedAt": "2026-11-29T10:01:00Z",
+        "finishedAt": "2026-11-29T10:02:00Z",
+    }
+    view = ops_view.rollout_view(
+        ps(phase="Failed", stage_status=running_stages(), status_extra={"rollback": rollback})
+    )
+    rows = dict(ops_view.header_rows(view, NOW))
+    assert rows["rollback:"] == (
+        "StageFailed, scope Reached (one per region, canary): 2 restored, 0 left alone, 1 not restored: "
+        "eu-2 (sync operation Failed)"
+    )
+    assert ops_view.render_data(view, NOW)["rollback"]["notRestored"] == rollback["notRestored"]
