@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from orchestrator.api.conditions import ConditionType
+from orchestrator.api.metadata import STOPPED_BY_WATCHER_ANNOTATION
 from orchestrator.api.models import (
     ConditionStatus,
     ProgressiveSync,
@@ -111,15 +112,16 @@ def plan_rollout_rollback(
             rollout.rollout_id, f"superseded (the status is on rollout {recorded}): no rollback", stages
         )
     outcomes = read_outcomes(kube, rollout.namespace, rollout.name, rollout.rollout_id)
-    stopped, deadline_passed = _workflow_end(kube, rollout.namespace, workflow_name, clock.now())
+    end = _workflow_end(kube, rollout.namespace, workflow_name, clock.now())
     trigger = rollback_trigger(
         [
             StageView(stage.name, stage.phase, stage.analysis.phase if stage.analysis else "")
             for stage in status.stages or []
         ],
         succeeded=workflow_status == WorkflowOutcome.SUCCEEDED,
-        stopped=stopped,
-        deadline_passed=deadline_passed,
+        stopped=end.stopped,
+        stopped_by_watcher=end.watcher_reason,
+        deadline_passed=end.deadline_passed,
         outcomes=outcomes,
     )
     targets = plan_rollback(
@@ -182,18 +184,29 @@ def _record_start(
     )
 
 
-def _workflow_end(kube: Kube, namespace: str, workflow_name: str, now: datetime) -> tuple[bool, bool]:
-    """(stopped, deadline passed) from the Workflow: `spec.shutdown` set; `activeDeadlineSeconds`
-    past `status.startedAt`. (False, False) when the Workflow is gone."""
+@dataclass(frozen=True)
+class _WorkflowEnd:
+    stopped: bool = False  # `spec.shutdown` is set
+    watcher_reason: str = ""  # the watcher stopped it, and why (`STOPPED_BY_WATCHER_ANNOTATION`)
+    deadline_passed: bool = False  # `activeDeadlineSeconds` past `status.startedAt`
+
+
+def _workflow_end(kube: Kube, namespace: str, workflow_name: str, now: datetime) -> _WorkflowEnd:
+    """How the Workflow ended, from the Workflow (nothing known when it is gone)."""
     try:
         workflow = kube.get(WORKFLOWS, namespace, workflow_name)
     except NotFound:
         log.warning(
             "Workflow %s/%s not found; deciding from --workflow-status alone", namespace, workflow_name
         )
-        return False, False
+        return _WorkflowEnd()
     spec = workflow.get("spec") or {}
+    annotations = (workflow.get("metadata") or {}).get("annotations") or {}
     started = parse_time((workflow.get("status") or {}).get("startedAt"))
     seconds = spec.get("activeDeadlineSeconds")
     passed = bool(started and isinstance(seconds, int) and now >= started + timedelta(seconds=seconds))
-    return bool(spec.get("shutdown")), passed
+    return _WorkflowEnd(
+        stopped=bool(spec.get("shutdown")),
+        watcher_reason=str(annotations.get(STOPPED_BY_WATCHER_ANNOTATION) or ""),
+        deadline_passed=passed,
+    )

@@ -40,6 +40,11 @@ REVISION_ANNOTATION = "progressivesync.io/revision"
 # the watcher lifts only a suspend it made (an `argo suspend` by a person is theirs to lift).
 SUSPENDED_BY_ANNOTATION = "progressivesync.io/suspended-by"
 SUSPENDED_BY_WATCHER = "progressive-sync"
+# Set by the watcher in the same patch as `spec.shutdown: Stop` when it stops a rollout itself (a new
+# release or spec supersedes it, the ProgressiveSync is being deleted, a stale Workflow): its value
+# says why. A stop without it is a person's cancel (`argo stop`, `progressive-sync cancel`), the
+# only stop `spec.rollback.on: [Cancelled]` rolls back for (steps.rollback_plan).
+STOPPED_BY_WATCHER_ANNOTATION = "progressivesync.io/stopped-by-watcher"
 
 # --- on ProgressiveSyncs ----------------------------------------------------------------------
 

@@ -2,7 +2,9 @@
 
 `rollback_trigger` names why a rollout ended, in the words of `spec.rollback.on`:
 
-- Cancelled: the Workflow was stopped (`argo stop`, `progressive-sync cancel`, a new spec);
+- Cancelled: a person stopped the Workflow (`argo stop`, `progressive-sync cancel`, the Argo UI);
+  the watcher's own stops (a newer release or spec supersedes it, the ProgressiveSync is being
+  deleted) are no trigger: what the clusters run next is the next rollout's to decide;
 - AnalysisFailed: a stage failed because its analysis gate did (the stage's AnalysisRun ended
   Failed, Error or Inconclusive, or with perCluster a cluster failed its own run);
 - StageFailed: a stage failed because its failed clusters exceeded `maxFailedClusters`;
@@ -82,10 +84,16 @@ def rollback_trigger(
     stopped: bool,
     deadline_passed: bool,
     outcomes: Mapping[int, StageOutcomes],
+    stopped_by_watcher: str = "",
 ) -> Trigger:
-    """Why the rollout ended, as `spec.rollback.on` names it (see the module docstring)."""
+    """Why the rollout ended, as `spec.rollback.on` names it (see the module docstring).
+    `stopped_by_watcher`: why the watcher stopped it ("" when it did not)."""
     failed = next((i for i, stage in enumerate(stages) if stage.phase == StagePhase.FAILED), None)
     current = _current_stage(stages)
+    if stopped and stopped_by_watcher:
+        # A newer release or spec supersedes it, or the ProgressiveSync is being deleted: the next
+        # rollout (or nobody) decides what the clusters run; rolling back would only churn them.
+        return Trigger("", current, f"the watcher stopped the rollout: {stopped_by_watcher}")
     if stopped:
         where = f" in stage {stages[current].name!r}" if current is not None else ""
         return Trigger(CANCELLED, current, f"the rollout was stopped{where}")

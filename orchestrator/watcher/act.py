@@ -108,7 +108,11 @@ class Actor:
                 self._request_compare(action, extra)
             elif isinstance(action, StopWorkflow):
                 self._patch_workflow(
-                    namespace, action.name, control.shutdown_patch(Shutdown.STOP), action.reason, extra
+                    namespace,
+                    action.name,
+                    control.shutdown_patch(Shutdown.STOP, watcher_reason=action.reason),
+                    action.reason,
+                    extra,
                 )
             elif isinstance(action, EndSyncs):
                 self._end_syncs(action, extra)

@@ -22,14 +22,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.api.metadata import SUSPENDED_BY_ANNOTATION, SUSPENDED_BY_WATCHER
+from orchestrator.api.metadata import (
+    STOPPED_BY_WATCHER_ANNOTATION,
+    SUSPENDED_BY_ANNOTATION,
+    SUSPENDED_BY_WATCHER,
+)
 from orchestrator.kube.client import WORKFLOWS, Kube
 from orchestrator.workflows.phases import Shutdown
 
+# An annotation value is free text; a stop's reason is kept to this many characters.
+_STOP_REASON_MAX_CHARS = 512
 
-def shutdown_patch(strategy: Shutdown) -> dict[str, Any]:
-    """The merge patch of `spec.shutdown` (Stop: the exit handler runs; Terminate: it does not)."""
-    return {"spec": {"shutdown": strategy.value}}
+
+def shutdown_patch(strategy: Shutdown, *, watcher_reason: str | None = None) -> dict[str, Any]:
+    """The merge patch of `spec.shutdown` (Stop: the exit handler runs; Terminate: it does not);
+    the watcher's also says why it stopped the rollout (`STOPPED_BY_WATCHER_ANNOTATION`), so the
+    exit handler tells it from a person's cancel."""
+    patch: dict[str, Any] = {"spec": {"shutdown": strategy.value}}
+    if watcher_reason is not None:
+        reason = watcher_reason[:_STOP_REASON_MAX_CHARS] or "stopped by the watcher"
+        patch["metadata"] = {"annotations": {STOPPED_BY_WATCHER_ANNOTATION: reason}}
+    return patch
 
 
 def suspend_patch(*, by_watcher: bool) -> dict[str, Any]:

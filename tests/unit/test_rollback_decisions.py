@@ -284,6 +284,14 @@ RECORDS = {
         ),
         pytest.param(
             [StageView("canary", StagePhase.PROGRESSING)],
+            {"stopped": True, "stopped_by_watcher": "a new release supersedes it"},
+            {},
+            "",
+            0,
+            id="the-watchers-own-stop-is-no-trigger",
+        ),
+        pytest.param(
+            [StageView("canary", StagePhase.PROGRESSING)],
             {"deadline_passed": True},
             {},
             DEADLINE_EXCEEDED,
