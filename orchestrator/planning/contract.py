@@ -13,6 +13,11 @@ revision set, one entry per source; each Application syncs to the set Argo CD co
 - `analysis` (only for a stage with analysis): its effective analysis, the stage's block over the
   spec's defaults (`orchestrator.api.analysis.resolve_analysis`): the templates, the args, when,
   perCluster, onInconclusive, timeoutSeconds. The `analyze` step runs it (steps/analyze.py).
+- `rollbackParallel` (only with `rollback`): how many of its clusters the rollback restores at once
+  (>= 1; the parallelism of the Workflow's rollback fan-out for the stage).
+
+`rollback` (only when the spec asks for one): the triggers (`on`), the `scope` and the
+`progressDeadlineSeconds` of one cluster's rollback. A contract without it reads as before.
 
 The Workflow builder makes it once from the plan (`make_contract`, with the sizing rules of
 `orchestrator.planning.sizing`), takes every number of the Workflow from it (the fan-out
@@ -52,6 +57,19 @@ class _Model(BaseModel):
     )
 
 
+class RollbackContract(_Model):
+    """The rollout's rollback (see the module docstring).
+
+    # placeholder until i32-api merges: `on` is tuple[RollbackTrigger, ...] and `scope` is
+    # RollbackScope (orchestrator/api/rollback.py); plain strings here so the Workflow builder can
+    # be written against the field names now.
+    """
+
+    on: tuple[str, ...] = Field(min_length=1)  # placeholder until i32-api merges
+    scope: str = "FailedStage"  # placeholder until i32-api merges
+    progress_deadline_seconds: int = Field(ge=1)
+
+
 class StageContract(_Model):
     """One stage's resolved sizing (see the module docstring)."""
 
@@ -62,6 +80,7 @@ class StageContract(_Model):
     start_syncs: int = Field(default=0, ge=0)
     deadline_waves: int = Field(default=1, ge=1)
     analysis: StageAnalysis | None = None
+    rollback_parallel: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
     def _batches_share_max_parallel(self) -> StageContract:
@@ -80,6 +99,7 @@ class RolloutContract(_Model):
     rollout_id: str = Field(min_length=1)
     release: tuple[Revisions, ...]
     stages: tuple[StageContract, ...] = Field(min_length=1)
+    rollback: RollbackContract | None = None
 
     @field_validator("release", mode="before")
     @classmethod
