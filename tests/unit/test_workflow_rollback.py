@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from orchestrator.api.models import ProgressiveSync
 from orchestrator.planning.contract import parse_contract
@@ -275,3 +277,27 @@ def test_a_rollout_too_big_with_its_rollback_is_refused_saying_so() -> None:
     build_workflow_of_contract(ps, release=RELEASE, contract=contract, settings=SETTINGS)
     with pytest.raises(WorkflowBuildError, match=r"5005 of them for the rollback"):
         build_workflow_of_contract(ps, release=RELEASE, contract=with_rollback(contract), settings=SETTINGS)
+
+
+STAGE_NAME = st.from_regex(r"[A-Za-z0-9]([A-Za-z0-9 ._-]{0,20}[A-Za-z0-9])?", fullmatch=True)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(STAGE_NAME, min_size=1, max_size=5, unique=True))
+@example(["plan", "Plan", "finalize", "rollback plan", "exit"])
+def test_any_stages_get_one_valid_rollback_node_each_last_first(stage_names: list[str]) -> None:
+    """Whatever the stage names (alike once sanitized, named like the exit handler's own tasks):
+    every reference resolves and every template name is used once (`build` checks both), one
+    rollback task per stage, last stage first, none named as rollback-plan or finalize."""
+    ps = make_ps(*(make_stage(name) for name in stage_names))
+    sizes = {name: StageSize(3, 2) for name in stage_names}
+    obj: dict[str, Any] = rollback_workflow(ps, release=RELEASE, sizes=sizes, settings=SETTINGS).to_dict()
+    library = validate.library_of(t.to_dict() for t in pieces.workflow_templates(SETTINGS))
+    assert validate.problems(obj, library=library) == []
+    tasks = exit_tasks(obj)
+    assert (tasks[0]["name"], tasks[-1]["name"]) == ("rollback-plan", "finalize")
+    staged = [
+        next(p["value"] for p in t["arguments"]["parameters"] if p["name"] == "stage") for t in tasks[1:-1]
+    ]
+    assert staged == stage_names[::-1]
+    assert len({t["name"].lower() for t in tasks}) == len(tasks)
