@@ -22,6 +22,8 @@ C has a manual gate:
         ├── select                      a stage behind a gate or a bake selects itself
         └── clusters, record ...
     onExit: finalize --workflow-status {{workflow.status}}
+            or, when the contract has a `rollback`, the DAG `exit`: rollback-plan, one rollback fan-out
+            per stage (C, B, A), finalize (workflow_templates/rollback.py)
 
 A stage with analysis (its contract's `analysis`) gets an `analysis-<templates>` node (the `analyze`
 step) after `clusters` and before its closing step (continueOn failed, so `record` closes the
@@ -72,6 +74,11 @@ Decisions worth knowing:
   Argo keeps node status in the object (compressed past ~1 MiB), so a plan above
   `settings.max_nodes` (default 4000, about 1,990 clusters in one rollout) is refused with a
   message.
+- **Rollback** (the contract's `rollback`) is the exit handler, not a stage after the failed one:
+  Argo runs the exit handler after a failure, after `argo stop` and past the Workflow's deadline
+  (its pods are exempt from it, v3.7.18 workflowpod.go), which are exactly the ends that trigger a
+  rollback; `argo terminate` skips it. It adds at most 2 nodes per planned cluster (`rollback_nodes`)
+  and nothing to the deadline.
 - A stage that the plan says has no target gets no bake: waiting after a stage that changed
   nothing only delays the rollout.
 """
@@ -116,7 +123,7 @@ from orchestrator.api.release import Release
 from orchestrator.planning.contract import ContractError, RolloutContract, StageContract, make_contract
 from orchestrator.planning.planner import planned_sizes
 from orchestrator.planning.sizing import StageSize, stage_size
-from workflow_templates import names, pieces
+from workflow_templates import names, pieces, rollback
 from workflow_templates.settings import WorkflowSettings
 
 if TYPE_CHECKING:
@@ -177,8 +184,9 @@ def contract_for(
 
 
 def estimate_nodes(ps: ProgressiveSync, contract: RolloutContract) -> int:
-    """The nominal number of status nodes the Workflow makes (no retries)."""
-    total = NODES_FIXED
+    """The nominal number of status nodes the Workflow makes (no retries); with rollback, as if
+    every planned cluster were rolled back."""
+    total = NODES_FIXED + rollback.rollback_nodes(contract)
     stages = list(ps.spec.stages)
     for index, (stage, sized) in enumerate(zip(stages, contract.stages, strict=True)):
         total += NODES_PER_STAGE + NODES_PER_CLUSTER * (sized.batches or sized.targets)
@@ -588,7 +596,10 @@ def _describe(ps: ProgressiveSync, release: Release, contract: RolloutContract) 
             moments = " and ".join(moment.value for moment in size.analysis.when)
             details.append(f"analysis {size.analysis.label}{scope} {moments}")
         parts.append(f"{stage.name} ({', '.join(details)})")
-    return f"{' -> '.join(parts)}. Revision {release.display}, rollout {release.rollout_id}."
+    described = f"{' -> '.join(parts)}. Revision {release.display}, rollout {release.rollout_id}."
+    if contract.rollback is not None:
+        described += f" Rollback on {', '.join(contract.rollback.on)} ({contract.rollback.scope})."
+    return described
 
 
 def build_workflow(
@@ -609,8 +620,16 @@ def build_workflow(
     `contract` argument, which every step reads.
     Raises WorkflowBuildError when the plan does not match the spec or the Workflow would be too big.
     """
-    rollout_id = release.rollout_id
     contract = contract_for(ps, release=release, plan=plan, settings=settings)
+    return build_workflow_of_contract(ps, release=release, contract=contract, settings=settings)
+
+
+def build_workflow_of_contract(
+    ps: ProgressiveSync, *, release: Release, contract: RolloutContract, settings: WorkflowSettings
+) -> Workflow:
+    """The Workflow that runs `release` of `ps` by this rollout contract (`build_workflow` makes the
+    contract from a plan first). WorkflowBuildError when the Workflow would be too big."""
+    rollout_id = release.rollout_id
     node_count = estimate_nodes(ps, contract)
     if node_count > settings.max_nodes:
         per_cluster = [s.name for s in contract.stages if not s.batches]
@@ -624,7 +643,8 @@ def build_workflow(
         )
         raise WorkflowBuildError(
             f"the rollout would make about {node_count} Workflow nodes, above the limit of "
-            f"{settings.max_nodes} ({len(ps.spec.stages)} stages); {advice}raise the batch size (now "
+            f"{settings.max_nodes} ({len(ps.spec.stages)} stages{_rollback_share(contract)}); "
+            f"{advice}raise the batch size (now "
             f"{settings.batch_clusters} clusters per batch, PROGRESSIVE_SYNC_WORKFLOW_BATCH_CLUSTERS), "
             "use fewer stages, or raise the limit (PROGRESSIVE_SYNC_WORKFLOW_MAX_NODES)"
         )
@@ -674,6 +694,9 @@ def build_workflow(
     templates += [pieces.bake_template(seconds) for seconds in bake_seconds]
     if any(size.analysis is not None for size in sized):
         templates += pieces.analysis_templates(settings)
+    if contract.rollback is not None:
+        templates += rollback.exit_templates(stages, task_names, contract)
+        templates += pieces.rollback_templates(settings, stages=len(stages))
 
     annotations = {
         names.TITLE_ANNOTATION: _title(meta.name, release),
@@ -696,7 +719,7 @@ def build_workflow(
         annotations=annotations,
         owner_references=owner_references,
         entrypoint=names.ENTRYPOINT,
-        on_exit=names.FINALIZE_TEMPLATE,
+        on_exit=names.FINALIZE_TEMPLATE if contract.rollback is None else names.EXIT_TEMPLATE,
         service_account_name=settings.service_account,
         active_deadline_seconds=active_deadline_seconds(ps, contract, settings),
         synchronization=Synchronization(mutexes=[Mutex(name=f"progressivesync-{label_value(meta.name)}")]),
@@ -708,6 +731,13 @@ def build_workflow(
         ],
         templates=templates,
     )
+
+
+def _rollback_share(contract: RolloutContract) -> str:
+    """`, 2013 of them for the rollback` when the rollback branch counts (batches do not shrink it:
+    it restores one pod per cluster), else nothing."""
+    nodes = rollback.rollback_nodes(contract)
+    return f", {nodes} of them for the rollback" if nodes else ""
 
 
 def workflow_object(workflow: Workflow) -> dict[str, Any]:

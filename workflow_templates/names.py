@@ -41,6 +41,13 @@ RECORD_TEMPLATE = "record"
 RECORD_AND_SELECT_TEMPLATE = "record-and-select"
 RECORD_AND_SELECT_FOR_BATCHES_TEMPLATE = "record-and-select-for-batches"
 FINALIZE_TEMPLATE = "finalize"
+# The rollback branch (only with the contract's `rollback`): the exit handler is the DAG `exit`
+# (rollback-plan, one fan-out per stage in reverse order, finalize); `rollback-plan` decides, one
+# `rollback` pod restores one cluster; a stage's fan-out template is named as its task in `exit`.
+EXIT_TEMPLATE = "exit"
+ROLLBACK_PLAN_TEMPLATE = "rollback-plan"
+ROLLBACK_TEMPLATE = "rollback"
+ROLLBACK_PREFIX = "rollback-"
 # The analysis gate (steps/analyze.py), and a stage's per-cluster DAG when each cluster is analyzed
 # after its own wait-healthy (`analyzed-<stage task>`: cluster, then its analysis).
 ANALYZE_TEMPLATE = "analyze"
@@ -60,6 +67,10 @@ CLUSTER_LOOP_TASK = "cluster"
 BATCH_LOOP_TASK = "batch"
 SYNC_TASK = "sync"
 WAIT_HEALTHY_TASK = "wait-healthy"
+# Tasks of the exit handler DAG with rollback, and the loop task inside a rollback fan-out.
+ROLLBACK_PLAN_TASK = "rollback-plan"
+FINALIZE_TASK = "finalize"
+ROLLBACK_LOOP_TASK = "rollback"
 # The approval an Inconclusive analysis waits for (onInconclusive: Approve): the `approval` template,
 # run only when the analysis task's `verdict` output says Inconclusive.
 APPROVE_ANALYSIS_TASK = "approve-analysis"
@@ -93,13 +104,14 @@ def sanitize_task_name(stage_name: str) -> str:
     return name[:MAX_FIELD_NAME].rstrip("-")
 
 
-def stage_task_names(stage_names: Iterable[str]) -> list[str]:
+def stage_task_names(stage_names: Iterable[str], *, reserved: Iterable[str] = ()) -> list[str]:
     """One unique, valid task name per stage, in order.
 
     Two stages whose names sanitize alike ("eu west" and "eu-west") get `-2`, `-3`, ... suffixes in
-    spec order, so a stage keeps its task name as long as the stages before it do not change.
+    spec order, so a stage keeps its task name as long as the stages before it do not change. A
+    name in `reserved` (another task of the same DAG) is never given.
     """
-    taken: set[str] = set()
+    taken: set[str] = {name.lower() for name in reserved}
     result: list[str] = []
     for stage_name in stage_names:
         base = sanitize_task_name(stage_name)
@@ -112,6 +124,28 @@ def stage_task_names(stage_names: Iterable[str]) -> list[str]:
         taken.add(candidate.lower())
         result.append(candidate)
     return result
+
+
+def rollback_task_names(task_names: Iterable[str]) -> list[str]:
+    """The exit handler's task per stage, from the stages' task names: `rollback-<task name>`.
+
+    Unique and never `rollback-plan` (a stage named "plan" gets `rollback-plan-2`); each is also the
+    name of the stage's rollback fan-out template, which no other template name starts like.
+    """
+    return stage_task_names((ROLLBACK_PREFIX + name for name in task_names), reserved=(ROLLBACK_PLAN_TASK,))
+
+
+def rollback_display_name(stage_name: str, task_name: str) -> str | None:
+    """The display name of a stage's rollback node where Argo's default (the task name) is not
+    the stage's own name: `rollback-eu-west-1.canary`. Argo's display-name rule allows no spaces,
+    so `rollback <stage>` is never possible; a name another exit task shows is not used either."""
+    display = display_name_for(ROLLBACK_PREFIX + stage_name, task_name)
+    return None if display == ROLLBACK_PLAN_TASK else display
+
+
+def rollback_output(index: int) -> str:
+    """rollback-plan's output parameter (and file) with the clusters of stage `index` to restore."""
+    return f"{ROLLBACK_PREFIX}{index}"
 
 
 def stage_template_name(task_name: str) -> str:

@@ -2,7 +2,8 @@
 
 Each step of docs/CONTRACTS.md is one container template running `python -m steps <step> ...`;
 `cluster` is the one pod per cluster (sync, then wait-healthy, in one process); `approval` is the
-manual gate (a suspend without duration); `bake-<N>s` waits N seconds. `build_workflow`
+manual gate (a suspend without duration); `bake-<N>s` waits N seconds; `rollback-plan` and
+`rollback` are the exit handler's rollback branch (`rollback_templates`). `build_workflow`
 (builder.py) inlines the ones a rollout runs into every Workflow; `workflow_templates()` wraps
 every step into the WorkflowTemplates committed as YAML next to this file (the chart installs
 them), `sync` and `wait-healthy` too, for people who run one of them by hand.
@@ -69,6 +70,8 @@ CLUSTER_INPUT = "cluster"
 BATCH_INPUT = "batch"
 WHEN_INPUT = "when"
 VERDICT_OUTPUT = "verdict"
+# What the exit handler's steps are told: which Workflow ended, and how (Argo's `workflow.status`).
+EXIT_ARGS = ("--workflow-name", "{{workflow.name}}", "--workflow-status", "{{workflow.status}}")
 # The analyze step's --rollouts-instance-id, as every step's environment carries it (steps/cli.py).
 ROLLOUTS_INSTANCE_ID_ENV = "PROGRESSIVE_SYNC_ROLLOUTS_INSTANCE_ID"
 
@@ -161,6 +164,7 @@ def _step(
     *,
     inputs: tuple[str, ...] = (),
     outputs: tuple[str, ...] = (),
+    output_default: str | None = None,
     display_input: str | None = None,
 ) -> StepContainer:
     display = None
@@ -179,7 +183,9 @@ def _step(
         volumes=[EmptyDirVolume(name=OUTPUTS_VOLUME, mount_path=settings.outputs_dir)],
         inputs=[Parameter(name=item) for item in inputs] or None,
         outputs=[
-            Parameter(name=item, value_from=ValueFrom(path=f"{settings.outputs_dir}/{item}"))
+            Parameter(
+                name=item, value_from=ValueFrom(path=f"{settings.outputs_dir}/{item}", default=output_default)
+            )
             for item in outputs
         ]
         or None,
@@ -229,10 +235,16 @@ def step_templates(settings: WorkflowSettings) -> list[StepContainer]:
             inputs=(STAGE_INPUT, CLUSTER_INPUT, WHEN_INPUT),
             outputs=(VERDICT_OUTPUT,),
         ),
+        _step(names.FINALIZE_TEMPLATE, [*EXIT_ARGS], settings),
+        # The rollback branch (rollback_templates): the decision, then one pod per cluster restored.
+        # In the library rollback-plan declares no outputs: a Workflow's copy declares one per stage.
+        _step(names.ROLLBACK_PLAN_TEMPLATE, [*EXIT_ARGS], settings),
         _step(
-            names.FINALIZE_TEMPLATE,
-            ["--workflow-name", "{{workflow.name}}", "--workflow-status", "{{workflow.status}}"],
+            names.ROLLBACK_TEMPLATE,
+            [*stage, *cluster],
             settings,
+            inputs=per_cluster,
+            display_input=CLUSTER_INPUT,
         ),
     ]
 
@@ -281,6 +293,21 @@ def analysis_templates(settings: WorkflowSettings) -> list[Templatable]:
     return [step for step in step_templates(settings) if step.name == names.ANALYZE_TEMPLATE]
 
 
+def rollback_templates(settings: WorkflowSettings, *, stages: int) -> list[Templatable]:
+    """What a Workflow with a rollback inlines: `rollback-plan`, with one output per stage index
+    (`rollback-<i>`, the JSON list of that stage's clusters to restore; `[]` when its file is missing,
+    so a plan that restores nothing there need not write it), and the per-cluster `rollback`."""
+    plan = _step(
+        names.ROLLBACK_PLAN_TEMPLATE,
+        [*EXIT_ARGS],
+        settings,
+        outputs=tuple(names.rollback_output(index) for index in range(stages)),
+        output_default="[]",
+    )
+    rollback = next(step for step in step_templates(settings) if step.name == names.ROLLBACK_TEMPLATE)
+    return [plan, rollback]
+
+
 def approval_template() -> Suspend:
     """The manual gate: waits until resumed (`argo resume`, `progressive-sync approve`)."""
     return Suspend(name=names.APPROVAL_TEMPLATE, inputs=[Parameter(name=STAGE_INPUT)])
@@ -319,7 +346,8 @@ def steps_workflow_template(settings: WorkflowSettings) -> WorkflowTemplate:
             names.TITLE_ANNOTATION: "progressive-sync steps",
             names.DESCRIPTION_ANNOTATION: (
                 "The steps of a progressive-sync rollout (select, sync, wait-healthy, cluster, batch, "
-                "record, record-and-select, analyze, finalize) and the approval gate, for templateRef."
+                "record, record-and-select, analyze, finalize, rollback-plan, rollback) and the approval "
+                "gate, for templateRef."
             ),
         },
         service_account_name=settings.service_account,

@@ -12,8 +12,9 @@ as sentences, empty when nothing is. It checks what our Workflows rely on:
 - every `{{...}}` reference resolves: `inputs.parameters.X` declared by the template (and the one
   expression tag we write, `names.display_name_of_input(X)`, for a declared X),
   `workflow.parameters.X` declared in `spec.arguments`, `tasks.T.outputs.parameters.P` where T is
-  an ancestor of the task and its template declares output P, `item` only in looped tasks, and
-  the workflow globals we use; `workflow.status` only in templates reachable from `onExit`;
+  an ancestor of the task and its template declares output P, `tasks.T.status` of an ancestor T,
+  `item` only in looped tasks, and the workflow globals we use; `workflow.status` only in
+  templates reachable from `onExit`;
 - every input parameter a called template declares without a value is passed by the caller;
 - `parallelism` is an integer >= 1, suspend durations are whole seconds, display names pass
   Argo's rule;
@@ -236,6 +237,7 @@ class _Checker:
             if task.get("withParam") is not None or task.get("withItems") is not None:
                 allowed.add("item")
             for ancestor in _ancestors(task_name, dependencies):
+                allowed.add(f"tasks.{ancestor}.status")
                 ancestor_callee = callees.get(ancestor)
                 for output in _param_names((ancestor_callee or {}).get("outputs")):
                     allowed.add(f"tasks.{ancestor}.outputs.parameters.{output}")

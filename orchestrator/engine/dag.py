@@ -134,9 +134,12 @@ class DagNodes(PassState):
     def task_scope(
         self, dag_name: str, scope: Mapping[str, str], task_nodes: Mapping[str, Any]
     ) -> dict[str, str]:
-        """The scope of a task: `scope` plus the output parameters of the DAG's tasks that have them."""
+        """The scope of a task: `scope` plus the phase (`tasks.<t>.status`) of the DAG's tasks that
+        finished and the output parameters of those that have them."""
         result = dict(scope)
         for task_name, child in task_nodes.items():
+            if child is not None and self.phase_of(child) in FULFILLED:
+                result[f"tasks.{task_name}.status"] = str(child["phase"])
             for param in ((child or {}).get("outputs") or {}).get("parameters") or []:
                 if "value" in param:
                     result[f"tasks.{task_name}.outputs.parameters.{param['name']}"] = str(param["value"])
@@ -155,8 +158,11 @@ class DagNodes(PassState):
         template_name = str(task["template"])
         if task.get("when") is not None:
             # Argo: a task whose `when` is false gets a Skipped node, which its dependents take as done.
+            # The `when` is resolved first, and a false one leaves the task's arguments and withParam
+            # unresolved (v3.7 resolveDependencyReferences), so they may name outputs that do not exist.
             try:
-                holds = when_holds(str(substitute(str(task["when"]), task_scope)))
+                resolved_when = str(substitute(str(task["when"]), task_scope))
+                holds = when_holds(resolved_when)
             except Unresolved as exc:
                 node = self.node_by_name(child_name) or self.new_node(
                     child_name,
@@ -178,7 +184,10 @@ class DagNodes(PassState):
                     template_name=template_name,
                     boundary_id=str(dag_node["id"]),
                     phase=NodePhase.SKIPPED,
-                    message=f"when '{task['when']}' evaluated false",
+                    # A loop with a false `when` expands to no item at all (v3.7 expandTask).
+                    message="Skipped, empty params"
+                    if task.get("withParam") is not None
+                    else f"when '{resolved_when}' evaluated false",
                 )
                 return skipped
         if task.get("withParam") is not None:

@@ -118,13 +118,11 @@ class WorkflowLifecycle(PassState):
         """Advance a Running Workflow: deadline and shutdown, the entrypoint, then the exit handler."""
         entrypoint = str(self.spec.get("entrypoint", ""))
         main = self.node_by_name(self.name)
-        started = parse_time(self.status.get("startedAt")) or self.now
-        deadline_seconds = self.spec.get("activeDeadlineSeconds")
+        deadline = self.workflow_deadline()
         stop_message = ""
         if self.shutdown:
             stop_message = f"Stopped with strategy '{self.shutdown}'"
-        elif deadline_seconds is not None:
-            deadline = started + timedelta(seconds=int(deadline_seconds))
+        elif deadline is not None:
             if self.now >= deadline:
                 stop_message = "Step exceeded its deadline"
             else:
@@ -153,6 +151,10 @@ class WorkflowLifecycle(PassState):
             else (WorkflowPhase.ERROR if main_phase is NodePhase.ERROR else WorkflowPhase.FAILED)
         )
         message = "" if workflow_phase is WorkflowPhase.SUCCEEDED else str(main.get("message", ""))
+        if workflow_phase is not WorkflowPhase.SUCCEEDED and self.shutdown:
+            # Argo (v3.7 operate): a stopped Workflow says so, even when the stop came after its
+            # entrypoint had ended (during the exit handler).
+            message = f"Stopped with strategy '{self.shutdown}'"
         on_exit = self.spec.get("onExit")
         if on_exit and self.shutdown != Shutdown.TERMINATE:
             self.in_exit_handler = True

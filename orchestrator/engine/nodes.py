@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from orchestrator.core.clock import format_time
+from orchestrator.core.clock import format_time, parse_time
 from orchestrator.engine.expressions import Unresolved
 from orchestrator.engine.interface import Operation, PodState, UnsupportedFeature
 from orchestrator.workflows.phases import FULFILLED, NodePhase, NodeType, Shutdown
@@ -157,13 +157,23 @@ class PassState:
         if self.op.wake_at is None or when < self.op.wake_at:
             self.op.wake_at = when
 
+    def workflow_deadline(self) -> datetime | None:
+        """When `activeDeadlineSeconds` ends, counted from the Workflow's start; None without one."""
+        seconds = self.spec.get("activeDeadlineSeconds")
+        if seconds is None:
+            return None
+        started = parse_time(self.status.get("startedAt")) or self.now
+        return started + timedelta(seconds=int(seconds))
+
     # -- limits ------------------------------------------------------------------------------
 
     @property
     def halted(self) -> bool:
-        """No new process or node may start: shut down, or suspended (the exit handler runs on Stop)."""
+        """No new process or node may start: shut down, or suspended. The exit handler runs on Stop,
+        not on Terminate, and waits while the Workflow is suspended (Argo v3.7 `operate` returns
+        before anything runs while `spec.suspend` is true)."""
         if self.in_exit_handler:
-            return self.shutdown == Shutdown.TERMINATE
+            return self.shutdown == Shutdown.TERMINATE or self.suspended
         return bool(self.shutdown) or self.suspended
 
     def can_start(self, boundary_id: str | None, *, limits: bool = True) -> bool:

@@ -11,21 +11,24 @@ It supports exactly the features our rollout Workflows use (workflow_templates/b
 answers anything else with the Workflow in phase Error and a message naming the feature:
 
 - templates: `dag` (tasks with `dependencies`, `arguments.parameters`, `withParam`,
-  `continueOn`; Omitted nodes for tasks whose dependency failed; output parameters from
+  `continueOn`, `when`; Omitted nodes for tasks whose dependency failed; output parameters from
   `valueFrom.parameter`, set when the DAG Succeeded), `container` (command + args +
-  env; output parameters from `valueFrom.path`), `suspend` (with or without `duration`); template
+  env; output parameters from `valueFrom.path`, read whatever the exit code, a missing file
+  taking `valueFrom.default` where there is one), `suspend` (with or without `duration`); template
   `parallelism` (`failFast` is refused: on Argo v3.7 it hangs nested templates),
   `retryStrategy` (`limit`, `retryPolicy` Always/OnFailure/OnError, `backoff` with `duration`,
   `factor` and `cap`, an `expression` over `lastRetry.exitCode`/`lastRetry.status` joined by
   `||`/`&&`; decided in the order of Argo's `processNodeRetries`), the display-name annotation
   (plain, or the one expression we write: `names.display_name_of_input`);
-- the Workflow: `entrypoint`, `arguments.parameters`, `onExit` (sees `{{workflow.status}}`),
-  `activeDeadlineSeconds`, `synchronization.mutexes` (the executor holds the locks; Terminate
-  while waiting for one ends the Workflow Succeeded at once, as Argo does),
-  `shutdown: Stop` (running nodes fail, the exit handler runs) and `Terminate` (it does not),
-  `suspend` (no new node starts; running ones finish);
+- the Workflow: `entrypoint`, `arguments.parameters`, `onExit` (any template, a DAG too; sees
+  `{{workflow.status}}`), `activeDeadlineSeconds` (the exit handler's nodes are exempt),
+  `synchronization.mutexes` (the executor holds the locks; Terminate while waiting for one ends the
+  Workflow Succeeded at once, as Argo does), `shutdown: Stop` (running nodes fail, the exit handler
+  runs) and `Terminate` (it does not), `suspend` (no new node starts, exit handler included;
+  running ones finish); once stopped or past the deadline a failed attempt is not retried;
 - variables: `inputs.parameters.*`, `workflow.parameters.*`, `workflow.name|namespace|uid|
-  serviceAccountName|status`, `tasks.<t>.outputs.parameters.*`, `item` (and `item.<key>`).
+  serviceAccountName|status`, `tasks.<t>.outputs.parameters.*`, `tasks.<t>.status`, `item` (and
+  `item.<key>`).
 
 Status is written in Argo's shape: node ids are `<workflow>-<fnv32a(node name)>` (the root's is the
 Workflow name), node names are `<parent>.<task>`, loop items `<task>(<i>:<item>)`, retry attempts

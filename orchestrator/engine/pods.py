@@ -98,13 +98,23 @@ class PodNodes(PassState):
         return node
 
     def apply_result(self, node: dict[str, Any], template: Mapping[str, Any], result: PodResult) -> None:
-        """A finished process's exit code, outputs and error as the node's outputs and phase."""
+        """A finished process's exit code, outputs and error as the node's outputs and phase.
+
+        As Argo's wait container (v3.7 `SaveParameters`): outputs are read whatever the exit code,
+        and an output whose file is missing takes its `valueFrom.default` where it has one (no
+        error then); a process that could not run or was killed has no outputs."""
         outputs: dict[str, Any] = {"exitCode": str(result.exit_code)}
         params = []
+        defaulted = set()
         for param in (template.get("outputs") or {}).get("parameters") or []:
             name = str(param["name"])
-            if name in result.outputs:
-                params.append({"name": name, "value": result.outputs[name], "valueFrom": param["valueFrom"]})
+            value = result.outputs.get(name)
+            if value is None and "default" in param["valueFrom"] and not result.error:
+                value = str(param["valueFrom"]["default"])
+                defaulted.add(name)
+            if value is not None:
+                params.append({"name": name, "value": value, "valueFrom": param["valueFrom"]})
+        missing = [name for name in result.missing_outputs if name not in defaulted]
         if params:
             outputs["parameters"] = params
         node["outputs"] = outputs
@@ -113,11 +123,7 @@ class PodNodes(PassState):
         elif result.exit_code != 0:
             summary = f": {result.summary}" if result.summary else ""
             self.finish(node, NodePhase.FAILED, f"Error (exit code {result.exit_code}){summary}")
-        elif result.missing_outputs:
-            self.finish(
-                node,
-                NodePhase.ERROR,
-                f"output parameter file(s) missing: {', '.join(result.missing_outputs)}",
-            )
+        elif missing:
+            self.finish(node, NodePhase.ERROR, f"output parameter file(s) missing: {', '.join(missing)}")
         else:
             self.finish(node, NodePhase.SUCCEEDED)

@@ -9,13 +9,21 @@ import copy
 import math
 import re
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from orchestrator.core.clock import parse_time
 from orchestrator.engine.expressions import parse_duration, retry_expression_holds, substitute
 from orchestrator.engine.pods import PodNodes
 from orchestrator.workflows.phases import FULFILLED, NodePhase, NodeType
+
+
+def go_time(moment: datetime) -> str:
+    """A UTC time as Go prints a time.Time (`2026-01-01 00:00:30 +0000 UTC`), as Argo's messages do."""
+    text = moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+    if moment.microsecond:
+        text += f".{moment.microsecond:06d}".rstrip("0")
+    return f"{text} +0000 UTC"
 
 
 class RetryNodes(PodNodes):
@@ -92,7 +100,8 @@ class RetryNodes(PodNodes):
         """After a finished attempt: the Retry node's end (phase, message), a time to wait until, or
         None to start the next attempt now.
 
-        The order is Argo's (v3.7 `processNodeRetries`), and it matters: the backoff is waited out
+        The order is Argo's (v3.7 `processNodeRetries`), and it matters: shutdown and the deadline
+        end it first; then the backoff is waited out
         before the retry policy, the limit and the expression are looked at, so even a failure that
         will not be retried waits its backoff first; the last allowed attempt waits for nothing.
         """
@@ -100,6 +109,13 @@ class RetryNodes(PodNodes):
         phase = NodePhase(last["phase"])
         if phase in (NodePhase.SUCCEEDED, NodePhase.SKIPPED):
             return NodePhase.SUCCEEDED, ""
+        # A stopped Workflow, or one past its deadline, retries nothing, not even in its exit handler
+        # (whose nodes still run then): Argo ends the Retry node before looking at the backoff.
+        if self.shutdown:
+            return phase, f"Stopped with strategy '{self.shutdown}'"
+        deadline = self.workflow_deadline()
+        if deadline is not None and self.now > deadline:
+            return phase, f"retry exceeded workflow deadline {go_time(deadline)}"
         limit = int(substitute(str(strategy["limit"]), self.scope(inputs)))
         if strategy.get("backoff"):
             wait = self.backoff_seconds(strategy, attempts=len(attempts))

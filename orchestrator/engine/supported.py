@@ -84,14 +84,17 @@ def _check_parameters(
     kind: str, holder: Mapping[str, Any] | None, *, outputs: bool = False, value_from: str = "path"
 ) -> None:
     """Parameters without valueFrom; outputs with `valueFrom.<value_from>` only (a container's
-    `path`, a DAG's `parameter`)."""
+    `path`, with an optional `default` for a missing file; a DAG's `parameter`)."""
     if not holder:
         return
     _only(kind, holder, {"parameters"})
+    allowed = {value_from, "default"} if value_from == "path" else {value_from}
     for param in holder.get("parameters") or []:
         if outputs:
-            if set(param.get("valueFrom") or {}) != {value_from}:
-                raise UnsupportedFeature(f"{kind}.parameters.valueFrom other than {value_from}")
+            keys = set(param.get("valueFrom") or {})
+            if value_from not in keys or not keys <= allowed:
+                other_than = " and ".join(sorted(allowed))
+                raise UnsupportedFeature(f"{kind}.parameters.valueFrom other than {other_than}")
         elif "valueFrom" in param:
             raise UnsupportedFeature(f"{kind}.parameters.valueFrom")
 

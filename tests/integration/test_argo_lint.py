@@ -18,6 +18,7 @@ import yaml
 
 from orchestrator.api.models import ProgressiveSync
 from tests.support.builders import make_release
+from tests.support.rollback_contracts import rollback_workflow
 from workflow_templates import pieces, render
 from workflow_templates.builder import assumed_sizes, build_workflow
 from workflow_templates.settings import WorkflowSettings
@@ -77,6 +78,27 @@ def test_rendered_workflows_pass_argo_lint(
         release=make_release("0123456789", revisions=(("4f1c2e9",),)),
         plan=assumed_sizes(ps, 12),
         settings=WorkflowSettings(batch_threshold=batch_threshold),
+    )
+    path = tmp_path / "workflow.yaml"
+    path.write_text(render.to_yaml(workflow))
+    result = lint(argo, path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("ps", progressive_syncs(), ids=lambda ps: ps.metadata.name)
+def test_rendered_workflows_with_a_rollback_pass_argo_lint(
+    argo: Path, ps: ProgressiveSync, tmp_path: Path
+) -> None:
+    """The exit handler DAG of the rollback branch (rollback-plan's outputs with defaults, a `when`
+    on a task's status, a fan-out per stage): contracts with a rollback made by hand until the
+    API's spec.rollback reaches the contract."""
+    if not ps.metadata.namespace:
+        ps = ps.model_copy(update={"metadata": ps.metadata.model_copy(update={"namespace": "argocd"})})
+    workflow = rollback_workflow(
+        ps,
+        release=make_release("0123456789", revisions=(("4f1c2e9",),)),
+        sizes=assumed_sizes(ps, 12),
+        settings=WorkflowSettings(),
     )
     path = tmp_path / "workflow.yaml"
     path.write_text(render.to_yaml(workflow))

@@ -1,0 +1,142 @@
+"""The rollback branch of the rollout Workflow: its exit handler when the contract has a `rollback`.
+
+Called by `builder.build_workflow_of_contract` (and its node count by `builder.estimate_nodes`).
+Without the contract's `rollback` nothing here is used and the exit handler is `finalize` alone,
+as it always was. With it, `onExit` is the DAG `exit` (docs/workflow.md, The rollback branch):
+
+    exit (DAG)
+    ├── rollback-plan                  decides; output `rollback-<i>` per stage index (default [])
+    ├── rollback-<stage N-1>           the last stage first, each after the one before it: a fan-out
+    │   └── rollback (loop)            over rollback-plan's list for the stage, `parallelism` the
+    ├── ...                            stage's rollbackParallel, one `rollback` pod per cluster
+    ├── rollback-<stage 0>
+    └── finalize                       last; runs whatever happened before it
+
+Why each piece is as it is (checked against Argo v3.7.18, workflow/controller/dag.go):
+
+- `rollback-plan` and every `rollback-<stage>` task are `continueOn: {failed, error}`: a task after
+  a Failed or Errored one without it is Omitted, and so would be everything after it, finalize too.
+- Every `rollback-<stage>` task runs only `when` rollback-plan Succeeded. A plan that could not
+  decide must not be half acted on; and a rollback-plan whose last pod was lost (Error) has no
+  outputs, and Argo requeues a task whose `{{tasks.X.outputs.parameters.Y}}` does not resolve for
+  ever (`resolveDependencyReferences`: ErrRequeue), so the exit handler, and the Workflow, would
+  never end. A false `when` is resolved before the arguments, which are then never looked at: the
+  task is Skipped, and a Skipped task lets the ones after it run.
+- The output `default: "[]"`: Argo's wait container takes the default for a missing file instead
+  of failing the pod, so rollback-plan writes a file only for a stage that has something to restore.
+- The fan-out is a template of its own because Argo's `parallelism` bounds a template's children:
+  one per stage gives each stage its own rollback parallelism. An empty list is a Skipped loop
+  node ("Skipped, empty params") and the fan-out Succeeds.
+"""
+
+from __future__ import annotations
+
+from hera.workflows.models import Arguments, ContinueOn, DAGTask, DAGTemplate, Inputs, Template
+from hera.workflows.models import Parameter as ModelParameter
+
+from orchestrator.api.models import Stage
+from orchestrator.planning.contract import RolloutContract, StageContract
+from workflow_templates import names, pieces
+
+# Nominal status nodes of the branch (retries add one per extra attempt): the exit DAG and
+# rollback-plan's Retry node and pod; per stage its fan-out DAG and its loop node (TaskGroup, or the
+# Skipped node of an empty list); per cluster restored a Retry node and a pod. finalize's two nodes
+# are there with or without rollback (builder.NODES_FIXED).
+NODES_ROLLBACK_FIXED = 3
+NODES_PER_ROLLBACK_STAGE = 2
+NODES_PER_ROLLED_BACK_CLUSTER = 2
+TARGETS_INPUT = "targets"
+# The `when` of every rollback-<stage> task: only a plan that Succeeded is acted on.
+PLAN_SUCCEEDED = "{{tasks." + names.ROLLBACK_PLAN_TASK + ".status}} == Succeeded"
+# A stage's clusters to restore, as rollback-plan decided (`{output}`: names.rollback_output).
+PLAN_OUTPUT = "{{{{tasks." + names.ROLLBACK_PLAN_TASK + ".outputs.parameters.{output}}}}}"
+
+
+def rollback_nodes(contract: RolloutContract) -> int:
+    """The most status nodes the branch makes: every cluster of every stage restored (scope Reached
+    after a failure in the last stage). 0 without rollback."""
+    if contract.rollback is None:
+        return 0
+    total = NODES_ROLLBACK_FIXED
+    for stage in contract.stages:
+        total += NODES_PER_ROLLBACK_STAGE + NODES_PER_ROLLED_BACK_CLUSTER * stage.targets
+    return total
+
+
+def _parameter(name: str, value: str) -> ModelParameter:
+    return ModelParameter(name=name, value=value)
+
+
+def _fanout_template(stage: Stage, task_name: str, size: StageContract) -> Template:
+    """One stage's rollback: a `rollback` pod per cluster of its input `targets`, `rollbackParallel`
+    at a time (the stage's maxParallel if the contract has none)."""
+    display_name = names.rollback_display_name(stage.name, task_name)
+    return Template(
+        name=task_name,
+        annotations={names.DISPLAY_NAME_ANNOTATION: display_name} if display_name else None,
+        inputs=Inputs(
+            parameters=[ModelParameter(name=pieces.STAGE_INPUT), ModelParameter(name=TARGETS_INPUT)]
+        ),
+        parallelism=size.rollback_parallel or size.max_parallel,
+        dag=DAGTemplate(
+            tasks=[
+                DAGTask(
+                    name=names.ROLLBACK_LOOP_TASK,
+                    template=names.ROLLBACK_TEMPLATE,
+                    with_param="{{inputs.parameters." + TARGETS_INPUT + "}}",
+                    arguments=Arguments(
+                        parameters=[
+                            _parameter(
+                                pieces.STAGE_INPUT, "{{inputs.parameters." + pieces.STAGE_INPUT + "}}"
+                            ),
+                            _parameter(pieces.CLUSTER_INPUT, "{{item}}"),
+                        ]
+                    ),
+                )
+            ]
+        ),
+    )
+
+
+def _exit_template(stages: list[Stage], task_names: list[str]) -> Template:
+    """The exit handler DAG: rollback-plan, the stages' rollbacks last stage first, finalize."""
+    keep_going = ContinueOn(failed=True, error=True)
+    tasks = [
+        DAGTask(name=names.ROLLBACK_PLAN_TASK, template=names.ROLLBACK_PLAN_TEMPLATE, continue_on=keep_going)
+    ]
+    for index in reversed(range(len(stages))):
+        planned = PLAN_OUTPUT.format(output=names.rollback_output(index))
+        tasks.append(
+            DAGTask(
+                name=task_names[index],
+                template=task_names[index],
+                dependencies=[tasks[-1].name],
+                when=PLAN_SUCCEEDED,
+                arguments=Arguments(
+                    parameters=[
+                        _parameter(pieces.STAGE_INPUT, stages[index].name),
+                        _parameter(TARGETS_INPUT, planned),
+                    ]
+                ),
+                # A cluster not restored fails its stage's fan-out (a lost pod errors it): the stages
+                # before it are still restored, and finalize still runs.
+                continue_on=keep_going,
+            )
+        )
+    tasks.append(
+        DAGTask(name=names.FINALIZE_TASK, template=names.FINALIZE_TEMPLATE, dependencies=[tasks[-1].name])
+    )
+    return Template(name=names.EXIT_TEMPLATE, dag=DAGTemplate(tasks=tasks))
+
+
+def exit_templates(
+    stages: list[Stage], stage_task_names: list[str], contract: RolloutContract
+) -> list[Template]:
+    """The exit DAG and one rollback fan-out per stage, in stage order (the steps they run are
+    `pieces.rollback_templates`)."""
+    task_names = names.rollback_task_names(stage_task_names)
+    fanouts = [
+        _fanout_template(stage, task_name, size)
+        for stage, task_name, size in zip(stages, task_names, contract.stages, strict=True)
+    ]
+    return [_exit_template(stages, task_names), *fanouts]
