@@ -298,7 +298,7 @@ def health_step(app: Mapping[str, Any], world: World, now: datetime, timeline: T
     name, started = application.name(app), str(state.get("startedAt") or "")
     behaviour = world.behaviour
     if health == "Progressing":
-        target = behaviour.settled_health.value
+        target = behaviour.health_after(application.result_revisions(state.get("syncResult") or {})).value
         due = timeline.first(f"progressing:{name}:{started}", now) + timedelta(
             seconds=behaviour.health_seconds
         )

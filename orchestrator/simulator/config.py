@@ -65,11 +65,20 @@ class Behaviour:
     removed_resource: bool = False  # the release removed a resource: without prune it stays, OutOfSync
     deletion_seconds: float = 0.0  # how long Argo CD's resources finalizer holds an Application being deleted
     degrade: bool = False  # the old spelling of `health: Degraded`
+    # A sync to one of these revisions settles Degraded (a bad release), whatever `health` says;
+    # any other revision settles as `health` says (so a rollback to an earlier one turns Healthy).
+    bad_revisions: tuple[str, ...] = ()
 
     @property
     def settled_health(self) -> Health:
         """Where health settles after a sync (`degrade` is the old spelling of Degraded)."""
         return Health.DEGRADED if self.degrade and self.health == Health.HEALTHY else self.health
+
+    def health_after(self, revisions: list[str]) -> Health:
+        """Where health settles after a sync to `revisions`: Degraded for a bad revision."""
+        if self.bad_revisions and any(revision in self.bad_revisions for revision in revisions):
+            return Health.DEGRADED
+        return self.settled_health
 
 
 # YAML key -> (field, annotation suffix)
@@ -92,6 +101,7 @@ _KEYS: dict[str, tuple[str, str]] = {
     "removedResource": ("removed_resource", "removed-resource"),
     "deletionSeconds": ("deletion_seconds", "deletion-seconds"),
     "degrade": ("degrade", "degrade"),
+    "badRevisions": ("bad_revisions", "bad-revisions"),
 }
 _ANNOTATION_KEYS = {suffix: field_name for field_name, suffix in _KEYS.values()}
 _YAML_KEYS = {key: field_name for key, (field_name, _) in _KEYS.items()}

@@ -1,0 +1,124 @@
+"""Automatic rollback (issue 32), each scenario on both engines: the local executor and the real
+Argo Workflows controller, with the Workflow as `build_workflow` makes it and the real steps.
+
+Argo CD is the fleet simulator, whose `badRevisions` behaviour makes the release Degraded and the
+revision before it Healthy: what a bad release and its rollback look like. Each scenario asserts
+what the clusters ran (the simulator's log of every sync it picked up, with its revision), the
+steps' Application writes (the API server's audit log: one forward and one rollback write per
+Application, never more), the Workflow's rollback nodes, and the ProgressiveSync's end status.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.api.models import RolloutPhase
+from orchestrator.simulator.seed import PREVIOUS_REVISION
+from tests.support.engines import ENGINES, RolloutEngine, rollout_engine
+from tests.support.rollout_rig import REVISION, RolloutRig, rollout_rig
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+
+TIMEOUT = 600.0
+CANARY = {
+    "name": "canary",
+    "targets": {"clusters": {"selector": {"matchLabels": {"region": "eu-west-1"}}}},
+    "maxTargets": 1,
+}
+WAVE = {
+    "name": "wave",
+    "targets": {"clusters": {"selector": {"matchLabels": {"region": "us-east-1"}}}},
+    "maxTargets": 2,
+    "maxParallel": 2,
+}
+REST = {"name": "rest", "targets": {"clusters": {"selector": {}}}, "maxParallel": 2}
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RolloutEngine]:
+    with rollout_engine(request, request.param, tmp_path) as running:
+        yield running
+
+
+@pytest.fixture
+def rig(engine: RolloutEngine) -> Iterator[RolloutRig]:
+    """Six clusters, two per region."""
+    with rollout_rig(engine, clusters=6) as running:
+        yield running
+
+
+def syncs(rig: RolloutRig) -> dict[str, list[str]]:
+    """Cluster -> the revisions of the syncs the simulator picked up there, in order."""
+    found: dict[str, list[str]] = {}
+    for event in rig.events():
+        if event["event"] == "sync-start":
+            found.setdefault(event["cluster"], []).append(str(event.get("revision", "")))
+    return found
+
+
+def rollback_starts(rig: RolloutRig) -> list[str]:
+    """The clusters in the order their rollback syncs started (the simulator's clock)."""
+    return [
+        e["cluster"]
+        for e in sorted(rig.events(), key=lambda e: e["time"])
+        if e["event"] == "sync-start" and str(e.get("revision")) == PREVIOUS_REVISION
+    ]
+
+
+def rollback(**fields: Any) -> dict[str, Any]:
+    return {"rollback": {"on": ["StageFailed", "Cancelled"], **fields}}
+
+
+def test_a_failing_canary_is_rolled_back_to_what_it_ran_with_one_write(rig: RolloutRig) -> None:
+    stages = [CANARY, REST]
+    [canary] = rig.planned_targets(stages, "canary")
+    rig.simulate({canary: {"badRevisions": REVISION, "healthSeconds": 0.5}})
+    rig.run_engine()
+    mark = rig.engine.cluster.audit_mark()
+    rig.start_rollout(stages, deadline_seconds=60, **rollback())
+    done = rig.wait_finished(timeout=TIMEOUT)
+
+    status = rig.progressive_sync().status
+    assert status is not None and status.phase == RolloutPhase.ROLLED_BACK, status.message if status else None
+    assert done["status"]["phase"] == "Failed"  # the rollout failed; its rollback is what restored it
+    assert syncs(rig) == {canary: [REVISION, PREVIOUS_REVISION]}
+    assert rig.app_writes_by_steps(mark) == {f"{rig.fleet.app_set}-{canary}": 2}  # type: ignore[union-attr]
+    assert status.rollback is not None
+    assert (status.rollback.trigger, status.rollback.stages) == ("StageFailed", ["canary"])
+    assert (status.rollback.rolled_back, status.rollback.failed) == (1, 0)
+    # Drawn in the Argo UI: the canary's rollback node (its Retry node, over its pod), named as
+    # the cluster, in the exit handler.
+    nodes = [n for n in rig.nodes(type="Retry") if n.get("templateName") == "rollback"]
+    assert [n.get("displayName") for n in nodes] == [canary], [n.get("name") for n in nodes]
+
+
+def test_a_failure_in_the_third_stage_rolls_back_every_stage_it_reached_later_stages_first(
+    rig: RolloutRig,
+) -> None:
+    stages = [CANARY, WAVE, REST]
+    rest = rig.planned_targets(stages, "rest")
+    bad = rest[0]
+    rig.simulate({bad: {"badRevisions": REVISION}, "*": {"healthSeconds": 0.3}})
+    rig.run_engine()
+    mark = rig.engine.cluster.audit_mark()
+    rig.start_rollout(stages, deadline_seconds=60, **rollback(scope="Reached"))
+    rig.wait_finished(timeout=TIMEOUT)
+
+    status = rig.progressive_sync().status
+    assert status is not None and status.phase == RolloutPhase.ROLLED_BACK, status.message if status else None
+    assert status.rollback is not None and status.rollback.stages == ["rest", "wave", "canary"]
+    synced = syncs(rig)
+    # Every cluster the rollout synced went back once; nothing was synced twice either way.
+    assert all(revisions == [REVISION, PREVIOUS_REVISION] for revisions in synced.values()), synced
+    writes = rig.app_writes_by_steps(mark)
+    assert set(writes.values()) == {2}, writes
+    order = rollback_starts(rig)
+    canary = rig.planned_targets(stages, "canary")
+    wave = rig.planned_targets(stages, "wave")
+    rest_done = [c for c in order if c not in canary + wave]
+    # Later stages first: every rest cluster before any wave cluster, every wave one before the canary.
+    assert order == rest_done + [c for c in order if c in wave] + canary, order
