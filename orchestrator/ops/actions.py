@@ -154,6 +154,21 @@ def cancel(kube: Kube, target: Target) -> ops.Outcome:
             ),
             details=details,
         )
+    if action is ops.WorkflowAction.TERMINATE:
+        control.terminate(kube, target.workflows_in, workflow_name)
+        return ops.Outcome(
+            "cancel",
+            target.namespace,
+            target.name,
+            changed=True,
+            message=(
+                f"terminated Workflow {workflow_name} (rollout {rollout_id} of ProgressiveSync "
+                f"{target.display}) during its rollback: the rollback stops, its syncs in flight are "
+                "ended by the watcher, and the clusters it restored stay restored (`progressive-sync "
+                f"status {target.name} -o wide` shows each cluster's rollback)"
+            ),
+            details=details,
+        )
     control.stop(kube, target.workflows_in, workflow_name)
     return ops.Outcome(
         "cancel",

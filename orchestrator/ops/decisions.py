@@ -42,6 +42,7 @@ from orchestrator.ops.view import (
     display_name,
     waiting_gates,
 )
+from orchestrator.workflows.phases import Shutdown
 from orchestrator.workflows.view import FINISHED_PHASES, workflow_nodes
 
 
@@ -72,6 +73,7 @@ class WorkflowAction(StrEnum):
     """What `cancel` does to the rollout's Workflow."""
 
     STOP = "stop"
+    TERMINATE = "terminate"  # the rollout is rolling back: Stop would let the exit handler go on
     NONE = "none"
 
 
@@ -115,9 +117,14 @@ def _refuse_if_finished(ps: ProgressiveSync, workflow: Mapping[str, Any], doing:
 
 
 def decide_cancel(ps: ProgressiveSync, workflow: Mapping[str, Any]) -> WorkflowAction:
-    """STOP the running Workflow; NONE when it is already being stopped; refuse when it finished."""
+    """STOP the running Workflow; while it rolls back, TERMINATE it (the rollback runs in the exit
+    handler, which a Stop lets finish); NONE when it is already being stopped so; refuse when it
+    finished."""
     _refuse_if_finished(ps, workflow, "cancel")
     shutdown = str((workflow.get("spec") or {}).get("shutdown") or "")
+    rolling_back = ps.status is not None and ps.status.phase == RolloutPhase.ROLLING_BACK
+    if rolling_back:
+        return WorkflowAction.NONE if shutdown == Shutdown.TERMINATE else WorkflowAction.TERMINATE
     if shutdown:
         return WorkflowAction.NONE
     return WorkflowAction.STOP

@@ -389,6 +389,7 @@ def _record_end(ctx: Context, current: WorkflowView, policy: ReconcilePolicy) ->
         + f" and its exit handler recorded nothing within {policy.finalize_grace_seconds:.0f}s"
         + (f": {current.message}" if current.message else "")
         + (f"; {clause}" if clause else "")
+        + (ROLLBACK_STOPPED if obs.status.phase == RolloutPhase.ROLLING_BACK else "")
     )
     # Not forced: an end phase the exit handler records meanwhile wins over ours.
     patch = StatusPatch(
@@ -410,6 +411,7 @@ def _workflow_deleted(ctx: Context, rollout: RolloutStatus, policy: ReconcilePol
     message = (
         f"Workflow {name} of rollout {rollout.id} was deleted outside progressive-sync"
         + (f"; {clause}" if clause else "")
+        + (ROLLBACK_STOPPED if obs.status.phase == RolloutPhase.ROLLING_BACK else "")
         + "; it is not re-created (`progressive-sync retry` starts a new attempt)"
     )
     patch = StatusPatch(
@@ -427,6 +429,13 @@ def _workflow_deleted(ctx: Context, rollout: RolloutStatus, policy: ReconcilePol
         UpdateStatus(patch),
         RecordEvent("Warning", Reason.WORKFLOW_DELETED, message),
     )
+
+
+# Said when a rollout ends while its rollback ran (a Workflow terminated or deleted meanwhile).
+ROLLBACK_STOPPED = (
+    "; its rollback was stopped before it finished: the clusters it restored stay restored, the "
+    "others keep the release (each cluster's rollback: `progressive-sync status NAME -o wide`)"
+)
 
 
 def _end_phase(workflow: WorkflowView) -> RolloutPhase:

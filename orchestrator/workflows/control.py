@@ -61,3 +61,8 @@ def lift_watcher_suspend_patch() -> dict[str, Any]:
 def stop(kube: Kube, namespace: str, name: str) -> None:
     """`argo stop`: running steps end, the exit handler runs, the Workflow ends Failed."""
     kube.patch(WORKFLOWS, namespace, name, shutdown_patch(Shutdown.STOP))
+
+
+def terminate(kube: Kube, namespace: str, name: str) -> None:
+    """`argo terminate`: every running step ends, the exit handler too (a rollback in progress)."""
+    kube.patch(WORKFLOWS, namespace, name, shutdown_patch(Shutdown.TERMINATE))

@@ -23,7 +23,7 @@ import pytest
 from orchestrator.devenv import starter_app
 from orchestrator.devenv.argocd import ArgoCDStack
 from orchestrator.devenv.argocd_manifests import APP_PROJECTS, CONFIG_MAPS, default_project
-from orchestrator.kube.client import APPLICATIONS, NotFound
+from orchestrator.kube.client import APPLICATIONS, PROGRESSIVE_SYNCS, NotFound
 from orchestrator.ops import actions as ops_actions
 from tests.support.app_recorder import recording
 from tests.support.argocd_harness import (
@@ -413,3 +413,53 @@ def test_with_prune_the_removed_manifest_is_deleted_and_the_rollout_succeeds(
                 argocd_stack.cluster_kube(cluster).get(
                     CONFIG_MAPS, scenario.destination_namespace(cluster), "legacy"
                 )
+
+
+# --- issue 32: a failed canary is rolled back on the real Argo CD ---------------------------------------
+
+
+def test_a_canary_that_fails_is_rolled_back_to_the_commit_it_ran_synced_once_each_way(
+    argocd_stack: ArgoCDStack, tmp_path: Path
+) -> None:
+    """Release 2 never turns Healthy on the canary (its gate stays Progressing): the canary fails at
+    its deadline and the rollback syncs it back to release 1's commit, the revision Argo CD had
+    recorded in its history before our sync. One forward and one rollback operation of ours; the
+    other cluster is never touched; Argo CD then shows the canary OutOfSync against release 2."""
+    with scenario_of(argocd_stack, selector=SMALL) as scenario, rollout_actors(argocd_stack, tmp_path):
+        before = scenario.repo.head()
+        revision = _gated_release(scenario)
+        scenario.refresh()
+        scenario.wait_out_of_sync(revision)
+        with recording(scenario.kube, scenario.namespace, keep=lambda n: n in scenario.apps) as seen:
+            scenario.create_progressive_sync(
+                CANARY_THEN_REST,
+                deadline_seconds=25,
+                rollback={"on": ["StageFailed"], "progressDeadlineSeconds": 120},
+            )
+
+            def rollback_requested() -> bool:
+                op = operation_state(scenario, CANARY).get("operation") or {}
+                return any(i.get("name") == "rollback" for i in op.get("info") or [])
+
+            wait_for(rollback_requested, timeout=150, interval=0.5, what="the canary's rollback sync")
+            # The gate release 2 left behind (no prune) is a stand-in for the old workload coming back
+            # healthy: the Application is Healthy once it is.
+            argocd_stack.set_probe_health(CANARY, scenario.destination_namespace(CANARY), "gate", "Healthy")
+            assert scenario.wait_phase("RolledBack", "Failed", "Succeeded") == "RolledBack", scenario.status()
+        app = scenario.application(CANARY)
+        state = app["status"]["operationState"]
+        assert (state["phase"], state["syncResult"]["revision"]) == ("Succeeded", before)
+        assert app["status"]["history"][-1]["revision"] == before
+        assert app["status"]["sync"]["status"] == "OutOfSync"  # Git still names release 2
+        assert configmap_release(argocd_stack, scenario, CANARY) == "1"
+        canary_app = scenario.app(CANARY)
+        assert seen.sync_starts(canary_app, by="progressive-sync") == 2, seen.history(canary_app)
+        assert seen.sync_starts(scenario.app(OTHER), by="progressive-sync") == 0
+        rollback = scenario.kube.get(PROGRESSIVE_SYNCS, scenario.namespace, scenario.name)["status"][
+            "rollback"
+        ]
+        assert (rollback.get("trigger"), rollback.get("rolledBack"), rollback.get("failed")) == (
+            "StageFailed",
+            1,
+            0,
+        )
