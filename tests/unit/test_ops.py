@@ -337,6 +337,20 @@ def test_cancel_stops_a_running_workflow() -> None:
     assert ops.decide_cancel(ps(phase="Progressing"), make_workflow()) is ops.WorkflowAction.STOP
 
 
+@pytest.mark.parametrize(
+    ("shutdown", "action"),
+    [
+        pytest.param(None, "terminate", id="rolling-back-is-terminated"),
+        pytest.param("Stop", "terminate", id="a-stop-does-not-end-the-exit-handler-so-terminate"),
+        pytest.param("Terminate", "none", id="terminated-already"),
+    ],
+)
+def test_cancel_during_a_rollback_terminates(shutdown: str | None, action: str) -> None:
+    """Issue 32: the rollback runs in the exit handler, which `argo stop` lets finish."""
+    workflow = make_workflow(shutdown=shutdown) if shutdown else make_workflow()
+    assert ops.decide_cancel(ps(phase="RollingBack"), workflow).value == action
+
+
 def test_cancel_twice_is_a_no_op() -> None:
     workflow = make_workflow(shutdown="Stop")
     assert ops.decide_cancel(ps(phase="Progressing"), workflow) is ops.WorkflowAction.NONE
