@@ -47,13 +47,17 @@ from orchestrator.devenv import starter_app
 from orchestrator.devenv.argocd import ArgoCDStack
 from orchestrator.devenv.argocd_manifests import CONFIG_MAPS
 from orchestrator.devenv.helmrepo import HelmRepoServer
-from orchestrator.kube.client import APPLICATION_SETS, APPLICATIONS
+from orchestrator.kube.client import APPLICATION_SETS, APPLICATIONS, PROGRESSIVE_SYNCS
+from orchestrator.ops import actions as ops_actions
 from tests.support.app_recorder import AppRecorder, recording
 from tests.support.argocd_harness import (
+    CANARY,
     CANARY_THEN_REGIONS,
+    CANARY_THEN_REST,
     CHART,
     ROLLOUT_TIMEOUT,
     SCENARIO_CONFIGMAP,
+    SMALL,
     Scenario,
     chart_repository,
     publish_chart,
@@ -297,3 +301,58 @@ def test_two_applications_per_cluster_each_reach_the_release(
                     APPLICATIONS, scenario.namespace, scenario.app(cluster, component)
                 )["status"]["operationState"]["operation"]
                 assert info_value(operation, INFO_STAGE) == stage_of[cluster], (cluster, component, operation)
+
+
+# --- issue 32: a chart version rolled back on the real Argo CD ----------------------------------------
+
+
+def test_a_cancelled_rollout_rolls_the_canary_back_to_the_chart_version_it_ran(
+    argocd_stack: ArgoCDStack, chart_repo: HelmRepoServer, tmp_path: Path
+) -> None:
+    """A Helm chart from a chart repository: Argo CD records the chart version as the revision in
+    the Application's history, and that is what the rollback pins. The canary reaches 1.2.4, the
+    rollout waits at the next stage's approval gate, a person cancels it (`rollback.on: [Cancelled]`):
+    the canary is synced back to 1.2.3, once; the other cluster is never touched."""
+    stages = [CANARY_THEN_REST[0], {**CANARY_THEN_REST[1], "approval": "Manual"}]
+    with (
+        scenario_of(
+            argocd_stack,
+            prefix="helm",
+            selector=SMALL,
+            sources=lambda _git: [starter_app.helm_source(chart_repo.url, CHART, "1.2.*")],
+        ) as scenario,
+        rollout_actors(argocd_stack, tmp_path),
+    ):
+        publish_chart(chart_repo, "1.2.4")
+        scenario.refresh()
+        scenario.wait_out_of_sync("1.2.4")
+        with recording(argocd_stack.kube, argocd_stack.namespace, keep=lambda n: n in scenario.apps) as seen:
+            scenario.create_progressive_sync(stages, rollback={"on": ["Cancelled"]})
+            wait_for(
+                lambda: (
+                    deployed(argocd_stack, scenario, CANARY).get("chart") == "1.2.4"
+                    and any(
+                        s.get("name") == "canary" and s.get("phase") == "Succeeded"
+                        for s in scenario.status().get("stages") or []
+                    )
+                ),
+                timeout=ROLLOUT_TIMEOUT,
+                interval=0.5,
+                what="the canary at 1.2.4, its stage done (the rest waits for approval)",
+            )
+            ops_actions.cancel(scenario.kube, ops_actions.Target(scenario.namespace, scenario.name))
+            assert scenario.wait_phase("RolledBack", "Cancelled", "Failed") == "RolledBack", scenario.status()
+        canary = scenario.application(CANARY)
+        assert canary["status"]["history"][-1]["revision"] == "1.2.3"
+        assert deployed(argocd_stack, scenario, CANARY)["chart"] == "1.2.3"
+        assert seen.sync_starts(scenario.app(CANARY), by=INITIATOR) == 2, seen.history(scenario.app(CANARY))
+        other = next(c for c in scenario.clusters if c != CANARY)
+        assert seen.sync_starts(scenario.app(other), by=INITIATOR) == 0
+        rollback = argocd_stack.kube.get(PROGRESSIVE_SYNCS, scenario.namespace, scenario.name)["status"][
+            "rollback"
+        ]
+        assert (rollback["trigger"], rollback["stages"], rollback["rolledBack"]) == (
+            "Cancelled",
+            ["canary"],
+            1,
+        )

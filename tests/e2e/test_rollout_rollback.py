@@ -123,3 +123,25 @@ def test_a_failure_in_the_third_stage_rolls_back_every_stage_it_reached_later_st
     rest_done = [c for c in order if c not in canary + wave]
     # Later stages first: every rest cluster before any wave cluster, every wave one before the canary.
     assert order == rest_done + [c for c in order if c in wave] + canary, order
+
+
+def test_a_watcher_killed_during_the_rollback_leaves_one_rollback_write_each(rig: RolloutRig) -> None:
+    """The watcher SIGKILLed while the exit handler rolls back, then started again: the rollback
+    goes on, nothing is written twice, and the watcher neither restarts the release nor overwrites
+    the RollingBack phase the steps recorded."""
+    stages = [CANARY, REST]
+    [canary] = rig.planned_targets(stages, "canary")
+    # Health takes 2 s to settle, the rollback's too: a window to kill the watcher in.
+    rig.simulate({canary: {"badRevisions": REVISION, "healthSeconds": 2}})
+    rig.run_engine()
+    watcher = rig.watcher_process().start()
+    mark = rig.engine.cluster.audit_mark()
+    rig.create_ps(stages, **rollback())
+    rig.wait_phase("RollingBack", timeout=TIMEOUT)
+    watcher.kill()
+    watcher.start()
+    rig.wait_phase("RolledBack", timeout=TIMEOUT)
+
+    assert len(rig.workflows()) == 1
+    assert syncs(rig) == {canary: [REVISION, PREVIOUS_REVISION]}
+    assert rig.app_writes_by_steps(mark) == {f"{rig.fleet.app_set}-{canary}": 2}  # type: ignore[union-attr]
