@@ -91,7 +91,13 @@ def apply_patch(status: ProgressiveSyncStatus, patch: StatusPatch, now: datetime
         status.rollout.retry_token = patch.retry_token
     if patch.finish_rollout and status.rollout is not None and status.rollout.finished_at is None:
         status.rollout.finished_at = now
-    lifecycle_open = patch.force_lifecycle or status.phase not in STEP_RECORDED_ROLLOUT_PHASES
+    # The watcher's live summary never replaces a phase the steps recorded (an end, RollingBack);
+    # its own end record does replace RollingBack (a Workflow terminated or deleted mid-rollback).
+    lifecycle_open = (
+        patch.force_lifecycle
+        or status.phase not in STEP_RECORDED_ROLLOUT_PHASES
+        or (status.phase == RolloutPhase.ROLLING_BACK and patch.finish_rollout)
+    )
     if lifecycle_open:
         if patch.phase is not None:
             status.phase = patch.phase

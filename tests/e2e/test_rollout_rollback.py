@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from orchestrator.api.models import RolloutPhase
+from orchestrator.cli.main import main
 from orchestrator.simulator.seed import PREVIOUS_REVISION
 from tests.support.engines import ENGINES, RolloutEngine, rollout_engine
 from tests.support.rollout_rig import REVISION, RolloutRig, rollout_rig
@@ -145,3 +147,27 @@ def test_a_watcher_killed_during_the_rollback_leaves_one_rollback_write_each(rig
     assert len(rig.workflows()) == 1
     assert syncs(rig) == {canary: [REVISION, PREVIOUS_REVISION]}
     assert rig.app_writes_by_steps(mark) == {f"{rig.fleet.app_set}-{canary}": 2}  # type: ignore[union-attr]
+
+
+def test_cancel_during_the_rollback_stops_it_and_says_what_stays_restored(rig: RolloutRig) -> None:
+    """`progressive-sync cancel` while the exit handler rolls back terminates the Workflow (a Stop
+    would let the exit handler finish): the rollback stops, and the watcher records the rollout
+    Cancelled saying the clusters it restored stay restored."""
+    stages = [CANARY, REST]
+    [canary] = rig.planned_targets(stages, "canary")
+    # Health settles 20 s after each sync: the rollback is still waiting when the test cancels.
+    rig.simulate({canary: {"badRevisions": REVISION, "healthSeconds": 20}})
+    rig.run_engine()
+    rig.watcher()
+    rig.create_ps(stages, **rollback())
+    rig.wait_phase("RollingBack", timeout=TIMEOUT)
+    result = CliRunner().invoke(
+        main, ["cancel", "myservice", "-n", rig.namespace, "--kubeconfig", str(rig.engine.kubeconfig)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "terminated Workflow" in result.output and "during its rollback" in result.output
+    status = rig.wait_phase("Cancelled", timeout=TIMEOUT)
+
+    assert "its rollback was stopped before it finished" in status["message"], status["message"]
+    assert rig.workflow()["spec"]["shutdown"] == "Terminate"
+    assert syncs(rig) == {canary: [REVISION, PREVIOUS_REVISION]}  # nothing was written after the stop

@@ -330,3 +330,26 @@ def test_old_workflows_brought_back(obs: Observed, step: str, actions: list[str]
     assert (decision.step, kinds(decision)) == (step, actions), decision.reason
     for stop in actions_of(decision, StopWorkflow):
         assert "argo retry" in stop.reason and NEW_RELEASE in stop.reason
+
+
+@pytest.mark.parametrize(
+    ("finish", "phase"),
+    [
+        pytest.param(False, "RollingBack", id="the-live-summary-keeps-rolling-back"),
+        pytest.param(True, "Cancelled", id="the-watchers-end-record-replaces-rolling-back"),
+    ],
+)
+def test_rolling_back_is_replaced_only_by_an_end_record(finish: bool, phase: str) -> None:
+    """Issue 32: the steps' RollingBack stays while its Workflow runs; a Workflow terminated or
+    deleted mid-rollback is ended by the watcher's record (else the status stayed RollingBack)."""
+    from orchestrator.api.models import ProgressiveSyncStatus, RolloutPhase, RolloutStatus
+    from orchestrator.watcher.decision import StatusPatch
+
+    status = ProgressiveSyncStatus(phase=RolloutPhase.ROLLING_BACK, rollout=RolloutStatus(id="r1"))
+    patch = StatusPatch(
+        observed_generation=1,
+        phase=RolloutPhase.CANCELLED if finish else RolloutPhase.PROGRESSING,
+        message="x",
+        finish_rollout=finish,
+    )
+    assert apply_patch(status, patch, NOW).phase == phase
