@@ -169,5 +169,6 @@ def test_cancel_during_the_rollback_stops_it_and_says_what_stays_restored(rig: R
     status = rig.wait_phase("Cancelled", timeout=TIMEOUT)
 
     assert "its rollback was stopped before it finished" in status["message"], status["message"]
-    assert rig.workflow()["spec"]["shutdown"] == "Terminate"
+    [workflow] = rig.workflows()
+    assert workflow["spec"]["shutdown"] == "Terminate"
     assert syncs(rig) == {canary: [REVISION, PREVIOUS_REVISION]}  # nothing was written after the stop
