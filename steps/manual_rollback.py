@@ -245,7 +245,8 @@ def record_end(
             targets=targets.total,
             started_at=started,
         )
-        phase, reason, condition = rollback_end(rollback, names, outcomes, reason=targets.why, now=now)
+        why = f"{targets.trigger.why} (progressive-sync rollback, scope {scope})"
+        phase, reason, condition = rollback_end(rollback, names, outcomes, reason=why, now=now)
         status.rollback = rollback
         return finalize_rollout(
             status, phase=phase, reason=reason, now=now, generation=generation, condition_reason=condition

@@ -31,6 +31,7 @@ import click
 import yaml
 from rich.console import Console
 
+from orchestrator.api.phases import StagePhase
 from orchestrator.api.rollback import RollbackScope
 from orchestrator.core.clock import Clock, SystemClock
 from orchestrator.core.errors import PermanentError, TemporaryError
@@ -353,7 +354,11 @@ def rollback(*, name: str, scope: str | None, dry_run: bool, settings: OpsSettin
         outcomes = manual_rollback.read_stage_outcomes(kube, ps)
         chosen = scope or (ps.spec.rollback.scope.value if ps.spec.rollback else FAILED_STAGE_SCOPE)
         stages = (ps.status.stages if ps.status else None) or []
-        views = [StageView(stage.name, stage.phase) for stage in stages]
+        # A stage that never started reads Pending: the end closes it Cancelled ("not started"),
+        # and the rollout did not end in it.
+        views = [
+            StageView(stage.name, stage.phase if stage.started_at else StagePhase.PENDING) for stage in stages
+        ]
         targets = manual_targets(views, scope=chosen, outcomes=outcomes)
         names = [stage.name for stage in ps.spec.stages]
         order = [names[index] for index in targets.stages]
