@@ -101,3 +101,36 @@ def test_a_running_rollout_is_refused(rig: Rig) -> None:
     assert refused.exit_code == 1, refused.output
     assert "cancel it first" in refused.output
     assert writes_by(rig.control_plane, mark) == []
+
+
+def test_a_cluster_not_restored_fails_the_rollback_and_exits_1(rig: Rig) -> None:
+    make_progressive_sync(
+        rig.kube,
+        rig.namespace,
+        rollback={"on": ["Cancelled"], "scope": "Reached", "progressDeadlineSeconds": 6},
+    )
+    cluster = select_canary(rig.runner)
+    rig.simulate()
+    assert_ok(rig.runner.run("cluster", "--stage", "canary", "--cluster", cluster))
+    update_status(rig.kube, rig.namespace, "myservice", canary_done, what="test: the canary succeeded")
+    assert_ok(rig.runner.run("finalize", "--workflow-name", "wf", "--workflow-status", "Succeeded"))
+    rig.update_app(
+        cluster,
+        lambda app: (
+            app["metadata"]
+            .setdefault("annotations", {})
+            .update({"simulator.progressivesync.io/fail": "true"})
+        ),
+    )
+
+    failed = rollback(rig, "-o", "json")
+    assert failed.exit_code == 1, failed.output
+    data = json.loads(failed.output)
+    assert (data["scope"], data["phase"]) == ("Reached", "Failed")
+    assert [(c["cluster"], c["state"]) for c in data["clusters"]] == [(cluster, "Failed")]
+    stored = read_progressive_sync(rig.kube, rig.namespace).status
+    assert stored is not None and stored.phase == "Failed"
+    assert stored.rollback is not None and stored.rollback.trigger == "Manual"
+    assert [c.name for c in stored.rollback.not_restored] == [cluster]
+    ready = next(c for c in stored.conditions or [] if c.type == "Ready")
+    assert ready.reason == "RollbackFailed"
