@@ -18,31 +18,24 @@ Caller: `python -m steps finalize` (steps.cli), as the Workflow's `onExit`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 
 from orchestrator.analysis.check import has_analysis
 from orchestrator.api.models import (
-    STATUS_LIST_CAP,
-    ClusterFailure,
     ProgressiveSync,
     ProgressiveSyncStatus,
-    RollbackStatus,
     RolloutPhase,
-    cut_reason,
 )
 from orchestrator.api.phases import STOPPED_ROLLOUT_PHASES
-from orchestrator.api.reasons import Reason
 from orchestrator.api.rollout_status import apply_summary, finalize_rollout, is_finalized
-from orchestrator.api.stage_records import StageOutcomes, summarize
+from orchestrator.api.stage_records import summarize
 from orchestrator.argocd import appsync
 from orchestrator.argocd.assess import WorkflowOutcome, assess_rollout
 from orchestrator.core.clock import Clock
 from orchestrator.kube.client import PROGRESSIVE_SYNCS, WORKFLOWS, Kube, NotFound
 from orchestrator.kube.stage_records import read_outcomes
 from orchestrator.kube.status_writer import update_status
-from orchestrator.planning.rollback import tally_rollback
+from orchestrator.planning.rollback import rollback_end
 from steps.analyze import end_rollout_runs
 from steps.common import RolloutRef, Tuning, owned_apps
 from steps.terminate import terminate_operations
@@ -126,7 +119,7 @@ def finalize(
             reason = f"{reason}; {ended}"
         condition = None
         if status.rollback is not None:
-            phase, reason, condition = _rollback_end(status.rollback, names, outcomes, reason=reason, now=now)
+            phase, reason, condition = rollback_end(status.rollback, names, outcomes, reason=reason, now=now)
         return finalize_rollout(
             status, phase=phase, reason=reason, now=now, generation=generation, condition_reason=condition
         )
@@ -141,41 +134,6 @@ def finalize(
         )
     assert stored.phase is not None  # finalize_rollout always sets it
     return FinalizeResult(rollout.rollout_id, stored.phase, stored.message or "")
-
-
-def _rollback_end(
-    rollback: RollbackStatus,
-    names: list[str],
-    outcomes: Mapping[int, StageOutcomes],
-    *,
-    reason: str,
-    now: datetime,
-) -> tuple[RolloutPhase, str, Reason | None]:
-    """The rollout's end when its rollback ran (`status.rollback`, set by rollback-plan): the
-    rollback's counts from the records, and RolledBack, or Failed with RollbackFailed naming the
-    clusters not restored."""
-    order = [names.index(stage) for stage in rollback.stages if stage in names]
-    tally = tally_rollback(order, outcomes)
-    rollback.rolled_back = tally.rolled_back
-    rollback.left_alone = tally.left_alone
-    rollback.failed = len(tally.failed)
-    rollback.not_restored = [
-        ClusterFailure(name=name, reason=cut_reason(why)) for name, why in tally.failed[:STATUS_LIST_CAP]
-    ]
-    rollback.finished_at = rollback.finished_at or now
-    done = f"{tally.rolled_back} cluster(s) restored" + (
-        f", {tally.left_alone} left alone" if tally.left_alone else ""
-    )
-    if tally.complete:
-        return RolloutPhase.ROLLED_BACK, f"{reason}; rolled back ({done})", None
-    failed = ", ".join(f"{name} ({why})" for name, why in tally.failed[:3])
-    more = f" and {len(tally.failed) - 3} more" if len(tally.failed) > 3 else ""
-    return (
-        RolloutPhase.FAILED,
-        f"{reason}; rollback incomplete ({done}): {len(tally.failed)} cluster(s) not restored: "
-        f"{failed}{more}",
-        Reason.ROLLBACK_FAILED,
-    )
 
 
 def _end_what_we_started(

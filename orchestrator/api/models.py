@@ -448,7 +448,7 @@ class RollbackStatus(_Model):
     """The rollback of the current rollout (`spec.rollback`), once its exit handler started one."""
 
     trigger: str
-    """Why it rolls back: StageFailed, AnalysisFailed, DeadlineExceeded or Cancelled."""
+    """Why it rolls back: StageFailed, AnalysisFailed, DeadlineExceeded, Cancelled, or Manual (by hand)."""
     scope: str
     """FailedStage (the clusters of the stage that failed) or Reached (every cluster synced)."""
     stages: list[str] = Field(default_factory=list, json_schema_extra={"default": []})

@@ -56,6 +56,11 @@ COMMANDS: Mapping[str, tuple[str, str, str]] = MappingProxyType(
             "retry",
             "Run a failed (or cancelled) rollout again, as a new attempt of the same release.",
         ),
+        "rollback": (
+            "ops_cmd",
+            "rollback",
+            "Roll the last rollout back by hand: its clusters back to what they ran before it.",
+        ),
         "simulate": (
             "simulate_cmd",
             "simulate",

@@ -1,4 +1,4 @@
-"""The operator commands: `status`, `cancel`, `pause`, `resume`, `approve`, `retry`.
+"""The operator commands: `status`, `cancel`, `pause`, `resume`, `approve`, `retry`, `rollback`.
 
 Each parses its flags into `OpsSettings`, builds the adapter, calls one action of
 `orchestrator.ops.actions`, and prints the outcome (a sentence by default, `-o json|yaml` for
@@ -7,6 +7,11 @@ object, no rollout, nothing to approve, already finished, API errors); 2 bad usa
 kubeconfig that cannot be loaded and an unknown stage. `status --watch` has its own codes, one per
 way a follow ends (`orchestrator.ops.view.WatchExit`): 0 Succeeded, 1 Failed, 3 Cancelled,
 4 not finished within `--timeout`, 5 nothing to follow (no such object, API errors), 6 RolledBack; 2 usage.
+
+`rollback` runs the rollback in this process (`steps.manual_rollback`, imported only by it, so the
+other commands do not pay for the steps); its exit codes: 0 every cluster restored or left alone
+(or nothing to roll back; with --dry-run: the plan was shown), 1 a cluster not restored, or
+refused (no rollout, one still running), 2 usage.
 
 `status --watch` follows the rollout until it finishes: on a terminal it redraws one progress bar
 per stage, elsewhere it prints one plain line per change.
@@ -26,13 +31,17 @@ import click
 import yaml
 from rich.console import Console
 
+from orchestrator.api.phases import StagePhase
+from orchestrator.api.rollback import RollbackScope
 from orchestrator.core.clock import Clock, SystemClock
+from orchestrator.core.errors import PermanentError, TemporaryError
 from orchestrator.kube.client import Kube, KubeError
 from orchestrator.ops import actions as ops_actions
 from orchestrator.ops import decisions as ops
 from orchestrator.ops import tables
 from orchestrator.ops import view as ops_view
 from orchestrator.ops.live import LiveDisplay
+from orchestrator.planning.rollback import FAILED_STAGE_SCOPE, StageView, manual_targets
 
 DEFAULT_NAMESPACE = "argocd"
 DEFAULT_WATCH_TIMEOUT = 3600.0
@@ -306,3 +315,119 @@ def retry(*, name: str, settings: OpsSettings) -> None:
     """Run a failed (or cancelled) rollout again, as a new attempt of the same release."""
     clock = SystemClock()
     _run_action(settings, name, lambda kube, target: ops_actions.retry(kube, target, clock))
+
+
+@click.command("rollback")
+@click.argument("name")
+@click.option(
+    "--scope",
+    type=click.Choice([scope.value for scope in RollbackScope]),
+    help=(
+        "FailedStage: the clusters of the stage the rollout ended in (the one that failed, else the "
+        "last that started); Reached: that stage and every one before it, later stages first. "
+        "Default: spec.rollback.scope, else FailedStage."
+    ),
+)
+@click.option("--dry-run", is_flag=True, help="Print what it would do to each Application; write nothing.")
+@common_options
+def rollback(*, name: str, scope: str | None, dry_run: bool, settings: OpsSettings) -> None:
+    """Roll the last rollout back by hand: its clusters back to what they ran before it.
+
+    Does what the exit handler's rollback does (spec.rollback), for the rollout the status records,
+    also after a Succeeded rollout: each Application this rollout synced is synced back to the
+    revision(s) it ran before, stage by stage, later stages first, the stage's rollbackParallel
+    clusters at a time; one line per cluster as it ends, then the end recorded in the status
+    (phase RolledBack, or Failed with RollbackFailed; status.rollback.trigger Manual). Refused
+    while the rollout or its Workflow still runs (cancel it first). With --dry-run it prints each
+    Application in scope and what the rollback would do to it, and writes nothing. Exit codes: 0
+    every cluster restored or left alone (or nothing to roll back; --dry-run: shown), 1 a cluster
+    not restored, or refused (no rollout, one still running, API errors), 2 usage.
+    """
+    from steps import manual_rollback  # noqa: PLC0415 - only this command needs the steps
+
+    clock = SystemClock()
+    kube = _connect(settings)
+    target = ops_actions.Target(settings.namespace, name, settings.workflow_namespace)
+    table = _is_table(settings.output)
+    try:
+        ps = ops_actions.read_for_rollback(kube, target)
+        outcomes = manual_rollback.read_stage_outcomes(kube, ps)
+        chosen = scope or (ps.spec.rollback.scope.value if ps.spec.rollback else FAILED_STAGE_SCOPE)
+        stages = (ps.status.stages if ps.status else None) or []
+        # A stage that never started reads Pending: the end closes it Cancelled ("not started"),
+        # and the rollout did not end in it.
+        views = [
+            StageView(stage.name, stage.phase if stage.started_at else StagePhase.PENDING) for stage in stages
+        ]
+        targets = manual_targets(views, scope=chosen, outcomes=outcomes)
+        names = [stage.name for stage in ps.spec.stages]
+        order = [names[index] for index in targets.stages]
+        rollout_id = ps.status.rollout.id if ps.status and ps.status.rollout else ""
+        data: dict[str, Any] = {
+            "action": "rollback",
+            "namespace": target.namespace,
+            "name": target.name,
+            "rollout": rollout_id,
+            "scope": chosen,
+            "dryRun": dry_run,
+            "stages": order,
+            "message": targets.why,
+        }
+        if dry_run:
+            rows = manual_rollback.preview(kube, ps, targets, clock=clock)
+            _print_rollback_preview(rows, data, settings.output)
+            return
+        if not targets.stages:
+            if table:
+                click.echo(f"rollout {rollout_id} of ProgressiveSync {target.display}: {targets.why}")
+            else:
+                click.echo(_dump({**data, "changed": False, "clusters": []}, settings.output), nl=False)
+            return
+        if table:
+            click.echo(
+                f"rolling back rollout {rollout_id} of ProgressiveSync {target.display}: {targets.why}; "
+                f"stages {', '.join(order)}, in this order"
+            )
+        result = manual_rollback.run(
+            kube,
+            ps,
+            targets,
+            scope=chosen,
+            clock=clock,
+            on_result=(lambda ended: click.echo(ended.summary)) if table else (lambda _ended: None),
+        )
+    except ops_view.OpsRefused as exc:
+        _fail(exc.message, exc.exit_code)
+        return
+    except KubeError as exc:
+        _fail(f"{target.display}: the API server refused or did not answer: {exc}")
+        return
+    except (PermanentError, TemporaryError) as exc:
+        _fail(f"{target.display}: {exc}")
+        return
+    finally:
+        kube.close()
+    if table:
+        click.echo(f"rollout {rollout_id} {result.phase}: {result.message}")
+    else:
+        clusters = [
+            {"cluster": ended.cluster, "state": ended.state.value, "reason": ended.reason}
+            for ended in result.results
+        ]
+        summary = {**data, "changed": True, "phase": result.phase, "message": result.message}
+        click.echo(_dump({**summary, "clusters": clusters}, settings.output), nl=False)
+    sys.exit(1 if result.failed else 0)
+
+
+ROLLBACK_PREVIEW_COLUMNS = ("STAGE", "CLUSTER", "APPLICATION", "ACTION", "REASON")
+
+
+def _print_rollback_preview(rows: list[Any], data: dict[str, Any], output: ops_view.OutputFormat) -> None:
+    """`rollback --dry-run`: a header line and one row per Application, or the data."""
+    if not _is_table(output):
+        click.echo(_dump({**data, "applications": [row.to_data() for row in rows]}, output), nl=False)
+        return
+    click.echo(f"dry run, nothing written: rollout {data['rollout']}: {data['message']}")
+    if rows:
+        cells = [(row.stage, row.cluster, row.application or "-", row.action, row.reason) for row in rows]
+        click.echo(tables.rows_text(ROLLBACK_PREVIEW_COLUMNS, cells), nl=False)

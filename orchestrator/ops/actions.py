@@ -13,6 +13,8 @@ What each command writes, and who acts on it:
   Workflow.
 - `approve`: the stage's waiting approval node in `status.nodes` marked Succeeded (what `argo
   resume` does to a suspend node), in one update carrying the resourceVersion.
+- `rollback`: `read_for_rollback` only reads and refuses; the rollback itself runs in-process in
+  `steps.manual_rollback` (the CLI calls it), writing what the exit handler's rollback writes.
 - `retry`: the `progressivesync.io/retry` annotation set to a fresh token; the watcher starts a
   new attempt of the release when it sees a token it has not acted on.
 
@@ -265,6 +267,20 @@ def retry(kube: Kube, target: Target, clock: Clock) -> ops.Outcome:
         ),
         details={"rollout": rollout.id, "token": token, "attempt": rollout.attempt + 1},
     )
+
+
+def read_for_rollback(kube: Kube, target: Target) -> ProgressiveSync:
+    """The ProgressiveSync whose recorded rollout `progressive-sync rollback` may act on; OpsRefused
+    when there is none, or it or its Workflow still runs (`decisions.decide_manual_rollback`)."""
+    _, ps = read_progressive_sync(kube, target)
+    workflow: dict[str, Any] | None = None
+    if ps.status is not None and ps.status.rollout is not None:
+        try:
+            workflow = kube.get(WORKFLOWS, target.workflows_in, ops.workflow_name_of(ps))
+        except NotFound:
+            workflow = None  # removed after it ended: nothing runs
+    ops.decide_manual_rollback(ps, workflow)
+    return ps
 
 
 # --- following ---------------------------------------------------------------------------------

@@ -155,6 +155,30 @@ def decide_retry(ps: ProgressiveSync) -> RolloutStatus:
     return rollout
 
 
+def decide_manual_rollback(ps: ProgressiveSync, workflow: Mapping[str, Any] | None) -> RolloutStatus:
+    """The recorded rollout `progressive-sync rollback` may act on (its Workflow: None when gone);
+    refuse while it, or its Workflow, still runs."""
+    rollout = require_rollout(ps, "roll back")
+    status = ps.status
+    phase = status.phase if status else None
+    where = f"rollout {rollout.id} of ProgressiveSync {display_name(ps)}"
+    if phase is None or phase in UNFINISHED_ROLLOUT_PHASES:
+        shown = phase.value if phase else "Pending"
+        raise OpsRefused(
+            f"{where} is still running ({shown}): cancel it first "
+            f"(progressive-sync cancel {ps.metadata.name} -n {ps.metadata.namespace}), "
+            "wait for it to end, then roll back"
+        )
+    if workflow is not None and _workflow_phase(workflow) not in FINISHED_PHASES:
+        name = (workflow.get("metadata") or {}).get("name", "")
+        raise OpsRefused(
+            f"{where} ended {phase.value}, but its Workflow {name} still runs "
+            f"({_workflow_phase(workflow) or 'not started'}; its exit handler may be rolling back): "
+            "wait for it to finish, then roll back"
+        )
+    return rollout
+
+
 def new_retry_token(now: datetime, entropy: str | None = None) -> str:
     """A fresh `progressivesync.io/retry` value: a UTC timestamp and a random suffix, never reused."""
     suffix = entropy if entropy is not None else secrets.token_hex(3)

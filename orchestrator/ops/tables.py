@@ -179,6 +179,14 @@ def to_text(renderable: RenderableType, *, width: int = TEXT_WIDTH) -> str:
     return "".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines())
 
 
+def rows_text(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A plain table of `rows` under `columns`, as text (`progressive-sync rollback --dry-run`)."""
+    table = _plain_table(columns)
+    for row in rows:
+        table.add_row(*row)
+    return to_text(table)
+
+
 def render_table(view: ops_view.RolloutView, now: datetime) -> str:
     """`status_table` as plain text (pipes, files, the demo's summary, tests)."""
     return to_text(status_table(view, now))

@@ -17,17 +17,25 @@ cluster without a record was never started: nothing to undo), later stages first
 cluster's Applications are actually synced back is the `rollback` step's decision, from the
 Applications themselves (`orchestrator.argocd.rollback`).
 
-Pure: the caller reads the status, the records and the Workflow. Callers: `steps.rollback_plan`;
-tests.
+`manual_targets` is the same choice for `progressive-sync rollback` (trigger "Manual", not one a
+spec can list in `on`): the stage the recorded rollout ended in (the first that failed, else the
+last that started: for a Succeeded rollout its last stage) and, with Reached, every stage before
+it. `rollback_end` is how a rollback ended, for the status (the exit handler's `finalize` and the
+manual rollback record it the same way).
+
+Pure: the caller reads the status, the records and the Workflow. Callers: `steps.rollback_plan`,
+`steps.finalize`, `steps.manual_rollback`, `orchestrator.cli.ops_cmd`; tests.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
+from orchestrator.api.models import STATUS_LIST_CAP, ClusterFailure, RollbackStatus, RolloutPhase, cut_reason
 from orchestrator.api.phases import StagePhase
-from orchestrator.api.reasons import ANALYSIS_CLUSTER_REASON
+from orchestrator.api.reasons import ANALYSIS_CLUSTER_REASON, Reason
 from orchestrator.api.rollback import RollbackScope, RollbackTrigger
 from orchestrator.api.stage_records import ROLLBACK_END_STATES, RollbackState, StageOutcomes
 
@@ -37,6 +45,8 @@ DEADLINE_EXCEEDED = RollbackTrigger.DEADLINE_EXCEEDED.value
 CANCELLED = RollbackTrigger.CANCELLED.value
 FAILED_STAGE_SCOPE = RollbackScope.FAILED_STAGE.value
 REACHED_SCOPE = RollbackScope.REACHED.value
+# The trigger of `progressive-sync rollback`: shown in status.rollback.trigger, never listed in `on`.
+MANUAL = "Manual"
 
 # The AnalysisRun phases that fail a gate (onInconclusive: Fail fails it on Inconclusive too).
 _FAILED_RUN_PHASES = frozenset({"Failed", "Error", "Inconclusive"})
@@ -142,6 +152,25 @@ def plan_rollback(
     )
 
 
+def manual_targets(
+    stages: Sequence[StageView], *, scope: str, outcomes: Mapping[int, StageOutcomes]
+) -> RollbackTargets:
+    """What `progressive-sync rollback` restores of the recorded rollout (see the module
+    docstring): the clusters with a record whose rollback has not ended, later stages first."""
+    failed = next((i for i, stage in enumerate(stages) if stage.phase == StagePhase.FAILED), None)
+    ended = failed if failed is not None else _current_stage(stages)
+    where = f" from stage {stages[ended].name!r}" if ended is not None else ""
+    trigger = Trigger(MANUAL, ended, f"rolled back by hand{where}")
+    if ended is None:
+        return RollbackTargets(trigger, why="nothing to roll back: no stage of the rollout started")
+    targets = plan_rollback(trigger, on=(MANUAL,), scope=scope, outcomes=outcomes)
+    if not targets.stages:
+        return RollbackTargets(
+            trigger, why=f"nothing to roll back{where}: no cluster with a rollback still to do"
+        )
+    return targets
+
+
 def _current_stage(stages: Sequence[StageView]) -> int | None:
     """The stage the rollout was in: the last one that started (not Pending, not Skipped)."""
     started = [
@@ -205,3 +234,38 @@ def tally_rollback(stages: Sequence[int], outcomes: Mapping[int, StageOutcomes])
             else:
                 failed.append((name, rollback.reason))
     return RollbackTally(rolled_back, left_alone, tuple(failed))
+
+
+def rollback_end(
+    rollback: RollbackStatus,
+    names: Sequence[str],
+    outcomes: Mapping[int, StageOutcomes],
+    *,
+    reason: str,
+    now: datetime,
+) -> tuple[RolloutPhase, str, Reason | None]:
+    """The rollout's end once its rollback ran (`rollback`: `status.rollback`, updated here with the
+    counts from the records): RolledBack, or Failed with RollbackFailed naming the clusters not
+    restored; the message says it after `reason`."""
+    order = [names.index(stage) for stage in rollback.stages if stage in names]
+    tally = tally_rollback(order, outcomes)
+    rollback.rolled_back = tally.rolled_back
+    rollback.left_alone = tally.left_alone
+    rollback.failed = len(tally.failed)
+    rollback.not_restored = [
+        ClusterFailure(name=name, reason=cut_reason(why)) for name, why in tally.failed[:STATUS_LIST_CAP]
+    ]
+    rollback.finished_at = rollback.finished_at or now
+    done = f"{tally.rolled_back} cluster(s) restored" + (
+        f", {tally.left_alone} left alone" if tally.left_alone else ""
+    )
+    if tally.complete:
+        return RolloutPhase.ROLLED_BACK, f"{reason}; rolled back ({done})", None
+    failed = ", ".join(f"{name} ({why})" for name, why in tally.failed[:3])
+    more = f" and {len(tally.failed) - 3} more" if len(tally.failed) > 3 else ""
+    return (
+        RolloutPhase.FAILED,
+        f"{reason}; rollback incomplete ({done}): {len(tally.failed)} cluster(s) not restored: "
+        f"{failed}{more}",
+        Reason.ROLLBACK_FAILED,
+    )
