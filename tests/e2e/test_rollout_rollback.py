@@ -22,6 +22,7 @@ from orchestrator.cli.main import main
 from orchestrator.simulator.seed import PREVIOUS_REVISION
 from tests.support.engines import ENGINES, RolloutEngine, rollout_engine
 from tests.support.rollout_rig import REVISION, RolloutRig, rollout_rig
+from tests.support.wait import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -161,6 +162,13 @@ def test_cancel_during_the_rollback_stops_it_and_says_what_stays_restored(rig: R
     rig.watcher()
     rig.create_ps(stages, **rollback())
     rig.wait_phase("RollingBack", timeout=TIMEOUT)
+    # Cancelled once its rollback sync started (a rollback pod takes seconds to start on real pods).
+    wait_for(
+        lambda: syncs(rig).get(canary) == [REVISION, PREVIOUS_REVISION],
+        timeout=TIMEOUT,
+        interval=0.5,
+        what="the canary's rollback sync to start",
+    )
     result = CliRunner().invoke(
         main, ["cancel", "myservice", "-n", rig.namespace, "--kubeconfig", str(rig.engine.kubeconfig)]
     )
