@@ -509,15 +509,26 @@ def analyze_command(stage: str, cluster: str, when: str, rollouts_instance_id: s
     )
 
 
+def exit_handler_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The options of the exit handler's steps (`finalize`, `rollback-plan`): every step's, and
+    the Workflow's name and outcome."""
+    decorators = [
+        common_options,
+        _option("workflow-name", required=True, help="The Workflow whose exit handler this is."),
+        _option(
+            "workflow-status",
+            required=True,
+            type=click.Choice([outcome.value for outcome in WorkflowOutcome]),
+            help="{{workflow.status}}.",
+        ),
+    ]
+    for decorator in reversed(decorators):
+        command = decorator(command)
+    return command
+
+
 @main.command("finalize")
-@common_options
-@_option("workflow-name", required=True, help="The Workflow whose exit handler this is.")
-@_option(
-    "workflow-status",
-    required=True,
-    type=click.Choice([outcome.value for outcome in WorkflowOutcome]),
-    help="{{workflow.status}}.",
-)
+@exit_handler_options
 def finalize_command(workflow_name: str, workflow_status: str, **options: Any) -> None:
     """Exit handler: record how the rollout ended (Succeeded, Failed, Cancelled)."""
     settings = _settings(options)
@@ -536,14 +547,7 @@ def finalize_command(workflow_name: str, workflow_status: str, **options: Any) -
 
 
 @main.command("rollback-plan")
-@common_options
-@_option("workflow-name", required=True, help="The Workflow whose exit handler this is.")
-@_option(
-    "workflow-status",
-    required=True,
-    type=click.Choice([outcome.value for outcome in WorkflowOutcome]),
-    help="{{workflow.status}}.",
-)
+@exit_handler_options
 def rollback_plan_command(workflow_name: str, workflow_status: str, **options: Any) -> None:
     """Exit handler, first: decide whether the rollout's end rolls it back, and which clusters of
     which stages (outputs rollback-<stage index>: JSON lists); record phase RollingBack."""

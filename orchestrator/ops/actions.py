@@ -137,51 +137,36 @@ def read_view(kube: Kube, target: Target, *, clusters: bool = False) -> ops_view
 
 
 def cancel(kube: Kube, target: Target) -> ops.Outcome:
-    """Stop the running rollout's Workflow (`spec.shutdown: Stop`, like `argo stop`)."""
+    """Stop the running rollout's Workflow (`spec.shutdown: Stop`, like `argo stop`); while it
+    rolls back, terminate it (`argo terminate`: a Stop lets the exit handler, the rollback, go on)."""
     _, ps = read_progressive_sync(kube, target)
     workflow = read_workflow(kube, target, ps, "cancel")
     action = ops.decide_cancel(ps, workflow)
     workflow_name = workflow["metadata"]["name"]
     rollout_id = ps.status.rollout.id if ps.status and ps.status.rollout else ""
-    details = {"workflow": f"{target.workflows_in}/{workflow_name}", "rollout": rollout_id}
+    which = f"Workflow {workflow_name} (rollout {rollout_id} of ProgressiveSync {target.display})"
     if action is ops.WorkflowAction.NONE:
-        return ops.Outcome(
-            "cancel",
-            target.namespace,
-            target.name,
-            changed=False,
-            message=(
-                f"rollout {rollout_id} of ProgressiveSync {target.display} is already being stopped "
-                f"(Workflow {workflow_name} has spec.shutdown: {workflow['spec']['shutdown']})"
-            ),
-            details=details,
+        message = (
+            f"rollout {rollout_id} of ProgressiveSync {target.display} is already being stopped "
+            f"(Workflow {workflow_name} has spec.shutdown: {workflow['spec']['shutdown']})"
         )
-    if action is ops.WorkflowAction.TERMINATE:
+    elif action is ops.WorkflowAction.TERMINATE:
         control.terminate(kube, target.workflows_in, workflow_name)
-        return ops.Outcome(
-            "cancel",
-            target.namespace,
-            target.name,
-            changed=True,
-            message=(
-                f"terminated Workflow {workflow_name} (rollout {rollout_id} of ProgressiveSync "
-                f"{target.display}) during its rollback: the rollback stops, its syncs in flight are "
-                "ended by the watcher, and the clusters it restored stay restored (`progressive-sync "
-                f"status {target.name} -o wide` shows each cluster's rollback)"
-            ),
-            details=details,
+        message = (
+            f"terminated {which} during its rollback: the rollback stops, its syncs in flight are "
+            "ended by the watcher, and the clusters it restored stay restored (`progressive-sync "
+            f"status {target.name} -o wide` shows each cluster's rollback)"
         )
-    control.stop(kube, target.workflows_in, workflow_name)
+    else:
+        control.stop(kube, target.workflows_in, workflow_name)
+        message = f"stopped {which}; running steps end and its exit handler marks the rollout Cancelled"
     return ops.Outcome(
         "cancel",
         target.namespace,
         target.name,
-        changed=True,
-        message=(
-            f"stopped Workflow {workflow_name} (rollout {rollout_id} of ProgressiveSync {target.display}); "
-            "running steps end and its exit handler marks the rollout Cancelled"
-        ),
-        details=details,
+        changed=action is not ops.WorkflowAction.NONE,
+        message=message,
+        details={"workflow": f"{target.workflows_in}/{workflow_name}", "rollout": rollout_id},
     )
 
 

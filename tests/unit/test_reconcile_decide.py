@@ -169,6 +169,15 @@ from tests.support.decide_inputs import (
         ),
         pytest.param(
             observed(
+                status=make_status(RolloutPhase.ROLLED_BACK, make_rollout()),
+                workflows=(make_wf(phase="Failed", finished_at=LONG_AGO),),
+            ),
+            "already-rolled-out",
+            ["UpdateStatus"],
+            id="rolled-back-release-is-not-started-again",
+        ),
+        pytest.param(
+            observed(
                 status=make_status(RolloutPhase.FAILED, make_rollout()),
                 retry_token="t1",
                 workflows=(make_wf(phase="Failed", finished_at=LONG_AGO),),
