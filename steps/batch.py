@@ -53,6 +53,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TypeVar
 
 from orchestrator.api.models import ProgressiveSync
 from orchestrator.api.stage_records import StageOutcomes
@@ -73,7 +74,7 @@ from steps.status_sink import BatchedSink, OpenSinks, read_stage_records
 
 log = logging.getLogger(__name__)
 
-RunCluster = Callable[[str], ClusterResult]
+R = TypeVar("R")  # what one cluster's run returns (a forward cluster's result, a rollback's)
 
 
 @dataclass(frozen=True)
@@ -198,12 +199,12 @@ def hold_while_paused(paused: Callable[[], bool], cluster: str, *, clock: Clock,
 
 def run_clusters(
     clusters: Sequence[str],
-    run: RunCluster,
+    run: Callable[[str], R],
     *,
     slots: int,
     clock: Clock,
     backoffs: Sequence[float],
-) -> list[ClusterResult]:
+) -> list[R]:
     """Run `run` for each cluster, at most `slots` at once, starting them in order.
 
     A temporary error (the adapter's `Retryable`, or a `TemporaryError` such as a missing cluster
@@ -215,7 +216,7 @@ def run_clusters(
     stop = threading.Event()
     errors: list[BaseException] = []
 
-    def guarded(cluster: str) -> ClusterResult | None:
+    def guarded(cluster: str) -> R | None:
         if stop.is_set():
             return None
         for attempt in range(len(backoffs) + 1):

@@ -52,7 +52,7 @@ from steps.failure import record_step_failure
 from steps.finalize import finalize
 from steps.hand_over import HandOverResult, hand_over
 from steps.record import record_stage
-from steps.rollback import rollback_cluster
+from steps.rollback import rollback_batch, rollback_cluster
 from steps.rollback_plan import RollbackPlanResult, plan_rollout_rollback
 from steps.select_stage import SelectResult, select_stage
 from steps.status_sink import OpenSinks
@@ -585,4 +585,18 @@ def rollback_command(stage: str, cluster: str, **options: Any) -> None:
         settings,
         lambda kube: rollback_cluster(kube, _context(kube, settings, stage), cluster),
         cluster=cluster,
+    )
+
+
+@main.command("rollback-batch")
+@common_options
+@_option("stage", required=True, help="The stage (in batches) the batch belongs to.")
+@_option("batch", required=True, type=click.IntRange(min=0), help="The batch's index (0 for the first).")
+def rollback_batch_command(stage: str, batch: int, **options: Any) -> None:
+    """Restore one batch's share of a stage in batches, each cluster as `rollback` does."""
+    settings = _settings(options)
+    run_step(
+        "rollback-batch",
+        settings,
+        lambda kube: rollback_batch(kube, _context(kube, settings, stage), batch),
     )

@@ -56,6 +56,9 @@ from orchestrator.argocd.rollback import (
 from orchestrator.core.clock import Clock
 from orchestrator.kube.client import APPLICATIONS, Conflict, Kube, NotFound
 from orchestrator.kube.status_writer import ConflictsExhausted
+from orchestrator.planning.rollback import rollback_batch_share
+from orchestrator.planning.sizing import rollback_batch_count, slots_of_batch
+from steps.batch import run_clusters
 from steps.common import FleetLookup, RolloutRef, UsageProblem
 from steps.context import StepContext
 from steps.status_sink import Change, DirectSink, read_stage_records
@@ -340,3 +343,59 @@ def _rollback_change(proposed: ClusterRollback) -> Change:
         return base.model_copy(update={"rollback": merged})
 
     return change
+
+
+@dataclass(frozen=True)
+class RollbackBatchResult:
+    """How one batch of a stage's rollback ended: each of its clusters' results."""
+
+    stage: str
+    batch: int
+    results: tuple[RollbackResult, ...]
+
+    @property
+    def failed(self) -> bool:
+        """True when a cluster of the batch is not restored (exit 1)."""
+        return any(result.failed for result in self.results)
+
+    @property
+    def summary(self) -> str:
+        """One line for people."""
+        counts = {state: sum(1 for r in self.results if r.state == state) for state in RollbackState}
+        said = ", ".join(f"{n} {state.value}" for state, n in counts.items() if n) or "nothing to restore"
+        failed = [r.cluster for r in self.results if r.failed]
+        tail = (
+            f"; not restored: {', '.join(failed[:5])}" + (" ..." if len(failed) > 5 else "") if failed else ""
+        )
+        return f"rollback-batch: stage {self.stage!r} batch {self.batch}: {said}{tail}"
+
+
+def rollback_batch(kube: Kube, ctx: StepContext, batch: int) -> RollbackBatchResult:
+    """Restore batch `batch`'s share of a stage in batches (its contract's `batches`): the stage's
+    recorded clusters dealt out as the forward batches deal them (`rollback_batch_share`), each
+    through `rollback_cluster`, at most the batch's share of rollbackParallel at once; a temporary
+    error is retried (`Tuning.batch_retry_backoffs`), as a forward batch does."""
+    stage = ctx.stage
+    parallel = stage.rollback_parallel or stage.max_parallel
+    batches = rollback_batch_count(stage.batches, parallel)
+    if not batches or not 0 <= batch < batches:
+        raise UsageProblem(
+            f"--batch {batch}: stage {stage.name!r} rolls back in {batches} batch(es) "
+            "(0: one pod per cluster, run `rollback --cluster`)"
+        )
+    outcomes = read_stage_records(kube, ctx.rollout, ctx.ps, stage.name).outcomes
+    clusters = rollback_batch_share(outcomes, batches=batches, batch=batch, parallel=parallel)
+    slots = slots_of_batch(parallel, batches, batch)
+    log.info(
+        "stage %r batch %d: restoring %d cluster(s), %d at a time", stage.name, batch, len(clusters), slots
+    )
+    results = run_clusters(
+        clusters,
+        lambda cluster: rollback_cluster(kube, ctx, cluster),
+        slots=slots,
+        clock=ctx.clock,
+        backoffs=ctx.tuning.batch_retry_backoffs,
+    )
+    for result in results:
+        log.info("%s", result.summary)
+    return RollbackBatchResult(stage.name, batch, tuple(results))

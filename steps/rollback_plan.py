@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -36,13 +37,21 @@ from orchestrator.api.models import (
 from orchestrator.api.phases import FINISHED_ROLLOUT_PHASES
 from orchestrator.api.reasons import Reason
 from orchestrator.api.rollout_status import set_condition
+from orchestrator.api.stage_records import StageOutcomes
 from orchestrator.argocd.assess import WorkflowOutcome
 from orchestrator.core.clock import Clock, parse_time
 from orchestrator.kube.client import PROGRESSIVE_SYNCS, WORKFLOWS, Kube, NotFound
 from orchestrator.kube.stage_records import read_outcomes
 from orchestrator.kube.status_writer import update_status
 from orchestrator.planning.contract import RolloutContract
-from orchestrator.planning.rollback import RollbackTargets, StageView, plan_rollback, rollback_trigger
+from orchestrator.planning.rollback import (
+    RollbackTargets,
+    StageView,
+    batches_with_work,
+    plan_rollback,
+    rollback_trigger,
+)
+from orchestrator.planning.sizing import rollback_batch_count
 from steps.common import RolloutRef, Tuning, UsageProblem
 
 log = logging.getLogger(__name__)
@@ -62,7 +71,9 @@ class RollbackPlanResult:
     rollout_id: str
     message: str
     stages: int
-    clusters: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    # Stage index -> what its fan-out iterates: its clusters (one pod each), or for a stage in
+    # batches the batch indexes that have a cluster to restore.
+    items: dict[int, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
@@ -71,8 +82,8 @@ class RollbackPlanResult:
 
     @property
     def outputs(self) -> dict[str, str]:
-        """One output per stage index: its clusters to roll back as a JSON list."""
-        return {output_name(i): json.dumps(list(self.clusters.get(i, ()))) for i in range(self.stages)}
+        """One output per stage index: its clusters (or batch indexes) to roll back as a JSON list."""
+        return {output_name(i): json.dumps(list(self.items.get(i, ()))) for i in range(self.stages)}
 
     @property
     def summary(self) -> str:
@@ -134,7 +145,27 @@ def plan_rollout_rollback(
     _record_start(
         kube, ps, rollout, targets, names=names, scope=str(rollback.scope), now=clock.now(), tuning=tuning
     )
-    return RollbackPlanResult(rollout.rollout_id, targets.why, stages, dict(targets.clusters))
+    return RollbackPlanResult(
+        rollout.rollout_id, targets.why, stages, _fanout_items(contract, targets, outcomes)
+    )
+
+
+def _fanout_items(
+    contract: RolloutContract, targets: RollbackTargets, outcomes: Mapping[int, StageOutcomes]
+) -> dict[int, tuple[str, ...]]:
+    """What each stage's rollback fan-out iterates: the clusters, or for a stage in batches (its
+    contract's `batches`) the indexes of the batches with a cluster to restore."""
+    items: dict[int, tuple[str, ...]] = {}
+    for index, clusters in targets.clusters.items():
+        stage = contract.stages[index]
+        parallel = stage.rollback_parallel or stage.max_parallel
+        batches = rollback_batch_count(stage.batches, parallel)
+        if not batches:
+            items[index] = tuple(clusters)
+            continue
+        work = batches_with_work(outcomes.get(index), batches=batches, parallel=parallel)
+        items[index] = tuple(str(batch) for batch in work)
+    return items
 
 
 def _record_start(

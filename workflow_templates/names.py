@@ -47,6 +47,7 @@ FINALIZE_TEMPLATE = "finalize"
 EXIT_TEMPLATE = "exit"
 ROLLBACK_PLAN_TEMPLATE = "rollback-plan"
 ROLLBACK_TEMPLATE = "rollback"
+ROLLBACK_BATCH_TEMPLATE = "rollback-batch"
 ROLLBACK_PREFIX = "rollback-"
 # The analysis gate (steps/analyze.py), and a stage's per-cluster DAG when each cluster is analyzed
 # after its own wait-healthy (`analyzed-<stage task>`: cluster, then its analysis).

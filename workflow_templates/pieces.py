@@ -246,6 +246,12 @@ def step_templates(settings: WorkflowSettings) -> list[StepContainer]:
             inputs=per_cluster,
             display_input=CLUSTER_INPUT,
         ),
+        _step(
+            names.ROLLBACK_BATCH_TEMPLATE,
+            [*stage, "--batch", _input(BATCH_INPUT)],
+            settings,
+            inputs=(STAGE_INPUT, BATCH_INPUT),
+        ),
     ]
 
 
@@ -304,8 +310,12 @@ def rollback_templates(settings: WorkflowSettings, *, stages: int) -> list[Templ
         outputs=tuple(names.rollback_output(index) for index in range(stages)),
         output_default="[]",
     )
-    rollback = next(step for step in step_templates(settings) if step.name == names.ROLLBACK_TEMPLATE)
-    return [plan, rollback]
+    rollback = [
+        step
+        for step in step_templates(settings)
+        if step.name in (names.ROLLBACK_TEMPLATE, names.ROLLBACK_BATCH_TEMPLATE)
+    ]
+    return [plan, *rollback]
 
 
 def approval_template() -> Suspend:
@@ -346,8 +356,8 @@ def steps_workflow_template(settings: WorkflowSettings) -> WorkflowTemplate:
             names.TITLE_ANNOTATION: "progressive-sync steps",
             names.DESCRIPTION_ANNOTATION: (
                 "The steps of a progressive-sync rollout (select, sync, wait-healthy, cluster, batch, "
-                "record, record-and-select, analyze, finalize, rollback-plan, rollback) and the approval "
-                "gate, for templateRef."
+                "record, record-and-select, analyze, finalize, rollback-plan, rollback, rollback-batch) "
+                "and the approval gate, for templateRef."
             ),
         },
         service_account_name=settings.service_account,

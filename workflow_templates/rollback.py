@@ -9,6 +9,7 @@ as it always was. With it, `onExit` is the DAG `exit` (docs/workflow.md, The rol
     ├── rollback-<stage N-1>           the last stage first, each after the one before it: a fan-out
     │   └── rollback (loop)            over rollback-plan's list for the stage, `parallelism` the
     ├── ...                            stage's rollbackParallel, one `rollback` pod per cluster
+    │                                  (a stage in batches: one `rollback-batch` pod per batch)
     ├── rollback-<stage 0>
     └── finalize                       last; runs whatever happened before it
 
@@ -36,6 +37,7 @@ from hera.workflows.models import Parameter as ModelParameter
 
 from orchestrator.api.models import Stage
 from orchestrator.planning.contract import RolloutContract, StageContract
+from orchestrator.planning.sizing import rollback_batch_count
 from workflow_templates import names, pieces
 
 # Nominal status nodes of the branch (retries add one per extra attempt): the exit DAG and
@@ -59,8 +61,16 @@ def rollback_nodes(contract: RolloutContract) -> int:
         return 0
     total = NODES_ROLLBACK_FIXED
     for stage in contract.stages:
-        total += NODES_PER_ROLLBACK_STAGE + NODES_PER_ROLLED_BACK_CLUSTER * stage.targets
+        batches = _batches(stage)
+        pods = batches if batches else stage.targets
+        total += NODES_PER_ROLLBACK_STAGE + NODES_PER_ROLLED_BACK_CLUSTER * pods
     return total
+
+
+def _batches(size: StageContract) -> int:
+    """How many batch pods the stage's rollback runs (0: one pod per cluster), as `rollback-plan`
+    and `rollback-batch` count them (`sizing.rollback_batch_count`)."""
+    return rollback_batch_count(size.batches, size.rollback_parallel or size.max_parallel)
 
 
 def _parameter(name: str, value: str) -> ModelParameter:
@@ -69,27 +79,37 @@ def _parameter(name: str, value: str) -> ModelParameter:
 
 def _fanout_template(stage: Stage, task_name: str, size: StageContract) -> Template:
     """One stage's rollback: a `rollback` pod per cluster of its input `targets`, `rollbackParallel`
-    at a time (the stage's maxParallel if the contract has none)."""
+    at a time (the stage's maxParallel if the contract has none); for a stage in batches a
+    `rollback-batch` pod per batch index of its input (each bounds its own share), all at once."""
     display_name = names.rollback_display_name(stage.name, task_name)
+    batches = _batches(size)
+    item = (
+        (pieces.BATCH_INPUT, names.ROLLBACK_BATCH_TEMPLATE)
+        if batches
+        else (
+            pieces.CLUSTER_INPUT,
+            names.ROLLBACK_TEMPLATE,
+        )
+    )
     return Template(
         name=task_name,
         annotations={names.DISPLAY_NAME_ANNOTATION: display_name} if display_name else None,
         inputs=Inputs(
             parameters=[ModelParameter(name=pieces.STAGE_INPUT), ModelParameter(name=TARGETS_INPUT)]
         ),
-        parallelism=size.rollback_parallel or size.max_parallel,
+        parallelism=batches or size.rollback_parallel or size.max_parallel,
         dag=DAGTemplate(
             tasks=[
                 DAGTask(
                     name=names.ROLLBACK_LOOP_TASK,
-                    template=names.ROLLBACK_TEMPLATE,
+                    template=item[1],
                     with_param="{{inputs.parameters." + TARGETS_INPUT + "}}",
                     arguments=Arguments(
                         parameters=[
                             _parameter(
                                 pieces.STAGE_INPUT, "{{inputs.parameters." + pieces.STAGE_INPUT + "}}"
                             ),
-                            _parameter(pieces.CLUSTER_INPUT, "{{item}}"),
+                            _parameter(item[0], "{{item}}"),
                         ]
                     ),
                 )

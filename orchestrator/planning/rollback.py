@@ -38,6 +38,7 @@ from orchestrator.api.phases import StagePhase
 from orchestrator.api.reasons import ANALYSIS_CLUSTER_REASON, Reason
 from orchestrator.api.rollback import RollbackScope, RollbackTrigger
 from orchestrator.api.stage_records import ROLLBACK_END_STATES, RollbackState, StageOutcomes
+from orchestrator.planning.sizing import clusters_of_batch
 
 STAGE_FAILED = RollbackTrigger.STAGE_FAILED.value
 ANALYSIS_FAILED = RollbackTrigger.ANALYSIS_FAILED.value
@@ -269,3 +270,23 @@ def rollback_end(
         f"{failed}{more}",
         Reason.ROLLBACK_FAILED,
     )
+
+
+def rollback_batch_share(outcomes: StageOutcomes, *, batches: int, batch: int, parallel: int) -> list[str]:
+    """The clusters batch `batch` of a stage's rollback restores: its share of the stage's recorded
+    clusters in rollout order (`sizing.clusters_of_batch` over `StageOutcomes.ordered`, so the share
+    never moves when some clusters' rollbacks end), without those whose rollback ended."""
+    share = clusters_of_batch(outcomes.ordered(), batches, batch, parallel)
+    left = set(_to_roll_back(outcomes))
+    return [name for name in share if name in left]
+
+
+def batches_with_work(outcomes: StageOutcomes | None, *, batches: int, parallel: int) -> list[int]:
+    """The batch indexes of a stage's rollback that have a cluster to restore (in order)."""
+    if outcomes is None:
+        return []
+    return [
+        batch
+        for batch in range(batches)
+        if rollback_batch_share(outcomes, batches=batches, batch=batch, parallel=parallel)
+    ]

@@ -104,6 +104,13 @@ def clusters_of_batch(targets: Sequence[str], batches: int, batch: int, max_para
     return [target for position, target in enumerate(targets) if position % max_parallel % batches == batch]
 
 
+def rollback_batch_count(batches: int, rollback_parallel: int) -> int:
+    """How many batch pods a stage's rollback runs: as many as its forward batches (0: one pod per
+    cluster), never more than its rollbackParallel (each batch restores at least one cluster at a
+    time; the batches' shares of rollbackParallel, `slots_of_batch`, add up to it)."""
+    return min(batches, max(1, rollback_parallel)) if batches else 0
+
+
 def deadline_waves(size: StageSize) -> int:
     """How many waves of maxParallel clusters the stage's targets make (>= 1: a stage planned empty
     may still find clusters at run time); each wave gets one progress deadline in the Workflow's

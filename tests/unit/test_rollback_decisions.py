@@ -36,7 +36,9 @@ from orchestrator.planning.rollback import (
     STAGE_FAILED,
     StageView,
     Trigger,
+    batches_with_work,
     plan_rollback,
+    rollback_batch_share,
     rollback_trigger,
     tally_rollback,
 )
@@ -392,3 +394,37 @@ def test_merge_rollback(
     assert (merged.state if merged else None) == expected
     if merged is not None and existing is not None:
         assert merged.started_at == start  # the first start stays: a restarted step keeps its deadline
+
+
+# --- a stage in batches --------------------------------------------------------------------
+
+
+@given(
+    st.integers(min_value=0, max_value=40),
+    st.integers(min_value=1, max_value=8),
+    st.integers(min_value=1, max_value=8),
+    st.sets(st.integers(min_value=0, max_value=39)),
+)
+def test_batch_shares_deal_out_every_cluster_once_and_skip_the_ended(
+    count: int, batches: int, parallel: int, ended: set[int]
+) -> None:
+    """The batches of a stage's rollback restore every recorded cluster whose rollback has not
+    ended, each in exactly one batch; which batch holds a cluster never depends on which ended."""
+    batches = min(batches, parallel)  # sizing.rollback_batch_count
+    names = [f"c{i}" for i in range(count)]
+    done = DONE.model_copy(update={"rollback": ClusterRollback(state=RollbackState.ROLLED_BACK)})
+    records = {name: (done if i in ended else DONE) for i, name in enumerate(names)}
+    stage = outcomes("rest", records)
+    shares = [
+        rollback_batch_share(stage, batches=batches, batch=b, parallel=parallel) for b in range(batches)
+    ]
+    dealt = [name for share in shares for name in share]
+    assert sorted(dealt) == sorted(name for i, name in enumerate(names) if i not in ended)
+    assert len(dealt) == len(set(dealt))
+    fresh = outcomes("rest", dict.fromkeys(names, DONE))
+    for batch, share in enumerate(shares):
+        whole = rollback_batch_share(fresh, batches=batches, batch=batch, parallel=parallel)
+        assert set(share) <= set(whole)
+    assert batches_with_work(stage, batches=batches, parallel=parallel) == [
+        b for b, s in enumerate(shares) if s
+    ]

@@ -22,7 +22,6 @@ from workflow_templates import names, pieces, render, rollback, validate
 from workflow_templates.builder import (
     NODES_FIXED,
     StageSize,
-    WorkflowBuildError,
     active_deadline_seconds,
     build_workflow,
     build_workflow_of_contract,
@@ -230,7 +229,12 @@ def test_without_rollback_the_workflow_is_what_it_was(stages: tuple[dict[str, An
     assert plain.to_dict()["spec"]["onExit"] == names.FINALIZE_TEMPLATE
 
     with_it = build(ps)
-    added = {names.EXIT_TEMPLATE, names.ROLLBACK_PLAN_TEMPLATE, names.ROLLBACK_TEMPLATE}
+    added = {
+        names.EXIT_TEMPLATE,
+        names.ROLLBACK_PLAN_TEMPLATE,
+        names.ROLLBACK_TEMPLATE,
+        names.ROLLBACK_BATCH_TEMPLATE,
+    }
     added |= {task["template"] for task in exit_tasks(with_it)[1:-1]}
     with_it["spec"]["templates"] = [t for t in with_it["spec"]["templates"] if t["name"] not in added]
     with_it["spec"]["onExit"] = names.FINALIZE_TEMPLATE
@@ -269,14 +273,23 @@ def test_the_node_estimate_counts_two_nodes_per_planned_cluster_and_nothing_else
     assert obj["spec"]["activeDeadlineSeconds"] == active_deadline_seconds(ps, contract, SETTINGS)
 
 
-def test_a_rollout_too_big_with_its_rollback_is_refused_saying_so() -> None:
+def test_a_stage_in_batches_rolls_back_in_batches() -> None:
+    """A stage too big for a pod per cluster runs in batches, and so does its rollback: one
+    `rollback-batch` pod per batch (never more than rollbackParallel), all at once, each bounding
+    its own share; the rollback adds a few nodes, not two per cluster."""
     ps = make_ps(make_stage("prod", max_parallel=10))
     sizes = {"prod": StageSize(2500, 10)}
-    contract = contract_for(ps, release=RELEASE, plan=sizes, settings=SETTINGS)
-    # Without rollback it fits (the stage runs in batches); the rollback restores one pod per cluster.
-    build_workflow_of_contract(ps, release=RELEASE, contract=contract, settings=SETTINGS)
-    with pytest.raises(WorkflowBuildError, match=r"5005 of them for the rollback"):
-        build_workflow_of_contract(ps, release=RELEASE, contract=with_rollback(contract), settings=SETTINGS)
+    contract = with_rollback(contract_for(ps, release=RELEASE, plan=sizes, settings=SETTINGS))
+    [stage] = contract.stages
+    assert stage.batches > 0
+    workflow = build_workflow_of_contract(ps, release=RELEASE, contract=contract, settings=SETTINGS).to_dict()
+    [fanout] = [t for t in workflow["spec"]["templates"] if t["name"] == exit_tasks(workflow)[1]["template"]]
+    [loop] = fanout["dag"]["tasks"]
+    assert loop["template"] == names.ROLLBACK_BATCH_TEMPLATE
+    assert [p["name"] for p in loop["arguments"]["parameters"]] == [pieces.STAGE_INPUT, pieces.BATCH_INPUT]
+    batches = min(stage.batches, stage.rollback_parallel or stage.max_parallel)
+    assert fanout["parallelism"] == batches
+    assert rollback.rollback_nodes(contract) == rollback.NODES_ROLLBACK_FIXED + 2 + 2 * batches
 
 
 STAGE_NAME = st.from_regex(r"[A-Za-z0-9]([A-Za-z0-9 ._-]{0,20}[A-Za-z0-9])?", fullmatch=True)
