@@ -36,10 +36,11 @@ from orchestrator.devenv.argorollouts import RolloutsTools
 from orchestrator.devenv.metrics_endpoint import error_rate_query
 from orchestrator.devenv.node import PODS
 from orchestrator.kube.client import ANALYSIS_RUNS, ANALYSIS_TEMPLATES, SECRETS, WORKFLOWS, NotFound
+from orchestrator.simulator.seed import PREVIOUS_REVISION
 from orchestrator.workflows import control
 from tests.support.analysis import analysis_template, prometheus_metric, set_error_rate
 from tests.support.engines import ARGO, LOCAL, RolloutEngine, rollout_engine
-from tests.support.rollout_rig import PS_NAME, RolloutRig, rollout_rig
+from tests.support.rollout_rig import PS_NAME, REVISION, RolloutRig, rollout_rig
 from tests.support.steps_harness import publish_inventory
 from tests.support.wait import wait_for
 
@@ -231,6 +232,26 @@ def test_the_canary_gate_stops_the_rollout(
         [result] = run["status"]["metricResults"]
         assert "connection refused" in result["measurements"][-1]["message"], result
     assert len(rollout.runs()) == 1
+
+
+def test_a_failed_gate_rolls_the_canary_back(rollout: AnalysisRollout) -> None:
+    """Issue 32 with analysis: the canary is Healthy in Argo CD but its metrics fail the gate;
+    `rollback.on: [AnalysisFailed]` syncs it back to the revision it ran (one rollback sync) and the
+    rollout ends RolledBack, the trigger named."""
+    rig = rollout.rig
+    [canary] = rig.planned_targets([GATED_CANARY, REST], "canary")
+    rollout.template()
+    rollout.rates({canary: BAD})
+    rig.start_rollout([GATED_CANARY, REST], deadline_seconds=300, rollback={"on": ["AnalysisFailed"]})
+    rig.wait_finished(timeout=TIMEOUT)
+    status = rig.progressive_sync().status
+    assert status is not None and status.phase == "RolledBack", status.message if status else None
+    assert status.rollback is not None and status.rollback.trigger == "AnalysisFailed"
+    revisions = [
+        str(e.get("revision")) for e in rig.events() if e["event"] == "sync-start" and e["cluster"] == canary
+    ]
+    assert revisions == [REVISION, PREVIOUS_REVISION], revisions
+    assert rig.sync_starts() == {canary: 2}  # nothing beyond the canary either way
 
 
 @pytest.mark.parametrize("how", ["progressive-sync-approve", "argo-resume"])
