@@ -105,6 +105,7 @@ def test_a_failing_canary_is_rolled_back_to_what_it_ran_with_one_write(rig: Roll
         assert [n.get("displayName") for n in nodes] in ([canary], [f"rollback(0:{canary})"]), nodes
 
 
+@pytest.mark.batch_on_real_argo  # the real controller runs the stages, and so their rollback, in batches
 def test_a_failure_in_the_third_stage_rolls_back_every_stage_it_reached_later_stages_first(
     rig: RolloutRig,
 ) -> None:
