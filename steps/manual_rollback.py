@@ -9,9 +9,10 @@ parts, so a cluster is restored exactly as the Workflow's `rollback` pod restore
   (`steps.common.FleetLookup`) and what `orchestrator.argocd.rollback.decide_rollback` says of it.
   Reads only.
 - `run`: stage by stage, later stages first, at most the stage's rollbackParallel clusters at once,
-  each through `steps.rollback.rollback_cluster` (which records the cluster's outcome in its
-  record); then `record_end` writes the end in the status as `finalize` does for the exit handler:
-  `status.rollback` (trigger "Manual"), phase RolledBack, or Failed with RollbackFailed.
+  each through `steps.rollback.rollback_cluster`, which records the cluster's outcome in its record
+  (`steps.batch.run_clusters`: bounded, temporary errors retried; the stage's records and the fleet
+  read once per stage); then `record_end` writes the end in the status as `finalize` does for the
+  exit handler: `status.rollback` (trigger "Manual"), phase RolledBack, or Failed with RollbackFailed.
 
 Why here and not in `orchestrator.ops`: the steps may not import `orchestrator.ops` (the import
 contract "The steps import only what the step image runs"), and the runner needs the `rollback`
@@ -23,9 +24,10 @@ The rollout contract the `rollback` step needs is built from the spec and the re
 
 from __future__ import annotations
 
+import functools
 import logging
+import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -42,8 +44,9 @@ from orchestrator.kube.status_writer import update_status
 from orchestrator.planning.contract import RollbackContract, RolloutContract, StageContract
 from orchestrator.planning.rollback import MANUAL, RollbackTargets, rollback_end
 from orchestrator.planning.sizing import rollback_parallel, stage_size
+from steps.batch import run_clusters
 from steps.common import FleetLookup, RolloutRef, Tuning
-from steps.context import StepContext
+from steps.context import Shared, StepContext
 from steps.rollback import RollbackResult, rollback_cluster
 
 log = logging.getLogger(__name__)
@@ -198,16 +201,29 @@ def run(
     ref = rollout_ref(ps)
     started = clock.now()
     result = ManualResult()
+    lock = threading.Lock()
+
+    def one(ctx: StepContext, shared: Shared, cluster: str) -> RollbackResult:
+        ended = rollback_cluster(kube, ctx, cluster, shared)
+        with lock:  # heard one at a time, as each ends
+            result.results.append(ended)
+            on_result(ended)
+        return ended
+
     for index in targets.stages:
         sized = contract.stages[index]
         ctx = StepContext(rollout=ref, contract=contract, stage=sized, ps=ps, clock=clock, tuning=tuning)
-        clusters = targets.clusters.get(index, ())
-        with ThreadPoolExecutor(max_workers=sized.rollback_parallel or 1) as pool:
-            futures = [pool.submit(rollback_cluster, kube, ctx, cluster) for cluster in clusters]
-            for future in as_completed(futures):
-                ended = future.result()
-                result.results.append(ended)
-                on_result(ended)
+        # One read of the stage's records and the fleet for all its clusters, as a batch shares them.
+        shared = Shared(
+            fleet=Shared().fleet_for(kube, ctx, max_age_seconds=tuning.fleet_lookup_seconds)
+        ).with_records(kube, ctx)
+        run_clusters(
+            targets.clusters.get(index, ()),
+            functools.partial(one, ctx, shared),
+            slots=sized.rollback_parallel or 1,
+            clock=clock,
+            backoffs=tuning.batch_retry_backoffs,
+        )
     names = [stage.name for stage in ps.spec.stages]
     result.phase, result.message = record_end(
         kube, ps, targets, names=names, scope=scope, started=started, clock=clock, tuning=tuning

@@ -59,9 +59,9 @@ from orchestrator.kube.status_writer import ConflictsExhausted
 from orchestrator.planning.rollback import rollback_batch_share
 from orchestrator.planning.sizing import rollback_batch_count, slots_of_batch
 from steps.batch import run_clusters
-from steps.common import FleetLookup, RolloutRef, UsageProblem
-from steps.context import StepContext
-from steps.status_sink import Change, DirectSink, read_stage_records
+from steps.common import RolloutRef, UsageProblem
+from steps.context import ALONE, Shared, StepContext
+from steps.status_sink import Change
 from steps.terminate import terminate_operations
 from steps.wait_healthy import Refreshes
 
@@ -107,16 +107,20 @@ class _Plan:
     not_restored: list[str]  # reasons of Applications that cannot be restored
 
 
-def rollback_cluster(kube: Kube, ctx: StepContext, cluster: str) -> RollbackResult:
-    """Roll `cluster` back (see the module), record its outcome in its stage's records, return it."""
+def rollback_cluster(kube: Kube, ctx: StepContext, cluster: str, shared: Shared = ALONE) -> RollbackResult:
+    """Roll `cluster` back (see the module), record its outcome in its stage's records, return it.
+
+    `shared`: the stage's records and the fleet lookup a caller read once for many clusters (a
+    batch; `steps.context.Shared`; default: read here for this cluster)."""
     if ctx.contract.rollback is None:
         raise UsageProblem(
             "the rollout contract has no rollback: spec.rollback was not set when it was built"
         )
-    rollout, ps, stage, clock, tuning = ctx.rollout, ctx.ps, ctx.stage_name, ctx.clock, ctx.tuning
-    where = read_stage_records(kube, rollout, ps, stage)
-    sink = DirectSink(kube, where)
-    record = where.outcomes.clusters.get(cluster)
+    rollout, ps, clock, tuning = ctx.rollout, ctx.ps, ctx.clock, ctx.tuning
+    shared = shared.with_records(kube, ctx)
+    sink, outcomes = shared.sink, shared.outcomes
+    assert sink is not None and outcomes is not None  # with_records made them
+    record = outcomes.clusters.get(cluster)
     if record is not None and record.rollback is not None and record.rollback.state in ROLLBACK_END_STATES:
         done = record.rollback
         return RollbackResult(cluster, done.state, done.reason or "recorded", already_recorded=True)
@@ -126,7 +130,7 @@ def rollback_cluster(kube: Kube, ctx: StepContext, cluster: str) -> RollbackResu
 
     started = (record.rollback.started_at if record and record.rollback else None) or clock.now()
     deadline = started + timedelta(seconds=ctx.contract.rollback.progress_deadline_seconds)
-    fleet = FleetLookup(kube, rollout, ps, clock=clock)
+    fleet = shared.fleet_for(kube, ctx)
     found, clusters = fleet.find(cluster)
     if found is None:
         return _end(
@@ -383,15 +387,20 @@ def rollback_batch(kube: Kube, ctx: StepContext, batch: int) -> RollbackBatchRes
             f"--batch {batch}: stage {stage.name!r} rolls back in {batches} batch(es) "
             "(0: one pod per cluster, run `rollback --cluster`)"
         )
-    outcomes = read_stage_records(kube, ctx.rollout, ctx.ps, stage.name).outcomes
-    clusters = rollback_batch_share(outcomes, batches=batches, batch=batch, parallel=parallel)
+    # One read of the stage's records and one fleet lookup for the batch's clusters (each cluster
+    # belongs to one batch: no other pod writes its record meanwhile), as a forward batch shares them.
+    shared = Shared(
+        fleet=Shared().fleet_for(kube, ctx, max_age_seconds=ctx.tuning.fleet_lookup_seconds)
+    ).with_records(kube, ctx)
+    assert shared.outcomes is not None
+    clusters = rollback_batch_share(shared.outcomes, batches=batches, batch=batch, parallel=parallel)
     slots = slots_of_batch(parallel, batches, batch)
     log.info(
         "stage %r batch %d: restoring %d cluster(s), %d at a time", stage.name, batch, len(clusters), slots
     )
     results = run_clusters(
         clusters,
-        lambda cluster: rollback_cluster(kube, ctx, cluster),
+        lambda cluster: rollback_cluster(kube, ctx, cluster, shared),
         slots=slots,
         clock=ctx.clock,
         backoffs=ctx.tuning.batch_retry_backoffs,
