@@ -10,13 +10,14 @@ PYTEST_ARGS ?=
 # computes, so more workers than cores pays; the tests of one shared stack stay on one worker.
 PYTEST_WORKERS ?= 4
 
-.PHONY: help venv tools test unit lint fmt clean crds docs bench demo
+.PHONY: help venv tools test unit lint fmt clean crds docs bench demo image
 
 help:
 	@echo "make demo    run a staged rollout over a simulated 12-cluster fleet on a local control plane"
 	@echo "make test    the whole test suite (builds the tools on first use)"
 	@echo "make lint    ruff + mypy + the import contract (lint-imports)"
 	@echo "make tools   build the real components (control plane, node, Argo, Argo CD) into the cache"
+	@echo "make image   build the image users install (an OCI archive in dist/, to push to a registry)"
 	@echo "make crds    regenerate the CRD from the models"
 	@echo "make docs    regenerate docs/troubleshooting.md from the reason catalog"
 	@echo "make bench   benchmarks (ratios measured side by side)"
@@ -55,6 +56,13 @@ test: $(STAMP)
 
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
+
+# The image users install (the watcher and every step run it): an OCI image archive in dist/, built
+# from Debian packages like the dev node's step image (orchestrator/devenv/release_image.py says how),
+# never from a pulled base image. Push it with skopeo (or docker load + push); README.md, Install.
+image: $(STAMP)
+	@hack/tools/debian-packages.sh
+	@$(BIN)/python -m orchestrator.devenv.release_image
 
 # The first thing to run: builds the tools on a cold cache, then a 3-stage rollout over a simulated
 # 12-cluster fleet on a local control plane (about a minute). DEMO_ARGS="--fail-cluster NAME" shows a
