@@ -43,7 +43,7 @@ venv: $(STAMP)
 # argo-ui from the vendor dir) 607 s at load average 9-11; Argo CD (Go 1.27 toolchain, ~1.7 GB of
 # modules, compile) 2274 s at load average 11-23, mean 15 (earlier: 1561 s at 10-12 with its
 # modules already downloaded); Argo Rollouts 385 s at load average 4-6 with its modules already
-# downloaded (docs/dev-stack.md). Expect the ~50 min only on a machine that is otherwise idle.
+# downloaded (docs/design/dev-stack.md). Expect the ~50 min only on a machine that is otherwise idle.
 # test, demo and bench run it first and pass the folder on as PROGRESSIVE_SYNC_TOOLS_DIR (the Python
 # side's orchestrator/devenv/tools.py) and KUBEBUILDER_ASSETS.
 tools:
