@@ -18,7 +18,7 @@ help:
 	@echo "make lint    ruff + mypy + the import contract (lint-imports)"
 	@echo "make tools   build the real components (control plane, node, Argo, Argo CD) into the cache"
 	@echo "make crds    regenerate the CRD from the models"
-	@echo "make docs    regenerate docs/troubleshooting.md from the reason catalog"
+	@echo "make docs    regenerate docs/troubleshooting.md (reason catalog) and docs/reference/ (models)"
 	@echo "make bench   benchmarks (ratios measured side by side)"
 	@echo "make clean   remove the virtualenv and caches in the tree (not the tool cache)"
 
@@ -82,10 +82,12 @@ lint: $(STAMP)
 crds: $(STAMP)
 	$(BIN)/python -m orchestrator.api.crdgen
 
-# docs/troubleshooting.md is generated from the reason catalog (orchestrator/api/reasons.py); a golden
-# test (tests/unit/test_reasons.py) fails when they differ.
+# docs/troubleshooting.md is generated from the reason catalog (orchestrator/api/reasons.py) and
+# docs/reference/progressivesync.md from the models (orchestrator/api/fieldref.py); golden tests
+# (tests/unit/test_reasons.py, tests/unit/test_fieldref.py) fail when they differ.
 docs: $(STAMP)
 	$(BIN)/python -m orchestrator.api.reasons --write docs/troubleshooting.md
+	$(BIN)/python -m orchestrator.api.fieldref --write docs/reference/progressivesync.md
 
 fmt: $(STAMP)
 	$(BIN)/ruff format .
