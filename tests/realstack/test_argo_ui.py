@@ -12,7 +12,7 @@ CD is the fleet simulator. One test, two rollouts of one ProgressiveSync in thre
    never run. Screenshot `argo-ui-canary-stops-bad-release.png`.
 
 The screenshots go to $PROGRESSIVE_SYNC_UI_SCREENSHOTS when set (README's pictures are made with
-it set to docs/images, see README "The Argo UI"), else to the test's tmp folder.
+it set to docs/images, see CONTRIBUTING.md, "The rollout in the Argo UI"), else to the test's tmp folder.
 """
 
 from __future__ import annotations
