@@ -82,11 +82,12 @@ lint: $(STAMP)
 crds: $(STAMP)
 	$(BIN)/python -m orchestrator.api.crdgen
 
-# docs/troubleshooting.md is generated from the reason catalog (orchestrator/api/reasons.py) and
+# docs/troubleshooting.md is generated from the reason catalog (orchestrator/api/reasons.py, rendered
+# with the phases, states and cluster failures by orchestrator/api/troubleshooting.py) and
 # docs/reference/progressivesync.md from the models (orchestrator/api/fieldref.py); golden tests
 # (tests/unit/test_reasons.py, tests/unit/test_fieldref.py) fail when they differ.
 docs: $(STAMP)
-	$(BIN)/python -m orchestrator.api.reasons --write docs/troubleshooting.md
+	$(BIN)/python -m orchestrator.api.troubleshooting --write docs/troubleshooting.md
 	$(BIN)/python -m orchestrator.api.fieldref --write docs/reference/progressivesync.md
 
 fmt: $(STAMP)

@@ -126,8 +126,8 @@ def common_options(command: Callable[..., Any]) -> Callable[..., Any]:
             "contract",
             default=None,
             help=(
-                "The rollout contract (docs/design/CONTRACTS.md): its JSON, or a file holding it. The rollout "
-                "id, the release's revisions and every stage's sizing come from it."
+                "The rollout contract (docs/design/CONTRACTS.md): its JSON, or a file holding it. The "
+                "rollout id, the release's revisions and every stage's sizing come from it."
             ),
         ),
         _option(

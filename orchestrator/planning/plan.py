@@ -172,7 +172,8 @@ class RolloutPlan:
         return release_id(generation, self.revisions)
 
     def to_dict(self, *, generation: int | None = None) -> dict[str, Any]:
-        """The stable `-o json` shape (docs/design/planner.md); with a generation it carries the release id."""
+        """The stable `-o json` shape (docs/design/planner.md); with a generation it carries the
+        release id."""
         # `revisions` keeps its documented string form (a multi-source set joined by ","), for
         # people and old scripts; `revisionSets` is the same as data, one list per set.
         release: dict[str, Any] = {
