@@ -4,7 +4,7 @@ Reads the ProgressiveSync from `-f`, the fleet either from `--fleet` (a multi-do
 `kubectl get -o yaml` prints it: cluster Secrets, Applications, optionally the ApplicationSet) or
 live from the cluster through `orchestrator.kube.client.Kube` (Applications and cluster Secrets in the
 Argo CD namespace, the ApplicationSet in the ProgressiveSync's namespace), runs the pure planner
-and prints the plan as a table, JSON (the stable shape in docs/planner.md) or a Mermaid diagram.
+and prints the plan as a table, JSON (the stable shape in docs/design/planner.md) or a Mermaid diagram.
 With `spec.rollback` the table ends with one line saying when and how a rollout rolls back, and
 the JSON carries `rollback` and each stage's `rollbackParallel`.
 

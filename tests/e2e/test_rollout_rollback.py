@@ -96,7 +96,7 @@ def test_a_failing_canary_is_rolled_back_to_what_it_ran_with_one_write(rig: Roll
     assert (status.rollback.rolled_back, status.rollback.failed) == (1, 0)
     # Drawn in the Argo UI: the canary's rollback node (its Retry node, over its pod) in the exit
     # handler, named as the cluster; Argo v3.7 names a node only when it evaluates it again, which
-    # a one-cluster fan-out may finish before (docs/workflow.md, How the Argo UI draws it).
+    # a one-cluster fan-out may finish before (docs/design/workflow.md, How the Argo UI draws it).
     # A stage in batches rolls back in batches: one rollback-batch node.
     template = "rollback-batch" if rig.batched else "rollback"
     nodes = [n for n in rig.nodes(type="Retry") if n.get("templateName") == template]
