@@ -405,8 +405,16 @@ def test_mistakes_are_refused_naming_the_key(helm: Path, tmp_path: Path, values:
     path = tmp_path / "values.yaml"
     path.write_text(yaml.safe_dump(values))
     result = subprocess.run(
-        [str(helm), "template", "psync", str(CHART), "--values", str(path)]
-        + ["--set", f"image.repository={TEST_IMAGE_REPOSITORY}"],
+        [
+            str(helm),
+            "template",
+            "psync",
+            str(CHART),
+            "--values",
+            str(path),
+            "--set",
+            f"image.repository={TEST_IMAGE_REPOSITORY}",
+        ],
         check=False,
         capture_output=True,
         text=True,
