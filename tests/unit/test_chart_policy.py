@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from orchestrator.api.chart_policy import (
     CHART_DEFAULTS,
@@ -197,3 +199,27 @@ def test_sync_options_agree_with_the_watchers_refusal(
     chart = policy(policy={"allowPrune": allow_prune})
     watcher = ReconcilePolicy(allow_prune=allow_prune, allowed_sync_options=chart.allowed_sync_options)
     assert bool(policy_errors(ps, chart)) == (sync_options_refusal(ps.spec, watcher) is not None)
+
+
+OPTIONS = ("ServerSideApply=true", "PruneLast=true", "Replace=true", "Validate=false", "Force=true")
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    prune=st.booleans(),
+    options=st.lists(st.sampled_from(OPTIONS), unique=True, max_size=4),
+    allowed=st.lists(st.sampled_from(OPTIONS), unique=True),
+    extra=st.sampled_from(OPTIONS),
+    allow_prune=st.booleans(),
+)
+def test_allowing_more_never_refuses_more(
+    prune: bool, options: list[str], allowed: list[str], extra: str, allow_prune: bool
+) -> None:
+    ps = ps_with(syncOptions={"prune": prune, "options": options})
+    stricter = ChartPolicy(allow_prune=allow_prune, allowed_sync_options=tuple(allowed))
+    looser = ChartPolicy(allow_prune=True, allowed_sync_options=(*allowed, extra))
+    refused = {error.path for error in policy_errors(ps, looser)}
+    assert refused <= {error.path for error in policy_errors(ps, stricter)}
+    # Each refused option is one the policy does not list, and every such option is refused.
+    unlisted = {f"spec.syncOptions.options[{i}]" for i, o in enumerate(options) if o not in allowed}
+    assert {p for p in (e.path for e in policy_errors(ps, stricter)) if "options[" in p} == unlisted

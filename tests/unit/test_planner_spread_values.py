@@ -1,18 +1,23 @@
 """`spreadBy` with a `maxTargets` count above the number of values the label has among a stage's
 candidates: the plan warns `SpreadValuesFewerThanTargets`, naming the stage, the label, its values
-and what the stage takes; a count that fits, a percentage and a stage without spreadBy do not."""
+and what the stage takes; a count that fits, a percentage and a stage without spreadBy do not; over
+generated fleets it warns exactly when the stage takes some value twice (Hypothesis)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from orchestrator.planning.planner import IssueCode
 from tests.support.builders import make_stage, regional_fleet
 from tests.support.planner_inputs import EU_US_AP, NOT_EU, plan, stale_apps
 
 WARNING = IssueCode.SPREAD_VALUES_FEWER_THAN_TARGETS.value
+PROPERTY_SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @pytest.mark.parametrize(
@@ -69,3 +74,21 @@ def test_values_are_counted_among_the_out_of_date_clusters_only() -> None:
     [warning] = [w for w in result.warnings if w.code.value == WARNING]
     assert "1 value(s) among the clusters it can take (ap)" in warning.message
     assert "2 in ap" in warning.message
+
+
+@PROPERTY_SETTINGS
+@given(
+    regions=st.dictionaries(st.sampled_from(("eu", "us", "ap", "sa")), st.integers(1, 4), min_size=1),
+    max_targets=st.integers(1, 10),
+)
+def test_the_warning_comes_exactly_when_a_region_is_taken_twice(
+    regions: dict[str, int], max_targets: int
+) -> None:
+    # Every cluster labelled and out of date: the stage takes a region twice iff it warns.
+    clusters = regional_fleet(regions)
+    stage = make_stage("spread", max_targets=max_targets, spread_by="region")
+    result = plan(clusters, stale_apps(clusters), stage, allow_partial=True)
+    region_of = {c.name: c.labels["region"] for c in clusters}
+    taken = Counter(region_of[name] for name in result.stages[0].targets)
+    warned = any(w.code.value == WARNING for w in result.warnings)
+    assert warned == any(count > 1 for count in taken.values())
