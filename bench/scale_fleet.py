@@ -2,8 +2,9 @@
 
 `write_fleet(path, clusters=10_000)` writes cluster Secrets (labels env, region, zone), the
 ApplicationSet `checkout` and one OutOfSync Application per cluster, in the shape of
-examples/fleet.yaml; `write_progressive_sync(path)` writes the four-stage ProgressiveSync of issue 15
-(a canary, one per region, 10 %, the rest). Used by bench/bench_scale.py; not imported by the product.
+examples/fleets/checkout.yaml; `write_progressive_sync(path)` writes the four-stage ProgressiveSync
+of issue 15 (a canary, one per region, 10 %, the rest). Used by bench/bench_scale.py; not imported
+by the product.
 """
 
 from __future__ import annotations

@@ -57,9 +57,13 @@ Decisions worth knowing:
   step: the fan-out's children are Retry nodes with one Pod each (2 nodes per cluster, not 5).
 - **activeDeadlineSeconds** is derived from the spec and the plan (see
   `active_deadline_seconds`): a budget for every step, one progress deadline per wave of
-  `maxParallel` clusters, the bake times, and `approval_window_seconds` for each manual gate (a
-  rollout waiting longer than that for a person fails, and the exit handler records it). Argo
-  counts suspended time too, so the approval window must be part of it.
+  `maxParallel` clusters, the bake times, and for each manual gate its approval window (the
+  stage's `approvalWindowSeconds` from the contract, else `approval_window_seconds`; a rollout
+  waiting past its deadline for a person fails, and the exit handler records it). Argo counts
+  suspended time too, so the approval window must be part of it. The window is the gate's share of
+  the deadline: a gate that opens with the stages before it inside their budgets has at least its
+  window before the deadline (more when they finished early). The description says
+  `manual approval within <N>s` where the stage sets one.
 - **Display names**: Argo shows DAG task names, which allow only `[a-zA-Z0-9-]`; stage names may
   hold spaces and dots. The task name is the sanitized stage name (unique even when two stages
   sanitize alike); where the stage name passes Argo's display-name rule the template annotation
@@ -229,9 +233,15 @@ def active_deadline_seconds(
         total += sized.deadline_waves * (step + ps.spec.progress_deadline_seconds)
         total += stage.bake_seconds or 0
         if stage.approval is ApprovalMode.MANUAL:
-            total += settings.approval_window_seconds
+            total += approval_window(sized, settings)
         total += _analysis_seconds(sized, step, settings.approval_window_seconds)
     return math.ceil(total * settings.deadline_factor)
+
+
+def approval_window(sized: StageContract, settings: WorkflowSettings) -> int:
+    """How long a stage's manual gate may wait: the stage's approvalWindowSeconds (carried by the
+    contract), else the watcher's setting."""
+    return sized.approval_window_seconds or settings.approval_window_seconds
 
 
 def _analysis_seconds(sized: StageContract, step: int, approval_window: int) -> int:
@@ -588,7 +598,8 @@ def _describe(ps: ProgressiveSync, release: Release, contract: RolloutContract) 
         if batches:
             details.append(f"in {batches} batch" + ("" if batches == 1 else "es"))
         if stage.approval is ApprovalMode.MANUAL:
-            details.append("manual approval")
+            window = size.approval_window_seconds
+            details.append(f"manual approval within {window}s" if window else "manual approval")
         if stage.bake_seconds:
             details.append(f"bake {stage.bake_seconds}s")
         if size.analysis is not None:

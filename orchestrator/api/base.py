@@ -37,6 +37,9 @@ SYNC_OPTION_PATTERN = r"^[A-Za-z]+=[^\s]+$"
 CONDITION_REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
 MAX_DEADLINE_SECONDS = 7 * 24 * 3600
 MAX_BAKE_SECONDS = 7 * 24 * 3600
+# A manual gate's approval window (stages[].approvalWindowSeconds): a minute to a month.
+MIN_APPROVAL_WINDOW_SECONDS = 60
+MAX_APPROVAL_WINDOW_SECONDS = 30 * 24 * 3600
 MAX_STAGES = 50
 # Bounds on selector sizes. Real selectors have a handful of terms; the bounds exist because the API
 # server estimates the cost of every CEL rule from the largest list it may see, and refuses a CRD

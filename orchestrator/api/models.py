@@ -52,11 +52,13 @@ from orchestrator.api.base import (
     LABEL_KEY_PATTERN,
     LABEL_VALUE_MAX_LENGTH,
     LABEL_VALUE_PATTERN,
+    MAX_APPROVAL_WINDOW_SECONDS,
     MAX_BAKE_SECONDS,
     MAX_DEADLINE_SECONDS,
     MAX_SELECTOR_TERMS,
     MAX_SELECTOR_VALUES,
     MAX_STAGES,
+    MIN_APPROVAL_WINDOW_SECONDS,
     NAMESPACE_MAX_LENGTH,
     NAMESPACE_PATTERN,
     OBJECT_NAME_MAX_LENGTH,
@@ -234,6 +236,13 @@ class Stage(_Model):
                 field_path=".maxParallel",
                 reason="FieldValueInvalid",
             ),
+            cel(
+                "!has(self.approvalWindowSeconds) || (has(self.approval) && self.approval == 'Manual')",
+                "approvalWindowSeconds is only used by a manual gate"
+                " (set approval: Manual, or remove approvalWindowSeconds)",
+                field_path=".approvalWindowSeconds",
+                reason="FieldValueForbidden",
+            ),
         )
     )
 
@@ -249,10 +258,28 @@ class Stage(_Model):
     """Interleave targets across the values of this cluster label (e.g. region)."""
     approval: ApprovalMode = ApprovalMode.AUTOMATIC
     """Manual: the stage waits for `progressive-sync approve` (or `argo resume`) before it starts."""
+    approval_window_seconds: (
+        Annotated[StrictInt, Field(ge=MIN_APPROVAL_WINDOW_SECONDS, le=MAX_APPROVAL_WINDOW_SECONDS)] | None
+    ) = None
+    """With approval: Manual, seconds the gate waits for a person (default: the watcher's, 7 days)."""
+    # The rollout's deadline budgets this much for the gate in place of the watcher's setting
+    # (PROGRESSIVE_SYNC_WORKFLOW_APPROVAL_WINDOW_SECONDS); a rollout still waiting at its deadline
+    # fails. `status` says when the gate closes while it waits (docs/status.md).
     bake_seconds: Annotated[StrictInt, Field(ge=0, le=MAX_BAKE_SECONDS)] | None = None
     """Seconds to wait after the stage succeeded before the next stage starts."""
     analysis: AnalysisSpec | None = None
     """Argo Rollouts analysis for this stage: its fields override spec.analysis (args by name)."""
+
+    @field_validator("approval_window_seconds")
+    @classmethod
+    def _window_needs_a_gate(cls, window: int | None, info: ValidationInfo) -> int | None:
+        # Without a valid `approval` that field has its own error; this one would only add noise.
+        if window is not None and info.data.get("approval", ApprovalMode.MANUAL) is not ApprovalMode.MANUAL:
+            raise ValueError(
+                "approvalWindowSeconds is only used by a manual gate "
+                "(set approval: Manual, or remove approvalWindowSeconds)"
+            )
+        return window
 
     @field_validator("max_parallel")
     @classmethod

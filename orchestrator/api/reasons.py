@@ -632,6 +632,16 @@ class Reason(StrEnum):
         "A stage spreads by a label some of its targets lack; they come after the labelled ones.",
         "Label the cluster Secrets, or drop spreadBy.",
     )
+    SPREAD_VALUES_FEWER_THAN_TARGETS = (
+        "SpreadValuesFewerThanTargets",
+        Section.PLAN,
+        "plan warning",
+        "A stage spreads by a label that has fewer values among the clusters it can take than its "
+        "maxTargets (a count): it takes more than one cluster of some value (two in one region where "
+        '"one per region" was meant).',
+        "Set maxTargets to the number of values the warning names, or drop spreadBy if several per "
+        "value is what you want.",
+    )
     UNKNOWN_PROGRESS_STAGE = (
         "UnknownProgressStage",
         Section.PLAN,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import difflib
 import types
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Annotated, Any, Union, get_args, get_origin
@@ -282,8 +282,13 @@ def _unwrap(annotation: Any) -> Any:
 # --- YAML streams ----------------------------------------------------------------------------
 
 
-def validate_text(text: str) -> list[DocumentResult]:
-    """Validate every document of a YAML stream; empty documents are ignored."""
+# A further check of a valid ProgressiveSync (e.g. the chart's policy, `orchestrator.api.chart_policy`).
+ExtraCheck = Callable[[models.ProgressiveSync], Sequence[FieldError]]
+
+
+def validate_text(text: str, check: ExtraCheck | None = None) -> list[DocumentResult]:
+    """Validate every document of a YAML stream; empty documents are ignored. `check`'s errors make
+    an otherwise valid ProgressiveSync invalid."""
     results: list[DocumentResult] = []
     number = 0
     try:
@@ -291,7 +296,7 @@ def validate_text(text: str) -> list[DocumentResult]:
             number += 1
             if document is None:
                 continue
-            results.extend(_validate_document(document, f"document {number}"))
+            results.extend(_validate_document(document, f"document {number}", check))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(document)"
@@ -307,14 +312,16 @@ def validate_text(text: str) -> list[DocumentResult]:
     return results
 
 
-def _validate_document(document: Any, position: str) -> Iterator[DocumentResult]:
+def _validate_document(
+    document: Any, position: str, check: ExtraCheck | None = None
+) -> Iterator[DocumentResult]:
     if (
         isinstance(document, dict)
         and document.get("kind") == "List"
         and isinstance(document.get("items"), list)
     ):
         for index, item in enumerate(document["items"], start=1):
-            yield from _validate_document(item, f"{position}, item {index}")
+            yield from _validate_document(item, f"{position}, item {index}", check)
         return
     if not isinstance(document, dict):
         error = FieldError(
@@ -330,8 +337,12 @@ def _validate_document(document: Any, position: str) -> Iterator[DocumentResult]
     if errors:
         yield DocumentResult(position, description, Verdict.INVALID, errors)
         return
-    notes = describe_spec(models.ProgressiveSync.model_validate(document).spec)
-    yield DocumentResult(position, description, Verdict.VALID, notes=notes)
+    ps = models.ProgressiveSync.model_validate(document)
+    refused = tuple(check(ps)) if check is not None else ()
+    if refused:
+        yield DocumentResult(position, description, Verdict.INVALID, refused)
+        return
+    yield DocumentResult(position, description, Verdict.VALID, notes=describe_spec(ps.spec))
 
 
 def _claims_to_be_ours(document: dict[str, Any]) -> bool:

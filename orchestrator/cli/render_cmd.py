@@ -8,7 +8,8 @@ its references (`workflow_templates.validate`) and prints it as YAML or JSON on 
 Without a fleet it cannot know the fleet, so it assumes, and says on stderr what it assumed: every
 stage takes `--assume-clusters` clusters (or its integer maxTargets), the revision is `--revision`
 (or a placeholder), the rollout id is `--rollout-id` (or `render`). Each stage with analysis gets a
-line on stderr saying where its analysis runs (as `plan` says it).
+line on stderr saying where its analysis runs (as `plan` says it), and each manual gate one saying
+how long it waits for a person (its `approvalWindowSeconds`, else the watcher's default).
 
 With a fleet, the fleet is read and planned in a forked child while this process imports Hera for
 the build (`orchestrator.cli.overlap`): on a 10,000-cluster file each half takes about a second, and
@@ -30,7 +31,7 @@ from pathlib import Path
 import click
 
 from orchestrator.api.analysis import describe_analysis, resolve_analysis
-from orchestrator.api.models import ProgressiveSync
+from orchestrator.api.models import ApprovalMode, ProgressiveSync
 from orchestrator.api.release import Release, Revisions, spec_hash
 from orchestrator.cli.manifest import (
     collector_paused,
@@ -176,6 +177,13 @@ def render(
         if analysis is not None:
             where = describe_analysis(analysis, bake_seconds=stage.bake_seconds)
             _note(f"analysis: stage {stage.name}: {where}")
+        if stage.approval is ApprovalMode.MANUAL:  # the gate's window, as the deadline budgets it
+            window = stage.approval_window_seconds
+            source = "its approvalWindowSeconds" if window else "the watcher's default"
+            _note(
+                f"approval: stage {stage.name}: a manual gate; it waits up to "
+                f"{window or settings.approval_window_seconds}s for a person ({source})"
+            )
     click.echo(text, nl=False)
 
 

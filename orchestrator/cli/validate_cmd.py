@@ -3,7 +3,9 @@
 Reads each file (`-` is stdin), validates every YAML document with the models
 (`orchestrator.api.validation`) and prints one line per document: `OK`, the errors as
 `path: problem (how to fix)`, or why a document was skipped (not a ProgressiveSync); beneath a valid
-one, notes such as what its rollback does. Exit 0 when
+one, notes such as what its rollback does. With `--values FILE` (repeatable, merged over the chart's
+defaults as helm does) a ProgressiveSync the chart so installed would refuse is invalid too
+(`orchestrator.api.chart_policy`). Exit 0 when
 every ProgressiveSync is valid, 1 when one is invalid or none was found, 2 on bad usage (click).
 """
 
@@ -17,7 +19,8 @@ from dataclasses import dataclass
 import click
 import yaml
 
-from orchestrator.api.validation import DocumentResult, Verdict, validate_text
+from orchestrator.api.chart_policy import ChartPolicy, ChartValuesError, chart_values, policy_errors
+from orchestrator.api.validation import DocumentResult, ExtraCheck, Verdict, validate_text
 
 
 @dataclass(frozen=True)
@@ -46,9 +49,18 @@ class FileReport:
     show_default=True,
     help="text for people, json or yaml for scripts.",
 )
-def validate(filenames: Sequence[str], output: str) -> None:
+@click.option(
+    "--values",
+    "values_files",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Also check against the chart's policy as installed with this values file (merged over the "
+    "chart's defaults; repeat like helm -f): prune, sync options, namespaces, analysis rights.",
+)
+def validate(filenames: Sequence[str], output: str, values_files: Sequence[str] = ()) -> None:
     """Validate ProgressiveSync manifests offline, the way the API server will."""
-    reports = [_read_and_validate(filename) for filename in filenames]
+    check = chart_policy_check(values_files) if values_files else None
+    reports = [_read_and_validate(filename, check) for filename in filenames]
     if output == "text":
         for line in render_text(reports):
             click.echo(line)
@@ -66,11 +78,27 @@ def validate(filenames: Sequence[str], output: str) -> None:
         sys.exit(1)
 
 
-def _read_and_validate(filename: str) -> FileReport:
+def _read_and_validate(filename: str, check: ExtraCheck | None = None) -> FileReport:
     if filename == "-":
-        return FileReport("<stdin>", validate_text(sys.stdin.read()))
+        return FileReport("<stdin>", validate_text(sys.stdin.read(), check))
     with open(filename, encoding="utf-8") as stream:
-        return FileReport(filename, validate_text(stream.read()))
+        return FileReport(filename, validate_text(stream.read(), check))
+
+
+def chart_policy_check(values_files: Sequence[str]) -> ExtraCheck:
+    """The chart's policy as installed with these values files (`orchestrator.api.chart_policy`)."""
+    overrides = []
+    for path in values_files:
+        with open(path, encoding="utf-8") as stream:
+            loaded = yaml.safe_load(stream)
+        if loaded is not None and not isinstance(loaded, dict):
+            raise click.BadParameter(f"{path}: expected a map of chart values", param_hint="--values")
+        overrides.append(loaded or {})
+    try:
+        policy = ChartPolicy.from_values(chart_values(*overrides))
+    except ChartValuesError as exc:
+        raise click.BadParameter(str(exc), param_hint="--values") from exc
+    return lambda ps: policy_errors(ps, policy)
 
 
 def render_text(reports: Sequence[FileReport]) -> list[str]:

@@ -348,6 +348,9 @@ class DevStack:
             f"argocdNamespace={namespace}",
             "--set",
             "installWorkflowTemplates=false",
+            # The chart requires image.repository; only the RBAC documents are kept, so any name does.
+            "--set",
+            "image.repository=progressive-sync",
         ]
         result = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
         if result.returncode != 0:

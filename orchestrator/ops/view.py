@@ -46,7 +46,7 @@ from orchestrator.api.stage_records import (
     outcomes_of,
     summary_line,
 )
-from orchestrator.core.clock import format_time
+from orchestrator.core.clock import format_time, parse_time
 from orchestrator.ops.analysis_runs import AnalysisRunView, analysis_run_views, runs_data
 from orchestrator.workflows.view import FINISHED_PHASES, workflow_nodes
 from workflow_templates import names
@@ -141,6 +141,10 @@ class StageView:
     finished_at: datetime | None = None
     approval: ApprovalMode = ApprovalMode.AUTOMATIC
     waiting_for_approval: bool = False
+    # The stage's approvalWindowSeconds (None: the watcher's default), and while its gate waits, when
+    # the gate closes: the Workflow's deadline (startedAt + activeDeadlineSeconds), which budgets it.
+    approval_window_seconds: int | None = None
+    approval_closes_at: datetime | None = None
     # The stage's analysis gate as the status holds it: `<run> <phase>: <message>` ("" without one).
     analysis: str = ""
 
@@ -335,7 +339,9 @@ def rollout_view(
     """
     status = ps.status
     approvals = {stage.name: stage.approval for stage in ps.spec.stages}
+    windows = {stage.name: stage.approval_window_seconds for stage in ps.spec.stages}
     waiting = set(waiting_gates(workflow, ps)) if workflow is not None else set()
+    closes_at = workflow_deadline(workflow) if waiting and workflow is not None else None
     if status is not None and status.stages:
         stages = tuple(
             StageView(
@@ -347,6 +353,8 @@ def rollout_view(
                 finished_at=entry.finished_at,
                 approval=approvals.get(entry.name, ApprovalMode.AUTOMATIC),
                 waiting_for_approval=entry.name in waiting,
+                approval_window_seconds=windows.get(entry.name),
+                approval_closes_at=closes_at if entry.name in waiting else None,
                 analysis=f"{entry.analysis.run} {entry.analysis.phase}: {entry.analysis.message}"
                 if entry.analysis is not None
                 else "",
@@ -355,7 +363,12 @@ def rollout_view(
         )
     else:
         stages = tuple(
-            StageView(name=stage.name, phase=StagePhase.PENDING, approval=stage.approval)
+            StageView(
+                name=stage.name,
+                phase=StagePhase.PENDING,
+                approval=stage.approval,
+                approval_window_seconds=stage.approval_window_seconds,
+            )
             for stage in ps.spec.stages
         )
     clusters: tuple[ClusterView, ...] | None = None
@@ -572,10 +585,31 @@ def stage_rows(view: RolloutView, now: datetime) -> list[tuple[str, str, str, st
             stage_progress(stage),
             str(stage.counts.failed) if stage.counts.failed else "-",
             format_duration(stage.duration(now)),
-            shorten(stage.message, MESSAGE_COLUMN_WIDTH),
+            shorten(stage_message(stage), MESSAGE_COLUMN_WIDTH),
         )
         for stage in view.stages
     ]
+
+
+def stage_message(stage: StageView) -> str:
+    """The stage's message; while its gate waits, first when the gate closes (and its window)."""
+    if not (stage.waiting_for_approval and stage.approval_closes_at is not None):
+        return stage.message
+    window = stage.approval_window_seconds
+    closes = f"gate closes {format_time(stage.approval_closes_at)}" + (
+        f" (approvalWindowSeconds {window})" if window else ""
+    )
+    return f"{closes}; {stage.message}" if stage.message else closes
+
+
+def workflow_deadline(workflow: Mapping[str, Any]) -> datetime | None:
+    """When Argo fails the Workflow (and a gate still waiting with it): its start plus its
+    activeDeadlineSeconds, which budgets each gate's approval window; None when either is unknown."""
+    started = parse_time((workflow.get("status") or {}).get("startedAt"))
+    seconds = (workflow.get("spec") or {}).get("activeDeadlineSeconds")
+    if started is None or not isinstance(seconds, int) or isinstance(seconds, bool):
+        return None
+    return started + timedelta(seconds=seconds)
 
 
 def render_data(view: RolloutView, now: datetime) -> dict[str, Any]:
@@ -614,6 +648,8 @@ def render_data(view: RolloutView, now: datetime) -> dict[str, Any]:
                 "phase": stage.phase.value,
                 "approval": stage.approval.value,
                 "waitingForApproval": stage.waiting_for_approval,
+                "approvalWindowSeconds": stage.approval_window_seconds,
+                "approvalClosesAt": stamp(stage.approval_closes_at),
                 "message": stage.message,
                 "counts": stage.counts.model_dump(by_alias=True),
                 "syncing": list(stage.syncing),

@@ -13,6 +13,9 @@ revision set, one entry per source; each Application syncs to the set Argo CD co
 - `analysis` (only for a stage with analysis): its effective analysis, the stage's block over the
   spec's defaults (`orchestrator.api.analysis.resolve_analysis`): the templates, the args, when,
   perCluster, onInconclusive, timeoutSeconds. The `analyze` step runs it (steps/analyze.py);
+- `approvalWindowSeconds` (only for a manual gate whose stage sets it): how long the gate waits
+  for a person; the Workflow's deadline budgets it in place of the watcher's default
+  (`WorkflowSettings.approval_window_seconds`);
 - `rollbackParallel` (only when the spec has `rollback`): how many of its clusters roll back at
   once (>= 1; the rollback fan-out's `parallelism`), `rollback.maxParallel` resolved against its
   targets, else its maxParallel (`orchestrator.planning.sizing.rollback_parallel`).
@@ -43,7 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 
 from orchestrator.api.analysis import StageAnalysis, resolve_analysis
-from orchestrator.api.models import ProgressiveSyncSpec
+from orchestrator.api.models import ApprovalMode, ProgressiveSyncSpec
 from orchestrator.api.release import Revisions, RevisionsError, revisions_from_data
 from orchestrator.api.rollback import (
     RollbackScope,
@@ -83,6 +86,7 @@ class StageContract(_Model):
     deadline_waves: int = Field(default=1, ge=1)
     analysis: StageAnalysis | None = None
     rollback_parallel: int | None = Field(default=None, ge=1)
+    approval_window_seconds: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
     def _batches_share_max_parallel(self) -> StageContract:
@@ -240,6 +244,9 @@ def make_contract(
                 deadline_waves=deadline_waves(size),
                 analysis=resolve_analysis(spec.analysis, stage.analysis),
                 rollback_parallel=rollback_parallel(rollback.max_parallel, size) if rollback else None,
+                approval_window_seconds=stage.approval_window_seconds
+                if stage.approval is ApprovalMode.MANUAL
+                else None,
             )
         )
     try:

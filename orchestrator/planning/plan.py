@@ -47,6 +47,7 @@ class IssueCode(StrEnum):
     UNKNOWN_REVISION = "UnknownRevision"
     UNCOVERED_CLUSTERS = "UncoveredClusters"
     SPREAD_LABEL_MISSING = "SpreadLabelMissing"
+    SPREAD_VALUES_FEWER_THAN_TARGETS = "SpreadValuesFewerThanTargets"
     UNKNOWN_PROGRESS_STAGE = "UnknownProgressStage"
     LATE_CLUSTERS = "LateClusters"
     NOT_A_RELEASE = "NotARelease"

@@ -36,7 +36,7 @@ from here (`__all__`) stay importable from here.
 from __future__ import annotations
 
 import hashlib
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
@@ -44,6 +44,7 @@ from typing import Any
 from orchestrator.api.models import (
     LabelSelector,
     ProgressiveSyncSpec,
+    Stage,
 )
 from orchestrator.api.release import Revisions, normalize_revisions, release_id
 from orchestrator.argocd.fleet import (
@@ -520,6 +521,7 @@ def _plan_stages(
             chosen = candidates[:max_targets]
             if stage.spread_by:
                 _report_spread_gaps(issues, stage.name, stage.spread_by, chosen)
+                _report_spread_values(issues, stage, candidates, chosen)
             targets = tuple(c.name for c in chosen)
             state, reason = _computed_state(
                 app_set=spec.app_set_ref.name,
@@ -609,6 +611,29 @@ def _report_spread_gaps(issues: _Issues, stage: str, label: str, targets: Sequen
             "label; they come after the labelled clusters",
             unlabelled,
         )
+
+
+def _report_spread_values(
+    issues: _Issues, stage: Stage, candidates: Sequence[Cluster], chosen: Sequence[Cluster]
+) -> None:
+    """A count `maxTargets` above the number of values `spreadBy` has among the stage's candidates:
+    some value gets more than one target, which "one per region" rarely means. A percentage takes a
+    share of the fleet and is left alone."""
+    label = stage.spread_by
+    if not label or not isinstance(stage.max_targets, int):
+        return
+    values = sorted({c.labels[label] for c in candidates if label in c.labels})
+    if not values or stage.max_targets <= len(values) or len(chosen) <= len(values):
+        return
+    taken = Counter(c.labels.get(label, "(no label)") for c in chosen)
+    shares = ", ".join(f"{count} in {value}" for value, count in sorted(taken.items()))
+    issues.warn(
+        IssueCode.SPREAD_VALUES_FEWER_THAN_TARGETS,
+        f"stage {stage.name!r} spreads by {label!r}, which has {len(values)} value(s) among the "
+        f"clusters it can take ({', '.join(values)}), but maxTargets is {stage.max_targets}: it will "
+        f"take {len(chosen)} clusters, {shares}; set maxTargets: {len(values)} for one per {label}",
+        tuple(c.name for c in chosen),
+    )
 
 
 def _report_uncovered(

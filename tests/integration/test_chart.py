@@ -15,7 +15,7 @@ from orchestrator.cli.watch_cmd import build_settings, watch
 from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.watcher.settings import Engine, Settings
 from tests.support.builders import make_release, make_stage
-from tests.support.chart import CHART, helm_binary, isolate, render
+from tests.support.chart import CHART, TEST_IMAGE_REPOSITORY, helm_binary, isolate, render
 from tests.support.kubectl import Kubectl
 from workflow_templates.builder import assumed_sizes, build_workflow
 from workflow_templates.pieces import ROLLOUTS_INSTANCE_ID_ENV
@@ -192,7 +192,7 @@ def test_workflow_templates_follow_the_chart_values(helm: Path) -> None:
         assert template["metadata"]["namespace"] == "rollouts"
         assert template["spec"]["serviceAccountName"] == "rollout-steps"
         images = {t["container"]["image"] for t in template["spec"]["templates"] if "container" in t}
-        assert images <= {"ghcr.io/progressive-sync/progressive-sync:1.2.3"}
+        assert images <= {f"{TEST_IMAGE_REPOSITORY}:1.2.3"}
 
 
 # Every value that configures the watcher or its steps, set to something other than its default.
@@ -301,8 +301,28 @@ def test_every_chart_value_reaches_the_watcher_and_the_step_pods(
             assert env.get(ROLLOUTS_INSTANCE_ID_ENV) == "blue", source["metadata"]["name"]
 
 
+def test_the_image_repository_is_required_and_the_message_says_what_to_set(helm: Path) -> None:
+    # No registry publishes the image: the chart has no default that would pull from nowhere.
+    result = subprocess.run(
+        [str(helm), "template", "psync", str(CHART)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode != 0
+    assert "image.repository is required" in result.stderr
+    assert "set image.repository to where you pushed `make image`'s output" in result.stderr
+    with_a_tag = subprocess.run(
+        [str(helm), "template", "psync", str(CHART), "--set", "image.repository=registry.example/ps:1.2.3"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert with_a_tag.returncode != 0
+    assert "/image/repository" in with_a_tag.stderr
+
+
 def test_watching_other_namespaces_than_the_workflow_namespace_is_refused(helm: Path) -> None:
     args = [str(helm), "template", "psync", str(CHART), "--set", "watchNamespaces={a,b}"]
+    args += ["--set", f"image.repository={TEST_IMAGE_REPOSITORY}"]
     result = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode != 0
     assert "can only watch that namespace" in result.stderr
@@ -385,7 +405,16 @@ def test_mistakes_are_refused_naming_the_key(helm: Path, tmp_path: Path, values:
     path = tmp_path / "values.yaml"
     path.write_text(yaml.safe_dump(values))
     result = subprocess.run(
-        [str(helm), "template", "psync", str(CHART), "--values", str(path)],
+        [
+            str(helm),
+            "template",
+            "psync",
+            str(CHART),
+            "--values",
+            str(path),
+            "--set",
+            f"image.repository={TEST_IMAGE_REPOSITORY}",
+        ],
         check=False,
         capture_output=True,
         text=True,

@@ -36,11 +36,21 @@ def helm_binary(control_plane: DevCluster) -> Path:
     return binary
 
 
+# The chart requires image.repository (no registry publishes the image); tests render with this one
+# unless they set their own.
+TEST_IMAGE_REPOSITORY = "registry.example/progressive-sync"
+
+
 def render(
     helm: Path, namespace: str, *values: str, values_file: Path | None = None, release: str = RELEASE
 ) -> list[dict[str, Any]]:
-    """`helm template` of the chart with `--set` values; the documents it prints."""
+    """`helm template` of the chart with `--set` values; the documents it prints.
+
+    image.repository is `TEST_IMAGE_REPOSITORY` unless `values` or `values_file` set it.
+    """
     args = [str(helm), "template", release, str(CHART), "--namespace", namespace]
+    if not _sets_image_repository(values, values_file):
+        args += ["--set", f"image.repository={TEST_IMAGE_REPOSITORY}"]
     if values_file is not None:
         args += ["--values", str(values_file)]
     for value in values:
@@ -48,6 +58,15 @@ def render(
     result = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stderr
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def _sets_image_repository(values: tuple[str, ...], values_file: Path | None) -> bool:
+    if any(value.startswith("image.repository=") for value in values):
+        return True
+    if values_file is None:
+        return False
+    given = yaml.safe_load(values_file.read_text()) or {}
+    return bool((given.get("image") or {}).get("repository"))
 
 
 def isolate(documents: list[dict[str, Any]], suffix: str) -> list[dict[str, Any]]:

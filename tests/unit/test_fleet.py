@@ -186,7 +186,7 @@ def test_load_fleet_reads_lists_and_single_documents() -> None:
 
 
 def test_load_fleet_reads_the_example_file() -> None:
-    with open("examples/fleet.yaml") as handle:
+    with open("examples/fleets/checkout.yaml") as handle:
         fleet = load_fleet(handle.read())
     regions = {c.labels["region"] for c in fleet.clusters}
     assert len(fleet.clusters) == 12

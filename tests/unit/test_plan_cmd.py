@@ -14,7 +14,7 @@ from click.testing import CliRunner, Result
 from orchestrator.cli.main import main
 from tests.support.builders import make_application, make_cluster_secret
 
-EXAMPLE_FLEET = Path("examples/fleet.yaml")
+EXAMPLE_FLEET = Path("examples/fleets/checkout.yaml")
 MARKER = "CREDENTIAL-MARKER-5b1f0c"
 
 
@@ -23,7 +23,7 @@ def ps_manifest(
 ) -> dict[str, Any]:
     """The design's three stages over the example fleet's regions (unless `stages` is given).
 
-    `name` is the ProgressiveSync's and its ApplicationSet's: examples/fleet.yaml holds `checkout`.
+    `name` is the ProgressiveSync's and its ApplicationSet's: examples/fleets/checkout.yaml holds `checkout`.
     """
     default_stages = [
         {

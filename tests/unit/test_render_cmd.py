@@ -26,7 +26,7 @@ from orchestrator.planning.planner import plan_fleet
 from workflow_templates import names
 
 EXAMPLE_PS = Path("examples/canary-regions-rest.yaml")
-EXAMPLE_FLEET = Path("examples/fleet.yaml")
+EXAMPLE_FLEET = Path("examples/fleets/checkout.yaml")
 
 
 def run(*args: str) -> Result:

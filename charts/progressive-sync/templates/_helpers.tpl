@@ -16,7 +16,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
 {{- define "progressive-sync.image" -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- $repository := required "image.repository is required: no registry publishes the progressive-sync image; set image.repository to where you pushed `make image`'s output (e.g. --set image.repository=registry.example.com/platform/progressive-sync)" .Values.image.repository -}}
+{{- printf "%s:%s" $repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
 
 {{- /*
