@@ -94,7 +94,7 @@ class Reason(StrEnum):
         Section.LIFECYCLE,
         "Ready=False, Progressing=True",
         "The rollout is paused by `spec.paused: true`: running steps finish, no new step starts.",
-        "`progressive-sync resume` (or set spec.paused to false) continues it.",
+        "`progressive-sync unpause` (or set spec.paused to false) continues it.",
         "rollout {rollout} is paused{where}: running steps finish, no new step starts",
     )
     WORKFLOW_SUSPENDED = (
@@ -190,7 +190,7 @@ class Reason(StrEnum):
         "Paused=True",
         "`spec.paused` is true: the watcher suspended the Workflow (no new step starts) or holds a "
         "due release back. Only such a suspend is lifted by the watcher.",
-        "`progressive-sync resume` (or set spec.paused to false).",
+        "`progressive-sync unpause` (or set spec.paused to false).",
         "spec.paused is true: no new step starts",
     )
     NOT_PAUSED = (
@@ -364,7 +364,7 @@ class Reason(StrEnum):
         Section.EVENTS,
         "Event (Normal)",
         "The watcher suspended the rollout's Workflow for `spec.paused: true`.",
-        "`progressive-sync resume` continues it.",
+        "`progressive-sync unpause` continues it.",
     )
     RESUMED = (
         "Resumed",
@@ -560,8 +560,17 @@ class Reason(StrEnum):
         "AppSetNotGiven",
         Section.PLAN,
         "plan warning",
-        "The ApplicationSet was not found: Applications are matched to it by owner name only.",
-        "Pass the ApplicationSet to the offline plan, or create it.",
+        "The offline plan was not given the ApplicationSet: Applications are matched to it by owner "
+        "name only.",
+        "Add the ApplicationSet to the fleet file (`kubectl get applicationset NAME -o yaml`).",
+    )
+    APP_SET_NOT_FOUND = (
+        "AppSetNotFound",
+        Section.PLAN,
+        "plan error",
+        "The live plan found no ApplicationSet of the name spec.appSetRef gives, in the "
+        "ProgressiveSync's namespace.",
+        "Create the ApplicationSet, fix spec.appSetRef.name, or pass -n for the namespace it lives in.",
     )
     NO_APPLICATIONS = (
         "NoApplications",
