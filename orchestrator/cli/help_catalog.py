@@ -131,6 +131,7 @@ ENVIRONMENT: Mapping[str, tuple[tuple[str, str], ...]] = MappingProxyType(
         "validate": (),
         "watch": (
             ("PROGRESSIVE_SYNC_<FLAG>", "every flag (--resync-period is PROGRESSIVE_SYNC_RESYNC_PERIOD)"),
+            ("PROGRESSIVE_SYNC_KUBECONFIG", "--kubeconfig"),
             ("KUBECONFIG", "--kubeconfig, after PROGRESSIVE_SYNC_KUBECONFIG"),
             ("PROGRESSIVE_SYNC_ARGO_TOKEN", "the Argo Server bearer token (or --argo-token-file)"),
         ),
@@ -159,7 +160,11 @@ def _rows(rows: tuple[tuple[object, str], ...], width: int) -> list[str]:
     for key, meaning in rows:
         lead = f"  {str(key).ljust(first)}  "
         lines += textwrap.wrap(
-            meaning, width=width, initial_indent=lead, subsequent_indent=" " * len(lead), break_on_hyphens=False
+            meaning,
+            width=width,
+            initial_indent=lead,
+            subsequent_indent=" " * len(lead),
+            break_on_hyphens=False,
         )
     return lines
 

@@ -186,6 +186,19 @@ def app_set_not_found(namespace: str, name: str) -> PlanIssue:
     )
 
 
+def live_namespaces(settings: PlanSettings, ps: ProgressiveSync) -> tuple[str, str]:
+    """Where the live plan reads the ApplicationSet (the ProgressiveSync's namespace: the manifest's,
+    else -n and its defaults) and the Applications and cluster Secrets (--argocd-namespace, else
+    the same)."""
+    ps_namespace = (
+        ps.metadata.namespace
+        or resolved_namespace(
+            settings.namespace, kubeconfig=settings.kubeconfig, context=settings.context
+        ).namespace
+    )
+    return ps_namespace, settings.argocd_namespace or ps_namespace
+
+
 def read_live_fleet(settings: PlanSettings, ps: ProgressiveSync) -> tuple[Fleet, tuple[PlanIssue, ...]]:
     """The fleet as the API server has it now, read through the adapter, and the error when the
     ApplicationSet is missing."""
@@ -197,13 +210,7 @@ def read_live_fleet(settings: PlanSettings, ps: ProgressiveSync) -> tuple[Fleet,
         NotFound,
     )
 
-    ps_namespace = (
-        ps.metadata.namespace
-        or resolved_namespace(
-            settings.namespace, kubeconfig=settings.kubeconfig, context=settings.context
-        ).namespace
-    )
-    argocd_namespace = settings.argocd_namespace or ps_namespace
+    ps_namespace, argocd_namespace = live_namespaces(settings, ps)
     try:
         kube = Kube.from_kubeconfig(settings.kubeconfig, settings.context)
     except KubeError as exc:
