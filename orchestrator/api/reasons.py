@@ -560,16 +560,14 @@ class Reason(StrEnum):
         "AppSetNotGiven",
         Section.PLAN,
         "plan warning",
-        "The offline plan was not given the ApplicationSet: Applications are matched to it by owner "
-        "name only.",
+        "The offline plan was not given the ApplicationSet: Applications match it by owner name only.",
         "Add the ApplicationSet to the fleet file (`kubectl get applicationset NAME -o yaml`).",
     )
     APP_SET_NOT_FOUND = (
         "AppSetNotFound",
         Section.PLAN,
         "plan error",
-        "The live plan found no ApplicationSet of the name spec.appSetRef gives, in the "
-        "ProgressiveSync's namespace.",
+        "The live plan found no ApplicationSet spec.appSetRef names in the ProgressiveSync's namespace.",
         "Create the ApplicationSet, fix spec.appSetRef.name, or pass -n for the namespace it lives in.",
     )
     NO_APPLICATIONS = (

@@ -11,6 +11,7 @@ commands against a real kube-apiserver.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,8 @@ import click
 import pytest
 import yaml
 from click.testing import CliRunner, Result
+from hypothesis import given
+from hypothesis import strategies as st
 
 from orchestrator.cli import conventions, help_catalog, ops_cmd, plan_cmd
 from orchestrator.cli.main import COMMANDS, HIDDEN, main
@@ -32,6 +35,7 @@ from orchestrator.cli.namespaces import (
 from orchestrator.kube.client import KubeError, Retryable
 from orchestrator.ops.view import WatchExit
 
+REFERENCE_PAGE = Path("docs/cli-reference.md")
 OPERATOR_COMMANDS = ("status", "approve", "pause", "unpause", "cancel", "retry", "rollback")
 STOPPED = 97  # the exit code of a command stopped where it would have connected
 
@@ -105,6 +109,18 @@ def test_resolve_namespace(
 ) -> None:
     resolved = resolve_namespace(flag, context, environment)
     assert (resolved.namespace, resolved.source) == (expected, source)
+
+
+maybe_namespace = st.one_of(st.none(), st.just(""), st.text(alphabet="abc-", min_size=1, max_size=4))
+
+
+@given(flag=maybe_namespace, context=maybe_namespace, environment=maybe_namespace)
+def test_the_first_namespace_set_wins_in_order(
+    flag: str | None, context: str | None, environment: str | None
+) -> None:
+    resolved = resolve_namespace(flag, context, environment)
+    assert resolved.namespace == next((v for v in (flag, context, environment) if v), "argocd")
+    assert resolved.namespace  # never empty
 
 
 @pytest.mark.parametrize(
@@ -459,6 +475,15 @@ def test_the_markdown_reference_has_every_command() -> None:
     text = help_catalog.markdown()
     assert all(f"## progressive-sync {name}" in text for name in help_catalog.EXIT_CODES)
     assert set(help_catalog.EXIT_CODES) == set(help_catalog.ENVIRONMENT) == set(COMMANDS) - HIDDEN
+
+
+def test_the_reference_page_is_generated_from_the_catalog() -> None:
+    if os.environ.get("REGENERATE") == "1":
+        REFERENCE_PAGE.write_text(help_catalog.markdown())
+    assert REFERENCE_PAGE.read_text() == help_catalog.markdown(), (
+        f"{REFERENCE_PAGE} differs from orchestrator/cli/help_catalog.py: run "
+        f"`python -m orchestrator.cli.help_catalog > {REFERENCE_PAGE}` (or REGENERATE=1 pytest {__file__})"
+    )
 
 
 # --- resume -> unpause, completion -------------------------------------------------------------
