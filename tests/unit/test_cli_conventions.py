@@ -23,7 +23,7 @@ from click.testing import CliRunner, Result
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orchestrator.cli import conventions, help_catalog, ops_cmd, plan_cmd
+from orchestrator.cli import conventions, help_catalog, ops_cmd, plan_cmd, watch_cmd
 from orchestrator.cli.main import COMMANDS, HIDDEN, main
 from orchestrator.cli.namespaces import (
     NamespaceSource,
@@ -363,6 +363,43 @@ def test_render_places_a_manifest_without_namespace_where_kubectl_would(
     assert result.exit_code == 0, result.output
     assert f"assumed: namespace {namespace} (the manifest has none" in result.stderr
     assert f'"namespace": "{namespace}"' in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "which", "namespaces"),
+    [
+        pytest.param((), {}, "team", ("team-a",), id="context-namespace-default"),
+        pytest.param(("--context", "b"), {}, "team", ("team-b",), id="context-flag"),
+        pytest.param((), {}, "bare", ("argocd",), id="argocd-last"),
+        pytest.param(("-n", "x", "-n", "y"), {}, "team", ("x", "y"), id="n-flags"),
+        pytest.param(
+            (), {"PROGRESSIVE_SYNC_NAMESPACE": "p q"}, "team", ("p", "q"), id="variable-is-the-flag"
+        ),
+        pytest.param(("-A",), {}, "team", (), id="all-namespaces"),
+    ],
+)
+def test_watch_defaults_to_the_contexts_namespace(
+    *,
+    monkeypatch: pytest.MonkeyPatch,
+    team_kubeconfig: str,
+    bare_kubeconfig: str,
+    args: tuple[str, ...],
+    env: dict[str, str],
+    which: str,
+    namespaces: tuple[str, ...],
+) -> None:
+    built: list[Any] = []
+    real = watch_cmd.build_settings
+
+    def record(environ: Any, **flags: Any) -> Any:
+        built.append(real(environ, **flags))
+        raise click.exceptions.Exit(STOPPED)
+
+    monkeypatch.setattr(watch_cmd, "build_settings", record)
+    path = team_kubeconfig if which == "team" else bare_kubeconfig
+    result = run("watch", *args, "--kubeconfig", path, env=env)
+    assert result.exit_code == STOPPED, result.output
+    assert built[0].namespaces == namespaces
 
 
 # --- -f: a directory, stdin, once --------------------------------------------------------------
