@@ -10,15 +10,16 @@ PYTEST_ARGS ?=
 # computes, so more workers than cores pays; the tests of one shared stack stay on one worker.
 PYTEST_WORKERS ?= 4
 
-.PHONY: help venv tools test unit lint fmt clean crds docs bench demo
+.PHONY: help venv tools test unit lint fmt clean crds docs bench demo image
 
 help:
 	@echo "make demo    run a staged rollout over a simulated 12-cluster fleet on a local control plane"
 	@echo "make test    the whole test suite (builds the tools on first use)"
 	@echo "make lint    ruff + mypy + the import contract (lint-imports)"
 	@echo "make tools   build the real components (control plane, node, Argo, Argo CD) into the cache"
+	@echo "make image   build the image users install (an OCI archive in dist/, to push to a registry)"
 	@echo "make crds    regenerate the CRD from the models"
-	@echo "make docs    regenerate docs/troubleshooting.md from the reason catalog"
+	@echo "make docs    regenerate docs/troubleshooting.md (reason catalog) and docs/reference/ (models)"
 	@echo "make bench   benchmarks (ratios measured side by side)"
 	@echo "make clean   remove the virtualenv and caches in the tree (not the tool cache)"
 
@@ -43,7 +44,7 @@ venv: $(STAMP)
 # argo-ui from the vendor dir) 607 s at load average 9-11; Argo CD (Go 1.27 toolchain, ~1.7 GB of
 # modules, compile) 2274 s at load average 11-23, mean 15 (earlier: 1561 s at 10-12 with its
 # modules already downloaded); Argo Rollouts 385 s at load average 4-6 with its modules already
-# downloaded (docs/dev-stack.md). Expect the ~50 min only on a machine that is otherwise idle.
+# downloaded (docs/design/dev-stack.md). Expect the ~50 min only on a machine that is otherwise idle.
 # test, demo and bench run it first and pass the folder on as PROGRESSIVE_SYNC_TOOLS_DIR (the Python
 # side's orchestrator/devenv/tools.py) and KUBEBUILDER_ASSETS.
 tools:
@@ -55,6 +56,13 @@ test: $(STAMP)
 
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
+
+# The image users install (the watcher and every step run it): an OCI image archive in dist/, built
+# from Debian packages like the dev node's step image (orchestrator/devenv/release_image.py says how),
+# never from a pulled base image. Push it with skopeo (or docker load + push); README.md, Install.
+image: $(STAMP)
+	@hack/tools/debian-packages.sh
+	@$(BIN)/python -m orchestrator.devenv.release_image
 
 # The first thing to run: builds the tools on a cold cache, then a 3-stage rollout over a simulated
 # 12-cluster fleet on a local control plane (about a minute). DEMO_ARGS="--fail-cluster NAME" shows a
@@ -82,10 +90,13 @@ lint: $(STAMP)
 crds: $(STAMP)
 	$(BIN)/python -m orchestrator.api.crdgen
 
-# docs/troubleshooting.md is generated from the reason catalog (orchestrator/api/reasons.py); a golden
-# test (tests/unit/test_reasons.py) fails when they differ.
+# docs/troubleshooting.md is generated from the reason catalog (orchestrator/api/reasons.py, rendered
+# with the phases, states and cluster failures by orchestrator/api/troubleshooting.py) and
+# docs/reference/progressivesync.md from the models (orchestrator/api/fieldref.py); golden tests
+# (tests/unit/test_reasons.py, tests/unit/test_fieldref.py) fail when they differ.
 docs: $(STAMP)
-	$(BIN)/python -m orchestrator.api.reasons --write docs/troubleshooting.md
+	$(BIN)/python -m orchestrator.api.troubleshooting --write docs/troubleshooting.md
+	$(BIN)/python -m orchestrator.api.fieldref --write docs/reference/progressivesync.md
 
 fmt: $(STAMP)
 	$(BIN)/ruff format .

@@ -3,7 +3,7 @@
 A stage of a few dozen clusters runs one `cluster` pod per cluster. Past
 `WorkflowSettings.batch_threshold` targets, the stage runs `batches` pods of this step instead, so
 the Workflow keeps O(stages x batches) nodes (Argo keeps every node in the Workflow object) and the
-Argo UI draws a batch node rather than thousands of cluster nodes. docs/workflow.md says when.
+Argo UI draws a batch node rather than thousands of cluster nodes. docs/design/workflow.md says when.
 
 The stage's `maxParallel` slots (its batch count and maxParallel come from the rollout contract,
 `orchestrator.planning.contract`) are shared out among the n batches, slot s to batch s mod n

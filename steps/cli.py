@@ -1,7 +1,7 @@
 """The thin entrypoint of the steps: parse options, build the adapter, call the step, map the outcome.
 
 Options come from flags or from `PROGRESSIVE_SYNC_<OPTION>` environment variables (a flag wins), as
-docs/CONTRACTS.md fixes them. Every step reads the rollout contract (`--contract`, its JSON or a
+docs/design/CONTRACTS.md fixes them. Every step reads the rollout contract (`--contract`, its JSON or a
 file holding it; `PROGRESSIVE_SYNC_CONTRACT` in a Workflow's containers), parsed once here
 (`orchestrator.planning.contract.parse_contract`; missing or malformed: exit 2 naming the field):
 the rollout id, the release and every stage's sizing come from it and from nowhere else. Each
@@ -118,7 +118,7 @@ def _option(name: str, **kwargs: Any) -> Callable[[Any], Any]:
 
 
 def common_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """The options of every step (docs/CONTRACTS.md)."""
+    """The options of every step (docs/design/CONTRACTS.md)."""
     decorators = [
         _option("namespace", required=True, help="Namespace of the ProgressiveSync."),
         _option("name", required=True, help="Name of the ProgressiveSync."),
@@ -126,8 +126,8 @@ def common_options(command: Callable[..., Any]) -> Callable[..., Any]:
             "contract",
             default=None,
             help=(
-                "The rollout contract (docs/CONTRACTS.md): its JSON, or a file holding it. The rollout "
-                "id, the release's revisions and every stage's sizing come from it."
+                "The rollout contract (docs/design/CONTRACTS.md): its JSON, or a file holding it. The "
+                "rollout id, the release's revisions and every stage's sizing come from it."
             ),
         ),
         _option(
@@ -319,7 +319,7 @@ def _context(kube: Kube, settings: StepSettings, stage: str, *, taking_over: boo
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 def main() -> None:
-    """The steps of a progressive-sync rollout Workflow (docs/CONTRACTS.md)."""
+    """The steps of a progressive-sync rollout Workflow (docs/design/CONTRACTS.md)."""
 
 
 _compare_wait_option = _option(

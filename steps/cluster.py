@@ -1,6 +1,6 @@
 """The `cluster` step: one cluster of a stage, start to end: `sync`, then `wait-healthy`, in one process.
 
-The rollout Workflow runs one pod of this step per cluster (docs/workflow.md says why one pod and
+The rollout Workflow runs one pod of this step per cluster (docs/design/workflow.md says why one pod and
 not a sync pod and a wait pod). In order:
 
 1. the outcome this rollout already recorded for the cluster (a step run again after a lost pod or

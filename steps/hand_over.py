@@ -3,7 +3,7 @@
 Between two stages with nothing in between (no approval gate on the next stage, no bake after
 this one) the Workflow runs one step where it ran two (`record` of this stage, then `select` of the
 next): each step pod on the critical path costs about a second on the local engine and ~8 s on the
-real node (docs/dev-stack.md), once per stage boundary. docs/workflow.md says where it is used.
+real node (docs/design/dev-stack.md), once per stage boundary. docs/design/workflow.md says where it is used.
 
 What it does is exactly what the two steps did, in the same order, each with its own status write:
 

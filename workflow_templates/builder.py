@@ -4,7 +4,7 @@ Called by the watcher when a rollout is due and by `progressive-sync render`. Pu
 ProgressiveSync, rollout id, revision, plan and settings always give the same Workflow, so creating
 it twice yields AlreadyExists, never a second rollout.
 
-The shape (DESIGN.md §4, with the changes docs/workflow.md explains), for stages A, B and C where
+The shape (DESIGN.md §4, with the changes docs/design/workflow.md explains), for stages A, B and C where
 C has a manual gate:
 
     rollout (DAG)                       entry; one task per stage, each depending on the one before
@@ -65,7 +65,7 @@ Decisions worth knowing:
   sanitize alike); where the stage name passes Argo's display-name rule the template annotation
   `workflows.argoproj.io/display-name` shows it exactly; the stage node always carries the exact
   name as its `stage` input parameter. A cluster's node shows the cluster's name where Argo's rule
-  allows it (`names.display_name_of_input`; docs/workflow.md, How the Argo UI draws it).
+  allows it (`names.display_name_of_input`; docs/design/workflow.md, How the Argo UI draws it).
 - **One step per stage boundary**: between two stages with nothing in between (no gate on the
   next, no bake after this one) `record-and-select` closes one and selects the next in one pod
   (`opens_itself`; steps/hand_over.py): one step pod fewer on the critical path per boundary.

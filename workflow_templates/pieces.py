@@ -1,6 +1,6 @@
 """The reusable pieces of the rollout Workflow, and the WorkflowTemplates that publish them.
 
-Each step of docs/CONTRACTS.md is one container template running `python -m steps <step> ...`;
+Each step of docs/design/CONTRACTS.md is one container template running `python -m steps <step> ...`;
 `cluster` is the one pod per cluster (sync, then wait-healthy, in one process); `approval` is the
 manual gate (a suspend without duration); `bake-<N>s` waits N seconds; `rollback-plan` and
 `rollback` are the exit handler's rollback branch (`rollback_templates`). `build_workflow`
@@ -58,7 +58,7 @@ from workflow_templates.settings import WorkflowSettings
 STEPS_WORKFLOW_TEMPLATE = "progressive-sync-steps"
 CLUSTER_WORKFLOW_TEMPLATE = "progressive-sync-cluster"
 
-# Retried: a temporary error (exit 75, docs/CONTRACTS.md), or a node Argo marks Error (its pod was
+# Retried: a temporary error (exit 75, docs/design/CONTRACTS.md), or a node Argo marks Error (its pod was
 # lost). `lastRetry.exitCode` is "-1" when a node has none (Argo v3.7 buildRetryStrategyLocalScope),
 # so asInt never fails.
 RETRY_EXPRESSION = 'lastRetry.status == "Error" || asInt(lastRetry.exitCode) == 75'
@@ -194,7 +194,7 @@ def _step(
 
 
 def step_templates(settings: WorkflowSettings) -> list[StepContainer]:
-    """The step containers of docs/CONTRACTS.md, in contract order."""
+    """The step containers of docs/design/CONTRACTS.md, in contract order."""
     stage = ("--stage", _input(STAGE_INPUT))
     cluster = ("--cluster", _input(CLUSTER_INPUT))
     per_cluster = (STAGE_INPUT, CLUSTER_INPUT)

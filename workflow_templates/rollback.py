@@ -2,7 +2,7 @@
 
 Called by `builder.build_workflow_of_contract` (and its node count by `builder.estimate_nodes`).
 Without the contract's `rollback` nothing here is used and the exit handler is `finalize` alone,
-as it always was. With it, `onExit` is the DAG `exit` (docs/workflow.md, The rollback branch):
+as it always was. With it, `onExit` is the DAG `exit` (docs/design/workflow.md, The rollback branch):
 
     exit (DAG)
     ├── rollback-plan                  decides; output `rollback-<i>` per stage index (default [])

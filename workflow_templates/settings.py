@@ -66,7 +66,7 @@ class StepResources:
 class WorkflowSettings:
     """How the rollout Workflow runs its steps, and the budgets its deadline is derived from.
 
-    Retries: a step exiting 75 (temporary error, docs/CONTRACTS.md) or a node in phase Error (the
+    Retries: a step exiting 75 (temporary error, docs/design/CONTRACTS.md) or a node in phase Error (the
     pod was lost: evicted, node gone) is retried up to `retry_limit` times, however long each
     attempt ran, with the wait before attempt n+1 `retry_backoff` * `retry_factor`^(n-1) capped at
     `retry_backoff_cap` (Argo's `backoff.cap`: a cap on one wait). Nothing caps the whole window:

@@ -20,7 +20,7 @@ as sentences, empty when nothing is. It checks what our Workflows rely on:
   Argo's rule;
 - no template-level `failFast`: Argo v3.7 fails such a template from `checkParallelism` without
   setting its outbound nodes, so the tasks after it are never reached and the Workflow hangs
-  Running (and with non-Pod children it fails while they still run); see docs/workflow.md.
+  Running (and with non-Pod children it fails while they still run); see docs/design/workflow.md.
 
 Used by the tests (on everything we render) and by `progressive-sync render --check`.
 """

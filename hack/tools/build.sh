@@ -6,7 +6,7 @@
 #   hack/tools/build.sh GROUP...     only these groups (the folder then holds only what is built)
 #   hack/tools/build.sh --print      print the tools folder without building
 #
-# Groups (a cold build of all of them: see README, Prerequisites):
+# Groups (a cold build of all of them: see CONTRIBUTING.md, Prerequisites):
 #   packages  the Debian packages the stack runs, installed when missing (debian-packages.sh; root)
 #   core      etcd, kube-apiserver, kubectl (the control plane), helm
 #   crds      Argo Workflows', Argo CD's and Argo Rollouts' own CRDs, from their modules (nothing to
@@ -207,7 +207,7 @@ if all_done; then
   exit 0
 fi
 
-# Something is to be built: the programs the requested groups need (README, Prerequisites), before
+# Something is to be built: the programs the requested groups need (CONTRIBUTING.md, Prerequisites), before
 # anything starts.
 need=()
 for group in "${groups[@]}"; do
@@ -218,7 +218,7 @@ for group in "${groups[@]}"; do
   esac
 done
 for program in $(printf '%s\n' "${need[@]}" | sort -u); do
-  command -v "$program" >/dev/null || die "$program is not on PATH (make tools needs Go 1.26+ and Node 20+: see README, Prerequisites)"
+  command -v "$program" >/dev/null || die "$program is not on PATH (make tools needs Go 1.26+ and Node 20+: see CONTRIBUTING.md, Prerequisites)"
 done
 
 exec 9>"$cache/.lock"

@@ -10,23 +10,18 @@ and `set_condition` take a `Reason`, and `tests/unit/test_reasons.py` fails on a
 string literal, on an enum of reasons (plan issues, cluster notices, status transitions) with a
 value the catalog lacks, and on a docs/troubleshooting.md that disagrees with the catalog.
 
-docs/troubleshooting.md is generated from this module:
-
-    python -m orchestrator.api.reasons --write docs/troubleshooting.md     (make docs)
+docs/troubleshooting.md is generated from this catalog by `orchestrator.api.troubleshooting` (make docs).
 
 Callers: the watcher's decision and its Events, `orchestrator.api.rollout_status`, the watch loop's
-waits (`orchestrator.kube.watchloop`), the status transitions; tests; `make docs`.
+waits (`orchestrator.kube.watchloop`), the status transitions; `orchestrator.api.troubleshooting`;
+tests.
 """
 
 from __future__ import annotations
 
-import argparse
 import re
-import sys
 from enum import StrEnum
-from pathlib import Path
 
-from orchestrator.api.conditions import ConditionType
 from orchestrator.api.phases import RolloutPhase
 
 
@@ -766,50 +761,3 @@ ROLLOUT_ENDED = {
     RolloutPhase.CANCELLED: Reason.ROLLOUT_CANCELLED,
     RolloutPhase.ROLLED_BACK: Reason.ROLLOUT_ROLLED_BACK,
 }
-
-HEADER = """\
-# Troubleshooting: every reason and what to do
-
-<!-- Generated from orchestrator/api/reasons.py by `make docs`
-     (python -m orchestrator.api.reasons --write docs/troubleshooting.md); do not edit by hand:
-     tests/unit/test_reasons.py fails when this file and the catalog disagree. -->
-
-Every reason progressive-sync shows is listed here: the `reason` of a condition in
-`status.conditions` (`kubectl get psync NAME -o jsonpath='{.status.conditions}'`), the reason of an
-Event (`kubectl describe psync NAME`), a cluster's notice in `status.stages[]` and the code of a plan
-issue (`progressive-sync plan -o json`). Each says what it means and what to do.
-"""
-
-
-def render() -> str:
-    """docs/troubleshooting.md: the condition types, then every reason by section, in catalog order."""
-    lines = [HEADER, "## Condition types", ""]
-    lines += [f"- **{ctype.value}**: {ctype.meaning}" for ctype in ConditionType]
-    for section in Section:
-        lines += ["", f"## {section.value}", ""]
-        for reason in Reason:
-            if reason.section is not section:
-                continue
-            lines += [f"### {reason.value}", "", f"*{reason.condition}*", ""]
-            lines += [f"**Means:** {reason.meaning}", "", f"**Do:** {reason.fix}", ""]
-            if reason.message:
-                example = re.sub(r"\{(\w+)(:[^}]*)?\}", r"<\1>", reason.message)
-                lines += [f"Message: `{example}`", ""]
-    return "\n".join(lines).rstrip("\n") + "\n"
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m orchestrator.api.reasons [--write PATH]`: print or write the troubleshooting page."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--write", type=Path, help="write the page here instead of printing it")
-    args = parser.parse_args(argv)
-    text = render()
-    if args.write is None:
-        sys.stdout.write(text)
-    else:
-        args.write.write_text(text)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

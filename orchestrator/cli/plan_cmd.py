@@ -4,10 +4,11 @@ Reads the ProgressiveSync from `-f`, the fleet either from `--fleet` (a multi-do
 `kubectl get -o yaml` prints it: cluster Secrets, Applications, optionally the ApplicationSet) or
 live from the cluster through `orchestrator.kube.client.Kube` (Applications and cluster Secrets in the
 Argo CD namespace, the ApplicationSet in the ProgressiveSync's namespace), runs the pure planner
-and prints the plan as a table, JSON or YAML (the stable shape in docs/planner.md), the planned
-clusters one a line (`-o name`) or a Mermaid diagram. A live plan reads the ProgressiveSync's namespace
-from the manifest, else `-n` and its defaults (`orchestrator.cli.namespaces`); an ApplicationSet
-missing there is an error (`AppSetNotFound`, exit 1), not the offline plan's `AppSetNotGiven` warning.
+and prints the plan as a table, JSON or YAML (the stable shape in docs/design/planner.md), the
+planned clusters one a line (`-o name`) or a Mermaid diagram. A live plan reads the
+ProgressiveSync's namespace from the manifest, else `-n` and its defaults
+(`orchestrator.cli.namespaces`); an ApplicationSet missing there is an error (`AppSetNotFound`,
+exit 1), not the offline plan's `AppSetNotGiven` warning.
 With `spec.rollback` the table ends with one line saying when and how a rollout rolls back, and
 the JSON carries `rollback` and each stage's `rollbackParallel`.
 

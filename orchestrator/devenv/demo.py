@@ -221,7 +221,8 @@ def _crd_documents(*, analysis: bool = False) -> list[dict[str, Any]]:
     try:
         dirs = tools.peer_crd_dirs() + ([tools.rollouts_crd_dir()] if analysis else [])
         # Argo's minimal Workflow CRD, as an installation has it (the full schema doubles the API
-        # server's start-up work: docs/dev-stack.md); the tests check our Workflows against the full one.
+        # server's start-up work: docs/design/dev-stack.md); the tests check our Workflows against
+        # the full one.
         return all_crd_documents(dirs, workflow_crd_dir=tools.minimal_workflow_crd_dir())
     except tools.ToolsMissing as exc:
         raise DemoError(str(exc)) from exc

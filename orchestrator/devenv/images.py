@@ -338,7 +338,7 @@ def python_rootfs(cache: Path, *, suite: str = DEBIAN_SUITE, mmdebstrap: str = "
     if shutil.which(mmdebstrap) is None:
         raise ImageError(
             "mmdebstrap is not installed; it builds the step image's Debian root filesystem. "
-            "Install the node's Debian packages (`apt-get install mmdebstrap`, see docs/dev-stack.md)."
+            "Install the node's Debian packages (`apt-get install mmdebstrap`, see docs/design/dev-stack.md)."
         )
     stem = f"rootfs-{suite}-python3-{ROOTFS_RECIPE}"
 

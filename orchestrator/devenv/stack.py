@@ -181,7 +181,7 @@ class DevStack:
 
         # Before anything starts (it may say what to build). Argo's minimal Workflow CRD, as Argo's
         # install applies it: the real controller writes Workflows all along, and the full schema
-        # doubles what each write and the install cost the API server (docs/dev-stack.md).
+        # doubles what each write and the install cost the API server (docs/design/dev-stack.md).
         crds = all_crd_documents(tools.peer_crd_dirs(), workflow_crd_dir=tools.minimal_workflow_crd_dir())
         if rollouts_tools is not None:
             crds += rollouts_tools.crd_documents()

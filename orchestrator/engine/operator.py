@@ -35,10 +35,10 @@ Workflow name), node names are `<parent>.<task>`, loop items `<task>(<i>:<item>)
 `<name>(<n>)`, the exit handler `<workflow>.onExit`; node types DAG, Pod, Suspend, TaskGroup,
 Retry and Skipped (an empty loop, an Omitted task); no message on DAG and TaskGroup nodes.
 
-Where it knowingly differs from Argo (docs/workflow.md has the whole comparison):
+Where it knowingly differs from Argo (docs/design/workflow.md has the whole comparison):
 
 - A Pod node that was Running when its executor stopped is run again in place (the steps are
-  idempotent, docs/CONTRACTS.md), with a note in its message, rather than failed and retried.
+  idempotent, docs/design/CONTRACTS.md), with a note in its message, rather than failed and retried.
 
 The pass is put together from one module per job: `nodes` (state and bookkeeping), `pods`,
 `retries`, `dag`, `lifecycle` (mutex, deadline, stop, suspend, exit handler, end); `expressions`

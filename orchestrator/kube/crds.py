@@ -51,7 +51,7 @@ def all_crd_documents(
     Workflow CRD (`tools.minimal_workflow_crd_dir()`: what Argo's install manifests apply; spec and
     status are kept as written). The full one validates every field of every Workflow write, which
     the local-engine tiers want (a malformed Workflow is refused there); it costs the API server
-    twice the CPU to install (26.6 against 13.0 CPU-s with every CRD, docs/dev-stack.md) and more on
+    twice the CPU to install (26.6 against 13.0 CPU-s with every CRD, docs/design/dev-stack.md) and more on
     every write, which the real Argo controller makes all along.
     """
     from orchestrator.api.crdgen import all_crds  # noqa: PLC0415 - crdgen imports the whole model tree

@@ -52,7 +52,7 @@ from orchestrator.kube.client import Gone, Kube, KubeError, Resource, WatchEvent
 log = logging.getLogger(__name__)
 
 # How long a stream may stay silent before it counts as half-open. The API server sends a BOOKMARK
-# to a watch that asked for them about once a minute (measured here: see docs/watcher.md) and ends
+# to a watch that asked for them about once a minute (measured here: see docs/design/watcher.md) and ends
 # the stream at its timeoutSeconds, so a longer silence means no one is at the other end.
 DEFAULT_IDLE_TIMEOUT_SECONDS = 75.0
 

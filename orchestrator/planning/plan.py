@@ -3,7 +3,7 @@
 `orchestrator.planning.planner.plan_rollout` returns a `RolloutPlan`: one `StagePlan` per stage in
 spec order, one `ClusterPlan` per cluster of the ApplicationSet's fleet, the release's revisions,
 and the `PlanIssue`s (warnings, errors) the rules found, each with a stable `IssueCode`. `to_dict`
-is the stable `-o json` shape of `progressive-sync plan` (docs/planner.md). `Issues` collects the
+is the stable `-o json` shape of `progressive-sync plan` (docs/design/planner.md). `Issues` collects the
 issues while a plan is made; `names_in_message` is how every message lists names.
 
 Pure values; callers: the planner, the watcher (release and sizes), the `select` step, `plan` and
@@ -114,7 +114,7 @@ class StagePlan:
     from_progress: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        """The `-o json` form of one stage (see docs/planner.md)."""
+        """The `-o json` form of one stage (see docs/design/planner.md)."""
         return {
             "name": self.name,
             "state": self.state.value,
@@ -173,7 +173,8 @@ class RolloutPlan:
         return release_id(generation, self.revisions)
 
     def to_dict(self, *, generation: int | None = None) -> dict[str, Any]:
-        """The stable `-o json` shape (docs/planner.md); with a generation it carries the release id."""
+        """The stable `-o json` shape (docs/design/planner.md); with a generation it carries the
+        release id."""
         # `revisions` keeps its documented string form (a multi-source set joined by ","), for
         # people and old scripts; `revisionSets` is the same as data, one list per set.
         release: dict[str, Any] = {

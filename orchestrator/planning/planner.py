@@ -4,7 +4,7 @@
 function of its arguments: no client, no clock, no environment, no globals. Everything that runs a
 rollout executes its decisions: `progressive-sync plan` prints it, the `select` step takes one
 stage's targets from it, the watcher reads the release revisions and id from it to decide whether a
-rollout is due. `docs/planner.md` explains the rules with examples; the summary:
+rollout is due. `docs/design/planner.md` explains the rules with examples; the summary:
 
 - **Ownership**: an Application counts when an ownerReference names the ApplicationSet (kind
   `ApplicationSet`, its name, and its uid when both sides know it). Others are ignored (counted).
@@ -164,7 +164,7 @@ def plan_rollout(
     progress: RolloutProgress | None = None,
     release: Iterable[Sequence[str]] | None = None,
 ) -> RolloutPlan:
-    """Plan one rollout of `spec` over the fleet; see the module docstring and docs/planner.md.
+    """Plan one rollout of `spec` over the fleet; see the module docstring and docs/design/planner.md.
 
     `release` are the revisions of the release being rolled out (a step passes the Workflow's); None
     derives them from the fleet (`release_of_fleet`: the revisions Argo CD compared Applications

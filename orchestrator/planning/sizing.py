@@ -7,7 +7,7 @@ functions of plain values, and nowhere else. The planner calls `stage_size` (wha
 adds `rollback_parallel` when the spec has a rollback), from
 which the fan-out's `parallelism`, the deadline and the steps' sizing all come; the `batch` step
 calls `slots_of_batch` and `clusters_of_batch` with the numbers the contract gives it. The rules
-(docs/planner.md, rule 6; docs/workflow.md):
+(docs/design/planner.md, rule 6; docs/design/workflow.md):
 
 - `maxTargets` resolves against the clusters *available* to the stage (matched, not taken by an
   earlier stage): an integer as written, "N%" rounded down with a minimum of 1; 0 when nothing is

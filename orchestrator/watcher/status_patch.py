@@ -4,7 +4,7 @@ The condition builders take a `ConditionType` and a `Reason` of the catalog
 (`orchestrator.api.reasons`); a message defaults to the reason's own when it has one without blanks.
 `apply_patch` applies a decision's patch to a fresh status as a re-appliable function for the
 optimistic-concurrency writer (`orchestrator.kube.status_writer`), and never overwrites the steps'
-fields (docs/status-ownership.md).
+fields (docs/design/status-ownership.md).
 
 Callers: `orchestrator.watcher.decide` and its rule modules, `build`, `act`; tests.
 """

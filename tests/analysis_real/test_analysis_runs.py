@@ -3,7 +3,7 @@
 Each test creates a standalone AnalysisRun (as a least-privileged user) and waits, with a deadline,
 for the phase the real controller gives it after asking the real Prometheus (or the `web` endpoint)
 about a cluster whose service the test made good or bad. Intervals are 1 s, so a run ends in a few
-seconds. These are the outcomes the analysis gates act on (docs/CONTRACTS.md): Successful passes a
+seconds. These are the outcomes the analysis gates act on (docs/design/CONTRACTS.md): Successful passes a
 stage, Failed and Error fail it, Inconclusive waits for a person, `spec.terminate` ends a run.
 """
 

@@ -356,3 +356,62 @@ def test_a_cancelled_rollout_rolls_the_canary_back_to_the_chart_version_it_ran(
             ["canary"],
             1,
         )
+
+
+def test_a_multi_source_application_is_rolled_back_source_by_source(
+    argocd_stack: ArgoCDStack, chart_repo: HelmRepoServer, tmp_path: Path
+) -> None:
+    """A chart with its values from Git, both changed by the release (chart 1.2.4, values "2"): the
+    rollback restores each source's revision Argo CD recorded before our sync (chart 1.2.3 and the
+    values commit before), one rollback sync; the other cluster is never touched."""
+
+    def sources(git: Any) -> list[dict[str, Any]]:
+        values = f"$values/{starter_app.APP_PATH}/{VALUES_FILE}"
+        return [
+            starter_app.helm_source(chart_repo.url, CHART, "1.2.*", value_files=[values]),
+            starter_app.values_source(git.url),
+        ]
+
+    stages = [CANARY_THEN_REST[0], {**CANARY_THEN_REST[1], "approval": "Manual"}]
+    with (
+        scenario_of(
+            argocd_stack,
+            prefix="multi",
+            selector=SMALL,
+            files={VALUES_FILE: values_yaml("1")},
+            sources=sources,
+        ) as scenario,
+        rollout_actors(argocd_stack, tmp_path),
+    ):
+        before = ["1.2.3", scenario.repo.head()]
+        publish_chart(chart_repo, "1.2.4")
+        after = ["1.2.4", scenario.commit({VALUES_FILE: values_yaml("2")}, "Values of release 2")]
+        scenario.refresh()
+        wait_for(
+            lambda: all(scenario.revisions_of(app) == after for app in scenario.apps),
+            timeout=60,
+            interval=0.2,
+            what="Argo CD to compare every Application with chart 1.2.4 and the new values",
+        )
+        with recording(argocd_stack.kube, argocd_stack.namespace, keep=lambda n: n in scenario.apps) as seen:
+            scenario.create_progressive_sync(stages, rollback={"on": ["Cancelled"]})
+            wait_for(
+                lambda: (
+                    deployed(argocd_stack, scenario, CANARY) == {"chart": "1.2.4", "release": "2"}
+                    and any(
+                        s.get("name") == "canary" and s.get("phase") == "Succeeded"
+                        for s in scenario.status().get("stages") or []
+                    )
+                ),
+                timeout=ROLLOUT_TIMEOUT,
+                interval=0.5,
+                what="the canary at chart 1.2.4 with values 2, its stage done",
+            )
+            ops_actions.cancel(scenario.kube, ops_actions.Target(scenario.namespace, scenario.name))
+            assert scenario.wait_phase("RolledBack", "Cancelled", "Failed") == "RolledBack", scenario.status()
+        canary = scenario.application(CANARY)
+        assert canary["status"]["history"][-1]["revisions"] == before
+        assert deployed(argocd_stack, scenario, CANARY) == {"chart": "1.2.3", "release": "1"}
+        assert seen.sync_starts(scenario.app(CANARY), by=INITIATOR) == 2, seen.history(scenario.app(CANARY))
+        other = next(c for c in scenario.clusters if c != CANARY)
+        assert seen.sync_starts(scenario.app(other), by=INITIATOR) == 0

@@ -573,7 +573,7 @@ def _gate_steps(rig: RolloutRig) -> list[dict[str, Any]]:
 def test_a_pause_lets_the_gates_run_finish_and_holds_the_next_stage(rollout: AnalysisRollout) -> None:
     """A pause (as the watcher suspends) while the canary's run measures: the run is never
     terminated and ends Successful on its own, its step ends with it, no cluster of the next stage
-    starts while paused; on resume the rollout goes on with that same run (docs/CONTRACTS.md,
+    starts while paused; on resume the rollout goes on with that same run (docs/design/CONTRACTS.md,
     "Pause and analysis": a run we terminated could never pass the gate)."""
     rig = rollout.rig
     [canary] = rig.planned_targets([GATED_CANARY, REST], "canary")

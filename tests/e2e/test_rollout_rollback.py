@@ -19,8 +19,9 @@ from click.testing import CliRunner
 
 from orchestrator.api.models import RolloutPhase
 from orchestrator.cli.main import main
+from orchestrator.devenv.node import PODS
 from orchestrator.simulator.seed import PREVIOUS_REVISION
-from tests.support.engines import ENGINES, RolloutEngine, rollout_engine
+from tests.support.engines import ARGO, ENGINES, RolloutEngine, rollout_engine
 from tests.support.rollout_rig import REVISION, RolloutRig, rollout_rig
 from tests.support.wait import wait_for
 
@@ -95,7 +96,7 @@ def test_a_failing_canary_is_rolled_back_to_what_it_ran_with_one_write(rig: Roll
     assert (status.rollback.rolled_back, status.rollback.failed) == (1, 0)
     # Drawn in the Argo UI: the canary's rollback node (its Retry node, over its pod) in the exit
     # handler, named as the cluster; Argo v3.7 names a node only when it evaluates it again, which
-    # a one-cluster fan-out may finish before (docs/workflow.md, How the Argo UI draws it).
+    # a one-cluster fan-out may finish before (docs/design/workflow.md, How the Argo UI draws it).
     # A stage in batches rolls back in batches: one rollback-batch node.
     template = "rollback-batch" if rig.batched else "rollback"
     nodes = [n for n in rig.nodes(type="Retry") if n.get("templateName") == template]
@@ -186,3 +187,46 @@ def test_cancel_during_the_rollback_stops_it_and_says_what_stays_restored(rig: R
     [workflow] = rig.workflows()
     assert workflow["spec"]["shutdown"] == "Terminate"
     assert syncs(rig) == {canary: [REVISION, PREVIOUS_REVISION]}  # nothing was written after the stop
+
+
+WORKFLOW_LABEL = "workflows.argoproj.io/workflow"
+NODE_NAME_ANNOTATION = "workflows.argoproj.io/node-name"
+
+
+def _rollback_pod(rig: RolloutRig) -> dict[str, Any] | None:
+    """The running pod of a `rollback` step (real engine)."""
+    pods, _ = rig.kube.list(PODS, rig.namespace, label_selector=f"{WORKFLOW_LABEL}={rig.workflow_name}")
+    for pod in pods:
+        node = (pod["metadata"].get("annotations") or {}).get(NODE_NAME_ANNOTATION, "")
+        if ".rollback(" in node and (pod.get("status") or {}).get("phase") == "Running":
+            return pod  # type: ignore[no-any-return]
+    return None
+
+
+@pytest.mark.parametrize(
+    "engine", [pytest.param(ARGO, id=ARGO, marks=pytest.mark.realstack)], indirect=True
+)  # a step pod exists there only
+def test_a_rollback_pod_deleted_mid_wait_writes_no_second_rollback(rig: RolloutRig) -> None:
+    """The canary's rollback pod is deleted while it waits for the restored revision to turn
+    Healthy: Argo runs the step again (a retry, or the pod made again), which finds our rollback
+    sync on the Application and writes nothing: one rollback write, the rollout RolledBack."""
+    stages = [CANARY, REST]
+    [canary] = rig.planned_targets(stages, "canary")
+    rig.simulate({canary: {"badRevisions": REVISION, "healthSeconds": 15}})
+    rig.run_engine()
+    mark = rig.engine.cluster.audit_mark()
+    rig.start_rollout(stages, deadline_seconds=120, **rollback())
+    wait_for(
+        lambda: syncs(rig).get(canary) == [REVISION, PREVIOUS_REVISION],
+        timeout=TIMEOUT,
+        interval=0.5,
+        what="the canary's rollback sync to start",
+    )
+    pod = wait_for(lambda: _rollback_pod(rig), timeout=60, interval=0.3, what="the canary's rollback pod")
+    rig.kube.delete(PODS, rig.namespace, pod["metadata"]["name"])
+    rig.wait_finished(timeout=TIMEOUT)
+
+    status = rig.progressive_sync().status
+    assert status is not None and status.phase == RolloutPhase.ROLLED_BACK, status.message if status else None
+    assert syncs(rig) == {canary: [REVISION, PREVIOUS_REVISION]}
+    assert rig.app_writes_by_steps(mark) == {f"{rig.fleet.app_set}-{canary}": 2}  # type: ignore[union-attr]

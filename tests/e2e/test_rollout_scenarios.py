@@ -519,7 +519,7 @@ def test_a_second_rollout_waits_on_the_mutex_and_runs_after_the_first(rig: Rollo
     )
     assert "lock" in rig.workflow(second)["status"].get("message", "")
     # Terminated while queued: Argo marks it Succeeded at once, runs no step and no exit handler
-    # (docs/workflow.md); its entry node is Failed.
+    # (docs/design/workflow.md); its entry node is Failed.
     workflow_control.terminate(rig.kube, rig.namespace, third)
     wait_for(
         lambda: rig.phase(third) == "Succeeded",

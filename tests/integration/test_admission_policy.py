@@ -537,7 +537,7 @@ def test_the_watchers_workflows_run_as_the_steps_service_account_only(
 def test_the_watcher_may_only_ask_argo_cd_to_compare_an_application(
     installed: Installed, app: dict[str, Any], patch: dict[str, Any], refusal: str | None
 ) -> None:
-    """Before a rollout starts the watcher asks Argo CD to compare the fleet (docs/watcher.md, "Sized
+    """Before a rollout starts the watcher asks Argo CD to compare the fleet (docs/design/watcher.md, "Sized
     for the whole fleet"): its one write to Applications, and the chart allows no other."""
     name = app["metadata"]["name"]
     if refusal is None:

@@ -128,7 +128,7 @@ def showed_event_at_most_once(rig: ProcessRig) -> str:
         what="the RolloutSucceeded Event",
     )
     reasons = event_reasons(rig.kube, rig.namespace, PS)
-    # At most once, by design (docs/watcher.md, "Events"): the status is the record; the Event of a
+    # At most once, by design (docs/design/watcher.md, "Events"): the status is the record; the Event of a
     # transition whose status write landed before a crash is not recorded again after the restart.
     assert reasons.count("RolloutStarted") <= 1 and reasons.count("RolloutSucceeded") == 1, reasons
     creates = [e for e in rig.writes_by("watcher") if e.resource == "workflows" and e.verb == "create"]

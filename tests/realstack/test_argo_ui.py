@@ -12,7 +12,7 @@ CD is the fleet simulator. One test, two rollouts of one ProgressiveSync in thre
    never run. Screenshot `argo-ui-canary-stops-bad-release.png`.
 
 The screenshots go to $PROGRESSIVE_SYNC_UI_SCREENSHOTS when set (README's pictures are made with
-it set to docs/images, see README "The Argo UI"), else to the test's tmp folder.
+it set to docs/images, see CONTRIBUTING.md, "The rollout in the Argo UI"), else to the test's tmp folder.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def _cluster(graph: Graph, cluster: str) -> GraphNode | None:
 
     Its label is the cluster's name, the template's display name, when the controller evaluated
     the node again while it ran; a node that finished before that keeps Argo's default name
-    `cluster(<i>:<name>)` (seen on the real controller for a quick canary; docs/workflow.md).
+    `cluster(<i>:<name>)` (seen on the real controller for a quick canary; docs/design/workflow.md).
     """
     default = re.compile(r"cluster\(\d+:" + re.escape(cluster) + r"\)")
     found = [n for n in graph.nodes if n.label == cluster or default.fullmatch(n.label)]

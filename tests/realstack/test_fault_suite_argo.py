@@ -18,7 +18,7 @@ and checks what every fault row checks:
 3. recovery within the row's bound: from the end of the fault to the Workflow's final phase, a
    deadline (never a sleep).
 
-What each row showed is in docs/watcher.md ("Faults it rides out").
+What each row showed is in docs/design/watcher.md ("Faults it rides out").
 """
 
 from __future__ import annotations
@@ -282,7 +282,7 @@ def test_rollout_rides_out_the_fault(rig: RolloutRig, real_stack: RealStack, fau
     tried = attempts(rig, first)
     assert tried[-1].startswith("Succeeded exit 0"), (tried, run.showed)
     assert all(attempt.startswith(("Failed exit 75", "Error")) for attempt in tried[:-1]), tried
-    # The figures docs/watcher.md quotes (pytest -s): the first cluster's attempts as Argo saw them.
+    # The figures docs/design/watcher.md quotes (pytest -s): the first cluster's attempts as Argo saw them.
     print(
         f"{run.showed}; first cluster's attempts: {tried}; ended "
         f"{done['status']['phase']} {recovered:.1f}s after the fault, row {time.monotonic() - started:.1f}s"

@@ -14,7 +14,7 @@ things on both. `RolloutEngine` hides what differs:
 
 Each engine also runs in **batch mode** (`local-batch`, `argo-batch`): the Workflow settings put
 every stage with a target in batches of at most two clusters (`batch_threshold=0`,
-`batch_clusters=2`: `python -m steps batch` pods sharing the stage's maxParallel, docs/workflow.md),
+`batch_clusters=2`: `python -m steps batch` pods sharing the stage's maxParallel, docs/design/workflow.md),
 so the same scenarios check that batches keep the semantics of one pod per cluster (issue 15),
 across batches too. `local-batch` runs every scenario; `argo-batch` only those marked
 `batch_on_real_argo` (many clusters sharing batches, a failure beside a running sibling, the failure

@@ -3,7 +3,7 @@
 The step itself (sync, then wait-healthy, through the entrypoint) runs against the real API server in
 tests/integration/test_steps_cluster.py; here only `stage_failure`, the decision that stops a stage (on
 the stage's failures as its records tell them)
-(docs/workflow.md: no failFast, the steps decide).
+(docs/design/workflow.md: no failFast, the steps decide).
 """
 
 from __future__ import annotations
