@@ -2,7 +2,8 @@
 
 `EXIT_CODES` and `ENVIRONMENT` hold them per command; `epilog(name)` turns them into the end of
 that command's `--help` (each command module passes it to `click.command(epilog=...)`), and
-`markdown()` into the reference the docs check in (`python -m orchestrator.cli.help_catalog`).
+`markdown()` into docs/cli-reference.md (`make docs`: `python -m orchestrator.cli.help_catalog
+--write docs/cli-reference.md`).
 tests/unit/test_cli_conventions.py checks every variable a command's options read is listed here.
 Importing it costs nothing: `--help` and every command read it (no click, no models).
 
@@ -11,9 +12,11 @@ Callers: each command module under orchestrator/cli, and the docs generator belo
 
 from __future__ import annotations
 
+import argparse
 import sys
 import textwrap
 from collections.abc import Mapping
+from pathlib import Path
 from types import MappingProxyType
 
 # The codes scripts branch on. 2 is click's usage error everywhere; `status --watch` has one code
@@ -185,8 +188,8 @@ def markdown() -> str:
     out = [
         "# Command reference: environment variables and exit codes",
         "",
-        "Generated from `orchestrator/cli/help_catalog.py` (`python -m orchestrator.cli.help_catalog`);",
-        "each command's `--help` ends with the same lists.",
+        "Generated from `orchestrator/cli/help_catalog.py` by `make docs`; do not edit by hand. Each",
+        "command's `--help` ends with the same lists.",
     ]
     for command in EXIT_CODES:
         out += ["", f"## progressive-sync {command}", ""]
@@ -199,5 +202,17 @@ def markdown() -> str:
     return "\n".join(out) + "\n"
 
 
+def main(argv: list[str] | None = None) -> int:
+    """`python -m orchestrator.cli.help_catalog [--write PATH]`: print or write docs/cli-reference.md."""
+    parser = argparse.ArgumentParser(description="Every command's environment variables and exit codes.")
+    parser.add_argument("--write", type=Path, help="write the page here instead of printing it")
+    args = parser.parse_args(argv)
+    if args.write is None:
+        sys.stdout.write(markdown())
+    else:
+        args.write.write_text(markdown())
+    return 0
+
+
 if __name__ == "__main__":
-    sys.stdout.write(markdown())
+    sys.exit(main())

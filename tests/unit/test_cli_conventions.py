@@ -518,8 +518,8 @@ def test_the_reference_page_is_generated_from_the_catalog() -> None:
     if os.environ.get("REGENERATE") == "1":
         REFERENCE_PAGE.write_text(help_catalog.markdown())
     assert REFERENCE_PAGE.read_text() == help_catalog.markdown(), (
-        f"{REFERENCE_PAGE} differs from orchestrator/cli/help_catalog.py: run "
-        f"`python -m orchestrator.cli.help_catalog > {REFERENCE_PAGE}` (or REGENERATE=1 pytest {__file__})"
+        f"{REFERENCE_PAGE} differs from orchestrator/cli/help_catalog.py: run `make docs` "
+        f"(or REGENERATE=1 pytest {__file__})"
     )
 
 
