@@ -19,7 +19,7 @@ help:
 	@echo "make tools   build the real components (control plane, node, Argo, Argo CD) into the cache"
 	@echo "make image   build the image users install (an OCI archive in dist/, to push to a registry)"
 	@echo "make crds    regenerate the CRD from the models"
-	@echo "make docs    regenerate docs/troubleshooting.md (reason catalog) and docs/reference/ (models)"
+	@echo "make docs    regenerate docs/troubleshooting.md (reason catalog), docs/reference/ (models), docs/cli-reference.md"
 	@echo "make bench   benchmarks (ratios measured side by side)"
 	@echo "make clean   remove the virtualenv and caches in the tree (not the tool cache)"
 
@@ -97,6 +97,7 @@ crds: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/python -m orchestrator.api.troubleshooting --write docs/troubleshooting.md
 	$(BIN)/python -m orchestrator.api.fieldref --write docs/reference/progressivesync.md
+	$(BIN)/python -m orchestrator.cli.help_catalog --write docs/cli-reference.md
 
 fmt: $(STAMP)
 	$(BIN)/ruff format .

@@ -143,7 +143,7 @@ def rollout_annotations(release: Release) -> dict[str, str]:
 
 
 def paused_patch(paused: bool) -> dict[str, Any]:
-    """The merge patch of `spec.paused` (progressive-sync pause / resume)."""
+    """The merge patch of `spec.paused` (progressive-sync pause / unpause)."""
     return {"spec": {"paused": paused}}
 
 

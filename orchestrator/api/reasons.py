@@ -555,8 +555,15 @@ class Reason(StrEnum):
         "AppSetNotGiven",
         Section.PLAN,
         "plan warning",
-        "The ApplicationSet was not found: Applications are matched to it by owner name only.",
-        "Pass the ApplicationSet to the offline plan, or create it.",
+        "The offline plan was not given the ApplicationSet: Applications match it by owner name only.",
+        "Add the ApplicationSet to the fleet file (`kubectl get applicationset NAME -o yaml`).",
+    )
+    APP_SET_NOT_FOUND = (
+        "AppSetNotFound",
+        Section.PLAN,
+        "plan error",
+        "The live plan found no ApplicationSet spec.appSetRef names in the ProgressiveSync's namespace.",
+        "Create the ApplicationSet, fix spec.appSetRef.name, or pass -n for the namespace it lives in.",
     )
     NO_APPLICATIONS = (
         "NoApplications",

@@ -25,6 +25,7 @@ from types import FrameType
 
 import click
 
+from orchestrator.cli.help_catalog import epilog
 from orchestrator.cli.logsetup import configure_logging
 from orchestrator.core.clock import SystemClock
 from orchestrator.devenv.argocd_settings import ArgoCDStackError
@@ -50,7 +51,7 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
-@click.command("demo")
+@click.command("demo", epilog=epilog("demo"))
 @click.option(
     "--fail-cluster",
     metavar="NAME",

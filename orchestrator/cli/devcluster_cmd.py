@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from orchestrator.cli.help_catalog import epilog
+
 if TYPE_CHECKING:
     from orchestrator.devenv.stack import DevStack
 
@@ -52,7 +54,7 @@ state_dir_option = click.option(
 )
 
 
-@click.group("dev-cluster")
+@click.group("dev-cluster", epilog=epilog("dev-cluster"))
 def dev_cluster() -> None:
     """A local control plane, optionally with a real node and real Argo Workflows."""
 

@@ -17,13 +17,14 @@ from pathlib import Path
 
 import click
 
+from orchestrator.cli.help_catalog import epilog
 from orchestrator.cli.logsetup import configure_logging
 from orchestrator.engine.executor import LocalExecutor
 from orchestrator.engine.executor_settings import ExecutorSettings
 from orchestrator.kube.client import Kube, KubeError
 
 
-@click.command("executor")
+@click.command("executor", epilog=epilog("executor"))
 @click.option(
     "--kubeconfig",
     envvar=["PROGRESSIVE_SYNC_KUBECONFIG", "KUBECONFIG"],

@@ -2,7 +2,10 @@
 
 Each subcommand lives in its own module under `orchestrator/cli/` and parses its flags into
 a typed settings object; nothing here holds state. Exit codes: 0 ok, 1 a failed rollout or invalid
-input, 2 bad usage (click's own code for usage errors).
+input, 2 bad usage (click's own code for usage errors); each command's own are in
+`orchestrator.cli.help_catalog`, printed at the end of its --help. `--help` lists the operator
+commands apart from the dev and infrastructure ones (`SECTIONS`); `resume`, the old name of
+`unpause`, works but is not listed (`HIDDEN`).
 
 A subcommand's module is imported only when that subcommand runs (`--help` lists them from the
 summaries kept here): `plan` and `render` must not pay for the watcher, the dev environment and the
@@ -44,8 +47,22 @@ COMMANDS: Mapping[str, tuple[str, str, str]] = MappingProxyType(
             "cancel",
             "Stop the running rollout (like `argo stop`); its exit handler marks it Cancelled.",
         ),
-        "pause": ("ops_cmd", "pause", "Pause a ProgressiveSync: no new step starts; running syncs finish."),
-        "resume": ("ops_cmd", "resume", "Resume a paused ProgressiveSync where it stood."),
+        "pause": (
+            "ops_cmd",
+            "pause",
+            "Pause a ProgressiveSync: no new step starts; running syncs finish. Undo with unpause.",
+        ),
+        "unpause": (
+            "ops_cmd",
+            "unpause",
+            "Unpause a paused ProgressiveSync: the rollout carries on where it stood.",
+        ),
+        # The old name of unpause (issue 34: `argo resume` opens a gate, ours did not); hidden.
+        "resume": (
+            "ops_cmd",
+            "resume",
+            "The old name of unpause: does what unpause does, after saying so on stderr.",
+        ),
         "approve": (
             "ops_cmd",
             "approve",
@@ -86,7 +103,36 @@ COMMANDS: Mapping[str, tuple[str, str, str]] = MappingProxyType(
             "executor",
             "Run progressive-sync's Workflows locally, the way Argo Workflows would.",
         ),
+        "completion": (
+            "completion_cmd",
+            "completion",
+            "Print the shell completion script for bash, zsh or fish.",
+        ),
     }
+)
+# Commands that work but are not listed (old names kept for scripts).
+HIDDEN = frozenset({"resume"})
+
+# How `--help` groups the commands: what an operator runs, in the order of a rollout's life, apart
+# from what runs the system or tries it out (dev and infrastructure).
+SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "Operator commands",
+        (
+            "status",
+            "approve",
+            "pause",
+            "unpause",
+            "cancel",
+            "retry",
+            "rollback",
+            "plan",
+            "render",
+            "validate",
+        ),
+    ),
+    ("Dev and infrastructure commands", ("watch", "executor", "simulate", "demo", "dev-cluster")),
+    ("Other commands", ("completion",)),
 )
 
 
@@ -111,32 +157,43 @@ class LazyGroup(click.Group):
         return self.commands.get(cmd_name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """The Commands section of `--help`: a command not imported yet is listed from its summary in
-        `COMMANDS`, cut to the width the way click cuts a command's own help (the same text)."""
+        """The command sections of `--help` (`SECTIONS`; a command in none is listed last): a command
+        not imported yet is listed from its summary in `COMMANDS`, cut to the width the way click
+        cuts a command's own help (the same text). Hidden commands are left out."""
         names = [
             name
             for name in self.list_commands(ctx)
             if (name in self.commands and not self.commands[name].hidden)
-            or (name not in self.commands and name in COMMANDS)
+            or (name not in self.commands and name in COMMANDS and name not in HIDDEN)
         ]
         if not names:
             return
         limit = formatter.width - 6 - max(len(name) for name in names)
-        rows = [
-            (
-                name,
-                self.commands[name].get_short_help_str(limit)
-                if name in self.commands
-                else click.Command(name, help=COMMANDS[name][2]).get_short_help_str(limit),
-            )
-            for name in names
-        ]
-        with formatter.section("Commands"):
-            formatter.write_dl(rows)
+        placed = {name for _title, members in SECTIONS for name in members}
+        sections = [*SECTIONS, ("Commands", tuple(name for name in names if name not in placed))]
+        for title, members in sections:
+            rows = [
+                (
+                    name,
+                    self.commands[name].get_short_help_str(limit)
+                    if name in self.commands
+                    else click.Command(name, help=COMMANDS[name][2]).get_short_help_str(limit),
+                )
+                for name in members
+                if name in names
+            ]
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
 
 
 @click.group(
-    cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    epilog=(
+        "Shell completion: `progressive-sync completion bash|zsh|fish` prints the script, e.g.\n"
+        "`source <(progressive-sync completion bash)` in ~/.bashrc."
+    ),
 )
 @click.option(
     "--version",
@@ -147,7 +204,12 @@ class LazyGroup(click.Group):
     help="Show the version and exit.",
 )
 def main() -> None:
-    """Roll a change out across a fleet of Kubernetes clusters with Argo CD, in stages."""
+    """Roll a change out across a fleet of Kubernetes clusters with Argo CD, in stages.
+
+    Commands that act on a ProgressiveSync take -n/--namespace (default: the kubeconfig context's
+    namespace, then $PROGRESSIVE_SYNC_NAMESPACE, then argocd) and -o table|json|yaml. Each
+    command's --help ends with the environment variables it reads and its exit codes.
+    """
 
 
 def _print_version(ctx: click.Context) -> None:

@@ -1,45 +1,51 @@
 """The inputs `plan` and `render` share: the ProgressiveSync manifest and the offline fleet file.
 
 `manifest_options` declares `-f/--filename`, `--name` and `--fleet` once for both commands (they
-arrive as `ps_file`, `ps_name` and `fleet_file`); `read_progressive_sync` and `read_fleet_file`
-read them, turning what is wrong with a file into a message naming it (exit 1) or a usage error
-(exit 2).
+arrive as `filenames`, `ps_name` and `fleet_file`; `-f` takes a file, a directory or `-`, once);
+`read_progressive_sync` and `read_fleet_file` read them, turning what is wrong with a file into a
+message naming it (exit 1; a manifest's errors as `validate` prints them, the field and the fix,
+never pydantic's or PyYAML's own text) or a usage error (exit 2).
 """
 
 from __future__ import annotations
 
 import gc
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import click
-import pydantic
 import yaml
 
 from orchestrator.api.models import KIND, ProgressiveSync
+from orchestrator.api.validation import DocumentResult, Verdict, validate_object, validate_text
 from orchestrator.argocd.fleet import Fleet, FleetError, load_fleet
+from orchestrator.cli.conventions import filename_option, read_sources
+from orchestrator.cli.validate_cmd import FileReport, render_text
 from orchestrator.core import yamlio
 
 FLEET_FILE = "cluster Secrets, Applications and the ApplicationSet as `kubectl get -o yaml` prints them"
 
 
 def manifest_options(*, fleet_help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """`-f/--filename` (required), `--name` and `--fleet`; `fleet_help` says what the command does offline."""
+    """`-f/--filename` (required, once), `--name` and `--fleet`; `fleet_help` says what the command
+    does offline."""
 
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
         for option in reversed(
             (
-                click.option(
-                    "-f",
-                    "--filename",
-                    "ps_file",
-                    required=True,
-                    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-                    help="YAML file with the ProgressiveSync.",
+                filename_option(
+                    single=True,
+                    help=(
+                        "The ProgressiveSync: a YAML or JSON file, a directory (its *.yaml, *.yml and "
+                        "*.json files) or - for stdin."
+                    ),
                 ),
-                click.option("--name", "ps_name", help="Which ProgressiveSync, when the file holds several."),
+                click.option(
+                    "--name", "ps_name", help="Which ProgressiveSync, when the input holds several."
+                ),
                 click.option(
                     "--fleet",
                     "fleet_file",
@@ -54,30 +60,56 @@ def manifest_options(*, fleet_help: str) -> Callable[[Callable[..., Any]], Calla
     return decorate
 
 
-def read_progressive_sync(path: Path, name: str | None) -> ProgressiveSync:
-    """The ProgressiveSync in `path` (the one called `name` when the file holds several)."""
+def _invalid(label: str, result: DocumentResult) -> click.ClickException:
+    """A manifest error as `validate` prints it: where, then each field with its fix."""
+    return click.ClickException("\n".join(render_text([FileReport(label, [result])])))
+
+
+def read_progressive_sync(source: str, name: str | None) -> ProgressiveSync:
+    """The ProgressiveSync in `source` (a file, a directory or `-`; the one called `name` when it
+    holds several). What is wrong with it is said as `validate` says it (the field and the fix)."""
+    found: list[tuple[str, int, dict[str, Any]]] = []
     try:
-        documents = [d for d in yamlio.safe_load_all(path.read_text()) if d is not None]
-    except (OSError, yaml.YAMLError) as exc:
-        raise click.ClickException(f"{path}: cannot read YAML: {exc}") from exc
-    candidates = [d for d in documents if isinstance(d, dict) and d.get("kind") == KIND]
+        sources = read_sources(source, sys.stdin.read)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise click.ClickException(f"{source}: cannot read: {exc}") from exc
+    for label, text in sources:
+        try:
+            documents = list(yamlio.safe_load_all(text))
+        except yaml.YAMLError:
+            unparseable = [r for r in validate_text(text) if r.verdict is Verdict.INVALID]
+            raise _invalid(label, unparseable[-1]) from None
+        found += [
+            (label, number, d)
+            for number, d in enumerate(documents, start=1)
+            if isinstance(d, dict) and d.get("kind") == KIND
+        ]
     if name is not None:
-        candidates = [d for d in candidates if (d.get("metadata") or {}).get("name") == name]
-    if not candidates:
+        found = [f for f in found if _metadata(f[2]).get("name") == name]
+    shown = source if source != "-" else "<stdin>"
+    if not found:
         which = f" named {name!r}" if name else ""
-        raise click.ClickException(f"{path}: no {KIND}{which} in the file")
-    if len(candidates) > 1:
-        names = ", ".join(str((d.get("metadata") or {}).get("name")) for d in candidates)
+        raise click.ClickException(f"{shown}: no {KIND}{which} found")
+    if len(found) > 1:
+        names = ", ".join(str(_metadata(d).get("name")) for _, _, d in found)
         raise click.UsageError(
-            f"{path} holds {len(candidates)} ProgressiveSyncs ({names}); choose one with --name"
+            f"{shown} holds {len(found)} ProgressiveSyncs ({names}); choose one with --name"
         )
-    try:
-        return ProgressiveSync.model_validate(candidates[0])
-    except pydantic.ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors(include_url=False)
+    label, number, document = found[0]
+    errors = validate_object(document)
+    if errors:
+        metadata = _metadata(document)
+        who = "/".join(str(part) for part in (metadata.get("namespace"), metadata.get("name")) if part)
+        result = DocumentResult(
+            f"document {number}", f"{KIND} {who or '(no name)'}", Verdict.INVALID, tuple(errors)
         )
-        raise click.ClickException(f"{path}: not a valid {KIND}: {problems}") from exc
+        raise _invalid(label, result)
+    return ProgressiveSync.model_validate(document)
+
+
+def _metadata(document: dict[str, Any]) -> dict[str, Any]:
+    metadata = document.get("metadata")
+    return metadata if isinstance(metadata, dict) else {}
 
 
 def read_fleet_file(path: Path) -> Fleet:

@@ -1,12 +1,17 @@
-"""The operator commands: `status`, `cancel`, `pause`, `resume`, `approve`, `retry`, `rollback`.
+"""The operator commands: `status`, `cancel`, `pause`, `unpause`, `approve`, `retry`, `rollback`.
 
-Each parses its flags into `OpsSettings`, builds the adapter, calls one action of
-`orchestrator.ops.actions`, and prints the outcome (a sentence by default, `-o json|yaml` for
-scripts). Exit codes: 0 done (or already so); 1 the command could not act on that object (no such
-object, no rollout, nothing to approve, already finished, API errors); 2 bad usage, including a
-kubeconfig that cannot be loaded and an unknown stage. `status --watch` has its own codes, one per
-way a follow ends (`orchestrator.ops.view.WatchExit`): 0 Succeeded, 1 Failed, 3 Cancelled,
-4 not finished within `--timeout`, 5 nothing to follow (no such object, API errors), 6 RolledBack; 2 usage.
+Each parses its flags into `OpsSettings` (the namespace: `-n`, else the kubeconfig context's, else
+$PROGRESSIVE_SYNC_NAMESPACE, else argocd; `orchestrator.cli.conventions`), builds the adapter, calls
+one action of `orchestrator.ops.actions`, and prints the outcome (a sentence by default, `-o
+json|yaml` for scripts, `-o name` the object as `kubectl -o name` prints it). An API server that
+does not answer is one line (`-v`: the retries and the full error). `resume`, the old name of
+`unpause`, still works, hidden, and says on stderr that it was renamed. Exit codes (also in
+`orchestrator.cli.help_catalog`, which every command's --help prints): 0 done (or already so); 1 the
+command could not act on that object (no such object, no rollout, nothing to approve, already
+finished, API errors); 2 bad usage, including a kubeconfig that cannot be loaded and an unknown
+stage. `status --watch` has its own codes, one per way a follow ends
+(`orchestrator.ops.view.WatchExit`): 0 Succeeded, 1 Failed, 3 Cancelled, 4 not finished within
+`--timeout`, 5 nothing to follow (no such object, API errors), 6 RolledBack; 2 usage.
 
 `rollback` runs the rollback in this process (`steps.manual_rollback`, imported only by it, so the
 other commands do not pay for the steps); its exit codes: 0 every cluster restored or left alone
@@ -31,8 +36,19 @@ import click
 import yaml
 from rich.console import Console
 
+from orchestrator.api.models import GROUP, PLURAL
 from orchestrator.api.phases import StagePhase
 from orchestrator.api.rollback import RollbackScope
+from orchestrator.cli.conventions import (
+    api_failure,
+    api_logs,
+    kubeconfig_options,
+    namespace_option,
+    output_option,
+    resolved_namespace,
+    verbose_option,
+)
+from orchestrator.cli.help_catalog import epilog
 from orchestrator.core.clock import Clock, SystemClock
 from orchestrator.core.errors import PermanentError, TemporaryError
 from orchestrator.kube.client import Kube, KubeError
@@ -43,8 +59,8 @@ from orchestrator.ops import view as ops_view
 from orchestrator.ops.live import LiveDisplay
 from orchestrator.planning.rollback import FAILED_STAGE_SCOPE, StageView, manual_targets
 
-DEFAULT_NAMESPACE = "argocd"
 DEFAULT_WATCH_TIMEOUT = 3600.0
+RESOURCE = f"{PLURAL.removesuffix('s')}.{GROUP}"  # what `kubectl get -o name` prints before the name
 
 
 @dataclass(frozen=True)
@@ -56,63 +72,55 @@ class OpsSettings:
     context: str | None
     workflow_namespace: str | None
     output: ops_view.OutputFormat
+    verbose: bool = False
 
 
-def common_options(command: Callable[..., None]) -> Callable[..., None]:
-    """The flags every operator command shares, handed to the command as one `settings` argument."""
+def _options(*outputs: ops_view.OutputFormat) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """The flags every operator command shares, handed to the command as one `settings` argument;
+    `-o` takes table, json, yaml and `outputs`."""
 
-    @functools.wraps(command)
-    def with_settings(
-        *,
-        namespace: str,
-        kubeconfig: str | None,
-        context: str | None,
-        workflow_namespace: str | None,
-        output: str,
-        **kwargs: Any,
-    ) -> None:
-        settings = OpsSettings(
-            namespace=namespace,
-            kubeconfig=kubeconfig,
-            context=context,
-            workflow_namespace=workflow_namespace,
-            output=ops_view.OutputFormat(output),
-        )
-        command(settings=settings, **kwargs)
+    def decorate(command: Callable[..., None]) -> Callable[..., None]:
+        @functools.wraps(command)
+        def with_settings(
+            *,
+            namespace: str | None,
+            kubeconfig: str | None,
+            context: str | None,
+            workflow_namespace: str | None,
+            output: str,
+            verbose: bool,
+            **kwargs: Any,
+        ) -> None:
+            settings = OpsSettings(
+                namespace=resolved_namespace(namespace, kubeconfig=kubeconfig, context=context).namespace,
+                kubeconfig=kubeconfig,
+                context=context,
+                workflow_namespace=workflow_namespace,
+                output=ops_view.OutputFormat(output),
+                verbose=verbose,
+            )
+            command(settings=settings, **kwargs)
 
-    options = [
-        click.option(
-            "-n",
-            "--namespace",
-            envvar="PROGRESSIVE_SYNC_NAMESPACE",
-            default=DEFAULT_NAMESPACE,
-            show_default=True,
-            help="Namespace of the ProgressiveSync.",
-        ),
-        click.option(
-            "--kubeconfig",
-            envvar="PROGRESSIVE_SYNC_KUBECONFIG",
-            help="kubeconfig file (default: $KUBECONFIG, then the in-cluster service account).",
-        ),
-        click.option("--context", envvar="PROGRESSIVE_SYNC_CONTEXT", help="kubeconfig context."),
-        click.option(
-            "--workflow-namespace",
-            envvar="PROGRESSIVE_SYNC_WORKFLOW_NAMESPACE",
-            help="Where the rollout Workflows live (default: the ProgressiveSync's namespace).",
-        ),
-        click.option(
-            "-o",
-            "--output",
-            type=click.Choice([f.value for f in ops_view.OutputFormat]),
-            default=ops_view.OutputFormat.TABLE.value,
-            show_default=True,
-            help="Output format.",
-        ),
-    ]
-    decorated: Callable[..., None] = with_settings
-    for option in reversed(options):
-        decorated = option(decorated)
-    return decorated
+        options: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
+            namespace_option(),
+            kubeconfig_options(),
+            click.option(
+                "--workflow-namespace",
+                envvar="PROGRESSIVE_SYNC_WORKFLOW_NAMESPACE",
+                help="Where the rollout Workflows live (default: the ProgressiveSync's namespace).",
+            ),
+            output_option(*(f.value for f in outputs)),
+            verbose_option,
+        ]
+        decorated: Callable[..., None] = with_settings
+        for option in reversed(options):
+            decorated = option(decorated)
+        return decorated
+
+    return decorate
+
+
+common_options = _options(ops_view.OutputFormat.WIDE, ops_view.OutputFormat.NAME)
 
 
 def _connect(settings: OpsSettings) -> Kube:
@@ -120,6 +128,17 @@ def _connect(settings: OpsSettings) -> Kube:
         return Kube.from_kubeconfig(settings.kubeconfig, settings.context)
     except KubeError as exc:
         raise click.UsageError(str(exc)) from exc
+
+
+def _api_failure(exc: KubeError, kube: Kube, target: ops_actions.Target, settings: OpsSettings) -> str:
+    return api_failure(
+        exc,
+        what=target.display,
+        host=kube.host,
+        kubeconfig=settings.kubeconfig,
+        context=settings.context,
+        verbose=settings.verbose,
+    )
 
 
 def _dump(data: Any, output: ops_view.OutputFormat) -> str:
@@ -140,16 +159,19 @@ def _run_action(
     kube = _connect(settings)
     target = ops_actions.Target(settings.namespace, name, settings.workflow_namespace)
     try:
-        outcome = act(kube, target)
+        with api_logs(settings.verbose):
+            outcome = act(kube, target)
     except ops_view.OpsRefused as exc:
         _fail(exc.message, exc.exit_code)
         return
     except KubeError as exc:
-        _fail(f"{target.display}: the API server refused or did not answer: {exc}")
+        _fail(_api_failure(exc, kube, target, settings))
         return
     finally:
         kube.close()
-    if _is_table(settings.output):
+    if settings.output is ops_view.OutputFormat.NAME:
+        click.echo(f"{RESOURCE}/{name}")
+    elif _is_table(settings.output):
         click.echo(outcome.message)
     else:
         click.echo(_dump(outcome.to_data(), settings.output), nl=False)
@@ -162,7 +184,7 @@ class _FollowTimedOut(Exception):
     """`status --watch` gave up at --timeout; the message says what to do."""
 
 
-@click.command("status")
+@click.command("status", epilog=epilog("status"))
 @click.argument("name")
 @common_options
 @click.option("-w", "--watch", is_flag=True, help="Follow the rollout live until it finishes.")
@@ -192,16 +214,22 @@ def status(*, name: str, settings: OpsSettings, watch: bool, timeout: float, eve
     nothing to follow (no such object, API errors), 6 RolledBack, 2 usage.
     """
     clock = SystemClock()
-    clusters = every_cluster or settings.output is not ops_view.OutputFormat.TABLE  # wide, json, yaml
+    # wide, json, yaml list every cluster; name needs none
+    clusters = every_cluster or settings.output not in (
+        ops_view.OutputFormat.TABLE,
+        ops_view.OutputFormat.NAME,
+    )
     kube = _connect(settings)
     target = ops_actions.Target(settings.namespace, name, settings.workflow_namespace)
     # Under --watch a refusal must not look like a Failed rollout (1): scripts branch on the code.
     unreadable = int(ops_view.WatchExit.UNREADABLE) if watch else 1
     try:
         if watch:
-            view = _follow(kube, target, settings, clock, timeout, every_cluster=clusters)
+            with api_logs(settings.verbose):
+                view = _follow(kube, target, settings, clock, timeout, every_cluster=clusters)
         else:
-            view = ops_actions.read_view(kube, target, clusters=clusters)
+            with api_logs(settings.verbose):
+                view = ops_actions.read_view(kube, target, clusters=clusters)
             _print_view(view, settings.output, clock.now())
             return
     except _FollowTimedOut as exc:
@@ -211,7 +239,7 @@ def status(*, name: str, settings: OpsSettings, watch: bool, timeout: float, eve
         _fail(exc.message, exc.exit_code if exc.exit_code == 2 else unreadable)
         return
     except KubeError as exc:
-        _fail(f"{target.display}: the API server refused or did not answer: {exc}", unreadable)
+        _fail(_api_failure(exc, kube, target, settings), unreadable)
         return
     finally:
         kube.close()
@@ -223,7 +251,9 @@ def _is_table(output: ops_view.OutputFormat) -> bool:
 
 
 def _print_view(view: ops_view.RolloutView, output: ops_view.OutputFormat, now: datetime) -> None:
-    if _is_table(output):
+    if output is ops_view.OutputFormat.NAME:
+        click.echo(f"{RESOURCE}/{view.name}")
+    elif _is_table(output):
         _print_table(view, now)
     else:
         click.echo(_dump(ops_view.render_data(view, now), output), nl=False)
@@ -274,7 +304,7 @@ def _follow(
 # --- actions -----------------------------------------------------------------------------------
 
 
-@click.command("cancel")
+@click.command("cancel", epilog=epilog("cancel"))
 @click.argument("name")
 @common_options
 def cancel(*, name: str, settings: OpsSettings) -> None:
@@ -282,23 +312,42 @@ def cancel(*, name: str, settings: OpsSettings) -> None:
     _run_action(settings, name, ops_actions.cancel)
 
 
-@click.command("pause")
+@click.command("pause", epilog=epilog("pause"))
 @click.argument("name")
 @common_options
 def pause(*, name: str, settings: OpsSettings) -> None:
-    """Pause a ProgressiveSync: no new step starts; running syncs finish."""
+    """Pause a ProgressiveSync: no new step starts; running syncs finish. Undo with unpause."""
     _run_action(settings, name, lambda kube, target: ops_actions.set_paused(kube, target, paused=True))
 
 
-@click.command("resume")
+@click.command("unpause", epilog=epilog("unpause"))
 @click.argument("name")
 @common_options
-def resume(*, name: str, settings: OpsSettings) -> None:
-    """Resume a paused ProgressiveSync where it stood."""
+def unpause(*, name: str, settings: OpsSettings) -> None:
+    """Unpause a paused ProgressiveSync: the rollout carries on where it stood.
+
+    Not a gate: `progressive-sync approve` (or `argo resume` on the gate's node) opens a stage's
+    manual approval gate.
+    """
     _run_action(settings, name, lambda kube, target: ops_actions.set_paused(kube, target, paused=False))
 
 
-@click.command("approve")
+RENAMED = (
+    "note: `progressive-sync resume` is now `progressive-sync unpause` (it clears spec.paused); "
+    "to open a stage's approval gate use `progressive-sync approve` (or `argo resume` on its node)"
+)
+
+
+@click.command("resume", hidden=True, epilog=epilog("unpause"))
+@click.argument("name")
+@common_options
+def resume(*, name: str, settings: OpsSettings) -> None:
+    """The old name of unpause: does what unpause does, after saying so on stderr."""
+    click.echo(RENAMED, err=True)
+    _run_action(settings, name, lambda kube, target: ops_actions.set_paused(kube, target, paused=False))
+
+
+@click.command("approve", epilog=epilog("approve"))
 @click.argument("name")
 @click.option("--stage", help="The stage whose approval gate to open (default: the one waiting).")
 @common_options
@@ -308,7 +357,7 @@ def approve(*, name: str, stage: str | None, settings: OpsSettings) -> None:
     _run_action(settings, name, lambda kube, target: ops_actions.approve(kube, target, stage, clock))
 
 
-@click.command("retry")
+@click.command("retry", epilog=epilog("retry"))
 @click.argument("name")
 @common_options
 def retry(*, name: str, settings: OpsSettings) -> None:
@@ -317,7 +366,7 @@ def retry(*, name: str, settings: OpsSettings) -> None:
     _run_action(settings, name, lambda kube, target: ops_actions.retry(kube, target, clock))
 
 
-@click.command("rollback")
+@click.command("rollback", epilog=epilog("rollback"))
 @click.argument("name")
 @click.option(
     "--scope",
@@ -329,7 +378,7 @@ def retry(*, name: str, settings: OpsSettings) -> None:
     ),
 )
 @click.option("--dry-run", is_flag=True, help="Print what it would do to each Application; write nothing.")
-@common_options
+@_options(ops_view.OutputFormat.WIDE)
 def rollback(*, name: str, scope: str | None, dry_run: bool, settings: OpsSettings) -> None:
     """Roll the last rollout back by hand: its clusters back to what they ran before it.
 
@@ -343,6 +392,11 @@ def rollback(*, name: str, scope: str | None, dry_run: bool, settings: OpsSettin
     every cluster restored or left alone (or nothing to roll back; --dry-run: shown), 1 a cluster
     not restored, or refused (no rollout, one still running, API errors), 2 usage.
     """
+    with api_logs(settings.verbose):
+        _rollback(name, scope, dry_run, settings)
+
+
+def _rollback(name: str, scope: str | None, dry_run: bool, settings: OpsSettings) -> None:
     from steps import manual_rollback  # noqa: PLC0415 - only this command needs the steps
 
     clock = SystemClock()
@@ -400,7 +454,7 @@ def rollback(*, name: str, scope: str | None, dry_run: bool, settings: OpsSettin
         _fail(exc.message, exc.exit_code)
         return
     except KubeError as exc:
-        _fail(f"{target.display}: the API server refused or did not answer: {exc}")
+        _fail(_api_failure(exc, kube, target, settings))
         return
     except (PermanentError, TemporaryError) as exc:
         _fail(f"{target.display}: {exc}")

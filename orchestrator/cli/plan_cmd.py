@@ -4,16 +4,22 @@ Reads the ProgressiveSync from `-f`, the fleet either from `--fleet` (a multi-do
 `kubectl get -o yaml` prints it: cluster Secrets, Applications, optionally the ApplicationSet) or
 live from the cluster through `orchestrator.kube.client.Kube` (Applications and cluster Secrets in the
 Argo CD namespace, the ApplicationSet in the ProgressiveSync's namespace), runs the pure planner
-and prints the plan as a table, JSON (the stable shape in docs/design/planner.md) or a Mermaid diagram.
+and prints the plan as a table, JSON or YAML (the stable shape in docs/design/planner.md), the
+planned clusters one a line (`-o name`) or a Mermaid diagram. A live plan reads the
+ProgressiveSync's namespace from the manifest, else `-n` and its defaults
+(`orchestrator.cli.namespaces`); an ApplicationSet missing there is an error (`AppSetNotFound`,
+exit 1), not the offline plan's `AppSetNotGiven` warning.
 With `spec.rollback` the table ends with one line saying when and how a rollout rolls back, and
 the JSON carries `rollback` and each stage's `rollbackParallel`.
 
-Exit codes: 0 the plan can run; 1 the plan has errors, or an input is invalid or unreadable;
-2 bad usage (including a kubeconfig that cannot be loaded).
+Exit codes (orchestrator.cli.help_catalog): 0 the plan can run; 1 the plan has errors, or an input
+is invalid or unreadable, or the API server did not answer; 2 bad usage (including a kubeconfig
+that cannot be loaded).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from enum import StrEnum
@@ -21,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import yaml
 
 from orchestrator.api.analysis import describe_analysis, resolve_analysis
 from orchestrator.api.models import ProgressiveSync, ProgressiveSyncSpec
@@ -34,16 +41,26 @@ from orchestrator.argocd.fleet import (
     app_view_from_object,
     cluster_from_secret,
 )
+from orchestrator.cli.conventions import (
+    api_failure,
+    api_logs,
+    kubeconfig_options,
+    namespace_option,
+    output_option,
+    resolved_namespace,
+    verbose_option,
+)
+from orchestrator.cli.help_catalog import epilog
 from orchestrator.cli.manifest import (
     collector_paused,
     manifest_options,
     read_fleet_file,
     read_progressive_sync,
 )
+from orchestrator.planning.plan import IssueCode, PlanIssue
 from orchestrator.planning.planner import RolloutPlan, StagePlan, StageState, plan_fleet
 from orchestrator.planning.sizing import StageSize, rollback_parallel
 
-DEFAULT_ARGOCD_NAMESPACE = "argocd"
 # Lists of cluster names in the table and the diagram stop here; `-o json` always has them all.
 NAMES_SHOWN = 20
 
@@ -53,6 +70,8 @@ class OutputFormat(StrEnum):
 
     TABLE = "table"
     JSON = "json"
+    YAML = "yaml"
+    NAME = "name"  # the clusters the rollout would take, in order, one a line
     MERMAID = "mermaid"
 
 
@@ -60,49 +79,53 @@ class OutputFormat(StrEnum):
 class PlanSettings:
     """Everything `plan` needs, built once from flags and the environment."""
 
-    ps_file: Path
+    source: str
     ps_name: str | None
     fleet_file: Path | None
     kubeconfig: str | None
     context: str | None
+    namespace: str | None  # -n as given; the live plan resolves it when the manifest has none
     argocd_namespace: str | None
     output: OutputFormat
+    verbose: bool = False
 
 
-@click.command("plan")
+@click.command("plan", epilog=epilog("plan"))
 @manifest_options(fleet_help="Plan offline against this fleet file")
-@click.option(
-    "--kubeconfig",
-    envvar="PROGRESSIVE_SYNC_KUBECONFIG",
-    help="Plan live against this cluster (default: $KUBECONFIG, then the in-cluster account).",
-)
-@click.option("--context", envvar="PROGRESSIVE_SYNC_CONTEXT", help="kubeconfig context for the live plan.")
+@namespace_option("Where the ProgressiveSync and its ApplicationSet live, when the manifest names none")
+@kubeconfig_options(" for the live plan")
 @click.option(
     "--argocd-namespace",
     envvar="PROGRESSIVE_SYNC_ARGOCD_NAMESPACE",
     help="Where Applications and cluster Secrets live (default: the ProgressiveSync's namespace).",
 )
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice([f.value for f in OutputFormat]),
-    default=OutputFormat.TABLE.value,
-    show_default=True,
-    help="Output format.",
+@output_option(
+    *(f.value for f in (OutputFormat.NAME, OutputFormat.MERMAID)),
+    help=(
+        "table for people, json or yaml for scripts, name: the clusters in rollout order, mermaid: a diagram."
+    ),
 )
+@verbose_option
 @click.pass_context
 def plan(
     ctx: click.Context,
     *,
-    ps_file: Path,
+    filenames: str,
     ps_name: str | None,
     fleet_file: Path | None,
+    namespace: str | None,
     kubeconfig: str | None,
     context: str | None,
     argocd_namespace: str | None,
     output: str,
+    verbose: bool,
 ) -> None:
-    """Show which clusters each stage would take, in which order, and why."""
+    """Show which clusters each stage would take, in which order, and why.
+
+    Reads the ProgressiveSync from -f and the fleet from --fleet (offline) or from the cluster
+    (live: Applications and cluster Secrets in --argocd-namespace, the ApplicationSet beside the
+    ProgressiveSync). A live plan whose ApplicationSet does not exist is an error (AppSetNotFound).
+    """
     live_flags = [
         f"--{name}"
         for name in ("kubeconfig", "context")
@@ -111,18 +134,36 @@ def plan(
     if fleet_file and live_flags:
         raise click.UsageError(f"--fleet plans offline; drop {' and '.join(live_flags)} or --fleet")
     settings = PlanSettings(
-        ps_file=ps_file,
+        source=filenames,
         ps_name=ps_name,
         fleet_file=fleet_file,
         kubeconfig=kubeconfig,
         context=context,
+        namespace=namespace,
         argocd_namespace=argocd_namespace,
         output=OutputFormat(output),
+        verbose=verbose,
     )
-    ps = read_progressive_sync(settings.ps_file, settings.ps_name)
+    ps = read_progressive_sync(settings.source, settings.ps_name)
+    if settings.namespace and ps.metadata.namespace and settings.namespace != ps.metadata.namespace:
+        # kubectl refuses the same mismatch: which one was meant is not ours to guess.
+        raise click.UsageError(
+            f"the manifest's namespace {ps.metadata.namespace!r} is not -n {settings.namespace!r}; "
+            "drop -n or change the manifest"
+        )
     with collector_paused():
-        fleet = read_fleet_file(settings.fleet_file) if settings.fleet_file else read_live_fleet(settings, ps)
+        missing: tuple[PlanIssue, ...] = ()
+        if settings.fleet_file:
+            fleet = read_fleet_file(settings.fleet_file)
+        else:
+            fleet, missing = read_live_fleet(settings, ps)
         result = plan_fleet(ps.spec, fleet, ps_name=ps.metadata.name)
+        if missing:  # the cluster has no such ApplicationSet: an error, not "not given"
+            result = dataclasses.replace(
+                result,
+                warnings=tuple(w for w in result.warnings if w.code is not IssueCode.APP_SET_NOT_GIVEN),
+                errors=(*missing, *result.errors),
+            )
         # A manifest that was never applied has no generation; the API server would give it 1.
         generation = ps.metadata.generation or 1
         shown = render(result, settings.output, generation=generation, spec=ps.spec)
@@ -136,8 +177,32 @@ def plan(
 # --- inputs ----------------------------------------------------------------------------------
 
 
-def read_live_fleet(settings: PlanSettings, ps: ProgressiveSync) -> Fleet:
-    """The fleet as the API server has it now, read through the adapter."""
+def app_set_not_found(namespace: str, name: str) -> PlanIssue:
+    """The live plan's error when the cluster has no ApplicationSet of the name the spec gives."""
+    return PlanIssue(
+        IssueCode.APP_SET_NOT_FOUND,
+        f"ApplicationSet {namespace}/{name} was not found: create it, or fix spec.appSetRef.name "
+        "(or -n, when the ProgressiveSync lives elsewhere)",
+        (name,),
+    )
+
+
+def live_namespaces(settings: PlanSettings, ps: ProgressiveSync) -> tuple[str, str]:
+    """Where the live plan reads the ApplicationSet (the ProgressiveSync's namespace: the manifest's,
+    else -n and its defaults) and the Applications and cluster Secrets (--argocd-namespace, else
+    the same)."""
+    ps_namespace = (
+        ps.metadata.namespace
+        or resolved_namespace(
+            settings.namespace, kubeconfig=settings.kubeconfig, context=settings.context
+        ).namespace
+    )
+    return ps_namespace, settings.argocd_namespace or ps_namespace
+
+
+def read_live_fleet(settings: PlanSettings, ps: ProgressiveSync) -> tuple[Fleet, tuple[PlanIssue, ...]]:
+    """The fleet as the API server has it now, read through the adapter, and the error when the
+    ApplicationSet is missing."""
     from orchestrator.kube.client import (  # noqa: PLC0415 - the client is slow to import; offline plans skip it
         APPLICATION_SETS,
         APPLICATIONS,
@@ -146,31 +211,42 @@ def read_live_fleet(settings: PlanSettings, ps: ProgressiveSync) -> Fleet:
         NotFound,
     )
 
-    ps_namespace = ps.metadata.namespace or settings.argocd_namespace or DEFAULT_ARGOCD_NAMESPACE
-    argocd_namespace = settings.argocd_namespace or ps_namespace
+    ps_namespace, argocd_namespace = live_namespaces(settings, ps)
     try:
         kube = Kube.from_kubeconfig(settings.kubeconfig, settings.context)
     except KubeError as exc:
         raise _UsageProblem(str(exc)) from exc
+    missing: tuple[PlanIssue, ...] = ()
     try:
-        app_objects, _ = kube.list(APPLICATIONS, argocd_namespace)
-        clusters = tuple(cluster_from_secret(s) for s in kube.list_cluster_secrets(argocd_namespace))
-        try:
-            app_set = app_set_view_from_object(
-                kube.get(APPLICATION_SETS, ps_namespace, ps.spec.app_set_ref.name)
-            )
-            app_sets: tuple[AppSetView, ...] = (app_set,)
-        except NotFound:
-            app_sets = ()  # the planner warns that ownership is then by name only
+        with api_logs(settings.verbose):
+            app_objects, _ = kube.list(APPLICATIONS, argocd_namespace)
+            clusters = tuple(cluster_from_secret(s) for s in kube.list_cluster_secrets(argocd_namespace))
+            try:
+                app_set = app_set_view_from_object(
+                    kube.get(APPLICATION_SETS, ps_namespace, ps.spec.app_set_ref.name)
+                )
+                app_sets: tuple[AppSetView, ...] = (app_set,)
+            except NotFound:
+                app_sets = ()
+                missing = (app_set_not_found(ps_namespace, ps.spec.app_set_ref.name),)
     except KubeError as exc:
-        raise click.ClickException(f"reading the fleet from {kube.host}: {exc}") from exc
+        raise click.ClickException(
+            api_failure(
+                exc,
+                what="reading the fleet",
+                host=kube.host,
+                kubeconfig=settings.kubeconfig,
+                context=settings.context,
+                verbose=settings.verbose,
+            )
+        ) from exc
     finally:
         kube.close()
     try:
         apps = tuple(app_view_from_object(obj) for obj in app_objects)
     except FleetError as exc:
         raise click.ClickException(f"reading Applications in {argocd_namespace}: {exc}") from exc
-    return Fleet(clusters=clusters, apps=apps, app_sets=app_sets)
+    return Fleet(clusters=clusters, apps=apps, app_sets=app_sets), missing
 
 
 class _UsageProblem(click.ClickException):
@@ -244,11 +320,15 @@ def render(
 ) -> str:
     """The plan in the chosen format, ending with a newline (JSON with the rollback of `spec`)."""
     match output:
-        case OutputFormat.JSON:
+        case OutputFormat.JSON | OutputFormat.YAML:
             data = result.to_dict(generation=generation)
             if spec is not None:
                 rollback_json(spec, data, result)
+            if output is OutputFormat.YAML:
+                return yaml.safe_dump(data, sort_keys=False)
             return json.dumps(data, indent=2) + "\n"
+        case OutputFormat.NAME:
+            return "".join(f"{target}\n" for stage in result.stages for target in stage.targets)
         case OutputFormat.MERMAID:
             return render_mermaid(result)
         case OutputFormat.TABLE:

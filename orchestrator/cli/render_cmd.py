@@ -15,8 +15,9 @@ With a fleet, the fleet is read and planned in a forked child while this process
 the build (`orchestrator.cli.overlap`): on a 10,000-cluster file each half takes about a second, and
 the output is the same bytes either way.
 
-Exit codes: 0 printed (or nothing to roll out, said on stderr); 1 invalid input, a plan with errors,
-or a Workflow that cannot be built; 2 bad usage.
+`-n` (else the kubeconfig context's namespace, ...: `orchestrator.cli.namespaces`) is the namespace
+when the manifest has none. Exit codes: 0 printed (or nothing to roll out, said on stderr); 1
+invalid input, a plan with errors, or a Workflow that cannot be built; 2 bad usage.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ import click
 from orchestrator.api.analysis import describe_analysis, resolve_analysis
 from orchestrator.api.models import ApprovalMode, ProgressiveSync
 from orchestrator.api.release import Release, Revisions, spec_hash
+from orchestrator.cli.conventions import namespace_option, output_option, resolved_namespace
+from orchestrator.cli.help_catalog import epilog
 from orchestrator.cli.manifest import (
     collector_paused,
     manifest_options,
@@ -70,9 +73,10 @@ def plan_fleet_file(ps: ProgressiveSync, fleet_file: Path) -> OfflinePlan:
         return OfflinePlan((), plan.revisions, planned_sizes(ps.spec, plan))
 
 
-@click.command("render")
+@click.command("render", epilog=epilog("render"))
 @manifest_options(fleet_help="Render the rollout the watcher would start over this fleet file")
-@click.option("-o", "--output", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True)
+# A Workflow is a manifest, not a table: yaml is the default here (as for `kubectl create --dry-run`).
+@output_option(default="yaml", help="The Workflow as yaml or json.")
 @click.option("--rollout-id", help="Use this rollout id instead of the planned release id.")
 @click.option("--revision", help="Use this revision instead of the planned one.")
 @click.option(
@@ -82,9 +86,7 @@ def plan_fleet_file(ps: ProgressiveSync, fleet_file: Path) -> OfflinePlan:
     show_default=True,
     help="Without --fleet: how many clusters each stage takes (percentages resolve against it).",
 )
-@click.option(
-    "--namespace", help="Namespace when the manifest has none.", default="argocd", show_default=True
-)
+@namespace_option("Namespace when the manifest has none")
 @click.option("--image", envvar="PROGRESSIVE_SYNC_WORKFLOW_IMAGE", help="The steps' container image.")
 @click.option(
     "--service-account",
@@ -98,14 +100,14 @@ def plan_fleet_file(ps: ProgressiveSync, fleet_file: Path) -> OfflinePlan:
 )
 def render(
     *,
-    ps_file: Path,
+    filenames: str,
     ps_name: str | None,
     fleet_file: Path | None,
     output: str,
     rollout_id: str | None,
     revision: str | None,
     assume_clusters: int,
-    namespace: str,
+    namespace: str | None,
     image: str | None,
     service_account: str | None,
     argocd_namespace: str | None,
@@ -121,10 +123,19 @@ def render(
         if value
     }
     settings = WorkflowSettings.from_environment(os.environ, **overrides)
-    ps = read_progressive_sync(ps_file, ps_name)
+    ps = read_progressive_sync(filenames, ps_name)
+    if namespace and ps.metadata.namespace and namespace != ps.metadata.namespace:
+        raise click.UsageError(
+            f"the manifest's namespace {ps.metadata.namespace!r} is not -n {namespace!r}; "
+            "drop -n or change the manifest"
+        )
     if not ps.metadata.namespace:
-        ps = ps.model_copy(update={"metadata": ps.metadata.model_copy(update={"namespace": namespace})})
-        _note(f"assumed: namespace {namespace} (the manifest has none)")
+        # Where `kubectl apply -f` would put it: -n, else the kubeconfig context's namespace, ...
+        resolved = resolved_namespace(namespace, kubeconfig=None, context=None)
+        ps = ps.model_copy(
+            update={"metadata": ps.metadata.model_copy(update={"namespace": resolved.namespace})}
+        )
+        _note(f"assumed: namespace {resolved.namespace} (the manifest has none; from {resolved.source})")
     if not ps.metadata.uid:
         _note("assumed: no uid (the manifest was never applied), so no ownerReference")
     planning = (

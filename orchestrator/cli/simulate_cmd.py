@@ -17,6 +17,7 @@ from typing import Any
 
 import click
 
+from orchestrator.cli.help_catalog import epilog
 from orchestrator.kube.client import Kube, KubeError, KubeSettings
 
 kubeconfig_option = click.option(
@@ -41,7 +42,7 @@ def _kube(kubeconfig: str | None, settings: KubeSettings | None = None) -> Kube:
         raise click.UsageError(f"{exc}") from exc
 
 
-@click.group("simulate")
+@click.group("simulate", epilog=epilog("simulate"))
 def simulate() -> None:
     """A fleet simulator standing in for Argo CD's application controller (demo, tests)."""
 

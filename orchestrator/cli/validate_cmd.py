@@ -1,12 +1,14 @@
 """`progressive-sync validate -f FILE`: check ProgressiveSync manifests offline, before applying them.
 
-Reads each file (`-` is stdin), validates every YAML document with the models
-(`orchestrator.api.validation`) and prints one line per document: `OK`, the errors as
-`path: problem (how to fix)`, or why a document was skipped (not a ProgressiveSync); beneath a valid
-one, notes such as what its rollback does. With `--values FILE` (repeatable, merged over the chart's
-defaults as helm does) a ProgressiveSync the chart so installed would refuse is invalid too
-(`orchestrator.api.chart_policy`). Exit 0 when
-every ProgressiveSync is valid, 1 when one is invalid or none was found, 2 on bad usage (click).
+Reads each file (a directory: its *.yaml, *.yml and *.json files, sorted; `-` is stdin),
+validates every YAML document with the models (`orchestrator.api.validation`) and prints one line
+per document: `OK`, the errors as `path: problem (how to fix)`, or why a document was skipped (not
+a ProgressiveSync); beneath a valid one, notes such as what its rollback does (`-o table`; `-o
+text`, its old name, still works). `plan` and `render` print a manifest's errors with the same
+`render_text`. With `--values FILE` (repeatable, merged over the chart's defaults as helm
+does) a ProgressiveSync the chart so installed would refuse is invalid too
+(`orchestrator.api.chart_policy`). Exit 0 when every ProgressiveSync is valid, 1 when one is invalid or none was found,
+2 on bad usage (click).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import yaml
 
 from orchestrator.api.chart_policy import ChartPolicy, ChartValuesError, chart_values, policy_errors
 from orchestrator.api.validation import DocumentResult, ExtraCheck, Verdict, validate_text
+from orchestrator.cli.conventions import filename_option, output_option
+from orchestrator.cli.help_catalog import epilog
 
 
 @dataclass(frozen=True)
@@ -31,23 +35,16 @@ class FileReport:
     results: list[DocumentResult]
 
 
-@click.command("validate")
-@click.option(
-    "-f",
-    "--filename",
-    "filenames",
-    multiple=True,
-    required=True,
-    type=click.Path(exists=True, dir_okay=False, allow_dash=True),
-    help="A YAML file with one or more documents; - reads stdin. Repeat for more files.",
+@click.command("validate", epilog=epilog("validate"))
+@filename_option(
+    single=False,
+    help=(
+        "A YAML or JSON file with one or more documents, a directory (its *.yaml, *.yml and *.json "
+        "files, sorted) or - for stdin. Repeat for more."
+    ),
 )
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["text", "json", "yaml"]),
-    default="text",
-    show_default=True,
-    help="text for people, json or yaml for scripts.",
+@output_option(
+    aliases={"text": "table"}, help="table for people (one line per document), json or yaml for scripts."
 )
 @click.option(
     "--values",
@@ -61,7 +58,7 @@ def validate(filenames: Sequence[str], output: str, values_files: Sequence[str] 
     """Validate ProgressiveSync manifests offline, the way the API server will."""
     check = chart_policy_check(values_files) if values_files else None
     reports = [_read_and_validate(filename, check) for filename in filenames]
-    if output == "text":
+    if output == "table":
         for line in render_text(reports):
             click.echo(line)
     else:

@@ -3,13 +3,14 @@
 Each flag is declared once, below, with the `Settings` field it sets; click reads it from its
 `PROGRESSIVE_SYNC_<FLAG>` variable when the flag is absent (`auto_envvar_prefix`, so
 `--resync-period` is `PROGRESSIVE_SYNC_RESYNC_PERIOD`; a flag wins; `--help` shows each name).
-`build_settings` is the one constructor of the watcher's `Settings` from them. Then it sets up
-JSON (or text) logs, builds the Kubernetes adapter and runs
-`orchestrator.watcher.process.run_process` (the watcher; under leader election with
-`--leader-elect`; /metrics, /healthz and /readyz on `--http-port`) until SIGTERM or SIGINT, then
-stops cleanly: no new reconcile starts, the ones in flight finish, watch streams close, the Lease
-is released. Exit codes: 0 after a clean stop, 1 when a watch loop gave up (the API server stayed
-unreachable past every backoff), 2 for bad flags.
+Without `-n`, `-A` or $PROGRESSIVE_SYNC_NAMESPACE it watches the kubeconfig context's namespace,
+else argocd (`orchestrator.cli.namespaces`, as every command's `-n`). `build_settings` is the one
+constructor of the watcher's `Settings` from them. Then it sets up JSON (or text) logs, builds the
+Kubernetes adapter and runs `orchestrator.watcher.process.run_process` (the watcher; under leader
+election with `--leader-elect`; /metrics, /healthz and /readyz on `--http-port`) until SIGTERM or
+SIGINT, then stops cleanly: no new reconcile starts, the ones in flight finish, watch streams close,
+the Lease is released. Exit codes: 0 after a clean stop, 1 when a watch loop gave up (the API server
+stayed unreachable past every backoff), 2 for bad flags.
 
 The Argo Server token is never a flag value (it would show in `ps`): it comes from
 `--argo-token-file` or the `PROGRESSIVE_SYNC_ARGO_TOKEN` variable.
@@ -28,6 +29,8 @@ from typing import Any
 
 import click
 
+from orchestrator.cli.conventions import resolved_namespace
+from orchestrator.cli.help_catalog import epilog
 from orchestrator.watcher.settings import (
     ENV_PREFIX,
     Engine,
@@ -82,15 +85,19 @@ def _step_resources(text: str) -> StepResources:
     return StepResources.from_kubernetes(parsed, source="--step-resources")
 
 
-@click.command("watch", context_settings={"auto_envvar_prefix": ENV_PREFIX.rstrip("_")})
+@click.command(
+    "watch", context_settings={"auto_envvar_prefix": ENV_PREFIX.rstrip("_")}, epilog=epilog("watch")
+)
 @flag(
     "-n",
     "--namespace",
     to="namespaces",
     convert=lambda namespaces: tuple(namespaces) or None,
     multiple=True,
-    show_default=" ".join(DEFAULTS.namespaces),
-    help="Namespace to watch for ProgressiveSyncs (repeat for several; env: space-separated).",
+    help=(
+        "Namespace to watch for ProgressiveSyncs (repeat for several; env: space-separated) "
+        "[default: the kubeconfig context's namespace, then argocd]."
+    ),
 )
 @flag(
     "-A",
@@ -353,6 +360,10 @@ def watch(**flags: Any) -> None:
     from orchestrator.kube.client import Kube, KubeError  # noqa: PLC0415 - keeps `--help` fast
     from orchestrator.watcher.process import run_process  # noqa: PLC0415
 
+    if not flags.get("namespace") and not flags.get("all_namespaces"):
+        # The same default as every command's -n ($PROGRESSIVE_SYNC_NAMESPACE came as the flag).
+        resolved = resolved_namespace(None, kubeconfig=flags.get("kubeconfig"), context=flags.get("context"))
+        flags["namespace"] = (resolved.namespace,)
     try:
         settings = build_settings(os.environ, **flags)
     except (SettingsError, ValueError) as exc:

@@ -9,7 +9,7 @@ resourceVersion and loses a race (409) is decided again on a fresh read, a bound
 What each command writes, and who acts on it:
 - `cancel`: `spec.shutdown: Stop` on the Workflow (what `argo stop` does); Argo or the local
   executor stops it and runs the exit handler, which marks the rollout Cancelled.
-- `pause` / `resume`: `spec.paused` on the ProgressiveSync; the watcher suspends / resumes the
+- `pause` / `unpause`: `spec.paused` on the ProgressiveSync; the watcher suspends / resumes the
   Workflow.
 - `approve`: the stage's waiting approval node in `status.nodes` marked Succeeded (what `argo
   resume` does to a suspend node), in one update carrying the resourceVersion.
@@ -171,8 +171,8 @@ def cancel(kube: Kube, target: Target) -> ops.Outcome:
 
 
 def set_paused(kube: Kube, target: Target, *, paused: bool) -> ops.Outcome:
-    """Set `spec.paused` (pause: no new step starts; resume: carry on where it stood)."""
-    action = "pause" if paused else "resume"
+    """Set `spec.paused` (pause: no new step starts; unpause: carry on where it stood)."""
+    action = "pause" if paused else "unpause"
     _, ps = read_progressive_sync(kube, target)
     if not ops.decide_pause(ps, paused=paused):
         already = "already paused" if paused else "not paused"
@@ -188,10 +188,10 @@ def set_paused(kube: Kube, target: Target, *, paused: bool) -> ops.Outcome:
     if paused:
         message = (
             f"paused ProgressiveSync {target.display}: no new step starts, running syncs finish "
-            f"(undo with progressive-sync resume {target.name} -n {target.namespace})"
+            f"(undo with progressive-sync unpause {target.name} -n {target.namespace})"
         )
     else:
-        message = f"resumed ProgressiveSync {target.display}: the rollout carries on where it stood"
+        message = f"unpaused ProgressiveSync {target.display}: the rollout carries on where it stood"
     return ops.Outcome(
         action, target.namespace, target.name, changed=True, message=message, details={"paused": paused}
     )
@@ -220,7 +220,7 @@ def approve(kube: Kube, target: Target, stage: str | None, clock: Clock) -> ops.
             continue
         note = (
             "; the ProgressiveSync is paused, so the stage starts after "
-            f"progressive-sync resume {target.name}"
+            f"progressive-sync unpause {target.name}"
             if ps.spec.paused
             else "; the stage starts now"
         )

@@ -1,6 +1,6 @@
 """What the operator commands decide, as pure functions of the objects they read.
 
-`progressive-sync cancel|pause|resume|approve|retry` read a ProgressiveSync (and the Workflow of
+`progressive-sync cancel|pause|unpause|approve|retry` read a ProgressiveSync (and the Workflow of
 its rollout), decide what to do and write at most one change. The rules live here, with no client
 and no clock: each function gets the objects as the API server returned them (and `now` where a
 write carries a time) and returns what to do, or raises `OpsRefused` saying why not and what to do
@@ -234,7 +234,7 @@ def approve_gate(workflow: dict[str, Any], gate: Gate, now: datetime) -> dict[st
     """The Workflow with the gate's node marked Succeeded, the way `argo resume` opens a suspend node.
 
     Only the gate changes: `spec.suspend` is the watcher's (it mirrors `spec.paused`), so approving
-    a paused rollout opens the gate and the stage starts once the rollout is resumed. Nodes Argo
+    a paused rollout opens the gate and the stage starts once the rollout is unpaused. Nodes Argo
     stored compressed are written back compressed.
     """
     updated = json.loads(json.dumps(workflow))

@@ -68,6 +68,7 @@ class OutputFormat(StrEnum):
     WIDE = "wide"  # `status`: the table and every cluster of the rollout, from its records
     JSON = "json"
     YAML = "yaml"
+    NAME = "name"  # the object as `kubectl get -o name` prints it
 
 
 class WatchExit(IntEnum):
@@ -519,7 +520,7 @@ def next_step_hint(view: RolloutView) -> str:
     if view.phase in RETRYABLE_PHASES and view.is_finished:
         return f"to run the rollout again: progressive-sync retry {view.name} -n {view.namespace}"
     if view.paused and view.phase not in FINISHED_ROLLOUT_PHASES:
-        return f"paused: no new step starts until progressive-sync resume {view.name} -n {view.namespace}"
+        return f"paused: no new step starts until progressive-sync unpause {view.name} -n {view.namespace}"
     return ""
 
 

@@ -37,6 +37,7 @@ class IssueCode(StrEnum):
 
     APP_SET_MISMATCH = "AppSetMismatch"
     APP_SET_NOT_GIVEN = "AppSetNotGiven"
+    APP_SET_NOT_FOUND = "AppSetNotFound"  # the live plan: the cluster has no such ApplicationSet
     NO_APPLICATIONS = "NoApplications"
     DUPLICATE_CLUSTER_NAME = "DuplicateClusterName"
     SHARED_SERVER = "SharedServer"

@@ -254,7 +254,7 @@ def _check_app_set(issues: _Issues, name: str, appset: AppSetView | None) -> str
     if appset is None:
         issues.warn(
             IssueCode.APP_SET_NOT_GIVEN,
-            f"ApplicationSet {name!r} was not found: Applications are matched to it by owner name only",
+            f"ApplicationSet {name!r} was not given: Applications are matched to it by owner name only",
             [name],
         )
         return ""

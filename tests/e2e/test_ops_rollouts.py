@@ -185,7 +185,7 @@ def test_pause_resume_and_cancel_a_running_rollout(rig: Rig) -> None:
     paused = rig.cli("pause", "stuck")
     assert paused.exit_code == 0, paused.output
     rig.wait_phase("stuck", "Paused")
-    resumed = rig.cli("resume", "stuck")
+    resumed = rig.cli("unpause", "stuck")
     assert resumed.exit_code == 0, resumed.output
     rig.wait_phase("stuck", "Progressing")
 

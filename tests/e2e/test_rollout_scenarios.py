@@ -212,7 +212,7 @@ def test_a_cluster_failing_while_a_sibling_runs_ends_failed_and_the_next_release
             interval=0.5,
             what="the watcher to see the new release alone, paused",
         )
-        assert cli(rig, "resume", "myservice").exit_code == 0
+        assert cli(rig, "unpause", "myservice").exit_code == 0
         wait_for(lambda: len(rig.workflows()) == 2, timeout=60, interval=0.5, what="the next rollout")
         second = rig.workflows()[1]["metadata"]["name"]
         assert rig.wait_finished(second, timeout=TIMEOUT)["status"]["phase"] == "Succeeded"
@@ -364,7 +364,7 @@ def test_pause_holds_new_clusters_and_resume_finishes_the_rollout(rig: RolloutRi
     assert rig.workflow()["spec"].get("suspend") is True
     assert rig.stage_phases()[CANARY["name"]] == StagePhase.PROGRESSING
 
-    resumed = cli(rig, "resume", "myservice")
+    resumed = cli(rig, "unpause", "myservice")
     assert resumed.exit_code == 0, resumed.output
     rig.wait_phase("Succeeded", timeout=TIMEOUT)
     assert rig.sync_starts() == once_each(rig.all_clusters())

@@ -101,7 +101,7 @@ def test_usage_errors_exit_2(args: tuple[str, ...]) -> None:
     assert result.exit_code == 2, result.output
 
 
-@pytest.mark.parametrize("command", ["status", "cancel", "pause", "resume", "approve", "retry"])
+@pytest.mark.parametrize("command", ["status", "cancel", "pause", "unpause", "resume", "approve", "retry"])
 def test_missing_object_exits_1_naming_it(cli: Any, namespace: str, command: str) -> None:
     result = cli(command, "nope")
     assert result.exit_code == 1
@@ -325,7 +325,7 @@ def test_cancel_refusals_exit_1(cli: Any, kube: Kube, namespace: str, setup: str
 # --- pause and resume --------------------------------------------------------------------------
 
 
-def test_pause_and_resume_flip_spec_paused(
+def test_pause_and_unpause_flip_spec_paused(
     cli: Any, kube: Kube, namespace: str, control_plane: devcluster.DevCluster
 ) -> None:
     create_ps(kube, namespace, phase="Progressing")
@@ -340,13 +340,20 @@ def test_pause_and_resume_flip_spec_paused(
     assert "already paused; nothing changed" in again.output
     assert [e for e in control_plane.audit_events_since(mark) if e.namespace == namespace] == []
 
-    resumed = cli("resume", PS_NAME, "-o", "yaml")
-    assert resumed.exit_code == 0, resumed.output
-    assert yaml.safe_load(resumed.output)["changed"] is True
+    unpaused = cli("unpause", PS_NAME, "-o", "yaml")
+    assert unpaused.exit_code == 0, unpaused.output
+    assert yaml.safe_load(unpaused.stdout)["changed"] is True
     assert kube.get(PROGRESSIVE_SYNCS, namespace, PS_NAME)["spec"]["paused"] is False
-    not_paused = cli("resume", PS_NAME)
+    not_paused = cli("unpause", PS_NAME)
     assert not_paused.exit_code == 0
     assert "not paused; nothing changed" in not_paused.output
+    # `resume`, unpause's old name, still works and says it was renamed.
+    assert cli("pause", PS_NAME).exit_code == 0
+    resumed = cli("resume", PS_NAME)
+    assert resumed.exit_code == 0, resumed.output
+    assert "is now `progressive-sync unpause`" in resumed.stderr
+    assert f"unpaused ProgressiveSync {namespace}/{PS_NAME}" in resumed.stdout
+    assert kube.get(PROGRESSIVE_SYNCS, namespace, PS_NAME)["spec"]["paused"] is False
 
 
 # --- approve -----------------------------------------------------------------------------------
@@ -401,7 +408,7 @@ def test_approve_while_paused_says_when_the_stage_starts(cli: Any, kube: Kube, n
     create_workflow(kube, namespace, suspend=True, nodes=[make_gate_node(WF, "everything else")])
     result = cli("approve", PS_NAME)
     assert result.exit_code == 0, result.output
-    assert "starts after progressive-sync resume" in result.output
+    assert "starts after progressive-sync unpause" in result.output
     assert kube.get(WORKFLOWS, namespace, WF)["spec"]["suspend"] is True
 
 

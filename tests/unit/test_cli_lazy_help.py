@@ -9,7 +9,7 @@ import sys
 import click
 import pytest
 
-from orchestrator.cli.main import COMMANDS, LazyGroup, main
+from orchestrator.cli.main import COMMANDS, HIDDEN, SECTIONS, LazyGroup, main
 
 
 def _help_text(group: click.Group, width: int) -> str:
@@ -50,7 +50,21 @@ def test_the_listing_is_the_same_before_and_after_the_commands_are_imported(widt
         group.get_command(click.Context(group), name)
     assert set(group.commands) == set(COMMANDS)
     assert _help_text(group, width) == lazy
-    assert all(name in lazy for name in COMMANDS)
+    assert all(name in lazy for name in COMMANDS if name not in HIDDEN)
+    assert all(name not in lazy.split() for name in HIDDEN)  # an old name works, unlisted
+
+
+def test_the_sections_place_every_listed_command_once() -> None:
+    placed = [name for _title, members in SECTIONS for name in members]
+    assert sorted(placed) == sorted(set(COMMANDS) - HIDDEN)
+
+
+def test_help_lists_operator_commands_before_dev_commands() -> None:
+    text = _help_text(_fresh_group(), 100)
+    operator, _, dev = text.partition("Dev and infrastructure commands:")
+    assert "Operator commands:" in operator and "unpause" in operator and "validate" in operator
+    assert "watch" in dev and "dev-cluster" in dev and "demo" in dev
+    assert "watch " not in operator
 
 
 def test_help_in_a_fresh_process_imports_no_subcommand() -> None:

@@ -160,9 +160,7 @@ def test_name_chooses_among_several_progressive_syncs(tmp_path: Path) -> None:
         pytest.param(
             ["--fleet", EXAMPLE_FLEET, "--kubeconfig", "/x"], 2, "--fleet plans offline", id="fleet-and-live"
         ),
-        pytest.param(
-            ["--fleet", EXAMPLE_FLEET, "-o", "yaml"], 2, "Invalid value", id="unknown-output-format"
-        ),
+        pytest.param(["--fleet", EXAMPLE_FLEET, "-o", "xml"], 2, "Invalid value", id="unknown-output-format"),
         pytest.param(["--fleet", "/no/such/fleet.yaml"], 2, "does not exist", id="missing-fleet-file"),
         pytest.param(
             ["--kubeconfig", "/no/such/kubeconfig"], 2, "cannot load kubeconfig", id="unusable-kubeconfig"
@@ -184,7 +182,7 @@ def test_missing_ps_file_is_a_usage_error() -> None:
     [
         pytest.param(
             [{**ps_manifest(), "spec": {**ps_manifest()["spec"], "stages": []}}],
-            "not a valid ProgressiveSync: spec.stages",
+            "invalid, 1 error\n  spec.stages: ",
             id="invalid-spec",
         ),
         pytest.param(
