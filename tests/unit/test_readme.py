@@ -6,8 +6,6 @@ ApplicationSet leaves the syncing to it. Pure: reads README.md only."""
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,16 +13,13 @@ import yaml
 
 from orchestrator.api.models import ProgressiveSync
 from orchestrator.api.validation import validate_object
-
-README = Path(__file__).resolve().parents[2] / "README.md"
+from tests.support.readme import readme_blocks
 
 
 def _block(name: str) -> tuple[str, str]:
-    """(language, text) of the fenced block right after the marker `name`."""
-    text = README.read_text()
-    found = re.findall(rf"^<!-- readme-test: {name} -->\n```(\w+)\n(.*?)^```$", text, re.S | re.M)
-    assert len(found) == 1, f"README.md needs one `<!-- readme-test: {name} -->` line, then a fenced block"
-    return found[0]
+    """(language, text) of the fenced block right after the marker `name` (tests.support.readme)."""
+    block = readme_blocks((name,))[name]
+    return block.lang, block.text
 
 
 @pytest.mark.parametrize(
