@@ -79,8 +79,9 @@ def _cluster(graph: Graph, cluster: str) -> GraphNode | None:
     """The node of `cluster` (its Retry node), by the name it shows, if drawn.
 
     Its label is the cluster's name, the template's display name, when the controller evaluated
-    the node again while it ran; a node that finished before that keeps Argo's default name
-    `cluster(<i>:<name>)` (seen on the real controller for a quick canary; docs/workflow.md).
+    the node again while it ran or when it failed; a node that succeeded while its fan-out's every
+    slot was busy keeps Argo's default name `cluster(<i>:<name>)` (Argo v3.7.18 checkParallelism and
+    processNodeRetries; docs/workflow.md, How the Argo UI draws it).
     """
     default = re.compile(r"cluster\(\d+:" + re.escape(cluster) + r"\)")
     found = [n for n in graph.nodes if n.label == cluster or default.fullmatch(n.label)]
