@@ -178,8 +178,19 @@ def test_the_argo_ui_shows_a_rollout_by_stage_and_a_canary_stopping_a_bad_releas
             )
             rig.ps = rig.progressive_sync()
             second = rig.start_rollout()
-            assert rig.wait_finished(second, timeout=TIMEOUT)["status"]["phase"] == "Failed"
+            finished = rig.wait_finished(second, timeout=TIMEOUT)
+            assert finished["status"]["phase"] == "Failed"
             [canary] = rig.stage_targets()[CANARY]
+            # The reason is the node's message (the panel a click opens): the step's summary line,
+            # its termination message, after Argo's "main: Error (exit code 1)".
+            [attempt] = [
+                n
+                for n in finished["status"]["nodes"].values()
+                if n["type"] == "Pod" and n.get("templateName") == names.CLUSTER_TEMPLATE
+            ]
+            assert re.fullmatch(
+                r"main: Error \(exit code 1\): .*" + re.escape(canary) + ".*", attempt["message"]
+            ), attempt["message"]
             page = WorkflowPage(browser, server, rig.namespace, second)
             page.open(timeout=120)
             stopped = page.wait_for_graph(
