@@ -64,14 +64,17 @@ image: $(STAMP)
 	@hack/tools/debian-packages.sh
 	@$(BIN)/python -m orchestrator.devenv.release_image
 
-# The first thing to run: builds the tools on a cold cache, then a 3-stage rollout over a simulated
-# 12-cluster fleet on a local control plane (about a minute). DEMO_ARGS="--fail-cluster NAME" shows a
+# The first thing to run: builds the control plane and the CRDs on a cold cache (build.sh core crds,
+# not every tool: the default demo needs no node, Argo, Argo CD or Argo Rollouts), then a 3-stage
+# rollout over a simulated 12-cluster fleet on a local control plane (about a minute). Options that
+# need more (--argocd real, --engine argo, --ui, --analysis, --bad-metrics) build their parts before
+# they start and say so (orchestrator/devenv/demo_tools.py). DEMO_ARGS="--fail-cluster NAME" shows a
 # canary failing, DEMO_ARGS="--bad-metrics NAME" a Healthy canary stopped by its analysis gate (a real
 # Prometheus and Argo Rollouts analysis controller); everything the demo starts is stopped and removed
 # when it ends.
 DEMO_ARGS ?=
 demo: $(STAMP)
-	@tools="$$(hack/tools/build.sh)" && KUBEBUILDER_ASSETS="$$tools" PROGRESSIVE_SYNC_TOOLS_DIR="$$tools" \
+	@tools="$$(hack/tools/build.sh core crds)" && KUBEBUILDER_ASSETS="$$tools" PROGRESSIVE_SYNC_TOOLS_DIR="$$tools" \
 		$(BIN)/progressive-sync demo $(DEMO_ARGS)
 
 # Every bench/*.py script in turn; each prints its own figures (reports, not pass/fail). The

@@ -66,6 +66,10 @@ EXIT_ROLLOUT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_TEMPORARY = 75
 ENV_PREFIX = "PROGRESSIVE_SYNC_"
+TERMINATION_LOG_ENV = "PROGRESSIVE_SYNC_TERMINATION_LOG"
+DEFAULT_TERMINATION_LOG = "/dev/termination-log"
+# The kubelet keeps at most 4096 bytes of a container's termination message.
+TERMINATION_MESSAGE_BYTES = 4096
 
 
 def step_error(exc: BaseException) -> TemporaryError | PermanentError | None:
@@ -212,7 +216,25 @@ def run_step(
     signal.signal(signal.SIGTERM, lambda signum, frame: _stopped(step, before_exit))
     code, line = _run(step, settings, call, outputs, stage=stage, cluster=cluster)
     click.echo(line)
+    if code != EXIT_OK:
+        write_termination_message(line)
     sys.exit(code)
+
+
+def write_termination_message(line: str) -> None:
+    """Leave a failing step's summary line as its container's termination message.
+
+    Kubernetes keeps that file's text on the container's terminated state and Argo v3.7 puts it
+    in the node's `message` ("main: Error (exit code 1): <line>", operator.go inferFailedReason),
+    which the Argo UI shows in the node's panel; without it the message is only "Error (exit code
+    1)". The kubelet makes the file in every container ($PROGRESSIVE_SYNC_TERMINATION_LOG, default
+    /dev/termination-log); where it does not exist (the local executor, a shell) nothing is
+    written: the local executor puts the same line in the node's message from stdout."""
+    path = Path(os.environ.get(TERMINATION_LOG_ENV) or DEFAULT_TERMINATION_LOG)
+    if not path.is_file():
+        return
+    with contextlib.suppress(OSError):
+        path.write_text(line.encode()[:TERMINATION_MESSAGE_BYTES].decode(errors="ignore"))
 
 
 def _stopped(step: str, before_exit: Callable[[], str] | None = None) -> NoReturn:
@@ -243,6 +265,7 @@ def _stopped(step: str, before_exit: Callable[[], str] | None = None) -> NoRetur
     with contextlib.suppress(OSError, ValueError):
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
+    write_termination_message(line)
     os._exit(EXIT_TEMPORARY)
 
 

@@ -52,7 +52,9 @@ Decisions worth knowing:
   cluster pod first looks at its stage in the ProgressiveSync status: once the stage's failed
   clusters exceed `maxFailedClusters`, a cluster not yet started exits 1 at once without syncing
   (steps/cluster.py). The fan-out task is `continueOn: failed`, so `record` always closes the
-  stage (Failed when failures exceed the tolerance: it exits 1, and nothing after it runs).
+  stage (Failed when failures exceed the tolerance: it exits 1, and nothing after it runs). The
+  loop task inside the fan-out is `continueOn: failed` too, so in the Argo UI a failed cluster is
+  the only red node of a stage that tolerates it (`TOLERATED`).
 - **One pod per cluster.** `cluster` runs sync then wait-healthy in one process, retried as one
   step: the fan-out's children are Retry nodes with one Pod each (2 nodes per cluster, not 5).
 - **activeDeadlineSeconds** is derived from the spec and the plan (see
@@ -264,6 +266,14 @@ def _parameter(name: str, value: str) -> ModelParameter:
     return ModelParameter(name=name, value=value)
 
 
+# The fan-out's loop task: a failed cluster (or batch) does not fail the fan-out DAG (Argo v3.7
+# dag.go assessDAGPhase skips a target task whose continueOn covers its phase). The failed cluster's
+# node is red, its `clusters` node and the stage stay green while the failures are within
+# maxFailedClusters; a stage that fails shows it on its closing step (record exits 1), not on the
+# fan-out. An Error (retries exhausted) still marks the fan-out.
+TOLERATED = ContinueOn(failed=True)
+
+
 def _fanout_template(task_name: str, size: StageContract) -> Template:
     """The loop over one stage's clusters, alone in its template so `parallelism` bounds only it."""
     bounded = size.max_parallel < size.targets
@@ -293,6 +303,7 @@ def _fanout_template(task_name: str, size: StageContract) -> Template:
                             _parameter(pieces.CLUSTER_INPUT, "{{item}}"),
                         ]
                     ),
+                    continue_on=TOLERATED,
                 )
             ],
         ),
@@ -401,6 +412,7 @@ def _batch_fanout_template(task_name: str, batches: int) -> Template:
                             _parameter(pieces.BATCH_INPUT, "{{item}}"),
                         ]
                     ),
+                    continue_on=TOLERATED,
                 )
             ],
         ),

@@ -5,18 +5,28 @@
 #   hack/tools/build.sh              build what the cache lacks (every group), print the tools folder
 #   hack/tools/build.sh GROUP...     only these groups (the folder then holds only what is built)
 #   hack/tools/build.sh --print      print the tools folder without building
+#   hack/tools/build.sh --missing GROUP...
+#                                    print those of the groups not built yet, one a line; build nothing
 #
-# Groups (a cold build of all of them: see CONTRIBUTING.md, Prerequisites):
-#   packages  the Debian packages the stack runs, installed when missing (debian-packages.sh; root)
-#   core      etcd, kube-apiserver, kubectl (the control plane), helm
+# Groups, with roughly what each costs cold on 2 cores (a cold build of all of them: see CONTRIBUTING.md,
+# Prerequisites; the measured figures are in the Makefile, above `tools`). `make test`, `make tools`
+# and `make bench` build every group; `make demo` only core and crds, and `progressive-sync demo`
+# builds the others its options need before it starts (orchestrator/devenv/demo_tools.py, which keeps
+# the same figures):
+#   packages  the Debian packages the stack runs, installed when missing (debian-packages.sh; root);
+#             ~1-2 min of apt
+#   core      etcd, kube-apiserver, kubectl (the control plane), helm; ~5-8 min
 #   crds      Argo Workflows', Argo CD's and Argo Rollouts' own CRDs, from their modules (nothing to
-#             compile)
-#   node      kubelet, kube-scheduler, kube-controller-manager (the real node)
+#             compile); ~1 min of downloads
+#   node      kubelet, kube-scheduler, kube-controller-manager (the real node); ~3-5 min
 #   argo      Argo Workflows: workflow-controller, argoexec, the argo CLI with the Argo UI built
-#             from the module's ui/ sources and embedded (it is also `argo server`)
+#             from the module's ui/ sources and embedded (it is also `argo server`); ~10-15 min (the
+#             UI alone 607 s, beside the Go compile)
 #   argocd    Argo CD: one binary `argocd` answering as application-controller, applicationset-
-#             controller and repo-server (symlinks), the git/gpg wrapper scripts the repo-server runs
-#   rollouts  Argo Rollouts: rollouts-controller (the analysis gates run it as `--controllers analysis`)
+#             controller and repo-server (symlinks), the git/gpg wrapper scripts the repo-server runs;
+#             ~25-40 min (1561-2274 s measured, ~1.7 GB of modules)
+#   rollouts  Argo Rollouts: rollouts-controller (the analysis gates run it as `--controllers analysis`);
+#             ~6-10 min (385 s with its modules already downloaded)
 #
 # The printed folder (also the cache's `current` symlink) holds every binary, the wrapper scripts and
 # crds/argo-workflows/, crds/argocd/ and crds/argo-rollouts/; `make` passes it to the tests as PROGRESSIVE_SYNC_TOOLS_DIR
@@ -115,6 +125,11 @@ if [[ "${1:-}" == "--print" ]]; then
   exit 0
 fi
 
+missing_only=false
+if [[ "${1:-}" == "--missing" ]]; then
+  missing_only=true
+  shift
+fi
 groups=("$@")
 if [[ ${#groups[@]} -eq 0 ]]; then
   groups=("${ALL_GROUPS[@]}")
@@ -199,6 +214,23 @@ all_done() {
   done
   toolset_done
 }
+
+# group_linked GROUP: the printed folder links GROUP's results (bash's dynamic scope: toolset_links
+# reads this local `groups`).
+group_linked() {
+  local groups=("$1")
+  toolset_done
+}
+
+# --missing: which of the groups asked for are not built (or not linked into the printed folder yet).
+if [[ "$missing_only" == true ]]; then
+  for group in "${groups[@]}"; do
+    if ! "${group}_done" || ! group_linked "$group"; then
+      echo "$group"
+    fi
+  done
+  exit 0
+fi
 
 # Fast path (no lock): everything already in place. Readers never see partial results, so this is safe.
 if all_done; then

@@ -5,6 +5,9 @@ file in a temporary directory (the terminal shows the rollout, not the logs), ru
 `orchestrator.devenv.demo.run_demo` and prints its summary. Exit codes: 0 the rollout Succeeded; 1 it
 failed (as it must with `--fail-cluster`) or the demo could not run; 2 bad usage; 130 interrupted.
 Ctrl-C and SIGTERM stop everything the demo started and remove its temporary files.
+Before it starts, the tools its options need and the cache lacks are built
+(`orchestrator.devenv.demo_tools`: `make demo` builds only the control plane; `--argocd real`,
+the argo engine, `--ui` and analysis add their parts here, saying what and how long on stderr).
 `--engine argo` runs the Workflow on the real Argo Workflows controller with real pods (the
 dev stack with a node; root, one per machine); `make demo` stays on the local engine. `--ui`
 (implies `--engine argo`) keeps the Argo UI of the finished rollout open on the loopback URL the
@@ -38,6 +41,7 @@ from orchestrator.devenv.demo import (
     run_demo,
     summary,
 )
+from orchestrator.devenv.demo_tools import demo_tool_groups, ensure_tools
 from orchestrator.devenv.machine import MachineError
 from orchestrator.devenv.processes import ProcessError
 from orchestrator.devenv.tools import ToolsMissing
@@ -62,7 +66,7 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     "--bad-metrics",
     metavar="NAME",
     help="Make this cluster the canary, Healthy in Argo CD but serving 35% errors; the analysis gate "
-    "(implied) must stop the rollout there. Needs the Argo Rollouts build (`make tools`).",
+    "(implied) must stop the rollout there. Builds Argo Rollouts first if it is not built.",
 )
 @click.option(
     "--analysis",
@@ -104,7 +108,8 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     default=ArgoCDMode.SIMULATED.value,
     show_default=True,
     help="Who plays Argo CD: the fleet simulator (12 clusters, seconds), or the real Argo CD "
-    "(6 clusters on 3 local kube-apiservers, a Git repository; `make tools` builds it; minutes).",
+    "(6 clusters on 3 local kube-apiservers, a Git repository; minutes; the first time builds Argo CD, "
+    "~25-40 min).",
 )
 @click.option(
     "--tools-dir",
@@ -168,6 +173,7 @@ def demo(
                 bad_metrics=bad_metrics,
             )
             try:
+                ensure_tools(demo_tool_groups(settings), lambda text: click.echo(text, err=True, nl=False))
                 result = run_demo(
                     settings,
                     lambda text: click.echo(text, nl=False),

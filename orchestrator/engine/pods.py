@@ -122,7 +122,10 @@ class PodNodes(PassState):
             self.finish(node, NodePhase.ERROR, result.error)
         elif result.exit_code != 0:
             summary = f": {result.summary}" if result.summary else ""
-            self.finish(node, NodePhase.FAILED, f"Error (exit code {result.exit_code}){summary}")
+            # Argo's message for a failed main container: its name, the kubelet's reason, the exit
+            # code and the termination message, which a step sets to its summary line
+            # (steps.cli.write_termination_message; v3.7 operator.go inferFailedReason).
+            self.finish(node, NodePhase.FAILED, f"main: Error (exit code {result.exit_code}){summary}")
         elif missing:
             self.finish(node, NodePhase.ERROR, f"output parameter file(s) missing: {', '.join(missing)}")
         else:
