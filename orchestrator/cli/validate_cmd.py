@@ -7,8 +7,8 @@ a ProgressiveSync); beneath a valid one, notes such as what its rollback does (`
 text`, its old name, still works). `plan` and `render` print a manifest's errors with the same
 `render_text`. With `--values FILE` (repeatable, merged over the chart's defaults as helm
 does) a ProgressiveSync the chart so installed would refuse is invalid too
-(`orchestrator.api.chart_policy`). Exit 0 when every ProgressiveSync is valid, 1 when one is invalid or none was found,
-2 on bad usage (click).
+(`orchestrator.api.chart_policy`). Exit 0 when every ProgressiveSync is valid, 1 when one is
+invalid or none was found, 2 on bad usage (click).
 """
 
 from __future__ import annotations
