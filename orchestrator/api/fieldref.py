@@ -17,15 +17,14 @@ Callers: `make docs`, that test. Pure: no API server, no clock.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from orchestrator.api.base import PATTERN_HINTS
 from orchestrator.api.models import API_VERSION, KIND, ProgressiveSyncSpec
+from orchestrator.core.generated_page import page_main
 
 Schema = dict[str, Any]
 
@@ -259,16 +258,7 @@ def render() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m orchestrator.api.fieldref [--write PATH]`: print or write the field reference."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--write", type=Path, help="write the page here instead of printing it")
-    args = parser.parse_args(argv)
-    text = render()
-    if args.write is None:
-        sys.stdout.write(text)
-    else:
-        args.write.parent.mkdir(parents=True, exist_ok=True)
-        args.write.write_text(text)
-    return 0
+    return page_main(render, __doc__.splitlines()[0] if __doc__ else "", argv)
 
 
 if __name__ == "__main__":

@@ -15,18 +15,17 @@ Callers: `make docs`, tests. Pure: no API server, no clock.
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from orchestrator.api.conditions import ConditionType
 from orchestrator.api.phases import RolloutPhase, StagePhase
 from orchestrator.api.reasons import Reason, Section
 from orchestrator.api.rollback import RollbackTrigger
 from orchestrator.api.stage_records import ClusterState, RollbackState
+from orchestrator.core.generated_page import page_main
 
 # A target no step has started yet: not a record state (it has no record), but `progressive-sync
 # status --clusters` and `-o json` show it as this state.
@@ -348,15 +347,7 @@ def render() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m orchestrator.api.troubleshooting [--write PATH]`: print or write the page."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--write", type=Path, help="write the page here instead of printing it")
-    args = parser.parse_args(argv)
-    text = render()
-    if args.write is None:
-        sys.stdout.write(text)
-    else:
-        args.write.write_text(text)
-    return 0
+    return page_main(render, __doc__.splitlines()[0] if __doc__ else "", argv)
 
 
 if __name__ == "__main__":

@@ -12,12 +12,12 @@ Callers: each command module under orchestrator/cli, and the docs generator belo
 
 from __future__ import annotations
 
-import argparse
 import sys
 import textwrap
 from collections.abc import Mapping
-from pathlib import Path
 from types import MappingProxyType
+
+from orchestrator.core.generated_page import page_main
 
 # The codes scripts branch on. 2 is click's usage error everywhere; `status --watch` has one code
 # per way a follow ends (orchestrator.ops.view.WatchExit, which these numbers must match).
@@ -204,14 +204,7 @@ def markdown() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m orchestrator.cli.help_catalog [--write PATH]`: print or write docs/cli-reference.md."""
-    parser = argparse.ArgumentParser(description="Every command's environment variables and exit codes.")
-    parser.add_argument("--write", type=Path, help="write the page here instead of printing it")
-    args = parser.parse_args(argv)
-    if args.write is None:
-        sys.stdout.write(markdown())
-    else:
-        args.write.write_text(markdown())
-    return 0
+    return page_main(markdown, "Every command's environment variables and exit codes.", argv)
 
 
 if __name__ == "__main__":
