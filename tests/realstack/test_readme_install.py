@@ -47,9 +47,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 BLOCKS = ("cli", "image", "chart", "applicationset", "progressivesync")
 
 
-def _run(argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float) -> str:
+def _run(argv: list[str], *, cwd: Path, env: dict[str, str], timeout: float, stdin: str | None = None) -> str:
     result = subprocess.run(
-        argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
+        argv, cwd=cwd, env=env, input=stdin, capture_output=True, text=True, timeout=timeout, check=False
     )
     assert result.returncode == 0, (
         f"{' '.join(argv)} (exit {result.returncode}):\n{result.stdout}\n{result.stderr}"
@@ -205,15 +205,7 @@ def test_the_readme_install_section_takes_a_user_to_a_succeeded_rollout(
         ps_namespace = progressive_sync["metadata"].get("namespace", namespace)
         manifest = tmp_path / "progressivesync.yaml"
         manifest.write_text(readme["progressivesync"].text)
-        checked = subprocess.run(
-            [str(cli), "validate", "-f", str(manifest)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        assert checked.returncode == 0, checked.stdout + checked.stderr
+        assert "OK" in _run([str(cli), "validate", "-f", str(manifest)], cwd=clone, env=env, timeout=60)
         _apply(readme["progressivesync"].text, env)
         argocd_ns, app_set_name = stack.argocd.namespace, app_set["metadata"]["name"]
         apps = wait_for(
@@ -271,16 +263,7 @@ def _state(kube: Kube, namespace: str, name: str, argocd_ns: str, apps: list[str
 
 
 def _apply(manifest: str, env: dict[str, str]) -> None:
-    applied = subprocess.run(
-        ["kubectl", "apply", "-f", "-"],
-        input=manifest,
-        text=True,
-        env=env,
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
-    assert applied.returncode == 0, applied.stdout + applied.stderr
+    _run(["kubectl", "apply", "-f", "-"], cwd=REPO_ROOT, env=env, timeout=60, stdin=manifest)
 
 
 def _three(names: list[str]) -> list[str] | None:
