@@ -503,8 +503,10 @@ class Reason(StrEnum):
         "Unknown",
         Section.NOTICES,
         "cluster notice",
-        "Argo CD reports health or sync status Unknown for the Application.",
-        "Look at Argo CD's application controller (its connection to the cluster).",
+        "Argo CD reports health or sync status Unknown for the Application; the message names "
+        "Argo CD's error conditions on it (`Argo CD reports ComparisonError: ...`) when it has any.",
+        "Fix what the condition names (a manifest that does not render, a repository Argo CD "
+        "cannot reach); else look at Argo CD's application controller (its connection to the cluster).",
     )
     OUT_OF_SYNC = (
         "OutOfSync",

@@ -68,6 +68,22 @@ def app_annotations(app: Mapping[str, Any]) -> dict[str, str]:
     return dict((app.get("metadata") or {}).get("annotations") or {})
 
 
+def error_conditions(app: Mapping[str, Any], *, limit: int = 2, width: int = 200) -> list[str]:
+    """Argo CD's error conditions on the Application (`status.conditions` whose type ends in `Error`,
+    Argo CD's own rule: ComparisonError, InvalidSpecError, UnknownError, SyncError, ...), as
+    `Type: message`, at most `limit`, each message cut at `width` characters."""
+    said: list[str] = []
+    for condition in (app.get("status") or {}).get("conditions") or []:
+        kind = str(condition.get("type") or "")
+        if not kind.endswith("Error"):
+            continue
+        message = " ".join(str(condition.get("message") or "").split())
+        if len(message) > width:
+            message = message[: width - 3] + "..."
+        said.append(f"{kind}: {message}" if message else kind)
+    return said[:limit]
+
+
 def owned_by_appset(app: Mapping[str, Any], appset_name: str, appset_uid: str | None) -> bool:
     """True when an ownerReference names the ApplicationSet (kind, name, and uid when known)."""
     for ref in (app.get("metadata") or {}).get("ownerReferences") or []:

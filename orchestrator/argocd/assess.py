@@ -272,7 +272,8 @@ def _assess_health(
         until = format_time(finished) if finished else "(no finishedAt)"
         return Verdict(
             ClusterPhase.WAITING,
-            f"{name}: health not observed since the sync finished at {until} (last reconciled {seen})",
+            f"{name}: health not observed since the sync finished at {until} (last reconciled {seen})"
+            + _argocd_reports(app),
             refresh_after=finished + timedelta(seconds=1) if finished is not None else None,
         )
     sync_status = appsync.sync_status(app)
@@ -282,7 +283,9 @@ def _assess_health(
         # is about that commit; the health of what we applied is still what it reports.
         notes.append(f"Argo CD now compares it against {','.join(compared)}")
     elif sync_status == "Unknown":
-        return Verdict(ClusterPhase.WAITING, f"{name}: sync status Unknown", Notice.UNKNOWN)
+        return Verdict(
+            ClusterPhase.WAITING, f"{name}: sync status Unknown{_argocd_reports(app)}", Notice.UNKNOWN
+        )
     elif sync_status == "OutOfSync":
         leftovers = _prune_only_leftovers(status)
         if leftovers is None or prune:
@@ -328,7 +331,7 @@ def _assess_health(
     if health_status in ("Missing", "Unknown"):
         return Verdict(
             ClusterPhase.WAITING,
-            f"{name}: health {health_status}{detail}; waiting for Healthy",
+            f"{name}: health {health_status}{detail}; waiting for Healthy{_argocd_reports(app)}",
             Notice(health_status),
         )
     if health_status != "Healthy":
@@ -360,6 +363,14 @@ def _prune_only_leftovers(status: Mapping[str, Any]) -> list[str] | None:
             return None
         leftovers.append(f"{resource.get('kind', '?')}/{resource.get('name', '?')}")
     return leftovers or None
+
+
+def _argocd_reports(app: Mapping[str, Any]) -> str:
+    """`; Argo CD reports ComparisonError: ...` when the Application carries error conditions: why
+    Argo CD cannot compare it (its comparison then leaves `reconciledAt` and the sync status as
+    they were, or Unknown), which a person needs next to a wait that does not end."""
+    errors = appsync.error_conditions(app)
+    return f"; Argo CD reports {'; '.join(errors)}" if errors else ""
 
 
 @dataclass(frozen=True)

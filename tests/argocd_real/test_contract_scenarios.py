@@ -128,7 +128,7 @@ def test_a_first_deploy_carries_the_applications_create_namespace_and_retries_a_
         # Failed once in CI (1 of ~10 runs): us-1's sync succeeded after the CRD came, and Argo CD
         # then compared it no more for 2.5 min (reconciledAt stayed at the sync's second) despite a
         # refresh request every 10 s. What Argo CD says of it is in the message if it happens again.
-        assert phase == "Succeeded", {"status": scenario.status(), "argocd": scenario.argocd_says()}
+        assert phase == "Succeeded", scenario.explain()
         for cluster in scenario.clusters:
             operation = operation_state(scenario, cluster)["operation"]
             assert "CreateNamespace=true" in operation["sync"].get("syncOptions", [])
@@ -252,7 +252,7 @@ def test_inside_a_deny_sync_window_the_rollout_waits_says_so_and_goes_on_when_it
                 argocd_stack.kube.patch(
                     APP_PROJECTS, argocd_stack.namespace, name, {"spec": {"syncWindows": None}}
                 )
-                assert scenario.wait_phase("Succeeded", "Failed") == "Succeeded", scenario.status()
+                assert scenario.wait_phase("Succeeded", "Failed") == "Succeeded", scenario.explain()
             assert all(configmap_release(argocd_stack, scenario, c) == "2" for c in scenario.clusters)
     finally:
         argocd_stack.kube.delete(APP_PROJECTS, argocd_stack.namespace, name)
@@ -282,7 +282,7 @@ def test_a_release_of_two_revisions_syncs_each_application_to_its_own(
         with recording(argocd_stack.kube, argocd_stack.namespace, keep=lambda n: n in scenario.apps) as seen:
             with rollout_actors(argocd_stack, tmp_path):
                 scenario.create_progressive_sync(CANARY_THEN_REGIONS)
-                assert scenario.wait_phase("Succeeded", "Failed") == "Succeeded", scenario.status()
+                assert scenario.wait_phase("Succeeded", "Failed") == "Succeeded", scenario.explain()
             for cluster, revision in expected.items():
                 scenario.wait_synced(revision, [cluster])
                 assert operation_state(scenario, cluster)["syncResult"]["revision"] == revision
@@ -331,7 +331,7 @@ def test_a_degraded_moment_right_after_the_sync_does_not_fail_the_cluster(
         scripts = {CANARY: [("Degraded", 5.0), ("Healthy", 0.0)], OTHER: [("Healthy", 0.0)]}
         with ProbeDriver(scenario, scripts) as driver, rollout_actors(argocd_stack, tmp_path):
             scenario.create_progressive_sync(CANARY_THEN_REST, deadline_seconds=120)
-            assert scenario.wait_phase("Succeeded", "Failed") == "Succeeded", scenario.status()
+            assert scenario.wait_phase("Succeeded", "Failed") == "Succeeded", scenario.explain()
         assert driver.applied[CANARY] == ["Degraded", "Healthy"]
 
 
@@ -356,7 +356,7 @@ def test_a_suspended_workload_holds_the_cluster_and_the_status_says_so(
             )
             assert scenario.status().get("phase") == "Progressing"
             driver.release(CANARY)
-            assert scenario.wait_phase("Succeeded", "Failed") == "Succeeded", scenario.status()
+            assert scenario.wait_phase("Succeeded", "Failed") == "Succeeded", scenario.explain()
 
 
 def _release_without_legacy(scenario: Scenario) -> str:
@@ -406,7 +406,7 @@ def test_with_prune_the_removed_manifest_is_deleted_and_the_rollout_succeeds(
         scenario.refresh()
         scenario.wait_out_of_sync(revision)
         scenario.create_progressive_sync(CANARY_THEN_REST, syncOptions={"prune": True})
-        assert scenario.wait_phase("Succeeded", "Failed") == "Succeeded", scenario.status()
+        assert scenario.wait_phase("Succeeded", "Failed") == "Succeeded", scenario.explain()
         scenario.wait_synced(revision)
         for cluster in scenario.clusters:
             with pytest.raises(NotFound):
@@ -445,7 +445,9 @@ def test_a_canary_that_fails_is_rolled_back_to_the_commit_it_ran_synced_once_eac
             # The gate release 2 left behind (no prune) is a stand-in for the old workload coming back
             # healthy: the Application is Healthy once it is.
             argocd_stack.set_probe_health(CANARY, scenario.destination_namespace(CANARY), "gate", "Healthy")
-            assert scenario.wait_phase("RolledBack", "Failed", "Succeeded") == "RolledBack", scenario.status()
+            assert scenario.wait_phase("RolledBack", "Failed", "Succeeded") == "RolledBack", (
+                scenario.explain()
+            )
         app = scenario.application(CANARY)
         state = app["status"]["operationState"]
         assert (state["phase"], state["syncResult"]["revision"]) == ("Succeeded", before)

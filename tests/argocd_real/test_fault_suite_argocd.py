@@ -359,7 +359,7 @@ def test_argocd_fault(row: Row, argocd_stack: ArgoCDStack, tmp_path: Path) -> No
             except AssertionError as exc:
                 raise AssertionError(f"{exc}\n{diagnosis(run)}") from exc
             recovered = time.monotonic() - run.fault_ended
-            assert phase == row.phase, scenario.status()
+            assert phase == row.phase, scenario.explain()
             if phase == "Succeeded":
                 scenario.wait_synced(revision)
             for cluster, count in row.synced.items():

@@ -131,8 +131,8 @@ def roll_out_seen_late(
         rollout_actors(stack, workdir),
     ):
         scenario.create_progressive_sync(CANARY_THEN_REGIONS, deadline_seconds=120)
-        assert scenario.wait_phase("Pending", "Progressing", timeout=60) == "Pending", scenario.status()
-        assert not scenario.status().get("rollout"), scenario.status()
+        assert scenario.wait_phase("Pending", "Progressing", timeout=60) == "Pending", scenario.explain()
+        assert not scenario.status().get("rollout"), scenario.explain()
         released = time.monotonic()
         revisions = list(release())
         wait_for(
@@ -150,7 +150,7 @@ def roll_out_seen_late(
         )
         phase = scenario.wait_rollout_ended()
         print(f"release {revisions} -> rollout {phase}: {time.monotonic() - released:.1f}s")
-        assert phase == "Succeeded", {"status": scenario.status(), "argocd": scenario.argocd_says()}
+        assert phase == "Succeeded", scenario.explain()
         # Not once the timer would have got there: the rollout itself brought each one.
         scenario.wait_at_release(revisions, timeout=30)
     joined = ",".join(revisions)
@@ -173,7 +173,7 @@ def roll_out_seen_late(
         state = seen.history(app)[-1]
         assert (state.started_by, state.applied) == (INITIATOR, joined), (app, state)
     targets = [cluster for stage in scenario.status()["stages"] for cluster in stage.get("targets") or []]
-    assert sorted(targets) == sorted(scenario.clusters), scenario.status()
+    assert sorted(targets) == sorted(scenario.clusters), scenario.explain()
     return SeenLate(seen, at_release, behind)
 
 
@@ -341,7 +341,9 @@ def test_a_cancelled_rollout_rolls_the_canary_back_to_the_chart_version_it_ran(
                 what="the canary at 1.2.4, its stage done (the rest waits for approval)",
             )
             ops_actions.cancel(scenario.kube, ops_actions.Target(scenario.namespace, scenario.name))
-            assert scenario.wait_phase("RolledBack", "Cancelled", "Failed") == "RolledBack", scenario.status()
+            assert scenario.wait_phase("RolledBack", "Cancelled", "Failed") == "RolledBack", (
+                scenario.explain()
+            )
         canary = scenario.application(CANARY)
         assert canary["status"]["history"][-1]["revision"] == "1.2.3"
         assert deployed(argocd_stack, scenario, CANARY)["chart"] == "1.2.3"
@@ -408,7 +410,9 @@ def test_a_multi_source_application_is_rolled_back_source_by_source(
                 what="the canary at chart 1.2.4 with values 2, its stage done",
             )
             ops_actions.cancel(scenario.kube, ops_actions.Target(scenario.namespace, scenario.name))
-            assert scenario.wait_phase("RolledBack", "Cancelled", "Failed") == "RolledBack", scenario.status()
+            assert scenario.wait_phase("RolledBack", "Cancelled", "Failed") == "RolledBack", (
+                scenario.explain()
+            )
         canary = scenario.application(CANARY)
         assert canary["status"]["history"][-1]["revisions"] == before
         assert deployed(argocd_stack, scenario, CANARY) == {"chart": "1.2.3", "release": "1"}

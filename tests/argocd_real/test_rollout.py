@@ -65,7 +65,7 @@ def test_a_release_rolls_out_in_stages_each_application_synced_once(
                 f"staged rollout over {len(scenario.apps)} clusters on real Argo CD: "
                 f"{time.monotonic() - started:.1f}s"
             )
-        assert phase == "Succeeded", scenario.status()
+        assert phase == "Succeeded", scenario.explain()
         scenario.wait_synced(revision)
 
         for cluster in scenario.clusters:

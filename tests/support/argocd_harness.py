@@ -18,6 +18,7 @@ the watcher (engine argo) and the local executor for one test.
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 import time
 import uuid
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.argocd.appsync import refresh_requested
 from orchestrator.devenv import starter_app, tools
 from orchestrator.devenv.argocd import ArgoCDStack
 from orchestrator.devenv.argocd_manifests import HEALTH_PROBES
@@ -277,14 +279,16 @@ class Scenario:
         said: dict[str, dict[str, Any]] = {}
         for app in self.apps:
             try:
-                status = self.kube.get(APPLICATIONS, self.namespace, app).get("status") or {}
+                application = self.kube.get(APPLICATIONS, self.namespace, app)
             except KubeError as exc:  # the message must not hide the failure it explains
                 said[app] = {"unreadable": str(exc)}
                 continue
+            status = application.get("status") or {}
             operation = status.get("operationState") or {}
             said[app] = {
                 "operation": [operation.get("phase"), operation.get("finishedAt")],
                 "reconciledAt": status.get("reconciledAt"),
+                "refreshPending": refresh_requested(application),
                 "sync": (status.get("sync") or {}).get("status"),
                 "revisions": compared_revisions(status.get("sync") or {}),
                 "health": (status.get("health") or {}).get("status"),
@@ -293,6 +297,26 @@ class Scenario:
                 ],
             }
         return said
+
+    def explain(self, log_lines: int = 40) -> str:
+        """For a failed assertion, as text (pytest cuts a dict message at 240 characters): the
+        ProgressiveSync's status with every cluster's reason, what Argo CD says of each Application,
+        and the application controller's last log lines about them."""
+        names = set(self.apps)
+        log_path = self.stack.supervisor.log_path("argocd-application-controller")
+        try:
+            lines = log_path.read_text(errors="replace").splitlines()
+        except OSError as exc:
+            lines = [f"(no controller log: {exc})"]
+        about = [line for line in lines if any(name in line for name in names)][-log_lines:]
+        return "\n".join(
+            [
+                f"status: {json.dumps(self.status(), sort_keys=True)}",
+                f"argocd: {json.dumps(self.argocd_says(), sort_keys=True)}",
+                f"the application controller's last {len(about)} lines about {sorted(names)}:",
+                *about,
+            ]
+        )
 
     def wait_rollout_ended(self, timeout: float = ROLLOUT_TIMEOUT) -> str:
         """Wait until a rollout was started and ended (Succeeded, Failed or Cancelled); its phase.

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from orchestrator.api.models import RolloutPhase, StagePhase
+from orchestrator.argocd import appsync
 from orchestrator.argocd.assess import (
     ClusterPhase,
     Notice,
@@ -545,6 +546,69 @@ def test_a_fresh_comparison_is_asked_for_after_the_second_of_finished_at() -> No
         ).refresh_after
         is None
     )
+
+
+COMPARISON_ERROR = {"type": "ComparisonError", "message": "failed to load target state:\n  rpc error"}
+
+
+@pytest.mark.parametrize(
+    ("app", "reason_has"),
+    [
+        pytest.param(
+            with_status(done_application(reconciled_at=at(10)), conditions=[COMPARISON_ERROR]),
+            "health not observed since the sync finished at 2030-01-01T12:00:10Z (last reconciled "
+            "2030-01-01T12:00:10Z); Argo CD reports ComparisonError: failed to load target state: rpc error",
+            id="a-stale-health-names-why-argo-cd-cannot-compare",
+        ),
+        pytest.param(
+            with_status(
+                done_application(),
+                sync={"status": "Unknown", "revision": NEW_REVISION},
+                conditions=[COMPARISON_ERROR],
+            ),
+            "sync status Unknown; Argo CD reports ComparisonError",
+            id="an-unknown-sync-status-names-it",
+        ),
+        pytest.param(
+            with_status(
+                done_application(),
+                health={"status": "Unknown"},
+                conditions=[{"type": "InvalidSpecError", "message": "cluster not found"}],
+            ),
+            "health Unknown; waiting for Healthy; Argo CD reports InvalidSpecError: cluster not found",
+            id="an-unknown-health-names-it",
+        ),
+    ],
+)
+def test_a_wait_names_the_error_conditions_argo_cd_reports(app: dict[str, Any], reason_has: str) -> None:
+    verdict = assess_application("a", app, release=[(NEW_REVISION,)], rollout_id=ROLLOUT, now=at(10.4))
+    assert verdict.phase == W
+    assert reason_has in verdict.reason
+
+
+@pytest.mark.parametrize(
+    ("conditions", "expected"),
+    [
+        pytest.param([], [], id="none"),
+        pytest.param(
+            [{"type": "SharedResourceWarning", "message": "shared"}, {"type": "SyncError", "message": ""}],
+            ["SyncError"],
+            id="warnings-are-left-out-an-empty-message-is-the-type",
+        ),
+        pytest.param(
+            [{"type": "ComparisonError", "message": "x" * 300}],
+            ["ComparisonError: " + "x" * 197 + "..."],
+            id="a-long-message-is-cut",
+        ),
+        pytest.param(
+            [{"type": f"E{i}Error", "message": str(i)} for i in range(4)],
+            ["E0Error: 0", "E1Error: 1"],
+            id="at-most-two",
+        ),
+    ],
+)
+def test_error_conditions(conditions: list[dict[str, str]], expected: list[str]) -> None:
+    assert appsync.error_conditions({"status": {"conditions": conditions}}) == expected
 
 
 def _with_uid(uid: str) -> dict[str, Any]:
