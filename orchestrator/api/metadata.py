@@ -67,6 +67,13 @@ INFO_PREVIOUS_REVISIONS = "previous-revisions"
 # "true" on a rollback sync of this rollout: the one sync we write after a forward one.
 INFO_ROLLBACK = "rollback"
 
+# --- on Applications -------------------------------------------------------------------------
+
+# Set by a person on one Application (value: why, or "true"): its cluster is left out of every
+# rollout while it is there (orchestrator.planning.skip, docs/skip.md). The ApplicationSet controller
+# keeps it only when the ApplicationSet lists it in `spec.preservedFields.annotations`.
+SKIP_ANNOTATION = "progressivesync.io/skip"
+
 # --- on ApplicationSets ----------------------------------------------------------------------
 
 # Set by whoever owns an ApplicationSet: the namespaces (comma-separated, "*" for any) whose

@@ -326,6 +326,48 @@ def _stage_names_unique(stages: list[Stage]) -> list[Stage]:
     return stages
 
 
+# The one wording of the refusal of `skip: {applications|clusters: {selector: {}}}`, offline and on apply.
+EMPTY_SKIP_SELECTOR = (
+    "an empty skip selector would leave every cluster out of the rollout"
+    " (give matchLabels or matchExpressions, or remove this entry)"
+)
+
+
+class SkipSelector(_Model):
+    """Objects to leave out of every rollout, by their labels; an empty selector is refused."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_validations(
+            cel(
+                "(has(self.selector.matchLabels) && size(self.selector.matchLabels) > 0)"
+                " || (has(self.selector.matchExpressions) && size(self.selector.matchExpressions) > 0)",
+                EMPTY_SKIP_SELECTOR,
+                field_path=".selector",
+                reason="FieldValueInvalid",
+            )
+        )
+    )
+
+    selector: LabelSelector
+    """Matches labels; at least one matchLabels pair or matchExpressions entry."""
+
+    @field_validator("selector")
+    @classmethod
+    def _not_empty(cls, selector: LabelSelector) -> LabelSelector:
+        if not selector.match_labels and not selector.match_expressions:
+            raise ValueError(EMPTY_SKIP_SELECTOR)
+        return selector
+
+
+class SkipSpec(_Model):
+    """Clusters left out of every rollout until the selector stops matching (docs/skip.md)."""
+
+    applications: SkipSelector | None = None
+    """Applications by their labels: the cluster of a matching Application is skipped."""
+    clusters: SkipSelector | None = None
+    """Argo CD cluster Secrets by their labels: a matching cluster is skipped."""
+
+
 class ProgressiveSyncSpec(_Model):
     """What to roll out, to whom, in which order."""
 
@@ -364,6 +406,8 @@ class ProgressiveSyncSpec(_Model):
     """Argo Rollouts analysis for every stage (a stage's own analysis overrides it field by field)."""
     rollback: RollbackSpec | None = None
     """Undo the rollout on the clusters it synced when it ends as `on` lists; absent: never."""
+    skip: SkipSpec | None = None
+    """Clusters to leave out of rollouts (besides Applications annotated progressivesync.io/skip)."""
 
     @field_validator("stages")
     @classmethod

@@ -666,6 +666,15 @@ class Reason(StrEnum):
         "Applications one by one); this rollout does not update them.",
         "`progressive-sync retry` starts a rollout that takes them.",
     )
+    SKIPPED_CLUSTERS = (
+        "SkippedClusters",
+        Section.PLAN,
+        "plan warning; status.stages[].skipped",
+        "Out-of-date clusters are held back by the annotation progressivesync.io/skip on one of "
+        "their Applications, or by spec.skip: no rollout syncs them while the mark is there.",
+        "To release them: remove the annotation or change spec.skip, then `progressive-sync retry` "
+        "(docs/skip.md).",
+    )
     NOT_A_RELEASE = (
         "NotARelease",
         Section.PLAN,

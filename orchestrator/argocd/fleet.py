@@ -31,6 +31,7 @@ from orchestrator.api.metadata import (
     ANY_NAMESPACE,
     INFO_ROLLOUT_ID,
     INFO_STAGE,
+    SKIP_ANNOTATION,
     parse_allowed_namespaces,
 )
 from orchestrator.api.release import revision_key
@@ -214,6 +215,10 @@ class AppView:
     rollout_stage: str = ""
     # `argocd.argoproj.io/refresh` is set: a comparison was asked for and Argo CD has not answered yet.
     refresh_pending: bool = False
+    # Its labels (what `spec.skip.applications.selector` matches) and its `progressivesync.io/skip`
+    # annotation's value ("" when absent): orchestrator.planning.skip.
+    labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), hash=False)
+    skip_mark: str | None = None
 
     @property
     def sync_revision(self) -> str:
@@ -339,7 +344,16 @@ def app_view_from_object(obj: Mapping[str, Any]) -> AppView:
         rollout_id=info.get(INFO_ROLLOUT_ID, ""),
         rollout_stage=info.get(INFO_STAGE, ""),
         refresh_pending=REFRESH_ANNOTATION in _mapping(metadata.get("annotations")),
+        labels=MappingProxyType({str(k): _text(v) for k, v in _mapping(metadata.get("labels")).items()}),
+        skip_mark=_skip_mark(_mapping(metadata.get("annotations"))),
     )
+
+
+def _skip_mark(annotations: Mapping[str, Any]) -> str | None:
+    """The `progressivesync.io/skip` annotation's value, None when absent (an empty value still marks)."""
+    if SKIP_ANNOTATION not in annotations:
+        return None
+    return _text(annotations[SKIP_ANNOTATION]).strip()
 
 
 def _automated_sync_on(spec: Mapping[str, Any]) -> bool:

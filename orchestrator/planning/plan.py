@@ -51,6 +51,7 @@ class IssueCode(StrEnum):
     SPREAD_VALUES_FEWER_THAN_TARGETS = "SpreadValuesFewerThanTargets"
     UNKNOWN_PROGRESS_STAGE = "UnknownProgressStage"
     LATE_CLUSTERS = "LateClusters"
+    SKIPPED_CLUSTERS = "SkippedClusters"
     NOT_A_RELEASE = "NotARelease"
 
 
@@ -113,6 +114,8 @@ class StagePlan:
     matched: int = 0
     available: int = 0
     from_progress: bool = False
+    # Out-of-date clusters this stage could have taken that a skip holds back, each with why.
+    skipped: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     def to_dict(self) -> dict[str, Any]:
         """The `-o json` form of one stage (see docs/design/planner.md)."""
@@ -127,6 +130,7 @@ class StagePlan:
             "available": self.available,
             "fromProgress": self.from_progress,
             "applications": {cluster: list(self.apps.get(cluster, ())) for cluster in self.targets},
+            "skipped": skipped_list(self.skipped),
         }
 
 
@@ -151,6 +155,8 @@ class RolloutPlan:
     warnings: tuple[PlanIssue, ...] = ()
     errors: tuple[PlanIssue, ...] = ()
     ignored_apps: int = 0
+    # Out-of-date clusters left out of the rollout (orchestrator.planning.skip), each with why.
+    skipped: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def has_errors(self) -> bool:
@@ -194,11 +200,17 @@ class RolloutPlan:
                 "outOfDate": len(self.out_of_date),
                 "uncovered": list(self.uncovered),
                 "ignoredApplications": self.ignored_apps,
+                "skipped": skipped_list(self.skipped),
             },
             "stages": [stage.to_dict() for stage in self.stages],
             "warnings": [issue.to_dict() for issue in self.warnings],
             "errors": [issue.to_dict() for issue in self.errors],
         }
+
+
+def skipped_list(skipped: Mapping[str, str]) -> list[dict[str, str]]:
+    """The `-o json` form of skipped clusters: `[{"cluster": ..., "reason": ...}]`."""
+    return [{"cluster": name, "reason": reason} for name, reason in skipped.items()]
 
 
 # --- collecting issues ------------------------------------------------------------------------

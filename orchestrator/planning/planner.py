@@ -65,6 +65,7 @@ from orchestrator.planning.progress import RolloutProgress, StageProgress, progr
 from orchestrator.planning.progress import recorded_state as _recorded_state
 from orchestrator.planning.progress import rollout_name as _rollout_name
 from orchestrator.planning.sizing import StageSize, resolve_max_targets, stage_size
+from orchestrator.planning.skip import skipped_clusters
 
 # What callers import from here; the plan's types live in `plan`, the progress reading in `progress`.
 __all__ = [
@@ -200,10 +201,23 @@ def plan_rollout(
     _report_homeless(issues, homeless, spec.allow_partial_rollout)
 
     fleet_clusters = {name: index.by_name[name] for name in fleet}
-    stages = _plan_stages(
-        issues, spec, ps_name=ps_name, clusters=fleet_clusters, fleet=fleet, progress=progress
+    # Only an out-of-date cluster is held back: an up-to-date one has nothing to skip.
+    skipped = skipped_clusters(
+        spec.skip,
+        {name: fleet_clusters[name] for name, cluster in fleet.items() if cluster.is_out_of_date},
+        apps_by_cluster,
     )
-    uncovered = _report_uncovered(issues, spec, fleet_clusters, fleet, stages)
+    _report_skipped(issues, skipped)
+    stages = _plan_stages(
+        issues,
+        spec,
+        ps_name=ps_name,
+        clusters=fleet_clusters,
+        fleet=fleet,
+        progress=progress,
+        skipped=skipped,
+    )
+    uncovered = _report_uncovered(issues, spec, fleet_clusters, fleet, stages, skipped=skipped)
     return RolloutPlan(
         ps_name=ps_name,
         app_set=app_set_name,
@@ -215,6 +229,7 @@ def plan_rollout(
         warnings=tuple(issues.warnings),
         errors=tuple(issues.errors),
         ignored_apps=ignored,
+        skipped=MappingProxyType(skipped),
     )
 
 
@@ -458,6 +473,16 @@ def _report_automated_sync(issues: _Issues, owned: list[AppView]) -> None:
         )
 
 
+def _report_skipped(issues: _Issues, skipped: Mapping[str, str]) -> None:
+    if skipped:
+        issues.warn(
+            IssueCode.SKIPPED_CLUSTERS,
+            f"{len(skipped)} out-of-date cluster(s) are skipped and get no sync from this rollout: "
+            f"{_names([f'{name} ({why})' for name, why in skipped.items()])}",
+            tuple(skipped),
+        )
+
+
 def _report_homeless(issues: _Issues, homeless: list[AppView], allow_partial: bool) -> None:
     """Applications whose cluster has no Secret: no stage can select them."""
     if not homeless:
@@ -488,6 +513,7 @@ def _plan_stages(
     clusters: Mapping[str, Cluster],
     fleet: Mapping[str, ClusterPlan],
     progress: RolloutProgress | None,
+    skipped: Mapping[str, str],
 ) -> tuple[StagePlan, ...]:
     recorded = {s.name: s for s in (progress.stages if progress else ()) if s.is_selected}
     stage_names = {stage.name for stage in spec.stages}
@@ -503,7 +529,9 @@ def _plan_stages(
     # Work done once for all stages, with set operations per stage (5,000 clusters x 10 stages):
     # the hash rank of every cluster, the out-of-date ones, the clusters grouped by label values.
     rank = {c.name: i for i, c in enumerate(_by_hash(ps_name, clusters.values()))}
-    stale = {name for name, cluster in fleet.items() if cluster.is_out_of_date}
+    # A skipped cluster is no candidate; the first stage not selected yet that could take it says so.
+    stale = {name for name, cluster in fleet.items() if cluster.is_out_of_date and name not in skipped}
+    unclaimed_skips = set(skipped) - held
     partitions: dict[tuple[str, ...], _Partition] = {}
     taken: set[str] = set()
     plans: list[StagePlan] = []
@@ -515,7 +543,10 @@ def _plan_stages(
             progress_of_stage = recorded[stage.name]
             targets = progress_of_stage.targets
             state, reason = _recorded_state(progress_of_stage, _rollout_name(progress))
+            skipped_here: tuple[str, ...] = ()
         else:
+            skipped_here = tuple(sorted((available & unclaimed_skips), key=rank.__getitem__))
+            unclaimed_skips.difference_update(skipped_here)
             eligible = sorted((available & stale) - held, key=rank.__getitem__)
             candidates = _spread([clusters[name] for name in eligible], stage.spread_by)
             chosen = candidates[:max_targets]
@@ -530,6 +561,7 @@ def _plan_stages(
                 available=len(available),
                 candidates=len(candidates),
                 targets=len(targets),
+                skipped=len(skipped_here),
             )
         plans.append(
             StagePlan(
@@ -548,6 +580,7 @@ def _plan_stages(
                 matched=len(matched),
                 available=len(available),
                 from_progress=stage.name in recorded,
+                skipped=MappingProxyType({name: skipped[name] for name in skipped_here}),
             )
         )
         taken.update(targets)
@@ -585,20 +618,33 @@ def _matching(
 
 
 def _computed_state(
-    *, app_set: str, fleet_size: int, matched: int, available: int, candidates: int, targets: int
+    *,
+    app_set: str,
+    fleet_size: int,
+    matched: int,
+    available: int,
+    candidates: int,
+    targets: int,
+    skipped: int = 0,
 ) -> tuple[StageState, str]:
-    """The state of a stage the rollout has not selected yet, and why."""
+    """The state of a stage the rollout has not selected yet, and why (`skipped`: how many of its
+    out-of-date clusters are held back by a skip mark or spec.skip)."""
     if not matched:
         return StageState.SKIPPED, (
             f"its selector matches none of the {fleet_size} clusters of ApplicationSet {app_set!r}"
         )
     if not available:
         return StageState.SKIPPED, f"earlier stages took all {matched} clusters its selector matches"
+    held_back = f"{skipped} out-of-date cluster(s) skipped (progressivesync.io/skip or spec.skip)"
+    if not candidates and skipped:
+        return StageState.SKIPPED, f"nothing to take: {held_back}"
     if not candidates:
         return StageState.DONE, f"all {available} clusters it can take are up to date"
     reason = f"takes {targets} of {candidates} out-of-date clusters ({available} available)"
     if candidates > targets:
         reason += f"; {candidates - targets} left for later stages"
+    if skipped:
+        reason += f"; {held_back}"
     return StageState.PLANNED, reason
 
 
@@ -642,10 +688,17 @@ def _report_uncovered(
     clusters: Mapping[str, Cluster],
     fleet: Mapping[str, ClusterPlan],
     stages: tuple[StagePlan, ...],
+    *,
+    skipped: Mapping[str, str],
 ) -> tuple[str, ...]:
-    """Out-of-date clusters that no stage takes: an error unless allowPartialRollout."""
+    """Out-of-date clusters that no stage takes and no skip holds back: an error unless
+    allowPartialRollout."""
     in_a_stage = {target for stage in stages for target in stage.targets}
-    uncovered = tuple(name for name, c in fleet.items() if c.is_out_of_date and name not in in_a_stage)
+    uncovered = tuple(
+        name
+        for name, c in fleet.items()
+        if c.is_out_of_date and name not in in_a_stage and name not in skipped
+    )
     if not uncovered:
         return ()
     uncovered = _report_late(issues, spec, clusters, stages, uncovered)

@@ -396,6 +396,7 @@ def make_application(
     owner_kind: str = "ApplicationSet",
     owner_uid: str | None = APP_SET_UID,
     annotations: Mapping[str, str] | None = None,
+    labels: Mapping[str, str] | None = None,
     automated: Mapping[str, Any] | None = None,
     sync: str = "OutOfSync",
     revision: str | None = NEW_REVISION,
@@ -440,6 +441,8 @@ def make_application(
         metadata["ownerReferences"] = [ref]
     if annotations:
         metadata["annotations"] = dict(annotations)
+    if labels:
+        metadata["labels"] = dict(labels)
     destination: dict[str, Any] = {"namespace": "myservice"}
     if by in ("server", "both"):
         destination["server"] = server if server is not None else server_of(cluster)

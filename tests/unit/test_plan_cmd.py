@@ -95,7 +95,13 @@ def test_json_has_the_documented_shape(ps_file: Path) -> None:
     assert set(plan) == {"progressiveSync", "appSet", "release", "summary", "stages", "warnings", "errors"}
     assert plan["release"]["revisions"] == ["4f1c2e9b7a3d5c8e1f0a2b4c6d8e0f1a3b5c7d9e"]
     assert len(plan["release"]["id"]) == 10
-    assert plan["summary"] == {"clusters": 12, "outOfDate": 12, "uncovered": [], "ignoredApplications": 1}
+    assert plan["summary"] == {
+        "clusters": 12,
+        "outOfDate": 12,
+        "uncovered": [],
+        "ignoredApplications": 1,
+        "skipped": [],
+    }
     stages = plan["stages"]
     assert [s["name"] for s in stages] == ["canary in eu-west-1", "one per other region", "everything else"]
     for stage in stages:
