@@ -108,6 +108,8 @@ def run_cluster(kube: Kube, ctx: StepContext, cluster: str, shared: Shared = ALO
         synced = sync_cluster(kube, ctx, cluster, shared)
         if synced.failed:
             return ClusterResult(cluster, ClusterOutcome.FAILED, synced.failure)
+        if synced.skipped:
+            return ClusterResult(cluster, ClusterOutcome.DONE, f"skipped: {synced.skipped}")
     # In flight in a failed stage: no new sync (not even for an Application the first wave left);
     # wait-healthy stops what we started there and records the cluster failed.
     # The ProgressiveSync read again (the rollout and stage checked on it); the records as read
@@ -140,4 +142,6 @@ def _recorded(outcomes: StageOutcomes, cluster: str) -> ClusterResult | None:
         return ClusterResult(cluster, ClusterOutcome.DONE, "recorded as completed already")
     if record.state == ClusterState.FAILED:
         return ClusterResult(cluster, ClusterOutcome.FAILED, f"recorded as failed already: {record.reason}")
+    if record.state == ClusterState.SKIPPED:
+        return ClusterResult(cluster, ClusterOutcome.DONE, f"recorded as skipped already: {record.reason}")
     return None

@@ -64,6 +64,7 @@ from orchestrator.api.release import Revisions, revision_key
 from orchestrator.api.rollout_status import (
     close_stage,
     find_stage,
+    note_skipped,
     skip_stage,
     start_rollout,
     start_stage,
@@ -221,11 +222,13 @@ def select_stage(kube: Kube, ctx: StepContext) -> SelectResult:
             return current  # a concurrent select of the same stage got there first: keep its answer
         if phase == StagePhase.PROGRESSING:
             recorded_here.append(True)
-            return start_stage(
+            current = start_stage(
                 current, stage=stage, summary=summary, message=reason, now=now, planned_total=planned_total
             )
+            return note_skipped(current, stage=stage, skipped=plan.stage(stage).skipped)
         if phase == StagePhase.SKIPPED:
-            return skip_stage(current, stage=stage, reason=reason, now=now, planned_total=planned_total)
+            current = skip_stage(current, stage=stage, reason=reason, now=now, planned_total=planned_total)
+            return note_skipped(current, stage=stage, skipped=plan.stage(stage).skipped)
         return close_stage(current, stage=stage, phase=StagePhase.FAILED, message=reason, now=now)
 
     update = update_status(

@@ -87,6 +87,12 @@ def failed(now: datetime | None, reason: str) -> Change:
     return lambda current: end_record(current, proposed)
 
 
+def skipped(now: datetime, reason: str) -> Change:
+    """The cluster is left out by a skip mark (`reason`: which), found before anything was written."""
+    proposed = ClusterRecord(state=ClusterState.SKIPPED, reason=cut_text(reason), finished_at=now)
+    return lambda current: end_record(current, proposed)
+
+
 def note(text: str) -> Change:
     """What holds the cluster while a step waits ("" removes it); an outcome keeps its own."""
     return lambda current: noted(current, text)

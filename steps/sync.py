@@ -26,6 +26,14 @@ For each Application of the ApplicationSet on the cluster (`orchestrator.argocd.
 Then the cluster is recorded Syncing in its stage's ProgressiveSyncStage record (steps.status_sink:
 no change, no write). Running the step twice for the same rollout writes nothing the second time.
 
+A skip (orchestrator.planning.skip: `progressivesync.io/skip` on one of the cluster's Applications,
+or `spec.skip`) is asked again here, right before the first write for the cluster, on the
+Applications as read now and again before each write: a mark added after `select` planned the stage
+is honoured. The cluster is then recorded Skipped with the mark's reason and nothing is written;
+run again, the step finds the record and writes nothing. A mark found once this rollout has
+synced some of the cluster's Applications comes too late for it: the cluster is finished (half a
+cluster is worse than none) and the mark holds it out of the next rollout.
+
 A stage that has failed (failures above `maxFailedClusters`) gets no new sync from this step, for no
 Application: when the step starts, and again after every wait (someone's operation, a comparison).
 Then what this rollout wrote on the cluster (by the Applications' own marks, `written_by_rollout`)
@@ -45,12 +53,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from orchestrator.api.models import SkipSpec
 from orchestrator.api.release import Revisions
+from orchestrator.api.stage_records import ClusterState
 from orchestrator.argocd import appsync
 from orchestrator.argocd.appwatch import follow_applications
+from orchestrator.argocd.fleet import Cluster, app_view_from_object
 from orchestrator.core.clock import Clock
 from orchestrator.kube.client import APPLICATIONS, Conflict, Kube, NotFound
 from orchestrator.kube.status_writer import ConflictsExhausted
+from orchestrator.planning.skip import skip_reason
 from steps import status_sink as sinks
 from steps.common import (
     RolloutRef,
@@ -77,6 +89,7 @@ class SyncResult:
     adopted: tuple[str, ...] = ()  # Applications someone else brought to the release: not synced
     left_alone: tuple[str, ...] = ()  # Synced and Healthy at a revision outside the release: not synced
     failure: str = ""  # why the cluster failed (empty: it did not)
+    skipped: str = ""  # why the cluster was left out by a skip mark (empty: it was not)
     waited_for: tuple[str, ...] = field(default=())  # Applications whose foreign operation we waited out
 
     @property
@@ -89,6 +102,8 @@ class SyncResult:
         """One line for people."""
         if self.failed:
             return f"sync: cluster {self.cluster} failed: {self.failure}"
+        if self.skipped:
+            return f"sync: cluster {self.cluster} skipped, nothing written: {self.skipped}"
         parts = []
         if self.requested:
             parts.append(f"requested the sync of {', '.join(self.requested)}")
@@ -114,6 +129,10 @@ NOTHING_TO_WRITE = (
 
 class _Busy(Exception):
     """Someone's operation was still in progress at the deadline, or the Application cannot be synced."""
+
+
+class _Skipped(Exception):
+    """A skip mark was found right before the cluster's first write (the message says which)."""
 
 
 class _Stopped(Exception):
@@ -175,6 +194,15 @@ def sync_cluster(kube: Kube, ctx: StepContext, cluster: str, shared: Shared = AL
             apps=names,
             clock=clock,
         )
+    recorded = outcomes.clusters.get(cluster)
+    if recorded is not None and recorded.state == ClusterState.SKIPPED:
+        return SyncResult(cluster, skipped=recorded.reason)
+    # A skip is honoured only while this rollout wrote nothing on the cluster (see the module).
+    may_skip = not written_by_rollout(apps, ps, rollout.rollout_id)
+    if may_skip:
+        mark = skip_reason(ps.spec.skip, found, [app_view_from_object(app) for app in apps])
+        if mark is not None:
+            return _skip(sink, clock, cluster, mark)
     deadline = clock.now() + timedelta(seconds=ps.spec.progress_deadline_seconds)
     since = ps.status.rollout.started_at if ps.status and ps.status.rollout else None
     by_action: dict[appsync.SyncAction, list[str]] = defaultdict(list)
@@ -204,7 +232,14 @@ def sync_cluster(kube: Kube, ctx: StepContext, cluster: str, shared: Shared = AL
                 tuning=tuning,
                 stage_check=stage_check,
                 note=note,
+                skip_check=(
+                    (lambda current: _skip_mark(ps.spec.skip, found, current))
+                    if may_skip and not by_action[appsync.SyncAction.REQUEST]
+                    else None
+                ),
             )
+        except _Skipped as exc:
+            return _skip(sink, clock, cluster, str(exc))
         except (_Busy, _Stopped) as exc:
             reason = str(exc) if isinstance(exc, _Stopped) else f"cluster {cluster}: {exc}"
             return _fail(
@@ -252,10 +287,12 @@ def _sync_one(
     tuning: Tuning,
     stage_check: Callable[[], str],
     note: Callable[[str], None],
+    skip_check: Callable[[Mapping[str, Any]], str | None] | None = None,
 ) -> tuple[appsync.SyncAction, bool]:
     """Decide and, when due, write one Application; re-decide after a 409, a foreign operation or
     a comparison asked for. After a wait the stage is read again: a failed stage gets no new sync
-    (`stage_check` says why, _Stopped)."""
+    (`stage_check` says why, _Stopped). `skip_check` (None once the cluster has a write of this
+    rollout) asks the Application as read right before the write for a skip mark (_Skipped)."""
     name = appsync.app_name(app)
     backoffs = tuning.app_conflict_backoffs
     conflicts = 0
@@ -287,6 +324,9 @@ def _sync_one(
             if stopped:
                 raise _Stopped(stopped)
             continue
+        mark = skip_check(app) if skip_check is not None else None
+        if mark is not None:
+            raise _Skipped(mark)
         try:
             write_sync(
                 kube,
@@ -422,6 +462,18 @@ def _compare_again(
     finally:
         snapshots.close()
     raise AssertionError(f"unreachable: {name}")
+
+
+def _skip_mark(skip: SkipSpec | None, cluster: Cluster, app: Mapping[str, Any]) -> str | None:
+    """The skip that holds the cluster back as this Application, read now, says (None: none)."""
+    return skip_reason(skip, cluster, [app_view_from_object(app)])
+
+
+def _skip(sink: StatusSink, clock: Clock, cluster: str, reason: str) -> SyncResult:
+    """Record the cluster Skipped (nothing was written for it) and say so."""
+    log.info("cluster %s skipped, no sync written: %s", cluster, reason)
+    sink.record(cluster, sinks.skipped(clock.now(), reason), what=f"cluster {cluster} skipped", urgent=True)
+    return SyncResult(cluster, skipped=reason)
 
 
 def _fail(

@@ -133,6 +133,9 @@ def _recorded(outcomes: StageOutcomes, cluster: str) -> WaitResult | None:
         return WaitResult(cluster, ClusterPhase.DONE, "recorded as completed", already_recorded=True)
     if record.state == ClusterState.FAILED:
         return WaitResult(cluster, ClusterPhase.FAILED, record.reason, already_recorded=True)
+    if record.state == ClusterState.SKIPPED:
+        # Never synced, so nothing to wait for: done for the stage (neither failed nor pending).
+        return WaitResult(cluster, ClusterPhase.DONE, f"skipped: {record.reason}", already_recorded=True)
     return None
 
 

@@ -506,6 +506,15 @@ class ClusterFailure(_Model):
     """Why it failed, for people."""
 
 
+class SkippedCluster(_Model):
+    """A cluster a stage left out (progressivesync.io/skip or spec.skip: docs/skip.md), and why."""
+
+    name: str
+    """The cluster's name."""
+    reason: str = ""
+    """What holds it back: the annotated Application and its reason, or the spec.skip selector."""
+
+
 class ClusterNote(_Model):
     """Something a person should hear about one cluster of a stage while it lasts, or once it is done."""
 
@@ -568,6 +577,8 @@ class StageCounts(_Model):
     """Clusters updated, Synced and Healthy."""
     failed: Annotated[StrictInt, Field(ge=0)] = 0
     """Clusters that failed."""
+    skipped: Annotated[StrictInt, Field(ge=0)] | None = None
+    """Targets the sync step found marked to skip (docs/skip.md), neither failed nor pending."""
 
 
 class MoreClusters(_Model):
@@ -579,6 +590,8 @@ class MoreClusters(_Model):
     """Failed clusters not in `failed`."""
     notes: Annotated[StrictInt, Field(ge=0)] = 0
     """Noted clusters not in `notes`."""
+    skipped: Annotated[StrictInt, Field(ge=0)] | None = None
+    """Skipped clusters not in `skipped` (absent when none)."""
 
 
 class StageAnalysisStatus(_Model):
@@ -609,6 +622,8 @@ class StageStatus(_Model):
     """Clusters that failed, with reasons: the first 20 to fail (`counts.failed` has how many)."""
     notes: list[ClusterNote] = Field(default_factory=list, json_schema_extra={"default": []})
     """Clusters held by something other than a plain wait, done clusters with a remark: the first 20."""
+    skipped: list[SkippedCluster] = Field(default_factory=list, json_schema_extra={"default": []})
+    """Clusters left out by progressivesync.io/skip or spec.skip, with why: the first 20."""
     more: MoreClusters | None = None
     """How many clusters each list above left out (absent when none)."""
     records: list[str] = Field(default_factory=list, json_schema_extra={"default": []})
@@ -645,7 +660,7 @@ def bound_status(data: dict[str, Any]) -> None:
     wires: list[dict[str, Any]] = data.get("stages") or []
     for cap in (5, 1, 0):
         for wire in wires:
-            for key in ("syncing", "failed", "notes"):
+            for key in ("syncing", "failed", "notes", "skipped"):
                 if key in wire:
                     wire[key] = wire[key][:cap]
         if status_wire_bytes(data) <= STATUS_MAX_BYTES:

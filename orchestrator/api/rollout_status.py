@@ -18,11 +18,12 @@ Callers: the steps (`steps/`), through the status writer, and the watcher; tests
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
 from orchestrator.api.conditions import ConditionType
 from orchestrator.api.models import (
+    STATUS_LIST_CAP,
     ClusterFailure,
     ClusterNote,
     Condition,
@@ -31,6 +32,7 @@ from orchestrator.api.models import (
     ProgressiveSyncStatus,
     RolloutPhase,
     RolloutStatus,
+    SkippedCluster,
     StageAnalysisStatus,
     StageCounts,
     StagePhase,
@@ -117,15 +119,18 @@ def refresh_progress(status: ProgressiveSyncStatus, planned_total: int | None = 
         syncing=sum(tally.syncing for tally in tallies),
         completed=sum(tally.completed for tally in tallies),
         failed=sum(tally.failed for tally in tallies),
+        skipped=sum(tally.skipped or 0 for tally in tallies) or None,
     )
     status.counts = totals if totals != StageCounts() else None
+    # A target skipped by the sync step's re-check is done without an update: out of the total.
     completed = sum(tally.completed for tally in tallies)
+    left_out = totals.skipped or 0
     selected = sum(tally.targets for tally in tallies)
     total = planned_total
     if total is None and status.progress:
         match = re.fullmatch(r"\d+/(\d+)", status.progress)
         total = int(match.group(1)) if match else None
-    status.progress = f"{completed}/{max(total or 0, selected)}"
+    status.progress = f"{completed}/{max(total or 0, selected) - left_out}"
 
 
 def start_rollout(
@@ -228,10 +233,40 @@ def apply_summary(status: ProgressiveSyncStatus, stage: str, summary: StageSumma
     entry.syncing = list(summary.syncing)
     entry.failed = [ClusterFailure(name=f.name, reason=cut_reason(f.reason)) for f in summary.failed]
     entry.notes = [ClusterNote(name=n.name, note=cut_reason(n.note)) for n in summary.notes]
-    more = MoreClusters(syncing=summary.more_syncing, failed=summary.more_failed, notes=summary.more_notes)
+    entry.skipped = skipped_list(entry.skipped, summary.skipped)
+    more = MoreClusters(
+        syncing=summary.more_syncing,
+        failed=summary.more_failed,
+        notes=summary.more_notes,
+        skipped=summary.more_skipped or None,
+    )
     entry.more = more if more != MoreClusters() else None
     entry.records = list(summary.records)
     refresh_progress(status)
+    return status
+
+
+def skipped_list(
+    recorded: Sequence[SkippedCluster], new: Iterable[SkippedCluster], cap: int = STATUS_LIST_CAP
+) -> list[SkippedCluster]:
+    """A stage's `skipped`: the clusters `select` left out (kept as written) and then the targets the
+    `sync` step found marked (from the records), each once, at most `cap`."""
+    merged = {entry.name: entry for entry in recorded}
+    for entry in new:
+        merged.setdefault(entry.name, SkippedCluster(name=entry.name, reason=cut_reason(entry.reason)))
+    return list(merged.values())[:cap]
+
+
+def note_skipped(
+    status: ProgressiveSyncStatus, *, stage: str, skipped: Mapping[str, str]
+) -> ProgressiveSyncStatus:
+    """Add the clusters `select` left out of the stage (cluster -> why: the plan's
+    `StagePlan.skipped`) to its `skipped`."""
+    if skipped:
+        entry = stage_of(status, stage)
+        entry.skipped = skipped_list(
+            entry.skipped, (SkippedCluster(name=name, reason=why) for name, why in skipped.items())
+        )
     return status
 
 

@@ -51,6 +51,7 @@ from orchestrator.api.models import (
     ClusterNote,
     MicroTimestamp,
     ObjectMeta,
+    SkippedCluster,
     StageCounts,
     _Model,
 )
@@ -80,11 +81,14 @@ class ClusterState(StrEnum):
     """Synced and Healthy at the release."""
     FAILED = "Failed"
     """Failed: `reason` says why."""
+    SKIPPED = "Skipped"
+    """Left out, never synced by this rollout (progressivesync.io/skip or spec.skip): `reason` says why."""
 
 
-# Which state wins when two writes disagree: an outcome never goes back, Failed wins over Completed.
-_RANK = {ClusterState.SYNCING: 0, ClusterState.COMPLETED: 1, ClusterState.FAILED: 2}
-END_STATES = frozenset({ClusterState.COMPLETED, ClusterState.FAILED})
+# Which state wins when two writes disagree: an outcome never goes back, Failed wins over Completed,
+# and both over Skipped (a skip is decided before any write: an outcome after it is news).
+_RANK = {ClusterState.SYNCING: 0, ClusterState.SKIPPED: 1, ClusterState.COMPLETED: 2, ClusterState.FAILED: 3}
+END_STATES = frozenset({ClusterState.COMPLETED, ClusterState.FAILED, ClusterState.SKIPPED})
 
 
 def cut_text(text: str) -> str:
@@ -402,6 +406,11 @@ class StageOutcomes:
         )
 
     @property
+    def skipped(self) -> tuple[str, ...]:
+        """Targets the `sync` step found skipped, in rollout order."""
+        return self.in_state(ClusterState.SKIPPED)
+
+    @property
     def not_started(self) -> tuple[str, ...]:
         """Targets without a record."""
         return tuple(name for name in self.targets if name not in self.clusters)
@@ -414,6 +423,7 @@ class StageOutcomes:
             syncing=states.count(ClusterState.SYNCING),
             completed=states.count(ClusterState.COMPLETED),
             failed=states.count(ClusterState.FAILED),
+            skipped=states.count(ClusterState.SKIPPED) or None,
         )
 
     def ordered(self) -> list[str]:
@@ -469,6 +479,8 @@ class StageSummary:
     more_failed: int
     more_notes: int
     records: tuple[str, ...]
+    skipped: tuple[SkippedCluster, ...] = ()
+    more_skipped: int = 0
 
 
 def summarize(outcomes: StageOutcomes, cap: int = STATUS_LIST_CAP) -> StageSummary:
@@ -476,6 +488,7 @@ def summarize(outcomes: StageOutcomes, cap: int = STATUS_LIST_CAP) -> StageSumma
     failed (the first to fail first, with reasons) and noted, and how many each list left out."""
     syncing = outcomes.syncing
     failed = outcomes.failed
+    skipped = outcomes.skipped
     noted = [name for name in outcomes.ordered() if outcomes.clusters[name].note]
     reasons = {name: outcomes.clusters[name].reason for name in failed[:cap]}
     return StageSummary(
@@ -487,6 +500,10 @@ def summarize(outcomes: StageOutcomes, cap: int = STATUS_LIST_CAP) -> StageSumma
         more_failed=max(0, len(failed) - cap),
         more_notes=max(0, len(noted) - cap),
         records=outcomes.records,
+        skipped=tuple(
+            SkippedCluster(name=name, reason=outcomes.clusters[name].reason) for name in skipped[:cap]
+        ),
+        more_skipped=max(0, len(skipped) - cap),
     )
 
 
@@ -497,7 +514,7 @@ def summary_line(summary: StageSummary) -> str:
     counts = summary.counts
     if not counts.targets:
         return "-"
-    text = f"{counts.completed + counts.failed}/{counts.targets}"
+    text = f"{counts.completed + counts.failed + (counts.skipped or 0)}/{counts.targets}"
     if summary.syncing:
         more = f" and {summary.more_syncing} more" if summary.more_syncing else ""
         text += f", syncing {', '.join(summary.syncing)}{more}"
@@ -507,4 +524,6 @@ def summary_line(summary: StageSummary) -> str:
             f"{f.name} ({f.reason})" if f.reason else f.name for f in summary.failed
         )
         text += more
+    if counts.skipped:
+        text += f", {counts.skipped} skipped"
     return text

@@ -122,6 +122,12 @@ CLUSTER_STATES: dict[str, Entry] = {
     ClusterState.FAILED: Entry(
         "The cluster failed; its `reason` says why (the next section).", "See the reason."
     ),
+    ClusterState.SKIPPED: Entry(
+        "The `sync` step found the cluster marked (progressivesync.io/skip on one of its "
+        "Applications, or spec.skip) before it wrote anything: not synced, neither failed nor "
+        "pending; `reason` says which mark.",
+        "To release it, remove the mark, then `progressive-sync retry` (docs/skip.md).",
+    ),
 }
 
 ROLLBACK_TRIGGERS: dict[str, Entry] = {

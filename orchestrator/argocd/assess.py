@@ -469,6 +469,8 @@ def assess_stage(
     failed = outcomes.failed
     failed_names = set(failed)
     completed = set(outcomes.completed)
+    # A target the sync step found skipped is neither failed nor pending: it is done, not updated.
+    skipped = set(outcomes.skipped)
     updated = [name for name in outcomes.targets if name in completed and name not in failed_names]
     if len(failed) > max_failed_clusters:
         reasons = {name: outcomes.clusters[name].reason for name in failed}
@@ -478,7 +480,11 @@ def assess_stage(
             f"{len(failed)} of {total} clusters failed (at most {max_failed_clusters} tolerated): "
             f"{details}; {len(updated)} updated",
         )
-    unfinished = [name for name in outcomes.targets if name not in completed and name not in failed_names]
+    unfinished = [
+        name
+        for name in outcomes.targets
+        if name not in completed and name not in failed_names and name not in skipped
+    ]
     if unfinished:
         return (
             StagePhase.FAILED,
@@ -486,6 +492,9 @@ def assess_stage(
             f"{len(updated)} updated, {len(failed)} failed",
         )
     message = f"{len(updated)} of {total} clusters updated"
+    left_out = [name for name in outcomes.targets if name in skipped and name not in failed_names]
+    if left_out:
+        message += f", {len(left_out)} skipped ({first_few(left_out)})"
     if failed:
         message += f", {len(failed)} failed (at most {max_failed_clusters} tolerated)"
     return StagePhase.SUCCEEDED, message

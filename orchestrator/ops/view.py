@@ -171,7 +171,7 @@ class StageView:
     @property
     def done_count(self) -> int:
         """Clusters that finished, well or badly."""
-        return self.counts.completed + self.counts.failed
+        return self.counts.completed + self.counts.failed + (self.counts.skipped or 0)
 
     @property
     def target_count(self) -> int:
@@ -451,6 +451,8 @@ def cluster_state_text(state: str, reason: str = "", note: str = "") -> str:
         return f"syncing: {note}" if note else "syncing"
     if state == ClusterState.COMPLETED.value:
         return "updated"
+    if state == ClusterState.SKIPPED.value:
+        return f"skipped: {reason}" if reason else "skipped"
     return "not started"
 
 
@@ -652,7 +654,7 @@ def render_data(view: RolloutView, now: datetime) -> dict[str, Any]:
                 "approvalWindowSeconds": stage.approval_window_seconds,
                 "approvalClosesAt": stamp(stage.approval_closes_at),
                 "message": stage.message,
-                "counts": stage.counts.model_dump(by_alias=True),
+                "counts": stage.counts.model_dump(by_alias=True, exclude_none=True),
                 "syncing": list(stage.syncing),
                 "failed": [{"name": f.name, "reason": f.reason} for f in stage.failed],
                 "notes": [{"name": n.name, "note": n.note} for n in stage.summary.notes],

@@ -205,9 +205,11 @@ def make_stage_outcomes(
     syncing: Sequence[str] = (),
     failed: Mapping[str, str] | None = None,
     notes: Mapping[str, str] | None = None,
+    skipped: Mapping[str, str] | None = None,
 ) -> StageOutcomes:
     """A stage's clusters as its records would tell them; `failed` maps each failed cluster to its
-    reason (in failing order), `notes` a cluster to its note."""
+    reason (in failing order), `notes` a cluster to its note, `skipped` a cluster the sync step found
+    marked to its reason."""
     clusters: dict[str, ClusterRecord] = {}
     for cluster in syncing:
         clusters[cluster] = ClusterRecord(state=ClusterState.SYNCING)
@@ -217,6 +219,8 @@ def make_stage_outcomes(
     for index, (cluster, reason) in enumerate((failed or {}).items()):
         finished = base + timedelta(seconds=index)
         clusters[cluster] = ClusterRecord(state=ClusterState.FAILED, reason=reason, finished_at=finished)
+    for cluster, why in (skipped or {}).items():
+        clusters[cluster] = ClusterRecord(state=ClusterState.SKIPPED, reason=why, finished_at=base)
     for cluster, note in (notes or {}).items():
         clusters[cluster] = clusters.get(cluster, ClusterRecord(state=ClusterState.SYNCING)).model_copy(
             update={"note": note}

@@ -80,7 +80,7 @@ _records = st.builds(
     reason=st.sampled_from(["", "why"]),
     note=st.sampled_from(["", "held"]),
 )
-_RANK = {ClusterState.SYNCING: 0, ClusterState.COMPLETED: 1, ClusterState.FAILED: 2}
+_RANK = {ClusterState.SYNCING: 0, ClusterState.SKIPPED: 1, ClusterState.COMPLETED: 2, ClusterState.FAILED: 3}
 
 
 @given(st.lists(_records, min_size=1, max_size=6))
@@ -210,7 +210,12 @@ def test_records_merged_in_never_take_an_outcome_back(
     either is failed in the merge (the failure count never drops), and an outcome never goes back."""
     outcomes = outcomes_of("s", [])
     outcomes = merged_with(merged_with(outcomes, first), fresher)
-    rank = {ClusterState.SYNCING: 0, ClusterState.COMPLETED: 1, ClusterState.FAILED: 2}
+    rank = {
+        ClusterState.SYNCING: 0,
+        ClusterState.SKIPPED: 1,
+        ClusterState.COMPLETED: 2,
+        ClusterState.FAILED: 3,
+    }
     for name in set(first) | set(fresher):
         states = [r.state for r in (first.get(name), fresher.get(name)) if r is not None]
         assert outcomes.clusters[name].state == max(states, key=rank.__getitem__)
