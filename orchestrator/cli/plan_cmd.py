@@ -335,6 +335,10 @@ def render(
             return render_table(result, generation=generation)
 
 
+# How many skipped clusters the table lists (as it lists at most 20 targets per stage).
+_SKIPPED_SHOWN = 20
+
+
 def render_table(result: RolloutPlan, *, generation: int) -> str:
     """A summary line, one row per stage, the targets of each stage, then warnings and errors."""
     header = ("STAGE", "STATE", "TARGETS", "MAX TARGETS", "MAX PARALLEL", "REASON")
@@ -348,7 +352,10 @@ def render_table(result: RolloutPlan, *, generation: int) -> str:
         for row in [header, *rows]
     ]
     targets = [f"{s.name}: {_shown(s.targets)}" for s in result.stages if s.targets]
-    sections = [[_summary(result, generation)], table, targets]
+    skipped = [f"  - {name}: {why}" for name, why in list(result.skipped.items())[:_SKIPPED_SHOWN]]
+    if len(result.skipped) > _SKIPPED_SHOWN:
+        skipped.append(f"  - and {len(result.skipped) - _SKIPPED_SHOWN} more (-o json lists them all)")
+    sections = [[_summary(result, generation)], table, targets, ["skipped:", *skipped] if skipped else []]
     for title, issues in (("warnings", result.warnings), ("errors", result.errors)):
         if issues:
             sections.append([f"{title}:", *(f"  - [{issue.code.value}] {issue.message}" for issue in issues)])

@@ -62,6 +62,7 @@ class OfflinePlan:
     errors: tuple[str, ...]
     revisions: tuple[Revisions, ...]
     sizes: Mapping[str, StageSize]
+    skipped: tuple[str, ...] = ()  # "cluster: why" for each cluster a skip holds out of the rollout
 
 
 def plan_fleet_file(ps: ProgressiveSync, fleet_file: Path) -> OfflinePlan:
@@ -70,7 +71,8 @@ def plan_fleet_file(ps: ProgressiveSync, fleet_file: Path) -> OfflinePlan:
         plan = plan_fleet(ps.spec, read_fleet_file(fleet_file), ps_name=ps.metadata.name)
         if plan.has_errors:
             return OfflinePlan(tuple(issue.message for issue in plan.errors), (), {})
-        return OfflinePlan((), plan.revisions, planned_sizes(ps.spec, plan))
+        skipped = tuple(f"{name}: {why}" for name, why in plan.skipped.items())
+        return OfflinePlan((), plan.revisions, planned_sizes(ps.spec, plan), skipped)
 
 
 @click.command("render", epilog=epilog("render"))
@@ -163,6 +165,8 @@ def render(
             return
         release = _release(ps, generation, ((revision,),) if revision else offline.revisions, rollout_id)
         sizes = offline.sizes
+        for line in offline.skipped:
+            _note(f"skipped (no stage syncs it): {line}")
     else:
         sizes = workflow_render.assumed_sizes(ps, assume_clusters)
         _note(
