@@ -136,11 +136,16 @@ def decide_pause(ps: ProgressiveSync, *, paused: bool) -> bool:
 
 
 def decide_retry(ps: ProgressiveSync) -> RolloutStatus:
-    """The rollout to retry; refuse unless it failed or was cancelled (and the watcher saw the spec)."""
+    """The rollout to retry; refuse unless it failed or was cancelled (and the watcher saw the spec),
+    or it succeeded leaving clusters out (`status.stages[].skipped`, docs/skip.md): the next attempt
+    takes the ones whose skip mark is gone, as it takes late clusters."""
     rollout = require_rollout(ps, "retry")
     status = ps.status
     phase = status.phase if status else None
-    if phase not in RETRYABLE_PHASES:
+    left_out = (
+        phase == RolloutPhase.SUCCEEDED and status is not None and any(s.skipped for s in status.stages or [])
+    )
+    if phase not in RETRYABLE_PHASES and not left_out:
         shown = phase.value if phase else "Pending"
         if phase == RolloutPhase.SUCCEEDED:
             why = "it succeeded"

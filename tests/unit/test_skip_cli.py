@@ -65,7 +65,7 @@ def test_plan_and_render_show_the_skipped_cluster_and_why(
         plan = json.loads(result.stdout)
         assert plan["summary"]["skipped"] == [{"cluster": cluster, "reason": why}]
         assert all(cluster not in stage["targets"] for stage in plan["stages"])
-        assert [s["skipped"] for s in plan["stages"]][0] == [{"cluster": cluster, "reason": why}]
+        assert plan["stages"][0]["skipped"] == [{"cluster": cluster, "reason": why}]
         assert plan["errors"] == [] and plan["summary"]["uncovered"] == []
     else:
         text = result.stdout if output == "stdout" else result.stderr

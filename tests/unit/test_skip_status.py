@@ -8,11 +8,12 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.api import rollout_status as rs
-from orchestrator.api.models import STATUS_LIST_CAP, ProgressiveSyncStatus, StagePhase
+from orchestrator.api.models import STATUS_LIST_CAP, ProgressiveSyncStatus, SkippedCluster, StagePhase
 from orchestrator.api.stage_records import ClusterRecord, ClusterState, end_record, summarize, summary_line
 from orchestrator.argocd.assess import assess_stage
-from orchestrator.ops.view import cluster_state_text
-from tests.support.builders import T0, make_stage_outcomes, make_stage_status
+from orchestrator.ops.decisions import decide_retry
+from orchestrator.ops.view import OpsRefused, cluster_state_text, parse_progressive_sync
+from tests.support.builders import OPERATOR_STAGES, T0, make_ps, make_stage_outcomes, make_stage_status
 
 MARK = "Application web-b is annotated progressivesync.io/skip: INC-1"
 
@@ -128,3 +129,23 @@ def test_select_notes_the_planned_skips_and_summaries_keep_them() -> None:
 
 def test_people_read_skipped_with_why() -> None:
     assert cluster_state_text(ClusterState.SKIPPED.value, MARK) == f"skipped: {MARK}"
+
+
+@pytest.mark.parametrize(
+    ("skipped", "allowed"),
+    [
+        pytest.param(
+            [{"name": "eu-2", "reason": MARK}], True, id="succeeded-with-skipped-clusters-may-retry"
+        ),
+        pytest.param([], False, id="succeeded-without-skipped-clusters-has-nothing-to-retry"),
+    ],
+)
+def test_retry_after_a_success_that_left_clusters_out(skipped: list[dict[str, str]], allowed: bool) -> None:
+    stage = make_stage_status("canary", phase=StagePhase.SUCCEEDED, targets=("eu-1",), completed=("eu-1",))
+    stage.skipped = [SkippedCluster.model_validate(s) for s in skipped]
+    target = parse_progressive_sync(make_ps(stages=OPERATOR_STAGES, phase="Succeeded", stage_status=[stage]))
+    if allowed:
+        assert decide_retry(target).id
+        return
+    with pytest.raises(OpsRefused, match="it succeeded"):
+        decide_retry(target)
