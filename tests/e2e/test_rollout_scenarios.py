@@ -23,10 +23,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
+from orchestrator.api.metadata import SKIP_ANNOTATION
 from orchestrator.api.models import RolloutPhase, StagePhase
 from orchestrator.cli.main import main
 from orchestrator.core.clock import parse_time
-from orchestrator.kube.client import WORKFLOWS
+from orchestrator.kube.client import APPLICATIONS, WORKFLOWS
 from tests.support import workflow_control
 from tests.support.engines import ENGINES, RolloutEngine, rollout_engine
 from tests.support.rollout_rig import REVISION, REVISION_2, RolloutRig, rollout_rig
@@ -544,3 +545,31 @@ def test_a_second_rollout_waits_on_the_mutex_and_runs_after_the_first(rig: Rollo
     assert status is not None and status.rollout is not None
     assert (status.rollout.id, status.phase) == ("second", RolloutPhase.SUCCEEDED)
     assert rig.stage_phases() == {CANARY["name"]: SKIPPED, "everything else": SKIPPED}
+
+
+# --- 12. a skipped Application (docs/skip.md) ------------------------------------------------------------
+
+
+def test_a_skipped_application_is_never_synced_and_the_rollout_succeeds(rig: RolloutRig) -> None:
+    [canary] = rig.planned_targets(TWO_STAGES, CANARY["name"])
+    held = f"{rig.fleet.app_set}-{canary}"  # type: ignore[union-attr]
+    rig.kube.patch(
+        APPLICATIONS, rig.namespace, held, {"metadata": {"annotations": {SKIP_ANNOTATION: "INC-1"}}}
+    )
+    rig.simulate()
+    rig.run_engine()
+    rig.start_rollout(TWO_STAGES)
+    done = rig.wait_finished(timeout=TIMEOUT)
+
+    assert done["status"]["phase"] == "Succeeded", done["status"].get("message")
+    others = [c for c in rig.all_clusters() if c != canary]
+    assert rig.sync_starts() == once_each(others), "the skipped cluster never receives a sync"
+    assert "operation" not in rig.kube.get(APPLICATIONS, rig.namespace, held)
+    assert rig.stage_phases() == {CANARY["name"]: SUCCEEDED, "everything else": SUCCEEDED}
+    status = rig.progressive_sync().status
+    assert status is not None and status.phase == RolloutPhase.SUCCEEDED
+    first = status.stages[0]  # type: ignore[index]
+    assert [(s.name, s.reason) for s in first.skipped] == [
+        (canary, f"Application {held} is annotated {SKIP_ANNOTATION}: INC-1")
+    ]
+    assert canary not in rig.stage_targets()[CANARY["name"]]
