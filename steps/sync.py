@@ -177,6 +177,9 @@ def sync_cluster(kube: Kube, ctx: StepContext, cluster: str, shared: Shared = AL
             reason=f"cluster {cluster}: no Application of ApplicationSet {app_set_name} targets it",
         )
     names = [appsync.app_name(a) for a in apps]
+    recorded = outcomes.clusters.get(cluster)
+    if recorded is not None and recorded.state == ClusterState.SKIPPED:
+        return SyncResult(cluster, skipped=recorded.reason)  # run again: the skip stands, nothing written
     failed_already = stage_failure(ps, stage, outcomes)
     if failed_already:
         # No new sync in a failed stage (DESIGN.md §3); what we wrote before is ended.
@@ -194,9 +197,6 @@ def sync_cluster(kube: Kube, ctx: StepContext, cluster: str, shared: Shared = AL
             apps=names,
             clock=clock,
         )
-    recorded = outcomes.clusters.get(cluster)
-    if recorded is not None and recorded.state == ClusterState.SKIPPED:
-        return SyncResult(cluster, skipped=recorded.reason)
     # A skip is honoured only while this rollout wrote nothing on the cluster (see the module).
     may_skip = not written_by_rollout(apps, ps, rollout.rollout_id)
     if may_skip:

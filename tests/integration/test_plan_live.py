@@ -85,7 +85,13 @@ def test_live_plan_reads_the_fleet_through_the_adapter(
     )
     assert result.exit_code == 0, result.output
     plan = json.loads(result.stdout)
-    assert plan["summary"] == {"clusters": 4, "outOfDate": 4, "uncovered": [], "ignoredApplications": 1}
+    assert plan["summary"] == {
+        "clusters": 4,
+        "outOfDate": 4,
+        "uncovered": [],
+        "ignoredApplications": 1,
+        "skipped": [],
+    }
     canary, rest = plan["stages"]
     assert len(canary["targets"]) == 1 and canary["targets"][0].startswith("eu-")
     assert sorted(canary["targets"] + rest["targets"]) == ["eu-1", "eu-2", "us-1", "us-2"]
