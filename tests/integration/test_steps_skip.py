@@ -1,7 +1,7 @@
-"""A skip mark added after `select` took the cluster (docs/skip.md): the `sync` step asks again
-right before it writes, records the cluster Skipped with why instead of syncing it, and writes
-nothing on a second run; `wait-healthy` then has nothing to wait for; the stage's record and the
-status say so. Real kube-apiserver, the steps through their entrypoint, the fleet simulator playing
+"""A skip mark (docs/skip.md) before `select`: the cluster is left out and the status says why.
+After `select` took it: the `sync` step asks again right before it writes, records the cluster
+Skipped with why instead of syncing it, and writes nothing on a second run; `wait-healthy` then has
+nothing to wait for; the stage's record and the status say so. Real kube-apiserver, the steps through their entrypoint, the fleet simulator playing
 Argo CD (it would sync any `.operation`: none may appear).
 
 The world (seeded fleet, steps' runner, simulator) is tests/support/steps_rig.py.
@@ -15,6 +15,9 @@ import pytest
 
 from orchestrator.api.metadata import SKIP_ANNOTATION
 from orchestrator.api.stage_records import ClusterState
+from orchestrator.argocd.fleet import app_view_from_object, cluster_from_secret
+from orchestrator.kube.client import APPLICATIONS
+from orchestrator.planning.planner import plan_rollout
 from tests.support.outcomes import stage_outcomes
 from tests.support.steps_harness import describe, make_progressive_sync, writes_by
 from tests.support.steps_rig import Rig, assert_ok, select_canary
@@ -105,3 +108,30 @@ def test_a_skipped_canary_lets_the_stage_succeed_and_the_status_lists_it(rig: Ri
         (cluster, f"Application myservice-{cluster} is annotated {SKIP_ANNOTATION}: maintenance")
     ]
     assert stage.entry.counts is not None and stage.entry.counts.skipped == 1
+
+
+def test_select_leaves_a_marked_cluster_out_and_says_why_in_the_status(rig: Rig) -> None:
+    ps = make_progressive_sync(rig.kube, rig.namespace)
+    held = (
+        plan_rollout(
+            ps.spec,
+            ps_name="myservice",
+            appset=None,
+            clusters=[cluster_from_secret(s) for s in rig.kube.list_cluster_secrets(rig.namespace)],
+            apps=[app_view_from_object(a) for a in rig.kube.list(APPLICATIONS, rig.namespace)[0]],
+        )
+        .stage("canary")
+        .targets[0]
+    )
+    rig.update_app(held, _annotate("INC-7"))
+
+    canary = select_canary(rig.runner)
+    assert canary != held, "the canary moves to the next cluster"
+    entry = rig.stage().entry
+    assert [(s.name, s.reason) for s in entry.skipped] == [
+        (held, f"Application myservice-{held} is annotated {SKIP_ANNOTATION}: INC-7")
+    ]
+    assert "1 out-of-date cluster(s) skipped" in entry.message
+    rest = rig.runner.run("select", "--stage", "rest")
+    assert_ok(rest)
+    assert held not in stage_outcomes(rig.kube, "myservice", rig.namespace)["rest"].targets
