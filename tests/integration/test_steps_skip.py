@@ -1,8 +1,9 @@
 """A skip mark (docs/skip.md) before `select`: the cluster is left out and the status says why.
 After `select` took it: the `sync` step asks again right before it writes, records the cluster
 Skipped with why instead of syncing it, and writes nothing on a second run; `wait-healthy` then has
-nothing to wait for; the stage's record and the status say so. Real kube-apiserver, the steps through their entrypoint, the fleet simulator playing
-Argo CD (it would sync any `.operation`: none may appear).
+nothing to wait for; the stage's record and the status say so. Real kube-apiserver, the steps
+through their entrypoint, the fleet simulator playing Argo CD (it would sync any `.operation`: none
+may appear).
 
 The world (seeded fleet, steps' runner, simulator) is tests/support/steps_rig.py.
 """
