@@ -284,6 +284,8 @@ def summary_of(entry: StageStatus | None) -> StageSummary:
         more_failed=more.failed,
         more_notes=more.notes,
         records=tuple(entry.records),
+        skipped=tuple(entry.skipped),
+        more_skipped=more.skipped or 0,
     )
 
 
@@ -469,6 +471,7 @@ def cluster_rows(view: RolloutView) -> list[tuple[str, str, str]]:
             rows.append((failure.name, stage.name, cluster_state_text("Failed", failure.reason)))
         for name in stage.syncing:
             rows.append((name, stage.name, cluster_state_text("Syncing", note=notes.get(name, ""))))
+        rows += [(s.name, stage.name, cluster_state_text("Skipped", s.reason)) for s in stage.summary.skipped]
     return rows
 
 

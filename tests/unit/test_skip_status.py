@@ -12,7 +12,13 @@ from orchestrator.api.models import STATUS_LIST_CAP, ProgressiveSyncStatus, Skip
 from orchestrator.api.stage_records import ClusterRecord, ClusterState, end_record, summarize, summary_line
 from orchestrator.argocd.assess import assess_stage
 from orchestrator.ops.decisions import decide_retry
-from orchestrator.ops.view import OpsRefused, cluster_state_text, parse_progressive_sync
+from orchestrator.ops.view import (
+    OpsRefused,
+    cluster_rows,
+    cluster_state_text,
+    parse_progressive_sync,
+    rollout_view,
+)
 from tests.support.builders import OPERATOR_STAGES, T0, make_ps, make_stage_outcomes, make_stage_status
 
 MARK = "Application web-b is annotated progressivesync.io/skip: INC-1"
@@ -149,3 +155,12 @@ def test_retry_after_a_success_that_left_clusters_out(skipped: list[dict[str, st
         return
     with pytest.raises(OpsRefused, match="it succeeded"):
         decide_retry(target)
+
+
+def test_status_lists_skipped_clusters_with_the_ones_that_matter_now() -> None:
+    stage = make_stage_status("canary", phase=StagePhase.SUCCEEDED, targets=("eu-1",), completed=("eu-1",))
+    stage.skipped = [SkippedCluster(name="eu-2", reason=MARK)]
+    view = rollout_view(
+        parse_progressive_sync(make_ps(stages=OPERATOR_STAGES, phase="Succeeded", stage_status=[stage]))
+    )
+    assert ("eu-2", "canary", f"skipped: {MARK}") in cluster_rows(view)
