@@ -460,7 +460,7 @@ def ask_to_compare(
         )
         if need == CompareNeed.ASK:
             try:
-                kube.patch(APPLICATIONS, namespace, view.name, appsync.refresh_patch())
+                kube.patch(APPLICATIONS, namespace, view.name, appsync.refresh_patch(clock.now()))
             except NotFound:
                 continue
             asked.append(view.name)

@@ -434,15 +434,26 @@ def _compare_again(
     name = appsync.app_name(app)
     namespace = rollout.applications_namespace
     before = ",".join(appsync.compared_revisions(app)) or "(no revision)"
-    if not appsync.refresh_requested(app):
+    asked_at: datetime | None = None
+
+    def ask() -> None:
+        nonlocal asked_at
         try:
-            kube.patch(APPLICATIONS, namespace, name, appsync.refresh_patch())
+            kube.patch(APPLICATIONS, namespace, name, appsync.refresh_patch(clock.now()))
         except NotFound as exc:
             raise _Busy(f"Application {name} was deleted while we asked Argo CD to compare it") from exc
+        asked_at = clock.now()
+
+    if not appsync.refresh_requested(app):
+        ask()
+    else:
+        asked_at = clock.now()  # someone's request is pending: it gets as long as ours would
 
     def window() -> int:
         left = (deadline - clock.now()).total_seconds()
-        return max(1, min(tuning.watch_window_seconds, math.ceil(left)))
+        return max(
+            1, min(tuning.watch_window_seconds, math.ceil(tuning.refresh_again_seconds), math.ceil(left))
+        )
 
     snapshots = follow_applications(kube, namespace, [name], window_seconds=window)
     try:
@@ -459,6 +470,13 @@ def _compare_again(
                     "and Argo CD did not answer our request to compare it again within the progress "
                     "deadline: whether it runs the release is not known, so it is not left alone"
                 )
+            if (
+                asked_at is not None
+                and (clock.now() - asked_at).total_seconds() >= tuning.refresh_again_seconds
+            ):
+                # Unanswered: ask again with a new stamp, which reaches the controller as a new event.
+                log.info("Application %s: Argo CD has not compared it yet; asking again", name)
+                ask()
     finally:
         snapshots.close()
     raise AssertionError(f"unreachable: {name}")

@@ -289,7 +289,9 @@ class Refreshes:
 
     A request goes out once the second of the sync's `finishedAt` is over (so that the comparison
     it triggers is stamped later; a wait of at most `_SECOND_TICK`), then again only after
-    `refresh_again_seconds` without an answer.
+    `refresh_again_seconds` without an answer: each request carries a new `refresh-timestamp`
+    (`appsync.refresh_patch`), so asking again is a change the application controller is told of
+    even while the earlier request's annotation is still there.
     """
 
     def __init__(self, kube: Kube, namespace: str, tuning: Tuning, clock: Clock) -> None:
@@ -316,7 +318,7 @@ class Refreshes:
                 self.clock.sleep(wait)
             log.info("Application %s: asking Argo CD to compare it again (health predates the sync)", name)
             try:
-                self.kube.patch(APPLICATIONS, self.namespace, name, appsync.refresh_patch())
+                self.kube.patch(APPLICATIONS, self.namespace, name, appsync.refresh_patch(self.clock.now()))
             except NotFound:
                 # Deleted since the snapshot: the watch brings the deletion (or the object made
                 # again), and the assessment names it; a refresh of it is moot.

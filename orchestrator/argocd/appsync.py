@@ -28,7 +28,7 @@ import copy
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -43,6 +43,12 @@ from orchestrator.argocd import revisions
 from orchestrator.core.clock import format_time, parse_time
 
 REFRESH_ANNOTATION = "argocd.argoproj.io/refresh"
+# Argo CD's own refresh (its API server, `argocd app get --refresh`) stamps each request with a
+# unique time here; the application controller removes it with the refresh annotation, and keeps
+# both when the stamp changed during the comparison (a request that arrived meanwhile is answered
+# by one more comparison).
+REFRESH_TIMESTAMP_ANNOTATION = "argocd.argoproj.io/refresh-timestamp"
+REFRESH_ANNOTATIONS = (REFRESH_ANNOTATION, REFRESH_TIMESTAMP_ANNOTATION)
 INITIATOR = "progressive-sync"
 # Names of our entries in `.operation.info` (Argo CD shows them in its UI next to the operation)
 # live in `orchestrator.api.metadata`: INFO_ROLLOUT_ID, INFO_STAGE, INFO_REQUESTED_AT.
@@ -540,13 +546,19 @@ def build_withdraw_request(app: Mapping[str, Any]) -> dict[str, Any]:
     return body
 
 
-def refresh_patch(level: str = "normal") -> dict[str, Any]:
-    """The merge patch that asks Argo CD to compare an Application again (`argocd.argoproj.io/refresh`).
+def refresh_patch(now: datetime, level: str = "normal") -> dict[str, Any]:
+    """The merge patch that asks Argo CD to compare an Application again: `argocd.argoproj.io/refresh`
+    and, as Argo CD's own refresh does, a `refresh-timestamp` unique to this request.
 
-    The ApplicationSet controller keeps this annotation (it is in its default preserved list), and
-    the application controller removes it once it compared.
+    The stamp makes every request a change of the object: asking again while an earlier request is
+    still pending reaches the application controller as a new event (the same annotation value
+    alone would be a no-op write, and a request the controller missed would stay unanswered until
+    the step's deadline). The application controller removes both once it compared. The
+    ApplicationSet controller keeps the refresh annotation (in its default preserved list) and drops
+    the stamp on its next reconcile, which leaves the request itself in place.
     """
-    return {"metadata": {"annotations": {REFRESH_ANNOTATION: level}}}
+    stamp = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return {"metadata": {"annotations": {REFRESH_ANNOTATION: level, REFRESH_TIMESTAMP_ANNOTATION: stamp}}}
 
 
 def refresh_requested(app: Mapping[str, Any]) -> bool:

@@ -24,6 +24,7 @@ from orchestrator.simulator.decision_types import Decision, Event, Step, Timelin
 from orchestrator.simulator.git import GitRefs, UnresolvableRevision
 
 REFRESH_ANNOTATION = "argocd.argoproj.io/refresh"
+REFRESH_TIMESTAMP_ANNOTATION = "argocd.argoproj.io/refresh-timestamp"
 
 
 def _applied(app: Mapping[str, Any]) -> list[str] | None:
@@ -177,7 +178,7 @@ def _compared_after_sync(app: Mapping[str, Any], state: Mapping[str, Any], timel
 
 def refresh_step(app: Mapping[str, Any], world: World, now: datetime, timeline: Timeline) -> Decision:
     """The refresh annotation: a comparison now (the one after a sync if that is pending); the
-    annotation removed."""
+    annotation and its `refresh-timestamp` removed."""
     annotations = (app.get("metadata") or {}).get("annotations") or {}
     if REFRESH_ANNOTATION not in annotations:
         return Decision()
@@ -192,14 +193,14 @@ def refresh_step(app: Mapping[str, Any], world: World, now: datetime, timeline: 
         sync = new["status"].get("sync") or {}
         event = Event("compared", {"status": sync.get("status"), "revision": _joined(sync)})
         step = Step("refresh", new, (event,), ((("status", "reconciledAt"), new["status"]["reconciledAt"]),))
-    remaining = {k: v for k, v in annotations.items() if k != REFRESH_ANNOTATION}
-    step.app["metadata"]["annotations"] = remaining
+    consumed = [key for key in (REFRESH_ANNOTATION, REFRESH_TIMESTAMP_ANNOTATION) if key in annotations]
+    step.app["metadata"]["annotations"] = {k: v for k, v in annotations.items() if k not in consumed}
     return Decision(
         Step(
             "refresh",
             step.app,
             (*step.events, Event("refresh-consumed", {"refresh": annotations[REFRESH_ANNOTATION]})),
-            ((("metadata", "annotations", REFRESH_ANNOTATION), None), *step.proof),
+            (*((("metadata", "annotations", key), None) for key in consumed), *step.proof),
             step.marks,
         )
     )

@@ -241,7 +241,7 @@ class Actor:
         asked: list[str] = []
         for app in action.names:
             try:
-                self.kube.patch(APPLICATIONS, action.namespace, app, appsync.refresh_patch())
+                self.kube.patch(APPLICATIONS, action.namespace, app, appsync.refresh_patch(self.clock.now()))
             except NotFound:
                 continue
             except Forbidden as exc:

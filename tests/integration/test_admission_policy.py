@@ -14,6 +14,7 @@ import json
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,8 @@ from tests.support.chart import FULLNAME, apply, helm_binary, isolate, render, s
 from tests.support.kubectl import Kubectl
 from tests.support.steps_harness import StepRunner, make_progressive_sync, publish_inventory
 from tests.support.wait import wait_for
+
+T0 = datetime(2026, 1, 1, 12, 0, 0, 250000, tzinfo=UTC)
 
 pytestmark = pytest.mark.integration
 
@@ -217,6 +220,12 @@ CASES = [
         set_path("metadata.annotations", {"argocd.argoproj.io/refresh": "normal"}),
         ALLOWED,
         id="asking-for-a-refresh",
+    ),
+    pytest.param(
+        no_given,
+        set_path("metadata.annotations", appsync.refresh_patch(T0)["metadata"]["annotations"]),
+        ALLOWED,
+        id="asking-for-a-refresh-stamped-as-argo-cd-does",
     ),
     pytest.param(
         with_state(
@@ -519,7 +528,7 @@ def test_the_watchers_workflows_run_as_the_steps_service_account_only(
 @pytest.mark.parametrize(
     ("patch", "refusal"),
     [
-        pytest.param(appsync.refresh_patch(), None, id="asking-argo-cd-to-compare"),
+        pytest.param(appsync.refresh_patch(T0), None, id="asking-argo-cd-to-compare"),
         pytest.param(
             {"metadata": {"annotations": {"team.example.com/owner": "us"}}},
             "no annotation of an Application but argocd.argoproj.io/refresh",

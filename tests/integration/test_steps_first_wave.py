@@ -246,8 +246,15 @@ def update_named_app(rig: Rig, name: str, change: Callable[[dict[str, Any]], Non
 
 def answer_compare_with_the_release(app: dict[str, Any]) -> None:
     """Play Argo CD answering a refresh: the annotation consumed, compared against the release."""
-    app["metadata"].get("annotations", {}).pop(appsync.REFRESH_ANNOTATION, None)
+    for key in appsync.REFRESH_ANNOTATIONS:
+        app["metadata"].get("annotations", {}).pop(key, None)
     app["status"]["sync"] = {"status": "OutOfSync", "revision": REVISION}
+
+
+def refresh_stamp(rig: Rig, name: str) -> str | None:
+    """The `refresh-timestamp` of the pending refresh request of `name` (None when none is pending)."""
+    annotations = rig.kube.get(APPLICATIONS, rig.namespace, name)["metadata"].get("annotations") or {}
+    return annotations.get(appsync.REFRESH_TIMESTAMP_ANNOTATION)
 
 
 def test_an_application_compared_before_the_release_is_compared_again_and_synced(rig: Rig) -> None:
@@ -277,6 +284,34 @@ def test_an_application_compared_before_the_release_is_compared_again_and_synced
     assert synced["operation"]["sync"]["revision"] == REVISION
     assert appsync.requested_by_rollout(rig.app(cluster), "r1")
     assert cluster not in {n.name for n in rig.stage().notes}, "the note goes once Argo CD answered"
+
+
+def test_a_comparison_request_left_unanswered_is_asked_again_with_a_new_stamp(rig: Rig) -> None:
+    """A request the application controller missed would stay pending until the deadline if asking
+    again wrote the same annotation (a no-op write: no event). Each request carries a new
+    `refresh-timestamp`, so the second one is a change Argo CD is told of; its answer then lets the
+    step sync the Application."""
+    make_progressive_sync(rig.kube, rig.namespace, deadline_seconds=60)
+    cluster = select_canary(rig.runner)
+    worker = add_second_app(rig, cluster, status=COMPARED_BEFORE_THE_RELEASE)
+    log = rig.tmp_path / "sync.log"
+    process = rig.runner.start("sync", "--stage", "canary", "--cluster", cluster, log_path=log)
+    try:
+        first = wait_for(
+            lambda: refresh_stamp(rig, worker), timeout=20, what=f"a stamped request for {worker}"
+        )
+        second = wait_for(
+            lambda: (stamp := refresh_stamp(rig, worker)) != first and stamp,
+            timeout=30,
+            what=f"the sync step to ask again for {worker} with a new stamp",
+        )
+        assert second > first, (first, second)
+        update_named_app(rig, worker, answer_compare_with_the_release)
+    finally:
+        code, output = finish(process, log)
+    assert code == 0, output
+    assert "Argo CD has not compared it yet; asking again" in output
+    assert appsync.requested_by_rollout(rig.kube.get(APPLICATIONS, rig.namespace, worker), "r1"), output
 
 
 def test_an_application_argo_cd_does_not_compare_again_fails_the_cluster_naming_it(rig: Rig) -> None:

@@ -277,7 +277,8 @@ class ArgoWorld:
         """CompareWithLatest: sync status and revision, health, reconciledAt; the refresh consumed."""
 
         def change(app: dict[str, Any]) -> None:
-            (app["metadata"].get("annotations") or {}).pop(appsync.REFRESH_ANNOTATION, None)
+            for key in appsync.REFRESH_ANNOTATIONS:
+                (app["metadata"].get("annotations") or {}).pop(key, None)
             app["status"].update(
                 sync={"status": sync, "revision": revision},
                 health={"status": health},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -492,3 +493,17 @@ def test_a_request_not_taken_up_is_withdrawn() -> None:
     app = make_application(operation=our_operation())
     body = appsync.build_withdraw_request(app)
     assert "operation" not in body and "operation" in app
+
+
+def test_each_refresh_request_is_stamped_so_asking_again_is_a_change() -> None:
+    """Argo CD's own refresh stamps each request (`refresh-timestamp`); ours does too, so a request
+    sent again while the first is pending is a write the application controller hears of."""
+    first = appsync.refresh_patch(datetime(2030, 1, 2, 15, 4, 5, 120000, tzinfo=UTC))
+    again = appsync.refresh_patch(datetime(2030, 1, 2, 15, 4, 15, 340000, tzinfo=UTC))
+    assert first["metadata"]["annotations"] == {
+        appsync.REFRESH_ANNOTATION: "normal",
+        appsync.REFRESH_TIMESTAMP_ANNOTATION: "2030-01-02T15:04:05.120000Z",
+    }
+    assert first != again
+    assert set(again["metadata"]["annotations"]) == set(appsync.REFRESH_ANNOTATIONS)
+    assert appsync.refresh_requested(first)

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.argocd import appsync
 from orchestrator.core.clock import format_time, parse_time
 from orchestrator.simulator.appset import ClusterParams, desired_metadata, render
 from orchestrator.simulator.behaviours import next_step
@@ -508,7 +509,7 @@ def test_a_refresh_right_after_a_sync_is_the_comparison_after_it() -> None:
     """Asked for during the stale state, a comparison sees what the sync applied (not the old health)."""
     played = play(make_app(operation=sync_op()), world(stale_seconds=60, health=Health.DEGRADED), seconds=5)
     assert played.names[-1] == "stale-compare"
-    played.app["metadata"]["annotations"][REFRESH_ANNOTATION] = "normal"
+    played.app["metadata"]["annotations"].update(appsync.refresh_patch(START)["metadata"]["annotations"])
     play(played.app, world(stale_seconds=60, health=Health.DEGRADED), played=played)
     assert played.names[-2:] == ["refresh", "health"]
     refreshed = played.written("refresh")
@@ -516,7 +517,9 @@ def test_a_refresh_right_after_a_sync_is_the_comparison_after_it() -> None:
         refreshed["status"]["sync"]["revision"] == NEW
         and refreshed["status"]["health"]["status"] == "Progressing"
     )
-    assert REFRESH_ANNOTATION not in refreshed["metadata"]["annotations"]
+    assert not set(appsync.REFRESH_ANNOTATIONS) & set(refreshed["metadata"]["annotations"]), (
+        "request and stamp consumed"
+    )
     assert played.app["status"]["health"]["status"] == "Degraded"
     assert "compare" not in played.names, "no second comparison after the refresh"
 
