@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.argocd.appsync import refresh_requested
+from orchestrator.argocd.appsync import REFRESH_TIMESTAMP_ANNOTATION, refresh_requested
 from orchestrator.devenv import starter_app, tools
 from orchestrator.devenv.argocd import ArgoCDStack
 from orchestrator.devenv.argocd_manifests import HEALTH_PROBES
@@ -289,6 +289,11 @@ class Scenario:
                 "operation": [operation.get("phase"), operation.get("finishedAt")],
                 "reconciledAt": status.get("reconciledAt"),
                 "refreshPending": refresh_requested(application),
+                # The stamp of the newest request (ours change it on each ask): a stamp that moved
+                # while the request stayed pending means Argo CD heard the asks and did not answer.
+                "refreshStamp": (application["metadata"].get("annotations") or {}).get(
+                    REFRESH_TIMESTAMP_ANNOTATION
+                ),
                 "sync": (status.get("sync") or {}).get("status"),
                 "revisions": compared_revisions(status.get("sync") or {}),
                 "health": (status.get("health") or {}).get("status"),
