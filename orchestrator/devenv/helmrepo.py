@@ -39,6 +39,8 @@ from typing import Any
 
 import yaml
 
+from orchestrator.core.http_server import QuietThreadingHTTPServer
+
 HELM_TIMEOUT_SECONDS = 60.0
 
 
@@ -55,8 +57,7 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         self.server.asked.append((time.monotonic(), self.path))
 
 
-class _Server(http.server.ThreadingHTTPServer):
-    daemon_threads = True
+class _Server(QuietThreadingHTTPServer):
     asked: list[tuple[float, str]]
 
 

@@ -36,8 +36,10 @@ import urllib.request
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from orchestrator.core.http_server import QuietThreadingHTTPServer
 
 REQUESTS_PER_SECOND = 100.0
 DEFAULT_LATENCY_SECONDS = 0.05
@@ -147,7 +149,7 @@ class MetricsEndpoint:
         self._lock = threading.Lock()
         now = clock()
         self._series = {cluster: ClusterSeries(since=now) for cluster in clusters}
-        self._server: ThreadingHTTPServer | None = None
+        self._server: QuietThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     # -- the Python API -------------------------------------------------------------------------
@@ -205,8 +207,7 @@ class MetricsEndpoint:
         """Serve on `host`:`port` (0: a free port) from a daemon thread; returns self."""
         if self._server is not None:
             return self
-        self._server = ThreadingHTTPServer((host, port), _handler_for(self))
-        self._server.daemon_threads = True
+        self._server = QuietThreadingHTTPServer((host, port), _handler_for(self))
         self._thread = threading.Thread(
             target=self._server.serve_forever,
             name="metrics-endpoint",

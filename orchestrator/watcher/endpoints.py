@@ -18,7 +18,9 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from orchestrator.core.http_server import QuietThreadingHTTPServer
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +71,7 @@ class Endpoints:
             def log_message(self, format: str, *args: object) -> None:
                 log.debug("http: " + format, *args)
 
-        self._server = ThreadingHTTPServer((address, port), Handler)
-        self._server.daemon_threads = True
+        self._server = QuietThreadingHTTPServer((address, port), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="endpoints", daemon=True)
 
     @property
