@@ -595,6 +595,7 @@ def test_a_cluster_whose_skip_mark_is_removed_is_taken_by_the_next_retry(rig: Ro
     assert [s.name for s in first_stage.skipped] == [canary]
 
     rig.kube.patch(APPLICATIONS, rig.namespace, held, {"metadata": {"annotations": {SKIP_ANNOTATION: None}}})
+    mark = rig.engine.cluster.audit_mark()
     retried = cli(rig, "retry", "myservice")
     assert retried.exit_code == 0, retried.output
     assert "(attempt 2" in retried.output
@@ -612,5 +613,6 @@ def test_a_cluster_whose_skip_mark_is_removed_is_taken_by_the_next_retry(rig: Ro
         describe=rig.status,
     )
     assert rig.sync_starts() == once_each(rig.all_clusters()), "the retry syncs the unmarked cluster, once"
+    assert rig.app_writes_by_steps(mark) == {held: 1}, "the retry writes that cluster's Application alone"
     assert rig.stage_targets()[CANARY["name"]] == [canary]
     assert all(not stage.get("skipped") for stage in status["stages"]), status["stages"]
