@@ -661,10 +661,12 @@ def render_data(view: RolloutView, now: datetime) -> dict[str, Any]:
                 "syncing": list(stage.syncing),
                 "failed": [{"name": f.name, "reason": f.reason} for f in stage.failed],
                 "notes": [{"name": n.name, "note": n.note} for n in stage.summary.notes],
+                "skipped": [{"name": s.name, "reason": s.reason} for s in stage.summary.skipped],
                 "more": {
                     "syncing": stage.summary.more_syncing,
                     "failed": stage.summary.more_failed,
                     "notes": stage.summary.more_notes,
+                    "skipped": stage.summary.more_skipped,
                 },
                 "records": list(stage.summary.records),
                 "startedAt": stamp(stage.started_at),

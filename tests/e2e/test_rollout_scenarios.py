@@ -573,3 +573,46 @@ def test_a_skipped_application_is_never_synced_and_the_rollout_succeeds(rig: Rol
         (canary, f"Application {held} is annotated {SKIP_ANNOTATION}: INC-1")
     ]
     assert canary not in rig.stage_targets()[CANARY["name"]]
+
+
+def test_a_cluster_whose_skip_mark_is_removed_is_taken_by_the_next_retry(rig: RolloutRig) -> None:
+    """docs/skip.md, Removing the mark: after the rollout it is a late cluster; `retry` takes it."""
+    [canary] = rig.planned_targets(TWO_STAGES, CANARY["name"])
+    held = f"{rig.fleet.app_set}-{canary}"  # type: ignore[union-attr]
+    rig.kube.patch(
+        APPLICATIONS, rig.namespace, held, {"metadata": {"annotations": {SKIP_ANNOTATION: "INC-2"}}}
+    )
+    rig.simulate()
+    rig.run_engine()
+    rig.watcher()
+    rig.create_ps(TWO_STAGES)
+    rig.wait_phase("Succeeded", timeout=TIMEOUT)
+    others = [c for c in rig.all_clusters() if c != canary]
+    assert rig.sync_starts() == once_each(others), "the marked cluster never receives a sync"
+    assert "operation" not in rig.kube.get(APPLICATIONS, rig.namespace, held)
+    [first] = rig.workflows()
+    first_stage = rig.progressive_sync().status.stages[0]  # type: ignore[union-attr,index]
+    assert [s.name for s in first_stage.skipped] == [canary]
+
+    rig.kube.patch(APPLICATIONS, rig.namespace, held, {"metadata": {"annotations": {SKIP_ANNOTATION: None}}})
+    mark = rig.engine.cluster.audit_mark()
+    retried = cli(rig, "retry", "myservice")
+    assert retried.exit_code == 0, retried.output
+    assert "(attempt 2" in retried.output
+    wait_for(lambda: len(rig.workflows()) == 2, timeout=60, interval=0.5, what="the retried rollout")
+    second = rig.workflows()[1]["metadata"]["name"]
+    assert second != first["metadata"]["name"]
+    done = rig.wait_finished(second, timeout=TIMEOUT)
+
+    assert done["status"]["phase"] == "Succeeded", done["status"].get("message")
+    status = wait_for(
+        lambda: (s := rig.status()).get("phase") == "Succeeded" and s["rollout"]["attempt"] == 2 and s,
+        timeout=TIMEOUT,
+        interval=0.5,
+        what="attempt 2 recorded Succeeded",
+        describe=rig.status,
+    )
+    assert rig.sync_starts() == once_each(rig.all_clusters()), "the retry syncs the unmarked cluster, once"
+    assert rig.app_writes_by_steps(mark) == {held: 1}, "the retry writes that cluster's Application alone"
+    assert rig.stage_targets()[CANARY["name"]] == [canary]
+    assert all(not stage.get("skipped") for stage in status["stages"]), status["stages"]

@@ -1,14 +1,26 @@
 """What the status says of skipped clusters (docs/skip.md, docs/status.md): the stage's verdict
 (`assess_stage`: a skipped target is neither failed nor pending), the records' merge order, the
-summary and `status.stages[].skipped` (bounded by STATUS_LIST_CAP), the progress. Pure.
+summary and `status.stages[].skipped` (bounded by STATUS_LIST_CAP), the progress, and what
+`progressive-sync status` shows of them (its table rows, its `-o json|yaml` data). Pure.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from typing import Any
+
 import pytest
+import yaml
 
 from orchestrator.api import rollout_status as rs
-from orchestrator.api.models import STATUS_LIST_CAP, ProgressiveSyncStatus, SkippedCluster, StagePhase
+from orchestrator.api.models import (
+    STATUS_LIST_CAP,
+    MoreClusters,
+    ProgressiveSyncStatus,
+    SkippedCluster,
+    StagePhase,
+)
 from orchestrator.api.stage_records import ClusterRecord, ClusterState, end_record, summarize, summary_line
 from orchestrator.argocd.assess import assess_stage
 from orchestrator.ops.decisions import decide_retry
@@ -17,6 +29,7 @@ from orchestrator.ops.view import (
     cluster_rows,
     cluster_state_text,
     parse_progressive_sync,
+    render_data,
     rollout_view,
 )
 from tests.support.builders import OPERATOR_STAGES, T0, make_ps, make_stage_outcomes, make_stage_status
@@ -164,3 +177,24 @@ def test_status_lists_skipped_clusters_with_the_ones_that_matter_now() -> None:
         parse_progressive_sync(make_ps(stages=OPERATOR_STAGES, phase="Succeeded", stage_status=[stage]))
     )
     assert ("eu-2", "canary", f"skipped: {MARK}") in cluster_rows(view)
+
+
+@pytest.mark.parametrize(
+    "load",
+    [
+        pytest.param(lambda data: json.loads(json.dumps(data)), id="json"),
+        pytest.param(lambda data: yaml.safe_load(yaml.safe_dump(data, sort_keys=False)), id="yaml"),
+    ],
+)
+def test_status_data_form_lists_skipped_clusters_with_why(load: Callable[[Any], Any]) -> None:
+    stage = make_stage_status("canary", phase=StagePhase.SUCCEEDED, targets=("eu-1",), completed=("eu-1",))
+    stage.skipped = [SkippedCluster(name="eu-2", reason=MARK)]
+    stage.more = MoreClusters(skipped=3)
+    view = rollout_view(
+        parse_progressive_sync(make_ps(stages=OPERATOR_STAGES, phase="Succeeded", stage_status=[stage]))
+    )
+    data = load(render_data(view, T0))
+    canary, *later = data["stages"]
+    assert canary["skipped"] == [{"name": "eu-2", "reason": MARK}]
+    assert canary["more"]["skipped"] == 3
+    assert [s["skipped"] for s in later] == [[] for _ in later]
