@@ -18,7 +18,7 @@ Pure; callers: `orchestrator.planning.planner`.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from orchestrator.api.models import LabelSelector, StageTargets
 from orchestrator.argocd.fleet import AppView, Cluster
@@ -37,8 +37,10 @@ def stage_matches(targets: StageTargets, cluster_labels: Labels, app_labels: Ite
     return any(targets.applications.selector.matches(dict(labels)) for labels in app_labels)
 
 
-# Names grouped by their values of some label keys (None where the labels lack the key).
-_Partition = dict[tuple[str | None, ...], set[str]]
+# Names grouped by their values of some label keys (None where the labels lack the key). A name
+# is in several groups when it has several Applications with different values.
+_Partition = dict[tuple[str | None, ...], list[str]]
+_CLUSTERS, _APPLICATIONS = "clusters", "applications"
 
 
 class StageMatcher:
@@ -47,41 +49,57 @@ class StageMatcher:
     A selector reads only the label keys it names, so its answer is the same for every cluster (or
     Application) with the same values, or absence, of those keys: it is asked once per distinct
     combination, not once per object (5,000 clusters x 10 stages). The grouping per key set is kept
-    for the next stage that reads the same keys.
+    for the next stage that reads the same keys; the Applications are only read when a stage has
+    an Application selector.
     """
 
     def __init__(
-        self, clusters: Mapping[str, Cluster], apps_by_cluster: Mapping[str, Iterable[AppView]]
+        self, clusters: Mapping[str, Cluster], apps_by_cluster: Mapping[str, Sequence[AppView]]
     ) -> None:
-        self._everything = frozenset(clusters)
-        # (cluster name, labels) of each cluster, and of each of its Applications.
-        self._cluster_labels = [(name, cluster.labels) for name, cluster in clusters.items()]
-        self._app_labels = [(name, app.labels) for name in clusters for app in apps_by_cluster.get(name, ())]
+        self._clusters = clusters
+        self._apps_by_cluster = apps_by_cluster
         self._partitions: dict[tuple[str, tuple[str, ...]], _Partition] = {}
 
     def matching(self, targets: StageTargets) -> set[str]:
         """The names of the clusters `stage_matches` takes for these targets."""
-        matched = set(self._everything)
+        if targets.clusters is None and targets.applications is None:  # the API refuses it
+            return set(self._clusters)
+        matched: set[str] | None = None
         if targets.clusters is not None:
-            matched &= self._selected("clusters", targets.clusters.selector, self._cluster_labels)
+            matched = self._selected(_CLUSTERS, targets.clusters.selector)
         if targets.applications is not None:
-            matched &= self._selected("applications", targets.applications.selector, self._app_labels)
+            by_apps = self._selected(_APPLICATIONS, targets.applications.selector)
+            matched = by_apps if matched is None else matched & by_apps
+        assert matched is not None
         return matched
 
-    def _selected(self, kind: str, selector: LabelSelector, labelled: list[tuple[str, Labels]]) -> set[str]:
-        """The names whose labels (any of them, for a name given several times) `selector` matches."""
+    def _group(self, kind: str, keys: tuple[str, ...]) -> _Partition:
+        """Cluster names by the values of `keys` on each cluster, or on each of its Applications."""
+        groups: _Partition = defaultdict(list)
+        if kind == _CLUSTERS:
+            for name, cluster in self._clusters.items():
+                groups[tuple(map(cluster.labels.get, keys))].append(name)
+            return groups
+        for name in self._clusters:
+            for app in self._apps_by_cluster.get(name, ()):
+                groups[tuple(map(app.labels.get, keys))].append(name)
+        return groups
+
+    def _selected(self, kind: str, selector: LabelSelector) -> set[str]:
+        """The cluster names with labels (of the cluster, or of any of its Applications) that
+        `selector` matches."""
         expressions = selector.match_expressions or []
         keys = tuple(sorted({*(selector.match_labels or {}), *(r.key for r in expressions)}))
-        if not keys:
-            return {name for name, _ in labelled}  # the empty selector matches every object
+        if not keys:  # the empty selector matches every object
+            if kind == _CLUSTERS:
+                return set(self._clusters)
+            return {name for name in self._clusters if self._apps_by_cluster.get(name)}
         groups = self._partitions.get((kind, keys))
         if groups is None:
-            groups = self._partitions[(kind, keys)] = defaultdict(set)
-            for name, labels in labelled:
-                groups[tuple(map(labels.get, keys))].add(name)
+            groups = self._partitions[(kind, keys)] = self._group(kind, keys)
         matched: set[str] = set()
         for values, names in groups.items():
             present = {key: value for key, value in zip(keys, values, strict=True) if value is not None}
             if selector.matches(present):
-                matched |= names
+                matched.update(names)
         return matched
