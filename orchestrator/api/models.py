@@ -48,15 +48,9 @@ from orchestrator.api.analysis import AnalysisSpec, analysis_problems
 from orchestrator.api.base import (
     CONDITION_REASON_PATTERN,
     INT_OR_PERCENT_HINT,  # noqa: F401 (re-exported)
-    LABEL_KEY_MAX_LENGTH,
-    LABEL_KEY_PATTERN,
-    LABEL_VALUE_MAX_LENGTH,
-    LABEL_VALUE_PATTERN,
     MAX_APPROVAL_WINDOW_SECONDS,
     MAX_BAKE_SECONDS,
     MAX_DEADLINE_SECONDS,
-    MAX_SELECTOR_TERMS,
-    MAX_SELECTOR_VALUES,
     MAX_STAGES,
     MIN_APPROVAL_WINDOW_SECONDS,
     NAMESPACE_MAX_LENGTH,
@@ -76,6 +70,15 @@ from orchestrator.api.base import (
 from orchestrator.api.phases import RolloutPhase, StagePhase
 from orchestrator.api.rollback import SPEC_RULE as ROLLBACK_RULE
 from orchestrator.api.rollback import RollbackSpec, rollback_problems
+from orchestrator.api.selectors import (  # re-exported: the API's names stay importable from here
+    ApplicationTargets,  # noqa: F401
+    ClusterTargets,  # noqa: F401
+    LabelKey,
+    LabelSelector,
+    LabelSelectorRequirement,  # noqa: F401
+    SelectorOperator,  # noqa: F401
+    StageTargets,
+)
 from orchestrator.core.clock import format_micro_time, format_time
 
 GROUP = "progressivesync.io"
@@ -85,100 +88,6 @@ KIND = "ProgressiveSync"
 PLURAL = "progressivesyncs"
 SINGULAR = "progressivesync"
 SHORT_NAME = "psync"
-
-
-# --- label selectors -------------------------------------------------------------------------
-
-LabelKey = Annotated[str, Field(pattern=LABEL_KEY_PATTERN, max_length=LABEL_KEY_MAX_LENGTH)]
-LabelValue = Annotated[str, Field(pattern=LABEL_VALUE_PATTERN, max_length=LABEL_VALUE_MAX_LENGTH)]
-
-
-class SelectorOperator(StrEnum):
-    """Operators of a label selector requirement, as Kubernetes defines them."""
-
-    IN = "In"
-    NOT_IN = "NotIn"
-    EXISTS = "Exists"
-    DOES_NOT_EXIST = "DoesNotExist"
-
-
-_OPERATORS_WITH_VALUES = (SelectorOperator.IN, SelectorOperator.NOT_IN)
-
-
-class LabelSelectorRequirement(_Model):
-    """One `matchExpressions` entry: a label key, an operator and (for In/NotIn) values."""
-
-    model_config = ConfigDict(
-        json_schema_extra=_validations(
-            cel(
-                "!(self.operator in ['In', 'NotIn']) || (has(self.values) && size(self.values) > 0)",
-                "operators In and NotIn need a non-empty values list (add values, or use Exists)",
-                field_path=".values",
-                reason="FieldValueRequired",
-            ),
-            cel(
-                "!(self.operator in ['Exists', 'DoesNotExist'])"
-                " || !has(self.values) || size(self.values) == 0",
-                "operators Exists and DoesNotExist take no values (remove values, or use In/NotIn)",
-                field_path=".values",
-                reason="FieldValueForbidden",
-            ),
-        )
-    )
-
-    key: LabelKey
-    """The label key the requirement is about."""
-    operator: SelectorOperator
-    """In, NotIn, Exists or DoesNotExist."""
-    values: Annotated[list[LabelValue], Field(max_length=MAX_SELECTOR_VALUES)] | None = Field(
-        default=None, validate_default=True
-    )
-    """The values for In and NotIn (at least one); must be empty for Exists and DoesNotExist."""
-
-    @field_validator("values")
-    @classmethod
-    def _values_fit_operator(cls, values: list[str] | None, info: ValidationInfo) -> list[str] | None:
-        operator = info.data.get("operator")
-        if operator is None:  # the operator itself is invalid; that error is reported on its own
-            return values
-        if operator in _OPERATORS_WITH_VALUES and not values:
-            raise ValueError(
-                f"operator {operator.value} needs a non-empty values list (add values, or use Exists)"
-            )
-        if operator not in _OPERATORS_WITH_VALUES and values:
-            raise ValueError(f"operator {operator.value} takes no values (remove values, or use In/NotIn)")
-        return values
-
-    def matches(self, labels: dict[str, str]) -> bool:
-        """Kubernetes semantics: NotIn and DoesNotExist match objects without the key."""
-        present = self.key in labels
-        match self.operator:
-            case SelectorOperator.IN:
-                return present and labels[self.key] in (self.values or [])
-            case SelectorOperator.NOT_IN:
-                return not present or labels[self.key] not in (self.values or [])
-            case SelectorOperator.EXISTS:
-                return present
-            case SelectorOperator.DOES_NOT_EXIST:
-                return not present
-
-
-class LabelSelector(_Model):
-    """A metav1.LabelSelector; the empty selector matches every cluster."""
-
-    match_labels: Annotated[dict[LabelKey, LabelValue], Field(max_length=MAX_SELECTOR_TERMS)] | None = None
-    """Labels a cluster must carry with exactly these values."""
-    match_expressions: (
-        Annotated[list[LabelSelectorRequirement], Field(max_length=MAX_SELECTOR_TERMS)] | None
-    ) = None
-    """Requirements a cluster's labels must all meet."""
-
-    def matches(self, labels: dict[str, str]) -> bool:
-        """True when every matchLabels pair and every matchExpressions requirement holds."""
-        for key, value in (self.match_labels or {}).items():
-            if labels.get(key) != value:
-                return False
-        return all(req.matches(labels) for req in self.match_expressions or [])
 
 
 # --- spec ------------------------------------------------------------------------------------
@@ -200,20 +109,6 @@ class AppSetRef(_Model):
         Annotated[str, Field(min_length=1, max_length=NAMESPACE_MAX_LENGTH, pattern=NAMESPACE_PATTERN)] | None
     ) = None
     """Namespace of the ApplicationSet; default: the ProgressiveSync's (others must allow it)."""
-
-
-class ClusterTargets(_Model):
-    """Which Argo CD cluster Secrets a stage may take, by their labels."""
-
-    selector: LabelSelector
-    """Selects cluster Secrets by their labels; {} selects every cluster."""
-
-
-class StageTargets(_Model):
-    """What a stage targets; clusters are the only kind today."""
-
-    clusters: ClusterTargets
-    """The Argo CD clusters this stage may update."""
 
 
 class Stage(_Model):

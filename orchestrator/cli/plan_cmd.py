@@ -10,7 +10,9 @@ ProgressiveSync's namespace from the manifest, else `-n` and its defaults
 (`orchestrator.cli.namespaces`); an ApplicationSet missing there is an error (`AppSetNotFound`,
 exit 1), not the offline plan's `AppSetNotGiven` warning.
 With `spec.rollback` the table ends with one line saying when and how a rollout rolls back, and
-the JSON carries `rollback` and each stage's `rollbackParallel`.
+the JSON carries `rollback` and each stage's `rollbackParallel`. A stage selecting clusters by its
+Applications' labels (`targets.applications.selector`) gets a line in the table saying so and
+`applicationSelector` in the JSON.
 
 Exit codes (orchestrator.cli.help_catalog): 0 the plan can run; 1 the plan has errors, or an input
 is invalid or unreadable, or the API server did not answer; 2 bad usage (including a kubeconfig
@@ -33,6 +35,7 @@ from orchestrator.api.analysis import describe_analysis, resolve_analysis
 from orchestrator.api.models import ProgressiveSync, ProgressiveSyncSpec
 from orchestrator.api.release import revision_key
 from orchestrator.api.rollback import describe_rollback, rollback_deadline_seconds
+from orchestrator.api.selectors import describe_targets
 from orchestrator.argocd.fleet import (
     AppSetView,
     Fleet,
@@ -168,7 +171,9 @@ def plan(
         generation = ps.metadata.generation or 1
         shown = render(result, settings.output, generation=generation, spec=ps.spec)
     if settings.output is OutputFormat.TABLE:
-        shown += analysis_section(ps) + rollback_section(ps.spec, result)
+        shown += (
+            application_selectors_section(ps.spec) + analysis_section(ps) + rollback_section(ps.spec, result)
+        )
     click.echo(shown, nl=False)
     if result.has_errors:
         ctx.exit(1)
@@ -258,6 +263,28 @@ class _UsageProblem(click.ClickException):
 # --- outputs ---------------------------------------------------------------------------------
 
 
+def application_selectors_section(spec: ProgressiveSyncSpec) -> str:
+    """What each stage with `targets.applications.selector` selects, one line each ("" when none has)."""
+    lines = [
+        f"  {stage.name}: {describe_targets(stage.targets)}"
+        for stage in spec.stages
+        if stage.targets.applications is not None
+    ]
+    return "\nstages by Application labels:\n" + "\n".join(lines) + "\n" if lines else ""
+
+
+def application_selectors_json(spec: ProgressiveSyncSpec, plan: dict[str, Any]) -> None:
+    """Add `applicationSelector` (as in the spec) to each `-o json` stage that has one."""
+    selectors = {
+        stage.name: stage.targets.applications.selector.model_dump(by_alias=True, exclude_none=True)
+        for stage in spec.stages
+        if stage.targets.applications is not None
+    }
+    for stage in plan["stages"]:
+        if stage["name"] in selectors:
+            stage["applicationSelector"] = selectors[stage["name"]]
+
+
 def analysis_section(ps: ProgressiveSync) -> str:
     """Where analysis gates run, one line per stage that has one ("" when none has)."""
     lines = []
@@ -323,6 +350,7 @@ def render(
         case OutputFormat.JSON | OutputFormat.YAML:
             data = result.to_dict(generation=generation)
             if spec is not None:
+                application_selectors_json(spec, data)
                 rollback_json(spec, data, result)
             if output is OutputFormat.YAML:
                 return yaml.safe_dump(data, sort_keys=False)

@@ -8,8 +8,9 @@ its references (`workflow_templates.validate`) and prints it as YAML or JSON on 
 Without a fleet it cannot know the fleet, so it assumes, and says on stderr what it assumed: every
 stage takes `--assume-clusters` clusters (or its integer maxTargets), the revision is `--revision`
 (or a placeholder), the rollout id is `--rollout-id` (or `render`). Each stage with analysis gets a
-line on stderr saying where its analysis runs (as `plan` says it), and each manual gate one saying
-how long it waits for a person (its `approvalWindowSeconds`, else the watcher's default).
+line on stderr saying where its analysis runs (as `plan` says it), each manual gate one saying
+how long it waits for a person (its `approvalWindowSeconds`, else the watcher's default), and each
+stage selecting by Application labels (`targets.applications.selector`) one saying what it selects.
 
 With a fleet, the fleet is read and planned in a forked child while this process imports Hera for
 the build (`orchestrator.cli.overlap`): on a 10,000-cluster file each half takes about a second, and
@@ -34,6 +35,7 @@ import click
 from orchestrator.api.analysis import describe_analysis, resolve_analysis
 from orchestrator.api.models import ApprovalMode, ProgressiveSync
 from orchestrator.api.release import Release, Revisions, spec_hash
+from orchestrator.api.selectors import describe_targets
 from orchestrator.cli.conventions import namespace_option, output_option, resolved_namespace
 from orchestrator.cli.help_catalog import epilog
 from orchestrator.cli.manifest import (
@@ -188,6 +190,8 @@ def render(
     except workflow_render.WorkflowBuildError as exc:
         raise click.ClickException(str(exc)) from exc
     for stage in ps.spec.stages:  # where the Workflow's analysis tasks run, said for people
+        if stage.targets.applications is not None:  # `select` reads it; the Workflow does not show it
+            _note(f"targets: stage {stage.name}: {describe_targets(stage.targets)}")
         analysis = resolve_analysis(ps.spec.analysis, stage.analysis)
         if analysis is not None:
             where = describe_analysis(analysis, bake_seconds=stage.bake_seconds)

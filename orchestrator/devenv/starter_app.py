@@ -184,8 +184,13 @@ def application_set(
     preserve_resources_on_deletion: bool = False,
     sources: Sequence[Mapping[str, Any]] = (),
     components: Sequence[str] = (),
+    labels: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """An ApplicationSet: one Application per cluster Secret matching `selector`.
+
+    `labels` go into the template's metadata (values may be templates, e.g.
+    `{{metadata.labels.region}}`: the cluster's label on its Application, as Argo CD RollingSync
+    setups do).
 
     `target_revision` may be a template (e.g. `{{metadata.labels.track}}`: a branch per cluster).
     One `sources` entry replaces the Git source (`repo_url`, `path`, `target_revision`), e.g. a
@@ -225,6 +230,8 @@ def application_set(
         "generators": [generator],
         "template": {"metadata": {"name": app_name(name, "{{name}}", component)}, "spec": template_spec},
     }
+    if labels:
+        spec["template"]["metadata"]["labels"] = dict(labels)
     if preserved_annotations:
         spec["preservedFields"] = {"annotations": list(preserved_annotations)}
     if preserve_resources_on_deletion:

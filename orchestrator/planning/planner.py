@@ -13,7 +13,8 @@ rollout is due. `docs/design/planner.md` explains the rules with examples; the s
   fleet of this ApplicationSet, not every cluster Argo CD knows. The cluster is the unit: it is out
   of date when any of its Applications is, and a stage takes it with all its Applications.
 - **Out of date**: see `out_of_date_reason`.
-- **Stages** run in spec order. A stage's *available* clusters are those its selector matches that
+- **Stages** run in spec order. A stage's *available* clusters are those its selectors match (its
+  cluster Secret's labels, its Applications' labels: `orchestrator.planning.stage_match`) that
   no earlier stage took; its *candidates* are the out-of-date ones among them, ordered (see
   `order_clusters`); it takes the first `maxTargets` of them. `maxTargets` "N%" is N% of the
   available clusters, `maxParallel` "N%" is N% of the stage's targets; both round down, minimum 1
@@ -41,11 +42,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from orchestrator.api.models import (
-    LabelSelector,
-    ProgressiveSyncSpec,
-    Stage,
-)
+from orchestrator.api.models import ProgressiveSyncSpec, Stage
 from orchestrator.api.release import Revisions, normalize_revisions, release_id
 from orchestrator.argocd.fleet import (
     AppSetView,
@@ -66,6 +63,7 @@ from orchestrator.planning.progress import recorded_state as _recorded_state
 from orchestrator.planning.progress import rollout_name as _rollout_name
 from orchestrator.planning.sizing import StageSize, resolve_max_targets, stage_size
 from orchestrator.planning.skip import skipped_clusters
+from orchestrator.planning.stage_match import StageMatcher
 
 # What callers import from here; the plan's types live in `plan`, the progress reading in `progress`.
 __all__ = [
@@ -208,6 +206,8 @@ def plan_rollout(
         apps_by_cluster,
     )
     _report_skipped(issues, skipped)
+    # Which clusters each stage's selectors match (its cluster Secrets' and its Applications' labels).
+    matcher = StageMatcher(fleet_clusters, apps_by_cluster)
     stages = _plan_stages(
         issues,
         spec,
@@ -216,8 +216,9 @@ def plan_rollout(
         fleet=fleet,
         progress=progress,
         skipped=skipped,
+        matcher=matcher,
     )
-    uncovered = _report_uncovered(issues, spec, fleet_clusters, fleet, stages, skipped=skipped)
+    uncovered = _report_uncovered(issues, spec, matcher, fleet, stages, skipped=skipped)
     return RolloutPlan(
         ps_name=ps_name,
         app_set=app_set_name,
@@ -514,6 +515,7 @@ def _plan_stages(
     fleet: Mapping[str, ClusterPlan],
     progress: RolloutProgress | None,
     skipped: Mapping[str, str],
+    matcher: StageMatcher,
 ) -> tuple[StagePlan, ...]:
     recorded = {s.name: s for s in (progress.stages if progress else ()) if s.is_selected}
     stage_names = {stage.name for stage in spec.stages}
@@ -527,16 +529,16 @@ def _plan_stages(
     # Clusters a recorded stage holds are never candidates of another stage, even an earlier one.
     held = {name for s in recorded.values() if s.name in stage_names for name in s.targets}
     # Work done once for all stages, with set operations per stage (5,000 clusters x 10 stages):
-    # the hash rank of every cluster, the out-of-date ones, the clusters grouped by label values.
+    # the hash rank of every cluster, the out-of-date ones, the clusters grouped by label values
+    # (in `matcher`).
     rank = {c.name: i for i, c in enumerate(_by_hash(ps_name, clusters.values()))}
     # A skipped cluster is no candidate; the first stage not selected yet that could take it says so.
     stale = {name for name, cluster in fleet.items() if cluster.is_out_of_date and name not in skipped}
     unclaimed_skips = set(skipped) - held
-    partitions: dict[tuple[str, ...], _Partition] = {}
     taken: set[str] = set()
     plans: list[StagePlan] = []
     for stage in spec.stages:
-        matched = _matching(stage.targets.clusters.selector, clusters, partitions)
+        matched = matcher.matching(stage.targets)
         available = matched - taken
         max_targets = resolve_max_targets(stage, len(available))
         if stage.name in recorded:
@@ -585,36 +587,6 @@ def _plan_stages(
         )
         taken.update(targets)
     return tuple(plans)
-
-
-# Cluster names grouped by their values of some label keys (None where a cluster lacks the key).
-_Partition = dict[tuple[str | None, ...], list[str]]
-
-
-def _matching(
-    selector: LabelSelector, clusters: Mapping[str, Cluster], partitions: dict[tuple[str, ...], _Partition]
-) -> set[str]:
-    """The names of the clusters whose labels `selector` matches.
-
-    A selector reads only the label keys it names, so its answer is the same for every cluster with
-    the same values (or absence) of those keys: it is asked once per distinct combination, not once
-    per cluster. `partitions` keeps the grouping per key set for the next stage that reads the same
-    keys.
-    """
-    keys = tuple(sorted({*(selector.match_labels or {}), *(r.key for r in selector.match_expressions or [])}))
-    if not keys:
-        return set(clusters)  # the empty selector matches every cluster
-    groups = partitions.get(keys)
-    if groups is None:
-        groups = partitions[keys] = defaultdict(list)
-        for name, cluster in clusters.items():
-            groups[tuple(map(cluster.labels.get, keys))].append(name)
-    matched: set[str] = set()
-    for values, names in groups.items():
-        present = {key: value for key, value in zip(keys, values, strict=True) if value is not None}
-        if selector.matches(present):
-            matched.update(names)
-    return matched
 
 
 def _computed_state(
@@ -685,7 +657,7 @@ def _report_spread_values(
 def _report_uncovered(
     issues: _Issues,
     spec: ProgressiveSyncSpec,
-    clusters: Mapping[str, Cluster],
+    matcher: StageMatcher,
     fleet: Mapping[str, ClusterPlan],
     stages: tuple[StagePlan, ...],
     *,
@@ -701,11 +673,11 @@ def _report_uncovered(
     )
     if not uncovered:
         return ()
-    uncovered = _report_late(issues, spec, clusters, stages, uncovered)
+    uncovered = _report_late(issues, spec, matcher, stages, uncovered)
     if not uncovered:
         return ()
-    selectors = [stage.targets.clusters.selector for stage in spec.stages]
-    unmatched = [n for n in uncovered if not any(s.matches(dict(clusters[n].labels)) for s in selectors)]
+    in_some_stage = {name for stage in spec.stages for name in matcher.matching(stage.targets)}
+    unmatched = [n for n in uncovered if n not in in_some_stage]
     left_over = [n for n in uncovered if n not in set(unmatched)]
     why = []
     if unmatched:
@@ -727,7 +699,7 @@ def _report_uncovered(
 def _report_late(
     issues: _Issues,
     spec: ProgressiveSyncSpec,
-    clusters: Mapping[str, Cluster],
+    matcher: StageMatcher,
     stages: tuple[StagePlan, ...],
     uncovered: tuple[str, ...],
 ) -> tuple[str, ...]:
@@ -738,22 +710,11 @@ def _report_late(
     (`LateClusters`), never an error that would fail the stage being selected; the next rollout
     (`progressive-sync retry`) takes it.
     """
-    open_selectors = [
-        stage.targets.clusters.selector
-        for stage, planned in zip(spec.stages, stages, strict=True)
-        if not planned.from_progress
-    ]
-    recorded_selectors = [
-        stage.targets.clusters.selector
-        for stage, planned in zip(spec.stages, stages, strict=True)
-        if planned.from_progress
-    ]
-    late = [
-        name
-        for name in uncovered
-        if not any(s.matches(dict(clusters[name].labels)) for s in open_selectors)
-        and any(s.matches(dict(clusters[name].labels)) for s in recorded_selectors)
-    ]
+    open_stages: set[str] = set()
+    recorded_stages: set[str] = set()
+    for stage, planned in zip(spec.stages, stages, strict=True):
+        (recorded_stages if planned.from_progress else open_stages).update(matcher.matching(stage.targets))
+    late = [name for name in uncovered if name not in open_stages and name in recorded_stages]
     if not late:
         return uncovered
     issues.warn(

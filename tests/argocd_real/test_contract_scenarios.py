@@ -465,3 +465,40 @@ def test_a_canary_that_fails_is_rolled_back_to_the_commit_it_ran_synced_once_eac
             1,
             0,
         )
+
+
+# --- issue 35: stages by Application labels (docs/concepts.md) ------------------------------------------
+
+
+def test_a_stage_by_application_labels_takes_exactly_the_clusters_whose_applications_carry_the_label(
+    argocd_stack: ArgoCDStack, tmp_path: Path
+) -> None:
+    """The real ApplicationSet controller copies each cluster's region onto its Application as `wave`
+    (a key no cluster Secret has, so only the Applications' labels can decide); the first stage
+    selects `wave: eu` and takes eu-1 and eu-2, the second the others."""
+    first, rest = "eu by Application label", "the rest"
+    stages: list[dict[str, Any]] = [
+        {
+            "name": first,
+            "targets": {"applications": {"selector": {"matchLabels": {"wave": "eu"}}}},
+            "maxParallel": 2,
+        },
+        {"name": rest, "targets": {"clusters": {"selector": {}}}, "maxParallel": 2},
+    ]
+    with scenario_of(
+        argocd_stack, app_set_changes={"labels": {"wave": "{{metadata.labels.region}}"}}
+    ) as scenario:
+        waves = {
+            c: (scenario.application(c)["metadata"].get("labels") or {}).get("wave")
+            for c in scenario.clusters
+        }
+        assert waves == {"eu-1": "eu", "us-1": "us", "eu-2": "eu", "us-2": "us"}, "the controller labels them"
+        revision = scenario.release()
+        scenario.refresh()
+        scenario.wait_out_of_sync(revision)
+        with rollout_actors(argocd_stack, tmp_path):
+            scenario.create_progressive_sync(stages)
+            assert scenario.wait_phase("Succeeded", "Failed") == "Succeeded", scenario.explain()
+        targets = {stage["name"]: sorted(stage.get("targets") or []) for stage in scenario.status()["stages"]}
+        assert targets == {first: ["eu-1", "eu-2"], rest: ["us-1", "us-2"]}
+        scenario.wait_synced(revision)

@@ -616,3 +616,44 @@ def test_a_cluster_whose_skip_mark_is_removed_is_taken_by_the_next_retry(rig: Ro
     assert rig.app_writes_by_steps(mark) == {held: 1}, "the retry writes that cluster's Application alone"
     assert rig.stage_targets()[CANARY["name"]] == [canary]
     assert all(not stage.get("skipped") for stage in status["stages"]), status["stages"]
+
+
+# --- 13. a stage by Application labels (docs/concepts.md, "Stages by Application labels") ---------
+
+
+def test_a_stage_by_application_labels_takes_the_clusters_whose_applications_carry_the_label(
+    engine: RolloutEngine,
+) -> None:
+    # The ApplicationSet template copies each cluster's region onto its Application as `wave` (a
+    # key no cluster Secret has), and the simulator's ApplicationSet controller writes it there.
+    template = {"labels": {"wave": "{{metadata.labels.region}}"}}
+    with rollout_rig(engine, clusters=6, template_metadata=template) as rig:
+        rig.simulate({"*": {"appSetController": True}})
+        assert rig.fleet is not None
+        apps = list(rig.fleet.applications)
+
+        def labelled() -> bool:
+            found = {a["metadata"]["name"]: a for a in rig.kube.list(APPLICATIONS, rig.namespace)[0]}
+            return all((found[name]["metadata"].get("labels") or {}).get("wave") for name in apps)
+
+        wait_for(labelled, timeout=60, what="the ApplicationSet controller labels every Application")
+        first, rest = "eu-west-1 by Application label", "everything else"
+        by_label: dict[str, Any] = {
+            "name": first,
+            "targets": {"applications": {"selector": {"matchLabels": {"wave": "eu-west-1"}}}},
+            "maxParallel": 2,
+        }
+        stages = [by_label, {**REST, "maxParallel": 2}]
+        rig.run_engine()
+        rig.start_rollout(stages)
+        done = rig.wait_finished(timeout=TIMEOUT)
+
+        assert done["status"]["phase"] == "Succeeded", done["status"].get("message")
+        eu = sorted(c.name for c in rig.fleet.clusters if c.region == "eu-west-1")
+        targets = rig.stage_targets()
+        assert len(eu) == 2 and sorted(targets[first]) == eu
+        assert sorted(targets[rest]) == sorted(set(rig.all_clusters()) - set(eu))
+        assert rig.stage_phases() == {first: SUCCEEDED, rest: SUCCEEDED}
+        assert rig.sync_starts() == once_each(rig.all_clusters())
+        status = rig.progressive_sync().status
+        assert status is not None and status.phase == RolloutPhase.SUCCEEDED

@@ -18,6 +18,7 @@ from orchestrator.api.models import StagePhase
 from orchestrator.argocd.inventory import INVENTORY_NAME
 from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.kube.client import (
+    APPLICATIONS,
     WORKFLOWS,
     Kube,
 )
@@ -95,6 +96,26 @@ def test_select_skips_a_stage_that_matches_nothing(
     stage = read_progressive_sync(kube, namespace).status.stages[0]  # type: ignore[union-attr,index]
     assert stage.phase == StagePhase.SKIPPED
     assert "matches none" in stage.message and "matches none" in result.stdout
+
+
+def test_select_takes_the_clusters_whose_applications_carry_the_stage_label(
+    kube: Kube, namespace: str, fleet: SeedResult, runner: StepRunner
+) -> None:
+    """`targets.applications.selector` (docs/concepts.md): select reads the Applications' labels as
+    they are when the stage starts, and takes the clusters of the matching ones."""
+    labelled = sorted(c.name for c in fleet.clusters[:2])
+    for cluster in labelled:
+        app = f"{fleet.app_set}-{cluster}"
+        kube.patch(APPLICATIONS, namespace, app, {"metadata": {"labels": {"wave": "first"}}})
+    first = {
+        "name": "first wave",
+        "targets": {"applications": {"selector": {"matchLabels": {"wave": "first"}}}},
+        "maxParallel": 2,
+    }
+    make_progressive_sync(kube, namespace, stages=[first, REST])
+    assert_ok(runner.run("select", "--stage", "first wave"))
+    assert sorted(json.loads(runner.targets())) == labelled
+    assert sorted(stage_lists(kube, namespace, "myservice", "first wave").targets) == labelled
 
 
 def test_select_of_an_unknown_stage_is_a_usage_error(

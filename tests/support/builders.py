@@ -72,15 +72,24 @@ def make_stage(
     spread_by: str | None = None,
     approval: str | None = None,
     bake_seconds: int | None = None,
+    applications: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A stage in wire form; without `labels`, `expressions` or `region` it matches every cluster."""
+    """A stage in wire form; without `labels`, `expressions` or `region` it matches every cluster.
+
+    `applications` is `targets.applications.selector` (wire form); given alone, the stage has no
+    cluster selector at all."""
     selector: dict[str, Any] = {}
     match_labels = {**(labels or {}), **({"region": region} if region else {})}
     if match_labels:
         selector["matchLabels"] = match_labels
     if expressions:
         selector["matchExpressions"] = [dict(e) for e in expressions]
-    stage: dict[str, Any] = {"name": name, "targets": {"clusters": {"selector": selector}}}
+    targets: dict[str, Any] = {}
+    if selector or applications is None:
+        targets["clusters"] = {"selector": selector}
+    if applications is not None:
+        targets["applications"] = {"selector": dict(applications)}
+    stage: dict[str, Any] = {"name": name, "targets": targets}
     for key, value in (
         ("maxTargets", max_targets),
         ("maxParallel", max_parallel),

@@ -62,6 +62,9 @@ class RolloutRig:
     engine: RolloutEngine
     clusters: int = 12
     behaviour: Behaviour = field(default_factory=lambda: Behaviour(sync_seconds=0.3, health_seconds=0.3))
+    # The ApplicationSet template's metadata beyond its name (labels the simulator's ApplicationSet
+    # controller writes onto the Applications, with `appSetController: true`).
+    template_metadata: Mapping[str, Any] | None = None
     fleet: SeedResult | None = None
     simulator: FleetSimulator | None = None
     ps: ProgressiveSync | None = None
@@ -84,7 +87,12 @@ class RolloutRig:
 
     def seed(self) -> SeedResult:
         self.fleet = seed_fleet(
-            self.kube, self.namespace, clusters=self.clusters, regions=REGIONS, revision=REVISION
+            self.kube,
+            self.namespace,
+            clusters=self.clusters,
+            regions=REGIONS,
+            revision=REVISION,
+            app_set_template_metadata=self.template_metadata,
         )
         publish_inventory(self.kube, self.namespace)  # what the watcher does; tests without one need it
         return self.fleet

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from orchestrator.api.selectors import NO_STAGE_SELECTOR
 from orchestrator.api.validation import Verdict, format_path, validate_object, validate_text
 from orchestrator.cli.main import main
 
@@ -178,7 +179,7 @@ def test_cli_invalid_exits_1_and_prints_each_error(tmp_path: Path) -> None:
     assert result.exit_code == 1
     lines = result.output.splitlines()
     assert lines[0] == f"{manifest}: ProgressiveSync checkout: invalid, 2 errors"
-    assert "  spec.stages[0].targets.clusters: required field is missing (add clusters)" in lines
+    assert f"  spec.stages[0].targets: {NO_STAGE_SELECTOR}" in lines
     assert any(line.startswith('  spec.stages[0].maxTargets: "150%" is not a size') for line in lines)
 
 
