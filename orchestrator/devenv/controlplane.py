@@ -198,6 +198,11 @@ def _issue(
 PORT_FLOOR = 20000
 EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 PORT_ATTEMPTS = 200
+# A port `free_port` found free can be taken by another process before kube-apiserver listens on it
+# (it starts seconds later, after etcd and its certificates): it exits with "bind: address already
+# in use", and is started again on another port, at most this many times in all.
+APISERVER_PORT_ATTEMPTS = 3
+_PORT_TAKEN = "address already in use"
 
 
 def ephemeral_port_floor(range_file: Path = EPHEMERAL_RANGE_FILE) -> int:
@@ -361,6 +366,7 @@ class DevCluster:
     _processes: list[subprocess.Popen[bytes]] = field(default_factory=list, repr=False)
     _ca: _KeyPair | None = field(default=None, repr=False)
     _apiserver_argv: list[str] = field(default_factory=list, repr=False)
+    _apiserver_log_offset: int = field(default=0, repr=False)  # where its log stood when it was started
     _owns_workdir: bool = True
 
     @classmethod
@@ -397,8 +403,17 @@ class DevCluster:
         try:
             cluster._start_etcd()
             cluster._start_apiserver(api_port, ca, now, extra_apiserver_args)
-            cluster.kubeconfig = cluster.mint_user("admin", ["system:masters"], filename="admin.kubeconfig")
-            cluster._wait_ready(ready_timeout)
+            for attempt in range(1, APISERVER_PORT_ATTEMPTS + 1):
+                cluster.kubeconfig = cluster.mint_user(
+                    "admin", ["system:masters"], filename="admin.kubeconfig"
+                )
+                try:
+                    cluster._wait_ready(ready_timeout)
+                    break
+                except ControlPlaneError:
+                    if attempt == APISERVER_PORT_ATTEMPTS or not cluster._apiserver_lost_its_port():
+                        raise
+                    cluster._respawn_apiserver_on(free_port())
         except BaseException:
             cluster.stop()
             raise
@@ -501,6 +516,34 @@ class DevCluster:
             "--profiling=false",
             *extra,
         ]
+        self._spawn_apiserver_argv()
+
+    def _apiserver_process(self) -> subprocess.Popen[bytes]:
+        return next(p for p in self._processes if p.args == self._apiserver_argv)
+
+    def _apiserver_lost_its_port(self) -> bool:
+        """True when kube-apiserver exited because its port was taken since `free_port` chose it."""
+        process = self._apiserver_process()
+        if process.poll() is None:
+            return False
+        log = self.workdir / "kube-apiserver.log"
+        with log.open("rb") as f:
+            f.seek(self._apiserver_log_offset)
+            return _PORT_TAKEN in f.read().decode(errors="replace")
+
+    def _respawn_apiserver_on(self, port: int) -> None:
+        """Start kube-apiserver again, with the same flags but `port`, after it lost its port."""
+        self._processes.remove(self._apiserver_process())
+        flag = next(arg for arg in self._apiserver_argv if arg.startswith("--secure-port="))
+        self._apiserver_argv = [
+            f"--secure-port={port}" if arg == flag else arg for arg in self._apiserver_argv
+        ]
+        self.api_url = f"https://127.0.0.1:{port}"
+        self._spawn_apiserver_argv()
+
+    def _spawn_apiserver_argv(self) -> None:
+        log = self.workdir / "kube-apiserver.log"
+        self._apiserver_log_offset = log.stat().st_size if log.exists() else 0
         self._spawn("kube-apiserver", self._apiserver_argv)
 
     def _ssl_context(self, user: str = "admin") -> ssl.SSLContext:
@@ -683,10 +726,10 @@ class DevCluster:
     def restart_apiserver(self, ready_timeout: float = 90.0) -> None:
         """Stop kube-apiserver (SIGTERM, its whole group) and start it again with the same flags, port
         and etcd; returns once it serves again. Every open connection and watch stream breaks."""
-        process = next(p for p in self._processes if p.args == self._apiserver_argv)
+        process = self._apiserver_process()
         _stop_process_group(process)
         self._processes.remove(process)
-        self._spawn("kube-apiserver", self._apiserver_argv)
+        self._spawn_apiserver_argv()
         self._wait_ready(ready_timeout)
 
     @property

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -179,6 +180,30 @@ def test_stopping_leaves_no_process_and_no_temp_dir() -> None:
     for pid in [*pids, *children]:
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, pid
     assert not workdir.exists()
+
+
+def test_an_api_server_port_taken_before_it_listens_is_traded_for_another(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """CI saw kube-apiserver exit with "bind: address already in use": another process took the port
+    `free_port` had found free before the API server listened on it. It is started again on another
+    port, and the kubeconfig names the port it serves on."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as thief:
+        thief.bind(("127.0.0.1", 0))
+        thief.listen()
+        taken = thief.getsockname()[1]
+        choices = iter([taken])
+        real_free_port = devcluster.free_port
+        monkeypatch.setattr(devcluster, "free_port", lambda: next(choices, None) or real_free_port())
+        cluster = devcluster.DevCluster.start()
+    try:
+        assert cluster.api_port != taken
+        assert "address already in use" in (cluster.workdir / "kube-apiserver.log").read_text()
+        assert len(cluster.pids) == 2, "the API server that lost its port is not kept"
+        kube = Kube.from_kubeconfig(str(cluster.kubeconfig))
+        assert kube.get(NAMESPACES, None, "default")["metadata"]["name"] == "default"
+    finally:
+        cluster.stop()
 
 
 def test_missing_tools_are_reported_with_the_fix(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -521,7 +521,7 @@ def test_status_lists_every_cluster_from_the_records_and_the_summary_by_default(
     data = json.loads(result.output)
     canary = data["stages"][0]
     assert canary["counts"] == {"targets": 34, "syncing": 31, "completed": 1, "failed": 1}
-    assert canary["more"] == {"syncing": 11, "failed": 0, "notes": 0}
+    assert canary["more"] == {"syncing": 11, "failed": 0, "notes": 0, "skipped": 0}
     assert canary["records"] == [record]
     shown = {c["name"]: c for c in data["clusters"]}
     assert list(shown) == targets
