@@ -434,20 +434,17 @@ def _compare_again(
     name = appsync.app_name(app)
     namespace = rollout.applications_namespace
     before = ",".join(appsync.compared_revisions(app)) or "(no revision)"
-    asked_at: datetime | None = None
 
-    def ask() -> None:
-        nonlocal asked_at
+    def ask() -> datetime:
+        """Send a newly stamped request; when it was sent."""
         try:
             kube.patch(APPLICATIONS, namespace, name, appsync.refresh_patch(clock.now()))
         except NotFound as exc:
             raise _Busy(f"Application {name} was deleted while we asked Argo CD to compare it") from exc
-        asked_at = clock.now()
+        return clock.now()
 
-    if not appsync.refresh_requested(app):
-        ask()
-    else:
-        asked_at = clock.now()  # someone's request is pending: it gets as long as ours would
+    # Someone's request already pending gets as long as ours would before we ask again.
+    asked_at = clock.now() if appsync.refresh_requested(app) else ask()
 
     def window() -> int:
         left = (deadline - clock.now()).total_seconds()
@@ -470,13 +467,10 @@ def _compare_again(
                     "and Argo CD did not answer our request to compare it again within the progress "
                     "deadline: whether it runs the release is not known, so it is not left alone"
                 )
-            if (
-                asked_at is not None
-                and (clock.now() - asked_at).total_seconds() >= tuning.refresh_again_seconds
-            ):
+            if (clock.now() - asked_at).total_seconds() >= tuning.refresh_again_seconds:
                 # Unanswered: ask again with a new stamp, which reaches the controller as a new event.
                 log.info("Application %s: Argo CD has not compared it yet; asking again", name)
-                ask()
+                asked_at = ask()
     finally:
         snapshots.close()
     raise AssertionError(f"unreachable: {name}")

@@ -550,12 +550,18 @@ def test_a_second_rollout_waits_on_the_mutex_and_runs_after_the_first(rig: Rollo
 # --- 12. a skipped Application (docs/skip.md) ------------------------------------------------------------
 
 
-def test_a_skipped_application_is_never_synced_and_the_rollout_succeeds(rig: RolloutRig) -> None:
+def _mark_the_canary(rig: RolloutRig, reason: str) -> tuple[str, str]:
+    """Annotate the canary cluster's Application with the skip mark; the cluster and the Application."""
     [canary] = rig.planned_targets(TWO_STAGES, CANARY["name"])
     held = f"{rig.fleet.app_set}-{canary}"  # type: ignore[union-attr]
     rig.kube.patch(
-        APPLICATIONS, rig.namespace, held, {"metadata": {"annotations": {SKIP_ANNOTATION: "INC-1"}}}
+        APPLICATIONS, rig.namespace, held, {"metadata": {"annotations": {SKIP_ANNOTATION: reason}}}
     )
+    return canary, held
+
+
+def test_a_skipped_application_is_never_synced_and_the_rollout_succeeds(rig: RolloutRig) -> None:
+    canary, held = _mark_the_canary(rig, "INC-1")
     rig.simulate()
     rig.run_engine()
     rig.start_rollout(TWO_STAGES)
@@ -577,11 +583,7 @@ def test_a_skipped_application_is_never_synced_and_the_rollout_succeeds(rig: Rol
 
 def test_a_cluster_whose_skip_mark_is_removed_is_taken_by_the_next_retry(rig: RolloutRig) -> None:
     """docs/skip.md, Removing the mark: after the rollout it is a late cluster; `retry` takes it."""
-    [canary] = rig.planned_targets(TWO_STAGES, CANARY["name"])
-    held = f"{rig.fleet.app_set}-{canary}"  # type: ignore[union-attr]
-    rig.kube.patch(
-        APPLICATIONS, rig.namespace, held, {"metadata": {"annotations": {SKIP_ANNOTATION: "INC-2"}}}
-    )
+    canary, held = _mark_the_canary(rig, "INC-2")
     rig.simulate()
     rig.run_engine()
     rig.watcher()
