@@ -263,10 +263,39 @@ class SkipSpec(_Model):
     """Argo CD cluster Secrets by their labels: a matching cluster is skipped."""
 
 
+# The one wording of each refusal of `groupBy` / `maxParallelGroups`, offline and on apply (docs/groups.md).
+MAX_PARALLEL_GROUPS_WITHOUT_GROUP_BY = (
+    "maxParallelGroups is only used with groupBy (set groupBy to a cluster label, or remove maxParallelGroups)"
+)
+GROUP_BY_WITH_ROLLBACK = (
+    "groupBy cannot be used with rollback yet: a rollback undoes a whole rollout, not one group"
+    " (remove rollback, or remove groupBy)"
+)
+# The group of the clusters without the groupBy label (docs/groups.md): no label value has parentheses.
+NO_GROUP_VALUE = "(none)"
+
+
 class ProgressiveSyncSpec(_Model):
     """What to roll out, to whom, in which order."""
 
-    model_config = ConfigDict(json_schema_extra=_validations(*ANALYSIS_RULES, ROLLBACK_RULE))
+    model_config = ConfigDict(
+        json_schema_extra=_validations(
+            *ANALYSIS_RULES,
+            ROLLBACK_RULE,
+            cel(
+                "!has(self.maxParallelGroups) || has(self.groupBy)",
+                MAX_PARALLEL_GROUPS_WITHOUT_GROUP_BY,
+                field_path=".maxParallelGroups",
+                reason="FieldValueForbidden",
+            ),
+            cel(
+                "!has(self.groupBy) || !has(self.rollback)",
+                GROUP_BY_WITH_ROLLBACK,
+                field_path=".groupBy",
+                reason="FieldValueForbidden",
+            ),
+        )
+    )
 
     app_set_ref: AppSetRef
     """The ApplicationSet whose Applications are rolled out."""
@@ -303,6 +332,10 @@ class ProgressiveSyncSpec(_Model):
     """Undo the rollout on the clusters it synced when it ends as `on` lists; absent: never."""
     skip: SkipSpec | None = None
     """Clusters to leave out of rollouts (besides Applications annotated progressivesync.io/skip)."""
+    group_by: LabelKey | None = None
+    """Run the stages once per value of this cluster label (e.g. team), each group on its own (docs/groups.md)."""
+    max_parallel_groups: Annotated[StrictInt, Field(ge=1)] | None = None
+    """With groupBy: how many groups roll out at once (default: all of them)."""
 
     @field_validator("stages")
     @classmethod
@@ -323,6 +356,21 @@ class ProgressiveSyncSpec(_Model):
         if problems:
             raise ValueError("; ".join(problems))
         return rollback
+
+    @field_validator("group_by")
+    @classmethod
+    def _groups_without_rollback(cls, group_by: str | None, info: ValidationInfo) -> str | None:
+        if group_by is not None and info.data.get("rollback") is not None:
+            raise ValueError(GROUP_BY_WITH_ROLLBACK)
+        return group_by
+
+    @field_validator("max_parallel_groups")
+    @classmethod
+    def _parallel_groups_need_groups(cls, parallel: int | None, info: ValidationInfo) -> int | None:
+        # An invalid groupBy has its own error; this one would only add noise.
+        if parallel is not None and "group_by" in info.data and info.data["group_by"] is None:
+            raise ValueError(MAX_PARALLEL_GROUPS_WITHOUT_GROUP_BY)
+        return parallel
 
     @model_validator(mode="after")
     def _analysis_fits_stages(self) -> ProgressiveSyncSpec:
