@@ -264,9 +264,7 @@ class SkipSpec(_Model):
 
 
 # The one wording of each refusal of `groupBy` / `maxParallelGroups`, offline and on apply (docs/groups.md).
-MAX_PARALLEL_GROUPS_WITHOUT_GROUP_BY = (
-    "maxParallelGroups is only used with groupBy (set groupBy to a cluster label, or remove maxParallelGroups)"
-)
+MAX_PARALLEL_GROUPS_WITHOUT_GROUP_BY = "maxParallelGroups is only used with groupBy (set groupBy to a cluster label, or remove maxParallelGroups)"
 GROUP_BY_WITH_ROLLBACK = (
     "groupBy cannot be used with rollback yet: a rollback undoes a whole rollout, not one group"
     " (remove rollback, or remove groupBy)"
