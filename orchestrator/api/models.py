@@ -264,7 +264,10 @@ class SkipSpec(_Model):
 
 
 # The one wording of each refusal of `groupBy` / `maxParallelGroups`, offline and on apply (docs/groups.md).
-MAX_PARALLEL_GROUPS_WITHOUT_GROUP_BY = "maxParallelGroups is only used with groupBy (set groupBy to a cluster label, or remove maxParallelGroups)"
+MAX_PARALLEL_GROUPS_WITHOUT_GROUP_BY = (
+    "maxParallelGroups is only used with groupBy"
+    " (set groupBy to a cluster label, or remove maxParallelGroups)"
+)
 GROUP_BY_WITH_ROLLBACK = (
     "groupBy cannot be used with rollback yet: a rollback undoes a whole rollout, not one group"
     " (remove rollback, or remove groupBy)"
@@ -331,7 +334,7 @@ class ProgressiveSyncSpec(_Model):
     skip: SkipSpec | None = None
     """Clusters to leave out of rollouts (besides Applications annotated progressivesync.io/skip)."""
     group_by: LabelKey | None = None
-    """Run the stages once per value of this cluster label (e.g. team), each group on its own (docs/groups.md)."""
+    """Run the stages once per value of this cluster label (e.g. team), each group on its own."""
     max_parallel_groups: Annotated[StrictInt, Field(ge=1)] | None = None
     """With groupBy: how many groups roll out at once (default: all of them)."""
 

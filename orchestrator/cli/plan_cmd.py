@@ -11,10 +11,10 @@ ProgressiveSync's namespace from the manifest, else `-n` and its defaults
 exit 1), not the offline plan's `AppSetNotGiven` warning.
 With `spec.groupBy` the table opens with one line per group and the JSON carries `groupBy`,
 `maxParallelGroups` and `groups`; the stages are each group's, named "<group>/<stage>"
-(docs/groups.md). With `spec.rollback` the table ends with one line saying when and how a rollout rolls back, and
-the JSON carries `rollback` and each stage's `rollbackParallel`. A stage selecting clusters by its
-Applications' labels (`targets.applications.selector`) gets a line in the table saying so and
-`applicationSelector` in the JSON.
+(docs/groups.md). With `spec.rollback` the table ends with one line saying when and how a rollout
+rolls back, and the JSON carries `rollback` and each stage's `rollbackParallel`. A stage
+selecting clusters by its Applications' labels (`targets.applications.selector`) gets a line in
+the table saying so and `applicationSelector` in the JSON.
 
 Exit codes (orchestrator.cli.help_catalog): 0 the plan can run; 1 the plan has errors, or an input
 is invalid or unreadable, or the API server did not answer; 2 bad usage (including a kubeconfig
@@ -404,10 +404,10 @@ def groups_section(result: RolloutPlan) -> list[str]:
     what its stages take); [] without groups."""
     if result.group_by is None:
         return []
-    at_once = result.max_parallel_groups or len(result.groups)
+    at_once = min(result.max_parallel_groups or len(result.groups), len(result.groups))
     lines = [
-        f"groups by {result.group_by}: {_count(len(result.groups), 'group')}, {min(at_once, len(result.groups))} "
-        "at a time, each with its own stages and failure budget:"
+        f"groups by {result.group_by}: {_count(len(result.groups), 'group')}, {at_once} at a time, "
+        "each with its own stages and failure budget:"
     ]
     for group, clusters in result.groups.items():
         stages = result.stages_of_group(group)
