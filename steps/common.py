@@ -156,7 +156,13 @@ def load_progressive_sync(kube: Kube, rollout: RolloutRef) -> ProgressiveSync:
         raise UsageProblem(
             f"ProgressiveSync {rollout.display} not found (check --namespace and --name)"
         ) from exc
-    ps = ProgressiveSync.model_validate(obj)
+    return run_view(ProgressiveSync.model_validate(obj), rollout)
+
+
+def run_view(ps: ProgressiveSync, rollout: RolloutRef) -> ProgressiveSync:
+    """`ps` as the rollout runs it: with spec.groupBy, its spec lists the contract's
+    "<group>/<stage>" stages (`rollout.stage_names`); else `ps` itself. UsageProblem when the
+    contract names a stage the spec does not have."""
     if ps.spec.group_by is None or not rollout.stage_names:
         return ps
     try:

@@ -18,7 +18,11 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
+from orchestrator.api.groups import GROUP_SEPARATOR, group_stage_name, split_stage_name
 from orchestrator.api.release import Revisions, release_id, revision_key
+
+# Importable from here too: a stage of one group is "<group>/<stage>" (orchestrator.api.groups).
+__all__ = ["GROUP_SEPARATOR", "group_stage_name", "split_stage_name"]
 
 # How many names a message lists before "and N more"; `PlanIssue.subjects` always has them all.
 NAMES_IN_MESSAGE = 8
@@ -54,22 +58,6 @@ class IssueCode(StrEnum):
     SKIPPED_CLUSTERS = "SkippedClusters"
     NOT_A_RELEASE = "NotARelease"
     GROUP_LABEL_MISSING = "GroupLabelMissing"
-
-
-# A stage of one group (spec.groupBy, docs/groups.md) is named "<group>/<stage>" in the plan, the
-# rollout contract and the status: neither a label value nor a stage name has a "/".
-GROUP_SEPARATOR = "/"
-
-
-def group_stage_name(group: str, stage: str) -> str:
-    """The name of stage `stage` of group `group` (e.g. "team-a/canary")."""
-    return f"{group}{GROUP_SEPARATOR}{stage}"
-
-
-def split_stage_name(name: str) -> tuple[str | None, str]:
-    """(group, spec stage name) of a plan stage's name; group None for a stage of no group."""
-    group, separator, stage = name.rpartition(GROUP_SEPARATOR)
-    return (group, stage) if separator else (None, name)
 
 
 @dataclass(frozen=True, slots=True)
