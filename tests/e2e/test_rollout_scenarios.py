@@ -659,3 +659,56 @@ def test_a_stage_by_application_labels_takes_the_clusters_whose_applications_car
         assert rig.sync_starts() == once_each(rig.all_clusters())
         status = rig.progressive_sync().status
         assert status is not None and status.phase == RolloutPhase.SUCCEEDED
+
+
+# --- 14. independent groups (docs/groups.md): one group fails, the others finish ------------------
+
+GROUP_STAGES = [
+    {"name": "canary", "targets": {"clusters": {"selector": {}}}, "maxTargets": 1, "maxParallel": 1},
+    {"name": "rest", "targets": {"clusters": {"selector": {}}}, "maxParallel": 2},
+]
+
+
+def test_groups_run_side_by_side_and_a_failed_group_stops_only_itself(rig: RolloutRig) -> None:
+    """groupBy region: each region runs canary then rest on its own; eu-west-1's canary degrades,
+    so eu-west-1 stops there while the other regions finish every stage; the rollout ends Failed
+    and says which group ended how."""
+    group_spec = {"groupBy": "region", "maxParallelGroups": 2}
+    assert rig.fleet is not None
+    by_region = {
+        region: sorted(c.name for c in rig.fleet.clusters if c.region == region)
+        for region in ("eu-west-1", "us-east-1", "ap-south-1")
+    }
+    plan = rig.plan(rig.progressive_sync_model(GROUP_STAGES, **group_spec))
+    [eu_canary] = plan.stage("eu-west-1/canary").targets
+    rig.simulate({eu_canary: {"degrade": True}})
+    rig.run_engine()
+    rig.start_rollout(GROUP_STAGES, deadline_seconds=60, **group_spec)
+    done = rig.wait_finished(timeout=TIMEOUT)
+
+    assert done["status"]["phase"] == "Failed"
+    others = [c for region in ("us-east-1", "ap-south-1") for c in by_region[region]]
+    assert rig.sync_starts() == once_each([eu_canary, *others]), "eu-west-1 stops after its canary"
+    assert rig.stage_phases() == {
+        "ap-south-1/canary": SUCCEEDED,
+        "ap-south-1/rest": SUCCEEDED,
+        "eu-west-1/canary": FAILED,
+        "eu-west-1/rest": CANCELLED,
+        "us-east-1/canary": SUCCEEDED,
+        "us-east-1/rest": SUCCEEDED,
+    }
+    targets = rig.stage_targets()
+    for region in ("us-east-1", "ap-south-1"):
+        assert sorted(targets[f"{region}/canary"] + targets[f"{region}/rest"]) == by_region[region]
+    assert targets["eu-west-1/canary"] == [eu_canary]
+    status = rig.progressive_sync().status
+    assert status is not None and status.phase == RolloutPhase.FAILED
+    assert status.message is not None
+    assert "groups: ap-south-1 Succeeded, eu-west-1 Failed, us-east-1 Succeeded" in status.message
+    # One branch per group in the Argo UI: the failed group's later stage is Omitted, the others ran.
+    [eu_rest] = rig.nodes(name=f"{rig.workflow_name}.eu-west-1.eu-west-1-rest")
+    assert (eu_rest["type"], eu_rest["phase"]) == ("Skipped", "Omitted")
+    for region in ("us-east-1", "ap-south-1"):
+        [group] = rig.nodes(name=f"{rig.workflow_name}.{region}")
+        assert (group["type"], group["phase"]) == ("DAG", "Succeeded")
+    assert exit_handler(rig)["phase"] == "Succeeded"
