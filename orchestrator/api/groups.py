@@ -11,11 +11,22 @@ this says which groups did what. Pure data helpers; the planner, the steps, `sta
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Protocol
 
-from orchestrator.api.models import StageStatus
+from orchestrator.api.models import ProgressiveSyncSpec, Stage
 from orchestrator.api.phases import PASSED_STAGE_PHASES, StagePhase
 
 GROUP_SEPARATOR = "/"
+
+
+class NamedPhase(Protocol):
+    """A stage as the status or a view of it has it: its rollout name and its phase."""
+
+    @property
+    def name(self) -> str: ...  # noqa: D102 - a protocol's member
+
+    @property
+    def phase(self) -> StagePhase: ...  # noqa: D102
 
 
 def group_stage_name(group: str, stage: str) -> str:
@@ -29,7 +40,16 @@ def split_stage_name(name: str) -> tuple[str | None, str]:
     return (group, stage) if separator else (None, name)
 
 
-def group_phases(stages: Iterable[StageStatus]) -> dict[str, StagePhase]:
+def spec_stage(spec: ProgressiveSyncSpec, name: str) -> Stage | None:
+    """The spec's stage that the rollout's stage `name` runs ("<group>/<stage>" only with groupBy);
+    None when there is none."""
+    group, stage_name = split_stage_name(name)
+    if (group is None) != (spec.group_by is None):
+        return None
+    return next((stage for stage in spec.stages if stage.name == stage_name), None)
+
+
+def group_phases(stages: Iterable[NamedPhase]) -> dict[str, StagePhase]:
     """Each group's phase from its stages', groups in the order their stages come ({} without
     groups): Failed when a stage failed, Cancelled when one was cancelled, Succeeded when every
     stage passed (Succeeded or Skipped), Progressing once one started, else Pending."""
@@ -52,7 +72,7 @@ def _group_phase(phases: list[StagePhase]) -> StagePhase:
     return StagePhase.PENDING
 
 
-def describe_groups(stages: Iterable[StageStatus]) -> str:
+def describe_groups(stages: Iterable[NamedPhase]) -> str:
     """'groups: alpha Failed, beta Succeeded' ("" without groups)."""
     phases = group_phases(stages)
     if not phases:

@@ -23,6 +23,7 @@ from enum import StrEnum
 from typing import Any
 
 from orchestrator.api.analysis import OnInconclusive, resolve_analysis
+from orchestrator.api.groups import spec_stage as stage_of_spec
 from orchestrator.api.metadata import rollout_workflow_name
 from orchestrator.api.models import (
     ApprovalMode,
@@ -196,9 +197,14 @@ def decide_approve(ps: ProgressiveSync, workflow: Mapping[str, Any], stage: str 
     gates = waiting_gates(workflow, ps)
     who = f"ProgressiveSync {display_name(ps)}"
     if stage is not None:
-        spec_stage = next((s for s in ps.spec.stages if s.name == stage), None)
+        # With spec.groupBy a gate is a group's: "<group>/<stage>" (docs/groups.md).
+        spec_stage = stage_of_spec(ps.spec, stage)
         if spec_stage is None:
-            known = ", ".join(repr(s.name) for s in ps.spec.stages)
+            known = ", ".join(
+                repr(s.name)
+                for s in (ps.status.stages if ps.status and ps.status.stages else [])
+                if ps.spec.group_by
+            ) or ", ".join(repr(s.name) for s in ps.spec.stages)
             raise OpsRefused(f"{who} has no stage {stage!r} (its stages: {known})", exit_code=2)
         analysis = resolve_analysis(ps.spec.analysis, spec_stage.analysis)
         analysis_gate = analysis is not None and analysis.on_inconclusive is OnInconclusive.APPROVE

@@ -15,17 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from orchestrator.api.groups import spec_stage, split_stage_name
 from orchestrator.api.models import ProgressiveSync, ProgressiveSyncSpec, Stage
-from orchestrator.planning.plan import split_stage_name
 
-
-def spec_stage(spec: ProgressiveSyncSpec, name: str) -> Stage | None:
-    """The spec's stage that the rollout's stage `name` runs ("<group>/<stage>" only with groupBy);
-    None when there is none."""
-    group, stage_name = split_stage_name(name)
-    if (group is None) != (spec.group_by is None):
-        return None
-    return next((stage for stage in spec.stages if stage.name == stage_name), None)
+__all__ = ["groups_in_order", "run_stage_names", "run_stages", "spec_stage", "with_run_stages"]
 
 
 def run_stages(spec: ProgressiveSyncSpec, names: Iterable[str]) -> list[Stage]:
