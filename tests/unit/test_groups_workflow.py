@@ -7,6 +7,7 @@ failed group stage while others run, the end's reason). Pure: builders' plans, t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -28,7 +29,10 @@ from orchestrator.engine.interface import PodLaunch, PodResult, UnsupportedFeatu
 from orchestrator.engine.supported import check_supported
 from orchestrator.ops.view import RolloutView, header_rows, render_data, rollout_view
 from orchestrator.planning.groups import groups_in_order, run_stages, with_run_stages
-from orchestrator.planning.planner import plan_rollout
+from orchestrator.planning.planner import StagePlan, StageState, plan_rollout
+from orchestrator.watcher.decide import decide
+from orchestrator.watcher.decision import CreateWorkflow, UpdateStatus
+from tests.support import builders, decide_inputs
 from tests.support.builders import (
     make_app,
     make_app_set,
@@ -365,3 +369,32 @@ def test_status_without_groups_has_no_groups_line() -> None:
     view = rollout_view(ProgressiveSync.model_validate(body))
     assert all(label != "groups:" for label, _ in header_rows(view, NOW))
     assert "groups" not in render_data(view, NOW)
+
+
+# --- the watcher ------------------------------------------------------------------------------
+
+
+def test_the_watcher_lists_every_group_stage_when_it_starts_a_grouped_rollout() -> None:
+    spec = builders.make_spec(*STAGES, groupBy="team")
+    plan = decide_inputs.make_plan()
+    plan = dataclasses.replace(
+        plan,
+        stages=tuple(
+            StagePlan(
+                name=f"{group}/{stage}",
+                state=StageState.PLANNED,
+                reason="",
+                targets=(f"{group}-1",),
+                group=group,
+            )
+            for group in ("a", "b")
+            for stage in ("canary", "rest")
+        ),
+        group_by="team",
+        groups={"a": ("a-1",), "b": ("b-1",)},
+    )
+    decision = decide(decide_inputs.observed(spec=spec, plan=plan), decide_inputs.POLICY)
+    [update] = decide_inputs.actions_of(decision, UpdateStatus)
+    assert update.patch.stage_names == ("a/canary", "a/rest", "b/canary", "b/rest")
+    [create] = decide_inputs.actions_of(decision, CreateWorkflow)
+    assert create.ps.spec.group_by == "team"
