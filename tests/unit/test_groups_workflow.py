@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from orchestrator.api.groups import describe_groups, group_phases, spec_stage, split_stage_name
+from orchestrator.api.metadata import workflow_name
 from orchestrator.api.models import (
     ProgressiveSync,
     ProgressiveSyncStatus,
@@ -27,7 +28,8 @@ from orchestrator.api.rollout_status import close_stage
 from orchestrator.argocd.assess import WorkflowOutcome, assess_rollout
 from orchestrator.engine.interface import PodLaunch, PodResult, UnsupportedFeature
 from orchestrator.engine.supported import check_supported
-from orchestrator.ops.view import RolloutView, header_rows, render_data, rollout_view
+from orchestrator.ops.decisions import decide_approve
+from orchestrator.ops.view import OpsRefused, RolloutView, header_rows, render_data, rollout_view
 from orchestrator.planning.groups import groups_in_order, run_stages, with_run_stages
 from orchestrator.planning.planner import StagePlan, StageState, plan_rollout
 from orchestrator.watcher.decide import decide
@@ -37,11 +39,13 @@ from tests.support.builders import (
     make_app,
     make_app_set,
     make_cluster,
+    make_gate_node,
     make_ps,
     make_ps_model,
     make_release,
     make_stage,
     make_stage_status,
+    make_workflow,
 )
 from tests.support.engine_driver import Drive, arg, argv_step
 from workflow_templates import pieces, validate
@@ -398,3 +402,34 @@ def test_the_watcher_lists_every_group_stage_when_it_starts_a_grouped_rollout() 
     assert update.patch.stage_names == ("a/canary", "a/rest", "b/canary", "b/rest")
     [create] = decide_inputs.actions_of(decision, CreateWorkflow)
     assert create.ps.spec.group_by == "team"
+
+
+# --- approve ----------------------------------------------------------------------------------
+
+WF = workflow_name(builders.PS_NAME, builders.ROLLOUT_ID)
+GATED = (make_stage("canary", max_targets=1), make_stage("prod", approval="Manual"))
+
+
+def _gated_ps() -> ProgressiveSync:
+    return ProgressiveSync.model_validate(make_ps(stages=list(GATED), phase="Progressing", groupBy="team"))
+
+
+def test_each_group_has_its_own_gate_and_approve_opens_the_one_named() -> None:
+    workflow = make_workflow(nodes=[make_gate_node(WF, "a/prod"), make_gate_node(WF, "b/prod")])
+    assert decide_approve(_gated_ps(), workflow, "b/prod").stage == "b/prod"
+    with pytest.raises(OpsRefused, match=r"several approval gates .*'a/prod', 'b/prod'.*--stage"):
+        decide_approve(_gated_ps(), workflow, None)
+
+
+@pytest.mark.parametrize(
+    ("stage", "says"),
+    [
+        pytest.param("prod", "has no stage 'prod'", id="a-stage-without-its-group"),
+        pytest.param("a/canary", "has no manual approval gate", id="a-group-stage-without-a-gate"),
+        pytest.param("c/prod", "no approval gate of stage 'c/prod'", id="a-group-whose-gate-does-not-wait"),
+    ],
+)
+def test_approve_refuses_a_group_stage_it_cannot_open(stage: str, says: str) -> None:
+    workflow = make_workflow(nodes=[make_gate_node(WF, "a/prod")])
+    with pytest.raises(OpsRefused, match=says):
+        decide_approve(_gated_ps(), workflow, stage)
