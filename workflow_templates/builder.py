@@ -681,7 +681,17 @@ def _describe(ps: ProgressiveSync, release: Release, contract: RolloutContract) 
             moments = " and ".join(moment.value for moment in size.analysis.when)
             details.append(f"analysis {size.analysis.label}{scope} {moments}")
         parts.append(f"{stage.name} ({', '.join(details)})")
-    described = f"{' -> '.join(parts)}. Revision {release.display}, rollout {release.rollout_id}."
+    chains: dict[str | None, list[str]] = {}
+    for stage, part in zip(ps.spec.stages, parts, strict=True):
+        chains.setdefault(split_stage_name(stage.name)[0], []).append(part)
+    stages = "; ".join(" -> ".join(chain) for chain in chains.values())
+    if ps.spec.group_by is not None:
+        # One chain per group, side by side (docs/groups.md).
+        at_once = ps.spec.max_parallel_groups or len(chains)
+        stages = (
+            f"{len(chains)} groups by {ps.spec.group_by}, {min(at_once, len(chains))} at a time: {stages}"
+        )
+    described = f"{stages}. Revision {release.display}, rollout {release.rollout_id}."
     if contract.rollback is not None:
         described += f" Rollback on {', '.join(contract.rollback.on)} ({contract.rollback.scope})."
     return described

@@ -1,4 +1,4 @@
-"""`progressive-sync plan` and `validate` with spec.groupBy (docs/groups.md): a section per group in
+"""`progressive-sync plan`, `render` and `validate` with spec.groupBy (docs/groups.md): a section per group in
 the table, `groups` in the JSON, the diagram chaining stages only within a group; the refusals of
 maxParallelGroups without groupBy and of groupBy with rollback name the field. Offline, pure."""
 
@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner, Result
 
+from orchestrator.cli.main import main
 from tests.unit.test_plan_cmd import EXAMPLE_FLEET, ps_manifest, run, write
 
 TWO_STAGES: list[dict[str, Any]] = [
@@ -87,3 +89,25 @@ def test_plan_refuses_a_wrong_group_spec_naming_the_field(
     result = run("-f", write(tmp_path, "ps.yaml", ps_manifest(TWO_STAGES, **spec)), "--fleet", EXAMPLE_FLEET)
     assert result.exit_code == 1
     assert says in result.output
+
+
+def render(*args: str | Path) -> Result:
+    return CliRunner().invoke(main, ["render", *map(str, args)])
+
+
+def test_render_with_a_fleet_has_a_branch_per_group(grouped: Path) -> None:
+    result = render("-f", grouped, "--fleet", EXAMPLE_FLEET, "-o", "json")
+    assert result.exit_code == 0, result.output
+    workflow = json.loads(result.stdout)
+    entry = next(t for t in workflow["spec"]["templates"] if t["name"] == "rollout")
+    assert entry["dag"]["failFast"] is False and entry["parallelism"] == 2
+    assert [t["name"] for t in entry["dag"]["tasks"]] == ["ap-southeast-1", "eu-west-1", "us-east-1"]
+    description = workflow["metadata"]["annotations"]["workflows.argoproj.io/description"]
+    assert description.startswith("3 groups by region, 2 at a time: ap-southeast-1/canary (1 cluster) -> ")
+
+
+def test_render_without_a_fleet_says_groups_need_one(grouped: Path) -> None:
+    result = render("-f", grouped)
+    assert result.exit_code == 1
+    assert "spec.groupBy: " in result.output and "render with --fleet" in result.output
+    assert "assumed:" not in result.output
