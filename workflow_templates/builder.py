@@ -215,6 +215,7 @@ def estimate_nodes(ps: ProgressiveSync, contract: RolloutContract) -> int:
     every planned cluster were rolled back."""
     total = NODES_FIXED + rollback.rollback_nodes(contract)
     stages = list(ps.spec.stages)
+    total += len({split_stage_name(stage.name)[0] for stage in stages} - {None})  # a DAG per group
     for index, (stage, sized) in enumerate(zip(stages, contract.stages, strict=True)):
         total += NODES_PER_STAGE + NODES_PER_CLUSTER * (sized.batches or sized.targets)
         total -= 0 if opens_itself(stages, contract, index) else NODES_PER_SELECT

@@ -168,6 +168,13 @@ def decide_manual_rollback(ps: ProgressiveSync, workflow: Mapping[str, Any] | No
     status = ps.status
     phase = status.phase if status else None
     where = f"rollout {rollout.id} of ProgressiveSync {display_name(ps)}"
+    if ps.spec.group_by is not None:
+        # A rollback undoes a whole rollout, last stage first; groups have no such order yet.
+        raise OpsRefused(
+            f"{where} runs its stages per group (spec.groupBy), and rollback does not support groups yet "
+            "(docs/groups.md): undo a group's clusters by syncing them to the revision they ran "
+            "(`argocd app rollback`), or remove groupBy"
+        )
     if phase is None or phase in UNFINISHED_ROLLOUT_PHASES:
         shown = phase.value if phase else "Pending"
         raise OpsRefused(

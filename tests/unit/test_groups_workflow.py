@@ -28,7 +28,7 @@ from orchestrator.api.rollout_status import close_stage
 from orchestrator.argocd.assess import WorkflowOutcome, assess_rollout
 from orchestrator.engine.interface import PodLaunch, PodResult, UnsupportedFeature
 from orchestrator.engine.supported import check_supported
-from orchestrator.ops.decisions import decide_approve
+from orchestrator.ops.decisions import decide_approve, decide_manual_rollback
 from orchestrator.ops.view import OpsRefused, RolloutView, header_rows, render_data, rollout_view
 from orchestrator.planning.groups import groups_in_order, run_stages, with_run_stages
 from orchestrator.planning.planner import StagePlan, StageState, plan_rollout
@@ -433,3 +433,9 @@ def test_approve_refuses_a_group_stage_it_cannot_open(stage: str, says: str) -> 
     workflow = make_workflow(nodes=[make_gate_node(WF, "a/prod")])
     with pytest.raises(OpsRefused, match=says):
         decide_approve(_gated_ps(), workflow, stage)
+
+
+def test_a_rollback_by_hand_is_refused_for_a_grouped_rollout() -> None:
+    ps = ProgressiveSync.model_validate(make_ps(stages=list(GATED), phase="Failed", groupBy="team"))
+    with pytest.raises(OpsRefused, match=r"rollback does not support groups yet \(docs/groups.md\)"):
+        decide_manual_rollback(ps, None)
