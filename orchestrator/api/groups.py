@@ -72,6 +72,16 @@ def _group_phase(phases: list[StagePhase]) -> StagePhase:
     return StagePhase.PENDING
 
 
+def unfinished_groups(stages: Iterable[NamedPhase]) -> list[str]:
+    """The groups still Pending or Progressing, in order: what a cancel or a pause of the rollout
+    touches ([] without groups)."""
+    return [
+        group
+        for group, phase in group_phases(stages).items()
+        if phase in (StagePhase.PENDING, StagePhase.PROGRESSING)
+    ]
+
+
 def describe_groups(stages: Iterable[NamedPhase]) -> str:
     """'groups: alpha Failed, beta Succeeded' ("" without groups)."""
     phases = group_phases(stages)

@@ -15,7 +15,13 @@ from typing import Any
 
 import pytest
 
-from orchestrator.api.groups import describe_groups, group_phases, spec_stage, split_stage_name
+from orchestrator.api.groups import (
+    describe_groups,
+    group_phases,
+    spec_stage,
+    split_stage_name,
+    unfinished_groups,
+)
 from orchestrator.api.metadata import workflow_name
 from orchestrator.api.models import (
     ProgressiveSync,
@@ -28,6 +34,7 @@ from orchestrator.api.rollout_status import close_stage
 from orchestrator.argocd.assess import WorkflowOutcome, assess_rollout
 from orchestrator.engine.interface import PodLaunch, PodResult, UnsupportedFeature
 from orchestrator.engine.supported import check_supported
+from orchestrator.ops.actions import groups_touched
 from orchestrator.ops.decisions import decide_approve, decide_manual_rollback
 from orchestrator.ops.view import OpsRefused, RolloutView, header_rows, render_data, rollout_view
 from orchestrator.planning.groups import groups_in_order, run_stages, with_run_stages
@@ -439,3 +446,21 @@ def test_a_rollback_by_hand_is_refused_for_a_grouped_rollout() -> None:
     ps = ProgressiveSync.model_validate(make_ps(stages=list(GATED), phase="Failed", groupBy="team"))
     with pytest.raises(OpsRefused, match=r"rollback does not support groups yet \(docs/groups.md\)"):
         decide_manual_rollback(ps, None)
+
+
+def test_cancel_and_pause_touch_the_groups_not_ended_yet() -> None:
+    stages = [
+        make_stage_status("a/canary", phase=StagePhase.FAILED),
+        make_stage_status("a/rest", phase=StagePhase.PENDING),
+        make_stage_status("b/canary", phase=StagePhase.PROGRESSING),
+        make_stage_status("b/rest", phase=StagePhase.PENDING),
+        make_stage_status("c/canary", phase=StagePhase.PENDING),
+        make_stage_status("c/rest", phase=StagePhase.PENDING),
+    ]
+    assert unfinished_groups(stages) == ["b", "c"]
+    grouped = ProgressiveSync.model_validate(
+        make_ps(stages=list(STAGES), phase="Progressing", stage_status=stages, groupBy="team")
+    )
+    assert groups_touched(grouped) == ["b", "c"]
+    plain = ProgressiveSync.model_validate(make_ps(stages=list(STAGES), phase="Progressing"))
+    assert groups_touched(plain) is None
