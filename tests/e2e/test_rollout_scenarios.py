@@ -15,6 +15,7 @@ the stage phases, and the ProgressiveSync's final status. The real-engine runs a
 from __future__ import annotations
 
 import itertools
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +31,7 @@ from orchestrator.core.clock import parse_time
 from orchestrator.kube.client import APPLICATIONS, WORKFLOWS
 from tests.support import workflow_control
 from tests.support.engines import ENGINES, RolloutEngine, rollout_engine
-from tests.support.rollout_rig import REVISION, REVISION_2, RolloutRig, rollout_rig
+from tests.support.rollout_rig import REGIONS, REVISION, REVISION_2, RolloutRig, rollout_rig
 from tests.support.wait import wait_for
 from workflow_templates import pieces
 
@@ -712,3 +713,53 @@ def test_groups_run_side_by_side_and_a_failed_group_stops_only_itself(rig: Rollo
         [group] = rig.nodes(name=f"{rig.workflow_name}.{region}")
         assert (group["type"], group["phase"]) == ("DAG", "Succeeded")
     assert exit_handler(rig)["phase"] == "Succeeded"
+
+
+def test_each_group_waits_at_its_own_gate_and_approve_opens_one_group(rig: RolloutRig) -> None:
+    """The watcher starts a grouped rollout (every group stage listed Pending); `rest` has a manual
+    gate, so each region waits at its own; approving one region's gate lets that region alone go
+    on; `status` says which group stands where."""
+    gated = [GROUP_STAGES[0], {**GROUP_STAGES[1], "approval": "Manual"}]
+    assert rig.fleet is not None
+    canaries_only = len(REGIONS)
+    rig.simulate()
+    rig.run_engine()
+    rig.watcher()
+    rig.create_ps(gated, groupBy="region")
+
+    def waiting() -> list[str]:
+        shown = cli(rig, "status", "myservice", "-o", "json")
+        return (
+            sorted(json.loads(shown.stdout).get("waitingForApproval") or []) if shown.exit_code == 0 else []
+        )
+
+    all_gates = sorted(f"{region}/rest" for region in REGIONS)
+    wait_for(
+        lambda: waiting() == all_gates, timeout=TIMEOUT, interval=0.5, what="every region's gate waiting"
+    )
+    rig.workflow_name = rig.workflows()[0]["metadata"]["name"]
+    assert len(rig.sync_starts()) == canaries_only
+
+    approved = cli(rig, "approve", "myservice", "--stage", "eu-west-1/rest")
+    assert approved.exit_code == 0, approved.output
+    wait_for(
+        lambda: rig.stage_phases().get("eu-west-1/rest") == SUCCEEDED,
+        timeout=TIMEOUT,
+        interval=0.5,
+        what="eu-west-1's rest done",
+    )
+    eu = sorted(c.name for c in rig.fleet.clusters if c.region == "eu-west-1")
+    assert all(rig.sync_starts().get(cluster) == 1 for cluster in eu)
+    assert len(rig.sync_starts()) == canaries_only + 1, "the other regions still wait at their gates"
+    assert waiting() == [gate for gate in all_gates if gate != "eu-west-1/rest"]
+    table = cli(rig, "status", "myservice")
+    assert "eu-west-1 Succeeded" in table.stdout and "us-east-1 Progressing" in table.stdout, table.stdout
+
+    for gate in ("us-east-1/rest", "ap-south-1/rest"):
+        opened = cli(rig, "approve", "myservice", "--stage", gate)
+        assert opened.exit_code == 0, opened.output
+    done = rig.wait_phase("Succeeded", timeout=TIMEOUT)
+    assert rig.sync_starts() == once_each(rig.all_clusters())
+    assert [stage["name"] for stage in done["stages"]] == [
+        f"{region}/{stage}" for region in sorted(REGIONS) for stage in ("canary", "rest")
+    ]
