@@ -2,23 +2,24 @@
 
 Without groupBy a rollout runs the spec's stages under their own names. With it, the planner
 (`orchestrator.planning.planner.plan_rollout`) plans the spec's stages once per group, and each
-group's stage is named "<group>/<stage>" (`plan.group_stage_name`) in the plan, the rollout
-contract, the Workflow's `stage` parameters, the status and the stage records. The groups are the
-fleet's when the rollout is built, so the rollout contract's stage list is the one list of the
-stages the rollout runs; every step and the builder take it from there (`run_stage_names`), and a
-"<group>/<stage>" name finds its settings in the spec's stage of that name (`spec_stage`).
+group's stage is named "<group>/<stage>" (`orchestrator.api.groups.group_stage_name`) in the plan,
+the rollout contract, the Workflow's `stage` parameters, the status and the stage records. The
+groups are the fleet's when the rollout is built, so the rollout contract's stage list is the one
+list of the stages the rollout runs: the builder and the steps (`steps.common.run_view`) put it in
+place of the spec's (`with_run_stages`), and a "<group>/<stage>" name finds its settings in the
+spec's stage of that name (`spec_stage`).
 
 Pure: no client, no clock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
-from orchestrator.api.groups import spec_stage, split_stage_name
+from orchestrator.api.groups import spec_stage
 from orchestrator.api.models import ProgressiveSync, ProgressiveSyncSpec, Stage
 
-__all__ = ["groups_in_order", "run_stage_names", "run_stages", "spec_stage", "with_run_stages"]
+__all__ = ["run_stages", "spec_stage", "with_run_stages"]
 
 
 def run_stages(spec: ProgressiveSyncSpec, names: Iterable[str]) -> list[Stage]:
@@ -40,24 +41,3 @@ def with_run_stages(ps: ProgressiveSync, names: Iterable[str]) -> ProgressiveSyn
         return ps
     spec = ps.spec.model_copy(update={"stages": run_stages(ps.spec, names)})
     return ps.model_copy(update={"spec": spec})
-
-
-def run_stage_names(ps: ProgressiveSync, contract_names: Sequence[str] | None = None) -> list[str]:
-    """The names of the stages the rollout runs, in order: the spec's without groupBy; with it, the
-    rollout contract's (`contract_names`), else the ones the status lists for the rollout."""
-    if ps.spec.group_by is None:
-        return [stage.name for stage in ps.spec.stages]
-    if contract_names is not None:
-        return list(contract_names)
-    return [stage.name for stage in (ps.status.stages if ps.status and ps.status.stages else [])]
-
-
-def groups_in_order(names: Iterable[str]) -> dict[str, list[str]]:
-    """The rollout's groups in the order their stages come, each with its stages' names in order
-    ({} for stages of no group)."""
-    groups: dict[str, list[str]] = {}
-    for name in names:
-        group, _ = split_stage_name(name)
-        if group is not None:
-            groups.setdefault(group, []).append(name)
-    return groups

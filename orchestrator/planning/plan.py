@@ -18,11 +18,9 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
-from orchestrator.api.groups import GROUP_SEPARATOR, group_stage_name, split_stage_name
-from orchestrator.api.release import Revisions, release_id, revision_key
-
 # Importable from here too: a stage of one group is "<group>/<stage>" (orchestrator.api.groups).
-__all__ = ["GROUP_SEPARATOR", "group_stage_name", "split_stage_name"]
+from orchestrator.api.groups import GROUP_SEPARATOR, group_stage_name, split_stage_name  # noqa: F401
+from orchestrator.api.release import Revisions, release_id, revision_key
 
 # How many names a message lists before "and N more"; `PlanIssue.subjects` always has them all.
 NAMES_IN_MESSAGE = 8

@@ -37,7 +37,7 @@ from orchestrator.engine.supported import check_supported
 from orchestrator.ops.actions import groups_touched
 from orchestrator.ops.decisions import decide_approve, decide_manual_rollback
 from orchestrator.ops.view import OpsRefused, RolloutView, header_rows, render_data, rollout_view
-from orchestrator.planning.groups import groups_in_order, run_stages, with_run_stages
+from orchestrator.planning.groups import run_stages, with_run_stages
 from orchestrator.planning.planner import StagePlan, StageState, plan_rollout
 from orchestrator.watcher.decide import decide
 from orchestrator.watcher.decision import CreateWorkflow, UpdateStatus
@@ -204,14 +204,11 @@ def _targets(obj: dict[str, Any]) -> dict[str, list[str]]:
     contract = json.loads(
         next(p["value"] for p in obj["spec"]["arguments"]["parameters"] if p["name"] == "contract")
     )
-    groups = groups_in_order(s["name"] for s in contract["stages"])
-    return {
-        stage: [f"{group}-{i}" for i in range(1, 2)]
-        if stage.endswith("/canary")
-        else [f"{group}-2", f"{group}-3"]
-        for group, stages in groups.items()
-        for stage in stages
-    }
+    targets = {}
+    for stage in (s["name"] for s in contract["stages"]):
+        group, name = split_stage_name(stage)
+        targets[stage] = [f"{group}-1"] if name == "canary" else [f"{group}-2", f"{group}-3"]
+    return targets
 
 
 def test_a_failed_group_stops_its_own_later_stages_and_the_others_finish() -> None:
