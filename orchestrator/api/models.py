@@ -397,19 +397,21 @@ class ProgressiveSyncSpec(_Model):
 
     @field_validator("depends_on")
     @classmethod
-    def _depends_on_unique(cls, dependencies: list[Dependency] | None) -> list[Dependency] | None:
-        return _dependencies_unique(dependencies)
-
-    @model_validator(mode="after")
-    def _dependencies_wait_before_a_stage(self) -> ProgressiveSyncSpec:
-        names = [stage.name for stage in self.stages]
-        for index, dependency in enumerate(self.depends_on or []):
+    def _depends_on_fits(
+        cls, dependencies: list[Dependency] | None, info: ValidationInfo
+    ) -> list[Dependency] | None:
+        _dependencies_unique(dependencies)
+        stages = info.data.get("stages")
+        if stages is None:  # the stages are invalid; that error is reported on its own
+            return dependencies
+        names = [stage.name for stage in stages]
+        for index, dependency in enumerate(dependencies or []):
             if dependency.before_stage is not None and dependency.before_stage not in names:
                 raise ValueError(
                     f"dependsOn[{index}].beforeStage {dependency.before_stage!r}: {UNKNOWN_BEFORE_STAGE}"
                     f" (stages: {', '.join(names)})"
                 )
-        return self
+        return dependencies
 
     def waiting_stage(self, dependency: Dependency) -> str:
         """The stage of this spec that waits for `dependency`: its beforeStage, else the first."""
