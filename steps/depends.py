@@ -14,12 +14,13 @@ namespace, one GET each, every `poll_seconds` at most) and decides with the pure
 - else it waits. A dependency that failed holds the stage ("held: <name> failed at stage <x>")
   until its timeout: a `progressive-sync retry` of the dependency may still pass the stage.
 
-The status is written when the wait starts ("waiting for <name> to pass stage <stage>"), when what
-it waits for changes state (Waiting to Held and back), and once when satisfied, never on every
-poll: the stage's `message` while it is Pending (a field the steps own, docs/design/status-
-ownership.md). Nothing is written while the status is on another rollout (the watcher has not
-recorded this one yet). Idempotent: a rerun (retry, a pod deleted) decides again from the API,
-with the same deadline (it comes from the status, not from when the pod started).
+The status is written when the wait starts ("waiting for <name> to pass stage <stage>: ..."), when
+what it says of a dependency changes (it appeared, its rollout moved to another stage, it failed),
+and once when satisfied, never on every poll: the stage's `message` while it is Pending (a field
+the steps own, docs/design/status-ownership.md). Nothing is written while the status is on
+another rollout (the watcher has not recorded this one yet). Idempotent: a rerun (a retry, a
+deleted pod) decides again from the API, with the same deadline (it comes from the status, not
+from when the pod started).
 
 Caller: `python -m steps wait-for-dependencies` (steps.cli); tests call `wait_for_dependencies`.
 """
@@ -123,7 +124,7 @@ def wait_for_dependencies(
             for d in dependencies
         ]
         decision = decide_wait(verdicts, now)
-        states = tuple((verdict.name, verdict.state.value) for verdict, _ in verdicts)
+        states = tuple((verdict.name, verdict.message) for verdict, _ in verdicts)
         if decision.outcome is WaitOutcome.TIMED_OUT:
             _close_failed(kube, ctx, decision, now)
             return WaitResult(stage, decision.outcome, decision.message)
