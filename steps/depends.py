@@ -41,6 +41,7 @@ from orchestrator.api.depends import (
     deadline_of,
     decide_wait,
     judge,
+    waiting_for,
 )
 from orchestrator.api.models import ProgressiveSync, ProgressiveSyncStatus, StagePhase
 from orchestrator.api.rollout_status import close_stage, find_stage
@@ -74,18 +75,26 @@ class WaitResult:
         return f"wait-for-dependencies: stage {self.stage!r}: {self.outcome.value}: {self.message}"
 
 
-def read_dependency(kube: Kube, namespace: str, name: str) -> ProgressiveSync | None:
-    """The ProgressiveSync `name` of `namespace`; None when there is none. One that does not parse is
-    read as one without status (its watcher reports the spec as invalid)."""
+def verdict_of(kube: Kube, namespace: str, dependency: DependencyContract) -> DependencyVerdict:
+    """The dependency's state as its ProgressiveSync reads now (`judge`). One whose status does not
+    parse is judged without it; one whose spec does not parse is waited for (its own watcher says
+    what is wrong with it: `Valid=False`, InvalidSpec)."""
     try:
-        obj = kube.get(PROGRESSIVE_SYNCS, namespace, name)
+        obj = kube.get(PROGRESSIVE_SYNCS, namespace, dependency.name)
     except NotFound:
-        return None
-    try:
-        return ProgressiveSync.model_validate(obj)
-    except pydantic.ValidationError:
-        log.warning("ProgressiveSync %s/%s does not parse: waiting as if it had no rollout", namespace, name)
-        return ProgressiveSync.model_validate({**obj, "status": None}) if obj.get("spec") else None
+        return judge(dependency.name, dependency.stage, None)
+    for candidate in (obj, {**obj, "status": None}):
+        try:
+            return judge(dependency.name, dependency.stage, ProgressiveSync.model_validate(candidate))
+        except pydantic.ValidationError:
+            continue
+    log.warning("ProgressiveSync %s/%s does not parse: waiting for it", namespace, dependency.name)
+    return DependencyVerdict(
+        dependency.name,
+        DependencyState.WAITING,
+        f"{waiting_for(dependency.name, dependency.stage)}: its spec does not parse"
+        " (its Valid condition says why)",
+    )
 
 
 def stage_deadline(ctx: StepContext, dependency: DependencyContract, now: datetime) -> datetime:
@@ -120,8 +129,7 @@ def wait_for_dependencies(
     while True:
         now = clock.now()
         verdicts: list[tuple[DependencyVerdict, datetime]] = [
-            (judge(d.name, d.stage, read_dependency(kube, namespace, d.name)), deadlines[d.name])
-            for d in dependencies
+            (verdict_of(kube, namespace, d), deadlines[d.name]) for d in dependencies
         ]
         decision = decide_wait(verdicts, now)
         states = tuple((verdict.name, verdict.message) for verdict, _ in verdicts)
