@@ -30,11 +30,15 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeGuard
 
 from pydantic import ValidationError
 
-from orchestrator.api.base import OBJECT_NAME_PATTERN, PERCENT_PATTERN, STAGE_NAME_MAX_LENGTH, STAGE_NAME_PATTERN
+from orchestrator.api.base import (
+    OBJECT_NAME_PATTERN,
+    STAGE_NAME_MAX_LENGTH,
+    STAGE_NAME_PATTERN,
+)
 from orchestrator.api.models import API_VERSION, KIND, ProgressiveSync
 from orchestrator.api.validation import validate_object
 
@@ -148,7 +152,11 @@ def _metadata(
         problems.append("metadata.name: missing (give the object a name)")
     elif not re.fullmatch(OBJECT_NAME_PATTERN, name):
         problems.append(f"metadata.name: {name!r} is not a Kubernetes object name")
-    own = source.get("namespace") if isinstance(source.get("namespace"), str) and source.get("namespace") else None
+    own = (
+        source.get("namespace")
+        if isinstance(source.get("namespace"), str) and source.get("namespace")
+        else None
+    )
     metadata: dict[str, Any] = {"name": name, "namespace": namespace or own or fallback_namespace}
     labels = source.get("labels")
     if isinstance(labels, Mapping) and labels:
@@ -271,7 +279,7 @@ def _max_update(index: int, step: Mapping[str, Any], problems: list[str]) -> int
     if value is None:
         return ALL_AT_ONCE
     if isinstance(value, bool) or not isinstance(value, int | str):
-        problems.append(f"{where}: {value!r} is not a count or a percentage (write 2 or \"25%\")")
+        problems.append(f'{where}: {value!r} is not a count or a percentage (write 2 or "25%")')
         return None
     if isinstance(value, int):
         if value < 0:
@@ -280,7 +288,7 @@ def _max_update(index: int, step: Mapping[str, Any], problems: list[str]) -> int
         return value
     match = re.fullmatch(r"(\d+)%", value.strip())
     if match is None:
-        hint = f' (write {value.strip()} without quotes for a count)' if value.strip().isdigit() else ""
+        hint = f" (write {value.strip()} without quotes for a count)" if value.strip().isdigit() else ""
         problems.append(f"{where}: {value!r} is not a count or a percentage{hint}")
         return None
     percent = int(match.group(1))
@@ -290,11 +298,10 @@ def _max_update(index: int, step: Mapping[str, Any], problems: list[str]) -> int
 
 
 def _step_name(expressions: Sequence[Mapping[str, Any]]) -> str:
-    """A stage name from a step's expressions: the values of its one `In` (`prod`, `eu-us`), else ""
-    (then "step N")."""
-    ins = [e for e in expressions if e["operator"] == "In"]
-    if len(expressions) == 1 and len(ins) == 1:
-        return "-".join(ins[0]["values"])
+    """A stage name from a step's expressions when they are all `In`: their values (`prod`,
+    `eu-us`, `prod eu-west-1`), else "" (then "step N")."""
+    if expressions and all(e["operator"] == "In" for e in expressions):
+        return " ".join("-".join(e["values"]) for e in expressions)
     return ""
 
 
@@ -375,7 +382,9 @@ def from_application_set(
 
 def _automated(spec: Mapping[str, Any]) -> Mapping[str, Any]:
     """The template's `syncPolicy.automated` when it turns automated sync on, else {}."""
-    automated = _mapping(_mapping(_mapping(_mapping(spec.get("template")).get("spec")).get("syncPolicy")).get("automated"))
+    automated = _mapping(
+        _mapping(_mapping(_mapping(spec.get("template")).get("spec")).get("syncPolicy")).get("automated")
+    )
     if "automated" in _mapping(_mapping(_mapping(spec.get("template")).get("spec")).get("syncPolicy")):
         if automated.get("enabled") is False:
             return {}
@@ -424,7 +433,8 @@ def _step_notes(
                         NoteKind.DIFFERENCE,
                         f"{at}.matchExpressions[{number}]",
                         f"NotIn also selects Applications without the label {expression.get('key')!r}, as in "
-                        "RollingSync; here a stage takes a whole cluster when any of its Applications matches",
+                        "RollingSync; here a stage takes a whole cluster when any of its Applications "
+                        "matches",
                     )
                 )
     if not expressions and not last:
@@ -471,7 +481,9 @@ def _application_set_notes(
         if key in set_by_templates:
             continue
         unless = " unless spec.templatePatch sets it" if patched else ""
-        steps = [str(i) for i, expressions in enumerate(selectors) if any(e["key"] == key for e in expressions)]
+        steps = [
+            str(i) for i, expressions in enumerate(selectors) if any(e["key"] == key for e in expressions)
+        ]
         notes.append(
             Note(
                 NoteKind.DIFFERENCE,
@@ -519,7 +531,8 @@ def _application_set_notes(
             Note(
                 NoteKind.DIFFERENCE,
                 "spec.strategy.deletionOrder",
-                f"{strategy.get('deletionOrder')!r} is not carried over: deleting Applications stays Argo CD's",
+                f"{strategy.get('deletionOrder')!r} is not carried over: deleting Applications stays "
+                "Argo CD's",
             )
         )
     if all(expressions for expressions in selectors):
@@ -527,9 +540,9 @@ def _application_set_notes(
             Note(
                 NoteKind.DIFFERENCE,
                 STEPS,
-                "an Application no step selects: RollingSync left it to be synced by hand; here its "
-                "cluster is an error before anything syncs (UncoveredClusters, `plan` lists them). Add a "
-                "last stage with targets.clusters.selector: {} to roll them out last, or set "
+                "Applications no step selects, if any: RollingSync left them to be synced by hand; here "
+                "their clusters are an error before anything syncs (`plan` lists them: UncoveredClusters). "
+                "Add a last stage with targets.clusters.selector: {} to roll them out last, or set "
                 "spec.allowPartialRollout: true to leave them out as RollingSync did",
             )
         )
@@ -549,26 +562,69 @@ def _application_set_notes(
 # --- Skyscanner's applicationset-progressive-sync ----------------------------------------------
 
 
-def _positive_int(value: Any) -> bool:
+def _positive_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _skyscanner_stage(
+    at: str, stage_in: Any, name: str, problems: list[str], notes: list[Note]
+) -> dict[str, Any] | None:
+    """One Skyscanner stage as ours (None, with problems, when it cannot be)."""
+    if not isinstance(stage_in, Mapping):
+        problems.append(f"{at}: must be a map with name, maxParallel, maxTargets and targets")
+        return None
+    if stage_in.get("name") != name:
+        notes.append(
+            Note(
+                NoteKind.DIFFERENCE,
+                f"{at}.name",
+                f"{stage_in.get('name')!r} is {name!r} here (a valid, unique stage name)",
+            )
+        )
+    selector = _mapping(_mapping(stage_in.get("targets")).get("clusters")).get("selector")
+    if selector is not None and not isinstance(selector, Mapping):
+        problems.append(f"{at}.targets.clusters.selector: must be a label selector")
+        return None
+    stage: dict[str, Any] = {"name": name, "targets": {"clusters": {"selector": dict(selector or {})}}}
+    targets, parallel = stage_in.get("maxTargets"), stage_in.get("maxParallel")
+    for key, value in (("maxTargets", targets), ("maxParallel", parallel)):
+        if value is not None and not _positive_int(value):
+            problems.append(f"{at}.{key}: {value!r} is not an integer >= 1 (Skyscanner's CRD required one)")
+    if _positive_int(targets):
+        stage["maxTargets"] = targets
+    if _positive_int(parallel):
+        if _positive_int(targets) and parallel > targets:
+            notes.append(
+                Note(
+                    NoteKind.DIFFERENCE,
+                    f"{at}.maxParallel",
+                    f"{parallel} is above maxTargets {targets}: {targets} here "
+                    "(Skyscanner synced at most maxTargets anyway)",
+                )
+            )
+            parallel = targets
+        stage["maxParallel"] = parallel
+    return stage
 
 
 def from_skyscanner(
     document: Mapping[str, Any], *, namespace: str | None = None, fallback_namespace: str = "argocd"
 ) -> Conversion:
     """The progressive-sync ProgressiveSync for one of Skyscanner's (docs/migration.md's table)."""
-    source = _describe(document)
+    source = f"Skyscanner {_describe(document)}"
     problems: list[str] = []
     if document.get("apiVersion") != SKYSCANNER_API_VERSION or document.get("kind") != KIND:
         raise ConversionError(
             source,
             [
-                f"apiVersion/kind: {document.get('apiVersion')!r} {document.get('kind')!r} is not Skyscanner's "
-                f"{SKYSCANNER_API_VERSION} {KIND}"
+                f"apiVersion/kind: {document.get('apiVersion')!r} {document.get('kind')!r} is not "
+                f"Skyscanner's {SKYSCANNER_API_VERSION} {KIND}"
             ],
         )
     spec = _mapping(document.get("spec"))
-    metadata, _own = _metadata(document, namespace=namespace, fallback_namespace=fallback_namespace, problems=problems)
+    metadata, _own = _metadata(
+        document, namespace=namespace, fallback_namespace=fallback_namespace, problems=problems
+    )
     app_set = _mapping(spec.get("appSetRef")).get("name")
     if not isinstance(app_set, str) or not app_set:
         problems.append("spec.appSetRef.name: missing (name the ApplicationSet)")
@@ -578,42 +634,11 @@ def from_skyscanner(
         stages_in = []
     notes: list[Note] = []
     stages: list[dict[str, Any]] = []
-    names = unique_stage_names(
-        [str(_mapping(stage).get("name") or "") for stage in stages_in]
-    )
+    names = unique_stage_names([str(_mapping(stage).get("name") or "") for stage in stages_in])
     for index, (stage_in, name) in enumerate(zip(stages_in, names, strict=True)):
-        at = f"spec.stages[{index}]"
-        if not isinstance(stage_in, Mapping):
-            problems.append(f"{at}: must be a map with name, maxParallel, maxTargets and targets")
-            continue
-        if stage_in.get("name") != name:
-            notes.append(
-                Note(NoteKind.DIFFERENCE, f"{at}.name", f"{stage_in.get('name')!r} is {name!r} here (a valid, unique stage name)")
-            )
-        selector = _mapping(_mapping(stage_in.get("targets")).get("clusters")).get("selector")
-        if selector is not None and not isinstance(selector, Mapping):
-            problems.append(f"{at}.targets.clusters.selector: must be a label selector")
-            continue
-        stage: dict[str, Any] = {"name": name, "targets": {"clusters": {"selector": dict(selector or {})}}}
-        targets, parallel = stage_in.get("maxTargets"), stage_in.get("maxParallel")
-        for key, value in (("maxTargets", targets), ("maxParallel", parallel)):
-            if value is not None and not _positive_int(value):
-                problems.append(f"{at}.{key}: {value!r} is not an integer >= 1 (Skyscanner's CRD required one)")
-        if _positive_int(targets):
-            stage["maxTargets"] = targets
-        if _positive_int(parallel):
-            if _positive_int(targets) and parallel > targets:
-                notes.append(
-                    Note(
-                        NoteKind.DIFFERENCE,
-                        f"{at}.maxParallel",
-                        f"{parallel} is above maxTargets {targets}: {targets} here (Skyscanner synced at most "
-                        "maxTargets anyway)",
-                    )
-                )
-                parallel = targets
-            stage["maxParallel"] = parallel
-        stages.append(stage)
+        stage = _skyscanner_stage(f"spec.stages[{index}]", stage_in, name, problems, notes)
+        if stage is not None:
+            stages.append(stage)
     if problems:
         raise ConversionError(source, problems)
     last = stages[-1]
@@ -685,7 +710,9 @@ def convert_documents(
             result.skipped.append(f"document {number} ({_describe(document)}): not named {name!r}")
             continue
         try:
-            result.conversions.append(convert(document, namespace=namespace, fallback_namespace=fallback_namespace))
+            result.conversions.append(
+                convert(document, namespace=namespace, fallback_namespace=fallback_namespace)
+            )
         except NotConvertible as exc:
             result.skipped.append(f"document {number} ({exc.source}): {exc.reason}")
         except ConversionError as exc:

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from collections.abc import Sequence
+from typing import Any
 
 import click
 import yaml
@@ -107,8 +109,10 @@ def convert(
             f"{len(errors)} object(s) could not be converted; nothing was printed (fix the fields above)"
         )
     if not conversions:
-        wanted = "ApplicationSet with a RollingSync strategy" if source is Source.APPLICATION_SET else (
-            "Skyscanner ProgressiveSync (argoproj.skyscanner.net/v1alpha1)"
+        wanted = (
+            "ApplicationSet with a RollingSync strategy"
+            if source is Source.APPLICATION_SET
+            else ("Skyscanner ProgressiveSync (argoproj.skyscanner.net/v1alpha1)")
         )
         which = f" named {name!r}" if name else ""
         raise click.ClickException(f"{_shown(given)}: no {wanted}{which} to convert")
@@ -121,7 +125,11 @@ def _items(documents: Sequence[object]) -> list[object]:
     """The documents, a `kind: List`'s items in its place (as `kubectl get -o yaml` writes several)."""
     out: list[object] = []
     for document in documents:
-        if isinstance(document, dict) and document.get("kind") == "List" and isinstance(document.get("items"), list):
+        if (
+            isinstance(document, dict)
+            and document.get("kind") == "List"
+            and isinstance(document.get("items"), list)
+        ):
             out.extend(document["items"])
         else:
             out.append(document)
@@ -141,14 +149,35 @@ def _report(conversion: Conversion) -> None:
         f"({count} stage{'s' if count != 1 else ''})",
         err=True,
     )
-    if conversion.changes:
-        click.echo("  to change:", err=True)
-        for note in conversion.changes:
-            click.echo(f"  - {note}", err=True)
-    if conversion.differences:
-        click.echo("  not the same as before:", err=True)
-        for note in conversion.differences:
-            click.echo(f"  - {note}", err=True)
+    for title, notes in (
+        ("to change:", conversion.changes),
+        ("not the same as before:", conversion.differences),
+    ):
+        if notes:
+            click.echo(f"  {title}", err=True)
+        for note in notes:
+            click.echo(
+                textwrap.fill(str(note), width=100, initial_indent="  - ", subsequent_indent="    "), err=True
+            )
+
+
+class _Dumper(yaml.SafeDumper):
+    """YAML as a person writes a ProgressiveSync: a selector requirement and a list of values on one
+    line (`- {key: env, operator: In, values: [dev]}`), the rest in block style."""
+
+
+def _represent_list(dumper: yaml.SafeDumper, data: list[Any]) -> yaml.Node:
+    flow = bool(data) and all(isinstance(item, str | int | float | bool) for item in data)
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
+
+
+def _represent_dict(dumper: yaml.SafeDumper, data: dict[str, Any]) -> yaml.Node:
+    flow = set(data) == {"key", "operator", "values"} or set(data) == {"key", "operator"}
+    return dumper.represent_mapping("tag:yaml.org,2002:map", data.items(), flow_style=flow)
+
+
+_Dumper.add_representer(list, _represent_list)
+_Dumper.add_representer(dict, _represent_dict)
 
 
 def _render(manifests: Sequence[dict[str, object]], output: str) -> str:
@@ -160,4 +189,4 @@ def _render(manifests: Sequence[dict[str, object]], output: str) -> str:
             else {"apiVersion": "v1", "kind": "List", "items": list(manifests)}
         )
         return json.dumps(data, indent=2) + "\n"
-    return yaml.safe_dump_all(manifests, sort_keys=False, default_flow_style=False)
+    return yaml.dump_all(manifests, Dumper=_Dumper, sort_keys=False, default_flow_style=False)
