@@ -50,8 +50,9 @@ SKYSCANNER_API_VERSION = "argoproj.skyscanner.net/v1alpha1"
 ROLLING_SYNC_OPERATORS = ("In", "NotIn")
 # What Argo CD's ApplicationSet controller takes when maxUpdate is unset: every Application at once.
 ALL_AT_ONCE = "100%"
-# Metadata a converted object keeps from its source: the rest is the API server's or the old controller's.
-_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+# Annotations a converted Skyscanner object does not keep: kubectl's and Argo CD's records of the old
+# object (an ApplicationSet's labels and annotations are its own, so none is kept from it).
+_NOT_KEPT = ("kubectl.kubernetes.io/last-applied-configuration", "argocd.argoproj.io/tracking-id")
 
 
 class Source(StrEnum):
@@ -142,10 +143,16 @@ def _describe(document: Mapping[str, Any]) -> str:
 
 
 def _metadata(
-    document: Mapping[str, Any], *, namespace: str | None, fallback_namespace: str, problems: list[str]
+    document: Mapping[str, Any],
+    *,
+    namespace: str | None,
+    fallback_namespace: str,
+    problems: list[str],
+    keep_labels: bool = False,
 ) -> tuple[dict[str, Any], str | None]:
-    """The ProgressiveSync's metadata (the source's name, labels and annotations; the namespace
-    `namespace`, else the source's, else `fallback_namespace`) and the source's own namespace."""
+    """The ProgressiveSync's metadata (the source's name, and with `keep_labels` its labels and
+    annotations; the namespace `namespace`, else the source's, else `fallback_namespace`) and the
+    source's own namespace."""
     source = _mapping(document.get("metadata"))
     name = source.get("name")
     if not isinstance(name, str) or not name:
@@ -158,10 +165,12 @@ def _metadata(
         else None
     )
     metadata: dict[str, Any] = {"name": name, "namespace": namespace or own or fallback_namespace}
+    if not keep_labels:
+        return metadata, own
     labels = source.get("labels")
     if isinstance(labels, Mapping) and labels:
         metadata["labels"] = dict(labels)
-    annotations = {k: v for k, v in _mapping(source.get("annotations")).items() if k != _LAST_APPLIED}
+    annotations = {k: v for k, v in _mapping(source.get("annotations")).items() if k not in _NOT_KEPT}
     if annotations:
         metadata["annotations"] = annotations
     return metadata, own
@@ -381,15 +390,15 @@ def from_application_set(
 
 
 def _automated(spec: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The template's `syncPolicy.automated` when it turns automated sync on, else {}."""
-    automated = _mapping(
-        _mapping(_mapping(_mapping(spec.get("template")).get("spec")).get("syncPolicy")).get("automated")
-    )
-    if "automated" in _mapping(_mapping(_mapping(spec.get("template")).get("spec")).get("syncPolicy")):
-        if automated.get("enabled") is False:
-            return {}
-        return automated or {"enabled": True}
-    return {}
+    """The template's `syncPolicy.automated` when it turns automated sync on, else {} (absent, or
+    Argo CD 3.x's `enabled: false`)."""
+    sync_policy = _mapping(_mapping(_mapping(spec.get("template")).get("spec")).get("syncPolicy"))
+    if "automated" not in sync_policy:
+        return {}
+    automated = _mapping(sync_policy.get("automated"))
+    if automated.get("enabled") is False:
+        return {}
+    return automated or {"enabled": True}
 
 
 def _step_notes(
@@ -476,7 +485,7 @@ def _application_set_notes(
                 f"{'this label' if len(used) == 1 else 'these labels'}",
             )
         )
-    patched = "spec.templatePatch" in spec or "templatePatch" in spec
+    patched = "templatePatch" in spec
     for key in used:
         if key in set_by_templates:
             continue
@@ -623,7 +632,11 @@ def from_skyscanner(
         )
     spec = _mapping(document.get("spec"))
     metadata, _own = _metadata(
-        document, namespace=namespace, fallback_namespace=fallback_namespace, problems=problems
+        document,
+        namespace=namespace,
+        fallback_namespace=fallback_namespace,
+        problems=problems,
+        keep_labels=True,
     )
     app_set = _mapping(spec.get("appSetRef")).get("name")
     if not isinstance(app_set, str) or not app_set:
@@ -704,7 +717,9 @@ def convert_documents(
             result.skipped.append(f"document {number}: not an object")
             continue
         if not _is_source(document, source):
-            result.skipped.append(f"document {number} ({_describe(document)}): not {wanted}")
+            other = next((s for s in Source if s is not source and _is_source(document, s)), None)
+            hint = f" (convert it with --from-{other.value})" if other is not None else ""
+            result.skipped.append(f"document {number} ({_describe(document)}): not {wanted}{hint}")
             continue
         if name is not None and _mapping(document.get("metadata")).get("name") != name:
             result.skipped.append(f"document {number} ({_describe(document)}): not named {name!r}")

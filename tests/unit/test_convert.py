@@ -593,3 +593,28 @@ def test_a_file_converts_each_application_set_and_says_what_it_skipped() -> None
 def test_a_file_collects_every_error() -> None:
     result = convert_documents([app_set([]), app_set([step(ENV_DEV)])], Source.APPLICATION_SET)
     assert len(result.errors) == 1 and len(result.conversions) == 1
+
+
+def test_metadata_kept_from_skyscanner_but_not_from_an_application_set() -> None:
+    marks = {
+        "labels": {"team": "shop"},
+        "annotations": {
+            "note": "kept",
+            "argocd.argoproj.io/tracking-id": "root:argoproj.io/ApplicationSet:argocd/web",
+            "kubectl.kubernetes.io/last-applied-configuration": "{}",
+        },
+    }
+    document = app_set([step(ENV_DEV)])
+    document["metadata"].update(copy.deepcopy(marks))
+    assert from_application_set(document).manifest["metadata"] == {"name": "web", "namespace": "argocd"}
+    old = skyscanner([EMEA])
+    old["metadata"].update(copy.deepcopy(marks))
+    metadata = from_skyscanner(old).manifest["metadata"]
+    assert metadata["labels"] == {"team": "shop"} and metadata["annotations"] == {"note": "kept"}
+
+
+def test_a_label_nothing_sets_may_come_from_a_template_patch() -> None:
+    document = app_set([step(("team", "In", ["a"]))], labels={"env": "x"})
+    document["spec"]["templatePatch"] = "metadata: {labels: {team: a}}"
+    notes = notes_of(document)
+    assert "unless spec.templatePatch sets it" in notes["spec.strategy.rollingSync.steps[0]"]

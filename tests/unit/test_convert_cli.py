@@ -205,6 +205,10 @@ def test_skyscanner() -> None:
     assert "spec.stages[0].maxTargets" in result.stderr
     ours = run("convert", "--from-skyscanner", CONVERTED)
     assert ours.exit_code == 1 and "no Skyscanner ProgressiveSync" in ours.stderr
+    swapped = run("convert", "--from-applicationset", "-", stdin=yaml.safe_dump(document))
+    assert swapped.exit_code == 1 and "(convert it with --from-skyscanner)" in swapped.stderr
+    application_set_given = run("convert", "--from-skyscanner", SOURCE)
+    assert "(convert it with --from-applicationset)" in application_set_given.stderr
 
 
 def test_the_migration_guide_shows_the_commands_real_output() -> None:
