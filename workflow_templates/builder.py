@@ -9,6 +9,8 @@ C has a manual gate:
 
     rollout (DAG)                       entry; one task per stage, each depending on the one before
     ├── A  -> stage-A (DAG)             output `targets`: B's, from record-and-select
+    │   ├── wait-for-dependencies       only with spec.dependsOn, in the stage that waits (the first
+    │   │                               unless beforeStage says): steps/depends.py
     │   ├── select                      writes the output parameter `targets` (JSON list)
     │   ├── clusters -> fanout-A (DAG)  parallelism = A's resolved maxParallel; continueOn failed
     │   │   └── cluster                 withParam over the targets: one pod per cluster (sync, wait)
@@ -141,6 +143,7 @@ if TYPE_CHECKING:
 NODES_PER_CLUSTER = 2  # retry + pod
 NODES_PER_STAGE = 7  # stage DAG + select (retry + pod) + fan-out DAG + task group + record (retry + pod)
 NODES_PER_SELECT = 2  # retry + pod: not there in a stage the one before selects (record-and-select)
+NODES_PER_WAIT = 2  # retry + pod: wait-for-dependencies, in a stage that waits (spec.dependsOn)
 TARGETS_INPUT = "targets"
 NODES_FIXED = 3  # root DAG + exit handler (retry + pod)
 
@@ -222,6 +225,7 @@ def estimate_nodes(ps: ProgressiveSync, contract: RolloutContract) -> int:
         total += 1 if stage.approval is ApprovalMode.MANUAL else 0
         total += 1 if stage.bake_seconds and sized.targets else 0
         total += _analysis_nodes(sized)
+        total += NODES_PER_WAIT if contract.dependencies_before(stage.name) else 0
     return total
 
 
@@ -259,7 +263,15 @@ def active_deadline_seconds(
         if stage.approval is ApprovalMode.MANUAL:
             total += approval_window(sized, settings)
         total += _analysis_seconds(sized, step, settings.approval_window_seconds)
+        total += _dependency_seconds(contract, stage.name, step)
     return math.ceil(total * settings.deadline_factor)
+
+
+def _dependency_seconds(contract: RolloutContract, stage: str, step: int) -> int:
+    """What a stage that waits for other ProgressiveSyncs adds to the budget: a step and the longest
+    of its dependencies' timeoutSeconds (they are waited for at once); nothing for the others."""
+    timeouts = [dependency.timeout_seconds for dependency in contract.dependencies_before(stage)]
+    return step + max(timeouts) if timeouts else 0
 
 
 def approval_window(sized: StageContract, settings: WorkflowSettings) -> int:
@@ -444,13 +456,16 @@ def _batch_fanout_template(task_name: str, batches: int) -> Template:
 def opens_itself(stages: list[Stage], contract: RolloutContract, index: int) -> bool:
     """Does stage `index` run its own `select`? The first stage (of each group, with spec.groupBy), a
     stage behind an approval gate (selection happens once a person approved it, after seeing the
-    stage before recorded) and a stage after a bake do; any other stage is selected by the step
-    that closes the one before it (`record-and-select`, steps/hand_over.py): one step pod fewer per
-    stage boundary."""
+    stage before recorded) and a stage after a bake do, and so does a stage that waits for other
+    ProgressiveSyncs (spec.dependsOn: it selects once they passed); any other stage is selected by
+    the step that closes the one before it (`record-and-select`, steps/hand_over.py): one step pod
+    fewer per stage boundary."""
     if index == 0 or stages[index].approval is ApprovalMode.MANUAL:
         return True
     if split_stage_name(stages[index].name)[0] != split_stage_name(stages[index - 1].name)[0]:
         return True  # the first stage of a group (spec.groupBy): the group's own first select
+    if contract.dependencies_before(stages[index].name):
+        return True
     before = stages[index - 1]
     return bool(before.bake_seconds and contract.stages[index - 1].targets)
 
@@ -463,18 +478,36 @@ def _stage_template(
     opens: bool = True,
     next_stage: str | None = None,
     next_batches: int = 0,
+    waits: bool = False,
 ) -> Template:
     """One stage's DAG. `opens`: it selects its own clusters (else they come in as the input
     `targets`, or from the status for a stage in batches); `next_stage`: its closing step selects
-    that stage too, and the DAG's output `targets` carries them (unless that stage runs in batches)."""
+    that stage too, and the DAG's output `targets` carries them (unless that stage runs in batches);
+    `waits`: it first waits for other ProgressiveSyncs (`wait-for-dependencies`, spec.dependsOn)."""
     batches = size.batches
     stage_ref = "{{inputs.parameters." + pieces.STAGE_INPUT + "}}"
     stage_arg = Arguments(parameters=[_parameter(pieces.STAGE_INPUT, stage_ref)])
     tasks: list[DAGTask] = []
     previous: list[str] = []
     inputs = [ModelParameter(name=pieces.STAGE_INPUT)]
+    if waits:
+        tasks.append(
+            DAGTask(
+                name=names.WAIT_FOR_DEPENDENCIES_TASK,
+                template=names.WAIT_FOR_DEPENDENCIES_TEMPLATE,
+                arguments=stage_arg,
+            )
+        )
+        previous = [names.WAIT_FOR_DEPENDENCIES_TASK]
     if stage.approval is ApprovalMode.MANUAL:
-        tasks.append(DAGTask(name=names.APPROVE_TASK, template=names.APPROVAL_TEMPLATE, arguments=stage_arg))
+        tasks.append(
+            DAGTask(
+                name=names.APPROVE_TASK,
+                template=names.APPROVAL_TEMPLATE,
+                arguments=stage_arg,
+                dependencies=previous or None,
+            )
+        )
         previous = [names.APPROVE_TASK]
     if opens:
         tasks.append(
@@ -695,6 +728,9 @@ def _describe(ps: ProgressiveSync, release: Release, contract: RolloutContract) 
     described = f"{stages}. Revision {release.display}, rollout {release.rollout_id}."
     if contract.rollback is not None:
         described += f" Rollback on {', '.join(contract.rollback.on)} ({contract.rollback.scope})."
+    for dependency in contract.depends_on or ():
+        passes = f"passes {dependency.stage}" if dependency.stage else "succeeds"
+        described += f" {dependency.before_stage} waits until {dependency.name} {passes}."
     return described
 
 
@@ -778,6 +814,7 @@ def build_workflow_of_contract(
                 opens=opens[index],
                 next_stage=stages[index + 1].name if hands_over else None,
                 next_batches=batch_counts[index + 1] if hands_over else 0,
+                waits=bool(contract.dependencies_before(stage.name)),
             )
         )
         if batches:
@@ -793,6 +830,8 @@ def build_workflow_of_contract(
     templates += [pieces.bake_template(seconds) for seconds in bake_seconds]
     if any(size.analysis is not None for size in sized):
         templates += pieces.analysis_templates(settings)
+    if contract.depends_on:
+        templates += pieces.dependency_templates(settings)
     if contract.rollback is not None:
         templates += rollback.exit_templates(stages, task_names, contract)
         templates += pieces.rollback_templates(settings, stages=len(stages))

@@ -41,6 +41,9 @@ RECORD_TEMPLATE = "record"
 RECORD_AND_SELECT_TEMPLATE = "record-and-select"
 RECORD_AND_SELECT_FOR_BATCHES_TEMPLATE = "record-and-select-for-batches"
 FINALIZE_TEMPLATE = "finalize"
+# The wait of a stage for other ProgressiveSyncs (spec.dependsOn, steps/depends.py): its first task,
+# only in a stage that waits; the template is inlined only into a Workflow that has one.
+WAIT_FOR_DEPENDENCIES_TEMPLATE = "wait-for-dependencies"
 # The rollback branch (only with the contract's `rollback`): the exit handler is the DAG `exit`
 # (rollback-plan, one fan-out per stage in reverse order, finalize); `rollback-plan` decides, one
 # `rollback` pod restores one cluster; a stage's fan-out template is named as its task in `exit`.
@@ -60,6 +63,7 @@ BAKE_TEMPLATE_PREFIX = "bake-"
 
 # Task names inside a stage DAG and inside the per-cluster DAG.
 APPROVE_TASK = "approve"
+WAIT_FOR_DEPENDENCIES_TASK = "wait-for-dependencies"
 SELECT_TASK = "select"
 CLUSTERS_TASK = "clusters"
 BAKE_TASK = "bake"

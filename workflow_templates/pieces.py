@@ -294,6 +294,20 @@ def batch_templates(settings: WorkflowSettings) -> list[Templatable]:
     return [select_for_batches_template(settings), batch]
 
 
+def dependency_templates(settings: WorkflowSettings) -> list[Templatable]:
+    """What a Workflow with a stage that waits for other ProgressiveSyncs inlines (spec.dependsOn):
+    `wait-for-dependencies` (steps/depends.py). Not in the library WorkflowTemplate: it means
+    something only inside a rollout whose contract has `dependsOn`."""
+    return [
+        _step(
+            names.WAIT_FOR_DEPENDENCIES_TEMPLATE,
+            ["--stage", _input(STAGE_INPUT)],
+            settings,
+            inputs=(STAGE_INPUT,),
+        )
+    ]
+
+
 def analysis_templates(settings: WorkflowSettings) -> list[Templatable]:
     """What a Workflow with an analysis gate inlines besides `reusable_templates`."""
     return [step for step in step_templates(settings) if step.name == names.ANALYZE_TEMPLATE]

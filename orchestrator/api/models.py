@@ -272,8 +272,65 @@ GROUP_BY_WITH_ROLLBACK = (
     "groupBy cannot be used with rollback yet: a rollback undoes a whole rollout, not one group"
     " (remove rollback, or remove groupBy)"
 )
+DEPENDS_ON_WITH_GROUP_BY = (
+    "dependsOn cannot be used with groupBy yet: a dependency waits before one stage, not before each"
+    " group's (remove dependsOn, or remove groupBy)"
+)
 # The group of the clusters without the groupBy label (docs/groups.md): no label value has parentheses.
 NO_GROUP_VALUE = "(none)"
+
+
+# dependsOn (docs/depends-on.md): how many entries, and how long one waits unless it says otherwise.
+MAX_DEPENDENCIES = 16
+DEFAULT_DEPENDENCY_TIMEOUT_SECONDS = 3600
+# The one wording of a dependsOn[].beforeStage that names no stage, offline and on apply.
+UNKNOWN_BEFORE_STAGE = (
+    "beforeStage must name one of this ProgressiveSync's stages"
+    " (use a name from spec.stages, or remove beforeStage to wait before the first stage)"
+)
+
+
+class Dependency(_Model):
+    """Another ProgressiveSync (same namespace) this rollout waits for before a stage (docs/depends-on.md)."""
+
+    name: Annotated[str, Field(min_length=1, max_length=OBJECT_NAME_MAX_LENGTH, pattern=OBJECT_NAME_PATTERN)]
+    """The ProgressiveSync waited for, in this ProgressiveSync's namespace; never this one."""
+    stage: (
+        Annotated[str, Field(min_length=1, max_length=STAGE_NAME_MAX_LENGTH, pattern=STAGE_NAME_PATTERN)]
+        | None
+    ) = None
+    """Its stage that must have Succeeded in its newest rollout; absent: its whole rollout Succeeded."""
+    before_stage: (
+        Annotated[str, Field(min_length=1, max_length=STAGE_NAME_MAX_LENGTH, pattern=STAGE_NAME_PATTERN)]
+        | None
+    ) = None
+    """The stage of this rollout that waits (one of spec.stages); absent: the first, so all of it waits."""
+    timeout_seconds: Annotated[StrictInt, Field(ge=1, le=MAX_DEADLINE_SECONDS)] = (
+        DEFAULT_DEPENDENCY_TIMEOUT_SECONDS
+    )
+    """Seconds the stage waits (from the rollout's start, or the stage before's end) before it fails."""
+
+
+def _dependencies_unique(dependencies: list[Dependency] | None) -> list[Dependency] | None:
+    first_index: dict[str, int] = {}
+    for index, dependency in enumerate(dependencies or []):
+        if dependency.name in first_index:
+            raise ValueError(
+                f"dependsOn[{index}].name {dependency.name!r} is already "
+                f"dependsOn[{first_index[dependency.name]}]"
+                " (list each ProgressiveSync once: the stage it must pass is its entry's `stage`)"
+            )
+        first_index[dependency.name] = index
+    return dependencies
+
+
+DEPENDS_ON_RULE = cel(
+    "!has(self.dependsOn) || self.dependsOn.all(d, !has(d.beforeStage)"
+    " || self.stages.exists(s, s.name == d.beforeStage))",
+    UNKNOWN_BEFORE_STAGE,
+    field_path=".dependsOn",
+    reason="FieldValueInvalid",
+)
 
 
 class ProgressiveSyncSpec(_Model):
@@ -283,6 +340,13 @@ class ProgressiveSyncSpec(_Model):
         json_schema_extra=_validations(
             *ANALYSIS_RULES,
             ROLLBACK_RULE,
+            DEPENDS_ON_RULE,
+            cel(
+                "!has(self.groupBy) || !has(self.dependsOn)",
+                DEPENDS_ON_WITH_GROUP_BY,
+                field_path=".dependsOn",
+                reason="FieldValueForbidden",
+            ),
             cel(
                 "!has(self.maxParallelGroups) || has(self.groupBy)",
                 MAX_PARALLEL_GROUPS_WITHOUT_GROUP_BY,
@@ -337,6 +401,24 @@ class ProgressiveSyncSpec(_Model):
     """Run the stages once per value of this cluster label (e.g. team), each group on its own."""
     max_parallel_groups: Annotated[StrictInt, Field(ge=1)] | None = None
     """With groupBy: how many groups roll out at once (default: all of them)."""
+    depends_on: (
+        Annotated[
+            list[Dependency],
+            Field(
+                min_length=1,
+                max_length=MAX_DEPENDENCIES,
+                json_schema_extra=_validations(
+                    cel(
+                        "self.all(d, self.exists_one(e, e.name == d.name))",
+                        # No reason: the API server prints FieldValueDuplicate without the message.
+                        "dependsOn names must be unique (list each ProgressiveSync once)",
+                    )
+                ),
+            ),
+        ]
+        | None
+    ) = None
+    """Other ProgressiveSyncs whose rollout must pass a stage before a stage of this one starts."""
 
     @field_validator("stages")
     @classmethod
@@ -372,6 +454,30 @@ class ProgressiveSyncSpec(_Model):
         if parallel is not None and "group_by" in info.data and info.data["group_by"] is None:
             raise ValueError(MAX_PARALLEL_GROUPS_WITHOUT_GROUP_BY)
         return parallel
+
+    @field_validator("depends_on")
+    @classmethod
+    def _depends_on_fits(
+        cls, dependencies: list[Dependency] | None, info: ValidationInfo
+    ) -> list[Dependency] | None:
+        _dependencies_unique(dependencies)
+        if dependencies and info.data.get("group_by") is not None:
+            raise ValueError(DEPENDS_ON_WITH_GROUP_BY)
+        stages = info.data.get("stages")
+        if stages is None:  # the stages are invalid; that error is reported on its own
+            return dependencies
+        names = [stage.name for stage in stages]
+        for index, dependency in enumerate(dependencies or []):
+            if dependency.before_stage is not None and dependency.before_stage not in names:
+                raise ValueError(
+                    f"dependsOn[{index}].beforeStage {dependency.before_stage!r}: {UNKNOWN_BEFORE_STAGE}"
+                    f" (stages: {', '.join(names)})"
+                )
+        return dependencies
+
+    def waiting_stage(self, dependency: Dependency) -> str:
+        """The stage of this spec that waits for `dependency`: its beforeStage, else the first."""
+        return dependency.before_stage or self.stages[0].name
 
     @model_validator(mode="after")
     def _analysis_fits_stages(self) -> ProgressiveSyncSpec:

@@ -265,6 +265,16 @@ class Reason(StrEnum):
         "syncs its Applications itself; remove spec.strategy (or set type AllAtOnce) to roll it out "
         "with this ProgressiveSync",
     )
+    DEPENDENCY_CYCLE = (
+        "DependencyCycle",
+        Section.VALID,
+        "Valid=False",
+        "spec.dependsOn of this ProgressiveSync and of those it names make a cycle (one depending on "
+        "itself included): every rollout in it would wait for itself until its timeout.",
+        "Remove the entry of spec.dependsOn that closes the cycle, in one of the ProgressiveSyncs the "
+        "message names (docs/depends-on.md).",
+        "spec.dependsOn makes a cycle: {cycle} (each would wait for itself); remove one of these entries",
+    )
     SYNC_OPTION_NOT_ALLOWED = (
         "SyncOptionNotAllowed",
         Section.VALID,

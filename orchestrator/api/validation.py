@@ -25,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from orchestrator.api import models
+from orchestrator.api.depends import describe_dependency
 from orchestrator.api.rollback import describe_rollback, rollback_deadline_seconds
 from orchestrator.core import yamlio
 
@@ -91,9 +92,11 @@ def validate_object(obj: Any) -> list[FieldError]:
 
 
 def describe_spec(spec: models.ProgressiveSyncSpec) -> tuple[str, ...]:
-    """Notes for people about a valid spec: one line for its rollback (none without one)."""
+    """Notes for people about a valid spec: one line per dependency (spec.dependsOn), one line for
+    its rollback (none without either)."""
+    notes = tuple(describe_dependency(d, spec.waiting_stage(d)) for d in spec.depends_on or [])
     if spec.rollback is None:
-        return ()
+        return notes
     written = spec.rollback.max_parallel
     parallel = (
         f"{written} of a stage's clusters at a time"
@@ -101,9 +104,24 @@ def describe_spec(spec: models.ProgressiveSyncSpec) -> tuple[str, ...]:
         else "each stage's maxParallel at a time"
     )
     return (
+        *notes,
         describe_rollback(spec.rollback, parallel)
         + f"; each cluster within {rollback_deadline_seconds(spec)}s",
     )
+
+
+def dependency_errors(ps: models.ProgressiveSync) -> list[FieldError]:
+    """A ProgressiveSync that depends on itself (the CRD cannot see the object's name from the spec;
+    on a cluster the watcher reports it as a cycle, reason DependencyCycle)."""
+    return [
+        FieldError(
+            f"spec.dependsOn[{index}].name",
+            f"{dependency.name!r} is this ProgressiveSync: it would wait for itself",
+            "name another ProgressiveSync, or remove this entry",
+        )
+        for index, dependency in enumerate(ps.spec.depends_on or [])
+        if dependency.name == ps.metadata.name
+    ]
 
 
 def format_path(loc: Sequence[int | str]) -> str:
@@ -338,7 +356,7 @@ def _validate_document(
         yield DocumentResult(position, description, Verdict.INVALID, errors)
         return
     ps = models.ProgressiveSync.model_validate(document)
-    refused = tuple(check(ps)) if check is not None else ()
+    refused = tuple(dependency_errors(ps)) + (tuple(check(ps)) if check is not None else ())
     if refused:
         yield DocumentResult(position, description, Verdict.INVALID, refused)
         return

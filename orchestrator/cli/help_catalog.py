@@ -74,6 +74,15 @@ EXIT_CODES: Mapping[str, tuple[tuple[int, str], ...]] = MappingProxyType(
             (1, "one is invalid, or no ProgressiveSync was found"),
             USAGE,
         ),
+        "convert": (
+            (0, "converted: the ProgressiveSyncs on stdout, what to change and what differs on stderr"),
+            (
+                1,
+                "a source cannot be converted (the field and the fix are said; nothing is printed), or "
+                "the input holds nothing to convert",
+            ),
+            USAGE,
+        ),
         "watch": (
             (0, "stopped cleanly (SIGTERM or Ctrl-C)"),
             (1, "a watch loop gave up: the API server stayed unreachable past every backoff"),
@@ -132,6 +141,10 @@ ENVIRONMENT: Mapping[str, tuple[tuple[str, str], ...]] = MappingProxyType(
             ("PROGRESSIVE_SYNC_WORKFLOW_<FIELD>", "every other field of the Workflow settings"),
         ),
         "validate": (),
+        "convert": (
+            *_NAMESPACE,
+            ("KUBECONFIG", "read for its context's namespace only (convert never calls the API server)"),
+        ),
         "watch": (
             ("PROGRESSIVE_SYNC_<FLAG>", "every flag (--resync-period is PROGRESSIVE_SYNC_RESYNC_PERIOD)"),
             ("PROGRESSIVE_SYNC_KUBECONFIG", "--kubeconfig"),

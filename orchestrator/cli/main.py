@@ -37,6 +37,11 @@ COMMANDS: Mapping[str, tuple[str, str, str]] = MappingProxyType(
             "validate",
             "Validate ProgressiveSync manifests offline, the way the API server will.",
         ),
+        "convert": (
+            "convert_cmd",
+            "convert",
+            "Convert an Argo CD RollingSync (or a Skyscanner ProgressiveSync) into a ProgressiveSync.",
+        ),
         "status": (
             "ops_cmd",
             "status",
@@ -129,6 +134,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "plan",
             "render",
             "validate",
+            "convert",
         ),
     ),
     ("Dev and infrastructure commands", ("watch", "executor", "simulate", "demo", "dev-cluster")),

@@ -34,6 +34,7 @@ import click
 import yaml
 
 from orchestrator.api.analysis import describe_analysis, resolve_analysis
+from orchestrator.api.depends import describe_dependency
 from orchestrator.api.models import ProgressiveSync, ProgressiveSyncSpec
 from orchestrator.api.release import revision_key
 from orchestrator.api.rollback import describe_rollback, rollback_deadline_seconds
@@ -174,7 +175,10 @@ def plan(
         shown = render(result, settings.output, generation=generation, spec=ps.spec)
     if settings.output is OutputFormat.TABLE:
         shown += (
-            application_selectors_section(ps.spec) + analysis_section(ps) + rollback_section(ps.spec, result)
+            application_selectors_section(ps.spec)
+            + analysis_section(ps)
+            + rollback_section(ps.spec, result)
+            + dependencies_section(ps.spec)
         )
     click.echo(shown, nl=False)
     if result.has_errors:
@@ -297,6 +301,28 @@ def analysis_section(ps: ProgressiveSync) -> str:
     return "\nanalysis:\n" + "\n".join(lines) + "\n" if lines else ""
 
 
+def dependencies_section(spec: ProgressiveSyncSpec) -> str:
+    """Which stage waits for which other ProgressiveSync, one line each ("" without spec.dependsOn)."""
+    lines = [f"  {describe_dependency(d, spec.waiting_stage(d))}" for d in spec.depends_on or []]
+    return "\ndependsOn:\n" + "\n".join(lines) + "\n" if lines else ""
+
+
+def dependencies_json(spec: ProgressiveSyncSpec, plan: dict[str, Any]) -> None:
+    """Add `dependsOn` to the `-o json` plan (only with spec.dependsOn): each entry with the stage of
+    this rollout that waits for it (`beforeStage`, resolved) and its timeoutSeconds."""
+    if not spec.depends_on:
+        return
+    plan["dependsOn"] = [
+        {
+            "name": d.name,
+            **({"stage": d.stage} if d.stage else {}),
+            "beforeStage": spec.waiting_stage(d),
+            "timeoutSeconds": d.timeout_seconds,
+        }
+        for d in spec.depends_on
+    ]
+
+
 def rollback_parallels(spec: ProgressiveSyncSpec, result: RolloutPlan) -> dict[str, int]:
     """Each stage's rollbackParallel as the rollout contract would resolve it from this plan; 0 for
     a stage with nothing to size (like its maxParallel). {} without spec.rollback."""
@@ -354,6 +380,7 @@ def render(
             if spec is not None:
                 application_selectors_json(spec, data)
                 rollback_json(spec, data, result)
+                dependencies_json(spec, data)
             if output is OutputFormat.YAML:
                 return yaml.safe_dump(data, sort_keys=False)
             return json.dumps(data, indent=2) + "\n"

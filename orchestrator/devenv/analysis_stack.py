@@ -54,6 +54,7 @@ class AnalysisStack:
         instance_id: str | None = None,
         apply_crds: bool = True,
         ready_timeout: float = 60.0,
+        controller_identity: Path | None = None,
     ) -> AnalysisStack:
         """Start all three (see the module doc); on any failure stop what started and re-raise."""
         started = time.monotonic()
@@ -71,6 +72,7 @@ class AnalysisStack:
                 prometheus_url=stack.prometheus.url,
                 apply_crds=apply_crds,
                 ready_timeout=ready_timeout,
+                identity=controller_identity,
             )
             # Waited for last: the controller started meanwhile.
             stack.prometheus.wait_for_value(f'up{{job="{JOB}"}} == 1', timeout=ready_timeout)

@@ -77,6 +77,12 @@ def install_crds(kube: Kube, rollouts_tools: RolloutsTools, *, timeout: float = 
     apply_crds(kube, rollouts_tools.crd_documents(), timeout=timeout)
 
 
+def mint_identity(cluster: DevCluster, *, filename: str = f"{USER}.kubeconfig") -> Path:
+    """A kubeconfig for the analysis controller's user (`USER`, in system:masters) on `cluster`,
+    written as `filename` in its folder."""
+    return cluster.mint_user(USER, ["system:masters"], filename=filename)
+
+
 @dataclass
 class ArgoRollouts:
     """A running analysis controller; create with `start`, always `stop()`."""
@@ -101,8 +107,13 @@ class ArgoRollouts:
         prometheus_url: str | None = None,
         apply_crds: bool = True,
         ready_timeout: float = 60.0,
+        identity: Path | None = None,
     ) -> ArgoRollouts:
-        """Apply the CRDs (unless told they are there), start the controller, wait until it works."""
+        """Apply the CRDs (unless told they are there), start the controller, wait until it works.
+
+        The controller signs in as its own user (`USER`, in system:masters), minted by the cluster's
+        CA; `identity` is such a kubeconfig minted beforehand, for a process that attached to a
+        cluster another process started (it holds no CA: tests/support/realstack.py's guest)."""
         started = time.monotonic()
         folder.mkdir(parents=True, exist_ok=True)
         crds_applied = 0.0
@@ -114,9 +125,7 @@ class ArgoRollouts:
                 kube.close()
             crds_applied = time.monotonic() - started
         kubeconfig = folder / "controller.kubeconfig"
-        kubeconfig.write_bytes(
-            cluster.mint_user(USER, ["system:masters"], filename=f"{USER}.kubeconfig").read_bytes()
-        )
+        kubeconfig.write_bytes((identity or mint_identity(cluster)).read_bytes())
         controller = cls(
             folder=folder,
             supervisor=Supervisor(folder),

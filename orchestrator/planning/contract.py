@@ -25,6 +25,12 @@ and, only when the spec has `rollback`, the rollout's `rollback`: the outcomes t
 (`progressDeadlineSeconds`: the rollback's own, else the spec's). Without `rollback` in the spec
 neither appears and the contract reads exactly as before.
 
+Only when the spec has `dependsOn` (docs/depends-on.md), the rollout's `dependsOn`: each other
+ProgressiveSync waited for (`name`), the stage of it that must pass (`stage`, absent: its whole
+rollout), the stage of this rollout that waits (`beforeStage`, resolved: the spec's, else the
+first) and `timeoutSeconds`. The `wait-for-dependencies` step reads it (steps/depends.py); the
+Workflow builder puts that step before each stage that waits and budgets the timeout.
+
 The Workflow builder makes it once from the plan (`make_contract`, with the sizing rules of
 `orchestrator.planning.sizing`), takes every number of the Workflow from it (the fan-out
 `parallelism`, the batch loop, the deadline, the description) and passes it into the Workflow as
@@ -118,6 +124,16 @@ class RollbackContract(_Model):
         return trigger in self.on
 
 
+class DependencyContract(_Model):
+    """One dependency of the rollout (see the module docstring): who, which stage of it, which stage
+    of this rollout waits, how long."""
+
+    name: str = Field(min_length=1)
+    stage: str | None = None
+    before_stage: str = Field(min_length=1)
+    timeout_seconds: int = Field(ge=1)
+
+
 class RolloutContract(_Model):
     """What one rollout runs: its id, its release and its stages' sizing (see the module docstring)."""
 
@@ -126,6 +142,7 @@ class RolloutContract(_Model):
     release: tuple[Revisions, ...]
     stages: tuple[StageContract, ...] = Field(min_length=1)
     rollback: RollbackContract | None = None
+    depends_on: tuple[DependencyContract, ...] | None = None
 
     @field_validator("release", mode="before")
     @classmethod
@@ -169,6 +186,20 @@ class RolloutContract(_Model):
     def stage(self, name: str) -> StageContract | None:
         """The stage of that name, None when the contract has none."""
         return next((stage for stage in self.stages if stage.name == name), None)
+
+    def dependencies_before(self, stage: str) -> tuple[DependencyContract, ...]:
+        """The dependencies stage `stage` waits for (empty for most stages, and without dependsOn)."""
+        return tuple(dependency for dependency in self.depends_on or () if dependency.before_stage == stage)
+
+    @model_validator(mode="after")
+    def _dependencies_wait_before_a_stage(self) -> RolloutContract:
+        names = {stage.name for stage in self.stages}
+        unknown = sorted({d.before_stage for d in self.depends_on or () if d.before_stage not in names})
+        if unknown:
+            raise ValueError(
+                f"dependsOn waits before stage(s) {', '.join(map(repr, unknown))}, not in stages"
+            )
+        return self
 
     def to_json(self) -> str:
         """The Workflow argument's form: compact JSON, camelCase fields, release as lists."""
@@ -255,6 +286,17 @@ def make_contract(
             release=tuple(release),
             stages=tuple(stages),
             rollback=make_rollback_contract(spec, rollback) if rollback else None,
+            depends_on=tuple(
+                DependencyContract(
+                    name=dependency.name,
+                    stage=dependency.stage,
+                    before_stage=spec.waiting_stage(dependency),
+                    timeout_seconds=dependency.timeout_seconds,
+                )
+                for dependency in spec.depends_on
+            )
+            if spec.depends_on
+            else None,
         )
     except ValidationError as exc:
         raise ContractError(_first_problem(exc)) from exc

@@ -110,6 +110,14 @@ class CachedPS:
         return f"{self.app_set_namespace}/{self.app_set_name}"
 
     @property
+    def depends_on_names(self) -> tuple[str, ...]:
+        """The names `spec.dependsOn` lists, as written (even when the spec is otherwise invalid)."""
+        entries = (self.obj.get("spec") or {}).get("dependsOn") or []
+        if not isinstance(entries, list):
+            return ()
+        return tuple(str(entry["name"]) for entry in entries if isinstance(entry, dict) and entry.get("name"))
+
+    @property
     def deleting(self) -> bool:
         """True once `metadata.deletionTimestamp` is set."""
         return bool((self.obj.get("metadata") or {}).get("deletionTimestamp"))

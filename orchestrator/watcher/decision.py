@@ -124,6 +124,7 @@ class Observed:
     in_flight: tuple[InFlightSync, ...] = ()  # its Applications' operations of a rollout (syncs_in_flight)
     uid: str = ""  # the ProgressiveSync's, for the Workflow's ownerReference
     analysis_blocker: AnalysisBlocker | None = None  # with a release due: a stage's analysis cannot run
+    dependency_cycle: tuple[str, ...] = ()  # spec.dependsOn: a cycle through this one (name, ..., name)
 
 
 # --- outputs ------------------------------------------------------------------------------------

@@ -4,7 +4,8 @@
 parse becomes `spec_error`, a status that does not parse reads as empty), finds the ApplicationSet,
 the Workflows (`Caches.workflows_of` reads the one the status names when the cache lacks it: the only
 request), the operations of its Applications that carry a rollout id and have not ended
-(`syncs_in_flight`), who owns the ApplicationSet when several ProgressiveSyncs name it, and — only
+(`syncs_in_flight`), who owns the ApplicationSet when several ProgressiveSyncs name it, a cycle of
+`spec.dependsOn` through it over the cached ProgressiveSyncs (`dependency_cycle`), and — only
 when no Workflow is live and the object is not being deleted — the rollout plan (`plan_rollout`,
 pure) and the Applications it was made from (whose comparison `decide` may wait for); with a release
 due and analysis in the spec, what would stop a stage's analysis (`analysis_blocker`: its templates
@@ -22,6 +23,7 @@ from datetime import datetime
 import pydantic
 
 from orchestrator.analysis.check import AnalysisBlocker, analysis_blocker, has_analysis
+from orchestrator.api.depends import find_cycle
 from orchestrator.api.metadata import FINALIZER, RETRY_ANNOTATION, rollout_workflow_name
 from orchestrator.api.models import ProgressiveSync, ProgressiveSyncSpec, ProgressiveSyncStatus
 from orchestrator.argocd.fleet import AppSetView, AppView
@@ -104,7 +106,27 @@ def observe(cached: CachedPS, caches: Caches, settings: Settings, now: datetime)
         in_flight=syncs_in_flight(owned),
         uid=str(meta.get("uid") or ""),
         analysis_blocker=blocker,
+        dependency_cycle=dependency_cycle(cached, caches),
     )
+
+
+def dependency_cycle(cached: CachedPS, caches: Caches) -> tuple[str, ...]:
+    """A cycle of `spec.dependsOn` through this ProgressiveSync over the cached ones of its namespace
+    (`orchestrator.api.depends.find_cycle`), or () when there is none. Only those reachable from it
+    are looked at; one being deleted, or not cached, depends on nothing."""
+    if not cached.depends_on_names:
+        return ()
+    namespace, name = cached.key
+    graph: dict[str, tuple[str, ...]] = {}
+    todo = [name]
+    while todo:
+        node = todo.pop()
+        if node in graph:
+            continue
+        other = cached if node == name else caches.progressive_sync((namespace, node))
+        graph[node] = other.depends_on_names if other is not None and not other.deleting else ()
+        todo.extend(graph[node])
+    return find_cycle(graph, name) or ()
 
 
 def _analysis_blocker(spec: ProgressiveSyncSpec, namespace: str, caches: Caches) -> AnalysisBlocker | None:

@@ -1,7 +1,8 @@
 """Rule 8 of the watcher's decision: may this ProgressiveSync start a rollout at all?
 
 `refusal_of(obs, policy)` says why not (a `Refusal`: a reason of the catalog and its message, shown
-as `Valid=False`), in order: sync options the installation does not allow; then who may roll out
+as `Valid=False`), in order: sync options the installation does not allow; a cycle of
+`spec.dependsOn` through it (`Observed.dependency_cycle`, docs/depends-on.md); then who may roll out
 what (the ApplicationSet is looked up where the spec says: `appSetRef.namespace`, else the
 ProgressiveSync's own namespace; it must be in a namespace the watcher reads, exist, admit the
 ProgressiveSync's namespace, not be rolled out by another admitted ProgressiveSync, and not be
@@ -13,6 +14,7 @@ Callers: `orchestrator.watcher.decide` (once per decision, before the rules that
 
 from __future__ import annotations
 
+from orchestrator.api.depends import describe_cycle
 from orchestrator.api.metadata import ALLOWED_NAMESPACES_ANNOTATION
 from orchestrator.api.models import ProgressiveSyncSpec
 from orchestrator.api.reasons import Reason
@@ -29,6 +31,10 @@ def refusal_of(obs: Observed, policy: ReconcilePolicy) -> Refusal | None:
     options = sync_options_refusal(obs.spec, policy)
     if options is not None:
         return options
+    if obs.dependency_cycle:
+        return Refusal(
+            Reason.DEPENDENCY_CYCLE, Reason.DEPENDENCY_CYCLE.say(cycle=describe_cycle(obs.dependency_cycle))
+        )
     name = obs.spec.app_set_ref.name
     appset_namespace = obs.appset_namespace or obs.namespace
     if not obs.appset_watched:

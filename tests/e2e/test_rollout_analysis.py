@@ -73,12 +73,16 @@ GATED_CANARY = {**CANARY, "analysis": analysis()}
 def real_analysis_stack(
     real_stack_session: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[AnalysisStack]:
-    """Prometheus, the metrics endpoint and the analysis controller on the real stack's API server."""
+    """Prometheus, the metrics endpoint and the analysis controller on the real stack's API server,
+    in this worker's process (owner or guest: `realstack_analysis`); on the guest the controller
+    signs in with the identity the owner minted for it."""
     real = real_stack_session.get(argo=True)
+    identity = real.published.analysis_identity if real.published is not None else ""
     stack = AnalysisStack.start(
         real.stack.cluster,
         folder=tmp_path_factory.mktemp("real-analysis"),
         rollouts_tools=RolloutsTools.find(),
+        controller_identity=Path(identity) if identity else None,
     )
     try:
         yield stack
@@ -86,7 +90,7 @@ def real_analysis_stack(
         stack.stop()
 
 
-REAL_ENGINE = pytest.param(ARGO, id=ARGO, marks=[pytest.mark.realstack, pytest.mark.realstack_owner])
+REAL_ENGINE = pytest.param(ARGO, id=ARGO, marks=[pytest.mark.realstack, pytest.mark.realstack_analysis])
 
 
 @pytest.fixture(params=[pytest.param(LOCAL, id=LOCAL), REAL_ENGINE])

@@ -25,15 +25,19 @@ import pytest
 from click.testing import CliRunner, Result
 
 from orchestrator.api.metadata import SKIP_ANNOTATION
-from orchestrator.api.models import RolloutPhase, StagePhase
+from orchestrator.api.models import ProgressiveSync, RolloutPhase, StagePhase
+from orchestrator.api.release import Release, spec_hash
 from orchestrator.cli.main import main
 from orchestrator.core.clock import parse_time
-from orchestrator.kube.client import APPLICATIONS, WORKFLOWS
+from orchestrator.kube.client import APPLICATIONS, PROGRESSIVE_SYNCS, WORKFLOWS
+from orchestrator.simulator.seed import seed_fleet
 from tests.support import workflow_control
 from tests.support.engines import ENGINES, RolloutEngine, rollout_engine
 from tests.support.rollout_rig import REGIONS, REVISION, REVISION_2, RolloutRig, rollout_rig
+from tests.support.steps_harness import make_progressive_sync
 from tests.support.wait import wait_for
 from workflow_templates import pieces
+from workflow_templates.builder import build_workflow, workflow_object
 
 # Real pods take seconds each: a scenario on the real controller may take minutes.
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -763,3 +767,58 @@ def test_each_group_waits_at_its_own_gate_and_approve_opens_one_group(rig: Rollo
     assert [stage["name"] for stage in done["stages"]] == [
         f"{region}/{stage}" for region in sorted(REGIONS) for stage in ("canary", "rest")
     ]
+
+
+# --- 15. ordering between services (docs/depends-on.md) ---------------------------------------------
+
+
+def test_a_rollout_that_depends_on_another_waits_for_its_canary(rig: RolloutRig) -> None:
+    """myservice's spec.dependsOn names payments' canary: its first stage's `wait-for-dependencies`
+    holds it until payments' canary Succeeded. Both roll out the same six clusters, each through its
+    own ApplicationSet; payments' canary cluster takes a few seconds to turn Healthy."""
+    assert rig.fleet is not None
+    payments_fleet = seed_fleet(
+        rig.kube, rig.namespace, clusters=6, regions=REGIONS, revision=REVISION, app_set="payments"
+    )
+    [canary] = rig.planned_targets(TWO_STAGES, str(CANARY["name"]))
+    rig.simulate({canary: {"healthSeconds": 4}})
+    rig.run_engine()
+    dependency = {"name": "payments", "stage": str(CANARY["name"]), "timeoutSeconds": 300}
+    first = rig.start_rollout(TWO_STAGES, dependsOn=[dependency])
+
+    def waiting() -> bool:
+        return any(n.get("phase") == "Running" for n in rig.nodes(first, displayName="wait-for-dependencies"))
+
+    wait_for(waiting, timeout=TIMEOUT, interval=0.5, what="myservice waits for payments")
+    # payments does not exist yet: myservice waits, nothing of it is synced.
+    payments = make_progressive_sync(
+        rig.kube, rig.namespace, name="payments", app_set="payments", stages=TWO_STAGES, deadline_seconds=60
+    )
+    plan = rig.plan(payments)
+    workflow = build_workflow(
+        payments,
+        release=Release.of(generation=1, spec_hash=spec_hash(payments.spec), revisions=plan.revisions),
+        plan=plan,
+        settings=rig.engine.workflow_settings(retry_backoff="1s", retry_backoff_cap="2s"),
+    )
+    second = rig.kube.create(WORKFLOWS, rig.namespace, workflow_object(workflow))["metadata"]["name"]
+
+    done = rig.wait_finished(first, timeout=TIMEOUT)
+    assert done["status"]["phase"] == "Succeeded", done["status"].get("message")
+    theirs = rig.wait_finished(second, timeout=TIMEOUT)
+    assert theirs["status"]["phase"] == "Succeeded", theirs["status"].get("message")
+
+    events = rig.events()
+    ours = [e["time"] for e in events if e["event"] == "sync-start" and e["app"] in rig.fleet.applications]
+    canary_app = next(a for a in payments_fleet.applications if a.endswith(f"-{canary}"))
+    their_canary = [e["time"] for e in events if e["app"] == canary_app]
+    assert len(ours) == 6 and their_canary, events
+    # Every sync of myservice starts after payments' canary settled, and after its stage was recorded.
+    assert min(ours) > max(their_canary)
+    payments_status = ProgressiveSync.model_validate(
+        rig.kube.get(PROGRESSIVE_SYNCS, rig.namespace, "payments")
+    ).status
+    assert payments_status is not None and payments_status.stages is not None
+    canary_done = payments_status.stages[0].finished_at
+    assert canary_done is not None and min(ours) >= canary_done.timestamp()
+    assert rig.stage_phases() == {str(CANARY["name"]): SUCCEEDED, "everything else": SUCCEEDED}

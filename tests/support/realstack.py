@@ -41,6 +41,7 @@ from typing import Any
 import pytest
 
 from orchestrator.devenv import machine, tools
+from orchestrator.devenv.argorollouts import mint_identity
 from orchestrator.devenv.controlplane import ControlPlaneError
 from orchestrator.devenv.stack import DevStack, StackOptions
 from orchestrator.kube.client import Kube
@@ -155,6 +156,8 @@ class RealStack:
 
 OWNER_GROUP = "realstack"
 GUEST_GROUP = "realstack-2"
+# Where the owner writes the analysis controller's kubeconfig for the guest (`Published`).
+GUEST_ANALYSIS_IDENTITY = "argo-rollouts-guest.kubeconfig"
 # How many workers share the stack in `make test` (1: the owner alone, as before).
 SHARING_WORKERS = int(os.environ.get("PROGRESSIVE_SYNC_REALSTACK_WORKERS", "2"))
 # The owner may wait for the machine's node queue (other runs) before it can publish.
@@ -174,6 +177,9 @@ class Published:
     argo_server_url: str
     argo_environment: tuple[tuple[str, str], ...]
     exports: tuple[tuple[str, str], ...]
+    # The analysis controller's kubeconfig, minted by the owner (the guest holds no CA): the guest
+    # runs the analysis tests when the split gives them to it (`assign_groups`).
+    analysis_identity: str = ""
 
     @classmethod
     def of(cls, stack: DevStack) -> Published:
@@ -189,6 +195,7 @@ class Published:
             argo_server_url=stack.argo.server_url,
             argo_environment=tuple(sorted(stack.argo.argo_environment().items())),
             exports=tuple(stack.exports()),
+            analysis_identity=str(mint_identity(stack.cluster, filename=GUEST_ANALYSIS_IDENTITY)),
         )
 
     def to_json(self) -> str:
@@ -304,25 +311,53 @@ def share_for(config: pytest.Config, items: Sequence[pytest.Item]) -> Share | No
     return Share(folder)
 
 
-# Seconds the longer realstack tests took in a timeline of `make test` (tests/support/timeline.py; the
-# 06:38 run of 2026-12-01 at f66ee47's parent, both CPUs busy throughout: about 1.3 times the 5e611e1
-# figures), by name prefix; any other counts DEFAULT_TEST_SECONDS. They only balance the split between
-# owner and guest: a stale figure costs minutes of wall time, never a result.
+# Seconds the realstack tests took in a timeline of `make test` (tests/support/timeline.py: each test's
+# whole protocol, its turn and a first test's stack start included; the mean over its parameters), by
+# name prefix: CI of cfda1e9 on 2026-12-04, warm cache, machine otherwise idle. Any other test counts
+# DEFAULT_TEST_SECONDS. They only balance the split between owner and guest: a stale figure costs
+# minutes of wall time, never a result. Refresh them from a CI log's timeline folder when the split's
+# two ends drift apart (the log's "the run's timeline" lines: each worker's end).
 MEASURED_SECONDS: tuple[tuple[str, float], ...] = (
-    ("test_the_argo_ui_shows", 229.0),
-    ("test_helm_install_a_rollout", 201.0),
-    ("test_a_second_rollout_waits_on_the_mutex", 191.0),
-    ("test_twelve_clusters_in_three_stages", 152.0),
-    ("test_pause_holds_new_clusters", 143.0),
-    ("test_a_node_whose_owner_was_sigkilled", 143.0),
-    ("test_a_watcher_killed_mid_rollout", 128.0),
-    ("test_a_cluster_failing_while_a_sibling_runs", 122.0),
-    ("test_the_approval_gate_waits", 104.0),
-    ("test_failures_within_max_failed_clusters", 100.0),
-    ("test_a_cluster_past_its_progress_deadline", 73.0),
-    ("test_the_watcher_submits_through_the_real_argo_server", 70.0),
-    ("test_rollout_rides_out_the_fault", 60.0),
-    ("test_a_failing_canary_fails_the_rollout", 43.0),
+    ("test_the_readme_install_section", 168.0),
+    ("test_a_failure_in_the_third_stage_rolls_back", 132.0),
+    ("test_a_healthy_release_passes_every_gate", 132.0),
+    ("test_helm_install_a_rollout", 115.0),
+    ("test_the_argo_ui_shows", 108.0),
+    ("test_a_cluster_whose_skip_mark_is_removed", 105.0),
+    ("test_a_second_rollout_waits_on_the_mutex", 98.0),
+    ("test_twelve_clusters_in_three_stages", 93.0),
+    ("test_a_cluster_failing_while_a_sibling_runs", 85.0),
+    ("test_a_watcher_killed_mid_rollout", 85.0),
+    ("test_a_watcher_killed_during_analysis", 83.0),
+    ("test_a_deleted_step_pod_adopts_its_analysis_run", 77.0),
+    ("test_pause_holds_new_clusters", 75.0),
+    ("test_a_pause_lets_the_gates_run_finish", 75.0),
+    ("test_the_approval_gate_waits", 74.0),
+    ("test_a_rollback_pod_deleted_mid_wait", 71.0),
+    ("test_a_stage_by_application_labels", 66.0),
+    ("test_inconclusive_waits_for_approval", 65.0),
+    ("test_a_failed_gate_rolls_the_canary_back", 65.0),
+    ("test_a_watcher_killed_during_the_rollback", 62.0),
+    ("test_failures_within_max_failed_clusters", 61.0),
+    ("test_a_skipped_application_is_never_synced", 60.0),
+    ("test_a_failed_stage_terminates_the_runs", 59.0),
+    ("test_cancel_during_the_rollback", 57.0),
+    ("test_per_cluster_runs_count_against", 56.0),
+    ("test_the_watcher_submits_through_the_real_argo_server", 54.0),
+    ("test_a_failing_canary_is_rolled_back", 48.0),
+    ("test_a_metric_that_fails_mid_bake", 48.0),
+    ("test_the_canary_gate_stops_the_rollout", 46.0),
+    ("test_a_cluster_past_its_progress_deadline", 46.0),
+    ("test_a_node_whose_owner_was_sigkilled", 42.0),
+    ("test_a_failing_canary_fails_the_rollout", 35.0),
+    ("test_rollout_rides_out_the_fault", 34.0),
+    ("test_cancel_terminates_the_running_analysis", 31.0),
+    ("test_the_workflow_deadline_terminates_the_running_analysis", 26.0),
+    ("test_exit_75_is_retried", 22.0),
+    ("test_cancel_stops_the_rollout", 18.0),
+    ("test_a_two_step_workflow_runs", 17.0),
+    ("test_a_job_metric_is_measured_by_a_real_pod", 5.0),
+    ("test_a_pod_of_our_step_image_runs", 3.0),
     ("test_a_second_node_on_the_machine", 1.0),
 )
 DEFAULT_TEST_SECONDS = 25.0
@@ -337,13 +372,16 @@ def expected_seconds(name: str) -> float:
 
 def assign_groups(config: pytest.Config, items: Sequence[pytest.Item]) -> dict[pytest.Item, str]:
     """The xdist group of each realstack test: all in OWNER_GROUP, or (on 3+ xdist workers, with
-    SHARING_WORKERS 2) the shareable ones split between OWNER_GROUP and GUEST_GROUP by their expected
-    seconds (longest first, each to the less loaded side; ties to the guest), except those that need
-    the owner's process or the stack alone (`realstack_owner`, `realstack_exclusive`,
-    `stops_the_real_stack`): they stay with the owner. The owner's own ones count in its load from the
-    start (the stack-stopping one runs after the guest is done, which then runs other tests); the
-    exclusive ones stop both sides alike and are not counted. Every worker collects the same tests, so
-    all compute the same."""
+    SHARING_WORKERS 2) split between OWNER_GROUP and GUEST_GROUP by their expected seconds.
+
+    The split: tests that need the owner's process or the stack alone (`realstack_owner`,
+    `realstack_exclusive`, `stops_the_real_stack`) stay with the owner; the owner's own ones count
+    in its load from the start (the stack-stopping one runs after the guest is done, which then runs
+    other tests), the exclusive ones stop both sides alike and count for neither. The tests that
+    need the process running the analysis stack (`realstack_analysis`: one per process, a
+    session fixture) go together, as one unit of their summed seconds, to either side. Then every
+    unit, longest first, goes to the less loaded side (ties to the guest). Every worker collects
+    the same tests, so all compute the same."""
     workerinput = getattr(config, "workerinput", None)
     # With 3+ workers xdist's first round of work gives the three big groups (these two and Argo
     # CD's) to three workers: never both of these to one (which would wait for itself).
@@ -352,18 +390,29 @@ def assign_groups(config: pytest.Config, items: Sequence[pytest.Item]) -> dict[p
     groups: dict[pytest.Item, str] = dict.fromkeys(realstack_items, OWNER_GROUP)
     if not split:
         return groups
-    shareable = [item for item in realstack_items if not _needs_the_owner(item)]
     owners_own = [
         item
         for item in realstack_items
         if _needs_the_owner(item) and item.get_closest_marker("realstack_exclusive") is None
     ]
+    analysis = [
+        item
+        for item in realstack_items
+        if not _needs_the_owner(item) and item.get_closest_marker("realstack_analysis") is not None
+    ]
+    units = [[item] for item in realstack_items if not _needs_the_owner(item) and item not in analysis]
+    if analysis:
+        units.append(analysis)
     load = {GUEST_GROUP: 0.0, OWNER_GROUP: sum(expected_seconds(item.name) for item in owners_own)}
-    for item in sorted(shareable, key=lambda i: -expected_seconds(i.name)):  # stable: collection order
+    for unit in sorted(units, key=lambda unit: -_unit_seconds(unit)):  # stable: collection order
         side = GUEST_GROUP if load[GUEST_GROUP] <= load[OWNER_GROUP] else OWNER_GROUP
-        groups[item] = side
-        load[side] += expected_seconds(item.name)
+        groups.update(dict.fromkeys(unit, side))
+        load[side] += _unit_seconds(unit)
     return groups
+
+
+def _unit_seconds(unit: Sequence[pytest.Item]) -> float:
+    return sum(expected_seconds(item.name) for item in unit)
 
 
 def _needs_the_owner(item: pytest.Item) -> bool:

@@ -6,6 +6,8 @@ The sharing itself runs in `make test` (the realstack tier on two workers); thes
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -113,6 +115,59 @@ def test_the_longest_tests_are_spread_first_each_to_the_less_loaded_side(
         "b": GUEST_GROUP,
         "kill-controller": OWNER_GROUP,
     }
+
+
+def test_the_analysis_tests_go_together_to_one_side_as_one_unit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tests of the process-wide analysis stack all run where it runs: their summed seconds are
+    one unit, placed like any test (longest first, to the less loaded side)."""
+    monkeypatch.setattr(
+        realstack,
+        "MEASURED_SECONDS",
+        (("gate", 60.0), ("long", 100.0), ("node", 50.0)),
+    )
+    analysis = ("realstack", "realstack_analysis")
+    items = [
+        Item("gate-a", analysis),
+        Item("long"),
+        Item("gate-b", analysis),
+        Item("node", ("realstack", "realstack_owner")),
+        Item("short-a"),
+        Item("short-b"),
+    ]
+    # The owner starts at 50 (its own node test). The analysis unit (120) is the longest: to the
+    # guest (0 <= 50); long (100) to the owner (50 < 120); short-a (25) to the guest (120 <= 150),
+    # short-b (25) too (145 <= 150).
+    assert groups(Config({"workercount": 4}), items) == {
+        "gate-a": GUEST_GROUP,
+        "gate-b": GUEST_GROUP,
+        "long": OWNER_GROUP,
+        "node": OWNER_GROUP,
+        "short-a": GUEST_GROUP,
+        "short-b": GUEST_GROUP,
+    }
+
+
+def test_an_owner_heavy_split_gives_the_analysis_unit_to_the_owner_when_it_is_lighter(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(realstack, "MEASURED_SECONDS", (("gate", 10.0), ("long", 100.0)))
+    analysis = ("realstack", "realstack_analysis")
+    items = [Item("long"), Item("gate-a", analysis), Item("gate-b", analysis)]
+    # long (100) to the guest; the analysis unit (20) then to the owner (0 < 100).
+    assert groups(Config({"workercount": 4}), items) == {
+        "long": GUEST_GROUP,
+        "gate-a": OWNER_GROUP,
+        "gate-b": OWNER_GROUP,
+    }
+
+
+def test_the_guest_is_published_an_identity_for_the_analysis_controller() -> None:
+    """The guest holds no CA: what it needs to start the analysis controller travels in `Published`."""
+    facts = dataclasses.replace(published(), analysis_identity="/stack/argo-rollouts-guest.kubeconfig")
+    assert Published.from_json(facts.to_json()) == facts
+    without = json.loads(published().to_json())
+    without.pop("analysis_identity")
+    assert Published.from_json(json.dumps(without)).analysis_identity == "", "an older JSON still reads"
 
 
 def published() -> Published:

@@ -1,0 +1,160 @@
+"""`wait-for-dependencies` (spec.dependsOn, docs/depends-on.md) through its entrypoint on a real
+kube-apiserver, with two ProgressiveSyncs: `myservice` (rollout r1, its canary Pending) waits for
+`payments` to pass its stage `canary`.
+
+- While payments' canary runs, the step waits and says so once in myservice's canary message;
+  when payments' canary Succeeded it says what satisfied it and exits 0: two status writes in all,
+  however many polls.
+- A dependency that does not exist yet is a wait, not an error.
+- payments' canary Failed holds the stage ("held: payments failed at stage 'canary'") until the
+  timeout, then the stage and the rollout are Failed with that reason and the step exits 1.
+- A rerun after the wait was satisfied decides again from the API and exits 0 at once.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.core.clock import format_time
+from orchestrator.kube.client import PROGRESSIVE_SYNCS, Kube
+from orchestrator.planning.contract import DependencyContract
+from tests.support.steps_harness import StepRunner, make_progressive_sync, read_progressive_sync, writes_by
+from tests.support.steps_rig import CANARY, REST, assert_ok, finish
+from tests.support.wait import wait_for
+
+pytestmark = pytest.mark.integration
+
+DEPENDS_ON = [{"name": "payments", "stage": "canary", "timeoutSeconds": 600}]
+
+
+def _status(
+    *stages: tuple[str, str], phase: str = "Progressing", started: str | None = None
+) -> dict[str, Any]:
+    return {
+        "phase": phase,
+        "rollout": {"id": "r1", "revision": "abc", "startedAt": started or format_time(datetime.now(UTC))},
+        "stages": [{"name": name, "phase": stage_phase} for name, stage_phase in stages],
+    }
+
+
+def _contract(runner: StepRunner, timeout_seconds: int) -> str:
+    dependency = DependencyContract(
+        name="payments", stage="canary", before_stage="canary", timeout_seconds=timeout_seconds
+    )
+    return runner.contract().model_copy(update={"depends_on": (dependency,)}).to_json()
+
+
+def _set_status(kube: Kube, namespace: str, name: str, status: dict[str, Any]) -> None:
+    obj = kube.get(PROGRESSIVE_SYNCS, namespace, name)
+    obj["status"] = status
+    kube.replace(PROGRESSIVE_SYNCS, namespace, obj, subresource="status")
+
+
+def _canary_message(kube: Kube, namespace: str) -> str:
+    status = read_progressive_sync(kube, namespace).status
+    assert status is not None and status.stages
+    return status.stages[0].message
+
+
+def test_the_stage_waits_for_the_dependencys_canary_and_says_so_once(
+    kube: Kube, namespace: str, runner: StepRunner, control_plane: Any, tmp_path: Path
+) -> None:
+    make_progressive_sync(
+        kube, namespace, stages=[CANARY, REST], dependsOn=DEPENDS_ON, status=_status(("canary", "Pending"))
+    )
+    # Not there yet: a wait, not an error.
+    before = control_plane.audit_mark()
+    step = runner.start(
+        "wait-for-dependencies",
+        "--stage",
+        "canary",
+        "--poll-seconds",
+        "0.2",
+        log_path=tmp_path / "wait.log",
+        PROGRESSIVE_SYNC_CONTRACT=_contract(runner, 600),
+    )
+    try:
+        wait_for(
+            lambda: "no ProgressiveSync payments in this namespace (yet)" in _canary_message(kube, namespace),
+            what="the stage says its dependency does not exist yet",
+        )
+        make_progressive_sync(
+            kube,
+            namespace,
+            name="payments",
+            app_set="payments",
+            stages=[CANARY, REST],
+            status=_status(("canary", "Progressing"), ("rest", "Pending")),
+        )
+        wait_for(
+            lambda: _canary_message(kube, namespace).startswith(
+                "waiting for payments to pass stage 'canary': rollout r1 is Progressing"
+            ),
+            what="the stage says what it waits for",
+        )
+        assert step.poll() is None, "still waiting"
+        _set_status(kube, namespace, "payments", _status(("canary", "Succeeded"), ("rest", "Progressing")))
+        code, log = finish(step, tmp_path / "wait.log", timeout=30)
+    finally:
+        if step.poll() is None:
+            step.kill()
+    assert code == 0, log
+    assert "wait-for-dependencies: stage 'canary': Done" in log
+    assert _canary_message(kube, namespace) == (
+        "dependencies passed: payments passed stage 'canary' in rollout r1"
+    )
+    status = read_progressive_sync(kube, namespace).status
+    assert status is not None and status.stages is not None and status.stages[0].phase.value == "Pending"
+    # One write per change of what it waits for (missing, waiting, satisfied), never one per poll.
+    ours = [
+        w
+        for w in writes_by(control_plane, before)
+        if w.resource == "progressivesyncs" and w.subresource == "status" and w.name == "myservice"
+    ]
+    assert len(ours) == 3, [(w.verb, w.name) for w in ours]
+
+    # A rerun decides again from the API: satisfied at once, nothing new to write.
+    again = runner.run(
+        "wait-for-dependencies", "--stage", "canary", PROGRESSIVE_SYNC_CONTRACT=_contract(runner, 600)
+    )
+    assert_ok(again)
+    assert "Done" in again.stdout
+
+
+def test_a_failed_dependency_holds_the_stage_until_the_timeout_then_fails_it(
+    kube: Kube, namespace: str, runner: StepRunner
+) -> None:
+    make_progressive_sync(
+        kube, namespace, stages=[CANARY, REST], dependsOn=DEPENDS_ON, status=_status(("canary", "Pending"))
+    )
+    make_progressive_sync(
+        kube,
+        namespace,
+        name="payments",
+        app_set="payments",
+        stages=[CANARY, REST],
+        status=_status(("canary", "Failed"), ("rest", "Pending"), phase="Failed"),
+    )
+    result = runner.run(
+        "wait-for-dependencies",
+        "--stage",
+        "canary",
+        "--poll-seconds",
+        "0.2",
+        timeout=60,
+        PROGRESSIVE_SYNC_CONTRACT=_contract(runner, 2),
+    )
+    assert_ok(result, code=1)
+    held = "held: payments failed at stage 'canary' in rollout r1 (Failed)"
+    assert f"TimedOut: dependsOn timed out: {held}" in result.stdout
+    status = read_progressive_sync(kube, namespace).status
+    assert status is not None and status.stages is not None
+    assert (status.stages[0].phase.value, status.stages[0].message) == (
+        "Failed",
+        f"dependsOn timed out: {held}",
+    )
+    assert status.phase is not None and status.phase.value == "Failed"
