@@ -181,6 +181,7 @@ def _settings(options: Mapping[str, Any]) -> StepSettings:
             name=options["name"],
             rollout_id=contract.rollout_id,
             argocd_namespace=options["argocd_namespace"] or namespace,
+            stage_names=tuple(stage.name for stage in contract.stages),
         ),
         contract=contract,
         kubeconfig=options["kubeconfig"],

@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from orchestrator.api.metadata import rollout_workflow_name, workflow_name
-from orchestrator.api.models import ProgressiveSync
+from orchestrator.api.models import ProgressiveSync, ProgressiveSyncSpec, Stage
 from orchestrator.api.phases import FINISHED_ROLLOUT_PHASES, STOPPED_ROLLOUT_PHASES
 from orchestrator.api.stage_records import StageOutcomes, outcomes_of
 from orchestrator.api.succession import Succession, succession
@@ -50,6 +50,8 @@ from orchestrator.kube.client import (
 )
 from orchestrator.kube.stage_records import list_records, read_outcomes
 from orchestrator.kube.status_writer import StatusWriterSettings
+from orchestrator.planning.groups import with_run_stages
+from orchestrator.planning.plan import split_stage_name
 
 # An Application object as read or listed (a dict, or a read-only Mapping of one).
 AppObject = TypeVar("AppObject", bound=Mapping[str, Any])
@@ -78,6 +80,9 @@ class RolloutRef:
     rollout_id: str
     argocd_namespace: str
     app_namespace: str = ""
+    # The rollout contract's stage names: with spec.groupBy, the "<group>/<stage>" stages the
+    # rollout runs, which `load_progressive_sync` puts in place of the spec's (docs/groups.md).
+    stage_names: tuple[str, ...] = ()
 
     @property
     def display(self) -> str:
@@ -139,14 +144,47 @@ class Tuning:
 
 
 def load_progressive_sync(kube: Kube, rollout: RolloutRef) -> ProgressiveSync:
-    """Read and parse the ProgressiveSync; UsageProblem when it does not exist."""
+    """Read and parse the ProgressiveSync; UsageProblem when it does not exist.
+
+    With spec.groupBy its spec lists the rollout's "<group>/<stage>" stages (the contract's,
+    `rollout.stage_names`) in place of its own, so every step finds, indexes and records a group's
+    stage as any other (`orchestrator.planning.groups`); `select` plans with the spec's own
+    (`planning_spec`)."""
     try:
         obj = kube.get(PROGRESSIVE_SYNCS, rollout.namespace, rollout.name)
     except NotFound as exc:
         raise UsageProblem(
             f"ProgressiveSync {rollout.display} not found (check --namespace and --name)"
         ) from exc
-    return ProgressiveSync.model_validate(obj)
+    return run_view(ProgressiveSync.model_validate(obj), rollout)
+
+
+def run_view(ps: ProgressiveSync, rollout: RolloutRef) -> ProgressiveSync:
+    """`ps` as the rollout runs it: with spec.groupBy, its spec lists the contract's
+    "<group>/<stage>" stages (`rollout.stage_names`); else `ps` itself. UsageProblem when the
+    contract names a stage the spec does not have."""
+    if ps.spec.group_by is None or not rollout.stage_names:
+        return ps
+    try:
+        return with_run_stages(ps, rollout.stage_names)
+    except KeyError as exc:
+        raise UsageProblem(
+            f"the rollout contract's stage {exc.args[0]!r} is not a stage of {rollout.display} "
+            "(spec.groupBy): the contract was made for another spec"
+        ) from exc
+
+
+def planning_spec(ps: ProgressiveSync) -> ProgressiveSyncSpec:
+    """The spec as the planner takes it: its own stages, not the rollout's "<group>/<stage>" ones
+    `load_progressive_sync` lists with spec.groupBy (each spec stage once, in order)."""
+    spec = ps.spec
+    if spec.group_by is None:
+        return spec
+    stages: dict[str, Stage] = {}
+    for stage in spec.stages:
+        name = split_stage_name(stage.name)[1]
+        stages.setdefault(name, stage if stage.name == name else stage.model_copy(update={"name": name}))
+    return spec.model_copy(update={"stages": list(stages.values())})
 
 
 def check_rollout(ps: ProgressiveSync, rollout_id: str) -> None:

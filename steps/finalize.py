@@ -37,7 +37,7 @@ from orchestrator.kube.stage_records import read_outcomes
 from orchestrator.kube.status_writer import update_status
 from orchestrator.planning.rollback import rollback_end
 from steps.analyze import end_rollout_runs
-from steps.common import RolloutRef, Tuning, owned_apps
+from steps.common import RolloutRef, Tuning, owned_apps, run_view
 from steps.terminate import terminate_operations
 
 log = logging.getLogger(__name__)
@@ -82,7 +82,7 @@ def finalize(
         return FinalizeResult(
             rollout.rollout_id, None, f"ProgressiveSync {rollout.display} is gone; nothing to do"
         )
-    ps = ProgressiveSync.model_validate(obj)
+    ps = run_view(ProgressiveSync.model_validate(obj), rollout)
     generation = ps.metadata.generation
     shutdown = _shutdown(kube, rollout.namespace, workflow_name)
     ended = _end_what_we_started(

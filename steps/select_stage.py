@@ -91,6 +91,7 @@ from steps.common import (
     app_namespace,
     get_app_set,
     list_clusters,
+    planning_spec,
     read_stage_outcomes,
     stage_index,
 )
@@ -154,7 +155,7 @@ def select_stage(kube: Kube, ctx: StepContext) -> SelectResult:
 
     def plan_with(apps: Sequence[Mapping[str, Any]]) -> RolloutPlan:
         return plan_rollout(
-            ps.spec,
+            planning_spec(ps),
             ps_name=ps.metadata.name,
             appset=app_set,
             clusters=clusters,

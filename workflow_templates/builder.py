@@ -129,6 +129,8 @@ from orchestrator.api.metadata import (
 from orchestrator.api.models import API_VERSION, KIND, ApprovalMode, ProgressiveSync, Stage
 from orchestrator.api.release import Release
 from orchestrator.planning.contract import ContractError, RolloutContract, StageContract, make_contract
+from orchestrator.planning.groups import with_run_stages
+from orchestrator.planning.plan import split_stage_name
 from orchestrator.planning.planner import planned_sizes
 from orchestrator.planning.sizing import StageSize, stage_size
 from workflow_templates import names, pieces, rollback
@@ -176,6 +178,7 @@ def contract_for(
 
     WorkflowBuildError when the plan does not match the spec or the release has no revision."""
     sizes: StageSizes = plan if isinstance(plan, Mapping) else sizes_from_plan(ps, plan)
+    ps = _run_by(ps, list(sizes))
     missing = [stage.name for stage in ps.spec.stages if stage.name not in sizes]
     if missing:
         raise WorkflowBuildError(f"no size for stage(s) {', '.join(map(repr, missing))}")
@@ -192,11 +195,30 @@ def contract_for(
         raise WorkflowBuildError(f"no rollout contract for this release: {exc}") from exc
 
 
+def _run_by(ps: ProgressiveSync, names: list[str]) -> ProgressiveSync:
+    """With spec.groupBy, `ps` listing the rollout's "<group>/<stage>" stages (`names`, from the
+    plan's sizes or the contract) in place of its own (orchestrator.planning.groups); else `ps`."""
+    if ps.spec.group_by is None:
+        return ps
+    if not any(split_stage_name(name)[0] is not None for name in names):
+        raise WorkflowBuildError(
+            f"spec.groupBy: the stages run once per value of cluster label {ps.spec.group_by!r}, so the "
+            "Workflow needs the fleet's groups (render with --fleet)"
+        )
+    try:
+        return with_run_stages(ps, names)
+    except KeyError as exc:
+        raise WorkflowBuildError(
+            f"no stage {exc.args[0]!r} in the spec: the plan was made for another spec"
+        ) from exc
+
+
 def estimate_nodes(ps: ProgressiveSync, contract: RolloutContract) -> int:
     """The nominal number of status nodes the Workflow makes (no retries); with rollback, as if
     every planned cluster were rolled back."""
     total = NODES_FIXED + rollback.rollback_nodes(contract)
     stages = list(ps.spec.stages)
+    total += len({split_stage_name(stage.name)[0] for stage in stages} - {None})  # a DAG per group
     for index, (stage, sized) in enumerate(zip(stages, contract.stages, strict=True)):
         total += NODES_PER_STAGE + NODES_PER_CLUSTER * (sized.batches or sized.targets)
         total -= 0 if opens_itself(stages, contract, index) else NODES_PER_SELECT
@@ -432,13 +454,16 @@ def _batch_fanout_template(task_name: str, batches: int) -> Template:
 
 
 def opens_itself(stages: list[Stage], contract: RolloutContract, index: int) -> bool:
-    """Does stage `index` run its own `select`? The first stage, a stage behind an approval gate
-    (selection happens once a person approved it, after seeing the stage before recorded) and a
-    stage after a bake do, and so does a stage that waits for other ProgressiveSyncs (spec.dependsOn:
-    it selects once they passed); any other stage is selected by the step that closes the one before
-    it (`record-and-select`, steps/hand_over.py): one step pod fewer per stage boundary."""
+    """Does stage `index` run its own `select`? The first stage (of each group, with spec.groupBy), a
+    stage behind an approval gate (selection happens once a person approved it, after seeing the
+    stage before recorded) and a stage after a bake do, and so does a stage that waits for other
+    ProgressiveSyncs (spec.dependsOn: it selects once they passed); any other stage is selected by
+    the step that closes the one before it (`record-and-select`, steps/hand_over.py): one step pod
+    fewer per stage boundary."""
     if index == 0 or stages[index].approval is ApprovalMode.MANUAL:
         return True
+    if split_stage_name(stages[index].name)[0] != split_stage_name(stages[index - 1].name)[0]:
+        return True  # the first stage of a group (spec.groupBy): the group's own first select
     if contract.dependencies_before(stages[index].name):
         return True
     before = stages[index - 1]
@@ -592,10 +617,23 @@ def _stage_template(
     )
 
 
-def _entry_template(stages: list[Stage], task_names: list[str], handed_targets: list[bool]) -> Template:
+def _entry_template(
+    stages: list[Stage],
+    task_names: list[str],
+    handed_targets: list[bool],
+    *,
+    max_parallel_groups: int | None = None,
+) -> list[Template]:
     """One task per stage, each after the one before; `handed_targets[i]`: stage i takes its
-    targets from the output of stage i-1 (selected by that stage's `record-and-select`)."""
-    tasks = []
+    targets from the output of stage i-1 (selected by that stage's `record-and-select`).
+
+    With groups ("<group>/<stage>" names, spec.groupBy) the entrypoint has one task per group
+    instead, each running its group's chain of stages in a DAG of its own (`group-<group>`), side by
+    side: `failFast: false`, so a failed group lets the others run to their end (Argo's default fails
+    the DAG at the first failed branch, v3.7 dag.go assessDAGPhase) and the entrypoint ends Failed
+    once every group ended, when any failed; `parallelism` is maxParallelGroups (Argo counts the
+    running group DAG nodes, v3.7 getActiveChildren)."""
+    tasks_of: dict[str | None, list[DAGTask]] = {}
     for index, (stage, task_name) in enumerate(zip(stages, task_names, strict=True)):
         parameters = [_parameter(pieces.STAGE_INPUT, stage.name)]
         if handed_targets[index]:
@@ -605,15 +643,40 @@ def _entry_template(stages: list[Stage], task_names: list[str], handed_targets: 
                     TARGETS_INPUT, "{{tasks." + before + ".outputs.parameters." + pieces.TARGETS_OUTPUT + "}}"
                 )
             )
-        tasks.append(
+        group = split_stage_name(stage.name)[0]
+        chain = tasks_of.setdefault(group, [])
+        chain.append(
             DAGTask(
                 name=task_name,
                 template=names.stage_template_name(task_name),
                 arguments=Arguments(parameters=parameters),
-                dependencies=[task_names[index - 1]] if index else None,
+                dependencies=[chain[-1].name] if chain else None,
             )
         )
-    return Template(name=names.ENTRYPOINT, dag=DAGTemplate(tasks=tasks))
+    if list(tasks_of) == [None]:
+        return [Template(name=names.ENTRYPOINT, dag=DAGTemplate(tasks=tasks_of[None]))]
+    groups = [group for group in tasks_of if group is not None]
+    group_tasks = names.stage_task_names(groups, reserved=task_names)
+    templates = [
+        Template(
+            name=names.ENTRYPOINT,
+            parallelism=max_parallel_groups,
+            dag=DAGTemplate(
+                fail_fast=False,
+                tasks=[DAGTask(name=task, template=names.group_template_name(task)) for task in group_tasks],
+            ),
+        )
+    ]
+    for group, task in zip(groups, group_tasks, strict=True):
+        display_name = names.display_name_for(group, task)
+        templates.append(
+            Template(
+                name=names.group_template_name(task),
+                annotations={names.DISPLAY_NAME_ANNOTATION: display_name} if display_name else None,
+                dag=DAGTemplate(tasks=tasks_of[group]),
+            )
+        )
+    return templates
 
 
 def _short_revision(revision: str) -> str:
@@ -652,7 +715,17 @@ def _describe(ps: ProgressiveSync, release: Release, contract: RolloutContract) 
             moments = " and ".join(moment.value for moment in size.analysis.when)
             details.append(f"analysis {size.analysis.label}{scope} {moments}")
         parts.append(f"{stage.name} ({', '.join(details)})")
-    described = f"{' -> '.join(parts)}. Revision {release.display}, rollout {release.rollout_id}."
+    chains: dict[str | None, list[str]] = {}
+    for stage, part in zip(ps.spec.stages, parts, strict=True):
+        chains.setdefault(split_stage_name(stage.name)[0], []).append(part)
+    stages = "; ".join(" -> ".join(chain) for chain in chains.values())
+    if ps.spec.group_by is not None:
+        # One chain per group, side by side (docs/groups.md).
+        at_once = ps.spec.max_parallel_groups or len(chains)
+        stages = (
+            f"{len(chains)} groups by {ps.spec.group_by}, {min(at_once, len(chains))} at a time: {stages}"
+        )
+    described = f"{stages}. Revision {release.display}, rollout {release.rollout_id}."
     if contract.rollback is not None:
         described += f" Rollback on {', '.join(contract.rollback.on)} ({contract.rollback.scope})."
     for dependency in contract.depends_on or ():
@@ -689,6 +762,7 @@ def build_workflow_of_contract(
     """The Workflow that runs `release` of `ps` by this rollout contract (`build_workflow` makes the
     contract from a plan first). WorkflowBuildError when the Workflow would be too big."""
     rollout_id = release.rollout_id
+    ps = _run_by(ps, [stage.name for stage in contract.stages])
     node_count = estimate_nodes(ps, contract)
     if node_count > settings.max_nodes:
         per_cluster = [s.name for s in contract.stages if not s.batches]
@@ -722,7 +796,9 @@ def build_workflow_of_contract(
     batch_counts = [size.batches for size in sized]
     opens = [opens_itself(stages, contract, index) for index in range(len(stages))]
     handed_targets = [not opens[i] and not batch_counts[i] for i in range(len(stages))]
-    templates: list[Any] = [_entry_template(stages, task_names, handed_targets)]
+    templates: list[Any] = _entry_template(
+        stages, task_names, handed_targets, max_parallel_groups=ps.spec.max_parallel_groups
+    )
     hand_overs: set[bool] = set()  # whether the next stage runs in batches, per hand-over kind used
     for index, (stage, task_name) in enumerate(zip(stages, task_names, strict=True)):
         size = sized[index]

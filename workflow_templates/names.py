@@ -58,6 +58,7 @@ ANALYZE_TEMPLATE = "analyze"
 ANALYZED_CLUSTER_TEMPLATE_PREFIX = "analyzed-"
 STAGE_TEMPLATE_PREFIX = "stage-"
 FANOUT_TEMPLATE_PREFIX = "fanout-"
+GROUP_TEMPLATE_PREFIX = "group-"  # one group's chain of stages (spec.groupBy)
 BAKE_TEMPLATE_PREFIX = "bake-"
 
 # Task names inside a stage DAG and inside the per-cluster DAG.
@@ -156,6 +157,11 @@ def rollback_output(index: int) -> str:
 def stage_template_name(task_name: str) -> str:
     """The DAG template of the stage whose entry task is `task_name`."""
     return f"{STAGE_TEMPLATE_PREFIX}{task_name}"[:MAX_FIELD_NAME]
+
+
+def group_template_name(task_name: str) -> str:
+    """The template of one group's chain of stages (spec.groupBy), by the group's task name."""
+    return GROUP_TEMPLATE_PREFIX + task_name
 
 
 def fanout_template_name(task_name: str) -> str:

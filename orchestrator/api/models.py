@@ -263,6 +263,23 @@ class SkipSpec(_Model):
     """Argo CD cluster Secrets by their labels: a matching cluster is skipped."""
 
 
+# The one wording of each refusal of `groupBy` / `maxParallelGroups`, offline and on apply (docs/groups.md).
+MAX_PARALLEL_GROUPS_WITHOUT_GROUP_BY = (
+    "maxParallelGroups is only used with groupBy"
+    " (set groupBy to a cluster label, or remove maxParallelGroups)"
+)
+GROUP_BY_WITH_ROLLBACK = (
+    "groupBy cannot be used with rollback yet: a rollback undoes a whole rollout, not one group"
+    " (remove rollback, or remove groupBy)"
+)
+DEPENDS_ON_WITH_GROUP_BY = (
+    "dependsOn cannot be used with groupBy yet: a dependency waits before one stage, not before each"
+    " group's (remove dependsOn, or remove groupBy)"
+)
+# The group of the clusters without the groupBy label (docs/groups.md): no label value has parentheses.
+NO_GROUP_VALUE = "(none)"
+
+
 # dependsOn (docs/depends-on.md): how many entries, and how long one waits unless it says otherwise.
 MAX_DEPENDENCIES = 16
 DEFAULT_DEPENDENCY_TIMEOUT_SECONDS = 3600
@@ -319,7 +336,31 @@ DEPENDS_ON_RULE = cel(
 class ProgressiveSyncSpec(_Model):
     """What to roll out, to whom, in which order."""
 
-    model_config = ConfigDict(json_schema_extra=_validations(*ANALYSIS_RULES, ROLLBACK_RULE, DEPENDS_ON_RULE))
+    model_config = ConfigDict(
+        json_schema_extra=_validations(
+            *ANALYSIS_RULES,
+            ROLLBACK_RULE,
+            DEPENDS_ON_RULE,
+            cel(
+                "!has(self.groupBy) || !has(self.dependsOn)",
+                DEPENDS_ON_WITH_GROUP_BY,
+                field_path=".dependsOn",
+                reason="FieldValueForbidden",
+            ),
+            cel(
+                "!has(self.maxParallelGroups) || has(self.groupBy)",
+                MAX_PARALLEL_GROUPS_WITHOUT_GROUP_BY,
+                field_path=".maxParallelGroups",
+                reason="FieldValueForbidden",
+            ),
+            cel(
+                "!has(self.groupBy) || !has(self.rollback)",
+                GROUP_BY_WITH_ROLLBACK,
+                field_path=".groupBy",
+                reason="FieldValueForbidden",
+            ),
+        )
+    )
 
     app_set_ref: AppSetRef
     """The ApplicationSet whose Applications are rolled out."""
@@ -356,6 +397,10 @@ class ProgressiveSyncSpec(_Model):
     """Undo the rollout on the clusters it synced when it ends as `on` lists; absent: never."""
     skip: SkipSpec | None = None
     """Clusters to leave out of rollouts (besides Applications annotated progressivesync.io/skip)."""
+    group_by: LabelKey | None = None
+    """Run the stages once per value of this cluster label (e.g. team), each group on its own."""
+    max_parallel_groups: Annotated[StrictInt, Field(ge=1)] | None = None
+    """With groupBy: how many groups roll out at once (default: all of them)."""
     depends_on: (
         Annotated[
             list[Dependency],
@@ -395,12 +440,29 @@ class ProgressiveSyncSpec(_Model):
             raise ValueError("; ".join(problems))
         return rollback
 
+    @field_validator("group_by")
+    @classmethod
+    def _groups_without_rollback(cls, group_by: str | None, info: ValidationInfo) -> str | None:
+        if group_by is not None and info.data.get("rollback") is not None:
+            raise ValueError(GROUP_BY_WITH_ROLLBACK)
+        return group_by
+
+    @field_validator("max_parallel_groups")
+    @classmethod
+    def _parallel_groups_need_groups(cls, parallel: int | None, info: ValidationInfo) -> int | None:
+        # An invalid groupBy has its own error; this one would only add noise.
+        if parallel is not None and "group_by" in info.data and info.data["group_by"] is None:
+            raise ValueError(MAX_PARALLEL_GROUPS_WITHOUT_GROUP_BY)
+        return parallel
+
     @field_validator("depends_on")
     @classmethod
     def _depends_on_fits(
         cls, dependencies: list[Dependency] | None, info: ValidationInfo
     ) -> list[Dependency] | None:
         _dependencies_unique(dependencies)
+        if dependencies and info.data.get("group_by") is not None:
+            raise ValueError(DEPENDS_ON_WITH_GROUP_BY)
         stages = info.data.get("stages")
         if stages is None:  # the stages are invalid; that error is reported on its own
             return dependencies

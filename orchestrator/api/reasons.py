@@ -661,6 +661,14 @@ class Reason(StrEnum):
         "Set maxTargets to the number of values the warning names, or drop spreadBy if several per "
         "value is what you want.",
     )
+    GROUP_LABEL_MISSING = (
+        "GroupLabelMissing",
+        Section.PLAN,
+        "plan warning",
+        'spec.groupBy names a label some clusters lack: they form the group "(none)", rolled out on '
+        "its own like any other group (docs/groups.md).",
+        "Label their cluster Secrets with the groupBy label, or leave them in (none) if that is meant.",
+    )
     UNKNOWN_PROGRESS_STAGE = (
         "UnknownProgressStage",
         Section.PLAN,

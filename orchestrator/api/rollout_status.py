@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
 from orchestrator.api.conditions import ConditionType
+from orchestrator.api.groups import group_phases, split_stage_name
 from orchestrator.api.models import (
     STATUS_LIST_CAP,
     ClusterFailure,
@@ -299,12 +300,27 @@ def is_step_error(message: str) -> bool:
 def close_stage(
     status: ProgressiveSyncStatus, *, stage: str, phase: StagePhase, message: str, now: datetime
 ) -> ProgressiveSyncStatus:
-    """Record the stage's end (Succeeded, Failed or Skipped) and its finishedAt (kept once set)."""
+    """Record the stage's end (Succeeded, Failed or Skipped) and its finishedAt (kept once set).
+
+    A failed stage fails the rollout; with spec.groupBy, a failed group stage while another group
+    still runs leaves the rollout Progressing and says the group stopped (the exit handler records
+    Failed once every group ended: docs/groups.md)."""
     entry = stage_of(status, stage)
     entry.phase = phase
     entry.message = message
     entry.finished_at = entry.finished_at or now
     if phase == StagePhase.FAILED:
+        group, _ = split_stage_name(stage)
+        running = [
+            other
+            for other, other_phase in group_phases(status.stages or []).items()
+            if other != group and other_phase in UNFINISHED_STAGE_PHASES
+        ]
+        if group is not None and running:
+            status.message = (
+                f"stage {stage!r} failed: {message}; group {group} stopped, groups {', '.join(running)} go on"
+            )
+            return status
         status.phase = RolloutPhase.FAILED
         status.message = f"stage {stage!r} failed: {message}"
     return status

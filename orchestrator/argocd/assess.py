@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from orchestrator.api.groups import describe_groups
 from orchestrator.api.models import STATUS_LIST_CAP, RolloutPhase, StagePhase, StageStatus
 from orchestrator.api.phases import PASSED_STAGE_PHASES, UNFINISHED_STAGE_PHASES
 from orchestrator.api.rollout_status import is_step_error
@@ -520,9 +521,12 @@ def assess_rollout(
         # `argo stop` (Stop) runs exit handlers; Terminate does not, but a person may run finalize.
         return RolloutPhase.CANCELLED, f"Workflow {workflow_name} was stopped ({shutdown})"
     failed = [stage for stage in stages if stage.phase == StagePhase.FAILED]
+    # With spec.groupBy: which group ended how ("" without groups; orchestrator.api.groups).
+    groups = describe_groups(stages)
     if failed:
         first = failed[0]
-        return RolloutPhase.FAILED, f"stage {first.name!r} failed: {first.message}".rstrip(": ")
+        reason = f"stage {first.name!r} failed: {first.message}".rstrip(": ")
+        return RolloutPhase.FAILED, f"{reason}; {groups}" if groups else reason
     failed_clusters = [
         f"{failure.name} ({failure.reason})" if failure.reason else failure.name
         for stage in stages

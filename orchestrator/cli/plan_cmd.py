@@ -9,10 +9,12 @@ planned clusters one a line (`-o name`) or a Mermaid diagram. A live plan reads 
 ProgressiveSync's namespace from the manifest, else `-n` and its defaults
 (`orchestrator.cli.namespaces`); an ApplicationSet missing there is an error (`AppSetNotFound`,
 exit 1), not the offline plan's `AppSetNotGiven` warning.
-With `spec.rollback` the table ends with one line saying when and how a rollout rolls back, and
-the JSON carries `rollback` and each stage's `rollbackParallel`. A stage selecting clusters by its
-Applications' labels (`targets.applications.selector`) gets a line in the table saying so and
-`applicationSelector` in the JSON.
+With `spec.groupBy` the table opens with one line per group and the JSON carries `groupBy`,
+`maxParallelGroups` and `groups`; the stages are each group's, named "<group>/<stage>"
+(docs/groups.md). With `spec.rollback` the table ends with one line saying when and how a rollout
+rolls back, and the JSON carries `rollback` and each stage's `rollbackParallel`. A stage
+selecting clusters by its Applications' labels (`targets.applications.selector`) gets a line in
+the table saying so and `applicationSelector` in the JSON.
 
 Exit codes (orchestrator.cli.help_catalog): 0 the plan can run; 1 the plan has errors, or an input
 is invalid or unreadable, or the API server did not answer; 2 bad usage (including a kubeconfig
@@ -410,12 +412,35 @@ def render_table(result: RolloutPlan, *, generation: int) -> str:
     skipped = [f"  - {name}: {why}" for name, why in list(result.skipped.items())[:_SKIPPED_SHOWN]]
     if len(result.skipped) > _SKIPPED_SHOWN:
         skipped.append(f"  - and {len(result.skipped) - _SKIPPED_SHOWN} more (-o json lists them all)")
-    sections = [[_summary(result, generation)], table, targets, ["skipped:", *skipped] if skipped else []]
+    sections = [
+        [_summary(result, generation)],
+        groups_section(result),
+        table,
+        targets,
+        ["skipped:", *skipped] if skipped else [],
+    ]
     for title, issues in (("warnings", result.warnings), ("errors", result.errors)):
         if issues:
             sections.append([f"{title}:", *(f"  - [{issue.code.value}] {issue.message}" for issue in issues)])
     # One blank line between sections; a section with nothing in it (no targets) is left out.
     return "\n\n".join("\n".join(lines) for lines in sections if lines) + "\n"
+
+
+def groups_section(result: RolloutPlan) -> list[str]:
+    """With spec.groupBy: how many groups run at once, then one line per group (its clusters and
+    what its stages take); [] without groups."""
+    if result.group_by is None:
+        return []
+    at_once = min(result.max_parallel_groups or len(result.groups), len(result.groups))
+    lines = [
+        f"groups by {result.group_by}: {_count(len(result.groups), 'group')}, {at_once} at a time, "
+        "each with its own stages and failure budget:"
+    ]
+    for group, clusters in result.groups.items():
+        stages = result.stages_of_group(group)
+        taken = sum(len(stage.targets) for stage in stages)
+        lines.append(f"  {group}: {_count(len(clusters), 'cluster')}, {taken} to update ({_shown(clusters)})")
+    return lines
 
 
 def _summary(result: RolloutPlan, generation: int) -> str:
@@ -460,8 +485,10 @@ def render_mermaid(result: RolloutPlan) -> str:
         else:
             lines.append(f'    {stage_id}_none["{_mermaid_text(stage.reason)}"]')
         lines.append("  end")
+    # Each stage after the one before it; with groups, only within a group (the groups run side by side).
     for index in range(1, len(result.stages)):
-        lines.append(f"  stage{index} --> stage{index + 1}")
+        if result.stages[index - 1].group == result.stages[index].group:
+            lines.append(f"  stage{index} --> stage{index + 1}")
     for index, stage in enumerate(result.stages, start=1):
         if stage.state is not StageState.PLANNED:
             lines.append(f"  style stage{index} fill:#eeeeee,stroke:#999999,stroke-dasharray: 4 4")

@@ -11,6 +11,8 @@ stage takes `--assume-clusters` clusters (or its integer maxTargets), the revisi
 line on stderr saying where its analysis runs (as `plan` says it), each manual gate one saying
 how long it waits for a person (its `approvalWindowSeconds`, else the watcher's default), and each
 stage selecting by Application labels (`targets.applications.selector`) one saying what it selects.
+With `spec.groupBy` the groups are the fleet's values of the label, so it needs `--fleet` (exit 1
+saying so without one: docs/groups.md).
 
 With a fleet, the fleet is read and planned in a forked child while this process imports Hera for
 the build (`orchestrator.cli.overlap`): on a 10,000-cluster file each half takes about a second, and
@@ -77,6 +79,16 @@ def plan_fleet_file(ps: ProgressiveSync, fleet_file: Path) -> OfflinePlan:
         return OfflinePlan((), plan.revisions, planned_sizes(ps.spec, plan), skipped)
 
 
+def _groups_need_a_fleet(ps: ProgressiveSync, fleet_file: Path | None) -> None:
+    """With spec.groupBy the groups are the fleet's values of the label (docs/groups.md): without
+    --fleet there is nothing to assume them from."""
+    if ps.spec.group_by is not None and fleet_file is None:
+        raise click.ClickException(
+            f"spec.groupBy: the stages run once per value of cluster label {ps.spec.group_by!r}, so the "
+            "Workflow needs the fleet's groups: render with --fleet"
+        )
+
+
 @click.command("render", epilog=epilog("render"))
 @manifest_options(fleet_help="Render the rollout the watcher would start over this fleet file")
 # A Workflow is a manifest, not a table: yaml is the default here (as for `kubectl create --dry-run`).
@@ -140,6 +152,7 @@ def render(
             update={"metadata": ps.metadata.model_copy(update={"namespace": resolved.namespace})}
         )
         _note(f"assumed: namespace {resolved.namespace} (the manifest has none; from {resolved.source})")
+    _groups_need_a_fleet(ps, fleet_file)
     if not ps.metadata.uid:
         _note("assumed: no uid (the manifest was never applied), so no ownerReference")
     planning = (

@@ -154,9 +154,11 @@ def check_supported(workflow: Mapping[str, Any]) -> None:
             value_from="parameter" if "dag" in template else "path",
         )
         if "dag" in template:
-            if "failFast" in template["dag"]:
-                raise UnsupportedFeature(f"{kind}.dag.failFast")
-            _only(f"{kind}.dag", template["dag"], {"tasks"})
+            # `failFast: false` is what the executor does (a DAG ends once every task has, Failed when
+            # one failed); Argo's default (true) fails it at its first failed branch while the others run.
+            if template["dag"].get("failFast", False) is not False:
+                raise UnsupportedFeature(f"{kind}.dag.failFast (only false)")
+            _only(f"{kind}.dag", template["dag"], {"tasks", "failFast"})
             for task in template["dag"].get("tasks") or []:
                 _only(f"{kind}.dag.tasks[{task.get('name')}]", task, _SUPPORTED_TASK)
                 if task.get("when") is not None:

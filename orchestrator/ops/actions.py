@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.analysis.check import has_analysis
+from orchestrator.api.groups import unfinished_groups
 from orchestrator.api.metadata import paused_patch, retry_patch
 from orchestrator.api.models import ProgressiveSync
 from orchestrator.api.stage_records import ProgressiveSyncStage
@@ -160,14 +161,28 @@ def cancel(kube: Kube, target: Target) -> ops.Outcome:
     else:
         control.stop(kube, target.workflows_in, workflow_name)
         message = f"stopped {which}; running steps end and its exit handler marks the rollout Cancelled"
+    details: dict[str, Any] = {"workflow": f"{target.workflows_in}/{workflow_name}", "rollout": rollout_id}
+    groups = groups_touched(ps)
+    if groups is not None and action is not ops.WorkflowAction.NONE:
+        # spec.groupBy: a cancel acts on the rollout, so on every group not ended yet (docs/groups.md).
+        message += f"; groups it stops: {', '.join(groups) or 'none (every group had ended)'}"
+        details["groups"] = groups
     return ops.Outcome(
         "cancel",
         target.namespace,
         target.name,
         changed=action is not ops.WorkflowAction.NONE,
         message=message,
-        details={"workflow": f"{target.workflows_in}/{workflow_name}", "rollout": rollout_id},
+        details=details,
     )
+
+
+def groups_touched(ps: ProgressiveSync) -> list[str] | None:
+    """With spec.groupBy, the groups of the recorded rollout not ended yet (a cancel or a pause
+    acts on all of them); None without groupBy."""
+    if ps.spec.group_by is None:
+        return None
+    return unfinished_groups((ps.status.stages if ps.status else None) or [])
 
 
 def set_paused(kube: Kube, target: Target, *, paused: bool) -> ops.Outcome:
@@ -192,9 +207,13 @@ def set_paused(kube: Kube, target: Target, *, paused: bool) -> ops.Outcome:
         )
     else:
         message = f"unpaused ProgressiveSync {target.display}: the rollout carries on where it stood"
-    return ops.Outcome(
-        action, target.namespace, target.name, changed=True, message=message, details={"paused": paused}
-    )
+    details: dict[str, Any] = {"paused": paused}
+    groups = groups_touched(ps)
+    if groups:
+        # spec.groupBy: the pause holds (or the unpause lets go) every group not ended yet.
+        message += f"; groups: {', '.join(groups)}"
+        details["groups"] = groups
+    return ops.Outcome(action, target.namespace, target.name, changed=True, message=message, details=details)
 
 
 def approve(kube: Kube, target: Target, stage: str | None, clock: Clock) -> ops.Outcome:

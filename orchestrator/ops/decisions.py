@@ -23,6 +23,7 @@ from enum import StrEnum
 from typing import Any
 
 from orchestrator.api.analysis import OnInconclusive, resolve_analysis
+from orchestrator.api.groups import spec_stage as stage_of_spec
 from orchestrator.api.metadata import rollout_workflow_name
 from orchestrator.api.models import (
     ApprovalMode,
@@ -167,6 +168,13 @@ def decide_manual_rollback(ps: ProgressiveSync, workflow: Mapping[str, Any] | No
     status = ps.status
     phase = status.phase if status else None
     where = f"rollout {rollout.id} of ProgressiveSync {display_name(ps)}"
+    if ps.spec.group_by is not None:
+        # A rollback undoes a whole rollout, last stage first; groups have no such order yet.
+        raise OpsRefused(
+            f"{where} runs its stages per group (spec.groupBy), and rollback does not support groups yet "
+            "(docs/groups.md): undo a group's clusters by syncing them to the revision they ran "
+            "(`argocd app rollback`), or remove groupBy"
+        )
     if phase is None or phase in UNFINISHED_ROLLOUT_PHASES:
         shown = phase.value if phase else "Pending"
         raise OpsRefused(
@@ -196,9 +204,14 @@ def decide_approve(ps: ProgressiveSync, workflow: Mapping[str, Any], stage: str 
     gates = waiting_gates(workflow, ps)
     who = f"ProgressiveSync {display_name(ps)}"
     if stage is not None:
-        spec_stage = next((s for s in ps.spec.stages if s.name == stage), None)
+        # With spec.groupBy a gate is a group's: "<group>/<stage>" (docs/groups.md).
+        spec_stage = stage_of_spec(ps.spec, stage)
         if spec_stage is None:
-            known = ", ".join(repr(s.name) for s in ps.spec.stages)
+            known = ", ".join(
+                repr(s.name)
+                for s in (ps.status.stages if ps.status and ps.status.stages else [])
+                if ps.spec.group_by
+            ) or ", ".join(repr(s.name) for s in ps.spec.stages)
             raise OpsRefused(f"{who} has no stage {stage!r} (its stages: {known})", exit_code=2)
         analysis = resolve_analysis(ps.spec.analysis, spec_stage.analysis)
         analysis_gate = analysis is not None and analysis.on_inconclusive is OnInconclusive.APPROVE

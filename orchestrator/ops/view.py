@@ -25,6 +25,7 @@ from typing import Any
 
 import pydantic
 
+from orchestrator.api.groups import GROUP_SEPARATOR, describe_groups, group_phases, spec_stage
 from orchestrator.api.models import (
     ApprovalMode,
     ClusterFailure,
@@ -341,8 +342,13 @@ def rollout_view(
     AnalysisRun objects, when read) give each run and its metrics (`analysis_run_views`).
     """
     status = ps.status
+    # With spec.groupBy the status names each group's stages "<group>/<stage>" (docs/groups.md).
+    run_names = [entry.name for entry in (status.stages if status and status.stages else [])]
+    run_stages = {name: found for name in run_names if (found := spec_stage(ps.spec, name)) is not None}
     approvals = {stage.name: stage.approval for stage in ps.spec.stages}
+    approvals.update({name: stage.approval for name, stage in run_stages.items()})
     windows = {stage.name: stage.approval_window_seconds for stage in ps.spec.stages}
+    windows.update({name: stage.approval_window_seconds for name, stage in run_stages.items()})
     waiting = set(waiting_gates(workflow, ps)) if workflow is not None else set()
     closes_at = workflow_deadline(workflow) if waiting and workflow is not None else None
     if status is not None and status.stages:
@@ -541,6 +547,9 @@ def header_rows(view: RolloutView, now: datetime) -> list[tuple[str, str]]:
         rows.append(("stage:", view.current_stage))
     if view.progress:
         rows.append(("progress:", f"{view.progress} clusters"))
+    groups = describe_groups(view.stages)  # spec.groupBy: each group's phase (docs/groups.md)
+    if groups:
+        rows.append(("groups:", groups.removeprefix("groups: ")))
     if view.rollout is not None:
         rollout = view.rollout
         revision = f" to revision {rollout.revision[:12]}" if rollout.revision else ""
@@ -648,6 +657,7 @@ def render_data(view: RolloutView, now: datetime) -> dict[str, Any]:
         else None,
         "workflowPhase": view.workflow_phase or None,
         "waitingForApproval": list(view.waiting_stages),
+        **_groups_data(view),
         "stages": [
             {
                 "name": stage.name,
@@ -677,6 +687,23 @@ def render_data(view: RolloutView, now: datetime) -> dict[str, Any]:
         ],
         **({"clusters": [_cluster_data(c) for c in view.clusters]} if view.clusters is not None else {}),
         **({"analysisRuns": runs_data(view.analysis_runs)} if view.analysis_runs is not None else {}),
+    }
+
+
+def _groups_data(view: RolloutView) -> dict[str, Any]:
+    """`groups` of the `-o json` form with spec.groupBy: each group's phase and stages ({} without)."""
+    phases = group_phases(view.stages)
+    if not phases:
+        return {}
+    return {
+        "groups": [
+            {
+                "name": group,
+                "phase": phase.value,
+                "stages": [s.name for s in view.stages if s.name.startswith(group + GROUP_SEPARATOR)],
+            }
+            for group, phase in phases.items()
+        ]
     }
 
 

@@ -18,6 +18,8 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
+# Importable from here too: a stage of one group is "<group>/<stage>" (orchestrator.api.groups).
+from orchestrator.api.groups import GROUP_SEPARATOR, group_stage_name, split_stage_name  # noqa: F401
 from orchestrator.api.release import Revisions, release_id, revision_key
 
 # How many names a message lists before "and N more"; `PlanIssue.subjects` always has them all.
@@ -53,6 +55,7 @@ class IssueCode(StrEnum):
     LATE_CLUSTERS = "LateClusters"
     SKIPPED_CLUSTERS = "SkippedClusters"
     NOT_A_RELEASE = "NotARelease"
+    GROUP_LABEL_MISSING = "GroupLabelMissing"
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +104,9 @@ class StagePlan:
     Applications. `matched` counts the fleet's clusters the selector matches; `available` those of
     them no earlier stage took (what "N%" of `maxTargets` scales against). `max_targets` and
     `max_parallel` are resolved to numbers; both are 0 when the stage has nothing to size.
-    `from_progress` is True when the targets are the ones a running rollout recorded.
+    `from_progress` is True when the targets are the ones a running rollout recorded. With
+    spec.groupBy, `group` is the group's label value (or "(none)") and `name` is
+    "<group>/<stage>" (`group_stage_name`); `matched` and `available` count the group's clusters.
     """
 
     name: str
@@ -116,11 +121,19 @@ class StagePlan:
     from_progress: bool = False
     # Out-of-date clusters this stage could have taken that a skip holds back, each with why.
     skipped: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    group: str | None = None
+
+    @property
+    def stage_name(self) -> str:
+        """The spec's name of this stage (`name` without its group)."""
+        return split_stage_name(self.name)[1] if self.group is not None else self.name
 
     def to_dict(self) -> dict[str, Any]:
         """The `-o json` form of one stage (see docs/design/planner.md)."""
+        grouped = {"group": self.group, "stage": self.stage_name} if self.group is not None else {}
         return {
             "name": self.name,
+            **grouped,
             "state": self.state.value,
             "reason": self.reason,
             "targets": list(self.targets),
@@ -143,6 +156,8 @@ class RolloutPlan:
     `uncovered` are out-of-date clusters no stage takes; `homeless` the out-of-date Applications
     whose destination is no known cluster (no cluster Secret, or, for the steps, one the cluster
     inventory does not list yet: `select` waits for it). A plan with `errors` must not be run.
+    With spec.groupBy, `group_by` is the label and `groups` maps each group (label value, "(none)"
+    last) to its clusters; `stages` are then every group's stages, group after group.
     """
 
     ps_name: str
@@ -157,6 +172,9 @@ class RolloutPlan:
     ignored_apps: int = 0
     # Out-of-date clusters left out of the rollout (orchestrator.planning.skip), each with why.
     skipped: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    group_by: str | None = None
+    groups: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    max_parallel_groups: int | None = None
 
     @property
     def has_errors(self) -> bool:
@@ -175,6 +193,10 @@ class RolloutPlan:
                 return stage
         raise KeyError(f"no stage named {name!r} in the plan")
 
+    def stages_of_group(self, group: str | None) -> tuple[StagePlan, ...]:
+        """The stages of one group, in spec order (every stage when the plan has no groups)."""
+        return tuple(stage for stage in self.stages if stage.group == group)
+
     def release_id(self, generation: int) -> str:
         """The id of this plan's release for a spec generation (see `release_id`)."""
         return release_id(generation, self.revisions)
@@ -191,6 +213,20 @@ class RolloutPlan:
         if generation is not None:
             release["generation"] = generation
             release["id"] = self.release_id(generation) if self.revisions else ""
+        grouped: dict[str, Any] = {}
+        if self.group_by is not None:
+            grouped = {
+                "groupBy": self.group_by,
+                "maxParallelGroups": self.max_parallel_groups or len(self.groups),
+                "groups": [
+                    {
+                        "name": group,
+                        "clusters": list(clusters),
+                        "stages": [stage.name for stage in self.stages_of_group(group)],
+                    }
+                    for group, clusters in self.groups.items()
+                ],
+            }
         return {
             "progressiveSync": self.ps_name,
             "appSet": self.app_set,
@@ -202,6 +238,7 @@ class RolloutPlan:
                 "ignoredApplications": self.ignored_apps,
                 "skipped": skipped_list(self.skipped),
             },
+            **grouped,
             "stages": [stage.to_dict() for stage in self.stages],
             "warnings": [issue.to_dict() for issue in self.warnings],
             "errors": [issue.to_dict() for issue in self.errors],

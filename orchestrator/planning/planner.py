@@ -42,7 +42,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from orchestrator.api.models import ProgressiveSyncSpec, Stage
+from orchestrator.api.models import NO_GROUP_VALUE, ProgressiveSyncSpec, Stage
 from orchestrator.api.release import Revisions, normalize_revisions, release_id
 from orchestrator.argocd.fleet import (
     AppSetView,
@@ -55,7 +55,15 @@ from orchestrator.argocd.fleet import (
     index_clusters,
     normalize_server,
 )
-from orchestrator.planning.plan import ClusterPlan, IssueCode, PlanIssue, RolloutPlan, StagePlan, StageState
+from orchestrator.planning.plan import (
+    ClusterPlan,
+    IssueCode,
+    PlanIssue,
+    RolloutPlan,
+    StagePlan,
+    StageState,
+    group_stage_name,
+)
 from orchestrator.planning.plan import Issues as _Issues
 from orchestrator.planning.plan import names_in_message as _names
 from orchestrator.planning.progress import RolloutProgress, StageProgress, progress_from_status
@@ -76,6 +84,7 @@ __all__ = [
     "StageProgress",
     "StageState",
     "cluster_order_key",
+    "group_clusters",
     "new_desired_state",
     "order_clusters",
     "out_of_date_reason",
@@ -208,17 +217,41 @@ def plan_rollout(
     _report_skipped(issues, skipped)
     # Which clusters each stage's selectors match (its cluster Secrets' and its Applications' labels).
     matcher = StageMatcher(fleet_clusters, apps_by_cluster)
-    stages = _plan_stages(
-        issues,
-        spec,
-        ps_name=ps_name,
-        clusters=fleet_clusters,
-        fleet=fleet,
-        progress=progress,
-        skipped=skipped,
-        matcher=matcher,
+    # One pass of the stages over the whole fleet, or one per group (spec.groupBy, docs/groups.md).
+    groups: dict[str | None, tuple[str, ...] | None] = {None: None}
+    if spec.group_by:
+        groups = {
+            group: members
+            for group, members in group_clusters(spec.group_by, fleet_clusters.values()).items()
+        }
+    if spec.group_by:
+        _report_group_gaps(issues, spec.group_by, groups)
+    stage_names = _known_stage_names(spec, groups)
+    recorded = _recorded_stages(issues, progress, stage_names)
+    # Clusters a recorded stage holds are never candidates of another stage, even an earlier one.
+    held = {name for s in recorded.values() for name in s.targets}
+    stages = tuple(
+        plan
+        for group, members in groups.items()
+        for plan in _plan_stages(
+            issues,
+            spec,
+            ps_name=ps_name,
+            clusters=fleet_clusters,
+            fleet=fleet,
+            progress=progress,
+            recorded=recorded,
+            held=held,
+            skipped=skipped,
+            matcher=matcher,
+            group=group,
+            within=frozenset(members) if members is not None else None,
+        )
     )
-    uncovered = _report_uncovered(issues, spec, matcher, fleet, stages, skipped=skipped)
+    named_groups = {
+        group: members for group, members in groups.items() if group is not None and members is not None
+    }
+    uncovered = _report_uncovered(issues, spec, matcher, fleet, stages, skipped=skipped, groups=named_groups)
     return RolloutPlan(
         ps_name=ps_name,
         app_set=app_set_name,
@@ -231,7 +264,22 @@ def plan_rollout(
         errors=tuple(issues.errors),
         ignored_apps=ignored,
         skipped=MappingProxyType(skipped),
+        group_by=spec.group_by,
+        groups=MappingProxyType(named_groups),
+        max_parallel_groups=spec.max_parallel_groups,
     )
+
+
+def group_clusters(label: str, clusters: Iterable[Cluster]) -> dict[str, tuple[str, ...]]:
+    """The groups of spec.groupBy: each value of cluster label `label` with its clusters (sorted by
+    name), values in sorted order, then `NO_GROUP_VALUE` for the clusters without the label."""
+    members: dict[str, list[str]] = defaultdict(list)
+    for cluster in clusters:
+        members[cluster.labels.get(label, NO_GROUP_VALUE)].append(cluster.name)
+    values = sorted(value for value in members if value != NO_GROUP_VALUE)
+    if NO_GROUP_VALUE in members:
+        values.append(NO_GROUP_VALUE)
+    return {value: tuple(sorted(members[value])) for value in values}
 
 
 def plan_fleet(spec: ProgressiveSyncSpec, fleet: Fleet, *, ps_name: str) -> RolloutPlan:
@@ -247,18 +295,24 @@ def plan_fleet(spec: ProgressiveSyncSpec, fleet: Fleet, *, ps_name: str) -> Roll
 
 
 def planned_sizes(spec: ProgressiveSyncSpec, plan: RolloutPlan) -> dict[str, StageSize]:
-    """Each stage's planned target count and its maxParallel (>= 1), by the one sizing rule.
+    """Each stage's planned target count and its maxParallel (>= 1), by the one sizing rule; with
+    groups, each group's stages by their "<group>/<stage>" names.
 
     KeyError with the stage's name when the plan has no stage the spec names (it was made for
     another spec).
     """
     sizes: dict[str, StageSize] = {}
-    for stage in spec.stages:
-        try:
-            planned = plan.stage(stage.name)
-        except KeyError:
-            raise KeyError(stage.name) from None
-        sizes[stage.name] = stage_size(stage, available=planned.available, targets=len(planned.targets))
+    by_name = {stage.name: stage for stage in spec.stages}
+    for group in plan.groups or (None,):
+        for stage in spec.stages:
+            name = stage.name if group is None else group_stage_name(group, stage.name)
+            try:
+                planned = plan.stage(name)
+            except KeyError:
+                raise KeyError(name) from None
+            sizes[name] = stage_size(
+                by_name[stage.name], available=planned.available, targets=len(planned.targets)
+            )
     return sizes
 
 
@@ -506,6 +560,42 @@ def _report_homeless(issues: _Issues, homeless: list[AppView], allow_partial: bo
     issues.warn(IssueCode.MISSING_CLUSTER_SECRET, message, subjects)
 
 
+def _report_group_gaps(issues: _Issues, label: str, groups: Mapping[str | None, Any]) -> None:
+    unlabelled = groups.get(NO_GROUP_VALUE)
+    if unlabelled:
+        issues.warn(
+            IssueCode.GROUP_LABEL_MISSING,
+            f"groupBy is {label!r}, but clusters {_names(unlabelled)} have no such label: they form the "
+            f"group {NO_GROUP_VALUE}, rolled out on its own like any other; label their cluster Secrets "
+            "to put them in a group",
+            unlabelled,
+        )
+
+
+def _known_stage_names(spec: ProgressiveSyncSpec, groups: Mapping[str | None, Any]) -> set[str]:
+    """Every stage name the plan has: the spec's, or each group's "<group>/<stage>"."""
+    return {
+        stage.name if group is None else group_stage_name(group, stage.name)
+        for group in groups
+        for stage in spec.stages
+    }
+
+
+def _recorded_stages(
+    issues: _Issues, progress: RolloutProgress | None, stage_names: set[str]
+) -> dict[str, StageProgress]:
+    """The stages the running rollout selected that the plan still has; the others, reported."""
+    recorded = {s.name: s for s in (progress.stages if progress else ()) if s.is_selected}
+    strangers = sorted(name for name in recorded if name not in stage_names)
+    if strangers:
+        issues.warn(
+            IssueCode.UNKNOWN_PROGRESS_STAGE,
+            f"the running rollout recorded stages the spec no longer has: {_names(strangers)}; ignored",
+            strangers,
+        )
+    return {name: stage for name, stage in recorded.items() if name in stage_names}
+
+
 def _plan_stages(
     issues: _Issues,
     spec: ProgressiveSyncSpec,
@@ -514,35 +604,33 @@ def _plan_stages(
     clusters: Mapping[str, Cluster],
     fleet: Mapping[str, ClusterPlan],
     progress: RolloutProgress | None,
+    recorded: Mapping[str, StageProgress],
+    held: set[str],
     skipped: Mapping[str, str],
     matcher: StageMatcher,
+    group: str | None = None,
+    within: frozenset[str] | None = None,
 ) -> tuple[StagePlan, ...]:
-    recorded = {s.name: s for s in (progress.stages if progress else ()) if s.is_selected}
-    stage_names = {stage.name for stage in spec.stages}
-    strangers = sorted(name for name in recorded if name not in stage_names)
-    if strangers:
-        issues.warn(
-            IssueCode.UNKNOWN_PROGRESS_STAGE,
-            f"the running rollout recorded stages the spec no longer has: {_names(strangers)}; ignored",
-            strangers,
-        )
-    # Clusters a recorded stage holds are never candidates of another stage, even an earlier one.
-    held = {name for s in recorded.values() if s.name in stage_names for name in s.targets}
+    """The stages of one pass: over the whole fleet, or (`group`) over the clusters `within` it."""
     # Work done once for all stages, with set operations per stage (5,000 clusters x 10 stages):
     # the hash rank of every cluster, the out-of-date ones, the clusters grouped by label values
     # (in `matcher`).
-    rank = {c.name: i for i, c in enumerate(_by_hash(ps_name, clusters.values()))}
+    scope = clusters if within is None else {name: clusters[name] for name in within}
+    rank = {c.name: i for i, c in enumerate(_by_hash(ps_name, scope.values()))}
     # A skipped cluster is no candidate; the first stage not selected yet that could take it says so.
-    stale = {name for name, cluster in fleet.items() if cluster.is_out_of_date and name not in skipped}
-    unclaimed_skips = set(skipped) - held
+    stale = {name for name in scope if fleet[name].is_out_of_date and name not in skipped}
+    unclaimed_skips = (set(skipped) & set(scope)) - held
     taken: set[str] = set()
     plans: list[StagePlan] = []
     for stage in spec.stages:
+        name = stage.name if group is None else group_stage_name(group, stage.name)
         matched = matcher.matching(stage.targets)
+        if within is not None:
+            matched &= within
         available = matched - taken
         max_targets = resolve_max_targets(stage, len(available))
-        if stage.name in recorded:
-            progress_of_stage = recorded[stage.name]
+        if name in recorded:
+            progress_of_stage = recorded[name]
             targets = progress_of_stage.targets
             state, reason = _recorded_state(progress_of_stage, _rollout_name(progress))
             skipped_here: tuple[str, ...] = ()
@@ -550,24 +638,25 @@ def _plan_stages(
             skipped_here = tuple(sorted((available & unclaimed_skips), key=rank.__getitem__))
             unclaimed_skips.difference_update(skipped_here)
             eligible = sorted((available & stale) - held, key=rank.__getitem__)
-            candidates = _spread([clusters[name] for name in eligible], stage.spread_by)
+            candidates = _spread([clusters[c] for c in eligible], stage.spread_by)
             chosen = candidates[:max_targets]
             if stage.spread_by:
-                _report_spread_gaps(issues, stage.name, stage.spread_by, chosen)
-                _report_spread_values(issues, stage, candidates, chosen)
+                _report_spread_gaps(issues, name, stage.spread_by, chosen)
+                _report_spread_values(issues, stage, candidates, chosen, name=name)
             targets = tuple(c.name for c in chosen)
             state, reason = _computed_state(
                 app_set=spec.app_set_ref.name,
-                fleet_size=len(fleet),
+                fleet_size=len(scope),
                 matched=len(matched),
                 available=len(available),
                 candidates=len(candidates),
                 targets=len(targets),
                 skipped=len(skipped_here),
+                group=None if group is None else f"{spec.group_by}={group}",
             )
         plans.append(
             StagePlan(
-                name=stage.name,
+                name=name,
                 state=state,
                 reason=reason,
                 targets=targets,
@@ -581,8 +670,9 @@ def _plan_stages(
                 ),
                 matched=len(matched),
                 available=len(available),
-                from_progress=stage.name in recorded,
-                skipped=MappingProxyType({name: skipped[name] for name in skipped_here}),
+                from_progress=name in recorded,
+                skipped=MappingProxyType({c: skipped[c] for c in skipped_here}),
+                group=group,
             )
         )
         taken.update(targets)
@@ -598,13 +688,14 @@ def _computed_state(
     candidates: int,
     targets: int,
     skipped: int = 0,
+    group: str | None = None,
 ) -> tuple[StageState, str]:
     """The state of a stage the rollout has not selected yet, and why (`skipped`: how many of its
-    out-of-date clusters are held back by a skip mark or spec.skip)."""
+    out-of-date clusters are held back by a skip mark or spec.skip; `group`: "label=value" of the
+    group it plans, whose clusters `fleet_size` counts)."""
     if not matched:
-        return StageState.SKIPPED, (
-            f"its selector matches none of the {fleet_size} clusters of ApplicationSet {app_set!r}"
-        )
+        of = f"group {group}" if group is not None else f"ApplicationSet {app_set!r}"
+        return StageState.SKIPPED, f"its selector matches none of the {fleet_size} clusters of {of}"
     if not available:
         return StageState.SKIPPED, f"earlier stages took all {matched} clusters its selector matches"
     held_back = f"{skipped} out-of-date cluster(s) skipped (progressivesync.io/skip or spec.skip)"
@@ -632,7 +723,12 @@ def _report_spread_gaps(issues: _Issues, stage: str, label: str, targets: Sequen
 
 
 def _report_spread_values(
-    issues: _Issues, stage: Stage, candidates: Sequence[Cluster], chosen: Sequence[Cluster]
+    issues: _Issues,
+    stage: Stage,
+    candidates: Sequence[Cluster],
+    chosen: Sequence[Cluster],
+    *,
+    name: str | None = None,
 ) -> None:
     """A count `maxTargets` above the number of values `spreadBy` has among the stage's candidates:
     some value gets more than one target, which "one per region" rarely means. A percentage takes a
@@ -647,7 +743,7 @@ def _report_spread_values(
     shares = ", ".join(f"{count} in {value}" for value, count in sorted(taken.items()))
     issues.warn(
         IssueCode.SPREAD_VALUES_FEWER_THAN_TARGETS,
-        f"stage {stage.name!r} spreads by {label!r}, which has {len(values)} value(s) among the "
+        f"stage {name or stage.name!r} spreads by {label!r}, which has {len(values)} value(s) among the "
         f"clusters it can take ({', '.join(values)}), but maxTargets is {stage.max_targets}: it will "
         f"take {len(chosen)} clusters, {shares}; set maxTargets: {len(values)} for one per {label}",
         tuple(c.name for c in chosen),
@@ -662,9 +758,10 @@ def _report_uncovered(
     stages: tuple[StagePlan, ...],
     *,
     skipped: Mapping[str, str],
+    groups: Mapping[str, tuple[str, ...]] | None = None,
 ) -> tuple[str, ...]:
     """Out-of-date clusters that no stage takes and no skip holds back: an error unless
-    allowPartialRollout."""
+    allowPartialRollout (`groups`: spec.groupBy's, each group's stages matching only its clusters)."""
     in_a_stage = {target for stage in stages for target in stage.targets}
     uncovered = tuple(
         name
@@ -673,7 +770,7 @@ def _report_uncovered(
     )
     if not uncovered:
         return ()
-    uncovered = _report_late(issues, spec, matcher, stages, uncovered)
+    uncovered = _report_late(issues, spec, matcher, stages, uncovered, groups=groups)
     if not uncovered:
         return ()
     in_some_stage = {name for stage in spec.stages for name in matcher.matching(stage.targets)}
@@ -702,6 +799,8 @@ def _report_late(
     matcher: StageMatcher,
     stages: tuple[StagePlan, ...],
     uncovered: tuple[str, ...],
+    *,
+    groups: Mapping[str, tuple[str, ...]] | None = None,
 ) -> tuple[str, ...]:
     """Split off the clusters a running rollout learned of late; the uncovered ones left.
 
@@ -712,8 +811,12 @@ def _report_late(
     """
     open_stages: set[str] = set()
     recorded_stages: set[str] = set()
-    for stage, planned in zip(spec.stages, stages, strict=True):
-        (recorded_stages if planned.from_progress else open_stages).update(matcher.matching(stage.targets))
+    by_name = {stage.name: stage for stage in spec.stages}
+    for planned in stages:
+        matched = matcher.matching(by_name[planned.stage_name].targets)
+        if planned.group is not None and groups:
+            matched &= set(groups.get(planned.group, ()))
+        (recorded_stages if planned.from_progress else open_stages).update(matched)
     late = [name for name in uncovered if name not in open_stages and name in recorded_stages]
     if not late:
         return uncovered

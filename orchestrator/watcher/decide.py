@@ -274,7 +274,9 @@ def _adopt(ctx: Context) -> Decision:
     patch = StatusPatch(
         observed_generation=obs.generation,
         start=_rollout_from_workflow(adopted, obs),
-        stage_names=tuple(stage.name for stage in ctx.spec.stages),
+        # With spec.groupBy the stages are the Workflow's "<group>/<stage>" ones, which the watcher
+        # does not know here: each step's status write adds its own (`rollout_status.stage_of`).
+        stage_names=() if ctx.spec.group_by else tuple(stage.name for stage in ctx.spec.stages),
         phase=RolloutPhase.PROGRESSING,
         message=message,
         lifecycle=running_conditions(message),

@@ -217,7 +217,10 @@ def _create(
     patch = StatusPatch(
         observed_generation=obs.generation,
         start=_rollout_status(create, obs.now),
-        stage_names=tuple(stage.name for stage in ctx.spec.stages),
+        # With spec.groupBy, every group's "<group>/<stage>" (the plan's), as the Workflow runs them.
+        stage_names=tuple(
+            stage.name for stage in (obs.plan.stages if ctx.spec.group_by else ctx.spec.stages)
+        ),
         progress_total=sum(len(stage.targets) for stage in obs.plan.stages),
         phase=RolloutPhase.PROGRESSING,
         message=message,

@@ -15,6 +15,7 @@ the stage phases, and the ProgressiveSync's final status. The real-engine runs a
 from __future__ import annotations
 
 import itertools
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -665,7 +666,110 @@ def test_a_stage_by_application_labels_takes_the_clusters_whose_applications_car
         assert status is not None and status.phase == RolloutPhase.SUCCEEDED
 
 
-# --- 14. ordering between services (docs/depends-on.md) ---------------------------------------------
+# --- 14. independent groups (docs/groups.md): one group fails, the others finish ------------------
+
+GROUP_STAGES = [
+    {"name": "canary", "targets": {"clusters": {"selector": {}}}, "maxTargets": 1, "maxParallel": 1},
+    {"name": "rest", "targets": {"clusters": {"selector": {}}}, "maxParallel": 2},
+]
+
+
+def test_groups_run_side_by_side_and_a_failed_group_stops_only_itself(rig: RolloutRig) -> None:
+    """groupBy region: each region runs canary then rest on its own; eu-west-1's canary degrades,
+    so eu-west-1 stops there while the other regions finish every stage; the rollout ends Failed
+    and says which group ended how."""
+    group_spec = {"groupBy": "region", "maxParallelGroups": 2}
+    assert rig.fleet is not None
+    by_region = {
+        region: sorted(c.name for c in rig.fleet.clusters if c.region == region)
+        for region in ("eu-west-1", "us-east-1", "ap-south-1")
+    }
+    plan = rig.plan(rig.progressive_sync_model(GROUP_STAGES, **group_spec))
+    [eu_canary] = plan.stage("eu-west-1/canary").targets
+    rig.simulate({eu_canary: {"degrade": True}})
+    rig.run_engine()
+    rig.start_rollout(GROUP_STAGES, deadline_seconds=60, **group_spec)
+    done = rig.wait_finished(timeout=TIMEOUT)
+
+    assert done["status"]["phase"] == "Failed"
+    others = [c for region in ("us-east-1", "ap-south-1") for c in by_region[region]]
+    assert rig.sync_starts() == once_each([eu_canary, *others]), "eu-west-1 stops after its canary"
+    assert rig.stage_phases() == {
+        "ap-south-1/canary": SUCCEEDED,
+        "ap-south-1/rest": SUCCEEDED,
+        "eu-west-1/canary": FAILED,
+        "eu-west-1/rest": CANCELLED,
+        "us-east-1/canary": SUCCEEDED,
+        "us-east-1/rest": SUCCEEDED,
+    }
+    targets = rig.stage_targets()
+    for region in ("us-east-1", "ap-south-1"):
+        assert sorted(targets[f"{region}/canary"] + targets[f"{region}/rest"]) == by_region[region]
+    assert targets["eu-west-1/canary"] == [eu_canary]
+    status = rig.progressive_sync().status
+    assert status is not None and status.phase == RolloutPhase.FAILED
+    assert status.message is not None
+    assert "groups: ap-south-1 Succeeded, eu-west-1 Failed, us-east-1 Succeeded" in status.message
+    # One branch per group in the Argo UI: the failed group's later stage is Omitted, the others ran.
+    [eu_rest] = rig.nodes(name=f"{rig.workflow_name}.eu-west-1.eu-west-1-rest")
+    assert (eu_rest["type"], eu_rest["phase"]) == ("Skipped", "Omitted")
+    for region in ("us-east-1", "ap-south-1"):
+        [group] = rig.nodes(name=f"{rig.workflow_name}.{region}")
+        assert (group["type"], group["phase"]) == ("DAG", "Succeeded")
+    assert exit_handler(rig)["phase"] == "Succeeded"
+
+
+def test_each_group_waits_at_its_own_gate_and_approve_opens_one_group(rig: RolloutRig) -> None:
+    """The watcher starts a grouped rollout (every group stage listed Pending); `rest` has a manual
+    gate, so each region waits at its own; approving one region's gate lets that region alone go
+    on; `status` says which group stands where."""
+    gated = [GROUP_STAGES[0], {**GROUP_STAGES[1], "approval": "Manual"}]
+    assert rig.fleet is not None
+    canaries_only = len(REGIONS)
+    rig.simulate()
+    rig.run_engine()
+    rig.watcher()
+    rig.create_ps(gated, groupBy="region")
+
+    def waiting() -> list[str]:
+        shown = cli(rig, "status", "myservice", "-o", "json")
+        return (
+            sorted(json.loads(shown.stdout).get("waitingForApproval") or []) if shown.exit_code == 0 else []
+        )
+
+    all_gates = sorted(f"{region}/rest" for region in REGIONS)
+    wait_for(
+        lambda: waiting() == all_gates, timeout=TIMEOUT, interval=0.5, what="every region's gate waiting"
+    )
+    rig.workflow_name = rig.workflows()[0]["metadata"]["name"]
+    assert len(rig.sync_starts()) == canaries_only
+
+    approved = cli(rig, "approve", "myservice", "--stage", "eu-west-1/rest")
+    assert approved.exit_code == 0, approved.output
+    wait_for(
+        lambda: rig.stage_phases().get("eu-west-1/rest") == SUCCEEDED,
+        timeout=TIMEOUT,
+        interval=0.5,
+        what="eu-west-1's rest done",
+    )
+    eu = sorted(c.name for c in rig.fleet.clusters if c.region == "eu-west-1")
+    assert all(rig.sync_starts().get(cluster) == 1 for cluster in eu)
+    assert len(rig.sync_starts()) == canaries_only + 1, "the other regions still wait at their gates"
+    assert waiting() == [gate for gate in all_gates if gate != "eu-west-1/rest"]
+    table = cli(rig, "status", "myservice")
+    assert "eu-west-1 Succeeded" in table.stdout and "us-east-1 Progressing" in table.stdout, table.stdout
+
+    for gate in ("us-east-1/rest", "ap-south-1/rest"):
+        opened = cli(rig, "approve", "myservice", "--stage", gate)
+        assert opened.exit_code == 0, opened.output
+    done = rig.wait_phase("Succeeded", timeout=TIMEOUT)
+    assert rig.sync_starts() == once_each(rig.all_clusters())
+    assert [stage["name"] for stage in done["stages"]] == [
+        f"{region}/{stage}" for region in sorted(REGIONS) for stage in ("canary", "rest")
+    ]
+
+
+# --- 15. ordering between services (docs/depends-on.md) ---------------------------------------------
 
 
 def test_a_rollout_that_depends_on_another_waits_for_its_canary(rig: RolloutRig) -> None:
