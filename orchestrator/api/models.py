@@ -79,6 +79,7 @@ from orchestrator.api.selectors import (  # re-exported: the API's names stay im
     SelectorOperator,  # noqa: F401
     StageTargets,
 )
+from orchestrator.api.windows import RolloutWindows
 from orchestrator.core.clock import format_micro_time, format_time
 
 GROUP = "progressivesync.io"
@@ -303,6 +304,8 @@ class ProgressiveSyncSpec(_Model):
     """Undo the rollout on the clusters it synced when it ends as `on` lists; absent: never."""
     skip: SkipSpec | None = None
     """Clusters to leave out of rollouts (besides Applications annotated progressivesync.io/skip)."""
+    windows: RolloutWindows | None = None
+    """When syncs may be written: allow and deny windows (docs/windows.md); absent: any time."""
 
     @field_validator("stages")
     @classmethod
