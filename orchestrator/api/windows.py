@@ -23,14 +23,7 @@ from typing import Annotated
 from pydantic import Field, field_validator
 
 from orchestrator.api.base import _Model
-from orchestrator.core.windows import (
-    Window,
-    WindowError,
-    describe,
-    parse_duration,
-    parse_zone,
-)
-from orchestrator.core.windows import Cron as _Cron
+from orchestrator.core.windows import Cron, Window, WindowError, describe, parse_duration, parse_zone
 
 # The forms the API server checks (the CRD's patterns); the models check the values too.
 SCHEDULE_PATTERN = r"^\s*(@[a-z]+|\S+(\s+\S+){4})\s*$"
@@ -71,7 +64,7 @@ class RolloutWindow(_Model):
     @classmethod
     def _schedule(cls, schedule: str) -> str:
         try:
-            _Cron.parse(schedule)
+            Cron.parse(schedule)
         except WindowError as exc:
             raise ValueError(f"{exc} (e.g. '0 22 * * MON-FRI' or '@daily')") from exc
         return schedule
