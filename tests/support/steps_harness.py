@@ -74,6 +74,8 @@ STEPS_RULES = [
     },
     {"apiGroups": ["argoproj.io"], "resources": ["analysistemplates"], "verbs": ["get"]},
     {"apiGroups": ["argoproj.io"], "resources": ["clusteranalysistemplates"], "verbs": ["get"]},
+    # The AppProjects' sync windows (steps/window_gate.py), in the Argo CD namespace.
+    {"apiGroups": ["argoproj.io"], "resources": ["appprojects"], "verbs": ["get"]},
     # No Secret: the cluster inventory the watcher publishes instead (publish_inventory here).
     {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"], "resourceNames": [INVENTORY_NAME]},
 ]
