@@ -24,7 +24,7 @@ from steps.sync import sync_cluster
 from tests.support.clock import ManualClock
 from tests.support.outcomes import stage_outcomes
 from tests.support.steps_harness import make_progressive_sync
-from tests.support.steps_rig import Rig, opened, select_canary
+from tests.support.steps_rig import REST, Rig, assert_ok, first_wave_args, opened, select_canary
 
 pytestmark = pytest.mark.integration
 
@@ -134,3 +134,18 @@ def test_an_open_window_writes_at_once(rig: Rig, steps_config: Path, project: An
     result = _run_sync(rig, steps_config, clock)
     assert result.requested, result.summary
     assert clock.looks == []
+
+
+@pytest.mark.parametrize("source", ["spec.windows", "AppProject"])
+def test_the_first_wave_leaves_a_closed_cluster_to_its_step(rig: Rig, project: Any, source: str) -> None:
+    now = datetime.now(UTC)
+    deny = _deny_from(now, 30)
+    if source == "spec.windows":
+        make_progressive_sync(rig.kube, rig.namespace, stages=[REST], windows=[deny])
+    else:
+        make_progressive_sync(rig.kube, rig.namespace, stages=[REST])
+        project([{**deny, "applications": ["*"]}])
+    result = rig.runner.run("select", "--stage", "rest", *first_wave_args(rig, 2))
+    assert_ok(result)
+    assert "started the sync of 0 cluster(s), left 2 to their own step" in result.stdout, result.stdout
+    assert not any("operation" in rig.app(cluster) for cluster in rig.stage("rest").targets)
