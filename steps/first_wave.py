@@ -124,7 +124,7 @@ def start_first_wave(
     rollout = rollout.with_applications_of(ps)
     by_cluster = apps_by_cluster(items, ps.spec.app_set_ref.name, app_set, index_clusters(clusters))
     wanted = [app for cluster in wave for app in by_cluster.get(cluster, ())]
-    rollout_windows = evaluated_windows(ps.spec.windows)
+    rollout_windows = evaluated_windows(ctx.contract.windows)
     project_windows = read_project_windows(kube, rollout, wanted)
     now = clock.now()
     closed = {

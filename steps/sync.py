@@ -62,6 +62,7 @@ from typing import Any
 from orchestrator.api.models import SkipSpec
 from orchestrator.api.release import Revisions
 from orchestrator.api.stage_records import ClusterState
+from orchestrator.api.windows import evaluated_windows
 from orchestrator.argocd import appsync
 from orchestrator.argocd.appwatch import follow_applications
 from orchestrator.argocd.fleet import Cluster, app_view_from_object
@@ -224,7 +225,14 @@ def sync_cluster(kube: Kube, ctx: StepContext, cluster: str, shared: Shared = AL
     if _may_write(apps, rollout, release=release, since=since):
         # No sync while a window is closed (steps.window_gate); the deadline starts after the wait.
         stopped = wait_for_window(
-            kube, rollout, ps, apps, clock=clock, tuning=tuning, note=note, stage_check=stage_check
+            kube,
+            rollout,
+            evaluated_windows(ctx.contract.windows),
+            apps,
+            clock=clock,
+            tuning=tuning,
+            note=note,
+            stage_check=stage_check,
         )
         if stopped:
             log.info("cluster %s not started: %s", cluster, stopped)

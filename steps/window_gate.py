@@ -3,7 +3,8 @@
 Two sets of windows decide whether a cluster's sync may be written now (`orchestrator.core.windows`,
 one evaluator for both):
 
-- the ProgressiveSync's own `spec.windows`;
+- the ProgressiveSync's own `spec.windows`, as the rollout contract carries them (the windows of
+  the spec the rollout was built from; orchestrator.planning.contract);
 - the `spec.syncWindows` of each Application's AppProject that match that Application, as Argo CD
   evaluates them for an automated sync (`initiatedBy.automated`, which our syncs carry): a sync
   written while one of them is closed would be held Running by Argo CD ("blocked by sync window")
@@ -33,8 +34,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from orchestrator.api.models import ProgressiveSync
-from orchestrator.api.windows import evaluated_windows
 from orchestrator.core.clock import Clock, format_time
 from orchestrator.core.windows import Window, WindowError, is_open, next_open, windows_of
 from orchestrator.kube.client import APP_PROJECTS, Kube, KubeError
@@ -110,7 +109,7 @@ def read_project_windows(
 def wait_for_window(
     kube: Kube,
     rollout: RolloutRef,
-    ps: ProgressiveSync,
+    rollout_windows: Sequence[Window],
     apps: Sequence[Mapping[str, Any]],
     *,
     clock: Clock,
@@ -120,7 +119,6 @@ def wait_for_window(
 ) -> str:
     """Wait until the windows let the cluster's sync be written; "" then, or why the wait stopped
     (the stage failed meanwhile: no sync is written)."""
-    rollout_windows = evaluated_windows(ps.spec.windows)
     noted = ""
     while True:
         state = window_state(rollout_windows, read_project_windows(kube, rollout, apps), apps, clock.now())

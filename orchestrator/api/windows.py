@@ -17,13 +17,25 @@ Pure data, like `orchestrator.api.models`, which imports this module.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field, field_validator
 
 from orchestrator.api.base import _Model
-from orchestrator.core.windows import Cron, Window, WindowError, describe, parse_duration, parse_zone
+from orchestrator.core.clock import format_time
+from orchestrator.core.windows import (
+    Cron,
+    Window,
+    WindowError,
+    describe,
+    is_open,
+    next_open,
+    parse_duration,
+    parse_zone,
+)
 
 # The forms the API server checks (the CRD's patterns); the models check the values too.
 SCHEDULE_PATTERN = r"^\s*(@[a-z]+|\S+(\s+\S+){4})\s*$"
@@ -105,6 +117,40 @@ RolloutWindows = Annotated[list[RolloutWindow], Field(max_length=MAX_WINDOWS)]
 def evaluated_windows(windows: Sequence[RolloutWindow] | None) -> tuple[Window, ...]:
     """`spec.windows` as the evaluator reads them (() when absent)."""
     return tuple(window.evaluated() for window in windows or ())
+
+
+@dataclass(frozen=True)
+class Outlook:
+    """What `spec.windows` say at one moment: open now, or closed until when (None: not within a year)."""
+
+    at: datetime
+    open: bool
+    opens_at: datetime | None
+
+    def sentence(self) -> str:
+        """One line for people."""
+        if self.open:
+            return f"open at {format_time(self.at)}: a rollout may write syncs now"
+        if self.opens_at is None:
+            return f"closed at {format_time(self.at)} and not open within a year: no rollout writes a sync"
+        return (
+            f"closed at {format_time(self.at)}: a rollout writes no sync until {format_time(self.opens_at)}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `-o json` form."""
+        return {
+            "evaluatedAt": format_time(self.at),
+            "open": self.open,
+            "opensAt": format_time(self.opens_at) if self.opens_at else None,
+        }
+
+
+def outlook(windows: Sequence[RolloutWindow] | None, now: datetime) -> Outlook:
+    """Whether `spec.windows` are open at `now`, and when they open next (pure: `now` passed in)."""
+    evaluated = evaluated_windows(windows)
+    opens = next_open([evaluated], now)
+    return Outlook(now, is_open(evaluated, now), opens)
 
 
 def describe_windows(windows: Sequence[RolloutWindow] | None) -> tuple[str, ...]:

@@ -36,6 +36,7 @@ from orchestrator.api.analysis import describe_analysis, resolve_analysis
 from orchestrator.api.models import ApprovalMode, ProgressiveSync
 from orchestrator.api.release import Release, Revisions, spec_hash
 from orchestrator.api.selectors import describe_targets
+from orchestrator.api.windows import describe_windows
 from orchestrator.cli.conventions import namespace_option, output_option, resolved_namespace
 from orchestrator.cli.help_catalog import epilog
 from orchestrator.cli.manifest import (
@@ -203,6 +204,11 @@ def render(
                 f"approval: stage {stage.name}: a manual gate; it waits up to "
                 f"{window or settings.approval_window_seconds}s for a person ({source})"
             )
+    for line in describe_windows(ps.spec.windows):  # the contract carries them; the steps obey them
+        _note(
+            f"window: {line}: no sync is written while the windows are closed; a wave waits, within "
+            "the Workflow's activeDeadlineSeconds"
+        )
     click.echo(text, nl=False)
 
 

@@ -23,7 +23,9 @@ revision set, one entry per source; each Application syncs to the set Argo CD co
 and, only when the spec has `rollback`, the rollout's `rollback`: the outcomes that start it
 (`on`), which clusters it restores (`scope`) and each cluster's deadline
 (`progressDeadlineSeconds`: the rollback's own, else the spec's). Without `rollback` in the spec
-neither appears and the contract reads exactly as before.
+neither appears and the contract reads exactly as before. Likewise, only when the spec has
+`windows`, the rollout's `windows` as the spec gives them (docs/windows.md): the steps write no
+sync while they are closed (steps.window_gate).
 
 The Workflow builder makes it once from the plan (`make_contract`, with the sizing rules of
 `orchestrator.planning.sizing`), takes every number of the Workflow from it (the fan-out
@@ -54,6 +56,7 @@ from orchestrator.api.rollback import (
     RollbackTrigger,
     rollback_deadline_seconds,
 )
+from orchestrator.api.windows import RolloutWindow
 from orchestrator.planning.sizing import (
     StageSize,
     batch_count,
@@ -126,6 +129,7 @@ class RolloutContract(_Model):
     release: tuple[Revisions, ...]
     stages: tuple[StageContract, ...] = Field(min_length=1)
     rollback: RollbackContract | None = None
+    windows: tuple[RolloutWindow, ...] | None = None
 
     @field_validator("release", mode="before")
     @classmethod
@@ -255,6 +259,7 @@ def make_contract(
             release=tuple(release),
             stages=tuple(stages),
             rollback=make_rollback_contract(spec, rollback) if rollback else None,
+            windows=tuple(spec.windows) if spec.windows else None,
         )
     except ValidationError as exc:
         raise ContractError(_first_problem(exc)) from exc
