@@ -232,7 +232,8 @@ class Recurrence:
 
     def fires(self, start: datetime) -> Iterator[datetime]:
         """The fire times (UTC, in order) from a little before `start` on; one per wall minute."""
-        wall = self._wall(start) - _DST_SLACK
+        # A zone's clocks jump: a fire with an earlier wall time may come later (see the module).
+        wall = self._wall(start) - (_DST_SLACK if self.zone is not None else timedelta(0))
         seen: datetime | None = None
         while True:
             fired = self.cron.next_fire(wall)
@@ -246,12 +247,17 @@ class Recurrence:
 
     def active(self, now: datetime) -> bool:
         """True when the schedule fired within the last `duration`: `now` in `[f, f + duration)`."""
+        return self.active_until(now) is not None
+
+    def active_until(self, now: datetime) -> datetime | None:
+        """When the firings active at `now` end (the last of them); None when none is active."""
+        until: datetime | None = None
         for fired in self.fires(now - self.duration):
             if fired > now:
-                return False
+                break
             if fired + self.duration > now:
-                return True
-        return False
+                until = fired + self.duration
+        return until
 
     def starts(self, after: datetime) -> Iterator[datetime]:
         """When the window opens, after `after` (in order)."""
@@ -382,11 +388,16 @@ def next_open(
         return now
     everything = [window for windows in sets for window in windows]
     end = now + horizon
+    blocked_until = now
     for moment, _ in zip(_dedupe(_openings(everything, now)), range(_MAX_EDGES), strict=False):
         if moment > end:
             return None
+        if moment < blocked_until:
+            continue  # an active deny still holds it
         if all(is_open(windows, moment) for windows in sets):
             return moment
+        ends = [w.recurrence.active_until(moment) for w in everything if w.kind == "deny"]
+        blocked_until = max([moment, *(until for until in ends if until is not None)])
     return None
 
 
