@@ -468,8 +468,10 @@ class Reason(StrEnum):
         Section.NOTICES,
         "cluster notice",
         "Argo CD holds the sync: a sync window of the Application's project denies it now. The "
-        "progress deadline keeps running.",
-        "Wait for the window, or change the AppProject's syncWindows.",
+        "progress deadline keeps running. The steps read the AppProject's windows before they write "
+        "(WaitingForWindow): this shows when it could not be read, or its window closed after the write.",
+        "Wait for the window, or change the AppProject's syncWindows; let the steps' service account "
+        "get AppProjects (docs/windows.md).",
     )
     WAITING_FOR_WINDOW = (
         "WaitingForWindow",
