@@ -235,8 +235,18 @@ def sync_cluster(kube: Kube, ctx: StepContext, cluster: str, shared: Shared = AL
             stage_check=stage_check,
         )
         if stopped:
-            log.info("cluster %s not started: %s", cluster, stopped)
-            return SyncResult(cluster, failure=f"cluster {cluster} not started: {stopped}")
+            # As after any other wait of this step: the cluster, recorded waiting, is recorded failed.
+            return _fail(
+                kube,
+                rollout,
+                tuning,
+                sink,
+                stage=stage,
+                cluster=cluster,
+                reason=stopped,
+                apps=names,
+                clock=clock,
+            )
         apps = fleet.apps_of(found, clusters)  # as they are after the wait
     deadline = clock.now() + timedelta(seconds=ps.spec.progress_deadline_seconds)
 

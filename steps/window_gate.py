@@ -12,11 +12,13 @@ one evaluator for both):
 
 `window_state` is the pure decision (open, or closed until when and why); `wait_for_window` is the
 effect: before the cluster's first sync write, while closed, it notes on the cluster's record
-"waiting for window: opens at <RFC3339>" (status.stages[].notes) and waits, reading the AppProjects
-again and the stage's state every `Tuning.window_recheck_seconds` (a failed stage stops the wait), until
-the windows open; then it clears the note. The cluster's progress deadline starts after it (the
-`sync` step's waits count from there, `wait-healthy` from the operation's start), so the wait does
-not use it up. Nothing bounds the wait but the Workflow's `activeDeadlineSeconds` (and the local
+"waiting for window: opens at <RFC3339>" (status.stages[].notes) and waits, reading the
+AppProjects again and the stage's state every `Tuning.window_recheck_seconds`, until the windows
+open; then it clears the note. A stage that failed meanwhile stops the wait: `sync` records the
+cluster (recorded waiting) failed, as after any other of its waits, and writes nothing. The
+cluster's progress deadline starts after the wait (the `sync` step's waits count from there,
+`wait-healthy` from the operation's start), so the wait does not use it up. Nothing bounds the
+wait but the Workflow's `activeDeadlineSeconds` (and the local
 engine's run): a window that never opens holds the wave until then.
 
 An AppProject that cannot be read (none by that name, no permission) or whose windows do not parse

@@ -22,7 +22,7 @@ from orchestrator.core.clock import format_time
 from orchestrator.kube.client import APP_PROJECTS, Kube, NotFound
 from steps.sync import sync_cluster
 from tests.support.clock import ManualClock
-from tests.support.outcomes import stage_outcomes
+from tests.support.outcomes import record_failed, stage_outcomes
 from tests.support.steps_harness import make_progressive_sync
 from tests.support.steps_rig import REST, Rig, assert_ok, first_wave_args, opened, select_canary
 
@@ -41,15 +41,15 @@ class Look:
 class WatchedClock(ManualClock):
     """A manual clock that looks at the cluster's Application and record at each sleep."""
 
-    def __init__(self, start: datetime, rig: Rig, cluster: str) -> None:
+    def __init__(self, start: datetime, rig: Rig, cluster: str, stage: str = "canary") -> None:
         super().__init__(start)
-        self.rig, self.cluster, self.looks = rig, cluster, []  # type: ignore[var-annotated]
+        self.rig, self.cluster, self.stage = rig, cluster, stage
+        self.looks: list[Look] = []
 
     def sleep(self, seconds: float) -> None:
         if seconds >= 1:  # the window waits, not the sub-second backoffs
-            record = stage_outcomes(self.rig.kube, "myservice", self.rig.namespace)["canary"].clusters.get(
-                self.cluster
-            )
+            records = stage_outcomes(self.rig.kube, "myservice", self.rig.namespace)[self.stage]
+            record = records.clusters.get(self.cluster)
             self.looks.append(
                 Look(self.now(), "operation" in self.rig.app(self.cluster), record.note if record else "")
             )
@@ -149,3 +149,40 @@ def test_the_first_wave_leaves_a_closed_cluster_to_its_step(rig: Rig, project: A
     assert_ok(result)
     assert "started the sync of 0 cluster(s), left 2 to their own step" in result.stdout, result.stdout
     assert not any("operation" in rig.app(cluster) for cluster in rig.stage("rest").targets)
+
+
+class FailingSiblingClock(WatchedClock):
+    """At the step's first wait, a sibling of the stage is recorded failed: the stage fails."""
+
+    def __init__(self, start: datetime, rig: Rig, cluster: str, sibling: str) -> None:
+        super().__init__(start, rig, cluster, stage="rest")
+        self.sibling = sibling
+
+    def sleep(self, seconds: float) -> None:
+        if seconds >= 1 and not self.looks:
+            record_failed(
+                self.rig.kube,
+                self.rig.namespace,
+                "myservice",
+                stage="rest",
+                cluster=self.sibling,
+                reason="Degraded",
+            )
+        super().sleep(seconds)
+
+
+def test_a_stage_that_fails_while_a_cluster_waits_gets_no_sync(rig: Rig, steps_config: Path) -> None:
+    start = datetime.now(UTC).replace(second=20, microsecond=0)
+    make_progressive_sync(rig.kube, rig.namespace, stages=[REST], windows=[_deny_from(start, 10)])
+    assert_ok(rig.runner.run("select", "--stage", "rest"))
+    first, sibling = rig.stage("rest").targets[:2]
+    clock = FailingSiblingClock(start, rig, first, sibling)
+    client = Kube.from_kubeconfig(str(steps_config))
+    try:
+        result = sync_cluster(client, opened(rig, client, "rest", clock=clock), first)
+    finally:
+        client.close()
+    assert result.failed and "stage" in result.failure, result.summary
+    assert "operation" not in rig.app(first), "no sync is written in a failed stage"
+    record = stage_outcomes(rig.kube, "myservice", rig.namespace)["rest"].clusters[first]
+    assert record.state.value == "Failed", record
