@@ -224,7 +224,7 @@ def sync_cluster(kube: Kube, ctx: StepContext, cluster: str, shared: Shared = AL
 
     if _may_write(apps, rollout, release=release, since=since):
         # No sync while a window is closed (steps.window_gate); the deadline starts after the wait.
-        stopped = wait_for_window(
+        gate = wait_for_window(
             kube,
             rollout,
             evaluated_windows(ctx.contract.windows),
@@ -234,7 +234,7 @@ def sync_cluster(kube: Kube, ctx: StepContext, cluster: str, shared: Shared = AL
             note=note,
             stage_check=stage_check,
         )
-        if stopped:
+        if gate.stopped:
             # As after any other wait of this step: the cluster, recorded waiting, is recorded failed.
             return _fail(
                 kube,
@@ -243,11 +243,12 @@ def sync_cluster(kube: Kube, ctx: StepContext, cluster: str, shared: Shared = AL
                 sink,
                 stage=stage,
                 cluster=cluster,
-                reason=stopped,
+                reason=gate.stopped,
                 apps=names,
                 clock=clock,
             )
-        apps = fleet.apps_of(found, clusters)  # as they are after the wait
+        if gate.waited:
+            apps = fleet.apps_of(found, clusters)  # as they are after the wait
     deadline = clock.now() + timedelta(seconds=ps.spec.progress_deadline_seconds)
 
     for app in apps:

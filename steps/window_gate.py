@@ -69,6 +69,14 @@ class WindowState:
         return f"{WAITING_FOR_WINDOW}: {when} (closed: {', '.join(self.closed_by)})"
 
 
+@dataclass(frozen=True)
+class Waited:
+    """How the wait for the windows ended."""
+
+    waited: bool  # False: they were open at once
+    stopped: str = ""  # why no sync may be written (the stage failed meanwhile); "" when it may
+
+
 def window_state(
     rollout_windows: Sequence[Window],
     project_windows: Mapping[str, Sequence[Window]],
@@ -118,9 +126,9 @@ def wait_for_window(
     tuning: Tuning,
     note: Callable[[str], None],
     stage_check: Callable[[], str],
-) -> str:
-    """Wait until the windows let the cluster's sync be written; "" then, or why the wait stopped
-    (the stage failed meanwhile: no sync is written)."""
+) -> Waited:
+    """Wait until the windows let the cluster's sync be written, or the stage failed meanwhile (then
+    no sync is written: `Waited.stopped` says why)."""
     noted = ""
     while True:
         state = window_state(rollout_windows, read_project_windows(kube, rollout, apps), apps, clock.now())
@@ -128,7 +136,7 @@ def wait_for_window(
             if noted:
                 log.info("windows open: writing the sync")
                 note("")
-            return ""
+            return Waited(waited=bool(noted))
         if state.note != noted:
             log.info("%s", state.note)
             note(state.note)
@@ -141,7 +149,7 @@ def wait_for_window(
         clock.sleep(max(0.0, min(tuning.window_recheck_seconds, left)))
         stopped = stage_check()
         if stopped:
-            return stopped
+            return Waited(waited=True, stopped=stopped)
 
 
 def _project_of(app: Mapping[str, Any]) -> str:
