@@ -131,6 +131,9 @@ class Tuning:
     pause_hold_seconds: int = 7 * 24 * 3600
     # After asking Argo CD to terminate our syncs, how long to wait for them to end before going on.
     terminate_wait_seconds: float = 60.0
+    # While the windows are closed (steps.window_gate): how often the AppProjects and the stage are
+    # read again before the moment the windows open.
+    window_recheck_seconds: float = 30.0
     # How often `wait-healthy` looks whether a sibling's failure has failed the stage meanwhile.
     stage_check_seconds: float = 5.0
     # The `analyze` step and the exit handler: how long they wait for a run they terminated

@@ -17,6 +17,8 @@ maxParallel: exactly the clusters the fan-out starts first, one pod per cluster 
   its rollout was superseded or the stage failed: the ProgressiveSync is read again (one GET) right
   before the writes, since the read `select` planned with is older by the listing, the planning and
   up to `--compare-wait-seconds` of waiting for Argo CD (issue 29, point 6);
+- a cluster whose windows are closed now (steps.window_gate: `spec.windows`, the AppProjects' sync
+  windows) gets no sync here: its own step waits for them;
 - an Application Synced and Healthy outside the release is not decided here (its cluster step asks
   Argo CD to compare it again first, `steps.sync`); the cluster's other Applications are;
 - a write whose answer is an error (a 409 after a lost answer, a timeout) is looked at once more
@@ -47,6 +49,7 @@ from typing import Any
 from orchestrator.api.models import ProgressiveSync
 from orchestrator.api.release import Revisions
 from orchestrator.api.stage_records import StageOutcomes
+from orchestrator.api.windows import evaluated_windows
 from orchestrator.argocd import appsync
 from orchestrator.argocd.fleet import AppSetView, Cluster, index_clusters
 from orchestrator.core.clock import Clock
@@ -62,6 +65,7 @@ from steps.common import (
 from steps.context import StepContext
 from steps.status_sink import BatchedSink, StageRecords
 from steps.sync import NOTHING_TO_WRITE, write_sync
+from steps.window_gate import read_project_windows, window_state
 
 log = logging.getLogger(__name__)
 
@@ -119,8 +123,23 @@ def start_first_wave(
         return FirstWave(left=tuple(wave), reason=refused)
     rollout = rollout.with_applications_of(ps)
     by_cluster = apps_by_cluster(items, ps.spec.app_set_ref.name, app_set, index_clusters(clusters))
+    wanted = [app for cluster in wave for app in by_cluster.get(cluster, ())]
+    rollout_windows = evaluated_windows(ctx.contract.windows)
+    project_windows = read_project_windows(kube, rollout, wanted)
+    now = clock.now()
+    closed = {
+        cluster: state.note
+        for cluster in wave
+        if not (
+            state := window_state(rollout_windows, project_windows, by_cluster.get(cluster, ()), now)
+        ).open
+    }
+    for cluster, why in closed.items():
+        log.info("cluster %s: %s; left to its step", cluster, why)
 
     def start(cluster: str) -> bool:
+        if cluster in closed:
+            return False
         return _start_cluster(
             kube,
             rollout,

@@ -34,6 +34,12 @@ run again, the step finds the record and writes nothing. A mark found once this 
 synced some of the cluster's Applications comes too late for it: the cluster is finished (half a
 cluster is worse than none) and the mark holds it out of the next rollout.
 
+Windows (steps.window_gate: `spec.windows` and the Applications' AppProject sync windows): while
+one is closed, before the cluster's first sync write, the step notes "waiting for window: opens at
+<RFC3339>" on the cluster's record and waits; the cluster's progress deadline starts once they
+open. A cluster with nothing to write (synced by this rollout already, adopted, up to date) does
+not wait.
+
 A stage that has failed (failures above `maxFailedClusters`) gets no new sync from this step, for no
 Application: when the step starts, and again after every wait (someone's operation, a comparison).
 Then what this rollout wrote on the cluster (by the Applications' own marks, `written_by_rollout`)
@@ -56,6 +62,7 @@ from typing import Any
 from orchestrator.api.models import SkipSpec
 from orchestrator.api.release import Revisions
 from orchestrator.api.stage_records import ClusterState
+from orchestrator.api.windows import evaluated_windows
 from orchestrator.argocd import appsync
 from orchestrator.argocd.appwatch import follow_applications
 from orchestrator.argocd.fleet import Cluster, app_view_from_object
@@ -75,6 +82,7 @@ from steps.common import (
 from steps.context import ALONE, Shared, StepContext
 from steps.status_sink import StatusSink
 from steps.terminate import terminate_operations
+from steps.window_gate import wait_for_window
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +211,6 @@ def sync_cluster(kube: Kube, ctx: StepContext, cluster: str, shared: Shared = AL
         mark = skip_reason(ps.spec.skip, found, [app_view_from_object(app) for app in apps])
         if mark is not None:
             return _skip(sink, clock, cluster, mark)
-    deadline = clock.now() + timedelta(seconds=ps.spec.progress_deadline_seconds)
     since = ps.status.rollout.started_at if ps.status and ps.status.rollout else None
     by_action: dict[appsync.SyncAction, list[str]] = defaultdict(list)
     waited: list[str] = []
@@ -214,6 +221,35 @@ def sync_cluster(kube: Kube, ctx: StepContext, cluster: str, shared: Shared = AL
     def note(text: str) -> None:
         # What holds the cluster while the step waits for Argo CD's answer (its record's `note`).
         sink.record(cluster, sinks.note(text), what=f"cluster {cluster} note")
+
+    if _may_write(apps, rollout, release=release, since=since):
+        # No sync while a window is closed (steps.window_gate); the deadline starts after the wait.
+        gate = wait_for_window(
+            kube,
+            rollout,
+            evaluated_windows(ctx.contract.windows),
+            apps,
+            clock=clock,
+            tuning=tuning,
+            note=note,
+            stage_check=stage_check,
+        )
+        if gate.stopped:
+            # As after any other wait of this step: the cluster, recorded waiting, is recorded failed.
+            return _fail(
+                kube,
+                rollout,
+                tuning,
+                sink,
+                stage=stage,
+                cluster=cluster,
+                reason=gate.stopped,
+                apps=names,
+                clock=clock,
+            )
+        if gate.waited:
+            apps = fleet.apps_of(found, clusters)  # as they are after the wait
+    deadline = clock.now() + timedelta(seconds=ps.spec.progress_deadline_seconds)
 
     for app in apps:
         name = appsync.app_name(app)
@@ -358,6 +394,23 @@ def _sync_one(
             continue
         log.info("Application %s: sync requested at revision %s", name, ",".join(decision.pins))
         return decision.action, waited
+
+
+def _may_write(
+    apps: Sequence[Mapping[str, Any]],
+    rollout: RolloutRef,
+    *,
+    release: Sequence[Revisions],
+    since: datetime | None,
+) -> bool:
+    """Whether the step may write a sync for one of `apps` (as read now): not when each is synced by
+    this rollout already, adopted or up to date, so that a cluster with nothing to write does not
+    wait for a window."""
+    return any(
+        appsync.decide_sync(app, rollout.rollout_id, release=release, since=since).action
+        not in NOTHING_TO_WRITE
+        for app in apps
+    )
 
 
 def write_sync(

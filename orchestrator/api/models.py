@@ -79,6 +79,7 @@ from orchestrator.api.selectors import (  # re-exported: the API's names stay im
     SelectorOperator,  # noqa: F401
     StageTargets,
 )
+from orchestrator.api.windows import RolloutWindows
 from orchestrator.core.clock import format_micro_time, format_time
 
 GROUP = "progressivesync.io"
@@ -419,6 +420,8 @@ class ProgressiveSyncSpec(_Model):
         | None
     ) = None
     """Other ProgressiveSyncs whose rollout must pass a stage before a stage of this one starts."""
+    windows: RolloutWindows | None = None
+    """When syncs may be written: allow and deny windows (docs/windows.md); absent: any time."""
 
     @field_validator("stages")
     @classmethod

@@ -478,8 +478,21 @@ class Reason(StrEnum):
         Section.NOTICES,
         "cluster notice",
         "Argo CD holds the sync: a sync window of the Application's project denies it now. The "
-        "progress deadline keeps running.",
-        "Wait for the window, or change the AppProject's syncWindows.",
+        "progress deadline keeps running. The steps read the AppProject's windows before they write "
+        "(WaitingForWindow): this shows when it could not be read, or its window closed after the write.",
+        "Wait for the window, or change the AppProject's syncWindows; let the steps' service account "
+        "get AppProjects (docs/windows.md).",
+    )
+    WAITING_FOR_WINDOW = (
+        "WaitingForWindow",
+        Section.NOTICES,
+        "cluster notice (status.stages[].notes)",
+        "No sync is written for the cluster yet: a window is closed now, the ProgressiveSync's "
+        "spec.windows or a sync window of the Application's AppProject; the note says when they open "
+        "(RFC 3339) and which is closed. The wave waits; the cluster's progress deadline starts when "
+        "the sync is written; only the Workflow's activeDeadlineSeconds bounds the wait.",
+        "Wait for the window, or change spec.windows or the AppProject's syncWindows "
+        "(`progressive-sync plan` shows the windows and when they open; docs/windows.md).",
     )
     RETRYING = (
         "Retrying",

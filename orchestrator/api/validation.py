@@ -5,7 +5,7 @@
 (`spec.stages[1].maxTargets`) and no pydantic URLs or `input_type=` noise. `validate_text` splits a
 YAML stream into documents (several per file, `kind: List` expanded) and says for each whether it is
 a valid ProgressiveSync, an invalid one (and why), or something else that was skipped. A valid one
-may carry notes for people: what its `spec.rollback` does (`describe_spec`).
+may carry notes for people: what its `spec.rollback` and `spec.windows` do (`describe_spec`).
 
 Pure functions over text and dicts: no files, no API server. Callers: `progressive-sync validate`
 (`orchestrator.cli.validate_cmd`) and the API parity tests.
@@ -27,6 +27,7 @@ from pydantic_core import ErrorDetails
 from orchestrator.api import models
 from orchestrator.api.depends import describe_dependency
 from orchestrator.api.rollback import describe_rollback, rollback_deadline_seconds
+from orchestrator.api.windows import describe_windows
 from orchestrator.core import yamlio
 
 
@@ -92,11 +93,12 @@ def validate_object(obj: Any) -> list[FieldError]:
 
 
 def describe_spec(spec: models.ProgressiveSyncSpec) -> tuple[str, ...]:
-    """Notes for people about a valid spec: one line per dependency (spec.dependsOn), one line for
-    its rollback (none without either)."""
+    """Notes for people about a valid spec: one line per dependency (spec.dependsOn), one for its
+    rollback and one per window (none without them)."""
     notes = tuple(describe_dependency(d, spec.waiting_stage(d)) for d in spec.depends_on or [])
+    windows = tuple(f"window: {line}" for line in describe_windows(spec.windows))
     if spec.rollback is None:
-        return notes
+        return (*notes, *windows)
     written = spec.rollback.max_parallel
     parallel = (
         f"{written} of a stage's clusters at a time"
@@ -107,6 +109,7 @@ def describe_spec(spec: models.ProgressiveSyncSpec) -> tuple[str, ...]:
         *notes,
         describe_rollback(spec.rollback, parallel)
         + f"; each cluster within {rollback_deadline_seconds(spec)}s",
+        *windows,
     )
 
 

@@ -45,6 +45,7 @@ class Notice(StrEnum):
     """
 
     SYNC_WINDOW = "SyncWindow"  # Argo CD holds our sync: a sync window denies it now
+    WAITING_FOR_WINDOW = "WaitingForWindow"  # no sync written yet: spec.windows or an AppProject's closed
     RETRYING = "Retrying"  # an attempt failed; Argo CD retries the operation (retry.limit)
     DEGRADED = "Degraded"  # Degraded within the grace period after the sync
     SUSPENDED = "Suspended"  # e.g. an Argo Rollouts canary paused at a step

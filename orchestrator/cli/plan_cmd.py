@@ -14,7 +14,9 @@ With `spec.groupBy` the table opens with one line per group and the JSON carries
 (docs/groups.md). With `spec.rollback` the table ends with one line saying when and how a rollout
 rolls back, and the JSON carries `rollback` and each stage's `rollbackParallel`. A stage
 selecting clusters by its Applications' labels (`targets.applications.selector`) gets a line in
-the table saying so and `applicationSelector` in the JSON.
+the table saying so and `applicationSelector` in the JSON. With `spec.windows` the table ends with
+the windows and whether they are open now (or `--at`) and when they open next; the JSON carries
+`windows` (docs/windows.md).
 
 Exit codes (orchestrator.cli.help_catalog): 0 the plan can run; 1 the plan has errors, or an input
 is invalid or unreadable, or the API server did not answer; 2 bad usage (including a kubeconfig
@@ -26,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -39,6 +42,7 @@ from orchestrator.api.models import ProgressiveSync, ProgressiveSyncSpec
 from orchestrator.api.release import revision_key
 from orchestrator.api.rollback import describe_rollback, rollback_deadline_seconds
 from orchestrator.api.selectors import describe_targets
+from orchestrator.api.windows import describe_windows, outlook
 from orchestrator.argocd.fleet import (
     AppSetView,
     Fleet,
@@ -63,6 +67,7 @@ from orchestrator.cli.manifest import (
     read_fleet_file,
     read_progressive_sync,
 )
+from orchestrator.core.clock import SystemClock
 from orchestrator.planning.plan import IssueCode, PlanIssue
 from orchestrator.planning.planner import RolloutPlan, StagePlan, StageState, plan_fleet
 from orchestrator.planning.sizing import StageSize, rollback_parallel
@@ -111,6 +116,12 @@ class PlanSettings:
         "table for people, json or yaml for scripts, name: the clusters in rollout order, mermaid: a diagram."
     ),
 )
+@click.option(
+    "--at",
+    type=click.DateTime(formats=["%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%M:%S%z"]),
+    default=None,
+    help="Evaluate spec.windows at this RFC 3339 time instead of now (e.g. 2030-01-02T09:00:00Z).",
+)
 @verbose_option
 @click.pass_context
 def plan(
@@ -124,6 +135,7 @@ def plan(
     context: str | None,
     argocd_namespace: str | None,
     output: str,
+    at: datetime | None,
     verbose: bool,
 ) -> None:
     """Show which clusters each stage would take, in which order, and why.
@@ -151,6 +163,8 @@ def plan(
         verbose=verbose,
     )
     ps = read_progressive_sync(settings.source, settings.ps_name)
+    if at is not None and at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
     if settings.namespace and ps.metadata.namespace and settings.namespace != ps.metadata.namespace:
         # kubectl refuses the same mismatch: which one was meant is not ours to guess.
         raise click.UsageError(
@@ -172,13 +186,15 @@ def plan(
             )
         # A manifest that was never applied has no generation; the API server would give it 1.
         generation = ps.metadata.generation or 1
-        shown = render(result, settings.output, generation=generation, spec=ps.spec)
+        now = at or SystemClock().now()
+        shown = render(result, settings.output, generation=generation, spec=ps.spec, now=now)
     if settings.output is OutputFormat.TABLE:
         shown += (
             application_selectors_section(ps.spec)
             + analysis_section(ps)
             + rollback_section(ps.spec, result)
             + dependencies_section(ps.spec)
+            + windows_section(ps.spec, now)
         )
     click.echo(shown, nl=False)
     if result.has_errors:
@@ -370,10 +386,42 @@ def rollback_json(spec: ProgressiveSyncSpec, plan: dict[str, Any], result: Rollo
         stage["rollbackParallel"] = parallels[stage["name"]]
 
 
+def windows_section(spec: ProgressiveSyncSpec, now: datetime) -> str:
+    """The rollout's windows and what they say at `now` ("" without spec.windows)."""
+    if not spec.windows:
+        return ""
+    lines = [f"  {line}" for line in describe_windows(spec.windows)]
+    lines.append(f"  {outlook(spec.windows, now).sentence()}")
+    return (
+        "\nwindows (spec.windows; AppProject sync windows are checked too when a sync is due):\n"
+        + "\n".join(lines)
+        + "\n"
+    )
+
+
+def windows_json(spec: ProgressiveSyncSpec, plan: dict[str, Any], now: datetime) -> None:
+    """Add `windows` (as in the spec, and whether they are open at `now`) to the `-o json` plan
+    (only with spec.windows)."""
+    if not spec.windows:
+        return
+    plan["windows"] = {
+        "windows": [
+            window.model_dump(by_alias=True, exclude_none=True, mode="json") for window in spec.windows
+        ],
+        **outlook(spec.windows, now).to_dict(),
+    }
+
+
 def render(
-    result: RolloutPlan, output: OutputFormat, *, generation: int, spec: ProgressiveSyncSpec | None = None
+    result: RolloutPlan,
+    output: OutputFormat,
+    *,
+    generation: int,
+    spec: ProgressiveSyncSpec | None = None,
+    now: datetime | None = None,
 ) -> str:
-    """The plan in the chosen format, ending with a newline (JSON with the rollback of `spec`)."""
+    """The plan in the chosen format, ending with a newline (JSON with the rollback and the windows of
+    `spec`, the windows evaluated at `now`)."""
     match output:
         case OutputFormat.JSON | OutputFormat.YAML:
             data = result.to_dict(generation=generation)
@@ -381,6 +429,7 @@ def render(
                 application_selectors_json(spec, data)
                 rollback_json(spec, data, result)
                 dependencies_json(spec, data)
+                windows_json(spec, data, now or SystemClock().now())
             if output is OutputFormat.YAML:
                 return yaml.safe_dump(data, sort_keys=False)
             return json.dumps(data, indent=2) + "\n"

@@ -38,6 +38,7 @@ from orchestrator.api.analysis import describe_analysis, resolve_analysis
 from orchestrator.api.models import ApprovalMode, ProgressiveSync
 from orchestrator.api.release import Release, Revisions, spec_hash
 from orchestrator.api.selectors import describe_targets
+from orchestrator.api.windows import describe_windows
 from orchestrator.cli.conventions import namespace_option, output_option, resolved_namespace
 from orchestrator.cli.help_catalog import epilog
 from orchestrator.cli.manifest import (
@@ -202,6 +203,13 @@ def render(
         text = workflow_render.rendered_text(ps, release, sizes, settings, output=output)
     except workflow_render.WorkflowBuildError as exc:
         raise click.ClickException(str(exc)) from exc
+    _note_what_the_workflow_does_not_show(ps, settings)
+    click.echo(text, nl=False)
+
+
+def _note_what_the_workflow_does_not_show(ps: ProgressiveSync, settings: WorkflowSettings) -> None:
+    """On stderr, for people: per stage its Application selector, where its analysis runs and its
+    gate's window; then the rollout windows (the contract carries them, the steps obey them)."""
     for stage in ps.spec.stages:  # where the Workflow's analysis tasks run, said for people
         if stage.targets.applications is not None:  # `select` reads it; the Workflow does not show it
             _note(f"targets: stage {stage.name}: {describe_targets(stage.targets)}")
@@ -216,7 +224,11 @@ def render(
                 f"approval: stage {stage.name}: a manual gate; it waits up to "
                 f"{window or settings.approval_window_seconds}s for a person ({source})"
             )
-    click.echo(text, nl=False)
+    for line in describe_windows(ps.spec.windows):  # the contract carries them; the steps obey them
+        _note(
+            f"window: {line}: no sync is written while the windows are closed; a wave waits, within "
+            "the Workflow's activeDeadlineSeconds"
+        )
 
 
 def _release(

@@ -23,7 +23,9 @@ revision set, one entry per source; each Application syncs to the set Argo CD co
 and, only when the spec has `rollback`, the rollout's `rollback`: the outcomes that start it
 (`on`), which clusters it restores (`scope`) and each cluster's deadline
 (`progressDeadlineSeconds`: the rollback's own, else the spec's). Without `rollback` in the spec
-neither appears and the contract reads exactly as before.
+neither appears and the contract reads exactly as before. Likewise, only when the spec has
+`windows`, the rollout's `windows` as the spec gives them (docs/windows.md): the steps write no
+sync while they are closed (steps.window_gate).
 
 Only when the spec has `dependsOn` (docs/depends-on.md), the rollout's `dependsOn`: each other
 ProgressiveSync waited for (`name`), the stage of it that must pass (`stage`, absent: its whole
@@ -60,6 +62,7 @@ from orchestrator.api.rollback import (
     RollbackTrigger,
     rollback_deadline_seconds,
 )
+from orchestrator.api.windows import RolloutWindow
 from orchestrator.planning.sizing import (
     StageSize,
     batch_count,
@@ -143,6 +146,7 @@ class RolloutContract(_Model):
     stages: tuple[StageContract, ...] = Field(min_length=1)
     rollback: RollbackContract | None = None
     depends_on: tuple[DependencyContract, ...] | None = None
+    windows: tuple[RolloutWindow, ...] | None = None
 
     @field_validator("release", mode="before")
     @classmethod
@@ -297,6 +301,7 @@ def make_contract(
             )
             if spec.depends_on
             else None,
+            windows=tuple(spec.windows) if spec.windows else None,
         )
     except ValidationError as exc:
         raise ContractError(_first_problem(exc)) from exc

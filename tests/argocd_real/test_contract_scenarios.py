@@ -227,6 +227,9 @@ def test_cancelling_a_rollout_terminates_the_sync_it_started(
 def test_inside_a_deny_sync_window_the_rollout_waits_says_so_and_goes_on_when_it_closes(
     argocd_stack: ArgoCDStack, tmp_path: Path
 ) -> None:
+    """The AppProject's deny window is read before each sync (steps/window_gate.py, docs/windows.md):
+    no sync is written while it is in force (none for Argo CD to hold, no maxParallel slot taken),
+    the status says the cluster waits for the window; once it is gone each cluster is synced once."""
     project = default_project()
     project["metadata"]["name"] = f"windows-{int(time.time())}"
     argocd_stack.kube.create(APP_PROJECTS, argocd_stack.namespace, project)
@@ -240,19 +243,30 @@ def test_inside_a_deny_sync_window_the_rollout_waits_says_so_and_goes_on_when_it
             revision = scenario.release()
             scenario.refresh()
             scenario.wait_out_of_sync(revision)
-            with rollout_actors(argocd_stack, tmp_path):
-                scenario.create_progressive_sync(CANARY_THEN_REST, deadline_seconds=120)
-                wait_for(
-                    lambda: "window" in status_text(scenario),
-                    timeout=90,
-                    interval=0.5,
-                    what=f"the status to say the rollout waits for a sync window ({scenario.status()})",
+            keep = lambda n: n in scenario.apps  # noqa: E731
+            with recording(argocd_stack.kube, argocd_stack.namespace, keep=keep) as seen:
+                with rollout_actors(argocd_stack, tmp_path):
+                    scenario.create_progressive_sync(CANARY_THEN_REST, deadline_seconds=120)
+                    wait_for(
+                        lambda: "waiting for window" in status_text(scenario),
+                        timeout=90,
+                        interval=0.5,
+                        what=f"the status to say the rollout waits for a sync window ({scenario.status()})",
+                    )
+                    assert f"appproject {name}" in status_text(scenario)
+                    assert configmap_release(argocd_stack, scenario, CANARY) == "1"
+                    written = [c for c in scenario.clusters if "operation" in scenario.application(c)]
+                    assert written == [], "a sync was written while the deny window was in force"
+                    assert not any(
+                        seen.sync_starts(scenario.app(c), by="progressive-sync") for c in scenario.clusters
+                    )
+                    argocd_stack.kube.patch(
+                        APP_PROJECTS, argocd_stack.namespace, name, {"spec": {"syncWindows": None}}
+                    )
+                    assert scenario.wait_phase("Succeeded", "Failed") == "Succeeded", scenario.explain()
+                assert all(
+                    seen.sync_starts(scenario.app(c), by="progressive-sync") == 1 for c in scenario.clusters
                 )
-                assert configmap_release(argocd_stack, scenario, CANARY) == "1"
-                argocd_stack.kube.patch(
-                    APP_PROJECTS, argocd_stack.namespace, name, {"spec": {"syncWindows": None}}
-                )
-                assert scenario.wait_phase("Succeeded", "Failed") == "Succeeded", scenario.explain()
             assert all(configmap_release(argocd_stack, scenario, c) == "2" for c in scenario.clusters)
     finally:
         argocd_stack.kube.delete(APP_PROJECTS, argocd_stack.namespace, name)

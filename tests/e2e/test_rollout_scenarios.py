@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -822,3 +824,26 @@ def test_a_rollout_that_depends_on_another_waits_for_its_canary(rig: RolloutRig)
     canary_done = payments_status.stages[0].finished_at
     assert canary_done is not None and min(ours) >= canary_done.timestamp()
     assert rig.stage_phases() == {str(CANARY["name"]): SUCCEEDED, "everything else": SUCCEEDED}
+
+
+# --- 16. a deny window that ends mid-rollout (docs/windows.md) --------------------------------------
+
+
+def test_a_deny_window_holds_every_sync_until_it_ends_then_the_rollout_succeeds(rig: RolloutRig) -> None:
+    """A deny window in force when the rollout starts and over ~20 s later: no cluster is synced
+    before it ends (the simulator's clock), each once after; the wait costs no progress deadline."""
+    rig.simulate()
+    rig.run_engine()
+    start = datetime.now(UTC)
+    fired = start.replace(second=0, microsecond=0)
+    seconds = math.ceil((start - fired).total_seconds()) + 20
+    ends = fired + timedelta(seconds=seconds)
+    deny = {"kind": "deny", "schedule": f"{fired.minute} {fired.hour} * * *", "duration": f"{seconds}s"}
+    rig.start_rollout(TWO_STAGES, windows=[deny])
+    done = rig.wait_finished(timeout=TIMEOUT)
+
+    assert done["status"]["phase"] == "Succeeded", done["status"].get("message")
+    assert rig.sync_starts() == once_each(rig.all_clusters())
+    first_sync = min(e["time"] for e in rig.events() if e["event"] == "sync-start")
+    assert first_sync >= ends.timestamp(), "a cluster was synced while the deny window was in force"
+    assert rig.stage_phases() == {CANARY["name"]: SUCCEEDED, "everything else": SUCCEEDED}

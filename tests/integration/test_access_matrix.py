@@ -58,6 +58,7 @@ def no(verb: str, resource: str, namespace: str, name: str = "") -> Row:
 PS = "progressivesyncs.progressivesync.io"
 PSS = "progressivesyncstages.progressivesync.io"  # the per-cluster records of a rollout stage
 APPS = "applications.argoproj.io"
+PROJECTS = "appprojects.argoproj.io"
 APPSETS = "applicationsets.argoproj.io"
 WFS = "workflows.argoproj.io"
 LEASES = "leases.coordination.k8s.io"
@@ -118,12 +119,14 @@ MATRIX: dict[str, list[Row]] = {
         yes("update", APPS, WORKFLOWS),
         yes("get", APPSETS, ARGOCD, "probe"),
         yes("get", "configmaps", ARGOCD, INVENTORY),
+        yes("get", PROJECTS, ARGOCD, "probe"),  # the sync windows (steps/window_gate.py)
         # and nothing else: no Secret anywhere, no Application elsewhere, no Workflow, no spec.
         no("get", "secrets", ARGOCD, "cluster-eu-1"),
         no("list", "secrets", ARGOCD),
         no("list", "secrets", WORKFLOWS),
         no("list", "configmaps", ARGOCD),
         no("get", "configmaps", ARGOCD, "argocd-cm"),
+        no("get", PROJECTS, OTHER, "probe"),
         no("update", APPS, OTHER),
         no("delete", APPS, ARGOCD),
         no("create", APPS, ARGOCD),
@@ -228,6 +231,8 @@ def _create_probes(kubectl: Kubectl, namespaces: dict[str, str]) -> None:
             {"spec": {"generators": [], "template": {"metadata": {}, "spec": _APP_SPEC}}},
         ),
         (ARGOCD, "configmaps", INVENTORY, {}),
+        (ARGOCD, PROJECTS, "probe", {"spec": {}}),
+        (OTHER, PROJECTS, "probe", {"spec": {}}),
         (ARGOCD, "configmaps", "argocd-cm", {}),
         (ARGOCD, "secrets", "cluster-eu-1", {}),
         (RELEASE, LEASES, LEASE, {}),
@@ -266,6 +271,7 @@ def _body(resource: str, name: str) -> str:
         "progressivesyncstages": "ProgressiveSyncStage",
         "applications": "Application",
         "applicationsets": "ApplicationSet",
+        "appprojects": "AppProject",
         "workflows": "Workflow",
         "leases": "Lease",
         "events": "Event",

@@ -79,6 +79,7 @@ STEPS_NEED = [
     ("update", "applications.argoproj.io"),
     ("watch", "applications.argoproj.io"),
     ("get", "configmaps#progressive-sync-clusters"),
+    ("get", "appprojects.argoproj.io"),  # the sync windows (steps/window_gate.py)
     ("get", "workflows.argoproj.io"),
     # Analysis gates (analysis.enabled, on by default).
     ("create", "analysisruns.argoproj.io"),
@@ -99,6 +100,8 @@ STEPS_MUST_NOT = [
     ("list", "secrets"),
     ("get", "secrets"),
     ("get", "configmaps"),
+    ("list", "appprojects.argoproj.io"),
+    ("update", "appprojects.argoproj.io"),
 ]
 
 

@@ -583,13 +583,14 @@ def make_contract(
     revisions: Sequence[Sequence[str]] = ((NEW_REVISION,),),
     sizing: Mapping[str, Mapping[str, int]] | None = None,
     rollback: Mapping[str, Any] | None = None,
+    windows: Sequence[Any] | None = None,
 ) -> RolloutContract:
     """A rollout contract (orchestrator.planning.contract) for steps run by a test: each stage of
     `stages` one target at a time, one pod per cluster, no first wave, unless `sizing` says otherwise
     for it (`{"rest": {"start_syncs": 2}}`, `{"rest": {"batches": 1, "max_parallel": 3}}`).
     `rollback`: the contract's rollback (`{"on": ["StageFailed"], "scope": "Reached",
     "progress_deadline_seconds": 60}`); every stage then rolls back one cluster at a time unless
-    `sizing` gives its `rollback_parallel`."""
+    `sizing` gives its `rollback_parallel`. `windows`: the contract's (`spec.windows`)."""
     sized = sizing or {}
     parallel = {"rollback_parallel": 1} if rollback is not None else {}
     return RolloutContract(
@@ -609,6 +610,7 @@ def make_contract(
             for name in stages
         ),
         rollback=RollbackContract(**rollback) if rollback is not None else None,
+        windows=tuple(windows) if windows else None,
     )
 
 

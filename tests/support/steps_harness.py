@@ -74,6 +74,8 @@ STEPS_RULES = [
     },
     {"apiGroups": ["argoproj.io"], "resources": ["analysistemplates"], "verbs": ["get"]},
     {"apiGroups": ["argoproj.io"], "resources": ["clusteranalysistemplates"], "verbs": ["get"]},
+    # The AppProjects' sync windows (steps/window_gate.py), in the Argo CD namespace.
+    {"apiGroups": ["argoproj.io"], "resources": ["appprojects"], "verbs": ["get"]},
     # No Secret: the cluster inventory the watcher publishes instead (publish_inventory here).
     {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"], "resourceNames": [INVENTORY_NAME]},
 ]
@@ -187,18 +189,24 @@ class StepRunner:
     ) -> RolloutContract:
         """The rollout contract of this rollout: the stages of the ProgressiveSync as stored now (the
         default ones when there is none), the release of `revisions`, and each stage one at a time,
-        one pod per cluster, no first wave unless `sizing` says otherwise (`make_contract`)."""
+        one pod per cluster, no first wave unless `sizing` says otherwise, and the spec's windows
+        (`make_contract`)."""
         kube = Kube.from_kubeconfig(str(self.kubeconfig))
+        windows = None
         try:
-            stages = [
-                stage.name for stage in read_progressive_sync(kube, self.namespace, self.name).spec.stages
-            ]
+            spec = read_progressive_sync(kube, self.namespace, self.name).spec
+            stages, windows = [stage.name for stage in spec.stages], spec.windows
         except NotFound:
             stages = [stage["name"] for stage in DEFAULT_STAGES]
         finally:
             kube.close()
         return make_contract(
-            stages, rollout_id=self.rollout_id, revisions=revisions, sizing=sizing, rollback=rollback
+            stages,
+            rollout_id=self.rollout_id,
+            revisions=revisions,
+            sizing=sizing,
+            rollback=rollback,
+            windows=windows,
         )
 
     def env(self, **overrides: str) -> dict[str, str]:

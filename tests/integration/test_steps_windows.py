@@ -1,0 +1,188 @@
+"""Windows (docs/windows.md) on a real kube-apiserver: while `spec.windows` or the Application's
+AppProject sync window is closed, the `sync` step writes no sync and notes on the cluster's record
+when the windows open; once they open, it writes the sync, and the cluster's progress deadline
+counts from then. `select`'s first wave leaves a closed cluster to its own step. The clock is
+passed in: each sleep of the step is a moment to look at the world, then the clock moves on.
+
+The world (seeded fleet, steps' runner) is tests/support/steps_rig.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.core.clock import format_time
+from orchestrator.kube.client import APP_PROJECTS, Kube, NotFound
+from steps.sync import sync_cluster
+from tests.support.clock import ManualClock
+from tests.support.outcomes import record_failed, stage_outcomes
+from tests.support.steps_harness import make_progressive_sync
+from tests.support.steps_rig import REST, Rig, assert_ok, first_wave_args, opened, select_canary
+
+pytestmark = pytest.mark.integration
+
+
+@dataclass(frozen=True)
+class Look:
+    """The world as the step fell asleep."""
+
+    at: datetime
+    synced: bool
+    note: str
+
+
+class WatchedClock(ManualClock):
+    """A manual clock that looks at the cluster's Application and record at each sleep."""
+
+    def __init__(self, start: datetime, rig: Rig, cluster: str, stage: str = "canary") -> None:
+        super().__init__(start)
+        self.rig, self.cluster, self.stage = rig, cluster, stage
+        self.looks: list[Look] = []
+
+    def sleep(self, seconds: float) -> None:
+        if seconds >= 1:  # the window waits, not the sub-second backoffs
+            records = stage_outcomes(self.rig.kube, "myservice", self.rig.namespace)[self.stage]
+            record = records.clusters.get(self.cluster)
+            self.looks.append(
+                Look(self.now(), "operation" in self.rig.app(self.cluster), record.note if record else "")
+            )
+        super().sleep(seconds)
+
+
+def _deny_from(start: datetime, minutes: int) -> dict[str, Any]:
+    """A deny window that started at `start`'s minute and lasts `minutes`."""
+    return {"kind": "deny", "schedule": f"{start.minute} {start.hour} * * *", "duration": f"{minutes}m"}
+
+
+@pytest.fixture
+def project(rig: Rig) -> Iterator[Any]:
+    """Writes the `default` AppProject of the rig's namespace (where the steps read Argo CD's objects)."""
+
+    def write(sync_windows: list[dict[str, Any]]) -> None:
+        body = {
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "AppProject",
+            "metadata": {"name": "default", "namespace": rig.namespace},
+            "spec": {
+                "sourceRepos": ["*"],
+                "destinations": [{"server": "*", "namespace": "*"}],
+                "syncWindows": sync_windows,
+            },
+        }
+        with contextlib.suppress(NotFound):
+            rig.kube.delete(APP_PROJECTS, rig.namespace, "default")
+        rig.kube.create(APP_PROJECTS, rig.namespace, body)
+
+    yield write
+
+
+def _run_sync(rig: Rig, steps_config: Path, clock: WatchedClock) -> Any:
+    client = Kube.from_kubeconfig(str(steps_config))
+    try:
+        return sync_cluster(client, opened(rig, client, "canary", clock=clock), clock.cluster)
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("source", ["spec.windows", "AppProject"])
+def test_no_sync_is_written_while_a_window_is_closed(
+    rig: Rig, steps_config: Path, project: Any, source: str
+) -> None:
+    start = datetime.now(UTC).replace(second=20, microsecond=0)
+    deny = _deny_from(start, 10)
+    opens = start.replace(second=0) + timedelta(minutes=10)
+    if source == "spec.windows":
+        make_progressive_sync(rig.kube, rig.namespace, windows=[deny])
+    else:
+        make_progressive_sync(rig.kube, rig.namespace)
+        project([{**deny, "applications": ["*"]}])
+    cluster = select_canary(rig.runner)  # a real clock inside the window: no first wave
+    assert "operation" not in rig.app(cluster), "the first wave wrote a sync inside a closed window"
+
+    clock = WatchedClock(start, rig, cluster)
+    result = _run_sync(rig, steps_config, clock)
+
+    assert not result.failed, result.summary
+    assert result.requested == (f"myservice-{cluster}",)
+    assert clock.looks, "the step never waited"
+    assert not any(look.synced for look in clock.looks), "a sync was written while the window was closed"
+    assert all(look.at < opens for look in clock.looks)
+    note = clock.looks[0].note
+    assert note.startswith(f"waiting for window: opens at {format_time(opens)}"), note
+    assert ("spec.windows" if source == "spec.windows" else "AppProject default") in note
+    app = rig.app(cluster)
+    assert app["operation"]["info"], "the sync was written once the window opened"
+    record = stage_outcomes(rig.kube, "myservice", rig.namespace)["canary"].clusters[cluster]
+    assert record.note == "", "the waiting note is cleared once the sync is written"
+    assert record.started_at is not None and record.started_at >= opens, "the deadline counts from the sync"
+
+
+def test_an_open_window_writes_at_once(rig: Rig, steps_config: Path, project: Any) -> None:
+    start = datetime.now(UTC).replace(second=20, microsecond=0)
+    allow = {**_deny_from(start, 10), "kind": "allow"}
+    make_progressive_sync(rig.kube, rig.namespace, windows=[allow])
+    project([{**_deny_from(start + timedelta(hours=2), 10), "applications": ["*"]}])  # not now
+    cluster = select_canary(rig.runner)
+    clock = WatchedClock(start, rig, cluster)
+    result = _run_sync(rig, steps_config, clock)
+    assert result.requested, result.summary
+    assert clock.looks == []
+
+
+@pytest.mark.parametrize("source", ["spec.windows", "AppProject"])
+def test_the_first_wave_leaves_a_closed_cluster_to_its_step(rig: Rig, project: Any, source: str) -> None:
+    now = datetime.now(UTC)
+    deny = _deny_from(now, 30)
+    if source == "spec.windows":
+        make_progressive_sync(rig.kube, rig.namespace, stages=[REST], windows=[deny])
+    else:
+        make_progressive_sync(rig.kube, rig.namespace, stages=[REST])
+        project([{**deny, "applications": ["*"]}])
+    result = rig.runner.run("select", "--stage", "rest", *first_wave_args(rig, 2))
+    assert_ok(result)
+    assert "started the sync of 0 cluster(s), left 2 to their own step" in result.stdout, result.stdout
+    assert not any("operation" in rig.app(cluster) for cluster in rig.stage("rest").targets)
+
+
+class FailingSiblingClock(WatchedClock):
+    """At the step's first wait, a sibling of the stage is recorded failed: the stage fails."""
+
+    def __init__(self, start: datetime, rig: Rig, cluster: str, sibling: str) -> None:
+        super().__init__(start, rig, cluster, stage="rest")
+        self.sibling = sibling
+
+    def sleep(self, seconds: float) -> None:
+        if seconds >= 1 and not self.looks:
+            record_failed(
+                self.rig.kube,
+                self.rig.namespace,
+                "myservice",
+                stage="rest",
+                cluster=self.sibling,
+                reason="Degraded",
+            )
+        super().sleep(seconds)
+
+
+def test_a_stage_that_fails_while_a_cluster_waits_gets_no_sync(rig: Rig, steps_config: Path) -> None:
+    start = datetime.now(UTC).replace(second=20, microsecond=0)
+    make_progressive_sync(rig.kube, rig.namespace, stages=[REST], windows=[_deny_from(start, 10)])
+    assert_ok(rig.runner.run("select", "--stage", "rest"))
+    first, sibling = rig.stage("rest").targets[:2]
+    clock = FailingSiblingClock(start, rig, first, sibling)
+    client = Kube.from_kubeconfig(str(steps_config))
+    try:
+        result = sync_cluster(client, opened(rig, client, "rest", clock=clock), first)
+    finally:
+        client.close()
+    assert result.failed and "stage" in result.failure, result.summary
+    assert "operation" not in rig.app(first), "no sync is written in a failed stage"
+    record = stage_outcomes(rig.kube, "myservice", rig.namespace)["rest"].clusters[first]
+    assert record.state.value == "Failed", record
