@@ -52,7 +52,6 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import TypeVar
 
 from orchestrator.api.models import ProgressiveSync
@@ -64,12 +63,12 @@ from orchestrator.planning.sizing import clusters_of_batch, slots_of_batch
 from steps.cluster import ClusterOutcome, ClusterResult, in_flight, run_cluster
 from steps.common import (
     FleetLookup,
-    Tuning,
     UsageProblem,
     load_progressive_sync,
     read_stage_failures,
 )
 from steps.context import Shared, StepContext
+from steps.pause import PausedTooLong, hold_while_paused
 from steps.status_sink import BatchedSink, OpenSinks, read_stage_records
 
 log = logging.getLogger(__name__)
@@ -174,27 +173,6 @@ def run_batch(
     with sink, (open_sinks or OpenSinks()).holding(sink):
         results = run_clusters(clusters, one, slots=slots, clock=clock, backoffs=tuning.batch_retry_backoffs)
     return BatchResult(stage, batch, tuple(results), status_writes=sink.writes)
-
-
-class PausedTooLong(TemporaryError):
-    """The ProgressiveSync stayed paused past `Tuning.pause_hold_seconds`: temporary (exit 75), not
-    retried in the pod (the hold was the wait), Argo runs the batch again later; recorded clusters are
-    reported as they are."""
-
-
-def hold_while_paused(paused: Callable[[], bool], cluster: str, *, clock: Clock, tuning: Tuning) -> None:
-    """Return once `paused()` is false: looked at every `pause_poll_seconds`, at most `pause_hold_seconds`."""
-    if not paused():
-        return
-    log.info("cluster %s: not starting while the ProgressiveSync is paused", cluster)
-    deadline = clock.now() + timedelta(seconds=tuning.pause_hold_seconds)
-    while paused():
-        if clock.now() >= deadline:
-            raise PausedTooLong(
-                f"cluster {cluster}: the ProgressiveSync stayed paused for {tuning.pause_hold_seconds}s"
-            )
-        clock.sleep(tuning.pause_poll_seconds)
-    log.info("cluster %s: the pause was lifted; starting", cluster)
 
 
 def run_clusters(

@@ -74,12 +74,14 @@ from steps import status_sink as sinks
 from steps.common import (
     RolloutRef,
     Tuning,
+    load_progressive_sync,
     stage_failed_meanwhile,
     stage_failure,
     stopped_reason,
     written_by_rollout,
 )
 from steps.context import ALONE, Shared, StepContext
+from steps.pause import hold_while_paused
 from steps.status_sink import StatusSink
 from steps.terminate import terminate_operations
 from steps.window_gate import wait_for_window
@@ -248,7 +250,12 @@ def sync_cluster(kube: Kube, ctx: StepContext, cluster: str, shared: Shared = AL
                 clock=clock,
             )
         if gate.waited:
-            apps = fleet.apps_of(found, clusters)  # as they are after the wait
+            # Paused while it waited: the cluster has not started, so it holds until the unpause
+            # (steps.pause; running syncs finish, no new one starts).
+            hold_while_paused(
+                lambda: load_progressive_sync(kube, rollout).spec.paused, cluster, clock=clock, tuning=tuning
+            )
+            apps = fleet.apps_of(found, clusters)  # as they are after the waits
     deadline = clock.now() + timedelta(seconds=ps.spec.progress_deadline_seconds)
 
     for app in apps:

@@ -25,6 +25,7 @@ from tests.support.clock import ManualClock
 from tests.support.outcomes import record_failed, stage_outcomes
 from tests.support.steps_harness import make_progressive_sync
 from tests.support.steps_rig import REST, Rig, assert_ok, first_wave_args, opened, select_canary
+from tests.support.watcher_harness import patch_spec
 
 pytestmark = pytest.mark.integration
 
@@ -122,6 +123,45 @@ def test_no_sync_is_written_while_a_window_is_closed(
     record = stage_outcomes(rig.kube, "myservice", rig.namespace)["canary"].clusters[cluster]
     assert record.note == "", "the waiting note is cleared once the sync is written"
     assert record.started_at is not None and record.started_at >= opens, "the deadline counts from the sync"
+
+
+class PausingClock(WatchedClock):
+    """Pauses the ProgressiveSync while the step waits for the window, and lifts the pause after
+    `held` of the step's looks past the moment the window opened."""
+
+    def __init__(self, start: datetime, rig: Rig, cluster: str, *, opens: datetime, held: int) -> None:
+        super().__init__(start, rig, cluster)
+        self.opens, self.held = opens, held
+        self.unpaused_at: datetime | None = None
+
+    def sleep(self, seconds: float) -> None:
+        if self.now() < self.opens:
+            patch_spec(self.rig.kube, self.rig.namespace, "myservice", {"paused": True})
+        elif self.unpaused_at is None and sum(look.at >= self.opens for look in self.looks) >= self.held:
+            patch_spec(self.rig.kube, self.rig.namespace, "myservice", {"paused": False})
+            self.unpaused_at = self.now()
+        super().sleep(seconds)
+
+
+def test_a_pause_during_the_window_wait_holds_the_cluster_until_the_unpause(
+    rig: Rig, steps_config: Path
+) -> None:
+    """The cluster's sync was not written when the window opened, so a pause set meanwhile holds it
+    (no new cluster starts while paused, steps.pause); it is written once, after the unpause."""
+    start = datetime.now(UTC).replace(second=20, microsecond=0)
+    make_progressive_sync(rig.kube, rig.namespace, windows=[_deny_from(start, 10)])
+    opens = start.replace(second=0) + timedelta(minutes=10)
+    cluster = select_canary(rig.runner)
+    clock = PausingClock(start, rig, cluster, opens=opens, held=3)
+    result = _run_sync(rig, steps_config, clock)
+
+    assert result.requested == (f"myservice-{cluster}",), result.summary
+    assert clock.unpaused_at is not None, "the step never held while paused"
+    held = [look for look in clock.looks if look.at >= opens]
+    assert len(held) >= 3 and not any(look.synced for look in held), "a sync was written while paused"
+    assert rig.app(cluster)["operation"]["info"], "the sync was written after the unpause"
+    record = stage_outcomes(rig.kube, "myservice", rig.namespace)["canary"].clusters[cluster]
+    assert record.started_at is not None and record.started_at >= clock.unpaused_at
 
 
 def test_an_open_window_writes_at_once(rig: Rig, steps_config: Path, project: Any) -> None:
