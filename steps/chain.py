@@ -47,6 +47,7 @@ from orchestrator.api.stage_records import ClusterRecord, ClusterState, Progress
 from orchestrator.argocd.fleet import app_view_from_object
 from orchestrator.kube.client import WORKFLOWS, Conflict, Kube, KubeError, NotFound
 from orchestrator.kube.stage_records import claim_cluster, read_record, withdraw_claim
+from orchestrator.planning.contract import StageContract
 from orchestrator.planning.handoff import Claim, next_claim
 from orchestrator.planning.skip import skip_reason
 from steps.cluster import ClusterOutcome, ClusterResult, run_cluster
@@ -113,9 +114,8 @@ def run_and_hand_off(kube: Kube, ctx: StepContext, cluster: str) -> ChainedResul
     return ChainedResult(result, handed)
 
 
-def chained(ctx: StepContext) -> str:
-    """Why this stage has no hand-off ("" when it has one), from the rollout contract alone."""
-    sized = ctx.stage
+def chained(sized: StageContract) -> str:
+    """Why this stage has no hand-off ("" when it has one), from its rollout contract alone."""
     analysis = sized.analysis
     if sized.batches:
         return "the stage runs in batches (a batch refills its own slots)"
@@ -129,7 +129,7 @@ def chained(ctx: StepContext) -> str:
 def hand_off(kube: Kube, ctx: StepContext, finished: str, fleet: FleetLookup) -> HandOff:
     """After `finished` was recorded Completed by this run: claim the next cluster of the stage and
     request its syncs (see the module)."""
-    off = chained(ctx)
+    off = chained(ctx.stage)
     if off:
         return HandOff(reason=off)
     rollout, stage = ctx.rollout, ctx.stage_name

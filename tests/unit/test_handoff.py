@@ -12,8 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from orchestrator.api.analysis import AnalysisTemplateRef, StageAnalysis
 from orchestrator.api.stage_records import ClusterState
+from orchestrator.planning.contract import StageContract
 from orchestrator.planning.handoff import in_flight, next_claim
+from steps.chain import chained
 
 S, C, F, K = ClusterState.SYNCING, ClusterState.COMPLETED, ClusterState.FAILED, ClusterState.SKIPPED
 TARGETS = ("a", "b", "c", "d", "e")
@@ -134,7 +137,9 @@ class World:
 
 @settings(max_examples=400, deadline=None)
 @given(data=st.data(), size=st.integers(2, 7), parallel=st.integers(1, 4))
-def test_no_interleaving_exceeds_max_parallel_or_claims_twice(data: st.DataObject, size: int, parallel: int) -> None:
+def test_no_interleaving_exceeds_max_parallel_or_claims_twice(
+    data: st.DataObject, size: int, parallel: int
+) -> None:
     targets = tuple(f"c{i}" for i in range(size))
     max_parallel = min(parallel, size)
     fails = frozenset(data.draw(st.sets(st.sampled_from(targets), max_size=2), label="fails"))
@@ -154,3 +159,37 @@ def test_no_interleaving_exceeds_max_parallel_or_claims_twice(data: st.DataObjec
         assert all(count == 1 for count in world.synced.values())
     if not world.actions():
         assert world.finished == set(targets)  # every cluster ran: the hand-off lost none
+
+
+# --- which stages hand off (steps.chain.chained, from the rollout contract alone) -----------------
+
+GATE = StageAnalysis(templates=(AnalysisTemplateRef(name="success-rate"),))
+
+
+@pytest.mark.parametrize(
+    ("sized", "off"),
+    [
+        pytest.param(StageContract(name="s", targets=5, max_parallel=2), "", id="one-pod-per-cluster"),
+        pytest.param(
+            StageContract(name="s", targets=60, max_parallel=4, batches=2),
+            "batches",
+            id="batches-refill-themselves",
+        ),
+        pytest.param(
+            StageContract(name="s", targets=3, max_parallel=3), "at once", id="every-target-at-once"
+        ),
+        pytest.param(
+            StageContract(
+                name="s", targets=5, max_parallel=2, analysis=GATE.model_copy(update={"per_cluster": True})
+            ),
+            "analyzed",
+            id="per-cluster-analysis-frees-the-slot-later",
+        ),
+        pytest.param(
+            StageContract(name="s", targets=5, max_parallel=2, analysis=GATE), "", id="a-stage-gate-hands-off"
+        ),
+    ],
+)
+def test_chained(sized: StageContract, off: str) -> None:
+    reason = chained(sized)
+    assert (off in reason) if off else reason == ""
