@@ -41,9 +41,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from orchestrator.api.metadata import workflow_name
-from orchestrator.api.stage_records import ClusterRecord, ClusterState, ProgressiveSyncStage
+from orchestrator.api.stage_records import ClusterRecord, ClusterState, ProgressiveSyncStage, outcomes_of
 from orchestrator.argocd.fleet import app_view_from_object
 from orchestrator.kube.client import WORKFLOWS, Conflict, Kube, KubeError, NotFound
 from orchestrator.kube.stage_records import claim_cluster, read_record, withdraw_claim
@@ -151,18 +152,22 @@ def hand_off(kube: Kube, ctx: StepContext, finished: str, fleet: FleetLookup) ->
     if not claimed.claimed or held is None:
         return HandOff(reason=claimed.reason)
     target = claimed.cluster
-    ctx = ctx.reopen(kube, ps=ps)
-    found, clusters = fleet.find(target)
-    apps = fleet.apps_of(found, clusters) if found is not None else []
-    mark = None
-    if found is not None:
-        mark = skip_reason(ps.spec.skip, found, [app_view_from_object(app) for app in apps])
+    # Read again right before the writes (as the first wave does): a pause, a cancel or a sibling's
+    # failure recorded while the records were read and claimed starts nothing.
+    ps = load_progressive_sync(kube, rollout)
+    mark = first_wave_refusal(ps, rollout.rollout_id, stage, outcomes_of(stage, (held,)))
     started = False
-    if mark is None:
+    apps: list[dict[str, Any]] = []
+    if not mark:
+        found, clusters = fleet.find(target)
+        apps = fleet.apps_of(found, clusters) if found is not None else []
+        skip = skip_reason(ps.spec.skip, found, [app_view_from_object(a) for a in apps]) if found else None
+        mark = f"a skip mark on it ({skip})" if skip else ""
+    if not mark:
         since = ps.status.rollout.started_at if ps.status and ps.status.rollout else None
         started = start_cluster(
             kube,
-            ctx.rollout,
+            rollout,
             ps,
             stage=stage,
             cluster=target,
@@ -180,7 +185,7 @@ def hand_off(kube: Kube, ctx: StepContext, finished: str, fleet: FleetLookup) ->
         resource_version=held.metadata.resource_version or "",
         cluster=target,
     )
-    why = f"a skip mark on it ({mark})" if mark else "no sync of it could be written here"
+    why = mark or "no sync of it could be written here"
     return HandOff(
         reason=f"claimed cluster {target} but {why}; the claim {'was taken back' if withdrawn else 'stays'}, "
         "its own step decides"
