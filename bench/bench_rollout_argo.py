@@ -191,7 +191,21 @@ def measure(
         "wall": wall,
         "critical": base.critical_path(per_stage),
         "writes": base.writes_per_app(audit, steps_user),
+        "sync_writes": sync_writes_per_app(audit, steps_user),
     }
+
+
+def sync_writes_per_app(audit: list[dict[str, Any]], user: str) -> dict[str, int]:
+    """Successful sync writes (`update`: the PUT that sets `.operation`) of each Application by
+    `user`; `base.writes_per_app` also counts the refresh requests (a `patch` of an annotation)."""
+    counts: dict[str, int] = {}
+    for line in audit:
+        ref = line.get("objectRef") or {}
+        ok = (line.get("responseStatus") or {}).get("code") == 200
+        if ref.get("resource") == "applications" and line.get("verb") == "update" and ok:
+            if (line.get("user") or {}).get("username") == user:
+                counts[str(ref.get("name"))] = counts.get(str(ref.get("name")), 0) + 1
+    return counts
 
 
 def stage_boundaries(
@@ -337,8 +351,8 @@ def report(local: dict[str, Any], argo: list[dict[str, Any]], options: Options) 
         value = figures["wall"] / figures["critical"] if figures["critical"] else float("nan")
         return f"{value:.2f} ({figures['wall']:.0f}s / {figures['critical']:.0f}s)"
 
-    def writes(figures: dict[str, Any]) -> str:
-        counts = sorted(set(figures["writes"].values()))
+    def writes(figures: dict[str, Any], key: str = "writes") -> str:
+        counts = sorted(set(figures[key].values()))
         return " or ".join(str(c) for c in counts)
 
     columns = [local, *argo]
@@ -353,7 +367,8 @@ def report(local: dict[str, Any], argo: list[dict[str, Any]], options: Options) 
         ["last Healthy -> next stage's first sync, max", *(p(c["boundaries"], 100) for c in columns)],
         [f"wall / critical path, {options.clusters} clusters", *(ratio(c) for c in columns)],
         ["rollout phase", *(str(c["phase"]) for c in columns)],
-        ["sync writes per Application", *(writes(c) for c in columns)],
+        ["sync writes per Application", *(writes(c, "sync_writes") for c in columns)],
+        ["Application writes (sync + refresh requests)", *(writes(c) for c in columns)],
         ["stack start", *(f"{c['stack']:.1f}s" for c in columns)],
         [
             "pod create -> Succeeded, p50 / p95",
