@@ -202,9 +202,9 @@ def sync_writes_per_app(audit: list[dict[str, Any]], user: str) -> dict[str, int
     for line in audit:
         ref = line.get("objectRef") or {}
         ok = (line.get("responseStatus") or {}).get("code") == 200
-        if ref.get("resource") == "applications" and line.get("verb") == "update" and ok:
-            if (line.get("user") or {}).get("username") == user:
-                counts[str(ref.get("name"))] = counts.get(str(ref.get("name")), 0) + 1
+        mine = (line.get("user") or {}).get("username") == user
+        if ref.get("resource") == "applications" and line.get("verb") == "update" and ok and mine:
+            counts[str(ref.get("name"))] = counts.get(str(ref.get("name")), 0) + 1
     return counts
 
 
