@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.api.metadata import workflow_name
+from orchestrator.api.metadata import SKIP_ANNOTATION, workflow_name
 from orchestrator.api.stage_records import ClusterRecord, ClusterState
 from orchestrator.argocd import appsync
 from orchestrator.core.clock import SystemClock
@@ -164,3 +164,23 @@ def test_two_claims_on_one_records_object_never_take_the_same_cluster(rig: Rig) 
     # And a third claim finds the slots full.
     claim, stored = _claim(rig.kube, part, finished=first, max_parallel=2, proposed=later)
     assert not claim.claimed and stored is None
+
+
+def test_a_skip_mark_on_the_next_cluster_takes_the_claim_back_and_its_step_skips_it(rig: Rig) -> None:
+    targets = selected(rig)
+    rig.update_app(
+        targets[1],
+        lambda app: app["metadata"].setdefault("annotations", {}).update({SKIP_ANNOTATION: "INC-1"}),
+    )
+    rig.simulate()
+    first = rig.runner.run("cluster", "--stage", "rest", "--cluster", targets[0], *chain_args(rig))
+    assert_ok(first)
+    assert "handed off" not in first.stdout
+    assert f"claimed cluster {targets[1]} but a skip mark on it" in first.stderr
+    assert "was taken back" in first.stderr
+    assert not ours(rig, targets[1])
+    assert rig.stage("rest").syncing == []  # the claim is gone: the cluster has no record
+    skipped = rig.runner.run("cluster", "--stage", "rest", "--cluster", targets[1], *chain_args(rig))
+    assert_ok(skipped)
+    assert f"cluster {targets[1]} done: skipped: " in skipped.stdout, skipped.stdout
+    assert "operation" not in rig.app(targets[1])
