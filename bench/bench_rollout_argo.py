@@ -12,7 +12,9 @@ by side in one run:
    restarted between; `--requeue-times`).
 
 Per engine: *applied -> first sync written* over a few small rollouts and the big one;
-*cluster Healthy -> next sync written* (the freed slot taken) within stages; *wall / critical path*
+*cluster Healthy -> next sync written* (the freed slot taken) within stages; *last Healthy ->
+next stage's first sync* at each boundary of the big rollout; *sync writes per Application* (the
+updates that set `.operation`, apart from the refresh requests); *wall / critical path*
 of the 12-cluster rollout (the simulated syncs' own times scheduled `maxParallel` at a time: 1.00
 would be an orchestrator that costs nothing); and the stack's start time. The fleet simulator plays
 Argo CD in both. Figures are reports, not verdicts: the script exits 0 whatever they are. The argo
