@@ -12,7 +12,9 @@ by side in one run:
    restarted between; `--requeue-times`).
 
 Per engine: *applied -> first sync written* over a few small rollouts and the big one;
-*cluster Healthy -> next sync written* (the freed slot taken) within stages; *wall / critical path*
+*cluster Healthy -> next sync written* (the freed slot taken) within stages; *last Healthy ->
+next stage's first sync* at each boundary of the big rollout; *sync writes per Application* (the
+updates that set `.operation`, apart from the refresh requests); *wall / critical path*
 of the 12-cluster rollout (the simulated syncs' own times scheduled `maxParallel` at a time: 1.00
 would be an orchestrator that costs nothing); and the stack's start time. The fleet simulator plays
 Argo CD in both. Figures are reports, not verdicts: the script exits 0 whatever they are. The argo
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -177,6 +180,7 @@ def measure(
             audit, read_events(events_log), fleet, applied, user=steps_user
         )
         big_reactions, per_stage = base.stage_reactions(status, STAGES, sync_at, healthy_at)
+        boundaries = stage_boundaries(status, sync_at, healthy_at)
         first_sync.append(min(sync_at.values()) - applied)
         reactions += big_reactions
         wall = ended - applied
@@ -185,10 +189,41 @@ def measure(
         "phase": status.get("phase"),
         "first_sync": first_sync,
         "reactions": reactions,
+        "boundaries": boundaries,
         "wall": wall,
         "critical": base.critical_path(per_stage),
         "writes": base.writes_per_app(audit, steps_user),
+        "sync_writes": sync_writes_per_app(audit, steps_user),
     }
+
+
+def sync_writes_per_app(audit: list[dict[str, Any]], user: str) -> dict[str, int]:
+    """Successful sync writes (`update`: the PUT that sets `.operation`) of each Application by
+    `user`; `base.writes_per_app` also counts the refresh requests (a `patch` of an annotation)."""
+    counts: dict[str, int] = {}
+    for line in audit:
+        ref = line.get("objectRef") or {}
+        ok = (line.get("responseStatus") or {}).get("code") == 200
+        mine = (line.get("user") or {}).get("username") == user
+        if ref.get("resource") == "applications" and line.get("verb") == "update" and ok and mine:
+            counts[str(ref.get("name"))] = counts.get(str(ref.get("name")), 0) + 1
+    return counts
+
+
+def stage_boundaries(
+    status: dict[str, Any], sync_at: dict[str, float], healthy_at: dict[str, float]
+) -> list[float]:
+    """Seconds from the last cluster of a stage turning Healthy to the first sync written in the next
+    stage, per boundary between two stages that both synced something (the rollout's status order)."""
+    stages = [
+        [c for c in entry.get("targets") or [] if c in sync_at and c in healthy_at]
+        for entry in status.get("stages") or []
+    ]
+    stages = [targets for targets in stages if targets]
+    return [
+        min(sync_at[c] for c in after) - max(healthy_at[c] for c in before)
+        for before, after in itertools.pairwise(stages)
+    ]
 
 
 def pod_round_trips(kube: Kube, image: str, count: int, timeout: float = 120.0) -> list[float]:
@@ -318,8 +353,8 @@ def report(local: dict[str, Any], argo: list[dict[str, Any]], options: Options) 
         value = figures["wall"] / figures["critical"] if figures["critical"] else float("nan")
         return f"{value:.2f} ({figures['wall']:.0f}s / {figures['critical']:.0f}s)"
 
-    def writes(figures: dict[str, Any]) -> str:
-        counts = sorted(set(figures["writes"].values()))
+    def writes(figures: dict[str, Any], key: str = "writes") -> str:
+        counts = sorted(set(figures[key].values()))
         return " or ".join(str(c) for c in counts)
 
     columns = [local, *argo]
@@ -330,9 +365,12 @@ def report(local: dict[str, Any], argo: list[dict[str, Any]], options: Options) 
         ["applied -> first sync written, p95", *(p(c["first_sync"], 95) for c in columns)],
         ["cluster Healthy -> next sync, p50", *(p(c["reactions"], 50) for c in columns)],
         ["cluster Healthy -> next sync, p95", *(p(c["reactions"], 95) for c in columns)],
+        ["last Healthy -> next stage's first sync, p50", *(p(c["boundaries"], 50) for c in columns)],
+        ["last Healthy -> next stage's first sync, max", *(p(c["boundaries"], 100) for c in columns)],
         [f"wall / critical path, {options.clusters} clusters", *(ratio(c) for c in columns)],
         ["rollout phase", *(str(c["phase"]) for c in columns)],
-        ["sync writes per Application", *(writes(c) for c in columns)],
+        ["sync writes per Application", *(writes(c, "sync_writes") for c in columns)],
+        ["Application writes (sync + refresh requests)", *(writes(c) for c in columns)],
         ["stack start", *(f"{c['stack']:.1f}s" for c in columns)],
         [
             "pod create -> Succeeded, p50 / p95",
@@ -344,7 +382,8 @@ def report(local: dict[str, Any], argo: list[dict[str, Any]], options: Options) 
     lines = ["", *("  ".join(cell.ljust(width[i]) for i, cell in enumerate(row)).rstrip() for row in rows)]
     lines.append(
         f"(samples per column: {len(local['first_sync'])} first syncs, "
-        f"{len(local['reactions'])} slot reactions; simulated sync "
+        f"{len(local['reactions'])} slot reactions, {len(local['boundaries'])} stage boundaries; "
+        f"simulated sync "
         f"{options.sync_seconds:g}s + {options.health_seconds:g}s to Healthy; 'requeue' is the Argo "
         "controller's DEFAULT_REQUEUE_TIME, 10s by default and in dev-cluster up)"
     )

@@ -45,7 +45,7 @@ from orchestrator.kube.client import Kube, KubeError, temporary_or_permanent
 from orchestrator.planning.contract import ContractError, RolloutContract, parse_contract
 from steps.analyze import AnalyzeResult, OpenRuns, analyze
 from steps.batch import run_batch
-from steps.cluster import run_cluster
+from steps.chain import run_and_hand_off
 from steps.common import RolloutRef, Superseded, Tuning
 from steps.context import StepContext
 from steps.depends import DEFAULT_POLL_SECONDS, wait_for_dependencies
@@ -416,8 +416,9 @@ _cluster_command(
 )
 _cluster_command(
     "cluster",
-    run_cluster,
-    "Sync the cluster, then wait until it is done or failed (not started when the stage failed).",
+    run_and_hand_off,
+    "Sync the cluster, then wait until it is done or failed (not started when the stage failed); "
+    "once it is done, start the next cluster's sync (the chained hand-off, steps/chain.py).",
 )
 
 

@@ -63,6 +63,7 @@ class ClusterResult:
     cluster: str
     outcome: ClusterOutcome
     reason: str
+    finished_here: bool = False  # this run followed the cluster to its end (not a rerun that found it)
 
     @property
     def failed(self) -> bool:
@@ -116,7 +117,7 @@ def run_cluster(kube: Kube, ctx: StepContext, cluster: str, shared: Shared = ALO
     # before the sync: wait-healthy reports a cluster the sync recorded failed.
     waited = wait_healthy(kube, ctx.reopen(kube), cluster, shared)
     outcome = ClusterOutcome.DONE if waited.phase == ClusterPhase.DONE else ClusterOutcome.FAILED
-    return ClusterResult(cluster, outcome, waited.reason)
+    return ClusterResult(cluster, outcome, waited.reason, finished_here=True)
 
 
 def in_flight(outcomes: StageOutcomes, cluster: str) -> bool:

@@ -140,7 +140,7 @@ def start_first_wave(
     def start(cluster: str) -> bool:
         if cluster in closed:
             return False
-        return _start_cluster(
+        return start_cluster(
             kube,
             rollout,
             ps,
@@ -179,7 +179,7 @@ def first_wave_refusal(ps: ProgressiveSync, rollout_id: str, stage: str, outcome
     return stage_failure(ps, stage, outcomes)
 
 
-def _start_cluster(
+def start_cluster(
     kube: Kube,
     rollout: RolloutRef,
     ps: ProgressiveSync,
@@ -191,8 +191,9 @@ def _start_cluster(
     since: datetime | None,
     clock: Clock,
 ) -> bool:
-    """Write the due syncs of one cluster's Applications; True when at least one sync of ours was
-    written (the cluster is then in flight, whatever its step does with the rest)."""
+    """Write the due syncs of one cluster's Applications (as read: each write carries its
+    resourceVersion); True when at least one sync of ours was written (the cluster is then in
+    flight, whatever its step does with the rest). Also the chained hand-off's (`steps.chain`)."""
     if not apps:
         log.info("cluster %s: no Application listed for it; left to its step", cluster)
         return False

@@ -10,6 +10,9 @@ this adapter is the only place that sends them to the API server:
 - `list_records` / `read_outcomes`: a rollout's records by label (one stage's, or all of them),
   read together per stage (`stage_records.outcomes_of`); with `failed`, only the records that hold
   a Failed cluster (`stage_records.FAILED_LABEL`, set by the patch that records it).
+- `claim_cluster` / `withdraw_claim`: the chained hand-off (`steps.chain`) records the next cluster
+  Syncing, and takes that back, only with the object's resourceVersion (a Conflict when anyone
+  wrote since): the one conditional write to these objects.
 - `delete_record`: the watcher's rollout history deletes the records of old rollouts, each by
   name with a precondition on its uid (a record created again under that name is not deleted).
 - `patch_clusters`: a JSON merge patch of `status.clusters` (`stage_records.clusters_patch`), with
@@ -127,6 +130,29 @@ def patch_clusters(
     return parse_record(
         kube.patch(PROGRESSIVE_SYNC_STAGES, namespace, name, clusters_patch(records), patch_type="merge")
     )
+
+
+def claim_cluster(
+    kube: Kube, namespace: str, name: str, *, resource_version: str, cluster: str, record: ClusterRecord
+) -> ProgressiveSyncStage:
+    """Write `cluster`'s record into the record `name` only if the object is still at
+    `resource_version` (the merge patch carries it: Conflict when anyone wrote since): the chained
+    hand-off's claim of the next cluster (`steps.chain`). Not retried on Conflict: the caller reads
+    again and decides again. The record as stored after it."""
+    patch = clusters_patch({cluster: record})
+    patch.setdefault("metadata", {})["resourceVersion"] = resource_version
+    return parse_record(kube.patch(PROGRESSIVE_SYNC_STAGES, namespace, name, patch, patch_type="merge"))
+
+
+def withdraw_claim(kube: Kube, namespace: str, name: str, *, resource_version: str, cluster: str) -> bool:
+    """Remove `cluster`'s record from the record `name` only if the object is still at
+    `resource_version` (nobody wrote since the claim); False on Conflict (then it stays)."""
+    patch = {"metadata": {"resourceVersion": resource_version}, "status": {"clusters": {cluster: None}}}
+    try:
+        kube.patch(PROGRESSIVE_SYNC_STAGES, namespace, name, patch, patch_type="merge")
+    except Conflict:
+        return False
+    return True
 
 
 def delete_record(kube: Kube, namespace: str, name: str, uid: str) -> bool:

@@ -1,0 +1,81 @@
+"""The chained hand-off's decision (issue 33): which cluster a finishing cluster step starts next.
+
+A stage of one pod per cluster runs its clusters as a `withParam` loop under `parallelism` =
+maxParallel. Argo Workflows v3.7 (workflow/controller/dag.go, `executeDAGTask`: the expanded items
+are executed in list order, and the loop returns at the first item refused by `checkParallelism`)
+and the local engine (`orchestrator.engine.dag`, `execute_loop`) start the items in list order: a
+freed slot goes to the first target that has no node yet. On the real node that pod then takes
+seconds to start before it requests its sync. The step whose cluster just finished (recorded
+Completed) requests the sync of that next cluster before its pod exits, so the pod Argo starts in
+the freed slot finds its sync ours and only waits for health (`steps.chain`).
+
+This module is the pure part: given the stage's targets in rollout order and its records as just
+read, which cluster, if any, may be claimed. The claim itself is the record of that cluster set
+Syncing, written with the records object's resourceVersion (a concurrent writer is a Conflict and
+the decision is taken again on a fresh read), so two steps finishing at once never claim the same
+cluster. The rules:
+
+- only a target with no record at all is claimed: any record (Syncing, a note, an outcome) means a
+  step started it already;
+- the first such target in rollout order: the one Argo starts next;
+- never when the stage's clusters in flight (Syncing) already fill maxParallel: the records can
+  only under-count what is in flight (a pod that has not recorded yet), so this check never lets
+  more through than the pod count does, it only refuses earlier.
+
+Why maxParallel holds (docs/design/workflow.md, "The chained hand-off"): every claimed cluster
+without a pod yet is the first target without a record when claimed, so such clusters are always
+the first of the targets without a node; each was claimed by a live pod whose cluster is done, and
+the slot that pod frees goes to the first target without a node: one of them. So clusters in flight
+are at most the fan-out's pods, which Argo keeps at maxParallel. A Hypothesis test
+(tests/unit/test_handoff.py) checks it over interleavings of finishing steps and pod starts.
+
+Pure: no adapter, no clock. Caller: `steps.chain`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from orchestrator.api.stage_records import ClusterState
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The decision: `cluster` to start ("" when none), and why in words."""
+
+    cluster: str
+    reason: str
+
+    @property
+    def claimed(self) -> bool:
+        """True when a cluster is to be started."""
+        return bool(self.cluster)
+
+
+def in_flight(targets: Sequence[str], states: Mapping[str, ClusterState]) -> list[str]:
+    """The stage's targets recorded Syncing (their sync requested, not done or failed)."""
+    return [target for target in targets if states.get(target) == ClusterState.SYNCING]
+
+
+def next_claim(
+    targets: Sequence[str],
+    states: Mapping[str, ClusterState],
+    *,
+    finished: str,
+    max_parallel: int,
+) -> Claim:
+    """The cluster the step of `finished` (recorded Completed) may start, from the stage's `targets`
+    in rollout order and `states`, each cluster's recorded state (a target absent has no record);
+    see the module for the rules."""
+    if finished not in targets:
+        return Claim("", f"cluster {finished} is not a target of the stage")
+    if states.get(finished) != ClusterState.COMPLETED:
+        return Claim("", f"cluster {finished} is not recorded Completed")
+    busy = in_flight(targets, states)
+    if len(busy) >= max_parallel:
+        return Claim("", f"{len(busy)} cluster(s) in flight already fill maxParallel {max_parallel}")
+    for target in targets:
+        if target not in states:
+            return Claim(target, f"the first target not started ({len(busy)}/{max_parallel} in flight)")
+    return Claim("", "every target of the stage has started")

@@ -1,0 +1,195 @@
+"""The chained hand-off's decision (orchestrator.planning.handoff) and its invariant: in a model of
+Argo's fan-out (items started in list order under `parallelism`) and of the `cluster` pods (their own
+sync, their record, their hand-off's read, conditional claim and sync write, each a separate step),
+no interleaving puts more than maxParallel clusters in flight, claims a cluster twice, or writes a
+cluster's sync twice."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from orchestrator.api.analysis import AnalysisTemplateRef, StageAnalysis
+from orchestrator.api.stage_records import ClusterState
+from orchestrator.planning.contract import StageContract
+from orchestrator.planning.handoff import in_flight, next_claim
+from steps.chain import chained
+
+S, C, F, K = ClusterState.SYNCING, ClusterState.COMPLETED, ClusterState.FAILED, ClusterState.SKIPPED
+TARGETS = ("a", "b", "c", "d", "e")
+
+
+@pytest.mark.parametrize(
+    ("states", "finished", "max_parallel", "expected"),
+    [
+        pytest.param({"a": C, "b": S}, "a", 2, "c", id="the-first-target-without-a-record"),
+        pytest.param({"a": S, "b": C}, "b", 2, "c", id="after-a-cluster-still-in-flight"),
+        pytest.param({"a": C, "b": S, "c": S}, "a", 2, "", id="in-flight-fill-maxparallel"),
+        pytest.param({"a": C, "b": S, "d": S}, "a", 3, "c", id="a-gap-is-taken-first"),
+        pytest.param({"a": C, "b": F, "c": K}, "a", 1, "d", id="failed-and-skipped-are-not-in-flight"),
+        pytest.param({"a": C, "b": C, "c": C, "d": C, "e": S}, "d", 2, "", id="every-target-started"),
+        pytest.param({"a": S, "b": S}, "a", 2, "", id="finished-not-recorded-completed"),
+        pytest.param({"a": C}, "z", 2, "", id="finished-not-a-target"),
+        pytest.param({"b": C}, "b", 1, "a", id="an-earlier-target-without-record-first"),
+    ],
+)
+def test_next_claim(states: dict[str, ClusterState], finished: str, max_parallel: int, expected: str) -> None:
+    claim = next_claim(TARGETS, states, finished=finished, max_parallel=max_parallel)
+    assert claim.cluster == expected
+    assert claim.claimed == bool(expected)
+    assert claim.reason
+
+
+def test_in_flight_counts_syncing_targets_only() -> None:
+    assert in_flight(TARGETS, {"a": S, "b": C, "c": S, "z": S}) == ["a", "c"]
+
+
+# --- the model ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Pod:
+    cluster: str
+    phase: str = "start"  # start -> waiting -> (handoff-read -> handoff-write -> handoff-sync) -> exit
+    snapshot: tuple[int, dict[str, ClusterState]] | None = None
+    claimed: str = ""
+
+
+@dataclass
+class World:
+    targets: tuple[str, ...]
+    max_parallel: int
+    fails: frozenset[str]
+    records: dict[str, ClusterState] = field(default_factory=dict)
+    version: int = 0
+    synced: dict[str, int] = field(default_factory=dict)  # sync writes per cluster
+    finished: set[str] = field(default_factory=set)
+    nodes: list[str] = field(default_factory=list)  # items Argo started, in order
+    pods: list[Pod] = field(default_factory=list)  # live pods
+    claims: list[str] = field(default_factory=list)
+
+    def record(self, cluster: str, state: ClusterState) -> None:
+        self.records[cluster] = state
+        self.version += 1
+
+    def write_sync(self, cluster: str) -> None:
+        # The Application's resourceVersion: a second writer finds the sync ours and writes nothing.
+        if cluster not in self.synced:
+            self.synced[cluster] = 1
+
+    def actions(self) -> list[tuple[str, Pod | None]]:
+        found: list[tuple[str, Pod | None]] = []
+        if len(self.pods) < self.max_parallel and len(self.nodes) < len(self.targets):
+            found.append(("argo-start", None))
+        found += [("pod", pod) for pod in self.pods]
+        return found
+
+    def argo_start(self) -> None:
+        cluster = self.targets[len(self.nodes)]  # list order: the first item without a node
+        self.nodes.append(cluster)
+        self.pods.append(Pod(cluster))
+
+    def step(self, pod: Pod) -> None:
+        cluster = pod.cluster
+        if pod.phase == "start":
+            if self.records.get(cluster) != S:
+                self.write_sync(cluster)
+                self.record(cluster, S)
+            elif cluster not in self.synced:
+                self.write_sync(cluster)  # claimed, its sync not written yet: the pod writes it
+            pod.phase = "waiting"
+        elif pod.phase == "waiting":
+            self.finished.add(cluster)
+            if cluster in self.fails:
+                self.record(cluster, F)
+                pod.phase = "exit"
+            else:
+                self.record(cluster, C)
+                pod.phase = "handoff-read"
+        elif pod.phase == "handoff-read":
+            pod.snapshot = (self.version, dict(self.records))
+            pod.phase = "handoff-write"
+        elif pod.phase == "handoff-write":
+            assert pod.snapshot is not None
+            version, states = pod.snapshot
+            claim = next_claim(self.targets, states, finished=cluster, max_parallel=self.max_parallel)
+            if not claim.claimed:
+                pod.phase = "exit"
+            elif version != self.version:
+                pod.phase = "handoff-read"  # Conflict: read again, decide again
+            else:
+                self.claims.append(claim.cluster)
+                self.record(claim.cluster, S)
+                pod.claimed = claim.cluster
+                pod.phase = "handoff-sync"
+        elif pod.phase == "handoff-sync":
+            self.write_sync(pod.claimed)
+            pod.phase = "exit"
+        elif pod.phase == "exit":
+            self.pods.remove(pod)
+
+    def in_flight(self) -> int:
+        return sum(1 for c in self.synced if c not in self.finished)
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=st.data(), size=st.integers(2, 7), parallel=st.integers(1, 4))
+def test_no_interleaving_exceeds_max_parallel_or_claims_twice(
+    data: st.DataObject, size: int, parallel: int
+) -> None:
+    targets = tuple(f"c{i}" for i in range(size))
+    max_parallel = min(parallel, size)
+    fails = frozenset(data.draw(st.sets(st.sampled_from(targets), max_size=2), label="fails"))
+    world = World(targets, max_parallel, fails)
+    for _ in range(20 * size):
+        actions = world.actions()
+        if not actions:
+            break
+        kind, pod = data.draw(st.sampled_from(actions), label="next")
+        if kind == "argo-start":
+            world.argo_start()
+        else:
+            assert pod is not None
+            world.step(pod)
+        assert world.in_flight() <= max_parallel, (world.records, world.synced, world.finished)
+        assert len(world.claims) == len(set(world.claims)), world.claims
+        assert all(count == 1 for count in world.synced.values())
+    if not world.actions():
+        assert world.finished == set(targets)  # every cluster ran: the hand-off lost none
+
+
+# --- which stages hand off (steps.chain.chained, from the rollout contract alone) -----------------
+
+GATE = StageAnalysis(templates=(AnalysisTemplateRef(name="success-rate"),))
+
+
+@pytest.mark.parametrize(
+    ("sized", "off"),
+    [
+        pytest.param(StageContract(name="s", targets=5, max_parallel=2), "", id="one-pod-per-cluster"),
+        pytest.param(
+            StageContract(name="s", targets=60, max_parallel=4, batches=2),
+            "batches",
+            id="batches-refill-themselves",
+        ),
+        pytest.param(
+            StageContract(name="s", targets=3, max_parallel=3), "at once", id="every-target-at-once"
+        ),
+        pytest.param(
+            StageContract(
+                name="s", targets=5, max_parallel=2, analysis=GATE.model_copy(update={"per_cluster": True})
+            ),
+            "analyzed",
+            id="per-cluster-analysis-frees-the-slot-later",
+        ),
+        pytest.param(
+            StageContract(name="s", targets=5, max_parallel=2, analysis=GATE), "", id="a-stage-gate-hands-off"
+        ),
+    ],
+)
+def test_chained(sized: StageContract, off: str) -> None:
+    reason = chained(sized)
+    assert (off in reason) if off else reason == ""
