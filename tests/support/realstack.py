@@ -312,53 +312,57 @@ def share_for(config: pytest.Config, items: Sequence[pytest.Item]) -> Share | No
 
 
 # Seconds the realstack tests took in a timeline of `make test` (tests/support/timeline.py: each test's
-# whole protocol, its turn and a first test's stack start included; the mean over its parameters), by
-# name prefix: CI of cfda1e9 on 2026-12-04, warm cache, machine otherwise idle. Any other test counts
-# DEFAULT_TEST_SECONDS. They only balance the split between owner and guest: a stale figure costs
-# minutes of wall time, never a result. Refresh them from a CI log's timeline folder when the split's
-# two ends drift apart (the log's "the run's timeline" lines: each worker's end).
+# setup, call and teardown, not its wait for a turn on the stack; the mean over its parameters), by
+# name: CI of ae9cef5 on 2026-12-04, warm cache. Any other test counts DEFAULT_TEST_SECONDS. They only
+# balance the split between owner and guest: a stale figure costs minutes of wall time, never a
+# result. Refresh them from a CI log's timeline folder when the split's two ends drift apart (the
+# log's "the run's timeline" lines: each realstack worker's end, and the stack-stopping test's wait).
 MEASURED_SECONDS: tuple[tuple[str, float], ...] = (
-    ("test_the_readme_install_section", 168.0),
-    ("test_a_failure_in_the_third_stage_rolls_back", 132.0),
-    ("test_a_healthy_release_passes_every_gate", 132.0),
-    ("test_helm_install_a_rollout", 115.0),
-    ("test_the_argo_ui_shows", 108.0),
-    ("test_a_cluster_whose_skip_mark_is_removed", 105.0),
-    ("test_a_second_rollout_waits_on_the_mutex", 98.0),
-    ("test_twelve_clusters_in_three_stages", 93.0),
-    ("test_a_cluster_failing_while_a_sibling_runs", 85.0),
-    ("test_a_watcher_killed_mid_rollout", 85.0),
-    ("test_a_watcher_killed_during_analysis", 83.0),
-    ("test_a_deleted_step_pod_adopts_its_analysis_run", 77.0),
-    ("test_pause_holds_new_clusters", 75.0),
-    ("test_a_pause_lets_the_gates_run_finish", 75.0),
-    ("test_the_approval_gate_waits", 74.0),
-    ("test_a_rollback_pod_deleted_mid_wait", 71.0),
-    ("test_a_stage_by_application_labels", 66.0),
-    ("test_inconclusive_waits_for_approval", 65.0),
-    ("test_a_failed_gate_rolls_the_canary_back", 65.0),
-    ("test_a_watcher_killed_during_the_rollback", 62.0),
-    ("test_failures_within_max_failed_clusters", 61.0),
-    ("test_a_skipped_application_is_never_synced", 60.0),
-    ("test_a_failed_stage_terminates_the_runs", 59.0),
-    ("test_cancel_during_the_rollback", 57.0),
-    ("test_per_cluster_runs_count_against", 56.0),
-    ("test_the_watcher_submits_through_the_real_argo_server", 54.0),
-    ("test_a_failing_canary_is_rolled_back", 48.0),
-    ("test_a_metric_that_fails_mid_bake", 48.0),
-    ("test_the_canary_gate_stops_the_rollout", 46.0),
-    ("test_a_cluster_past_its_progress_deadline", 46.0),
-    ("test_a_node_whose_owner_was_sigkilled", 42.0),
-    ("test_a_failing_canary_fails_the_rollout", 35.0),
-    ("test_rollout_rides_out_the_fault", 34.0),
-    ("test_cancel_terminates_the_running_analysis", 31.0),
-    ("test_the_workflow_deadline_terminates_the_running_analysis", 26.0),
-    ("test_exit_75_is_retried", 22.0),
-    ("test_cancel_stops_the_rollout", 18.0),
-    ("test_a_two_step_workflow_runs", 17.0),
-    ("test_a_job_metric_is_measured_by_a_real_pod", 5.0),
-    ("test_a_pod_of_our_step_image_runs", 3.0),
-    ("test_a_second_node_on_the_machine", 1.0),
+    ("test_the_readme_install_section_takes_a_user_to_a_succeeded_rollout", 181.0),
+    ("test_the_argo_ui_shows_a_rollout_by_stage_and_a_canary_stopping_a_bad_release", 125.0),
+    ("test_a_failure_in_the_third_stage_rolls_back_every_stage_it_reached_later_stages_first", 105.0),
+    ("test_a_cluster_whose_skip_mark_is_removed_is_taken_by_the_next_retry", 99.0),
+    ("test_a_rollout_that_depends_on_another_waits_for_its_canary", 98.0),
+    ("test_twelve_clusters_in_three_stages_succeed_in_order_within_max_parallel", 97.0),
+    ("test_helm_install_a_rollout_under_the_charts_own_accounts_upgrade_and_uninstall", 96.0),
+    ("test_a_deleted_step_pod_adopts_its_analysis_run", 94.0),
+    ("test_a_watcher_killed_during_analysis_leaves_one_run_per_cluster", 94.0),
+    ("test_each_group_waits_at_its_own_gate_and_approve_opens_one_group", 90.0),
+    ("test_a_second_rollout_waits_on_the_mutex_and_runs_after_the_first", 84.0),
+    ("test_a_cluster_failing_while_a_sibling_runs_ends_failed_and_the_next_release_runs", 77.0),
+    ("test_the_approval_gate_waits_until_approved", 77.0),
+    ("test_a_healthy_release_passes_every_gate", 75.0),
+    ("test_groups_run_side_by_side_and_a_failed_group_stops_only_itself", 71.0),
+    ("test_a_pause_lets_the_gates_run_finish_and_holds_the_next_stage", 68.0),
+    ("test_a_watcher_killed_during_the_rollback_leaves_one_rollback_write_each", 66.0),
+    ("test_a_failed_stage_terminates_the_runs_of_its_other_clusters", 65.0),
+    ("test_a_deny_window_holds_every_sync_until_it_ends_then_the_rollout_succeeds", 65.0),
+    ("test_a_rollback_pod_deleted_mid_wait_writes_no_second_rollback", 64.0),
+    ("test_pause_holds_new_clusters_and_resume_finishes_the_rollout", 64.0),
+    ("test_a_stage_by_application_labels_takes_the_clusters_whose_applications_carry_the_label", 60.0),
+    ("test_per_cluster_runs_count_against_max_failed_clusters", 60.0),
+    ("test_inconclusive_waits_for_approval_and_goes_on", 58.0),
+    ("test_a_skipped_application_is_never_synced_and_the_rollout_succeeds", 57.0),
+    ("test_a_watcher_killed_mid_rollout_leaves_one_rollout_that_syncs_each_cluster_once", 57.0),
+    ("test_a_failing_canary_is_rolled_back_to_what_it_ran_with_one_write", 56.0),
+    ("test_a_failed_gate_rolls_the_canary_back", 53.0),
+    ("test_cancel_during_the_rollback_stops_it_and_says_what_stays_restored", 52.0),
+    ("test_failures_within_max_failed_clusters_let_the_rollout_succeed", 52.0),
+    ("test_the_canary_gate_stops_the_rollout", 44.0),
+    ("test_a_metric_that_fails_mid_bake_fails_the_stage_before_the_bake_ends", 43.0),
+    ("test_the_watcher_submits_through_the_real_argo_server_and_the_rollout_runs_on_pods", 41.0),
+    ("test_a_cluster_past_its_progress_deadline_fails_its_stage", 41.0),
+    ("test_rollout_rides_out_the_fault", 40.0),
+    ("test_a_failing_canary_fails_the_rollout_and_nothing_after_it_syncs", 38.0),
+    ("test_a_node_whose_owner_was_sigkilled_is_cleaned_up_by_the_next_start", 34.0),
+    ("test_cancel_terminates_the_running_analysis", 28.0),
+    ("test_the_workflow_deadline_terminates_the_running_analysis", 27.0),
+    ("test_exit_75_is_retried_limit_times_with_capped_waits", 22.0),
+    ("test_cancel_stops_the_rollout_and_it_ends_cancelled", 14.0),
+    ("test_a_two_step_workflow_runs_on_the_real_controller_and_the_argo_cli_reads_it", 13.0),
+    ("test_a_job_metric_is_measured_by_a_real_pod", 8.0),
+    ("test_a_pod_of_our_step_image_runs_to_succeeded_and_reaches_the_api_server", 3.0),
+    ("test_a_second_node_on_the_machine_fails_at_once_with_a_clear_message", 1.0),
 )
 DEFAULT_TEST_SECONDS = 25.0
 
@@ -375,9 +379,10 @@ def assign_groups(config: pytest.Config, items: Sequence[pytest.Item]) -> dict[p
     SHARING_WORKERS 2) split between OWNER_GROUP and GUEST_GROUP by their expected seconds.
 
     The split: tests that need the owner's process or the stack alone (`realstack_owner`,
-    `realstack_exclusive`, `stops_the_real_stack`) stay with the owner; the owner's own ones count
-    in its load from the start (the stack-stopping one runs after the guest is done, which then runs
-    other tests), the exclusive ones stop both sides alike and count for neither. The tests that
+    `realstack_exclusive`, `stops_the_real_stack`) stay with the owner; its `realstack_owner` ones
+    count in its load from the start; the exclusive ones stop both sides alike and the stack-stopping
+    ones run only once the guest is done (after both sides' work, whatever the split), so neither
+    counts. The tests that
     need the process running the analysis stack (`realstack_analysis`: one per process, a
     session fixture) go together, as one unit of their summed seconds, to either side. Then every
     unit, longest first, goes to the less loaded side (ties to the guest). Every worker collects
@@ -393,7 +398,9 @@ def assign_groups(config: pytest.Config, items: Sequence[pytest.Item]) -> dict[p
     owners_own = [
         item
         for item in realstack_items
-        if _needs_the_owner(item) and item.get_closest_marker("realstack_exclusive") is None
+        if _needs_the_owner(item)
+        and item.get_closest_marker("realstack_exclusive") is None
+        and item.get_closest_marker("stops_the_real_stack") is None
     ]
     analysis = [
         item

@@ -58,15 +58,15 @@ ITEMS = [
     [
         pytest.param(
             {"workercount": 4},
-            # The owner's own tests (second-node, sigkill: 25 s each) are its load from the start, so
-            # the guest takes the shareable ones until it has as much (ties to the guest); the
-            # exclusive one stops both sides and counts for neither.
+            # The owner's own test (second-node, 25 s) is its load from the start, so the guest takes
+            # the shareable ones until it has more (ties to the guest); the exclusive one stops both
+            # sides, and the stack-stopping one (sigkill) runs after both sides' work: neither counts.
             {
                 "a": GUEST_GROUP,
                 "b": GUEST_GROUP,
                 "second-node": OWNER_GROUP,
-                "c": GUEST_GROUP,
-                "d": OWNER_GROUP,
+                "c": OWNER_GROUP,
+                "d": GUEST_GROUP,
                 "kill-controller": OWNER_GROUP,
                 "sigkill": OWNER_GROUP,
             },
