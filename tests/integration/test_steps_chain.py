@@ -14,22 +14,16 @@ import pytest
 
 from orchestrator.api.metadata import SKIP_ANNOTATION, workflow_name
 from orchestrator.api.stage_records import ClusterRecord, ClusterState
-from orchestrator.argocd import appsync
 from orchestrator.core.clock import SystemClock
-from orchestrator.kube.client import APP_PROJECTS, PROGRESSIVE_SYNCS, WORKFLOWS, Conflict
+from orchestrator.kube.client import APP_PROJECTS, WORKFLOWS
 from orchestrator.kube.stage_records import patch_clusters
 from steps.chain import _claim
 from steps.common import load_progressive_sync
 from steps.status_sink import read_stage_records
 from tests.support.steps_harness import describe, make_progressive_sync, writes_by
-from tests.support.steps_rig import REST, UPDATE_ATTEMPTS, Rig, assert_ok, rollout_r1
+from tests.support.steps_rig import REST, Rig, assert_ok, ours, rollout_r1, set_paused
 
 pytestmark = pytest.mark.integration
-
-
-def ours(rig: Rig, cluster: str) -> bool:
-    """Does the cluster's Application carry a sync of rollout r1?"""
-    return appsync.operation_is_ours(appsync.operation(rig.app(cluster)), "r1")
 
 
 def chain_args(rig: Rig, *, start: int = 1) -> tuple[str, ...]:
@@ -68,18 +62,6 @@ def sync_writes(rig: Rig, mark: int) -> list[str]:
         for w in writes_by(rig.control_plane, mark)
         if (w.resource, w.verb) == ("applications", "update")
     ]
-
-
-def set_paused(rig: Rig, paused: bool) -> None:
-    for _ in range(UPDATE_ATTEMPTS):
-        obj = rig.kube.get(PROGRESSIVE_SYNCS, rig.namespace, "myservice")
-        obj["spec"]["paused"] = paused
-        try:
-            rig.kube.replace(PROGRESSIVE_SYNCS, rig.namespace, obj)
-            return
-        except Conflict:
-            continue
-    raise AssertionError("the ProgressiveSync kept conflicting")
 
 
 def test_each_done_cluster_starts_the_next_and_every_application_is_synced_once(rig: Rig) -> None:

@@ -18,7 +18,6 @@ from orchestrator.argocd import appsync
 from orchestrator.kube.client import (
     APPLICATIONS,
     PROGRESSIVE_SYNC_STAGES,
-    PROGRESSIVE_SYNCS,
     Conflict,
     Kube,
     Retryable,
@@ -46,7 +45,9 @@ from tests.support.steps_rig import (
     first_wave_args,
     hang,
     opened,
+    ours,
     select_canary,
+    set_paused,
 )
 from tests.support.wait import wait_for
 
@@ -54,23 +55,6 @@ pytestmark = pytest.mark.integration
 
 
 # --- the first wave: started by the step that selected the stage (steps/first_wave.py) -------
-
-
-def ours(rig: Rig, cluster: str) -> bool:
-    """Does the cluster's Application carry a sync of rollout r1?"""
-    return appsync.operation_is_ours(appsync.operation(rig.app(cluster)), "r1")
-
-
-def set_paused(rig: Rig, paused: bool) -> None:
-    for _ in range(UPDATE_ATTEMPTS):
-        obj = rig.kube.get(PROGRESSIVE_SYNCS, rig.namespace, "myservice")
-        obj["spec"]["paused"] = paused
-        try:
-            rig.kube.replace(PROGRESSIVE_SYNCS, rig.namespace, obj)
-            return
-        except Conflict:
-            continue
-    raise AssertionError("the ProgressiveSync kept conflicting")
 
 
 def test_select_starts_the_first_wave_and_the_cluster_steps_write_no_second_sync(rig: Rig) -> None:

@@ -16,10 +16,12 @@ from typing import Any, cast
 
 import pytest
 
+from orchestrator.argocd import appsync
 from orchestrator.core.clock import SystemClock
 from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.kube.client import (
     APPLICATIONS,
+    PROGRESSIVE_SYNCS,
     Conflict,
     Kube,
 )
@@ -99,6 +101,24 @@ class Rig:
     def stage(self, name: str = "canary") -> StageLists:
         """The stage's status entry with every cluster listed from its records."""
         return stage_lists(self.kube, self.namespace, "myservice", name)
+
+
+def ours(rig: Rig, cluster: str) -> bool:
+    """Does the cluster's Application carry a sync of rollout r1?"""
+    return appsync.operation_is_ours(appsync.operation(rig.app(cluster)), "r1")
+
+
+def set_paused(rig: Rig, paused: bool) -> None:
+    """Set the ProgressiveSync's spec.paused (a replace, read again on a conflict)."""
+    for _ in range(UPDATE_ATTEMPTS):
+        obj = rig.kube.get(PROGRESSIVE_SYNCS, rig.namespace, "myservice")
+        obj["spec"]["paused"] = paused
+        try:
+            rig.kube.replace(PROGRESSIVE_SYNCS, rig.namespace, obj)
+            return
+        except Conflict:
+            continue
+    raise AssertionError("the ProgressiveSync kept conflicting")
 
 
 @pytest.fixture
