@@ -239,7 +239,34 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Keep the setup/call/teardown durations for the timeline's line of this test."""
+    """Keep the setup/call/teardown durations for the timeline's line of this test. In the process
+    that prints the run (pytest-xdist's controller, or pytest alone), name a failure the moment it
+    is reported: a run cut short (CI's limit, .ci/run's budget) still says what failed and where."""
     recorder = _timeline.get("recorder")
     if recorder is not None:
         recorder.phases[report.when] = round(report.duration, 3)
+    if report.failed and "PYTEST_XDIST_WORKER" not in os.environ:
+        _say_failure_now(report)
+
+
+def _say_failure_now(report: pytest.TestReport) -> None:
+    config = _printer.get("config")
+    reporter = config.pluginmanager.get_plugin("terminalreporter") if config is not None else None
+    if reporter is None:
+        return
+    worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "main")
+    lines = str(report.longreprtext or "").strip().splitlines()
+    why = next((line[1:].strip() for line in lines if line.startswith("E ")), lines[-1] if lines else "")
+    reporter.write_line("")
+    reporter.write_line(
+        f"FAILED NOW {report.nodeid} [{report.when}, {report.duration:.0f}s, {worker}] {why[:300]}"
+    )
+
+
+# The run's config, whose terminal reporter names failures as they happen (_say_failure_now).
+_printer: dict[str, pytest.Config] = {}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Keep the config for _say_failure_now."""
+    _printer["config"] = config
