@@ -245,6 +245,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     recorder = _timeline.get("recorder")
     if recorder is not None:
         recorder.phases[report.when] = round(report.duration, 3)
+        if report.failed:
+            recorder.failed.append(report.when)
     if report.failed and "PYTEST_XDIST_WORKER" not in os.environ:
         _say_failure_now(report)
 

@@ -49,11 +49,13 @@ def machine_busy_seconds() -> float:
 
 @dataclass
 class Recorder:
-    """Writes one worker's lines; `phases` gathers the durations pytest reports for the current test."""
+    """Writes one worker's lines; `phases` gathers the durations pytest reports for the current test,
+    `failed` the phases of it that failed."""
 
     path: Path
     worker: str
     phases: dict[str, float] = field(default_factory=dict)
+    failed: list[str] = field(default_factory=list)
 
     @classmethod
     def for_worker(cls, worker: str) -> Recorder | None:
@@ -77,6 +79,7 @@ class Recorder:
     def test(self, nodeid: str, realstack: bool) -> Iterator[None]:
         """Around one test's whole protocol: write its line after it ends."""
         self.phases = {}
+        self.failed = []
         start, cpu, busy = time.time(), time.process_time(), machine_busy_seconds()
         children = _children_cpu()
         try:
@@ -92,6 +95,7 @@ class Recorder:
                     "children_cpu": _children_cpu() - children,
                     "machine_busy": machine_busy_seconds() - busy,
                     "phases": dict(self.phases),
+                    **({"failed": list(self.failed)} if self.failed else {}),
                 }
             )
 
@@ -166,6 +170,14 @@ def summary(lines: Sequence[dict[str, Any]], slowest: int = 25) -> str:
             f"+{line.get('children_cpu', 0.0):5.1f}s "
             f"machine {line['machine_busy']:5.0f}s {line['nodeid']}"
         )
+    failed = sorted((line for line in tests if line.get("failed")), key=lambda line: line["start"])
+    if failed:
+        out.append(f"failed ({len(failed)}), with what ran beside them in the worker lines above:")
+        for line in failed:
+            out.append(
+                f"  {line['worker']} {line['start'] - origin:5.0f}s-{line['end'] - origin:5.0f}s "
+                f"[{', '.join(line['failed'])}] {line['nodeid']}"
+            )
     return "\n".join(out)
 
 
