@@ -46,6 +46,7 @@ from tests.support.steps_rig import (
     hang,
     opened,
     ours,
+    requested,
     select_canary,
     set_paused,
 )
@@ -200,7 +201,7 @@ def test_a_paused_batch_lets_its_first_wave_go_on_and_starts_no_other_cluster(ri
         )
     stage = rig.stage("rest")
     assert sorted(stage.completed) == sorted([first, second]), "the syncs select started finish"
-    assert not ours(rig, third), "no new cluster starts while paused"
+    assert not requested(rig, third), "no new cluster starts while paused"
 
 
 # --- issue 29: several Applications on a cluster, syncs not listed, a pause read late -----------

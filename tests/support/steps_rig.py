@@ -108,6 +108,14 @@ def ours(rig: Rig, cluster: str) -> bool:
     return appsync.operation_is_ours(appsync.operation(rig.app(cluster)), "r1")
 
 
+def requested(rig: Rig, cluster: str) -> bool:
+    """Did rollout r1 request a sync of the cluster's Application, whether it is still in
+    `.operation` or the simulator (Argo CD) took it up already (`status.operationState`)? With the
+    simulator running, `ours` turns False as soon as the sync is taken up: a race."""
+    app = rig.app(cluster)
+    return appsync.requested_by_rollout(app, "r1") or appsync.state_is_ours(app, "r1")
+
+
 def set_paused(rig: Rig, paused: bool) -> None:
     """Set the ProgressiveSync's spec.paused (a replace, read again on a conflict)."""
     for _ in range(UPDATE_ATTEMPTS):
