@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from orchestrator.api.groups import spec_stage
 from orchestrator.api.models import ProgressiveSync, ProgressiveSyncStatus, RollbackStatus
 from orchestrator.api.rollback import RollbackScope, RollbackTrigger, rollback_deadline_seconds
 from orchestrator.api.rollout_status import finalize_rollout
@@ -107,6 +108,14 @@ def read_stage_outcomes(kube: Kube, ps: ProgressiveSync) -> dict[int, StageOutco
     return dict(read_outcomes(kube, ref.namespace, ref.name, ref.rollout_id))
 
 
+def rollout_stage_names(ps: ProgressiveSync) -> list[str]:
+    """The recorded rollout's stages, by index: with spec.groupBy its "<group>/<stage>" stages as
+    the status lists them (docs/groups.md), else the spec's."""
+    if ps.spec.group_by is not None:
+        return [stage.name for stage in (ps.status.stages if ps.status else None) or []]
+    return [stage.name for stage in ps.spec.stages]
+
+
 def manual_contract(
     ps: ProgressiveSync, outcomes: dict[int, StageOutcomes], *, scope: str
 ) -> RolloutContract:
@@ -116,14 +125,20 @@ def manual_contract(
     assert ps.status is not None and ps.status.rollout is not None
     rollback = ps.spec.rollback
     stages = []
-    for index, stage in enumerate(ps.spec.stages):
+    for index, name in enumerate(rollout_stage_names(ps)):
+        # With groups the spec stage of "<group>/<stage>"; a stage the spec no longer has rolls back
+        # one at a time (kept in place: the records are by the rollout's stage index).
+        stage = spec_stage(ps.spec, name)
         records = outcomes.get(index)
         targets = len(records.clusters) if records is not None else 0
+        if stage is None:
+            stages.append(StageContract(name=name, targets=targets, max_parallel=1, rollback_parallel=1))
+            continue
         size = stage_size(stage, available=targets, targets=targets)
         parallel = max(1, size.max_parallel)
         stages.append(
             StageContract(
-                name=stage.name,
+                name=name,
                 targets=targets,
                 max_parallel=parallel,
                 rollback_parallel=rollback_parallel(rollback.max_parallel if rollback else None, size),
@@ -148,9 +163,10 @@ def preview(kube: Kube, ps: ProgressiveSync, targets: RollbackTargets, *, clock:
     ref = rollout_ref(ps)
     since = ps.status.rollout.started_at if ps.status and ps.status.rollout else None
     fleet = FleetLookup(kube, ref, ps, clock=clock)
+    names = rollout_stage_names(ps)
     rows: list[AppPreview] = []
     for index in targets.stages:
-        stage = ps.spec.stages[index].name
+        stage = names[index]
         for cluster in targets.clusters.get(index, ()):
             found, clusters = fleet.find(cluster)
             if found is None:
@@ -224,7 +240,7 @@ def run(
             clock=clock,
             backoffs=tuning.batch_retry_backoffs,
         )
-    names = [stage.name for stage in ps.spec.stages]
+    names = rollout_stage_names(ps)
     result.phase, result.message = record_end(
         kube, ps, targets, names=names, scope=scope, started=started, clock=clock, tuning=tuning
     )
@@ -259,6 +275,7 @@ def record_end(
             scope=scope,
             stages=order,
             targets=targets.total,
+            groups=[group.to_status() for group in targets.groups] or None,
             started_at=started,
         )
         why = f"{targets.trigger.why} (progressive-sync rollback, scope {scope})"
