@@ -46,7 +46,7 @@ from orchestrator.planning.contract import RollbackContract, RolloutContract, St
 from orchestrator.planning.rollback import MANUAL, RollbackTargets, rollback_end
 from orchestrator.planning.sizing import rollback_parallel, stage_size
 from steps.batch import run_clusters
-from steps.common import FleetLookup, RolloutRef, Tuning
+from steps.common import FleetLookup, RolloutRef, Tuning, run_view
 from steps.context import Shared, StepContext
 from steps.rollback import RollbackResult, rollback_cluster
 
@@ -99,6 +99,8 @@ def rollout_ref(ps: ProgressiveSync, *, argocd_namespace: str | None = None) -> 
         name=ps.metadata.name,
         rollout_id=ps.status.rollout.id,
         argocd_namespace=argocd_namespace or namespace,
+        # With spec.groupBy the rollout's "<group>/<stage>" stages, as the status lists them.
+        stage_names=tuple(rollout_stage_names(ps)) if ps.spec.group_by is not None else (),
     ).with_applications_of(ps)
 
 
@@ -162,8 +164,8 @@ def preview(kube: Kube, ps: ProgressiveSync, targets: RollbackTargets, *, clock:
     """What the rollback would do to each Application of each cluster in scope; writes nothing."""
     ref = rollout_ref(ps)
     since = ps.status.rollout.started_at if ps.status and ps.status.rollout else None
-    fleet = FleetLookup(kube, ref, ps, clock=clock)
     names = rollout_stage_names(ps)
+    fleet = FleetLookup(kube, ref, run_view(ps, ref), clock=clock)
     rows: list[AppPreview] = []
     for index in targets.stages:
         stage = names[index]
@@ -215,6 +217,8 @@ def run(
     outcomes = read_stage_outcomes(kube, ps)
     contract = manual_contract(ps, outcomes, scope=scope)
     ref = rollout_ref(ps)
+    names = rollout_stage_names(ps)
+    ps = run_view(ps, ref)  # with spec.groupBy the steps index the "<group>/<stage>" stages
     started = clock.now()
     result = ManualResult()
     lock = threading.Lock()
@@ -240,7 +244,6 @@ def run(
             clock=clock,
             backoffs=tuning.batch_retry_backoffs,
         )
-    names = rollout_stage_names(ps)
     result.phase, result.message = record_end(
         kube, ps, targets, names=names, scope=scope, started=started, clock=clock, tuning=tuning
     )
