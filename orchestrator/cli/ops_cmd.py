@@ -506,9 +506,14 @@ def _rollback_targets(
     checked against the rollout's groups), else the stage the rollout ended in."""
     stages = (ps.status.stages if ps.status else None) or []
     # A stage that never started reads Pending: the end closes it Cancelled ("not started"),
-    # and the rollout did not end in it.
+    # and the rollout did not end in it. A Skipped one stays Skipped: a group whose later stage had
+    # nothing to do still Succeeded.
     views = [
-        StageView(stage.name, stage.phase if stage.started_at else StagePhase.PENDING) for stage in stages
+        StageView(
+            stage.name,
+            stage.phase if stage.started_at or stage.phase == StagePhase.SKIPPED else StagePhase.PENDING,
+        )
+        for stage in stages
     ]
     picked = ops.decide_rollback_groups(ps, groups)
     if ps.spec.group_by is not None:
