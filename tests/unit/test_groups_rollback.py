@@ -448,3 +448,23 @@ def test_the_exit_handler_rolls_each_group_back_in_its_own_chain_side_by_side() 
 def test_without_max_parallel_groups_every_group_rolls_back_at_once() -> None:
     exit_dag = next(t for t in _workflow(groupBy="team")["spec"]["templates"] if t["name"] == "exit")
     assert "parallelism" not in exit_dag
+
+
+@pytest.mark.parametrize(
+    ("scope", "says"),
+    [
+        pytest.param(
+            "Reached", "scope Reached per group (each group's later stages first; a group", id="reached"
+        ),
+        pytest.param(
+            "FailedStage", "scope FailedStage per group (each group's failed stage; a group", id="failed"
+        ),
+    ],
+)
+def test_validate_says_the_rollback_is_per_group(scope: str, says: str) -> None:
+    from orchestrator.api.models import RollbackSpec
+    from orchestrator.api.rollback import describe_rollback
+
+    rollback = RollbackSpec.model_validate({"on": ["StageFailed"], "scope": scope})
+    assert says in describe_rollback(rollback, "1 at a time per stage", grouped=True)
+    assert "per group" not in describe_rollback(rollback, "1 at a time per stage")
