@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orchestrator.api.models import ProgressiveSync, RollbackStatus, StagePhase
+from orchestrator.api.models import ProgressiveSync, RollbackSpec, RollbackStatus, StagePhase
+from orchestrator.api.rollback import describe_rollback
 from orchestrator.api.stage_records import (
     ClusterRecord,
     ClusterRollback,
@@ -462,9 +463,6 @@ def test_without_max_parallel_groups_every_group_rolls_back_at_once() -> None:
     ],
 )
 def test_validate_says_the_rollback_is_per_group(scope: str, says: str) -> None:
-    from orchestrator.api.models import RollbackSpec
-    from orchestrator.api.rollback import describe_rollback
-
     rollback = RollbackSpec.model_validate({"on": ["StageFailed"], "scope": scope})
     assert says in describe_rollback(rollback, "1 at a time per stage", grouped=True)
     assert "per group" not in describe_rollback(rollback, "1 at a time per stage")
