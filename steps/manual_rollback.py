@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from orchestrator.api.groups import spec_stage
 from orchestrator.api.models import ProgressiveSync, ProgressiveSyncStatus, RollbackStatus
 from orchestrator.api.rollback import RollbackScope, RollbackTrigger, rollback_deadline_seconds
 from orchestrator.api.rollout_status import finalize_rollout
@@ -45,7 +46,7 @@ from orchestrator.planning.contract import RollbackContract, RolloutContract, St
 from orchestrator.planning.rollback import MANUAL, RollbackTargets, rollback_end
 from orchestrator.planning.sizing import rollback_parallel, stage_size
 from steps.batch import run_clusters
-from steps.common import FleetLookup, RolloutRef, Tuning
+from steps.common import FleetLookup, RolloutRef, Tuning, run_view
 from steps.context import Shared, StepContext
 from steps.rollback import RollbackResult, rollback_cluster
 
@@ -98,6 +99,8 @@ def rollout_ref(ps: ProgressiveSync, *, argocd_namespace: str | None = None) -> 
         name=ps.metadata.name,
         rollout_id=ps.status.rollout.id,
         argocd_namespace=argocd_namespace or namespace,
+        # With spec.groupBy the rollout's "<group>/<stage>" stages, as the status lists them.
+        stage_names=tuple(rollout_stage_names(ps)) if ps.spec.group_by is not None else (),
     ).with_applications_of(ps)
 
 
@@ -105,6 +108,14 @@ def read_stage_outcomes(kube: Kube, ps: ProgressiveSync) -> dict[int, StageOutco
     """The recorded rollout's records, by stage index."""
     ref = rollout_ref(ps)
     return dict(read_outcomes(kube, ref.namespace, ref.name, ref.rollout_id))
+
+
+def rollout_stage_names(ps: ProgressiveSync) -> list[str]:
+    """The recorded rollout's stages, by index: with spec.groupBy its "<group>/<stage>" stages as
+    the status lists them (docs/groups.md), else the spec's."""
+    if ps.spec.group_by is not None:
+        return [stage.name for stage in (ps.status.stages if ps.status else None) or []]
+    return [stage.name for stage in ps.spec.stages]
 
 
 def manual_contract(
@@ -116,14 +127,20 @@ def manual_contract(
     assert ps.status is not None and ps.status.rollout is not None
     rollback = ps.spec.rollback
     stages = []
-    for index, stage in enumerate(ps.spec.stages):
+    for index, name in enumerate(rollout_stage_names(ps)):
+        # With groups the spec stage of "<group>/<stage>"; a stage the spec no longer has rolls back
+        # one at a time (kept in place: the records are by the rollout's stage index).
+        stage = spec_stage(ps.spec, name)
         records = outcomes.get(index)
         targets = len(records.clusters) if records is not None else 0
+        if stage is None:
+            stages.append(StageContract(name=name, targets=targets, max_parallel=1, rollback_parallel=1))
+            continue
         size = stage_size(stage, available=targets, targets=targets)
         parallel = max(1, size.max_parallel)
         stages.append(
             StageContract(
-                name=stage.name,
+                name=name,
                 targets=targets,
                 max_parallel=parallel,
                 rollback_parallel=rollback_parallel(rollback.max_parallel if rollback else None, size),
@@ -147,10 +164,11 @@ def preview(kube: Kube, ps: ProgressiveSync, targets: RollbackTargets, *, clock:
     """What the rollback would do to each Application of each cluster in scope; writes nothing."""
     ref = rollout_ref(ps)
     since = ps.status.rollout.started_at if ps.status and ps.status.rollout else None
-    fleet = FleetLookup(kube, ref, ps, clock=clock)
+    names = rollout_stage_names(ps)
+    fleet = FleetLookup(kube, ref, run_view(ps, ref), clock=clock)
     rows: list[AppPreview] = []
     for index in targets.stages:
-        stage = ps.spec.stages[index].name
+        stage = names[index]
         for cluster in targets.clusters.get(index, ()):
             found, clusters = fleet.find(cluster)
             if found is None:
@@ -199,6 +217,8 @@ def run(
     outcomes = read_stage_outcomes(kube, ps)
     contract = manual_contract(ps, outcomes, scope=scope)
     ref = rollout_ref(ps)
+    names = rollout_stage_names(ps)
+    ps = run_view(ps, ref)  # with spec.groupBy the steps index the "<group>/<stage>" stages
     started = clock.now()
     result = ManualResult()
     lock = threading.Lock()
@@ -224,7 +244,6 @@ def run(
             clock=clock,
             backoffs=tuning.batch_retry_backoffs,
         )
-    names = [stage.name for stage in ps.spec.stages]
     result.phase, result.message = record_end(
         kube, ps, targets, names=names, scope=scope, started=started, clock=clock, tuning=tuning
     )
@@ -259,6 +278,7 @@ def record_end(
             scope=scope,
             stages=order,
             targets=targets.total,
+            groups=[group.to_status() for group in targets.groups] or None,
             started_at=started,
         )
         why = f"{targets.trigger.why} (progressive-sync rollback, scope {scope})"

@@ -10,8 +10,10 @@ rollback fan-outs take, later stages first.
 
 When there is a rollback it records it in the ProgressiveSync status: phase RollingBack, its
 message, and `status.rollback` (trigger, scope, the stages in rollback order, how many clusters),
-one write. Running it again writes the same (a cluster whose rollback ended is left out of the
-outputs, so the fan-outs of a retried exit handler restore only the rest). A Workflow whose
+one write; with spec.groupBy each group is decided on its own outcome (`plan_group_rollback`) and
+`status.rollback.groups` says which groups roll back and which are left. Running it again writes
+the same (a cluster whose rollback ended is left out of the outputs, so the fan-outs of a retried
+exit handler restore only the rest). A Workflow whose
 rollout was superseded writes nothing and rolls nothing back.
 
 Caller: `python -m steps rollback-plan` (steps.cli), as the exit handler's first task.
@@ -48,6 +50,7 @@ from orchestrator.planning.rollback import (
     RollbackTargets,
     StageView,
     batches_with_work,
+    plan_group_rollback,
     plan_rollback,
     rollback_trigger,
 )
@@ -124,20 +127,32 @@ def plan_rollout_rollback(
         )
     outcomes = read_outcomes(kube, rollout.namespace, rollout.name, rollout.rollout_id)
     end = _workflow_end(kube, rollout.namespace, workflow_name, clock.now())
-    trigger = rollback_trigger(
-        [
-            StageView(stage.name, stage.phase, stage.analysis.phase if stage.analysis else "")
-            for stage in status.stages or []
-        ],
-        succeeded=workflow_status == WorkflowOutcome.SUCCEEDED,
-        stopped=end.stopped,
-        stopped_by_watcher=end.watcher_reason,
-        deadline_passed=end.deadline_passed,
-        outcomes=outcomes,
-    )
-    targets = plan_rollback(
-        trigger, on=[str(t) for t in rollback.on], scope=str(rollback.scope), outcomes=outcomes
-    )
+    views = [
+        StageView(stage.name, stage.phase, stage.analysis.phase if stage.analysis else "")
+        for stage in status.stages or []
+    ]
+    on = [str(t) for t in rollback.on]
+    if ps.spec.group_by is not None:
+        # Each group on its own outcome (docs/groups.md, "Groups and rollback").
+        targets = plan_group_rollback(
+            views,
+            on=on,
+            scope=str(rollback.scope),
+            stopped=end.stopped,
+            stopped_by_watcher=end.watcher_reason,
+            deadline_passed=end.deadline_passed,
+            outcomes=outcomes,
+        )
+    else:
+        trigger = rollback_trigger(
+            views,
+            succeeded=workflow_status == WorkflowOutcome.SUCCEEDED,
+            stopped=end.stopped,
+            stopped_by_watcher=end.watcher_reason,
+            deadline_passed=end.deadline_passed,
+            outcomes=outcomes,
+        )
+        targets = plan_rollback(trigger, on=on, scope=str(rollback.scope), outcomes=outcomes)
     log.info("%s", targets.why)
     if not targets.stages:
         return RollbackPlanResult(rollout.rollout_id, targets.why, stages)
@@ -195,6 +210,7 @@ def _record_start(
             scope=scope,
             stages=order,
             targets=targets.total,
+            groups=[group.to_status() for group in targets.groups] or None,
             started_at=started or now,
         )
         status.phase = RolloutPhase.ROLLING_BACK

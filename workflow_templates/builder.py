@@ -833,7 +833,9 @@ def build_workflow_of_contract(
     if contract.depends_on:
         templates += pieces.dependency_templates(settings)
     if contract.rollback is not None:
-        templates += rollback.exit_templates(stages, task_names, contract)
+        templates += rollback.exit_templates(
+            stages, task_names, contract, max_parallel_groups=ps.spec.max_parallel_groups
+        )
         templates += pieces.rollback_templates(settings, stages=len(stages))
 
     annotations = {

@@ -13,6 +13,10 @@ as it always was. With it, `onExit` is the DAG `exit` (docs/design/workflow.md, 
     ├── rollback-<stage 0>
     └── finalize                       last; runs whatever happened before it
 
+With spec.groupBy (docs/groups.md, "Groups and rollback") the stages' rollbacks are one such chain
+per group, each group's later stages first, every chain after rollback-plan and side by side (the
+exit DAG's `parallelism` is maxParallelGroups), and finalize after every chain.
+
 Why each piece is as it is (checked against Argo v3.7.18, workflow/controller/dag.go):
 
 - `rollback-plan` and every `rollback-<stage>` task are `continueOn: {failed, error}`: a task after
@@ -35,6 +39,7 @@ from __future__ import annotations
 from hera.workflows.models import Arguments, ContinueOn, DAGTask, DAGTemplate, Inputs, Template
 from hera.workflows.models import Parameter as ModelParameter
 
+from orchestrator.api.groups import split_stage_name
 from orchestrator.api.models import Stage
 from orchestrator.planning.contract import RolloutContract, StageContract
 from orchestrator.planning.sizing import rollback_batch_count
@@ -118,45 +123,72 @@ def _fanout_template(stage: Stage, task_name: str, size: StageContract) -> Templ
     )
 
 
-def _exit_template(stages: list[Stage], task_names: list[str]) -> Template:
-    """The exit handler DAG: rollback-plan, the stages' rollbacks last stage first, finalize."""
+def _exit_template(
+    stages: list[Stage], task_names: list[str], *, max_parallel_groups: int | None = None
+) -> Template:
+    """The exit handler DAG: rollback-plan, the stages' rollbacks last stage first, finalize. With
+    groups ("<group>/<stage>" stages, spec.groupBy) one such chain per group, each after
+    rollback-plan, side by side (`parallelism`: maxParallelGroups; only one task of a chain runs at
+    a time, so it bounds the groups rolling back at once), and finalize after every chain."""
     keep_going = ContinueOn(failed=True, error=True)
-    tasks = [
-        DAGTask(name=names.ROLLBACK_PLAN_TASK, template=names.ROLLBACK_PLAN_TEMPLATE, continue_on=keep_going)
-    ]
-    for index in reversed(range(len(stages))):
-        planned = PLAN_OUTPUT.format(output=names.rollback_output(index))
-        tasks.append(
-            DAGTask(
-                name=task_names[index],
-                template=task_names[index],
-                dependencies=[tasks[-1].name],
-                when=PLAN_SUCCEEDED,
-                arguments=Arguments(
-                    parameters=[
-                        _parameter(pieces.STAGE_INPUT, stages[index].name),
-                        _parameter(TARGETS_INPUT, planned),
-                    ]
-                ),
-                # A cluster not restored fails its stage's fan-out (a lost pod errors it): the stages
-                # before it are still restored, and finalize still runs.
-                continue_on=keep_going,
-            )
-        )
-    tasks.append(
-        DAGTask(name=names.FINALIZE_TASK, template=names.FINALIZE_TEMPLATE, dependencies=[tasks[-1].name])
+    plan = DAGTask(
+        name=names.ROLLBACK_PLAN_TASK, template=names.ROLLBACK_PLAN_TEMPLATE, continue_on=keep_going
     )
-    return Template(name=names.EXIT_TEMPLATE, dag=DAGTemplate(tasks=tasks))
+    tasks = [plan]
+    chains: dict[str | None, list[int]] = {}
+    for index, stage in enumerate(stages):
+        chains.setdefault(split_stage_name(stage.name)[0], []).append(index)
+    last_of_chains: list[str] = []
+    for chain in chains.values():
+        before = plan.name
+        for index in reversed(chain):
+            task = _stage_task(stages[index], task_names[index], index, before, keep_going)
+            tasks.append(task)
+            before = task.name
+        last_of_chains.append(before)
+    tasks.append(
+        DAGTask(name=names.FINALIZE_TASK, template=names.FINALIZE_TEMPLATE, dependencies=last_of_chains)
+    )
+    grouped = None not in chains
+    return Template(
+        name=names.EXIT_TEMPLATE,
+        parallelism=max_parallel_groups if grouped else None,
+        dag=DAGTemplate(tasks=tasks),
+    )
+
+
+def _stage_task(stage: Stage, task_name: str, index: int, after: str, keep_going: ContinueOn) -> DAGTask:
+    """The exit DAG's task that rolls back stage `index` once `after` ended."""
+    planned = PLAN_OUTPUT.format(output=names.rollback_output(index))
+    return DAGTask(
+        name=task_name,
+        template=task_name,
+        dependencies=[after],
+        when=PLAN_SUCCEEDED,
+        arguments=Arguments(
+            parameters=[
+                _parameter(pieces.STAGE_INPUT, stage.name),
+                _parameter(TARGETS_INPUT, planned),
+            ]
+        ),
+        # A cluster not restored fails its stage's fan-out (a lost pod errors it): the stages
+        # before it are still restored, and finalize still runs.
+        continue_on=keep_going,
+    )
 
 
 def exit_templates(
-    stages: list[Stage], stage_task_names: list[str], contract: RolloutContract
+    stages: list[Stage],
+    stage_task_names: list[str],
+    contract: RolloutContract,
+    *,
+    max_parallel_groups: int | None = None,
 ) -> list[Template]:
     """The exit DAG and one rollback fan-out per stage, in stage order (the steps they run are
-    `pieces.rollback_templates`)."""
+    `pieces.rollback_templates`); `max_parallel_groups` bounds the groups rolling back at once."""
     task_names = names.rollback_task_names(stage_task_names)
     fanouts = [
         _fanout_template(stage, task_name, size)
         for stage, task_name, size in zip(stages, task_names, contract.stages, strict=True)
     ]
-    return [_exit_template(stages, task_names), *fanouts]
+    return [_exit_template(stages, task_names, max_parallel_groups=max_parallel_groups), *fanouts]

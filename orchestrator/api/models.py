@@ -269,10 +269,6 @@ MAX_PARALLEL_GROUPS_WITHOUT_GROUP_BY = (
     "maxParallelGroups is only used with groupBy"
     " (set groupBy to a cluster label, or remove maxParallelGroups)"
 )
-GROUP_BY_WITH_ROLLBACK = (
-    "groupBy cannot be used with rollback yet: a rollback undoes a whole rollout, not one group"
-    " (remove rollback, or remove groupBy)"
-)
 DEPENDS_ON_WITH_GROUP_BY = (
     "dependsOn cannot be used with groupBy yet: a dependency waits before one stage, not before each"
     " group's (remove dependsOn, or remove groupBy)"
@@ -352,12 +348,6 @@ class ProgressiveSyncSpec(_Model):
                 "!has(self.maxParallelGroups) || has(self.groupBy)",
                 MAX_PARALLEL_GROUPS_WITHOUT_GROUP_BY,
                 field_path=".maxParallelGroups",
-                reason="FieldValueForbidden",
-            ),
-            cel(
-                "!has(self.groupBy) || !has(self.rollback)",
-                GROUP_BY_WITH_ROLLBACK,
-                field_path=".groupBy",
                 reason="FieldValueForbidden",
             ),
         )
@@ -442,13 +432,6 @@ class ProgressiveSyncSpec(_Model):
         if problems:
             raise ValueError("; ".join(problems))
         return rollback
-
-    @field_validator("group_by")
-    @classmethod
-    def _groups_without_rollback(cls, group_by: str | None, info: ValidationInfo) -> str | None:
-        if group_by is not None and info.data.get("rollback") is not None:
-            raise ValueError(GROUP_BY_WITH_ROLLBACK)
-        return group_by
 
     @field_validator("max_parallel_groups")
     @classmethod
@@ -577,6 +560,21 @@ class ClusterNote(_Model):
     """What holds it (a sync window, Suspended, Missing, Unknown, a retry) or what a done one left."""
 
 
+class RollbackGroup(_Model):
+    """One group of a grouped rollout (spec.groupBy) in its rollback: rolled back, or left as it is."""
+
+    name: str
+    """The group: a value of the groupBy label, or (none)."""
+    trigger: str = ""
+    """Its own outcome as a trigger (StageFailed, Cancelled, ...); empty when it had none (it succeeded)."""
+    rolled_back: bool = False
+    """True when the rollback restores some of its clusters; false when the group is left as it is."""
+    targets: Annotated[StrictInt, Field(ge=0)] = 0
+    """How many of its clusters the rollback looks at."""
+    reason: str = ""
+    """Why it is rolled back or left, for people."""
+
+
 class RollbackStatus(_Model):
     """The rollback of the current rollout (`spec.rollback`), once its exit handler started one."""
 
@@ -596,6 +594,8 @@ class RollbackStatus(_Model):
     """Clusters not restored."""
     not_restored: list[ClusterFailure] = Field(default_factory=list, json_schema_extra={"default": []})
     """The first clusters not restored, with why (every cluster's in its ProgressiveSyncStage record)."""
+    groups: list[RollbackGroup] | None = None
+    """With spec.groupBy: every group, rolled back or left as it is, with why (docs/groups.md)."""
     started_at: Timestamp | None = None
     """When the rollback started."""
     finished_at: Timestamp | None = None

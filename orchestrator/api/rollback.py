@@ -154,13 +154,20 @@ def rollback_deadline_seconds(spec: ProgressiveSyncSpec) -> int:
     return spec.progress_deadline_seconds
 
 
-def describe_rollback(rollback: RollbackSpec, parallel: str) -> str:
+def describe_rollback(rollback: RollbackSpec, parallel: str, *, grouped: bool = False) -> str:
     """One line for people (`plan`, `validate`): the triggers, the scope and `parallel`, which says
-    how many clusters of a stage roll back at once (e.g. "2 at a time per stage")."""
+    how many clusters of a stage roll back at once (e.g. "2 at a time per stage"); `grouped`
+    (spec.groupBy) says the scope is each group's own (docs/groups.md, "Groups and rollback")."""
     scope = (
         f"scope {RollbackScope.REACHED.value} (later stages first)"
         if rollback.scope is RollbackScope.REACHED
         else f"scope {RollbackScope.FAILED_STAGE.value} (the failed stage's clusters)"
     )
+    if grouped:
+        scope = (
+            f"scope {RollbackScope.REACHED.value} per group (each group's later stages first"
+            if rollback.scope is RollbackScope.REACHED
+            else f"scope {RollbackScope.FAILED_STAGE.value} per group (each group's failed stage"
+        ) + "; a group that succeeded keeps the release)"
     triggers = ", ".join(trigger.value for trigger in rollback.on)
     return f"rollback: on {triggers}; {scope}; {parallel}"

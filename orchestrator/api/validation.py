@@ -107,7 +107,7 @@ def describe_spec(spec: models.ProgressiveSyncSpec) -> tuple[str, ...]:
     )
     return (
         *notes,
-        describe_rollback(spec.rollback, parallel)
+        describe_rollback(spec.rollback, parallel, grouped=spec.group_by is not None)
         + f"; each cluster within {rollback_deadline_seconds(spec)}s",
         *windows,
     )

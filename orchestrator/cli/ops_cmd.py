@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -36,7 +36,7 @@ import click
 import yaml
 from rich.console import Console
 
-from orchestrator.api.models import GROUP, PLURAL
+from orchestrator.api.models import GROUP, PLURAL, ProgressiveSync
 from orchestrator.api.phases import StagePhase
 from orchestrator.api.rollback import RollbackScope
 from orchestrator.cli.conventions import (
@@ -57,7 +57,13 @@ from orchestrator.ops import decisions as ops
 from orchestrator.ops import tables
 from orchestrator.ops import view as ops_view
 from orchestrator.ops.live import LiveDisplay
-from orchestrator.planning.rollback import FAILED_STAGE_SCOPE, StageView, manual_targets
+from orchestrator.planning.rollback import (
+    FAILED_STAGE_SCOPE,
+    RollbackTargets,
+    StageView,
+    manual_group_targets,
+    manual_targets,
+)
 
 DEFAULT_WATCH_TIMEOUT = 3600.0
 RESOURCE = f"{PLURAL.removesuffix('s')}.{GROUP}"  # what `kubectl get -o name` prints before the name
@@ -377,13 +383,26 @@ def retry(*, name: str, settings: OpsSettings) -> None:
         "Default: spec.rollback.scope, else FailedStage."
     ),
 )
+@click.option(
+    "--group",
+    "groups",
+    multiple=True,
+    metavar="NAME",
+    help=(
+        "With spec.groupBy: roll back this group (repeatable). Default: the groups that did not "
+        "succeed (those the exit handler would pick), or every group when all of them succeeded."
+    ),
+)
 @click.option("--dry-run", is_flag=True, help="Print what it would do to each Application; write nothing.")
 @_options(ops_view.OutputFormat.WIDE)
-def rollback(*, name: str, scope: str | None, dry_run: bool, settings: OpsSettings) -> None:
+def rollback(
+    *, name: str, scope: str | None, groups: tuple[str, ...], dry_run: bool, settings: OpsSettings
+) -> None:
     """Roll the last rollout back by hand: its clusters back to what they ran before it.
 
     Does what the exit handler's rollback does (spec.rollback), for the rollout the status records,
-    also after a Succeeded rollout: each Application this rollout synced is synced back to the
+    also after a Succeeded rollout (with spec.groupBy per group: --group picks them, by default the
+    groups that did not succeed): each Application this rollout synced is synced back to the
     revision(s) it ran before, stage by stage, later stages first, the stage's rollbackParallel
     clusters at a time; one line per cluster as it ends, then the end recorded in the status
     (phase RolledBack, or Failed with RollbackFailed; status.rollback.trigger Manual). Refused
@@ -393,10 +412,12 @@ def rollback(*, name: str, scope: str | None, dry_run: bool, settings: OpsSettin
     not restored, or refused (no rollout, one still running, API errors), 2 usage.
     """
     with api_logs(settings.verbose):
-        _rollback(name, scope, dry_run, settings)
+        _rollback(name, scope, groups, dry_run, settings)
 
 
-def _rollback(name: str, scope: str | None, dry_run: bool, settings: OpsSettings) -> None:
+def _rollback(
+    name: str, scope: str | None, groups: tuple[str, ...], dry_run: bool, settings: OpsSettings
+) -> None:
     from steps import manual_rollback  # noqa: PLC0415 - only this command needs the steps
 
     clock = SystemClock()
@@ -407,14 +428,8 @@ def _rollback(name: str, scope: str | None, dry_run: bool, settings: OpsSettings
         ps = ops_actions.read_for_rollback(kube, target)
         outcomes = manual_rollback.read_stage_outcomes(kube, ps)
         chosen = scope or (ps.spec.rollback.scope.value if ps.spec.rollback else FAILED_STAGE_SCOPE)
-        stages = (ps.status.stages if ps.status else None) or []
-        # A stage that never started reads Pending: the end closes it Cancelled ("not started"),
-        # and the rollout did not end in it.
-        views = [
-            StageView(stage.name, stage.phase if stage.started_at else StagePhase.PENDING) for stage in stages
-        ]
-        targets = manual_targets(views, scope=chosen, outcomes=outcomes)
-        names = [stage.name for stage in ps.spec.stages]
+        targets = _rollback_targets(ps, outcomes, scope=chosen, groups=groups)
+        names = manual_rollback.rollout_stage_names(ps)
         order = [names[index] for index in targets.stages]
         rollout_id = ps.status.rollout.id if ps.status and ps.status.rollout else ""
         data: dict[str, Any] = {
@@ -427,6 +442,17 @@ def _rollback(name: str, scope: str | None, dry_run: bool, settings: OpsSettings
             "stages": order,
             "message": targets.why,
         }
+        if targets.groups:
+            data["groups"] = [
+                {
+                    "name": group.name,
+                    "phase": group.phase.value,
+                    "rolledBack": group.rolls_back,
+                    "targets": group.clusters,
+                    "reason": group.why,
+                }
+                for group in targets.groups
+            ]
         if dry_run:
             rows = manual_rollback.preview(kube, ps, targets, clock=clock)
             _print_rollback_preview(rows, data, settings.output)
@@ -471,6 +497,29 @@ def _rollback(name: str, scope: str | None, dry_run: bool, settings: OpsSettings
         summary = {**data, "changed": True, "phase": result.phase, "message": result.message}
         click.echo(_dump({**summary, "clusters": clusters}, settings.output), nl=False)
     sys.exit(1 if result.failed else 0)
+
+
+def _rollback_targets(
+    ps: ProgressiveSync, outcomes: Mapping[int, Any], *, scope: str, groups: tuple[str, ...]
+) -> RollbackTargets:
+    """The clusters `progressive-sync rollback` restores: per group with spec.groupBy (`--group`
+    checked against the rollout's groups), else the stage the rollout ended in."""
+    stages = (ps.status.stages if ps.status else None) or []
+    # A stage that never started reads Pending: the end closes it Cancelled ("not started"),
+    # and the rollout did not end in it. A Skipped one stays Skipped: a group whose later stage had
+    # nothing to do still Succeeded.
+    views = [
+        StageView(
+            stage.name,
+            stage.phase if stage.started_at or stage.phase == StagePhase.SKIPPED else StagePhase.PENDING,
+        )
+        for stage in stages
+    ]
+    picked = ops.decide_rollback_groups(ps, groups)
+    if ps.spec.group_by is not None:
+        # Each group on its own (docs/groups.md, "Groups and rollback").
+        return manual_group_targets(views, scope=scope, outcomes=outcomes, groups=picked)
+    return manual_targets(views, scope=scope, outcomes=outcomes)
 
 
 ROLLBACK_PREVIEW_COLUMNS = ("STAGE", "CLUSTER", "APPLICATION", "ACTION", "REASON")

@@ -369,7 +369,9 @@ def rollback_section(spec: ProgressiveSyncSpec, result: RolloutPlan) -> str:
         (first, n), *rest = sized.items()
         parallel = f"{n} at a time in {first}" + "".join(f", {m} in {name}" for name, m in rest)
     deadline = f"; each cluster within {rollback_deadline_seconds(spec)}s"
-    return "\n" + describe_rollback(spec.rollback, parallel) + deadline + "\n"
+    return (
+        "\n" + describe_rollback(spec.rollback, parallel, grouped=spec.group_by is not None) + deadline + "\n"
+    )
 
 
 def rollback_json(spec: ProgressiveSyncSpec, plan: dict[str, Any], result: RolloutPlan) -> None:

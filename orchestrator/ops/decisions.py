@@ -16,13 +16,14 @@ import base64
 import gzip
 import json
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
 from orchestrator.api.analysis import OnInconclusive, resolve_analysis
+from orchestrator.api.groups import group_phases
 from orchestrator.api.groups import spec_stage as stage_of_spec
 from orchestrator.api.metadata import rollout_workflow_name
 from orchestrator.api.models import (
@@ -168,13 +169,6 @@ def decide_manual_rollback(ps: ProgressiveSync, workflow: Mapping[str, Any] | No
     status = ps.status
     phase = status.phase if status else None
     where = f"rollout {rollout.id} of ProgressiveSync {display_name(ps)}"
-    if ps.spec.group_by is not None:
-        # A rollback undoes a whole rollout, last stage first; groups have no such order yet.
-        raise OpsRefused(
-            f"{where} runs its stages per group (spec.groupBy), and rollback does not support groups yet "
-            "(docs/groups.md): undo a group's clusters by syncing them to the revision they ran "
-            "(`argocd app rollback`), or remove groupBy"
-        )
     if phase is None or phase in UNFINISHED_ROLLOUT_PHASES:
         shown = phase.value if phase else "Pending"
         raise OpsRefused(
@@ -190,6 +184,29 @@ def decide_manual_rollback(ps: ProgressiveSync, workflow: Mapping[str, Any] | No
             "wait for it to finish, then roll back"
         )
     return rollout
+
+
+def decide_rollback_groups(ps: ProgressiveSync, groups: Sequence[str]) -> list[str]:
+    """The groups `progressive-sync rollback --group` names, checked against the recorded rollout's
+    groups (spec.groupBy, docs/groups.md); [] when none is named (the command picks them). Refused
+    (exit 2) for --group without groupBy, and for a group the rollout does not have, naming its groups."""
+    if not groups:
+        return []
+    who = f"ProgressiveSync {display_name(ps)}"
+    if ps.spec.group_by is None:
+        raise OpsRefused(
+            f"--group: {who} has no groups (spec.groupBy is not set): roll back without --group",
+            exit_code=2,
+        )
+    known = list(group_phases((ps.status.stages if ps.status else None) or []))
+    unknown = [group for group in groups if group not in known]
+    if unknown:
+        there = ", ".join(known) or "none: no stage of the rollout is recorded"
+        raise OpsRefused(
+            f"--group: the rollout of {who} has no group {', '.join(unknown)} (its groups: {there})",
+            exit_code=2,
+        )
+    return list(dict.fromkeys(groups))
 
 
 def new_retry_token(now: datetime, entropy: str | None = None) -> str:

@@ -549,7 +549,7 @@ def header_rows(view: RolloutView, now: datetime) -> list[tuple[str, str]]:
         rows.append(("progress:", f"{view.progress} clusters"))
     groups = describe_groups(view.stages)  # spec.groupBy: each group's phase (docs/groups.md)
     if groups:
-        rows.append(("groups:", groups.removeprefix("groups: ")))
+        rows.append(("groups:", _with_group_rollbacks(groups.removeprefix("groups: "), view.rollback)))
     if view.rollout is not None:
         rollout = view.rollout
         revision = f" to revision {rollout.revision[:12]}" if rollout.revision else ""
@@ -571,6 +571,34 @@ def header_rows(view: RolloutView, now: datetime) -> list[tuple[str, str]]:
     if hint:
         rows.append(("next:", hint))
     return rows
+
+
+# How `status` names a group's part in the rollback (`status.rollback.groups`, docs/groups.md).
+GROUP_ROLLING_BACK = "RollingBack"
+GROUP_ROLLED_BACK = "RolledBack"
+GROUP_LEFT = "Left"
+
+
+def group_rollback_states(rollback: RollbackStatus | None) -> dict[str, str]:
+    """Each group's part in the rollout's rollback: RollingBack (while it runs) or RolledBack, or
+    Left (left as it is); {} without a grouped rollback."""
+    if rollback is None or not rollback.groups:
+        return {}
+    back = GROUP_ROLLED_BACK if rollback.finished_at is not None else GROUP_ROLLING_BACK
+    return {group.name: back if group.rolled_back else GROUP_LEFT for group in rollback.groups}
+
+
+def _with_group_rollbacks(line: str, rollback: RollbackStatus | None) -> str:
+    """The groups line with each group's part in the rollback: `eu-west-1 Failed, RolledBack,
+    us-east-1 Succeeded, Left` (the line as it is without a grouped rollback)."""
+    states = group_rollback_states(rollback)
+    if not states:
+        return line
+    parts = []
+    for part in line.split(", "):
+        group = part.rpartition(" ")[0]
+        parts.append(f"{part} ({states[group]})" if group in states else part)
+    return ", ".join(parts)
 
 
 def rollback_text(rollback: RollbackStatus) -> str:
@@ -695,12 +723,14 @@ def _groups_data(view: RolloutView) -> dict[str, Any]:
     phases = group_phases(view.stages)
     if not phases:
         return {}
+    states = group_rollback_states(view.rollback)
     return {
         "groups": [
             {
                 "name": group,
                 "phase": phase.value,
                 "stages": [s.name for s in view.stages if s.name.startswith(group + GROUP_SEPARATOR)],
+                **({"rollback": states[group]} if group in states else {}),
             }
             for group, phase in phases.items()
         ]

@@ -23,6 +23,14 @@ last that started: for a Succeeded rollout its last stage) and, with Reached, ev
 it. `rollback_end` is how a rollback ended, for the status (the exit handler's `finalize` and the
 manual rollback record it the same way).
 
+With `spec.groupBy` (docs/groups.md, "Groups and rollback") each group is decided on its own:
+`plan_group_rollback` takes each group's own outcome (`group_trigger`: its failed stage's
+StageFailed/AnalysisFailed; for a group still running when the Workflow was stopped or ran out of
+time, Cancelled/DeadlineExceeded; none for a group that Succeeded, which keeps the release) and
+plans that group's stages alone, later first; `manual_group_targets` is the same for
+`progressive-sync rollback` with the groups it picks. `RollbackTargets.groups` says, per group,
+whether it rolls back and why, for the status and the CLI.
+
 Pure: the caller reads the status, the records and the Workflow. Callers: `steps.rollback_plan`,
 `steps.finalize`, `steps.manual_rollback`, `orchestrator.cli.ops_cmd`; tests.
 """
@@ -33,7 +41,15 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from orchestrator.api.models import STATUS_LIST_CAP, ClusterFailure, RollbackStatus, RolloutPhase, cut_reason
+from orchestrator.api.groups import group_phases, split_stage_name
+from orchestrator.api.models import (
+    STATUS_LIST_CAP,
+    ClusterFailure,
+    RollbackGroup,
+    RollbackStatus,
+    RolloutPhase,
+    cut_reason,
+)
 from orchestrator.api.phases import StagePhase
 from orchestrator.api.reasons import ANALYSIS_CLUSTER_REASON, Reason
 from orchestrator.api.rollback import RollbackScope, RollbackTrigger
@@ -73,14 +89,44 @@ class Trigger:
 
 
 @dataclass(frozen=True)
+class GroupDecision:
+    """One group's part of a grouped rollback (spec.groupBy): its phase at the rollout's end, its
+    own outcome as a trigger, the clusters it rolls back (0: it is left as it is) and why."""
+
+    name: str
+    phase: StagePhase
+    trigger: Trigger
+    clusters: int = 0
+    why: str = ""
+
+    @property
+    def rolls_back(self) -> bool:
+        """True when the rollback restores some of this group's clusters."""
+        return self.clusters > 0
+
+    def to_status(self) -> RollbackGroup:
+        """The group as `status.rollback.groups[]` has it."""
+        return RollbackGroup(
+            name=self.name,
+            trigger=self.trigger.reason,
+            rolled_back=self.rolls_back,
+            targets=self.clusters,
+            reason=cut_reason(self.why),
+        )
+
+
+@dataclass(frozen=True)
 class RollbackTargets:
     """What the rollback does: the stages in the order it rolls them back, and each one's clusters
-    in rollout order (a stage index absent from `clusters` has none). `why` says it in words."""
+    in rollout order (a stage index absent from `clusters` has none). `why` says it in words. With
+    groups, `groups` says per group whether it rolls back (in the groups' order) and `stages` lists
+    the groups' stages group after group, each group later stages first."""
 
     trigger: Trigger
     stages: tuple[int, ...] = ()
     clusters: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
     why: str = ""
+    groups: tuple[GroupDecision, ...] = ()
 
     @property
     def total(self) -> int:
@@ -127,8 +173,10 @@ def plan_rollback(
     on: Collection[str],
     scope: str,
     outcomes: Mapping[int, StageOutcomes],
+    among: Sequence[int] | None = None,
 ) -> RollbackTargets:
-    """The stages and clusters to roll back for `trigger` (none when `on` does not list it)."""
+    """The stages and clusters to roll back for `trigger` (none when `on` does not list it);
+    `among`: the stage indexes the scope may take (a group's, with groupBy; default every stage)."""
     if not trigger.reason:
         return RollbackTargets(trigger, why=f"no rollback: {trigger.why}")
     if trigger.reason not in on:
@@ -139,7 +187,11 @@ def plan_rollback(
     if trigger.stage is None:
         return RollbackTargets(trigger, why=f"no rollback: {trigger.why} before any stage started")
     first = trigger.stage if scope == FAILED_STAGE_SCOPE else 0
-    stages = tuple(range(trigger.stage, first - 1, -1))
+    stages = tuple(
+        index
+        for index in range(trigger.stage, first - 1, -1)
+        if among is None or index in among or index == trigger.stage
+    )
     clusters = {index: names for index in stages if (names := _to_roll_back(outcomes.get(index)))}
     order = tuple(index for index in stages if index in clusters)
     total = sum(len(names) for names in clusters.values())
@@ -170,6 +222,170 @@ def manual_targets(
             trigger, why=f"nothing to roll back{where}: no cluster with a rollback still to do"
         )
     return targets
+
+
+def _groups_of(stages: Sequence[StageView]) -> dict[str, list[int]]:
+    """Each group's stage indexes, groups in the order their stages come ({} without groups)."""
+    groups: dict[str, list[int]] = {}
+    for index, stage in enumerate(stages):
+        group, _ = split_stage_name(stage.name)
+        if group is not None:
+            groups.setdefault(group, []).append(index)
+    return groups
+
+
+def group_trigger(
+    stages: Sequence[StageView],
+    group: Sequence[int],
+    *,
+    phase: StagePhase,
+    stopped: bool,
+    deadline_passed: bool,
+    outcomes: Mapping[int, StageOutcomes],
+) -> Trigger:
+    """One group's own outcome as a rollback trigger (`group`: its stage indexes). A group that
+    Succeeded keeps the release (none), whatever ended the Workflow; a group whose stage failed
+    ended by that failure (StageFailed or AnalysisFailed), also when the Workflow was stopped or
+    ran out of time afterwards; a group still running (or not started) ends by how the Workflow
+    ended: Cancelled when it was stopped, DeadlineExceeded when its deadline passed, else none (a
+    step error)."""
+    own = [stages[i] for i in group]
+    if phase == StagePhase.SUCCEEDED:
+        return Trigger("", None, "it succeeded: it keeps the release")
+    failed = next((i for i in group if stages[i].phase == StagePhase.FAILED), None)
+    if failed is not None:
+        stage = stages[failed]
+        if _failed_by_analysis(stage, outcomes.get(failed)):
+            return Trigger(ANALYSIS_FAILED, failed, f"stage {stage.name!r} failed its analysis")
+        return Trigger(STAGE_FAILED, failed, f"stage {stage.name!r} failed")
+    current = _current_stage(own)
+    at = group[current] if current is not None else None
+    where = f" in stage {stages[at].name!r}" if at is not None else " before it started"
+    if stopped:
+        return Trigger(CANCELLED, at, f"the rollout was stopped{where}")
+    if deadline_passed:
+        return Trigger(DEADLINE_EXCEEDED, at, f"the Workflow's deadline passed{where}")
+    return Trigger("", at, f"it ended by a step error{where}, not by a verdict on the release")
+
+
+def plan_group_rollback(
+    stages: Sequence[StageView],
+    *,
+    on: Collection[str],
+    scope: str,
+    stopped: bool,
+    deadline_passed: bool,
+    outcomes: Mapping[int, StageOutcomes],
+    stopped_by_watcher: str = "",
+) -> RollbackTargets:
+    """A grouped rollout's rollback (spec.groupBy): each group's own outcome (`group_trigger`)
+    planned over that group's stages alone (`plan_rollback`), the groups that `on` does not list,
+    that Succeeded or that have no cluster to undo left as they are."""
+    groups = _groups_of(stages)
+    if stopped and stopped_by_watcher:
+        why = f"no rollback: the watcher stopped the rollout: {stopped_by_watcher}"
+        return RollbackTargets(Trigger("", None, why), why=why)
+    phases = group_phases(stages)
+    decisions: list[tuple[GroupDecision, RollbackTargets]] = []
+    for group, indexes in groups.items():
+        trigger = group_trigger(
+            stages,
+            indexes,
+            phase=phases[group],
+            stopped=stopped,
+            deadline_passed=deadline_passed,
+            outcomes=outcomes,
+        )
+        planned = plan_rollback(trigger, on=on, scope=scope, outcomes=outcomes, among=indexes)
+        decisions.append((_decision(group, phases[group], planned), planned))
+    return _combined(decisions, scope=scope)
+
+
+def manual_group_targets(
+    stages: Sequence[StageView],
+    *,
+    scope: str,
+    outcomes: Mapping[int, StageOutcomes],
+    groups: Collection[str] = (),
+) -> RollbackTargets:
+    """What `progressive-sync rollback` restores of a grouped rollout: in each group it picks, the
+    stage that group ended in (its failed stage, else its last started one) and with Reached the
+    group's stages before it, later first. `groups` names the groups (`--group`); by default the
+    groups that did not Succeed, the ones the exit handler would pick, or every group when all of
+    them Succeeded (as the command rolls back a Succeeded rollout without groups). A group it does
+    not pick is listed as left."""
+    all_groups = _groups_of(stages)
+    phases = group_phases(stages)
+    picked = (
+        set(groups) or {g for g, phase in phases.items() if phase != StagePhase.SUCCEEDED} or set(all_groups)
+    )
+    decisions: list[tuple[GroupDecision, RollbackTargets]] = []
+    for group, indexes in all_groups.items():
+        if group not in picked:
+            why = "not picked (--group)" if groups else f"it {phases[group].value}: it keeps the release"
+            left = RollbackTargets(Trigger("", None, why), why=why)
+            decisions.append((GroupDecision(group, phases[group], left.trigger, 0, why), left))
+            continue
+        own = [stages[i] for i in indexes]
+        failed = next((i for i in indexes if stages[i].phase == StagePhase.FAILED), None)
+        current = _current_stage(own)
+        ended = failed if failed is not None else (indexes[current] if current is not None else None)
+        where = f" from stage {stages[ended].name!r}" if ended is not None else ""
+        trigger = Trigger(MANUAL, ended, f"rolled back by hand{where}")
+        if ended is None:
+            why = "nothing to roll back: none of its stages started"
+            planned = RollbackTargets(trigger, why=why)
+        else:
+            planned = plan_rollback(trigger, on=(MANUAL,), scope=scope, outcomes=outcomes, among=indexes)
+            if not planned.stages:
+                planned = RollbackTargets(
+                    trigger, why=f"nothing to roll back{where}: no cluster with a rollback still to do"
+                )
+        decisions.append((_decision(group, phases[group], planned), planned))
+    return _combined(decisions, scope=scope, manual=True)
+
+
+def _decision(group: str, phase: StagePhase, planned: RollbackTargets) -> GroupDecision:
+    trigger = planned.trigger
+    if planned.stages:
+        why = f"{trigger.why} ({trigger.reason}): {planned.total} cluster(s)"
+    else:
+        why = planned.why.removeprefix("no rollback: ")
+    return GroupDecision(group, phase, trigger, planned.total, why)
+
+
+def describe_group_decisions(groups: Sequence[GroupDecision]) -> str:
+    """'groups: eu-west-1 rolling back (stage 'eu-west-1/canary' failed (StageFailed): 1 cluster(s)),
+    us-east-1 left (it succeeded: it keeps the release)' ("" without groups)."""
+    if not groups:
+        return ""
+    return "groups: " + ", ".join(
+        f"{group.name} {'rolling back' if group.rolls_back else 'left'} ({group.why})" for group in groups
+    )
+
+
+def _combined(
+    decisions: Sequence[tuple[GroupDecision, RollbackTargets]], *, scope: str, manual: bool = False
+) -> RollbackTargets:
+    """The groups' rollbacks as one: their stages group after group, their clusters, the trigger
+    of the groups that roll back (their distinct reasons, in order: "StageFailed, Cancelled")."""
+    groups = tuple(decision for decision, _ in decisions)
+    rolling = [planned for decision, planned in decisions if decision.rolls_back]
+    reasons = list(dict.fromkeys(planned.trigger.reason for planned in rolling))
+    said = describe_group_decisions(groups)
+    if not rolling:
+        nothing = "nothing to roll back" if manual else "no rollback"
+        why = f"{nothing}: {said}"
+        return RollbackTargets(Trigger("", None, why), why=why, groups=groups)
+    stages = tuple(index for planned in rolling for index in planned.stages)
+    clusters = {index: names for planned in rolling for index, names in planned.clusters.items()}
+    total = sum(len(names) for names in clusters.values())
+    first = rolling[0].trigger
+    by_hand = "rolled back by hand, " if manual else ""
+    trigger = Trigger(", ".join(reasons), first.stage, f"{by_hand}{said}")
+    names = ", ".join(decision.name for decision in groups if decision.rolls_back)
+    why = f"{by_hand}{said}: rolling back {total} cluster(s) of group(s) {names}, scope {scope}"
+    return RollbackTargets(trigger, stages=stages, clusters=clusters, why=why, groups=groups)
 
 
 def _current_stage(stages: Sequence[StageView]) -> int | None:
@@ -260,6 +476,10 @@ def rollback_end(
     done = f"{tally.rolled_back} cluster(s) restored" + (
         f", {tally.left_alone} left alone" if tally.left_alone else ""
     )
+    if rollback.groups:
+        back = ", ".join(group.name for group in rollback.groups if group.rolled_back) or "none"
+        kept = ", ".join(group.name for group in rollback.groups if not group.rolled_back) or "none"
+        done += f"; groups rolled back: {back}; groups left: {kept}"
     if tally.complete:
         return RolloutPhase.ROLLED_BACK, f"{reason}; rolled back ({done})", None
     failed = ", ".join(f"{name} ({why})" for name, why in tally.failed[:3])

@@ -230,3 +230,44 @@ def test_a_rollback_pod_deleted_mid_wait_writes_no_second_rollback(rig: RolloutR
     assert status is not None and status.phase == RolloutPhase.ROLLED_BACK, status.message if status else None
     assert syncs(rig) == {canary: [REVISION, PREVIOUS_REVISION]}
     assert rig.app_writes_by_steps(mark) == {f"{rig.fleet.app_set}-{canary}": 2}  # type: ignore[union-attr]
+
+
+# --- groups and rollback (docs/groups.md, "Groups and rollback") -------------------------------------
+
+GROUP_STAGES = [
+    {"name": "canary", "targets": {"clusters": {"selector": {}}}, "maxTargets": 1, "maxParallel": 1},
+    {"name": "rest", "targets": {"clusters": {"selector": {}}}, "maxParallel": 2},
+]
+
+
+def test_a_failed_group_rolls_back_only_its_own_clusters_the_others_finish(rig: RolloutRig) -> None:
+    """groupBy region (three groups, two clusters each): eu-west-1's canary fails, StageFailed is
+    listed, so only eu-west-1's synced canary goes back to what it ran (scope Reached: its only
+    reached stage); us-east-1 and ap-south-1 finish Succeeded and keep the release."""
+    assert rig.fleet is not None
+    group_spec = {"groupBy": "region", "maxParallelGroups": 2}
+    plan = rig.plan(rig.progressive_sync_model(GROUP_STAGES, **group_spec, **rollback(scope="Reached")))
+    [eu_canary] = plan.stage("eu-west-1/canary").targets
+    rig.simulate({eu_canary: {"badRevisions": REVISION, "healthSeconds": 0.5}})
+    rig.run_engine()
+    rig.start_rollout(GROUP_STAGES, deadline_seconds=60, **group_spec, **rollback(scope="Reached"))
+    done = rig.wait_finished(timeout=TIMEOUT)
+
+    status = rig.progressive_sync().status
+    assert status is not None and status.phase == RolloutPhase.ROLLED_BACK, status.message if status else None
+    assert done["status"]["phase"] == "Failed"
+    started = syncs(rig)
+    assert started[eu_canary] == [REVISION, PREVIOUS_REVISION], "eu-west-1's canary is put back"
+    others = [c.name for c in rig.fleet.clusters if c.region != "eu-west-1"]
+    assert {c: started[c] for c in others} == {c: [REVISION] for c in others}, "the other groups keep it"
+    assert status.rollback is not None and status.rollback.groups is not None
+    assert {g.name: g.rolled_back for g in status.rollback.groups} == {
+        "ap-south-1": False,
+        "eu-west-1": True,
+        "us-east-1": False,
+    }
+    assert status.rollback.stages == ["eu-west-1/canary"]
+    assert (status.rollback.rolled_back, status.rollback.failed) == (1, 0)
+    assert "groups rolled back: eu-west-1; groups left: ap-south-1, us-east-1" in (status.message or "")
+    phases = {stage.name: stage.phase for stage in status.stages or []}
+    assert phases["us-east-1/rest"] == "Succeeded" and phases["ap-south-1/rest"] == "Succeeded"

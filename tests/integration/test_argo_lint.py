@@ -102,16 +102,14 @@ def test_rendered_workflows_with_a_rollback_pass_argo_lint(
     argo: Path, ps: ProgressiveSync, tmp_path: Path
 ) -> None:
     """The exit handler DAG of the rollback branch (rollback-plan's outputs with defaults, a `when`
-    on a task's status, a fan-out per stage): contracts with a rollback made by hand until the
-    API's spec.rollback reaches the contract."""
-    if ps.spec.group_by is not None:
-        pytest.skip("spec.groupBy refuses spec.rollback (docs/groups.md)")
+    on a task's status, a fan-out per stage; with spec.groupBy one chain per group side by side,
+    bounded by the exit DAG's parallelism): contracts with a rollback made by hand."""
     if not ps.metadata.namespace:
         ps = ps.model_copy(update={"metadata": ps.metadata.model_copy(update={"namespace": "argocd"})})
     workflow = rollback_workflow(
         ps,
         release=make_release("0123456789", revisions=(("4f1c2e9",),)),
-        sizes=assumed_sizes(ps, 12),
+        sizes=sizes_of(ps),
         settings=WorkflowSettings(),
     )
     path = tmp_path / "workflow.yaml"

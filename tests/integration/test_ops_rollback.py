@@ -1,7 +1,9 @@
 """`progressive-sync rollback` against the real API server with the fleet simulator (issue 32): after a
 Succeeded rollout (no spec.rollback), `--dry-run` names the canary's Application and "RollBack" and
 writes nothing; the rollback then puts the canary back at the revision it ran before and records
-the rollout RolledBack (trigger Manual); a second run writes nothing; a running rollout is refused.
+the rollout RolledBack (trigger Manual); a second run writes nothing; a running rollout is refused;
+a grouped rollout is rolled back per group (by default the groups that did not succeed, `--group`
+picks others, an unknown group is refused naming the groups).
 
 The CLI runs in-process (click's runner) with the steps' kubeconfig, so the audit log shows its
 writes under the steps' user. The world (seeded fleet, steps' runner, simulator) is
@@ -21,9 +23,9 @@ from orchestrator.cli.main import main
 from orchestrator.kube.stage_records import read_outcomes
 from orchestrator.kube.status_writer import update_status
 from orchestrator.simulator.seed import PREVIOUS_REVISION
-from tests.support.builders import at
+from tests.support.builders import at, make_contract
 from tests.support.steps_harness import make_progressive_sync, read_progressive_sync, writes_by
-from tests.support.steps_rig import Rig, assert_ok, select_canary
+from tests.support.steps_rig import REGIONS, Rig, assert_ok, select_canary
 
 pytestmark = pytest.mark.integration
 
@@ -134,3 +136,76 @@ def test_a_cluster_not_restored_fails_the_rollback_and_exits_1(rig: Rig) -> None
     assert [c.name for c in stored.rollback.not_restored] == [cluster]
     ready = next(c for c in stored.conditions or [] if c.type == "Ready")
     assert ready.reason == "RollbackFailed"
+
+
+# --- groups (docs/groups.md, "Groups and rollback") ----------------------------------------------
+
+GROUPED_STAGES = [
+    {"name": "canary", "targets": {"clusters": {"selector": {}}}, "maxTargets": 1},
+    {"name": "rest", "targets": {"clusters": {"selector": {}}}},
+]
+GROUP_STAGE_NAMES = [f"{region}/{stage}" for region in sorted(REGIONS) for stage in ("canary", "rest")]
+
+
+def grouped_rollout(rig: Rig) -> dict[str, str]:
+    """A grouped rollout r1 (groupBy region, no spec.rollback) that ended Failed: eu-west-1's canary
+    failed, us-east-1's canary Succeeded, ap-south-1 had nothing to do. The clusters by region."""
+    make_progressive_sync(rig.kube, rig.namespace, stages=GROUPED_STAGES, groupBy="region")
+    env = {"PROGRESSIVE_SYNC_CONTRACT": make_contract(GROUP_STAGE_NAMES).to_json()}
+    by_region = {c.region: c.name for c in rig.fleet.clusters}
+    for region in ("eu-west-1", "us-east-1"):
+        assert_ok(rig.runner.run("select", "--stage", f"{region}/canary", **env))
+    rig.simulate()
+    for region in ("eu-west-1", "us-east-1"):
+        stage = f"{region}/canary"
+        assert_ok(rig.runner.run("cluster", "--stage", stage, "--cluster", by_region[region], **env))
+
+    def ends(status: ProgressiveSyncStatus) -> ProgressiveSyncStatus:
+        for stage, phase in {
+            "eu-west-1/canary": StagePhase.FAILED,
+            "us-east-1/canary": StagePhase.SUCCEEDED,
+            "us-east-1/rest": StagePhase.SKIPPED,
+            "ap-south-1/canary": StagePhase.SKIPPED,
+            "ap-south-1/rest": StagePhase.SKIPPED,
+        }.items():
+            status = close_stage(status, stage=stage, phase=phase, message=phase.value, now=at(30))
+        return status
+
+    update_status(rig.kube, rig.namespace, "myservice", ends, what="test: the groups ended")
+    assert_ok(rig.runner.run("finalize", "--workflow-name", "wf", "--workflow-status", "Failed", **env))
+    return by_region
+
+
+def test_a_grouped_rollout_is_rolled_back_by_hand_per_group(rig: Rig) -> None:
+    by_region = grouped_rollout(rig)
+    eu, us = by_region["eu-west-1"], by_region["us-east-1"]
+
+    mark = rig.control_plane.audit_mark()
+    unknown = rollback(rig, "--group", "ap-east-1")
+    assert unknown.exit_code == 2, unknown.output
+    assert "has no group ap-east-1 (its groups: ap-south-1, eu-west-1, us-east-1)" in unknown.output
+    dry = json.loads(rollback(rig, "--dry-run", "-o", "json").output)
+    assert dry["stages"] == ["eu-west-1/canary"], "by default the groups that did not succeed"
+    assert [(g["name"], g["rolledBack"]) for g in dry["groups"]] == [
+        ("ap-south-1", False),
+        ("eu-west-1", True),
+        ("us-east-1", False),
+    ]
+    assert [a["cluster"] for a in dry["applications"]] == [eu]
+    assert writes_by(rig.control_plane, mark) == []
+
+    done = rollback(rig)
+    assert done.exit_code == 0, done.output
+    assert f"rollback: cluster {eu} RolledBack" in done.output
+    assert "groups rolled back: eu-west-1; groups left: ap-south-1, us-east-1" in done.output
+    assert rig.app(eu)["status"]["operationState"]["syncResult"]["revision"] == PREVIOUS_REVISION
+    assert rig.app(us)["status"]["operationState"]["syncResult"]["revision"] != PREVIOUS_REVISION
+    stored = read_progressive_sync(rig.kube, rig.namespace).status
+    assert stored is not None and stored.phase == "RolledBack", stored.message if stored else None
+    assert stored.rollback is not None and stored.rollback.groups is not None
+    assert [g.name for g in stored.rollback.groups if g.rolled_back] == ["eu-west-1"]
+
+    picked = rollback(rig, "--group", "us-east-1")
+    assert picked.exit_code == 0, picked.output
+    assert f"rollback: cluster {us} RolledBack" in picked.output
+    assert rig.app(us)["status"]["operationState"]["syncResult"]["revision"] == PREVIOUS_REVISION

@@ -1,6 +1,6 @@
 """`progressive-sync plan`, `render` and `validate` with spec.groupBy (docs/groups.md): a section per group in
 the table, `groups` in the JSON, the diagram chaining stages only within a group; the refusals of
-maxParallelGroups without groupBy and of groupBy with rollback name the field. Offline, pure."""
+maxParallelGroups without groupBy name the field. Offline, pure."""
 
 from __future__ import annotations
 
@@ -71,11 +71,6 @@ def test_without_group_by_the_table_has_no_groups_section(tmp_path: Path) -> Non
             {"maxParallelGroups": 2},
             "spec.maxParallelGroups: maxParallelGroups is only used with groupBy",
             id="max-parallel-groups-without-group-by",
-        ),
-        pytest.param(
-            {"groupBy": "region", "rollback": {"on": ["StageFailed"]}},
-            "spec.groupBy: groupBy cannot be used with rollback yet",
-            id="group-by-with-rollback",
         ),
         pytest.param({"groupBy": "Bad Key"}, "spec.groupBy: ", id="group-by-not-a-label-key"),
         pytest.param(

@@ -439,10 +439,10 @@ def test_approve_refuses_a_group_stage_it_cannot_open(stage: str, says: str) -> 
         decide_approve(_gated_ps(), workflow, stage)
 
 
-def test_a_rollback_by_hand_is_refused_for_a_grouped_rollout() -> None:
+def test_a_rollback_by_hand_is_allowed_for_a_grouped_rollout() -> None:
+    """Groups and rollback work together (docs/groups.md, "Groups and rollback")."""
     ps = ProgressiveSync.model_validate(make_ps(stages=list(GATED), phase="Failed", groupBy="team"))
-    with pytest.raises(OpsRefused, match=r"rollback does not support groups yet \(docs/groups.md\)"):
-        decide_manual_rollback(ps, None)
+    assert decide_manual_rollback(ps, None).id == builders.ROLLOUT_ID
 
 
 def test_cancel_and_pause_touch_the_groups_not_ended_yet() -> None:
