@@ -9,7 +9,10 @@ what the caller read:
   Satisfied, Waiting (not there yet, or running), Held (its rollout failed, was cancelled or rolled
   back before passing the stage, or it has no such stage). "Its newest rollout" is the one its
   `status.rollout` records: a release its watcher has not started yet is not seen, and a rollout
-  that ended Succeeded satisfies every stage of it;
+  that ended Succeeded satisfies every stage of it. With groups (docs/depends-on.md, "Groups and
+  dependencies") `judged_stages` says which of its status entries a `stage` stands for: one group's
+  (`<group>/<stage>`, or the waiting stage's own group when both are grouped by the same label) or
+  the stage in every group of a grouped dependency;
 - `decide_wait`: the waiting stage's verdict over all of its dependencies at `now`: Done, Wait, or
   TimedOut once one not satisfied is past its deadline (`deadline_of`: its `timeoutSeconds` from
   the stage before's end, else the rollout's start). A Held dependency is waited for too, until
