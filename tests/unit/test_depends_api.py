@@ -40,8 +40,8 @@ STAGES = (make_stage("canary"), make_stage("rest"))
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _manifest(depends_on: Any, *, name: str = "checkout") -> dict[str, Any]:
-    return make_ps(name, stages=STAGES, dependsOn=depends_on)
+def _manifest(depends_on: Any, *, name: str = "checkout", **spec: Any) -> dict[str, Any]:
+    return make_ps(name, stages=STAGES, dependsOn=depends_on, **spec)
 
 
 # --- the model and validate --------------------------------------------------------------------
@@ -332,6 +332,16 @@ class _Caches:
             id="a-chain",
         ),
         pytest.param([_manifest([{"name": "payments"}])], (), id="dependency-not-there-yet"),
+        pytest.param(
+            [
+                _manifest([{"name": "payments", "stage": "canary"}], groupBy="region"),
+                _manifest(
+                    [{"name": "checkout", "stage": "eu-west-1/canary"}], name="payments", groupBy="region"
+                ),
+            ],
+            ("checkout", "payments", "checkout"),
+            id="grouped-both-ways",
+        ),
         pytest.param(
             [
                 _manifest([{"name": "payments"}]),
