@@ -1,7 +1,8 @@
 """The `wait-for-dependencies` step: a stage waits for other ProgressiveSyncs (spec.dependsOn).
 
 The Workflow runs it first in each stage that waits (the first stage, or a dependency's
-`beforeStage`; docs/depends-on.md), with that stage's dependencies from the rollout contract
+`beforeStage`; with spec.groupBy that stage of each group, each waiting on its own;
+docs/depends-on.md), with that stage's dependencies from the rollout contract
 (`RolloutContract.dependencies_before`). It polls each dependency's ProgressiveSync (same
 namespace, one GET each, every `poll_seconds` at most) and decides with the pure rules of
 `orchestrator.api.depends`:
@@ -43,6 +44,7 @@ from orchestrator.api.depends import (
     judge,
     waiting_for,
 )
+from orchestrator.api.groups import split_stage_name
 from orchestrator.api.models import ProgressiveSync, ProgressiveSyncStatus, StagePhase
 from orchestrator.api.rollout_status import close_stage, find_stage
 from orchestrator.kube.client import PROGRESSIVE_SYNCS, Kube, NotFound
@@ -75,17 +77,31 @@ class WaitResult:
         return f"wait-for-dependencies: stage {self.stage!r}: {self.outcome.value}: {self.message}"
 
 
-def verdict_of(kube: Kube, namespace: str, dependency: DependencyContract) -> DependencyVerdict:
-    """The dependency's state as its ProgressiveSync reads now (`judge`). One whose status does not
-    parse is judged without it; one whose spec does not parse is waited for (its own watcher says
-    what is wrong with it: `Valid=False`, InvalidSpec)."""
+def verdict_of(
+    kube: Kube,
+    namespace: str,
+    dependency: DependencyContract,
+    *,
+    group: str | None = None,
+    group_by: str | None = None,
+) -> DependencyVerdict:
+    """The dependency's state as its ProgressiveSync reads now (`judge`; `group`, `group_by`: the
+    waiting stage's group and the waiting spec's groupBy, None without groups). One whose status
+    does not parse is judged without it; one whose spec does not parse is waited for (its own
+    watcher says what is wrong with it: `Valid=False`, InvalidSpec)."""
     try:
         obj = kube.get(PROGRESSIVE_SYNCS, namespace, dependency.name)
     except NotFound:
         return judge(dependency.name, dependency.stage, None)
     for candidate in (obj, {**obj, "status": None}):
         try:
-            return judge(dependency.name, dependency.stage, ProgressiveSync.model_validate(candidate))
+            return judge(
+                dependency.name,
+                dependency.stage,
+                ProgressiveSync.model_validate(candidate),
+                group=group,
+                group_by=group_by,
+            )
         except pydantic.ValidationError:
             continue
     log.warning("ProgressiveSync %s/%s does not parse: waiting for it", namespace, dependency.name)
@@ -98,11 +114,13 @@ def verdict_of(kube: Kube, namespace: str, dependency: DependencyContract) -> De
 
 
 def stage_deadline(ctx: StepContext, dependency: DependencyContract, now: datetime) -> datetime:
-    """When waiting for `dependency` ends, from the status as the step read it (`deadline_of`)."""
+    """When waiting for `dependency` ends, from the status as the step read it (`deadline_of`). With
+    spec.groupBy the stage before is the one of the same group (none for a group's first stage)."""
     status = ctx.ps.status or ProgressiveSyncStatus()
     names = [stage.name for stage in ctx.ps.spec.stages]
     index = names.index(ctx.stage_name)
-    before = find_stage(status, names[index - 1]) if index else None
+    same_group = index and split_stage_name(names[index - 1])[0] == split_stage_name(ctx.stage_name)[0]
+    before = find_stage(status, names[index - 1]) if same_group else None
     started = (
         status.rollout.started_at if status.rollout and status.rollout.id == ctx.rollout.rollout_id else None
     )
@@ -125,11 +143,13 @@ def wait_for_dependencies(
     first = clock.now()
     deadlines = {dependency.name: stage_deadline(ctx, dependency, first) for dependency in dependencies}
     namespace = ctx.ps.metadata.namespace or ctx.rollout.namespace
+    group, group_by = split_stage_name(stage)[0], ctx.ps.spec.group_by
     written: tuple[tuple[str, str], ...] | None = None
     while True:
         now = clock.now()
         verdicts: list[tuple[DependencyVerdict, datetime]] = [
-            (verdict_of(kube, namespace, d), deadlines[d.name]) for d in dependencies
+            (verdict_of(kube, namespace, d, group=group, group_by=group_by), deadlines[d.name])
+            for d in dependencies
         ]
         decision = decide_wait(verdicts, now)
         states = tuple((verdict.name, verdict.message) for verdict, _ in verdicts)

@@ -728,9 +728,16 @@ def _describe(ps: ProgressiveSync, release: Release, contract: RolloutContract) 
     described = f"{stages}. Revision {release.display}, rollout {release.rollout_id}."
     if contract.rollback is not None:
         described += f" Rollback on {', '.join(contract.rollback.on)} ({contract.rollback.scope})."
+    said: set[str] = set()
     for dependency in contract.depends_on or ():
         passes = f"passes {dependency.stage}" if dependency.stage else "succeeds"
-        described += f" {dependency.before_stage} waits until {dependency.name} {passes}."
+        group, waits = split_stage_name(dependency.before_stage)
+        sentence = (
+            f" {waits}{' of each group' if group is not None else ''} waits until {dependency.name} {passes}."
+        )
+        if sentence not in said:  # with groups, once for every group (each waits on its own)
+            said.add(sentence)
+            described += sentence
     return described
 
 

@@ -19,6 +19,13 @@ from pydantic.alias_generators import to_camel
 # after sanitizing (workflow_templates), so spaces are allowed here.
 STAGE_NAME_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9 ._-]*[A-Za-z0-9])?$"
 STAGE_NAME_MAX_LENGTH = 63
+# A stage of another ProgressiveSync (spec.dependsOn[].stage): a stage name, or one group's stage of
+# a grouped one, "<group>/<stage>" (docs/groups.md): a label value, or "(none)", the group of the
+# clusters without the label.
+DEPENDENCY_STAGE_PATTERN = (
+    r"^((\(none\)|[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)/)?[A-Za-z0-9]([A-Za-z0-9 ._-]*[A-Za-z0-9])?$"
+)
+DEPENDENCY_STAGE_MAX_LENGTH = 63 + 1 + STAGE_NAME_MAX_LENGTH  # a label value, "/", a stage name
 # Kubernetes qualified name (label key), optionally prefixed by a DNS subdomain.
 LABEL_KEY_PATTERN = (
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
@@ -51,6 +58,10 @@ MAX_SELECTOR_VALUES = 128
 PATTERN_HINTS: dict[str, str] = {
     STAGE_NAME_PATTERN: (
         "use letters, digits, spaces, '.', '_' or '-', starting and ending with a letter or digit"
+    ),
+    DEPENDENCY_STAGE_PATTERN: (
+        "use a stage name of that ProgressiveSync (such as canary), or one group's stage of a grouped"
+        " one: <group>/<stage> (such as eu-west-1/canary), the group a label value or (none)"
     ),
     LABEL_KEY_PATTERN: "use a label key such as region or topology.kubernetes.io/zone",
     LABEL_VALUE_PATTERN: (

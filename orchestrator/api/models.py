@@ -47,6 +47,8 @@ from orchestrator.api.analysis import SPEC_RULES as ANALYSIS_RULES
 from orchestrator.api.analysis import AnalysisSpec, analysis_problems
 from orchestrator.api.base import (
     CONDITION_REASON_PATTERN,
+    DEPENDENCY_STAGE_MAX_LENGTH,
+    DEPENDENCY_STAGE_PATTERN,
     INT_OR_PERCENT_HINT,  # noqa: F401 (re-exported)
     MAX_APPROVAL_WINDOW_SECONDS,
     MAX_BAKE_SECONDS,
@@ -269,10 +271,6 @@ MAX_PARALLEL_GROUPS_WITHOUT_GROUP_BY = (
     "maxParallelGroups is only used with groupBy"
     " (set groupBy to a cluster label, or remove maxParallelGroups)"
 )
-DEPENDS_ON_WITH_GROUP_BY = (
-    "dependsOn cannot be used with groupBy yet: a dependency waits before one stage, not before each"
-    " group's (remove dependsOn, or remove groupBy)"
-)
 # The group of the clusters without the groupBy label (docs/groups.md): no label value has parentheses.
 NO_GROUP_VALUE = "(none)"
 
@@ -293,10 +291,12 @@ class Dependency(_Model):
     name: Annotated[str, Field(min_length=1, max_length=OBJECT_NAME_MAX_LENGTH, pattern=OBJECT_NAME_PATTERN)]
     """The ProgressiveSync waited for, in this ProgressiveSync's namespace; never this one."""
     stage: (
-        Annotated[str, Field(min_length=1, max_length=STAGE_NAME_MAX_LENGTH, pattern=STAGE_NAME_PATTERN)]
+        Annotated[
+            str, Field(min_length=1, max_length=DEPENDENCY_STAGE_MAX_LENGTH, pattern=DEPENDENCY_STAGE_PATTERN)
+        ]
         | None
     ) = None
-    """Its stage that must have Succeeded in its newest rollout; absent: its whole rollout Succeeded."""
+    """Its stage that must have Succeeded in its newest rollout (or `<group>/<stage>`); absent: all of it."""
     before_stage: (
         Annotated[str, Field(min_length=1, max_length=STAGE_NAME_MAX_LENGTH, pattern=STAGE_NAME_PATTERN)]
         | None
@@ -338,12 +338,6 @@ class ProgressiveSyncSpec(_Model):
             *ANALYSIS_RULES,
             ROLLBACK_RULE,
             DEPENDS_ON_RULE,
-            cel(
-                "!has(self.groupBy) || !has(self.dependsOn)",
-                DEPENDS_ON_WITH_GROUP_BY,
-                field_path=".dependsOn",
-                reason="FieldValueForbidden",
-            ),
             cel(
                 "!has(self.maxParallelGroups) || has(self.groupBy)",
                 MAX_PARALLEL_GROUPS_WITHOUT_GROUP_BY,
@@ -447,8 +441,6 @@ class ProgressiveSyncSpec(_Model):
         cls, dependencies: list[Dependency] | None, info: ValidationInfo
     ) -> list[Dependency] | None:
         _dependencies_unique(dependencies)
-        if dependencies and info.data.get("group_by") is not None:
-            raise ValueError(DEPENDS_ON_WITH_GROUP_BY)
         stages = info.data.get("stages")
         if stages is None:  # the stages are invalid; that error is reported on its own
             return dependencies

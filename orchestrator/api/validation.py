@@ -95,7 +95,9 @@ def validate_object(obj: Any) -> list[FieldError]:
 def describe_spec(spec: models.ProgressiveSyncSpec) -> tuple[str, ...]:
     """Notes for people about a valid spec: one line per dependency (spec.dependsOn), one for its
     rollback and one per window (none without them)."""
-    notes = tuple(describe_dependency(d, spec.waiting_stage(d)) for d in spec.depends_on or [])
+    notes = tuple(
+        describe_dependency(d, spec.waiting_stage(d), group_by=spec.group_by) for d in spec.depends_on or []
+    )
     windows = tuple(f"window: {line}" for line in describe_windows(spec.windows))
     if spec.rollback is None:
         return (*notes, *windows)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -38,7 +39,8 @@ import yaml
 
 from orchestrator.api.analysis import describe_analysis, resolve_analysis
 from orchestrator.api.depends import describe_dependency
-from orchestrator.api.models import ProgressiveSync, ProgressiveSyncSpec
+from orchestrator.api.groups import group_stage_name, split_stage_name
+from orchestrator.api.models import Dependency, ProgressiveSync, ProgressiveSyncSpec
 from orchestrator.api.release import revision_key
 from orchestrator.api.rollback import describe_rollback, rollback_deadline_seconds
 from orchestrator.api.selectors import describe_targets
@@ -193,7 +195,7 @@ def plan(
             application_selectors_section(ps.spec)
             + analysis_section(ps)
             + rollback_section(ps.spec, result)
-            + dependencies_section(ps.spec)
+            + dependencies_section(ps.spec, result)
             + windows_section(ps.spec, now)
         )
     click.echo(shown, nl=False)
@@ -317,25 +319,46 @@ def analysis_section(ps: ProgressiveSync) -> str:
     return "\nanalysis:\n" + "\n".join(lines) + "\n" if lines else ""
 
 
-def dependencies_section(spec: ProgressiveSyncSpec) -> str:
-    """Which stage waits for which other ProgressiveSync, one line each ("" without spec.dependsOn)."""
-    lines = [f"  {describe_dependency(d, spec.waiting_stage(d))}" for d in spec.depends_on or []]
+def waiting_stages(spec: ProgressiveSyncSpec, dependency: Dependency, groups: Iterable[str]) -> list[str]:
+    """The stages of this rollout that wait for `dependency`: its beforeStage (else the first) or,
+    with spec.groupBy, that stage of each of the plan's groups, each waiting on its own."""
+    stage = spec.waiting_stage(dependency)
+    if spec.group_by is None:
+        return [stage]
+    return [group_stage_name(group, stage) for group in groups] or [stage]
+
+
+def dependencies_section(spec: ProgressiveSyncSpec, result: RolloutPlan | None = None) -> str:
+    """Which stage waits for which other ProgressiveSync, one line each, with spec.groupBy one per
+    group of `result` ("" without spec.dependsOn)."""
+    groups = list(result.groups) if result is not None else []
+    lines = [
+        f"  {describe_dependency(d, stage, group_by=spec.group_by)}"
+        for d in spec.depends_on or []
+        for stage in waiting_stages(spec, d, groups)
+    ]
     return "\ndependsOn:\n" + "\n".join(lines) + "\n" if lines else ""
 
 
-def dependencies_json(spec: ProgressiveSyncSpec, plan: dict[str, Any]) -> None:
+def dependencies_json(
+    spec: ProgressiveSyncSpec, plan: dict[str, Any], result: RolloutPlan | None = None
+) -> None:
     """Add `dependsOn` to the `-o json` plan (only with spec.dependsOn): each entry with the stage of
-    this rollout that waits for it (`beforeStage`, resolved) and its timeoutSeconds."""
+    this rollout that waits for it (`beforeStage`, resolved; with spec.groupBy one entry per group
+    of `result`, with its `group`) and its timeoutSeconds."""
     if not spec.depends_on:
         return
+    groups = list(result.groups) if result is not None else []
     plan["dependsOn"] = [
         {
             "name": d.name,
             **({"stage": d.stage} if d.stage else {}),
-            "beforeStage": spec.waiting_stage(d),
+            "beforeStage": stage,
+            **({"group": split_stage_name(stage)[0]} if split_stage_name(stage)[0] is not None else {}),
             "timeoutSeconds": d.timeout_seconds,
         }
         for d in spec.depends_on
+        for stage in waiting_stages(spec, d, groups)
     ]
 
 
@@ -430,7 +453,7 @@ def render(
             if spec is not None:
                 application_selectors_json(spec, data)
                 rollback_json(spec, data, result)
-                dependencies_json(spec, data)
+                dependencies_json(spec, data, result)
                 windows_json(spec, data, now or SystemClock().now())
             if output is OutputFormat.YAML:
                 return yaml.safe_dump(data, sort_keys=False)

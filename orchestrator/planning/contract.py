@@ -30,8 +30,10 @@ sync while they are closed (steps.window_gate).
 Only when the spec has `dependsOn` (docs/depends-on.md), the rollout's `dependsOn`: each other
 ProgressiveSync waited for (`name`), the stage of it that must pass (`stage`, absent: its whole
 rollout), the stage of this rollout that waits (`beforeStage`, resolved: the spec's, else the
-first) and `timeoutSeconds`. The `wait-for-dependencies` step reads it (steps/depends.py); the
-Workflow builder puts that step before each stage that waits and budgets the timeout.
+first) and `timeoutSeconds`; with `groupBy` one entry per group and dependency, each group's stage
+waiting on its own (`beforeStage` "<group>/<stage>"). The `wait-for-dependencies` step reads it
+(steps/depends.py); the Workflow builder puts that step before each stage that waits and budgets
+the timeout.
 
 The Workflow builder makes it once from the plan (`make_contract`, with the sizing rules of
 `orchestrator.planning.sizing`), takes every number of the Workflow from it (the fan-out
@@ -54,6 +56,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 
 from orchestrator.api.analysis import StageAnalysis, resolve_analysis
+from orchestrator.api.groups import group_stage_name, split_stage_name
 from orchestrator.api.models import ApprovalMode, ProgressiveSyncSpec
 from orchestrator.api.release import Revisions, RevisionsError, revisions_from_data
 from orchestrator.api.rollback import (
@@ -290,21 +293,45 @@ def make_contract(
             release=tuple(release),
             stages=tuple(stages),
             rollback=make_rollback_contract(spec, rollback) if rollback else None,
-            depends_on=tuple(
-                DependencyContract(
-                    name=dependency.name,
-                    stage=dependency.stage,
-                    before_stage=spec.waiting_stage(dependency),
-                    timeout_seconds=dependency.timeout_seconds,
-                )
-                for dependency in spec.depends_on
-            )
-            if spec.depends_on
-            else None,
+            depends_on=dependency_contracts(spec),
             windows=tuple(spec.windows) if spec.windows else None,
         )
     except ValidationError as exc:
         raise ContractError(_first_problem(exc)) from exc
+
+
+def dependency_contracts(spec: ProgressiveSyncSpec) -> tuple[DependencyContract, ...] | None:
+    """The contract's `dependsOn` (None without spec.dependsOn): each dependency with the stage that
+    waits for it resolved (`beforeStage`, else the first). With spec.groupBy, `spec` lists the
+    rollout's "<group>/<stage>" stages (orchestrator.planning.groups) and each group waits on its
+    own: one entry per group and dependency, group after group, before that group's stage."""
+    if not spec.depends_on:
+        return None
+    if spec.group_by is None:
+        return tuple(
+            DependencyContract(
+                name=dependency.name,
+                stage=dependency.stage,
+                before_stage=spec.waiting_stage(dependency),
+                timeout_seconds=dependency.timeout_seconds,
+            )
+            for dependency in spec.depends_on
+        )
+    first: dict[str, str] = {}  # each group's first stage (a spec stage name)
+    for stage in spec.stages:
+        group, name = split_stage_name(stage.name)
+        if group is not None:
+            first.setdefault(group, name)
+    return tuple(
+        DependencyContract(
+            name=dependency.name,
+            stage=dependency.stage,
+            before_stage=group_stage_name(group, dependency.before_stage or first_stage),
+            timeout_seconds=dependency.timeout_seconds,
+        )
+        for group, first_stage in first.items()
+        for dependency in spec.depends_on
+    )
 
 
 def make_rollback_contract(spec: ProgressiveSyncSpec, rollback: RollbackSpec) -> RollbackContract:

@@ -826,6 +826,85 @@ def test_a_rollout_that_depends_on_another_waits_for_its_canary(rig: RolloutRig)
     assert rig.stage_phases() == {str(CANARY["name"]): SUCCEEDED, "everything else": SUCCEEDED}
 
 
+def test_each_group_waits_for_the_same_group_of_a_grouped_dependency(rig: RolloutRig) -> None:
+    """Both grouped by region (docs/depends-on.md "Groups and dependencies"): each group of
+    myservice starts after payments' same group passed its canary. payments' canary has a manual
+    gate per group; opening us-east-1's and ap-south-1's lets those groups of myservice roll out to
+    the end while its eu-west-1 group still waits (its message says for what), until eu-west-1's
+    gate is opened too. The watcher starts both rollouts."""
+    assert rig.fleet is not None
+    payments_fleet = seed_fleet(
+        rig.kube, rig.namespace, clusters=6, regions=REGIONS, revision=REVISION, app_set="payments"
+    )
+    rig.simulate()
+    rig.run_engine()
+    rig.watcher()
+    gated = [{**GROUP_STAGES[0], "approval": "Manual"}, GROUP_STAGES[1]]
+    make_progressive_sync(
+        rig.kube,
+        rig.namespace,
+        name="payments",
+        app_set="payments",
+        stages=gated,
+        groupBy="region",
+        degraded_grace_seconds=0,
+    )
+    dependency = {"name": "payments", "stage": "canary", "timeoutSeconds": 600}
+    rig.create_ps(GROUP_STAGES, groupBy="region", dependsOn=[dependency])
+
+    def messages() -> dict[str, str]:
+        status = rig.progressive_sync().status
+        return {stage.name: stage.message for stage in (status.stages if status and status.stages else [])}
+
+    def says_it_waits(region: str) -> bool:
+        return (
+            messages()
+            .get(f"{region}/canary", "")
+            .startswith(f"waiting for payments to pass stage '{region}/canary'")
+        )
+
+    wait_for(
+        lambda: all(says_it_waits(region) for region in REGIONS),
+        timeout=TIMEOUT,
+        interval=0.5,
+        what="every group of myservice waiting for payments' same group",
+    )
+    assert not [e for e in rig.events() if e["app"] in rig.fleet.applications], "nothing of myservice synced"
+
+    for region in ("us-east-1", "ap-south-1"):
+        opened = cli(rig, "approve", "payments", "--stage", f"{region}/canary")
+        assert opened.exit_code == 0, opened.output
+    wait_for(
+        lambda: all(rig.stage_phases().get(f"{r}/rest") == SUCCEEDED for r in ("us-east-1", "ap-south-1")),
+        timeout=TIMEOUT,
+        interval=0.5,
+        what="myservice's us-east-1 and ap-south-1 groups done",
+    )
+    # eu-west-1 still waits: its canary Pending with what it waits for, none of its clusters synced.
+    assert rig.stage_phases()["eu-west-1/canary"] == StagePhase.PENDING
+    assert says_it_waits("eu-west-1"), messages()
+    eu = {c.name for c in rig.fleet.clusters if c.region == "eu-west-1"}
+    ours = [e for e in rig.events() if e["event"] == "sync-start" and e["app"] in rig.fleet.applications]
+    assert ours and not [e for e in ours if e["cluster"] in eu]
+
+    opened = cli(rig, "approve", "payments", "--stage", "eu-west-1/canary")
+    assert opened.exit_code == 0, opened.output
+    done = rig.wait_phase("Succeeded", timeout=TIMEOUT)
+    assert rig.sync_starts().keys() == set(rig.all_clusters())
+    assert all(stage["phase"] == "Succeeded" for stage in done["stages"]), done["stages"]
+
+    # Each group of myservice synced only after payments' canary of the same group.
+    events = rig.events()
+    by_cluster = {c.name: c.region for c in rig.fleet.clusters}
+    theirs = [e for e in events if e["event"] == "sync-start" and e["app"] in payments_fleet.applications]
+    ours = [e for e in events if e["event"] == "sync-start" and e["app"] in rig.fleet.applications]
+    assert len(ours) == 6, ours
+    for region in REGIONS:
+        their_canary = min((e for e in theirs if by_cluster[e["cluster"]] == region), key=lambda e: e["time"])
+        settled = max(e["time"] for e in events if e["app"] == their_canary["app"])
+        assert min(e["time"] for e in ours if by_cluster[e["cluster"]] == region) > settled, region
+
+
 # --- 16. a deny window that ends mid-rollout (docs/windows.md) --------------------------------------
 
 

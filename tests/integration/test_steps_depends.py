@@ -9,6 +9,10 @@ kube-apiserver, with two ProgressiveSyncs: `myservice` (rollout r1, its canary P
 - payments' canary Failed holds the stage ("held: payments failed at stage 'canary'") until the
   timeout, then the stage and the rollout are Failed with that reason and the step exits 1.
 - A rerun after the wait was satisfied decides again from the API and exits 0 at once.
+- Both grouped by region (docs/depends-on.md "Groups and dependencies"): myservice's
+  `eu-west-1/canary` waits for payments' `eu-west-1/canary` only: it passes while payments'
+  us-east-1 canary still runs, its message is on its own group stage's entry (the other group's
+  is untouched), and us-east-1's wait goes on waiting for payments' us-east-1 canary.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import pytest
 from orchestrator.core.clock import format_time
 from orchestrator.kube.client import PROGRESSIVE_SYNCS, Kube
 from orchestrator.planning.contract import DependencyContract
+from tests.support.builders import make_contract
 from tests.support.steps_harness import StepRunner, make_progressive_sync, read_progressive_sync, writes_by
 from tests.support.steps_rig import CANARY, REST, assert_ok, finish
 from tests.support.wait import wait_for
@@ -158,3 +163,95 @@ def test_a_failed_dependency_holds_the_stage_until_the_timeout_then_fails_it(
         f"dependsOn timed out: {held}",
     )
     assert status.phase is not None and status.phase.value == "Failed"
+
+
+GROUPED = [{**CANARY, "maxTargets": 1}, REST]
+GROUP_STAGES = [f"{g}/{s}" for g in ("eu-west-1", "us-east-1") for s in ("canary", "rest")]
+
+
+def _grouped_contract(timeout_seconds: int) -> str:
+    dependencies = tuple(
+        DependencyContract(
+            name="payments",
+            stage="canary",
+            before_stage=f"{group}/canary",
+            timeout_seconds=timeout_seconds,
+        )
+        for group in ("eu-west-1", "us-east-1")
+    )
+    contract = make_contract(GROUP_STAGES, rollout_id="r1")
+    return contract.model_copy(update={"depends_on": dependencies}).to_json()
+
+
+def _messages(kube: Kube, namespace: str) -> dict[str, str]:
+    status = read_progressive_sync(kube, namespace).status
+    assert status is not None and status.stages is not None
+    return {stage.name: stage.message for stage in status.stages}
+
+
+def test_each_group_waits_for_the_same_group_of_a_grouped_dependency(
+    kube: Kube, namespace: str, runner: StepRunner, tmp_path: Path
+) -> None:
+    canary = "canary"
+    make_progressive_sync(
+        kube,
+        namespace,
+        stages=GROUPED,
+        groupBy="region",
+        dependsOn=[{"name": "payments", "stage": canary, "timeoutSeconds": 600}],
+        status=_status(*((name, "Pending") for name in GROUP_STAGES)),
+    )
+    make_progressive_sync(
+        kube,
+        namespace,
+        name="payments",
+        app_set="payments",
+        stages=GROUPED,
+        groupBy="region",
+        status=_status((f"eu-west-1/{canary}", "Succeeded"), (f"us-east-1/{canary}", "Progressing")),
+    )
+    eu = runner.run(
+        "wait-for-dependencies",
+        "--stage",
+        f"eu-west-1/{canary}",
+        PROGRESSIVE_SYNC_CONTRACT=_grouped_contract(600),
+    )
+    assert_ok(eu)
+    assert f"wait-for-dependencies: stage 'eu-west-1/{canary}': Done" in eu.stdout
+    messages = _messages(kube, namespace)
+    assert messages[f"eu-west-1/{canary}"] == (
+        f"dependencies passed: payments passed stage 'eu-west-1/{canary}' in rollout r1"
+    )
+    assert messages[f"us-east-1/{canary}"] == "", "another group's stage is not touched"
+
+    step = runner.start(
+        "wait-for-dependencies",
+        "--stage",
+        f"us-east-1/{canary}",
+        "--poll-seconds",
+        "0.2",
+        log_path=tmp_path / "us.log",
+        PROGRESSIVE_SYNC_CONTRACT=_grouped_contract(600),
+    )
+    try:
+        wait_for(
+            lambda: _messages(kube, namespace)[f"us-east-1/{canary}"].startswith(
+                f"waiting for payments to pass stage 'us-east-1/{canary}': rollout r1 is Progressing"
+            ),
+            what="us-east-1 says it waits for payments' us-east-1 canary",
+        )
+        assert step.poll() is None, "us-east-1 still waits while eu-west-1 went on"
+        _set_status(
+            kube,
+            namespace,
+            "payments",
+            _status((f"eu-west-1/{canary}", "Succeeded"), (f"us-east-1/{canary}", "Succeeded")),
+        )
+        code, log = finish(step, tmp_path / "us.log", timeout=30)
+    finally:
+        if step.poll() is None:
+            step.kill()
+    assert code == 0, log
+    assert _messages(kube, namespace)[f"us-east-1/{canary}"] == (
+        f"dependencies passed: payments passed stage 'us-east-1/{canary}' in rollout r1"
+    )

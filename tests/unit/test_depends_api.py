@@ -40,8 +40,8 @@ STAGES = (make_stage("canary"), make_stage("rest"))
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _manifest(depends_on: Any, *, name: str = "checkout") -> dict[str, Any]:
-    return make_ps(name, stages=STAGES, dependsOn=depends_on)
+def _manifest(depends_on: Any, *, name: str = "checkout", **spec: Any) -> dict[str, Any]:
+    return make_ps(name, stages=STAGES, dependsOn=depends_on, **spec)
 
 
 # --- the model and validate --------------------------------------------------------------------
@@ -57,6 +57,8 @@ def _manifest(depends_on: Any, *, name: str = "checkout") -> dict[str, Any]:
             id="before-a-later-stage",
         ),
         pytest.param([{"name": "payments"}, {"name": "ledger", "stage": "eu west 1"}], id="two"),
+        pytest.param([{"name": "payments", "stage": "eu-west-1/canary"}], id="one-groups-stage"),
+        pytest.param([{"name": "payments", "stage": "(none)/canary"}], id="the-group-without-the-label"),
     ],
 )
 def test_valid_dependencies_are_accepted(depends_on: list[dict[str, Any]]) -> None:
@@ -92,6 +94,24 @@ def test_valid_dependencies_are_accepted(depends_on: list[dict[str, Any]]) -> No
             [{"name": "payments", "timeoutSeconds": 0}], "spec.dependsOn[0].timeoutSeconds", "", id="no-time"
         ),
         pytest.param([], "spec.dependsOn", "", id="empty-list"),
+        pytest.param(
+            [{"name": "payments", "stage": "eu-west-1/canary/extra"}],
+            "spec.dependsOn[0].stage",
+            "<group>/<stage> (such as eu-west-1/canary)",
+            id="group-stage-with-two-slashes",
+        ),
+        pytest.param(
+            [{"name": "payments", "stage": "/canary"}],
+            "spec.dependsOn[0].stage",
+            "<group>/<stage>",
+            id="group-stage-without-a-group",
+        ),
+        pytest.param(
+            [{"name": "payments", "stage": "eu west/canary"}],
+            "spec.dependsOn[0].stage",
+            "the group a label value or (none)",
+            id="group-not-a-label-value",
+        ),
         pytest.param([{"name": "payments", "after": "canary"}], "spec.dependsOn[0]", "", id="unknown-key"),
     ],
 )
@@ -127,6 +147,52 @@ def test_validate_and_plan_say_who_waits_for_what() -> None:
     )
     assert json.loads(as_json.output)["dependsOn"] == [
         {"name": "payments", "stage": "canary", "beforeStage": "canary", "timeoutSeconds": 1800}
+    ]
+
+
+def test_group_by_and_depends_on_are_accepted_together() -> None:
+    manifest = make_ps(
+        "checkout",
+        stages=STAGES,
+        groupBy="region",
+        dependsOn=[{"name": "payments", "stage": "canary"}, {"name": "ledger", "beforeStage": "rest"}],
+    )
+    assert validate_object(manifest) == []
+    (result,) = validate_text(yaml.safe_dump(manifest))
+    assert result.notes[:2] == (
+        "stage 'canary' of each group waits for ProgressiveSync payments to pass stage 'canary'"
+        " (in the same group when it is grouped by region too, else in every group) (at most 3600s)",
+        "stage 'rest' of each group waits for ProgressiveSync ledger to finish its rollout Succeeded"
+        " (at most 3600s)",
+    )
+
+
+def test_plan_shows_each_groups_wait(tmp_path: Path) -> None:
+    fleet = str(ROOT / "examples/fleets/checkout.yaml")
+    spec = yaml.safe_load((ROOT / "examples/groups.yaml").read_text())
+    spec["spec"]["dependsOn"] = [{"name": "payments", "stage": "canary", "timeoutSeconds": 600}]
+    manifest = tmp_path / "grouped.yaml"
+    manifest.write_text(yaml.safe_dump(spec))
+    runner = CliRunner()
+    planned = runner.invoke(cli, ["plan", "-f", str(manifest), "--fleet", fleet])
+    as_json = runner.invoke(cli, ["plan", "-f", str(manifest), "--fleet", fleet, "-o", "json"])
+    assert planned.exit_code == 0, planned.output
+    groups = ["ap-southeast-1", "eu-west-1", "us-east-1"]
+    section = planned.output.split("dependsOn:\n", 1)[1].splitlines()[: len(groups)]
+    assert section == [
+        f"  stage '{group}/canary' waits for ProgressiveSync payments to pass stage 'canary'"
+        f" (its '{group}/canary' when it is grouped by region too, else in every group) (at most 600s)"
+        for group in groups
+    ]
+    assert json.loads(as_json.output)["dependsOn"] == [
+        {
+            "name": "payments",
+            "stage": "canary",
+            "beforeStage": f"{group}/canary",
+            "group": group,
+            "timeoutSeconds": 600,
+        }
+        for group in groups
     ]
 
 
@@ -266,6 +332,16 @@ class _Caches:
             id="a-chain",
         ),
         pytest.param([_manifest([{"name": "payments"}])], (), id="dependency-not-there-yet"),
+        pytest.param(
+            [
+                _manifest([{"name": "payments", "stage": "canary"}], groupBy="region"),
+                _manifest(
+                    [{"name": "checkout", "stage": "eu-west-1/canary"}], name="payments", groupBy="region"
+                ),
+            ],
+            ("checkout", "payments", "checkout"),
+            id="grouped-both-ways",
+        ),
         pytest.param(
             [
                 _manifest([{"name": "payments"}]),

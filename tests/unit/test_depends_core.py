@@ -153,6 +153,213 @@ def test_a_rollout_of_an_older_release_in_the_status_is_the_one_judged() -> None
     assert "old-1" in verdict.message
 
 
+# --- groups (docs/depends-on.md "Groups and dependencies") ------------------------------------
+
+
+def _grouped(phase: str | None, *stages: tuple[str, str], by: str = "region", **kwargs: Any) -> Any:
+    """payments grouped by `by`, its status listing `<group>/<stage>` entries."""
+    return _dependency(phase, *stages, groupBy=by, **kwargs)
+
+
+EU_PASSED_US_RUNNING = _grouped(
+    "Progressing",
+    ("eu/canary", "Succeeded"),
+    ("eu/rest", "Progressing"),
+    ("us/canary", "Progressing"),
+    ("us/rest", "Pending"),
+    current="us/canary",
+)
+
+
+@pytest.mark.parametrize(
+    ("dependency", "stage", "waiter", "state", "says"),
+    [
+        pytest.param(
+            EU_PASSED_US_RUNNING,
+            "canary",
+            ("eu", "region"),
+            DependencyState.SATISFIED,
+            "payments passed stage 'eu/canary' in rollout r1",
+            id="same-label-my-group-passed",
+        ),
+        pytest.param(
+            EU_PASSED_US_RUNNING,
+            "canary",
+            ("us", "region"),
+            DependencyState.WAITING,
+            "waiting for payments to pass stage 'us/canary': rollout r1 is Progressing",
+            id="same-label-my-group-still-running",
+        ),
+        pytest.param(
+            EU_PASSED_US_RUNNING,
+            "canary",
+            ("ap", "region"),
+            DependencyState.WAITING,
+            "to pass stage 'canary' in every group (it has no group 'ap'): rollout r1 is Progressing,"
+            " now at stage 'us/canary'; not passed yet: us/canary",
+            id="same-label-no-such-group-waits-for-every-group",
+        ),
+        pytest.param(
+            EU_PASSED_US_RUNNING,
+            "canary",
+            ("eu", "team"),
+            DependencyState.WAITING,
+            "to pass stage 'canary' in every group: rollout r1 is Progressing",
+            id="other-label-waits-for-every-group",
+        ),
+        pytest.param(
+            EU_PASSED_US_RUNNING,
+            "canary",
+            (None, None),
+            DependencyState.WAITING,
+            "not passed yet: us/canary",
+            id="ungrouped-waiter-waits-for-every-group",
+        ),
+        pytest.param(
+            _grouped("Progressing", ("eu/canary", "Succeeded"), ("us/canary", "Skipped")),
+            "canary",
+            (None, None),
+            DependencyState.SATISFIED,
+            "payments passed stage 'canary' in every group in rollout r1",
+            id="every-group-passed-satisfies",
+        ),
+        pytest.param(
+            _grouped("Progressing", ("eu/canary", "Failed"), ("us/canary", "Progressing")),
+            "canary",
+            (None, None),
+            DependencyState.HELD,
+            "held: payments failed at stage 'eu/canary' in rollout r1 (Failed)",
+            id="one-group-failed-holds-every-group-wait",
+        ),
+        pytest.param(
+            _grouped("Progressing", ("eu/canary", "Failed"), ("us/canary", "Succeeded")),
+            "canary",
+            ("us", "region"),
+            DependencyState.SATISFIED,
+            "passed stage 'us/canary'",
+            id="another-group-failed-does-not-hold-mine",
+        ),
+        pytest.param(
+            _grouped("Progressing", ("eu/canary", "Cancelled"), ("us/canary", "Succeeded")),
+            "canary",
+            ("eu", "region"),
+            DependencyState.HELD,
+            "held: payments failed at stage 'eu/canary' in rollout r1 (Cancelled)",
+            id="my-group-cancelled-holds",
+        ),
+        pytest.param(
+            _grouped("Failed", ("eu/canary", "Succeeded"), ("eu/rest", "Failed"), ("us/canary", "Pending")),
+            "canary",
+            ("us", "region"),
+            DependencyState.HELD,
+            "held: payments failed at stage 'eu/rest' in rollout r1 (Failed)",
+            id="rollout-ended-before-my-group-passed-holds",
+        ),
+        pytest.param(
+            _grouped("RolledBack", ("eu/canary", "Pending")),
+            "canary",
+            ("eu", "region"),
+            DependencyState.HELD,
+            "(RolledBack)",
+            id="rolled-back-holds-per-group",
+        ),
+        pytest.param(
+            _grouped("Progressing"),
+            "canary",
+            ("eu", "region"),
+            DependencyState.WAITING,
+            "in every group: rollout r1 is Progressing",
+            id="no-stage-listed-yet-waits",
+        ),
+        pytest.param(
+            _grouped("Succeeded"),
+            "canary",
+            ("ap", "region"),
+            DependencyState.SATISFIED,
+            "finished rollout r1 Succeeded",
+            id="succeeded-rollout-satisfies-every-group",
+        ),
+        pytest.param(
+            EU_PASSED_US_RUNNING,
+            "eu/canary",
+            ("us", "region"),
+            DependencyState.SATISFIED,
+            "payments passed stage 'eu/canary'",
+            id="group-stage-named-is-that-group-for-every-waiter",
+        ),
+        pytest.param(
+            EU_PASSED_US_RUNNING,
+            "us/canary",
+            (None, None),
+            DependencyState.WAITING,
+            "waiting for payments to pass stage 'us/canary'",
+            id="group-stage-named-still-running",
+        ),
+        pytest.param(
+            EU_PASSED_US_RUNNING,
+            "ap/canary",
+            (None, None),
+            DependencyState.HELD,
+            "held: payments has no stage 'ap/canary' in rollout r1 (its groups: eu, us)",
+            id="group-stage-of-no-group-holds",
+        ),
+        pytest.param(
+            EU_PASSED_US_RUNNING,
+            "eu/blue",
+            (None, None),
+            DependencyState.HELD,
+            "held: payments has no stage 'blue' (its stages: canary, rest)",
+            id="group-stage-of-no-spec-stage-holds",
+        ),
+        pytest.param(
+            _dependency("Progressing", ("canary", "Succeeded")),
+            "eu/canary",
+            (None, None),
+            DependencyState.HELD,
+            "held: payments has no groups (no spec.groupBy), so no stage 'eu/canary'",
+            id="group-stage-of-an-ungrouped-dependency-holds",
+        ),
+        pytest.param(
+            _dependency("Progressing", ("canary", "Succeeded"), ("rest", "Progressing")),
+            "canary",
+            ("eu", "region"),
+            DependencyState.SATISFIED,
+            "payments passed stage 'canary' in rollout r1",
+            id="ungrouped-dependency-is-the-same-for-every-group",
+        ),
+    ],
+)
+def test_a_grouped_dependency_is_judged_per_group_or_in_every_group(
+    dependency: Any, stage: str, waiter: tuple[str | None, str | None], state: DependencyState, says: str
+) -> None:
+    # waiter: the waiting stage's group and the waiting spec's groupBy (None, None: not grouped)
+    group, group_by = waiter
+    verdict = judge("payments", stage, dependency, group=group, group_by=group_by)
+    assert verdict.state is state, verdict.message
+    assert says in verdict.message
+
+
+GROUPS = ["eu", "us", "ap", "(none)"]
+PHASES = ["Pending", "Progressing", "Succeeded", "Skipped", "Failed", "Cancelled"]
+
+
+@given(st.dictionaries(st.sampled_from(GROUPS), st.sampled_from(PHASES), min_size=1), st.sampled_from(GROUPS))
+def test_every_group_is_the_strictest_and_a_group_never_waits_for_a_stricter_rule(
+    phases: dict[str, str], mine: str
+) -> None:
+    # Satisfied in every group implies satisfied in mine; one group stopped holds "every group".
+    rows = [(f"{group}/canary", phase) for group, phase in phases.items()]
+    dependency = _grouped("Progressing", *rows)
+    every = judge("payments", "canary", dependency)
+    own = judge("payments", "canary", dependency, group=mine, group_by="region")
+    if every.state is DependencyState.SATISFIED:
+        assert own.state is DependencyState.SATISFIED
+    if any(phase in ("Failed", "Cancelled") for phase in phases.values()):
+        assert every.state is DependencyState.HELD
+    if mine not in phases:  # no group of mine: the same as every group
+        assert own.state is every.state
+
+
 SATISFIED = DependencyVerdict("a", DependencyState.SATISFIED, "a passed stage 'canary' in rollout r1")
 WAITING = DependencyVerdict("b", DependencyState.WAITING, "waiting for b to pass stage 'canary'")
 HELD = DependencyVerdict("c", DependencyState.HELD, "held: c failed at stage 'canary' in rollout r2 (Failed)")

@@ -16,6 +16,7 @@ from orchestrator.api.depends import WaitOutcome
 from orchestrator.api.models import ProgressiveSync, StageStatus
 from orchestrator.kube.client import Kube, NotFound
 from orchestrator.planning.contract import DependencyContract
+from orchestrator.planning.groups import with_run_stages
 from steps.common import RolloutRef, Tuning
 from steps.context import StepContext
 from steps.depends import wait_for_dependencies
@@ -171,4 +172,89 @@ def test_a_dependency_whose_spec_does_not_parse_is_waited_for() -> None:
     assert _run(api, clock).outcome is WaitOutcome.DONE
     assert seen[0] == (
         "waiting for payments to pass stage 'canary': its spec does not parse (its Valid condition says why)"
+    )
+
+
+# --- groups (docs/depends-on.md "Groups and dependencies") ------------------------------------
+
+GROUP_STAGES = ("a/canary", "a/rest", "b/canary", "b/rest")
+
+
+def _grouped_ours() -> dict[str, Any]:
+    obj = make_ps(
+        "myservice",
+        stages=STAGES,
+        phase="Progressing",
+        rollout_id="r1",
+        stage_status=[
+            StageStatus(name="a/canary", phase="Succeeded", finished_at=T0 + timedelta(seconds=100)),  # type: ignore[arg-type]
+            StageStatus(name="a/rest", phase="Succeeded", finished_at=T0 + timedelta(seconds=200)),  # type: ignore[arg-type]
+            StageStatus(name="b/canary"),
+            StageStatus(name="b/rest"),
+        ],
+        groupBy="region",
+        dependsOn=[{"name": "payments", "stage": "canary"}],
+    )
+    obj["status"]["rollout"]["startedAt"] = STARTED
+    return obj
+
+
+def _grouped_payments(a: str, b: str) -> dict[str, Any]:
+    return make_ps(
+        "payments",
+        stages=STAGES,
+        phase="Progressing",
+        rollout_id="p1",
+        stage_status=[StageStatus(name="a/canary", phase=a), StageStatus(name="b/canary", phase=b)],  # type: ignore[arg-type]
+        groupBy="region",
+    )
+
+
+def _run_group(api: _Api, clock: _Clock, stage: str) -> Any:
+    contract = make_contract(GROUP_STAGES, rollout_id="r1").model_copy(
+        update={
+            "depends_on": tuple(
+                DependencyContract(name="payments", stage="canary", before_stage=waits, timeout_seconds=60)
+                for waits in ("a/canary", "b/canary")
+            )
+        }
+    )
+    ps = with_run_stages(ProgressiveSync.model_validate(api.get(None, "argocd", "myservice")), GROUP_STAGES)
+    ctx = StepContext(
+        rollout=RolloutRef(namespace="argocd", name="myservice", rollout_id="r1", argocd_namespace="argocd"),
+        contract=contract,
+        stage=next(s for s in contract.stages if s.name == stage),
+        ps=ps,
+        clock=clock,
+        tuning=Tuning(),
+    )
+    return wait_for_dependencies(cast(Kube, api), ctx, poll_seconds=2.0)
+
+
+def _stage(api: _Api, name: str) -> StageStatus:
+    status = ProgressiveSync.model_validate(api.objects["myservice"]).status
+    assert status is not None
+    return next(s for s in status.stages or [] if s.name == name)
+
+
+def test_a_groups_wait_judges_the_same_group_and_counts_from_its_own_start() -> None:
+    # b waits for payments' b/canary, which failed (a's passed): held until the timeout, counted
+    # from the rollout's start (b/canary is b's first stage), not from a/rest's end before it.
+    api = _Api(_grouped_ours(), _grouped_payments("Succeeded", "Failed"))
+    clock = _Clock(lambda sleeps: None)
+    result = _run_group(api, clock, "b/canary")
+    assert result.failed
+    assert clock.now() == T0 + timedelta(seconds=60)
+    assert _stage(api, "b/canary").message == (
+        "dependsOn timed out: held: payments failed at stage 'b/canary' in rollout p1 (Failed)"
+    )
+    assert _stage(api, "a/canary").message == ""  # another group's stage is not touched
+
+
+def test_a_groups_wait_passes_when_its_own_group_passed_while_another_still_runs() -> None:
+    api = _Api(_grouped_ours(), _grouped_payments("Progressing", "Succeeded"))
+    result = _run_group(api, _Clock(lambda sleeps: None), "b/canary")
+    assert result.outcome is WaitOutcome.DONE
+    assert _stage(api, "b/canary").message == (
+        "dependencies passed: payments passed stage 'b/canary' in rollout p1"
     )

@@ -461,3 +461,68 @@ def test_cancel_and_pause_touch_the_groups_not_ended_yet() -> None:
     assert groups_touched(grouped) == ["b", "c"]
     plain = ProgressiveSync.model_validate(make_ps(stages=list(STAGES), phase="Progressing"))
     assert groups_touched(plain) is None
+
+
+# --- groups and dependencies (docs/groups.md, docs/depends-on.md) ------------------------------
+
+
+def _contract(obj: dict[str, Any]) -> dict[str, Any]:
+    value = next(p["value"] for p in obj["spec"]["arguments"]["parameters"] if p["name"] == "contract")
+    contract: dict[str, Any] = json.loads(value)
+    return contract
+
+
+def _task_names(obj: dict[str, Any], template: str) -> list[str]:
+    return [t["name"] for t in _templates(obj)[template]["dag"]["tasks"]]
+
+
+@pytest.mark.parametrize(
+    ("before_stage", "waiting"),
+    [
+        pytest.param(None, ["a/canary", "b/canary"], id="each-groups-first-stage-waits"),
+        pytest.param("rest", ["a/rest", "b/rest"], id="each-groups-before-stage-waits"),
+    ],
+)
+def test_each_group_stage_that_waits_has_its_own_wait_node(
+    before_stage: str | None, waiting: list[str]
+) -> None:
+    dependency = {"name": "payments", "stage": "canary", "timeoutSeconds": 900}
+    if before_stage:
+        dependency["beforeStage"] = before_stage
+    obj = _workflow(_ps(groupBy="team", dependsOn=[dependency]), {"a": 3, "b": 3})
+    assert _contract(obj)["dependsOn"] == [
+        {"name": "payments", "stage": "canary", "beforeStage": stage, "timeoutSeconds": 900}
+        for stage in waiting
+    ]
+    for stage in ("a/canary", "a/rest", "b/canary", "b/rest"):
+        tasks = _task_names(obj, "stage-" + stage.replace("/", "-"))
+        if stage in waiting:
+            # the wait first, then the stage selects its own clusters once the dependency passed
+            assert tasks[:2] == ["wait-for-dependencies", "select"], stage
+        else:
+            assert "wait-for-dependencies" not in tasks, stage
+    described = obj["metadata"]["annotations"]["workflows.argoproj.io/description"]
+    assert described.count("waits until payments passes canary.") == 1
+    assert f"{before_stage or 'canary'} of each group waits until payments passes canary." in described
+
+
+def test_each_group_budgets_its_own_wait_in_the_deadline_and_the_node_count() -> None:
+    clusters = {"a": 3, "b": 3}
+    plain = _workflow(_ps(groupBy="team"), clusters)
+    waiting = _workflow(
+        _ps(groupBy="team", dependsOn=[{"name": "payments", "timeoutSeconds": 900}]), clusters
+    )
+    step = SETTINGS.step_budget_seconds
+    added = waiting["spec"]["activeDeadlineSeconds"] - plain["spec"]["activeDeadlineSeconds"]
+    assert added == pytest.approx(2 * (step + 900) * SETTINGS.deadline_factor, abs=2)
+
+
+def test_without_group_by_the_contract_has_one_entry_per_dependency() -> None:
+    obj = _workflow(_ps(dependsOn=[{"name": "payments", "stage": "canary"}]), {"a": 3})
+    assert _contract(obj)["dependsOn"] == [
+        {"name": "payments", "stage": "canary", "beforeStage": "canary", "timeoutSeconds": 3600}
+    ]
+    assert (
+        "canary waits until payments passes canary."
+        in (obj["metadata"]["annotations"]["workflows.argoproj.io/description"])
+    )
