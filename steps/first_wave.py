@@ -65,7 +65,7 @@ from steps.common import (
 from steps.context import StepContext
 from steps.status_sink import BatchedSink, StageRecords
 from steps.sync import NOTHING_TO_WRITE, write_sync
-from steps.window_gate import read_project_windows, window_state
+from steps.window_gate import closed_clusters
 
 log = logging.getLogger(__name__)
 
@@ -123,17 +123,14 @@ def start_first_wave(
         return FirstWave(left=tuple(wave), reason=refused)
     rollout = rollout.with_applications_of(ps)
     by_cluster = apps_by_cluster(items, ps.spec.app_set_ref.name, app_set, index_clusters(clusters))
-    wanted = [app for cluster in wave for app in by_cluster.get(cluster, ())]
-    rollout_windows = evaluated_windows(ctx.contract.windows)
-    project_windows = read_project_windows(kube, rollout, wanted)
-    now = clock.now()
-    closed = {
-        cluster: state.note
-        for cluster in wave
-        if not (
-            state := window_state(rollout_windows, project_windows, by_cluster.get(cluster, ()), now)
-        ).open
-    }
+    closed = closed_clusters(
+        kube,
+        rollout,
+        evaluated_windows(ctx.contract.windows),
+        by_cluster=by_cluster,
+        clusters=wave,
+        now=clock.now(),
+    )
     for cluster, why in closed.items():
         log.info("cluster %s: %s; left to its step", cluster, why)
 

@@ -70,6 +70,7 @@ from orchestrator.api.rollout_status import (
     start_stage,
 )
 from orchestrator.api.stage_records import StageOutcomes, new_records, outcomes_of, summarize
+from orchestrator.api.windows import evaluated_windows
 from orchestrator.argocd import appsync
 from orchestrator.argocd.compare_request import CompareNeed, compare_need, unanswered
 from orchestrator.argocd.fleet import AppSetView, AppView, Cluster, app_view_from_object, index_clusters
@@ -89,6 +90,7 @@ from steps.common import (
     RolloutRef,
     Superseded,
     app_namespace,
+    apps_by_cluster,
     get_app_set,
     list_clusters,
     planning_spec,
@@ -98,6 +100,7 @@ from steps.common import (
 from steps.context import StepContext
 from steps.first_wave import FirstWave, start_first_wave
 from steps.status_sink import StageRecords
+from steps.window_gate import closed_clusters, open_first
 
 log = logging.getLogger(__name__)
 
@@ -194,7 +197,14 @@ def select_stage(kube: Kube, ctx: StepContext) -> SelectResult:
     planned_total = sum(len(s.targets) for s in plan.stages)
     now = clock.now()
     revision = " ".join(revision_key(r) for r in release)  # for people: status.rollout.revision
-    phase, targets, reason = stage_outcome(plan, stage, compared, inventory)
+    phase, targets, reason = _open_first(
+        kube,
+        ctx,
+        stage_outcome(plan, stage, compared, inventory),
+        items=compared.items,
+        clusters=clusters,
+        app_set=app_set,
+    )
     # The stage's records before the status says it runs: a step that reads the status Progressing
     # finds them. Created once; one that exists (a select run before) is adopted with its targets.
     where = (
@@ -254,6 +264,44 @@ def select_stage(kube: Kube, ctx: StepContext) -> SelectResult:
         since=update.status.rollout.started_at if update.status.rollout else None,
     )
     return SelectResult(stage, entry.phase, tuple(targets), entry.message, first_wave=first_wave)
+
+
+def _open_first(
+    kube: Kube,
+    ctx: StepContext,
+    outcome: tuple[StagePhase, tuple[str, ...], str],
+    *,
+    items: Sequence[Mapping[str, Any]],
+    clusters: Sequence[Cluster],
+    app_set: AppSetView | None,
+) -> tuple[StagePhase, tuple[str, ...], str]:
+    """The stage's outcome (`stage_outcome`) with a running stage's targets ordered: the clusters
+    whose windows are closed now behind the others (`steps.window_gate.open_first`: the slots go
+    first to clusters that may sync). A stage whose records exist already keeps their order
+    (`create_stage_records` adopts them)."""
+    phase, targets, reason = outcome
+    if phase != StagePhase.PROGRESSING:
+        return outcome
+    ps = ctx.ps
+    by_cluster = apps_by_cluster(items, ps.spec.app_set_ref.name, app_set, index_clusters(clusters))
+    rollout = ctx.rollout.with_applications_of(ps)
+    now = ctx.clock.now()
+    closed = closed_clusters(
+        kube,
+        rollout,
+        evaluated_windows(ctx.contract.windows),
+        by_cluster=by_cluster,
+        clusters=targets,
+        now=now,
+    )
+    if closed and len(closed) < len(targets):
+        log.info(
+            "%d of %d target(s) wait for a window now and go after the others: %s",
+            len(closed),
+            len(targets),
+            ", ".join(sorted(closed)),
+        )
+    return phase, open_first(targets, closed), reason
 
 
 def _selected_already(

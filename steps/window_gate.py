@@ -24,14 +24,18 @@ engine's run): a window that never opens holds the wave until then.
 An AppProject that cannot be read (none by that name, no permission) or whose windows do not parse
 is left to Argo CD (logged): it holds the sync itself, and `wait-healthy` notes `SyncWindow`.
 
-Callers: `steps.sync.sync_cluster` (every cluster, in a pod of its own or in a batch) and
-`steps.first_wave` (which leaves a closed cluster to its own step).
+`open_first` orders a stage's targets when `select` records them: the clusters closed then go last,
+so the slots go first to the clusters that may sync (`closed_clusters` says which are closed).
+
+Callers: `steps.sync.sync_cluster` (every cluster, in a pod of its own or in a batch),
+`steps.first_wave` (which leaves a closed cluster to its own step) and `steps.select_stage` (the
+order of the targets).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -114,6 +118,34 @@ def read_project_windows(
         except WindowError as exc:
             log.warning("AppProject %s: its sync windows do not parse (%s); left to Argo CD", project, exc)
     return found
+
+
+def closed_clusters(
+    kube: Kube,
+    rollout: RolloutRef,
+    rollout_windows: Sequence[Window],
+    *,
+    by_cluster: Mapping[str, Sequence[Mapping[str, Any]]],
+    clusters: Sequence[str],
+    now: datetime,
+) -> dict[str, str]:
+    """The clusters among `clusters` whose windows are closed at `now`, each with its note; reads
+    the AppProjects of their Applications (`by_cluster`: a cluster's Applications)."""
+    apps = [app for cluster in clusters for app in by_cluster.get(cluster, ())]
+    project_windows = read_project_windows(kube, rollout, apps)
+    states = {
+        cluster: window_state(rollout_windows, project_windows, by_cluster.get(cluster, ()), now)
+        for cluster in clusters
+    }
+    return {cluster: state.note for cluster, state in states.items() if not state.open}
+
+
+def open_first(targets: Sequence[str], closed: Collection[str]) -> tuple[str, ...]:
+    """Pure: `targets` with the clusters in `closed` moved behind the others, each part in its own
+    order. A stage's fan-out, its first wave and the chained hand-off take targets in this order,
+    so while only some clusters' windows are closed (an AppProject window for some Applications) a
+    `maxParallel` slot goes to a cluster that may sync now, not to a step that would wait."""
+    return tuple(t for t in targets if t not in closed) + tuple(t for t in targets if t in closed)
 
 
 def wait_for_window(

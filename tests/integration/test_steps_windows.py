@@ -226,3 +226,29 @@ def test_a_stage_that_fails_while_a_cluster_waits_gets_no_sync(rig: Rig, steps_c
     assert "operation" not in rig.app(first), "no sync is written in a failed stage"
     record = stage_outcomes(rig.kube, "myservice", rig.namespace)["rest"].clusters[first]
     assert record.state.value == "Failed", record
+
+
+@pytest.mark.parametrize(
+    "open_one", [0, 1, 2], ids=["first-by-name-open", "second-by-name-open", "third-by-name-open"]
+)
+def test_select_puts_the_clusters_a_window_holds_after_the_others(
+    rig: Rig, project: Any, open_one: int
+) -> None:
+    """An AppProject deny window for two of the three Applications: `select` records the open
+    cluster first (whatever the plan's order), so the one-cluster first wave syncs it, and the
+    held ones keep their planned order behind it."""
+    names = sorted(c.name for c in rig.fleet.clusters)
+    opened_cluster = names[open_one]
+    held = [name for name in names if name != opened_cluster]
+    deny = {**_deny_from(datetime.now(UTC), 30), "applications": [f"*-{name}" for name in held]}
+    make_progressive_sync(rig.kube, rig.namespace, stages=[REST])
+    project([deny])
+
+    result = rig.runner.run("select", "--stage", "rest", *first_wave_args(rig, 1))
+
+    assert_ok(result)
+    targets = rig.stage("rest").targets
+    assert targets[0] == opened_cluster, targets
+    assert sorted(targets[1:]) == held
+    assert "operation" in rig.app(opened_cluster), "the first wave syncs the open cluster"
+    assert not any("operation" in rig.app(name) for name in held)

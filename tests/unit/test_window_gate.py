@@ -7,9 +7,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from orchestrator.core.windows import Window, windows_of
-from steps.window_gate import window_state
+from steps.window_gate import open_first, window_state
 
 NOW = datetime(2030, 1, 2, 12, 30, tzinfo=UTC)  # a Wednesday
 DENY_NOON = {"kind": "deny", "schedule": "0 12 * * *", "duration": "1h"}
@@ -88,3 +90,33 @@ def test_a_window_that_never_opens_says_so() -> None:
     state = window_state([always], {}, [app("a")], NOW)
     assert not state.open and state.opens_at is None
     assert "does not open within a year" in state.note
+
+
+# --- open_first: the order select records a stage's targets in ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("targets", "closed", "expected"),
+    [
+        pytest.param(("a", "b", "c"), set(), ("a", "b", "c"), id="all-open-keeps-the-plan"),
+        pytest.param(("a", "b", "c"), {"a"}, ("b", "c", "a"), id="a-closed-first-goes-last"),
+        pytest.param(("a", "b", "c", "d"), {"a", "c"}, ("b", "d", "a", "c"), id="each-part-keeps-its-order"),
+        pytest.param(("a", "b"), {"a", "b"}, ("a", "b"), id="all-closed-keeps-the-plan"),
+        pytest.param((), {"x"}, (), id="no-targets"),
+    ],
+)
+def test_open_first_moves_the_closed_clusters_behind_the_others(
+    targets: tuple[str, ...], closed: set[str], expected: tuple[str, ...]
+) -> None:
+    assert open_first(targets, closed) == expected
+
+
+@given(st.lists(st.text(min_size=1, max_size=3), unique=True, max_size=12), st.data())
+def test_open_first_is_a_stable_partition(targets: list[str], data: st.DataObject) -> None:
+    closed = set(data.draw(st.lists(st.sampled_from(targets), unique=True))) if targets else set()
+    ordered = open_first(targets, closed)
+    assert sorted(ordered) == sorted(targets)  # the same clusters, each once
+    first = [t for t in ordered if t not in closed]
+    assert ordered == tuple(first) + tuple(t for t in ordered if t in closed)  # open ones first
+    assert first == [t for t in targets if t not in closed]  # each part in the plan's order
+    assert [t for t in ordered if t in closed] == [t for t in targets if t in closed]
