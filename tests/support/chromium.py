@@ -41,6 +41,10 @@ import websocket
 CHROMIUM_CANDIDATES = ("chromium", "chromium-browser", "google-chrome")
 LAUNCH_TIMEOUT = 30.0
 CALL_TIMEOUT = 30.0
+# Navigation errors that say nothing of the page: Chromium aborts a load when the machine's network
+# configuration changes under it (the real node adds and removes pod veths). Tried again, bounded.
+TRANSIENT_NAVIGATION_ERRORS = frozenset({"net::ERR_NETWORK_CHANGED"})
+NAVIGATE_ATTEMPTS = 4
 
 
 class BrowserError(RuntimeError):
@@ -160,10 +164,18 @@ class Chromium:
     # -- the page ----------------------------------------------------------------------------
 
     def navigate(self, url: str, timeout: float = CALL_TIMEOUT) -> None:
-        """Go to `url` and wait until the document has loaded (not until an app has drawn)."""
-        result = self.page.call("Page.navigate", {"url": url}, timeout=timeout)
-        if result.get("errorText"):
-            raise BrowserError(f"cannot open {url}: {result['errorText']}")
+        """Go to `url` and wait until the document has loaded (not until an app has drawn). A
+        navigation Chromium aborted because the machine's network changed under it (the real node
+        adds a veth per pod: `net::ERR_NETWORK_CHANGED`) is tried again, `NAVIGATE_ATTEMPTS` times
+        at most, with a growing pause; any other error is raised at once."""
+        for attempt in range(1, NAVIGATE_ATTEMPTS + 1):
+            result = self.page.call("Page.navigate", {"url": url}, timeout=timeout)
+            error = result.get("errorText")
+            if not error:
+                break
+            if error not in TRANSIENT_NAVIGATION_ERRORS or attempt == NAVIGATE_ATTEMPTS:
+                raise BrowserError(f"cannot open {url}: {error} (attempt {attempt} of {NAVIGATE_ATTEMPTS})")
+            time.sleep(0.5 * 2 ** (attempt - 1))
         self.wait_for("document.readyState === 'complete'", timeout=timeout, what=f"{url} to load")
 
     def evaluate(self, expression: str, timeout: float = CALL_TIMEOUT) -> Any:
