@@ -57,7 +57,7 @@ from orchestrator.core.clock import Clock
 from orchestrator.kube.client import APPLICATIONS, Conflict, Kube, NotFound
 from orchestrator.kube.status_writer import ConflictsExhausted
 from orchestrator.planning.rollback import rollback_batch_share
-from orchestrator.planning.sizing import rollback_batch_count, slots_of_batch
+from orchestrator.planning.sizing import rollback_batch_pods, slots_of_batch
 from steps.batch import run_clusters
 from steps.common import RolloutRef, UsageProblem
 from steps.context import ALONE, Shared, StepContext
@@ -375,17 +375,20 @@ class RollbackBatchResult:
 
 
 def rollback_batch(kube: Kube, ctx: StepContext, batch: int) -> RollbackBatchResult:
-    """Restore batch `batch`'s share of a stage in batches (its contract's `batches`): the stage's
-    recorded clusters dealt out as the forward batches deal them (`rollback_batch_share`), each
-    through `rollback_cluster`, at most the batch's share of rollbackParallel at once; a temporary
-    error is retried (`Tuning.batch_retry_backoffs`), as a forward batch does."""
+    """Restore batch `batch`'s share of a stage: the stage's recorded clusters dealt out as the
+    forward batches deal them (`rollback_batch_share`), each through `rollback_cluster`, at most
+    the batch's share of rollbackParallel at once; a temporary error is retried
+    (`Tuning.batch_retry_backoffs`), as a forward batch does. A stage in batches (its contract's
+    `batches`) has as many rollback batches as `rollback_batch_count`; a stage of one pod per
+    cluster has rollbackParallel of one slot each, which its rollback runs when it restores more
+    clusters than rollbackParallel (`rollback_batch_pods`)."""
     stage = ctx.stage
     parallel = stage.rollback_parallel or stage.max_parallel
-    batches = rollback_batch_count(stage.batches, parallel)
-    if not batches or not 0 <= batch < batches:
+    batches = rollback_batch_pods(stage.batches, parallel)
+    if not 0 <= batch < batches:
         raise UsageProblem(
-            f"--batch {batch}: stage {stage.name!r} rolls back in {batches} batch(es) "
-            "(0: one pod per cluster, run `rollback --cluster`)"
+            f"--batch {batch}: stage {stage.name!r} rolls back in at most {batches} batch(es), "
+            f"0 to {batches - 1}"
         )
     # One read of the stage's records and one fleet lookup for the batch's clusters (each cluster
     # belongs to one batch: no other pod writes its record meanwhile), as a forward batch shares them.

@@ -3,10 +3,12 @@
 It decides whether the rollout's end rolls it back and which clusters of which stages
 (`orchestrator.planning.rollback`): the trigger from the Workflow (`spec.shutdown`: stopped; its
 `activeDeadlineSeconds` from `status.startedAt`: the deadline), `--workflow-status` and the
-stages' phases; the clusters from the stages' ProgressiveSyncStage records. It writes one output
-per stage index, `rollback-<index>`: the JSON list of that stage's clusters to roll back (`[]`
-for a stage with none, and for every stage when there is no rollback), which the Workflow's
-rollback fan-outs take, later stages first.
+stages' phases; the clusters from the stages' ProgressiveSyncStage records. It writes two outputs
+per stage index, JSON lists that the Workflow's rollback fan-outs take, later stages first:
+`rollback-<index>`, that stage's clusters to roll back, one pod each, and `rollback-batches-<index>`,
+the batch pods to run instead (a stage in batches, or one with more clusters to restore than its
+rollbackParallel: `orchestrator.planning.rollback.fanout_items`); `[]` for none, and everywhere
+when there is no rollback.
 
 When there is a rollback it records it in the ProgressiveSync status: phase RollingBack, its
 message, and `status.rollback` (trigger, scope, the stages in rollback order, how many clusters),
@@ -47,24 +49,19 @@ from orchestrator.kube.stage_records import read_outcomes
 from orchestrator.kube.status_writer import update_status
 from orchestrator.planning.contract import RolloutContract
 from orchestrator.planning.rollback import (
+    FanoutItems,
     RollbackTargets,
     StageView,
-    batches_with_work,
+    batches_output,
+    clusters_output,
+    fanout_items,
     plan_group_rollback,
     plan_rollback,
     rollback_trigger,
 )
-from orchestrator.planning.sizing import rollback_batch_count
 from steps.common import RolloutRef, Tuning, UsageProblem
 
 log = logging.getLogger(__name__)
-
-OUTPUT_PREFIX = "rollback-"
-
-
-def output_name(stage_index: int) -> str:
-    """The output parameter (and file) holding stage `stage_index`'s clusters to roll back."""
-    return f"{OUTPUT_PREFIX}{stage_index}"
 
 
 @dataclass(frozen=True)
@@ -74,9 +71,8 @@ class RollbackPlanResult:
     rollout_id: str
     message: str
     stages: int
-    # Stage index -> what its fan-out iterates: its clusters (one pod each), or for a stage in
-    # batches the batch indexes that have a cluster to restore.
-    items: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    # Stage index -> what its fan-out runs (`orchestrator.planning.rollback.fanout_items`).
+    items: dict[int, FanoutItems] = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
@@ -85,8 +81,14 @@ class RollbackPlanResult:
 
     @property
     def outputs(self) -> dict[str, str]:
-        """One output per stage index: its clusters (or batch indexes) to roll back as a JSON list."""
-        return {output_name(i): json.dumps(list(self.items.get(i, ()))) for i in range(self.stages)}
+        """Two outputs per stage index, JSON lists: its clusters (`rollback-<i>`) and its batch
+        pods (`rollback-batches-<i>`) to run; one of them, or both, `[]`."""
+        outputs: dict[str, str] = {}
+        for index in range(self.stages):
+            items = self.items.get(index, FanoutItems())
+            outputs[clusters_output(index)] = json.dumps(list(items.clusters))
+            outputs[batches_output(index)] = json.dumps(list(items.batches))
+        return outputs
 
     @property
     def summary(self) -> str:
@@ -167,19 +169,13 @@ def plan_rollout_rollback(
 
 def _fanout_items(
     contract: RolloutContract, targets: RollbackTargets, outcomes: Mapping[int, StageOutcomes]
-) -> dict[int, tuple[str, ...]]:
-    """What each stage's rollback fan-out iterates: the clusters, or for a stage in batches (its
-    contract's `batches`) the indexes of the batches with a cluster to restore."""
-    items: dict[int, tuple[str, ...]] = {}
+) -> dict[int, FanoutItems]:
+    """What each stage's rollback fan-out runs: its clusters, or its batch pods (`fanout_items`)."""
+    items: dict[int, FanoutItems] = {}
     for index, clusters in targets.clusters.items():
         stage = contract.stages[index]
         parallel = stage.rollback_parallel or stage.max_parallel
-        batches = rollback_batch_count(stage.batches, parallel)
-        if not batches:
-            items[index] = tuple(clusters)
-            continue
-        work = batches_with_work(outcomes.get(index), batches=batches, parallel=parallel)
-        items[index] = tuple(str(batch) for batch in work)
+        items[index] = fanout_items(clusters, outcomes.get(index), batches=stage.batches, parallel=parallel)
     return items
 
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from orchestrator.planning.rollback import batches_output, clusters_output
+
 # --- Argo Workflows' annotations ----------------------------------------------------------------
 
 TITLE_ANNOTATION = "workflows.argoproj.io/title"
@@ -77,6 +79,7 @@ WAIT_HEALTHY_TASK = "wait-healthy"
 ROLLBACK_PLAN_TASK = "rollback-plan"
 FINALIZE_TASK = "finalize"
 ROLLBACK_LOOP_TASK = "rollback"
+ROLLBACK_BATCH_LOOP_TASK = "rollback-batch"
 # The approval an Inconclusive analysis waits for (onInconclusive: Approve): the `approval` template,
 # run only when the analysis task's `verdict` output says Inconclusive.
 APPROVE_ANALYSIS_TASK = "approve-analysis"
@@ -150,8 +153,14 @@ def rollback_display_name(stage_name: str, task_name: str) -> str | None:
 
 
 def rollback_output(index: int) -> str:
-    """rollback-plan's output parameter (and file) with the clusters of stage `index` to restore."""
-    return f"{ROLLBACK_PREFIX}{index}"
+    """rollback-plan's output parameter (and file) with the clusters of stage `index` to restore,
+    one `rollback` pod each."""
+    return clusters_output(index)
+
+
+def rollback_batches_output(index: int) -> str:
+    """rollback-plan's output parameter (and file) with the `rollback-batch` pods of stage `index`."""
+    return batches_output(index)
 
 
 def stage_template_name(task_name: str) -> str:

@@ -314,14 +314,19 @@ def analysis_templates(settings: WorkflowSettings) -> list[Templatable]:
 
 
 def rollback_templates(settings: WorkflowSettings, *, stages: int) -> list[Templatable]:
-    """What a Workflow with a rollback inlines: `rollback-plan`, with one output per stage index
-    (`rollback-<i>`, the JSON list of that stage's clusters to restore; `[]` when its file is missing,
-    so a plan that restores nothing there need not write it), and the per-cluster `rollback`."""
+    """What a Workflow with a rollback inlines: `rollback-plan`, with two outputs per stage index
+    (`rollback-<i>`, the JSON list of that stage's clusters to restore one pod each, and
+    `rollback-batches-<i>`, its `rollback-batch` pods; `[]` when the file is missing, so a plan that
+    restores nothing there need not write it), `rollback` and `rollback-batch`."""
     plan = _step(
         names.ROLLBACK_PLAN_TEMPLATE,
         [*EXIT_ARGS],
         settings,
-        outputs=tuple(names.rollback_output(index) for index in range(stages)),
+        outputs=tuple(
+            output
+            for index in range(stages)
+            for output in (names.rollback_output(index), names.rollback_batches_output(index))
+        ),
         output_default="[]",
     )
     rollback = [

@@ -5,17 +5,30 @@ Without the contract's `rollback` nothing here is used and the exit handler is `
 as it always was. With it, `onExit` is the DAG `exit` (docs/design/workflow.md, The rollback branch):
 
     exit (DAG)
-    ├── rollback-plan                  decides; output `rollback-<i>` per stage index (default [])
+    ├── rollback-plan                  decides; outputs `rollback-<i>` and `rollback-batches-<i>`
+    │                                  per stage index (default [])
     ├── rollback-<stage N-1>           the last stage first, each after the one before it: a fan-out
-    │   └── rollback (loop)            over rollback-plan's list for the stage, `parallelism` the
-    ├── ...                            stage's rollbackParallel, one `rollback` pod per cluster
-    │                                  (a stage in batches: one `rollback-batch` pod per batch)
+    │   ├── rollback (loop)            one `rollback` pod per cluster of rollback-plan's list, or
+    │   └── rollback-batch (loop)      one `rollback-batch` pod per batch index of its other list
+    ├── ...                            (a stage in batches has only this loop)
     ├── rollback-<stage 0>
     └── finalize                       last; runs whatever happened before it
 
 With spec.groupBy (docs/groups.md, "Groups and rollback") the stages' rollbacks are one such chain
-per group, each group's later stages first, every chain after rollback-plan and side by side (the
-exit DAG's `parallelism` is maxParallelGroups), and finalize after every chain.
+per group, each group's later stages first, every chain after rollback-plan, at most
+maxParallelGroups side by side (with more groups, a chain waits for the one maxParallelGroups
+before it), and finalize after every chain.
+
+No parallelism in the exit handler. Argo v3.7.18's controller exits with `level=fatal` ("was unable
+to get child node name", workflow/controller/taskset.go) when template `parallelism` holds back a
+task of the exit handler: the DAG adds the task's node id to its parent's children before it checks
+the parallelism (dag.go, `connectDependencies`), and after each pass over the exit handler the
+controller walks its nodes' children (`nodeRequiresTaskSetReconciliation`), which it cannot do
+for a node that was never made. It exits again on the same Workflow after every restart. So no
+template here has `parallelism`: rollback-plan never gives a fan-out more items than may run at
+once (`orchestrator.planning.rollback.fanout_items`: a pod per cluster up to rollbackParallel, else
+rollbackParallel batch pods, each restoring its share one cluster at a time), and groups beyond
+maxParallelGroups wait in fixed lanes.
 
 Why each piece is as it is (checked against Argo v3.7.18, workflow/controller/dag.go):
 
@@ -29,9 +42,9 @@ Why each piece is as it is (checked against Argo v3.7.18, workflow/controller/da
   task is Skipped, and a Skipped task lets the ones after it run.
 - The output `default: "[]"`: Argo's wait container takes the default for a missing file instead
   of failing the pod, so rollback-plan writes a file only for a stage that has something to restore.
-- The fan-out is a template of its own because Argo's `parallelism` bounds a template's children:
-  one per stage gives each stage its own rollback parallelism. An empty list is a Skipped loop
-  node ("Skipped, empty params") and the fan-out Succeeds.
+- The fan-out is a template of its own, one per stage, so each stage's two loops are one node in
+  the Argo UI. An empty list is a Skipped loop node ("Skipped, empty params"), and a fan-out whose
+  loops are both Skipped Succeeds.
 """
 
 from __future__ import annotations
@@ -46,13 +59,14 @@ from orchestrator.planning.sizing import rollback_batch_count
 from workflow_templates import names, pieces
 
 # Nominal status nodes of the branch (retries add one per extra attempt): the exit DAG and
-# rollback-plan's Retry node and pod; per stage its fan-out DAG and its loop node (TaskGroup, or the
-# Skipped node of an empty list); per cluster restored a Retry node and a pod. finalize's two nodes
-# are there with or without rollback (builder.NODES_FIXED).
+# rollback-plan's Retry node and pod; per stage its fan-out DAG and its (at most two) loop nodes
+# (TaskGroup, or the Skipped node of an empty list); per pod a Retry node and a pod, at most one pod
+# per cluster restored. finalize's two nodes are there with or without rollback (builder.NODES_FIXED).
 NODES_ROLLBACK_FIXED = 3
-NODES_PER_ROLLBACK_STAGE = 2
+NODES_PER_ROLLBACK_STAGE = 3
 NODES_PER_ROLLED_BACK_CLUSTER = 2
 TARGETS_INPUT = "targets"
+BATCHES_INPUT = "batches"
 # The `when` of every rollback-<stage> task: only a plan that Succeeded is acted on.
 PLAN_SUCCEEDED = "{{tasks." + names.ROLLBACK_PLAN_TASK + ".status}} == Succeeded"
 # A stage's clusters to restore, as rollback-plan decided (`{output}`: names.rollback_output).
@@ -82,44 +96,50 @@ def _parameter(name: str, value: str) -> ModelParameter:
     return ModelParameter(name=name, value=value)
 
 
-def _fanout_template(stage: Stage, task_name: str, size: StageContract) -> Template:
-    """One stage's rollback: a `rollback` pod per cluster of its input `targets`, `rollbackParallel`
-    at a time (the stage's maxParallel if the contract has none); for a stage in batches a
-    `rollback-batch` pod per batch index of its input (each bounds its own share), all at once."""
-    display_name = names.rollback_display_name(stage.name, task_name)
-    batches = _batches(size)
-    item = (
-        (pieces.BATCH_INPUT, names.ROLLBACK_BATCH_TEMPLATE)
-        if batches
-        else (
-            pieces.CLUSTER_INPUT,
-            names.ROLLBACK_TEMPLATE,
-        )
+def _loop_task(name: str, template: str, item_input: str, items_input: str) -> DAGTask:
+    """A fan-out's loop: one `template` pod per item of its input `items_input` (a JSON list)."""
+    return DAGTask(
+        name=name,
+        template=template,
+        with_param="{{inputs.parameters." + items_input + "}}",
+        arguments=Arguments(
+            parameters=[
+                _parameter(pieces.STAGE_INPUT, "{{inputs.parameters." + pieces.STAGE_INPUT + "}}"),
+                _parameter(item_input, "{{item}}"),
+            ]
+        ),
     )
+
+
+def _fanout_template(stage: Stage, task_name: str, size: StageContract) -> Template:
+    """One stage's rollback: a `rollback` pod per cluster of its input `targets`, or a
+    `rollback-batch` pod per batch index of its input `batches` (a stage in batches has only the
+    second), every item at once: rollback-plan never gives more items than may run at once
+    (`fanout_items`), and there is no `parallelism` here (see the module doc)."""
+    display_name = names.rollback_display_name(stage.name, task_name)
+    loops = [
+        _loop_task(
+            names.ROLLBACK_BATCH_LOOP_TASK, names.ROLLBACK_BATCH_TEMPLATE, pieces.BATCH_INPUT, BATCHES_INPUT
+        )
+    ]
+    if not _batches(size):
+        loops.insert(
+            0,
+            _loop_task(
+                names.ROLLBACK_LOOP_TASK, names.ROLLBACK_TEMPLATE, pieces.CLUSTER_INPUT, TARGETS_INPUT
+            ),
+        )
     return Template(
         name=task_name,
         annotations={names.DISPLAY_NAME_ANNOTATION: display_name} if display_name else None,
         inputs=Inputs(
-            parameters=[ModelParameter(name=pieces.STAGE_INPUT), ModelParameter(name=TARGETS_INPUT)]
-        ),
-        parallelism=batches or size.rollback_parallel or size.max_parallel,
-        dag=DAGTemplate(
-            tasks=[
-                DAGTask(
-                    name=names.ROLLBACK_LOOP_TASK,
-                    template=item[1],
-                    with_param="{{inputs.parameters." + TARGETS_INPUT + "}}",
-                    arguments=Arguments(
-                        parameters=[
-                            _parameter(
-                                pieces.STAGE_INPUT, "{{inputs.parameters." + pieces.STAGE_INPUT + "}}"
-                            ),
-                            _parameter(item[0], "{{item}}"),
-                        ]
-                    ),
-                )
+            parameters=[
+                ModelParameter(name=pieces.STAGE_INPUT),
+                ModelParameter(name=TARGETS_INPUT, default="[]"),
+                ModelParameter(name=BATCHES_INPUT, default="[]"),
             ]
         ),
+        dag=DAGTemplate(tasks=loops),
     )
 
 
@@ -128,8 +148,9 @@ def _exit_template(
 ) -> Template:
     """The exit handler DAG: rollback-plan, the stages' rollbacks last stage first, finalize. With
     groups ("<group>/<stage>" stages, spec.groupBy) one such chain per group, each after
-    rollback-plan, side by side (`parallelism`: maxParallelGroups; only one task of a chain runs at
-    a time, so it bounds the groups rolling back at once), and finalize after every chain."""
+    rollback-plan; at most maxParallelGroups chains side by side: with more groups, each chain
+    waits for the one maxParallelGroups before it (a fixed lane each, not Argo `parallelism`: see
+    the module doc), and finalize comes after every chain."""
     keep_going = ContinueOn(failed=True, error=True)
     plan = DAGTask(
         name=names.ROLLBACK_PLAN_TASK, template=names.ROLLBACK_PLAN_TEMPLATE, continue_on=keep_going
@@ -138,28 +159,22 @@ def _exit_template(
     chains: dict[str | None, list[int]] = {}
     for index, stage in enumerate(stages):
         chains.setdefault(split_stage_name(stage.name)[0], []).append(index)
-    last_of_chains: list[str] = []
-    for chain in chains.values():
-        before = plan.name
+    lanes = len(chains) if None in chains or not max_parallel_groups else max_parallel_groups
+    ends: list[str] = [plan.name] * min(lanes, len(chains))
+    for number, chain in enumerate(chains.values()):
+        lane = number % len(ends)
+        before = ends[lane]
         for index in reversed(chain):
             task = _stage_task(stages[index], task_names[index], index, before, keep_going)
             tasks.append(task)
             before = task.name
-        last_of_chains.append(before)
-    tasks.append(
-        DAGTask(name=names.FINALIZE_TASK, template=names.FINALIZE_TEMPLATE, dependencies=last_of_chains)
-    )
-    grouped = None not in chains
-    return Template(
-        name=names.EXIT_TEMPLATE,
-        parallelism=max_parallel_groups if grouped else None,
-        dag=DAGTemplate(tasks=tasks),
-    )
+        ends[lane] = before
+    tasks.append(DAGTask(name=names.FINALIZE_TASK, template=names.FINALIZE_TEMPLATE, dependencies=ends))
+    return Template(name=names.EXIT_TEMPLATE, dag=DAGTemplate(tasks=tasks))
 
 
 def _stage_task(stage: Stage, task_name: str, index: int, after: str, keep_going: ContinueOn) -> DAGTask:
     """The exit DAG's task that rolls back stage `index` once `after` ended."""
-    planned = PLAN_OUTPUT.format(output=names.rollback_output(index))
     return DAGTask(
         name=task_name,
         template=task_name,
@@ -168,7 +183,8 @@ def _stage_task(stage: Stage, task_name: str, index: int, after: str, keep_going
         arguments=Arguments(
             parameters=[
                 _parameter(pieces.STAGE_INPUT, stage.name),
-                _parameter(TARGETS_INPUT, planned),
+                _parameter(TARGETS_INPUT, PLAN_OUTPUT.format(output=names.rollback_output(index))),
+                _parameter(BATCHES_INPUT, PLAN_OUTPUT.format(output=names.rollback_batches_output(index))),
             ]
         ),
         # A cluster not restored fails its stage's fan-out (a lost pod errors it): the stages

@@ -31,6 +31,9 @@ plans that group's stages alone, later first; `manual_group_targets` is the same
 `progressive-sync rollback` with the groups it picks. `RollbackTargets.groups` says, per group,
 whether it rolls back and why, for the status and the CLI.
 
+`fanout_items` says what each stage's rollback fan-out in the Workflow runs: a pod per cluster, or
+batch pods, never more than may run at once (`rollback_batch_share` is a batch pod's share).
+
 Pure: the caller reads the status, the records and the Workflow. Callers: `steps.rollback_plan`,
 `steps.finalize`, `steps.manual_rollback`, `orchestrator.cli.ops_cmd`; tests.
 """
@@ -54,7 +57,7 @@ from orchestrator.api.phases import StagePhase
 from orchestrator.api.reasons import ANALYSIS_CLUSTER_REASON, Reason
 from orchestrator.api.rollback import RollbackScope, RollbackTrigger
 from orchestrator.api.stage_records import ROLLBACK_END_STATES, RollbackState, StageOutcomes
-from orchestrator.planning.sizing import clusters_of_batch
+from orchestrator.planning.sizing import clusters_of_batch, rollback_batch_pods
 
 STAGE_FAILED = RollbackTrigger.STAGE_FAILED.value
 ANALYSIS_FAILED = RollbackTrigger.ANALYSIS_FAILED.value
@@ -499,6 +502,50 @@ def rollback_batch_share(outcomes: StageOutcomes, *, batches: int, batch: int, p
     share = clusters_of_batch(outcomes.ordered(), batches, batch, parallel)
     left = set(_to_roll_back(outcomes))
     return [name for name in share if name in left]
+
+
+# rollback-plan's outputs, which the Workflow's rollback fan-outs take (workflow_templates.rollback).
+CLUSTERS_OUTPUT_PREFIX = "rollback-"
+BATCHES_OUTPUT_PREFIX = "rollback-batches-"
+
+
+def clusters_output(stage_index: int) -> str:
+    """rollback-plan's output (and file) with stage `stage_index`'s clusters, one `rollback` pod each."""
+    return f"{CLUSTERS_OUTPUT_PREFIX}{stage_index}"
+
+
+def batches_output(stage_index: int) -> str:
+    """rollback-plan's output (and file) with stage `stage_index`'s `rollback-batch` pod indexes."""
+    return f"{BATCHES_OUTPUT_PREFIX}{stage_index}"
+
+
+@dataclass(frozen=True)
+class FanoutItems:
+    """What one stage's rollback fan-out iterates: `clusters`, one `rollback` pod each, or
+    `batches`, the indexes of the `rollback-batch` pods with a cluster to restore. One of the two is
+    empty, and neither holds more items than may run at once (`fanout_items`)."""
+
+    clusters: tuple[str, ...] = ()
+    batches: tuple[str, ...] = ()
+
+
+def fanout_items(
+    clusters: Sequence[str], outcomes: StageOutcomes | None, *, batches: int, parallel: int
+) -> FanoutItems:
+    """The items of a stage's rollback fan-out, for its `clusters` to restore (`plan_rollback`).
+
+    The fan-out runs every item at once: the exit handler has no Argo `parallelism`, because Argo
+    v3.7's controller exits (`level=fatal`, "was unable to get child node name") when `parallelism`
+    holds back a task of an exit handler (docs/design/workflow.md, "No parallelism in the exit
+    handler"). So a stage of one pod per cluster gets a pod per cluster only while they are at most
+    `parallel` (rollbackParallel); with more, and for a stage in batches (`batches`, its forward
+    batches), it gets `rollback_batch_pods` batch pods, each restoring its share one slot at a time.
+    """
+    if not batches and len(clusters) <= parallel:
+        return FanoutItems(clusters=tuple(clusters))
+    pods = rollback_batch_pods(batches, parallel)
+    work = batches_with_work(outcomes, batches=pods, parallel=parallel)
+    return FanoutItems(batches=tuple(str(batch) for batch in work))
 
 
 def batches_with_work(outcomes: StageOutcomes | None, *, batches: int, parallel: int) -> list[int]:

@@ -22,7 +22,7 @@ calls `slots_of_batch` and `clusters_of_batch` with the numbers the contract giv
 - A stage takes `deadline_waves` progress deadlines: one per wave of maxParallel clusters.
 - `rollback.maxParallel` (spec.rollback, opt-in) resolves like `maxParallel`, against the stage's
   targets, never below 1; without it a stage rolls back `maxParallel` clusters at a time
-  (`rollback_parallel`).
+  (`rollback_parallel`). A rollback starts no more pods than that (`rollback_batch_pods`).
 
 Pure; callers: `orchestrator.planning.planner`, `orchestrator.planning.contract`,
 `workflow_templates.builder`, `steps.batch`, `orchestrator.cli.plan_cmd`.
@@ -109,6 +109,16 @@ def rollback_batch_count(batches: int, rollback_parallel: int) -> int:
     cluster), never more than its rollbackParallel (each batch restores at least one cluster at a
     time; the batches' shares of rollbackParallel, `slots_of_batch`, add up to it)."""
     return min(batches, max(1, rollback_parallel)) if batches else 0
+
+
+def rollback_batch_pods(batches: int, rollback_parallel: int) -> int:
+    """How many `rollback-batch` pods a stage's rollback may run, each restoring its share of the
+    stage (`clusters_of_batch`) `slots_of_batch` at a time: for a stage in batches, as many as
+    `rollback_batch_count`; for a stage of one pod per cluster, rollbackParallel pods of one slot
+    each. Such a stage uses them only when it restores more clusters than rollbackParallel: its
+    exit handler has no Argo `parallelism` (docs/design/workflow.md, "No parallelism in the exit
+    handler"), so no more pods may start than may run at once."""
+    return rollback_batch_count(batches, rollback_parallel) or max(1, rollback_parallel)
 
 
 def deadline_waves(size: StageSize) -> int:

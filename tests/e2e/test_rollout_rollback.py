@@ -135,6 +135,35 @@ def test_a_failure_in_the_third_stage_rolls_back_every_stage_it_reached_later_st
     assert order == rest_done + [c for c in order if c in wave] + canary, order
 
 
+def test_more_clusters_to_restore_than_the_rollback_runs_at_once_are_restored_by_batch_pods(
+    rig: RolloutRig,
+) -> None:
+    """Three clusters synced side by side, one of them bad, rolled back two at a time. Argo v3.7.18's
+    controller exits (`level=fatal`, again after each restart) when template `parallelism` holds
+    back a task of an exit handler, so the exit handler has none: rollback-plan gives the stage two
+    `rollback-batch` pods instead of three `rollback` pods (docs/design/workflow.md, "No
+    parallelism in the exit handler"). The Workflow ends, every cluster is restored once."""
+    first = {"name": "first", "targets": {"clusters": {"selector": {}}}, "maxTargets": 3, "maxParallel": 3}
+    stages = [first, REST]
+    targets = rig.planned_targets(stages, "first")
+    assert len(targets) == 3
+    # The bad cluster turns Degraded only after the others are Healthy: all three are synced.
+    rig.simulate({targets[0]: {"badRevisions": REVISION, "healthSeconds": 2}, "*": {"healthSeconds": 0.3}})
+    rig.run_engine()
+    mark = rig.engine.cluster.audit_mark()
+    rig.start_rollout(stages, deadline_seconds=120, **rollback(maxParallel=2))
+    rig.wait_finished(timeout=TIMEOUT)
+
+    status = rig.progressive_sync().status
+    assert status is not None and status.phase == RolloutPhase.ROLLED_BACK, status.message if status else None
+    assert syncs(rig) == {cluster: [REVISION, PREVIOUS_REVISION] for cluster in targets}
+    assert set(rig.app_writes_by_steps(mark).values()) == {2}
+    assert status.rollback is not None and status.rollback.rolled_back == 3
+    batch_pods = [n for n in rig.nodes(type="Retry") if n.get("templateName") == "rollback-batch"]
+    assert [n for n in rig.nodes(type="Retry") if n.get("templateName") == "rollback"] == []
+    assert (1 <= len(batch_pods) <= 2) if rig.batched else len(batch_pods) == 2, batch_pods
+
+
 def test_a_watcher_killed_during_the_rollback_leaves_one_rollback_write_each(rig: RolloutRig) -> None:
     """The watcher SIGKILLed while the exit handler rolls back, then started again: the rollback
     goes on, nothing is written twice, and the watcher neither restarts the release nor overwrites

@@ -59,13 +59,15 @@ def steps(
     *,
     fail: frozenset[str] = frozenset(),
     plan: Mapping[str, list[str]] | None = None,
+    batches: Mapping[str, list[str]] | None = None,
     plan_exits: list[int] | None = None,
     plan_error: bool = False,
     rollback_exits: Mapping[str, int] | None = None,
 ) -> Callable[[PodLaunch], PodResult]:
     """The steps as far as the branch needs them: select gives TARGETS; `cluster` fails for the
     clusters in `fail`, and `record` then fails its stage; rollback-plan writes `plan` (stage name
-    -> clusters) as its `rollback-<index>` files, leaving out the stages it has nothing for, and
+    -> clusters) as its `rollback-<index>` files and `batches` (stage name -> batch indexes) as its
+    `rollback-batches-<index>` files, leaving out the stages it has nothing for, and
     exits with the next of `plan_exits` (or loses its pod: `plan_error`); `rollback` exits
     `rollback_exits[cluster]`. Every call is logged in `calls`."""
     failed: set[str] = set()
@@ -101,12 +103,19 @@ def steps(
                 f"rollback-{index_of[stage]}": json.dumps(clusters)
                 for stage, clusters in (plan or {}).items()
             }
+            files |= {
+                f"rollback-batches-{index_of[stage]}": json.dumps(indexes)
+                for stage, indexes in (batches or {}).items()
+            }
             missing = tuple(name for name, _ in launch.outputs if name not in files) if code == 0 else ()
             return PodResult(code, outputs=files, missing_outputs=missing)
         if step == "rollback":
             cluster = arg(launch, "--cluster")
             calls.append(("rollback", arg(launch, "--stage"), cluster))
             return PodResult((rollback_exits or {}).get(cluster, 0))
+        if step == "rollback-batch":
+            calls.append(("rollback-batch", arg(launch, "--stage"), arg(launch, "--batch")))
+            return PodResult(0)
         if step == "finalize":
             calls.append(("finalize", arg(launch, "--workflow-name"), arg(launch, "--workflow-status")))
         return PodResult(0)
@@ -132,22 +141,24 @@ def test_a_failed_rollout_rolls_back_each_stage_last_first_then_finalizes() -> N
         for fanout in drive.nodes(type="DAG"):
             running = [
                 n
-                for n in drive.nodes(type="Pod", templateName="rollback", phase="Running")
-                if n["boundaryID"] == fanout["id"]
+                for n in drive.nodes(type="Pod", phase="Running")
+                if n["boundaryID"] == fanout["id"] and n["templateName"] in ("rollback", "rollback-batch")
             ]
             seen[fanout["displayName"]] = max(seen.get(fanout["displayName"], 0), len(running))
 
-    plan = {"wave one": ["c2", "c3", "c4"], "canary": ["c1"]}
+    # Three clusters of "wave one" at 2 at a time are two batch pods (orchestrator.planning.rollback
+    # .fanout_items); the canary's one cluster is one pod of its own.
     drive = Drive(rollout({"wave one": 2})).step(
-        steps(calls, fail=frozenset({"c3"}), plan=plan), ticks=2, on_pass=most_at_once
+        steps(calls, fail=frozenset({"c3"}), plan={"canary": ["c1"]}, batches={"wave one": ["0", "1"]}),
+        ticks=2,
+        on_pass=most_at_once,
     )
     assert drive.status["phase"] == "Failed"
     # {{workflow.name}} and {{workflow.status}} inside the exit DAG.
     assert after(calls, "rollback-plan")[0] == ("rollback-plan", "svc-r1", "Failed")
     assert [c for c in after(calls, "rollback-plan")[1:]] == [
-        ("rollback", "wave one", "c2"),
-        ("rollback", "wave one", "c3"),
-        ("rollback", "wave one", "c4"),
+        ("rollback-batch", "wave one", "0"),
+        ("rollback-batch", "wave one", "1"),
         ("rollback", "canary", "c1"),
         ("finalize", "svc-r1", "Failed"),
     ]
@@ -165,8 +176,10 @@ def test_a_failed_rollout_rolls_back_each_stage_last_first_then_finalizes() -> N
     )
     assert node(drive, f"{EXIT}.rollback-rest")["phase"] == "Succeeded"
     # One pod per cluster under a Retry node showing the cluster's name.
-    retry = node(drive, f"{EXIT}.rollback-wave-one.rollback(1:c3)")
-    assert (retry["type"], retry["displayName"]) == ("Retry", "c3")
+    retry = node(drive, f"{EXIT}.rollback-canary.rollback(0:c1)")
+    assert (retry["type"], retry["displayName"]) == ("Retry", "c1")
+    # The fan-out's other loop, with nothing in it, is Skipped and lets its fan-out succeed.
+    assert node(drive, f"{EXIT}.rollback-canary.rollback-batch")["phase"] == "Skipped"
     assert node(drive, f"{EXIT}.finalize")["phase"] == "Succeeded"
 
 
@@ -296,9 +309,7 @@ def test_an_output_file_with_a_default_may_be_missing_even_from_a_failed_pod() -
     [attempt] = [n for n in drive.nodes(type="Pod") if n["name"].startswith(f"{EXIT}.rollback-plan(")]
     assert attempt["phase"] == "Failed"
     assert {p["name"]: p["value"] for p in attempt["outputs"]["parameters"]} == {
-        "rollback-0": "[]",
-        "rollback-1": "[]",
-        "rollback-2": "[]",
+        name: "[]" for index in range(3) for name in (f"rollback-{index}", f"rollback-batches-{index}")
     }
 
 

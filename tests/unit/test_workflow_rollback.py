@@ -108,6 +108,7 @@ def test_the_exit_handler_is_plan_then_each_stage_last_first_then_finalize(
         assert arguments == {
             "stage": stage_names[index],  # the exact stage name, spaces and all
             "targets": "{{tasks.rollback-plan.outputs.parameters." + f"rollback-{index}" + "}}",
+            "batches": "{{tasks.rollback-plan.outputs.parameters." + f"rollback-batches-{index}" + "}}",
         }
         assert task["template"] == task["name"]
 
@@ -125,41 +126,38 @@ def test_finalize_is_reached_whatever_rollback_plan_and_the_rollbacks_did() -> N
 
 
 @pytest.mark.parametrize(
-    ("parallel", "expected"),
+    "parallel",
     [
-        pytest.param(
-            {}, {"canary": 1, "eu-west-1.wave": 3, "everything else": 5}, id="each-stage-max-parallel"
-        ),
-        pytest.param(
-            {"canary": 1, "eu-west-1.wave": 1, "everything else": 10},
-            {"canary": 1, "eu-west-1.wave": 1, "everything else": 10},
-            id="rollback-max-parallel-per-stage",
-        ),
+        pytest.param({}, id="each-stage-max-parallel"),
+        pytest.param({"canary": 1, "eu-west-1.wave": 1, "everything else": 10}, id="rollback-max-parallel"),
     ],
 )
-def test_each_stage_rollback_fans_out_at_its_contract_parallelism(
-    parallel: dict[str, int], expected: dict[str, int]
+def test_each_stage_rollback_fans_out_a_pod_per_cluster_or_per_batch_with_no_parallelism(
+    parallel: dict[str, int],
 ) -> None:
+    """A stage of one pod per cluster has two loops, a `rollback` pod per cluster and a
+    `rollback-batch` pod per batch (rollback-plan fills one of them, never with more items than may
+    run at once); no fan-out has Argo `parallelism`, which crashes the controller in an exit handler."""
     obj = build(make_ps(*THREE_STAGES), parallel=parallel)
-    by_stage = {}
     for task in exit_tasks(obj)[1:-1]:
-        stage = next(p["value"] for p in task["arguments"]["parameters"] if p["name"] == "stage")
         fanout = templates(obj)[task["template"]]
-        by_stage[stage] = fanout["parallelism"]
-        [loop] = fanout["dag"]["tasks"]
-        assert (loop["name"], loop["template"], loop["withParam"]) == (
-            "rollback",
-            names.ROLLBACK_TEMPLATE,
-            "{{inputs.parameters.targets}}",
-        )
-        assert {p["name"]: p["value"] for p in loop["arguments"]["parameters"]} == {
+        assert "parallelism" not in fanout
+        loops = {loop["name"]: loop for loop in fanout["dag"]["tasks"]}
+        assert [(n, t["template"], t["withParam"]) for n, t in loops.items()] == [
+            ("rollback", names.ROLLBACK_TEMPLATE, "{{inputs.parameters.targets}}"),
+            ("rollback-batch", names.ROLLBACK_BATCH_TEMPLATE, "{{inputs.parameters.batches}}"),
+        ]
+        assert {p["name"]: p["value"] for p in loops["rollback"]["arguments"]["parameters"]} == {
             "stage": "{{inputs.parameters.stage}}",
             "cluster": "{{item}}",
         }
-    assert by_stage == expected
+        assert {p["name"]: p["value"] for p in loops["rollback-batch"]["arguments"]["parameters"]} == {
+            "stage": "{{inputs.parameters.stage}}",
+            "batch": "{{item}}",
+        }
 
 
-def test_rollback_plan_has_one_output_per_stage_defaulting_to_an_empty_list() -> None:
+def test_rollback_plan_has_two_outputs_per_stage_defaulting_to_an_empty_list() -> None:
     obj = build(make_ps(*THREE_STAGES))
     plan = templates(obj)[names.ROLLBACK_PLAN_TEMPLATE]
     assert plan["container"]["args"] == [
@@ -170,11 +168,9 @@ def test_rollback_plan_has_one_output_per_stage_defaulting_to_an_empty_list() ->
         "{{workflow.status}}",
     ]
     assert plan["outputs"]["parameters"] == [
-        {
-            "name": f"rollback-{index}",
-            "valueFrom": {"path": f"/tmp/outputs/rollback-{index}", "default": "[]"},
-        }
+        {"name": name, "valueFrom": {"path": f"/tmp/outputs/{name}", "default": "[]"}}
         for index in range(3)
+        for name in (f"rollback-{index}", f"rollback-batches-{index}")
     ]
     finalize = templates(obj)[names.FINALIZE_TEMPLATE]
     # The same image, environment, hardening and retries as every step.
@@ -263,9 +259,9 @@ def test_the_node_estimate_counts_two_nodes_per_planned_cluster_and_nothing_else
     contract = contract_for(ps, release=RELEASE, plan=sizes_of(ps), settings=SETTINGS)
     with_it = with_rollback(contract)
     clusters = sum(size.targets for size in contract.stages)  # 1 + 6 + 20
-    # The exit DAG, rollback-plan (Retry + pod); per stage a fan-out and its loop node; per cluster
-    # a Retry node and a pod. finalize is counted in NODES_FIXED either way.
-    assert estimate_nodes(ps, with_it) - estimate_nodes(ps, contract) == 3 + 2 * 3 + 2 * clusters
+    # The exit DAG, rollback-plan (Retry + pod); per stage a fan-out and its two loop nodes; per
+    # cluster a Retry node and a pod. finalize is counted in NODES_FIXED either way.
+    assert estimate_nodes(ps, with_it) - estimate_nodes(ps, contract) == 3 + 3 * 3 + 2 * clusters
     assert rollback.rollback_nodes(contract) == 0 and NODES_FIXED == 3
     # Exit-handler pods run past the Workflow's deadline (Argo v3.7.18 workflowpod.go): no budget.
     assert active_deadline_seconds(ps, with_it, SETTINGS) == active_deadline_seconds(ps, contract, SETTINGS)
@@ -286,10 +282,11 @@ def test_a_stage_in_batches_rolls_back_in_batches() -> None:
     [fanout] = [t for t in workflow["spec"]["templates"] if t["name"] == exit_tasks(workflow)[1]["template"]]
     [loop] = fanout["dag"]["tasks"]
     assert loop["template"] == names.ROLLBACK_BATCH_TEMPLATE
+    assert loop["withParam"] == "{{inputs.parameters.batches}}"
     assert [p["name"] for p in loop["arguments"]["parameters"]] == [pieces.STAGE_INPUT, pieces.BATCH_INPUT]
     batches = min(stage.batches, stage.rollback_parallel or stage.max_parallel)
-    assert fanout["parallelism"] == batches
-    assert rollback.rollback_nodes(contract) == rollback.NODES_ROLLBACK_FIXED + 2 + 2 * batches
+    assert "parallelism" not in fanout
+    assert rollback.rollback_nodes(contract) == rollback.NODES_ROLLBACK_FIXED + 3 + 2 * batches
 
 
 STAGE_NAME = st.from_regex(r"[A-Za-z0-9]([A-Za-z0-9 ._-]{0,20}[A-Za-z0-9])?", fullmatch=True)
@@ -314,3 +311,41 @@ def test_any_stages_get_one_valid_rollback_node_each_last_first(stage_names: lis
     ]
     assert staged == stage_names[::-1]
     assert len({t["name"].lower() for t in tasks}) == len(tasks)
+
+
+def reachable_from_exit(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every template of the Workflow the exit handler may run (its DAG's tasks, theirs, ...)."""
+    by_name = templates(obj)
+    seen: dict[str, dict[str, Any]] = {}
+    todo = [obj["spec"]["onExit"]]
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in by_name:
+            continue
+        seen[name] = by_name[name]
+        todo += [task["template"] for task in (by_name[name].get("dag") or {}).get("tasks", [])]
+    return list(seen.values())
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.integers(min_value=1, max_value=3000), min_size=1, max_size=4),
+    st.integers(min_value=1, max_value=12),
+    st.none() | st.integers(min_value=1, max_value=40),
+)
+def test_no_template_the_exit_handler_runs_has_argo_parallelism(
+    targets: list[int], max_parallel: int, rollback_parallel: int | None
+) -> None:
+    """Argo v3.7.18's controller exits (`level=fatal`, and again after every restart) when template
+    `parallelism` holds back a task of an exit handler: whatever the stages' sizes (some in batches),
+    nothing the exit handler runs has it (docs/design/workflow.md, "No parallelism in the exit handler")."""
+    stages = [make_stage(f"s{i}", max_parallel=max_parallel) for i in range(len(targets))]
+    ps = make_ps(*stages)
+    sizes = {f"s{i}": StageSize(n, min(max_parallel, n)) for i, n in enumerate(targets)}
+    parallel = {f"s{i}": rollback_parallel for i in range(len(targets))} if rollback_parallel else None
+    obj: dict[str, Any] = rollback_workflow(
+        ps, release=RELEASE, sizes=sizes, settings=SETTINGS, parallel=parallel
+    ).to_dict()
+    reached = reachable_from_exit(obj)
+    assert {names.ROLLBACK_PLAN_TEMPLATE, names.FINALIZE_TEMPLATE} <= {t["name"] for t in reached}
+    assert [t["name"] for t in reached if "parallelism" in t] == []
