@@ -56,9 +56,11 @@ class DeadProgram:
         return f"{self.name} {self.how}{last}"
 
     def details(self) -> str:
-        """The summary's facts with the log's path and its telling lines, one a line."""
-        where = f"; its log ({self.log_path}) ends:" if self.log_path is not None else ""
-        return "\n".join([f"{self.name} {self.how}{where}", *(f"    {line}" for line in self.lines)])
+        """The summary, then where its log is and its telling lines, one a line."""
+        if self.log_path is None:
+            return self.summary()
+        quoted = [f"    | {line}" for line in self.lines]
+        return "\n".join([self.summary(), f"    its log ({self.log_path}) ends:", *quoted])
 
 
 def exit_description(returncode: int) -> str:

@@ -104,10 +104,12 @@ def test_a_dead_program_reads_as_one_line_and_in_full() -> None:
     )
     assert dead.summary() == f"workflow-controller exited (code 1): {ARGO_FATAL}"
     assert dead.details().splitlines() == [
-        "workflow-controller exited (code 1); its log (/logs/wc.log) ends:",
-        f"    {ROUTINE}",
-        f"    {ARGO_FATAL}",
+        f"workflow-controller exited (code 1): {ARGO_FATAL}",
+        "    its log (/logs/wc.log) ends:",
+        f"    | {ROUTINE}",
+        f"    | {ARGO_FATAL}",
     ]
+    assert DeadProgram("argo-server", "does not answer").details() == "argo-server does not answer"
 
 
 def test_only_the_end_of_a_long_log_is_read(tmp_path: Path) -> None:
