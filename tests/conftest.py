@@ -23,9 +23,10 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
+import pluggy
 import pytest
 
 from orchestrator.devenv import controlplane as devcluster
@@ -233,12 +234,14 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pluggy.Result[pytest.TestReport], None]:
     """A failed realstack test's report carries a note of the stack's dead programs, if any
     (`realstack.health_note`), in its user_properties (pytest-xdist sends them to the controller,
     whose FAILED NOW line shows it: `_say_failure_now`)."""
     outcome = yield
-    report: pytest.TestReport = outcome.get_result()
+    report = outcome.get_result()
     if report.failed and item.get_closest_marker("realstack") is not None:
         note = realstack_plugin.health_note(item)
         if note:

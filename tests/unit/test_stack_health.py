@@ -1,6 +1,7 @@
 """`orchestrator.devenv.health`: which log lines say why a program died, how an exit reads, and
-`exited()` naming a real child process that died with a fatal line (no node, no cluster: a shell
-started the way the stack starts its programs)."""
+`exited()` (a Supervisor's, Argo's, the control plane's through `DevStack.health()`) naming a real
+child process that died with a fatal line (no node, no cluster: programs started the way the stack
+starts its own)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.devenv.argoworkflows import ArgoWorkflows
-from orchestrator.devenv.controlplane import spawn_logged
+from orchestrator.devenv.controlplane import DevCluster, spawn_logged
 from orchestrator.devenv.health import (
     LINE_CHARS,
     DeadProgram,
@@ -20,6 +21,7 @@ from orchestrator.devenv.health import (
     telling_lines,
 )
 from orchestrator.devenv.processes import Supervisor
+from orchestrator.devenv.stack import DevStack, StackOptions
 from tests.support.wait import wait_for
 
 ARGO_FATAL = 'time="2026-12-04T23:10:01Z" level=fatal msg="Timed out waiting for caches to sync"'
@@ -184,3 +186,38 @@ def test_argo_names_its_dead_controller_and_server_by_role(tmp_path: Path) -> No
         server.kill()
         server.wait(timeout=10)
     assert [dead.name for dead in argo.exited()] == ["workflow-controller", "argo-server"]
+
+
+def _program(folder: Path, name: str, script: str) -> str:
+    """An executable named like a stack's binary (its log is named after it)."""
+    path = folder / "bin" / name
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(f"#!/bin/sh\n{script}\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_the_stack_gathers_its_parts_dead_programs_and_an_attached_view_sees_none(tmp_path: Path) -> None:
+    etcd = spawn_logged(
+        "etcd",
+        [_program(tmp_path, "etcd", "echo 'F1205 10:00:00.000000 1 x.go:1] disk gone'; exit 2")],
+        tmp_path,
+    )
+    apiserver = spawn_logged(
+        "kube-apiserver", [_program(tmp_path, "kube-apiserver", "exec sleep 300")], tmp_path
+    )
+    cluster = DevCluster(
+        workdir=tmp_path, tools_dir=tmp_path, api_url="", etcd_url="", kubeconfig=tmp_path / "k"
+    )
+    cluster._processes += [etcd, apiserver]
+    try:
+        etcd.wait(timeout=10)
+        stack = DevStack(options=StackOptions(), tools_dir=tmp_path, cluster=cluster)
+        assert [dead.summary() for dead in stack.health()] == [
+            "etcd exited (code 2): F1205 10:00:00.000000 1 x.go:1] disk gone"
+        ]
+        attached = DevStack(options=StackOptions(), tools_dir=tmp_path, cluster=cluster, attached=True)
+        assert attached.health() == []
+    finally:
+        apiserver.kill()
+        apiserver.wait(timeout=10)
