@@ -656,7 +656,7 @@ def health_note(item: pytest.Item) -> str:
         programs = session.programs() if session is not None else None
         try:
             item.stash[_AFTER] = stack_watch.note(programs.dead()) if programs is not None else ""
-        except Exception as exc:  # the report goes on without its note
+        except Exception as exc:  # the note says the check broke; the report goes on
             item.stash[_AFTER] = f"stack: the health check failed: {type(exc).__name__}: {exc}"
     return item.stash[_AFTER]
 
