@@ -271,7 +271,9 @@ def test_the_guest_names_the_api_server_and_the_argo_server_when_they_do_not_ans
     )
     kube = Kube.from_kubeconfig(str(kubeconfig))
     try:
-        programs = SharedPrograms(kube, f"http://127.0.0.1:{port}", control_plane_logs=tmp_path).dead()
+        programs = SharedPrograms(
+            kube, f"http://127.0.0.1:{port}", control_plane_logs=tmp_path, confirm_seconds=0.0
+        ).dead()
     finally:
         kube.close()
     by_name = {program.name: program for program in programs}
@@ -357,3 +359,30 @@ def test_the_failed_now_line_carries_the_stack_note(monkeypatch: pytest.MonkeyPa
         "AssertionError: timed out after 300s; last value: None "
         f"[stack: workflow-controller exited (code 1): {FATAL}]"
     )
+
+
+@pytest.mark.parametrize(
+    ("answers", "dead"),
+    [
+        pytest.param([False, True], False, id="a-blip-then-an-answer-is-alive"),
+        pytest.param([False, False, False, False], True, id="failing-all-along-is-dead"),
+    ],
+)
+def test_the_guest_counts_a_program_dead_only_when_its_probe_keeps_failing(
+    monkeypatch: pytest.MonkeyPatch, answers: list[bool], dead: bool
+) -> None:
+    """A slow answer on a busy machine, or a node NotReady for a moment, fails no test: a failed
+    probe is asked again within `confirm_seconds` (the pause between asks made instant here)."""
+    monkeypatch.setattr("tests.support.stack_watch.CONFIRM_INTERVAL_SECONDS", 0.0)
+    lost = DeadProgram("workflow-controller", "does not answer http://127.0.0.1:1/healthz: refused")
+    asked: list[bool] = []
+
+    def probe(self: SharedPrograms) -> list[DeadProgram]:
+        ok = answers[min(len(asked), len(answers) - 1)]
+        asked.append(ok)
+        return [] if ok else [lost]
+
+    monkeypatch.setattr(SharedPrograms, "_probe", probe)
+    programs = SharedPrograms(None, "http://127.0.0.1:1", confirm_seconds=0.05)  # type: ignore[arg-type]
+    assert (programs.dead() == [lost]) is dead
+    assert len(asked) >= 2
