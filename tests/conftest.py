@@ -11,6 +11,8 @@ One control plane serves the whole session; each test that needs objects gets a 
 
 The real-stack tier (`real_node`, `real_stack`, `real_namespace`, from tests/support/realstack.py; marked
 `realstack`) adds a real node, the real Argo Workflows controller and Argo Server: see there.
+Before each realstack test its worker checks that every program of that stack still runs
+(tests/support/stack_watch.py): a dead one fails the test at its setup, by name.
 The analysis fixtures (`analysis_stack`, `analysis_env`, from tests/support/analysis.py; marked
 `analysis`) add the real Argo Rollouts analysis controller, a real Prometheus and a metrics endpoint
 on the session's control plane: see there.
@@ -21,9 +23,10 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
+import pluggy
 import pytest
 
 from orchestrator.devenv import controlplane as devcluster
@@ -40,6 +43,7 @@ from tests.support.realstack import (  # noqa: F401 - fixtures
     real_stack,
     real_stack_session,
 )
+from tests.support.stack_watch import REPORT_PROPERTY
 
 
 @pytest.fixture(scope="session")
@@ -206,8 +210,9 @@ def _run_order(item: pytest.Item) -> tuple[int, float]:
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """Before a realstack test (and its timeout) begins: its turn on the stack (shared by two
-    workers, or its own), then wait for the node and start the stack. With
-    PROGRESSIVE_SYNC_TEST_TIMELINE set, the whole of it goes in the run's timeline."""
+    workers, or its own), then wait for the node and start the stack, then check that every
+    program of the stack still runs (a dead workflow-controller started again: `realstack.watch`).
+    With PROGRESSIVE_SYNC_TEST_TIMELINE set, the whole of it goes in the run's timeline."""
     realstack = item.get_closest_marker("realstack") is not None
     with contextlib.ExitStack() as around:
         recorder = _timeline.get("recorder")
@@ -216,7 +221,31 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         if realstack:
             around.enter_context(realstack_plugin.test_turn(item, nextitem))
             realstack_plugin.warm_up(item)
+            realstack_plugin.watch(item)
         yield
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A realstack test fails at once, before its fixtures, when a program of the stack is dead
+    (the check ran before its protocol: `realstack.watch`), rather than wait out its timeout."""
+    if item.get_closest_marker("realstack") is not None:
+        realstack_plugin.fail_if_unhealthy(item)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pluggy.Result[pytest.TestReport], None]:
+    """A failed realstack test's report carries a note of the stack's dead programs, if any
+    (`realstack.health_note`), in its user_properties (pytest-xdist sends them to the controller,
+    whose FAILED NOW line shows it: `_say_failure_now`)."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and item.get_closest_marker("realstack") is not None:
+        note = realstack_plugin.health_note(item)
+        if note:
+            report.user_properties.append((REPORT_PROPERTY, note))
 
 
 # This process's timeline recorder (tests/support/timeline.py), when PROGRESSIVE_SYNC_TEST_TIMELINE is set.
@@ -259,9 +288,11 @@ def _say_failure_now(report: pytest.TestReport) -> None:
     worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "main")
     lines = str(report.longreprtext or "").strip().splitlines()
     why = next((line[1:].strip() for line in lines if line.startswith("E ")), lines[-1] if lines else "")
+    health = next((str(value) for name, value in report.user_properties if name == REPORT_PROPERTY), "")
     reporter.write_line("")
     reporter.write_line(
         f"FAILED NOW {report.nodeid} [{report.when}, {report.duration:.0f}s, {worker}] {why[:300]}"
+        + (f" [{health}]" if health else "")
     )
 
 

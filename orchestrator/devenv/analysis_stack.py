@@ -11,7 +11,8 @@
    Prometheus as its default `prometheus` address.
 
 `exports()` names them for a shell or another process (`PROGRESSIVE_SYNC_PROMETHEUS_URL`,
-`PROGRESSIVE_SYNC_METRICS_CONTROL_URL`); `stop()` stops all three, last started first.
+`PROGRESSIVE_SYNC_METRICS_CONTROL_URL`); `exited()` names Prometheus or the controller when it died;
+`stop()` stops all three, last started first.
 
 Callers: `orchestrator.devenv.stack` (`dev-cluster up --argo-rollouts`), the analysis test tier
 (tests/support/analysis.py).
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from orchestrator.devenv.argorollouts import ArgoRollouts, RolloutsTools
 from orchestrator.devenv.controlplane import DevCluster
+from orchestrator.devenv.health import DeadProgram
 from orchestrator.devenv.metrics_endpoint import MetricsEndpoint, error_rate_query
 from orchestrator.devenv.prometheus import JOB, Prometheus
 from workflow_templates.pieces import ROLLOUTS_INSTANCE_ID_ENV
@@ -113,6 +115,15 @@ class AnalysisStack:
                 f"Argo Rollouts analysis controller (--controllers=analysis); log {self.controller.log_path}"
             )
         return lines
+
+    def exited(self) -> list[DeadProgram]:
+        """Prometheus or the analysis controller, when it exited since it started."""
+        found = []
+        if self.prometheus is not None:
+            found += self.prometheus.supervisor.exited()
+        if self.controller is not None:
+            found += self.controller.supervisor.exited()
+        return found
 
     def stop(self) -> None:
         """Stop the controller, Prometheus and the endpoint."""

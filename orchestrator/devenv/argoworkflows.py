@@ -25,6 +25,9 @@ more reason this runs only beside the node, under its machine-wide lock.
 Each runs as its own user (a client certificate in group system:masters), so the API server's
 audit log tells the controller's writes apart. Their kubeconfigs and logs live under the node's
 root, so whatever a killed run leaves is found and stopped by the node's clean-up.
+
+`exited()` names either when it died (an Argo `level=fatal`, say: its exit code and that line);
+`start_controller()` starts a dead or killed (`kill_controller`) controller again.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ import yaml
 
 from orchestrator.devenv import networking, tools
 from orchestrator.devenv.controlplane import ControlPlaneError, DevCluster, free_port, spawn_logged
+from orchestrator.devenv.health import DeadProgram, exited_program
 from orchestrator.devenv.images import Image, argoexec_image
 from orchestrator.devenv.node import CONFIG_MAPS, Node
 from orchestrator.kube.client import NAMESPACES, AlreadyExists, Kube, NotFound
@@ -227,11 +231,26 @@ class ArgoWorkflows:
         self._controller = None
 
     def start_controller(self, *, timeout: float = 90.0) -> None:
-        """Start the workflow-controller again as it first ran (after `kill_controller`); return
-        once its health endpoint answers."""
+        """Start the workflow-controller again as it first ran (after `kill_controller`, or after
+        it exited by itself: a `level=fatal`); return once its health endpoint answers. Its log
+        goes on in the same file."""
         if self._controller is not None:
-            raise ArgoError("the workflow-controller is running already")
+            if self._controller.poll() is None:
+                raise ArgoError("the workflow-controller is running already")
+            self._processes.remove(self._controller)
+            self._controller = None
         self._run_controller(timeout)
+
+    def exited(self) -> list[DeadProgram]:
+        """The workflow-controller or the argo server, when it exited since it started (not after
+        `kill_controller`), with its log's telling lines."""
+        found = []
+        for process in self._processes:
+            name = "workflow-controller" if process is self._controller else "argo-server"
+            dead = exited_program(name, process, self.folder / f"{name}.log")
+            if dead is not None:
+                found.append(dead)
+        return found
 
     def _start_server(self, timeout: float) -> None:
         kubeconfig = self.cluster.mint_user(

@@ -4,13 +4,15 @@
 group (stopped as a whole), with `PR_SET_PDEATHSIG` so a killed parent leaves no orphans, and
 stops them in reverse order. `restart(name)` kills one program's group (SIGKILL by default: a crash,
 nothing flushed) and starts it again with the same command line, environment and log (appended), as
-a pod's container restart would. `wait_until` polls a readiness check with a deadline and fails early,
-with the log's tail, when the program exits while starting.
+a pod's container restart would. `exited()` names each program that exited since it started
+(how, and its log's fatal lines: `health`). `wait_until` polls a readiness check with a deadline
+and fails early, with the log's tail, when the program exits while starting.
 
 The kernel sends the death signal when the *thread* that started the child exits: start
 processes from a long-lived thread (the CLI's and the tests' main thread).
 
-Callers: `orchestrator.devenv.argocd` (redis and the three Argo CD components).
+Callers: `orchestrator.devenv.argocd` (redis and the three Argo CD components), `prometheus`,
+`argorollouts`; `DevStack.health` gathers their `exited()`.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.devenv.controlplane import die_with_parent
+from orchestrator.devenv.health import DeadProgram, exited_program
 
 
 class ProcessError(RuntimeError):
@@ -115,6 +118,15 @@ class Supervisor:
                     f"{name} exited with code {process.returncode}; its log ({self.log_path(name)}) ends:\n"
                     f"{self.log_tail(name)}"
                 )
+
+    def exited(self) -> list[DeadProgram]:
+        """Each program that exited since it started (with its log's telling lines)."""
+        found = []
+        for name, process in self.processes.items():
+            dead = exited_program(name, process, self.log_path(name))
+            if dead is not None:
+                found.append(dead)
+        return found
 
     def log_tail(self, name: str, lines: int = 30) -> str:
         """The last lines of `name`'s log."""

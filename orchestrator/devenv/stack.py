@@ -20,6 +20,7 @@ the real-stack test fixtures and `make bench` share:
 `exports()` are the environment variables a shell needs to use the stack: KUBECONFIG, and with Argo
 the step image, the pull policy, the Argo Server for the watcher and the argo CLI, the tools on PATH,
 and with analysis Prometheus' URL and the metrics endpoint's control URL.
+`health()` names every program the stack started that has exited since (`health.DeadProgram`).
 `stop()` stops everything in reverse order and undoes every change to the machine.
 """
 
@@ -45,6 +46,7 @@ from orchestrator.devenv.argocd_settings import ArgoCDSettings, ArgoCDTools
 from orchestrator.devenv.argorollouts import RolloutsTools
 from orchestrator.devenv.argoworkflows import ArgoTools, ArgoWorkflows
 from orchestrator.devenv.controlplane import ControlPlaneError, DevCluster, find_tools_dir
+from orchestrator.devenv.health import DeadProgram
 from orchestrator.devenv.node import Node, NodeTools, create_namespace, namespace_ready
 from orchestrator.kube.client import NAMESPACES, AlreadyExists, Kube, NotFound, Resource
 from orchestrator.kube.crds import all_crd_documents, apply_crds
@@ -391,6 +393,25 @@ class DevStack:
         for name, value in self.exports():
             env[name] = value.replace("$PATH", base.get("PATH", ""))
         return env
+
+    # -- health ---------------------------------------------------------------------------------
+
+    def health(self) -> list[DeadProgram]:
+        """Every program this stack started that has exited since (how, and its log's telling
+        lines), in start order; [] when all run. Cheap: it asks the processes, not the programs.
+        An attached view started nothing and sees nothing (a guest probes: tests/support/stack_watch.py)."""
+        found: list[DeadProgram] = []
+        if self.cluster is not None and not self.attached:
+            found += self.cluster.exited()
+        if self.node is not None:
+            found += self.node.exited()
+        if self.argo is not None:
+            found += self.argo.exited()
+        if self.argocd is not None:
+            found += self.argocd.supervisor.exited()
+        if self.analysis is not None:
+            found += self.analysis.exited()
+        return found
 
     # -- stop -----------------------------------------------------------------------------------
 

@@ -15,6 +15,11 @@ then takes the node lock (which fails at once if another node runs). A test that
 machine without a node (the SIGKILL clean-up test) calls `RealStackSession.stop()`; the next test
 that asks for the stack starts it again.
 
+Before each realstack test the worker checks that every program of the stack still runs (`watch`,
+tests/support/stack_watch.py: the owner asks its processes, the guest probes); a dead one fails the
+test at its setup by name (`fail_if_unhealthy`), the owner starts a dead workflow-controller again
+(a few times a session), and a failed test's report notes what is dead (`health_note`).
+
 Helpers: `RealStack.watcher(...)` runs `progressive-sync watch --engine argo` as a child process with
 the stack's exports; `RealStack.argo(...)` runs the real argo CLI (through Kubernetes, or through
 the Argo Server); `RealStack.workflow_settings()` is what an in-process watcher needs.
@@ -45,6 +50,8 @@ from orchestrator.devenv.argorollouts import mint_identity
 from orchestrator.devenv.controlplane import ControlPlaneError
 from orchestrator.devenv.stack import DevStack, StackOptions
 from orchestrator.kube.client import Kube
+from tests.support import stack_watch
+from tests.support.stack_watch import OwnedPrograms, SharedPrograms, StackPrograms, Watchdog
 from tests.support.watcher_harness import WatcherProcess
 from workflow_templates.settings import WorkflowSettings
 
@@ -180,6 +187,10 @@ class Published:
     # The analysis controller's kubeconfig, minted by the owner (the guest holds no CA): the guest
     # runs the analysis tests when the split gives them to it (`assign_groups`).
     analysis_identity: str = ""
+    # Where the owner's programs write their logs: the guest's watchdog reads a dead one's last
+    # lines there (tests/support/stack_watch.py `SharedPrograms`).
+    argo_logs: str = ""
+    node_logs: str = ""
 
     @classmethod
     def of(cls, stack: DevStack) -> Published:
@@ -196,6 +207,8 @@ class Published:
             argo_environment=tuple(sorted(stack.argo.argo_environment().items())),
             exports=tuple(stack.exports()),
             analysis_identity=str(mint_identity(stack.cluster, filename=GUEST_ANALYSIS_IDENTITY)),
+            argo_logs=str(stack.argo.folder),
+            node_logs=str(stack.node.root / "logs") if stack.node is not None else "",
         )
 
     def to_json(self) -> str:
@@ -455,6 +468,8 @@ class RealStackSession:
     _error: str | None = None
     _queue: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
     _guest_done: bool = False
+    # Checks the stack's programs before each test (`watch`); its restart budget is the session's.
+    watchdog: Watchdog = field(default_factory=Watchdog)
 
     def warm_up(self, *, argo: bool) -> None:
         """Start what a coming test needs, keeping any error for it (see the class doc)."""
@@ -511,6 +526,22 @@ class RealStackSession:
             kube = Kube.from_kubeconfig(published.kubeconfig)
             self._stack = RealStack(stack, kube, self.workdir, published=published)
         return self._stack
+
+    def programs(self) -> StackPrograms | None:
+        """The running stack's programs as this worker sees them (the owner's processes, or the
+        guest's probes); None while no stack runs here."""
+        if self._stack is None:
+            return None
+        published = self._stack.published
+        if published is None:
+            return OwnedPrograms(self._stack.stack)
+        return SharedPrograms(
+            self._stack.kube,
+            published.argo_server_url,
+            argo_logs=Path(published.argo_logs) if published.argo_logs else None,
+            node_logs=Path(published.node_logs) if published.node_logs else None,
+            control_plane_logs=Path(published.workdir),
+        )
 
     @staticmethod
     def _fail(error: str) -> None:
@@ -581,6 +612,53 @@ def warm_up(item: pytest.Item) -> None:
     names = getattr(item, "fixturenames", ())
     node_only = "real_node" in names and "real_stack" not in names
     session_for(item.config, item).warm_up(argo=not node_only)
+
+
+# What `watch` found before a test: the message its setup fails with (None: every program ran), and
+# the one-line note for its report. And the note of a check made once the test failed (`health_note`).
+_BEFORE = pytest.StashKey[tuple[str | None, str]]()
+_AFTER = pytest.StashKey[str]()
+
+
+def watch(item: pytest.Item) -> None:
+    """Before a realstack test's protocol (after `warm_up`): check that every program of the stack
+    runs, starting a dead workflow-controller again (tests/support/stack_watch.py); what it found
+    fails the test at its setup (`fail_if_unhealthy`)."""
+    if item.get_closest_marker("stops_the_real_stack") is not None:
+        return
+    session = session_for(item.config, item)
+    programs = session.programs()
+    if programs is None:
+        return
+    try:
+        item.stash[_BEFORE] = session.watchdog.check(programs)
+    except Exception as exc:  # a broken check must not fail the test, nor end the worker's session
+        sys.stderr.write(
+            f"\nthe stack's health check failed before {item.nodeid}: {type(exc).__name__}: {exc}\n"
+        )
+
+
+def fail_if_unhealthy(item: pytest.Item) -> None:
+    """At a realstack test's setup: fail it at once when `watch` found a program of the stack dead."""
+    failure, _ = item.stash.get(_BEFORE, (None, ""))
+    if failure is not None:
+        pytest.fail(failure, pytrace=False)
+
+
+def health_note(item: pytest.Item) -> str:
+    """For a failed realstack test's report: one line naming the stack's dead programs ("" when all
+    run): as `watch` saw them before the test, else as they are now (checked once per test)."""
+    _, before = item.stash.get(_BEFORE, (None, ""))
+    if before:
+        return before
+    if _AFTER not in item.stash:
+        session = _session.get("current")
+        programs = session.programs() if session is not None else None
+        try:
+            item.stash[_AFTER] = stack_watch.note(programs.dead()) if programs is not None else ""
+        except Exception as exc:  # the note says the check broke; the report goes on
+            item.stash[_AFTER] = f"stack: the health check failed: {type(exc).__name__}: {exc}"
+    return item.stash[_AFTER]
 
 
 @contextlib.contextmanager
