@@ -1,5 +1,9 @@
 """The subset of Argo Workflows the local executor runs: `check_supported` names the first field,
 template type or value outside it (the operator then ends the Workflow in phase Error saying so).
+
+Besides what the executor does not do, it refuses what the real controller cannot run: `failFast`
+(it hangs nested templates on Argo v3.7) and `parallelism` in any template the exit handler runs
+(Argo v3.7's controller exits on it: docs/design/workflow.md, "No parallelism in the exit handler").
 """
 
 from __future__ import annotations
@@ -121,6 +125,26 @@ def _check_retry_strategy(kind: str, retry: Mapping[str, Any]) -> None:
             parse_duration(backoff["cap"])
 
 
+def _check_exit_handler(on_exit: str | None, templates: list[Mapping[str, Any]]) -> None:
+    """No template the exit handler may run (`onExit`, its DAG's, theirs) has `parallelism`: Argo
+    v3.7.18 lists a task that `parallelism` held back among its parent's children before it makes
+    its node (dag.go), then walks an exit handler's children and exits (`level=fatal`, taskset.go):
+    the whole controller, again on every restart."""
+    by_name = {template.get("name"): template for template in templates}
+    seen: set[str] = set()
+    todo = [on_exit] if on_exit else []
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in by_name:
+            continue
+        seen.add(name)
+        if by_name[name].get("parallelism") is not None:
+            raise UnsupportedFeature(
+                f"templates[{name}].parallelism in the exit handler (it crashes Argo v3.7's controller)"
+            )
+        todo += [task.get("template") for task in (by_name[name].get("dag") or {}).get("tasks") or []]
+
+
 def check_supported(workflow: Mapping[str, Any]) -> None:
     """Raise UnsupportedFeature naming the first thing the local executor does not do."""
     spec = workflow.get("spec") or {}
@@ -135,6 +159,7 @@ def check_supported(workflow: Mapping[str, Any]) -> None:
     shutdown = spec.get("shutdown")
     if shutdown and shutdown not in (Shutdown.STOP, Shutdown.TERMINATE):
         raise UnsupportedFeature(f"spec.shutdown: {shutdown}")
+    _check_exit_handler(spec.get("onExit"), spec.get("templates") or [])
     for template in spec.get("templates") or []:
         name = template.get("name", "?")
         kind = f"templates[{name}]"

@@ -554,6 +554,11 @@ def _template(workflow: dict[str, Any], name: str) -> dict[str, Any]:
             lambda w: _template(w, "stage-s")["dag"]["tasks"][1].update(depends="x"), "depends", id="depends"
         ),
         pytest.param(lambda w: _template(w, "fanout-s").update(failFast=True), "failFast", id="fail-fast"),
+        pytest.param(
+            lambda w: _template(w, w["spec"]["onExit"]).update(parallelism=2),
+            "parallelism in the exit handler",
+            id="parallelism-in-the-exit-handler-crashes-argo",
+        ),
         pytest.param(lambda w: w["spec"].update(hooks={}), "spec.hooks", id="hooks"),
         pytest.param(
             lambda w: _template(w, "cluster")["container"]["args"].append("{{=1+1}}"),
