@@ -64,7 +64,9 @@ elif step in ("record", "record-and-select"):
 elif step == "rollback-plan":
     for index, clusters in json.loads(os.environ["PLAN"]).items():
         output(f"rollback-{index}", clusters)
-elif step == "rollback":
+    for index, batches in json.loads(os.environ["BATCHES"]).items():
+        output(f"rollback-batches-{index}", batches)
+elif step in ("rollback", "rollback-batch"):
     time.sleep(float(os.environ["ROLLBACK_SECONDS"]))
 note("end")
 sys.exit(code)
@@ -78,13 +80,15 @@ def workflow(
     *,
     fail: Sequence[str] = (),
     plan: Mapping[int, list[str]] | None = None,
+    batches: Mapping[int, list[str]] | None = None,
     log: Path,
     gate: Path | None = None,
     rollback_seconds: float = 0.0,
     deadline: int | None = None,
 ) -> dict[str, Any]:
     """The built rollback Workflow of a canary and a `rest` stage of two, one rollback at a time,
-    every step running STUB."""
+    every step running STUB; its rollback-plan writes `plan` (stage index -> clusters, one
+    `rollback` pod each) and `batches` (stage index -> `rollback-batch` pod indexes)."""
     ps = make_ps_model(
         name, uid=None, stages=(make_stage("canary", max_parallel=1), make_stage("rest", max_parallel=2))
     )
@@ -100,6 +104,7 @@ def workflow(
         "TARGETS": json.dumps(TARGETS),
         "FAIL": json.dumps(list(fail)),
         "PLAN": json.dumps(plan or {}),
+        "BATCHES": json.dumps(batches or {}),
         "ROLLBACK_SECONDS": str(rollback_seconds),
         **({"GATE": str(gate)} if gate else {}),
     }
@@ -165,8 +170,8 @@ def finished(kube: Kube, namespace: str, name: str, timeout: float = 90.0) -> di
 def exit_steps(log: Log) -> list[tuple[str, str]]:
     """The exit handler's steps in start order: (step, its cluster or the Workflow status)."""
     return [
-        (step, opts.get("--cluster") or opts.get("--workflow-status", ""))
-        for step, opts in log.started("rollback-plan", "rollback", "finalize")
+        (step, opts.get("--cluster") or opts.get("--batch") or opts.get("--workflow-status", ""))
+        for step, opts in log.started("rollback-plan", "rollback", "rollback-batch", "finalize")
     ]
 
 
@@ -174,32 +179,41 @@ def exit_steps(log: Log) -> list[tuple[str, str]]:
 def test_a_failed_stage_is_rolled_back_last_stage_first_then_finalized(
     kube: Kube, namespace: str, log: Log
 ) -> None:
+    # rest's two clusters at one at a time (its rollbackParallel) are one rollback-batch pod, which
+    # restores them one after the other (orchestrator.planning.rollback.fanout_items); the canary's
+    # one cluster is a rollback pod of its own.
     obj = workflow(
-        "web", namespace, fail=["c2"], plan={1: ["c2", "c3"], 0: ["c1"]}, log=log.path, rollback_seconds=0.3
+        "web",
+        namespace,
+        fail=["c2"],
+        plan={0: ["c1"]},
+        batches={1: ["0"]},
+        log=log.path,
+        rollback_seconds=0.3,
     )
     kube.create(WORKFLOWS, namespace, obj)
     done = finished(kube, namespace, "web-r1")
     assert done["status"]["phase"] == "Failed"
     assert exit_steps(log) == [
         ("rollback-plan", "Failed"),
-        ("rollback", "c2"),
-        ("rollback", "c3"),
+        ("rollback-batch", "0"),
         ("rollback", "c1"),
         ("finalize", "Failed"),
     ]
     [(_, plan_opts)] = log.started("rollback-plan")
     assert plan_opts["--workflow-name"] == "web-r1"  # {{workflow.name}} inside the exit DAG
-    # rest's rollback one at a time (its rollbackParallel), each cluster's pod ended before the next.
-    rows = [(what, opts.get("--cluster")) for what, step, opts, _ in log.rows() if step == "rollback"]
-    assert rows[:4] == [("start", "c2"), ("end", "c2"), ("start", "c3"), ("end", "c3")]
+    # Later stages first: rest's batch pod ended before the canary's pod started.
+    rows = [(what, step) for what, step, _, _ in log.rows() if step in ("rollback", "rollback-batch")]
+    assert rows == [
+        ("start", "rollback-batch"),
+        ("end", "rollback-batch"),
+        ("start", "rollback"),
+        ("end", "rollback"),
+    ]
     nodes = done["status"]["nodes"].values()
     assert {
         n["displayName"] for n in nodes if n.get("templateName") == "rollback" and n["type"] == "Retry"
-    } == {
-        "c1",
-        "c2",
-        "c3",
-    }
+    } == {"c1"}
     exit_node = next(n for n in nodes if n["name"] == "web-r1.onExit")
     assert (exit_node["type"], exit_node["templateName"], exit_node["phase"]) == ("DAG", "exit", "Succeeded")
 
