@@ -17,8 +17,9 @@ revision set, one entry per source; each Application syncs to the set Argo CD co
   for a person; the Workflow's deadline budgets it in place of the watcher's default
   (`WorkflowSettings.approval_window_seconds`);
 - `rollbackParallel` (only when the spec has `rollback`): how many of its clusters roll back at
-  once (>= 1; the rollback fan-out's `parallelism`), `rollback.maxParallel` resolved against its
-  targets, else its maxParallel (`orchestrator.planning.sizing.rollback_parallel`).
+  once (>= 1; how many pods its rollback fan-out starts at most: `rollback-plan` sizes it, as the
+  exit handler has no Argo `parallelism`), `rollback.maxParallel` resolved against its targets,
+  else its maxParallel (`orchestrator.planning.sizing.rollback_parallel`).
 
 and, only when the spec has `rollback`, the rollout's `rollback`: the outcomes that start it
 (`on`), which clusters it restores (`scope`) and each cluster's deadline
@@ -176,7 +177,7 @@ class RolloutContract(_Model):
 
     @model_validator(mode="after")
     def _rollback_sized_everywhere(self) -> RolloutContract:
-        # A rollback fans out per stage: every stage needs its parallelism, and none without one.
+        # A rollback fans out per stage: every stage needs its bound, and none without one.
         has_parallel = [stage.name for stage in self.stages if stage.rollback_parallel is not None]
         if self.rollback is not None and len(has_parallel) < len(self.stages):
             lacking = [stage.name for stage in self.stages if stage.rollback_parallel is None]

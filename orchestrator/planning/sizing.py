@@ -131,8 +131,8 @@ def deadline_waves(size: StageSize) -> int:
 def rollback_parallel(max_parallel: int | str | None, size: StageSize) -> int:
     """How many of the stage's clusters roll back at once: `rollback.maxParallel` resolved like
     maxParallel against the stage's targets ("N%" rounded down, at least 1; an int as written), or
-    the stage's own maxParallel when the rollback sets none. Always >= 1 (the fan-out's
-    `parallelism`)."""
+    the stage's own maxParallel when the rollback sets none. Always >= 1 (the most pods the
+    stage's rollback fan-out starts: `rollback_batch_pods`)."""
     if max_parallel is None:
         return max(1, size.max_parallel)
     return max(1, resolve_int_or_percent(max_parallel, size.targets))
