@@ -49,7 +49,7 @@ import yaml
 
 from orchestrator.devenv import networking, tools
 from orchestrator.devenv.controlplane import ControlPlaneError, DevCluster, free_port, spawn_logged
-from orchestrator.devenv.health import DeadProgram, exited_program
+from orchestrator.devenv.health import DeadProgram, exited_programs
 from orchestrator.devenv.images import Image, argoexec_image
 from orchestrator.devenv.node import CONFIG_MAPS, Node
 from orchestrator.kube.client import NAMESPACES, AlreadyExists, Kube, NotFound
@@ -244,13 +244,11 @@ class ArgoWorkflows:
     def exited(self) -> list[DeadProgram]:
         """The workflow-controller or the argo server, when it exited since it started (not after
         `kill_controller`), with its log's telling lines."""
-        found = []
-        for process in self._processes:
-            name = "workflow-controller" if process is self._controller else "argo-server"
-            dead = exited_program(name, process, self.folder / f"{name}.log")
-            if dead is not None:
-                found.append(dead)
-        return found
+        return exited_programs(
+            (name, process, self.folder / f"{name}.log")
+            for process in self._processes
+            for name in ["workflow-controller" if process is self._controller else "argo-server"]
+        )
 
     def _start_server(self, timeout: float) -> None:
         kubeconfig = self.cluster.mint_user(

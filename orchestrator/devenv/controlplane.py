@@ -46,7 +46,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from orchestrator.devenv import tools
-from orchestrator.devenv.health import DeadProgram, exited_program, program_name
+from orchestrator.devenv.health import DeadProgram, exited_programs, program_name
 
 log = logging.getLogger(__name__)
 
@@ -740,13 +740,11 @@ class DevCluster:
 
     def exited(self) -> list[DeadProgram]:
         """etcd or kube-apiserver, when it exited since it started (with its log's telling lines)."""
-        found = []
-        for process in self._processes:
-            name = program_name(process)
-            dead = exited_program(name, process, self.workdir / f"{name}.log")
-            if dead is not None:
-                found.append(dead)
-        return found
+        return exited_programs(
+            (name, process, self.workdir / f"{name}.log")
+            for process in self._processes
+            for name in [program_name(process)]
+        )
 
     def stop(self) -> None:
         """Stop kube-apiserver then etcd (whole process groups) and remove the work dir."""

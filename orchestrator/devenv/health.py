@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 import signal
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -111,6 +111,15 @@ def exited_program(name: str, process: subprocess.Popen[bytes], log_path: Path) 
         lines=telling_lines(read_tail(log_path)),
         key=f"pid {process.pid}",
     )
+
+
+def exited_programs(
+    programs: Iterable[tuple[str, subprocess.Popen[bytes], Path]],
+) -> list[DeadProgram]:
+    """`exited_program` of each (name, process, log) that has exited, in order."""
+    return [
+        dead for name, process, log in programs if (dead := exited_program(name, process, log)) is not None
+    ]
 
 
 def program_name(process: subprocess.Popen[bytes]) -> str:

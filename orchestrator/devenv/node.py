@@ -45,7 +45,7 @@ import yaml
 from orchestrator.devenv import host, machine, networking, tools
 from orchestrator.devenv import images as images_mod
 from orchestrator.devenv.controlplane import ControlPlaneError, DevCluster, free_port, spawn_logged
-from orchestrator.devenv.health import DeadProgram, exited_program, program_name
+from orchestrator.devenv.health import DeadProgram, exited_programs, program_name
 from orchestrator.devenv.processes import http_ok
 from orchestrator.kube.client import NAMESPACES, Kube, KubeError, NotFound, Resource
 
@@ -486,13 +486,11 @@ class Node:
     def exited(self) -> list[DeadProgram]:
         """containerd, the kubelet, kube-scheduler or kube-controller-manager, when it exited since
         it started (with its log's telling lines)."""
-        found = []
-        for process in self._processes:
-            name = program_name(process)
-            dead = exited_program(name, process, self.root / "logs" / f"{name}.log")
-            if dead is not None:
-                found.append(dead)
-        return found
+        return exited_programs(
+            (name, process, self.root / "logs" / f"{name}.log")
+            for process in self._processes
+            for name in [program_name(process)]
+        )
 
     def stop(self) -> None:
         """Stop every process and undo every change to the machine; then release the lock."""

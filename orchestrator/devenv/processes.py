@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.devenv.controlplane import die_with_parent
-from orchestrator.devenv.health import DeadProgram, exited_program
+from orchestrator.devenv.health import DeadProgram, exited_programs
 
 
 class ProcessError(RuntimeError):
@@ -121,12 +121,9 @@ class Supervisor:
 
     def exited(self) -> list[DeadProgram]:
         """Each program that exited since it started (with its log's telling lines)."""
-        found = []
-        for name, process in self.processes.items():
-            dead = exited_program(name, process, self.log_path(name))
-            if dead is not None:
-                found.append(dead)
-        return found
+        return exited_programs(
+            (name, process, self.log_path(name)) for name, process in self.processes.items()
+        )
 
     def log_tail(self, name: str, lines: int = 30) -> str:
         """The last lines of `name`'s log."""

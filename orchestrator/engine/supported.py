@@ -125,24 +125,32 @@ def _check_retry_strategy(kind: str, retry: Mapping[str, Any]) -> None:
             parse_duration(backoff["cap"])
 
 
-def _check_exit_handler(on_exit: str | None, templates: list[Mapping[str, Any]]) -> None:
-    """No template the exit handler may run (`onExit`, its DAG's, theirs) has `parallelism`: Argo
-    v3.7.18 lists a task that `parallelism` held back among its parent's children before it makes
-    its node (dag.go), then walks an exit handler's children and exits (`level=fatal`, taskset.go):
-    the whole controller, again on every restart."""
-    by_name = {template.get("name"): template for template in templates}
-    seen: set[str] = set()
-    todo = [on_exit] if on_exit else []
+def exit_handler_templates(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The templates a Workflow's exit handler may run: `onExit`, the templates of its DAG's tasks,
+    theirs, and so on (each once)."""
+    by_name = {template.get("name"): template for template in spec.get("templates") or []}
+    seen: dict[str, Mapping[str, Any]] = {}
+    todo = [spec["onExit"]] if spec.get("onExit") else []
     while todo:
         name = todo.pop()
         if name in seen or name not in by_name:
             continue
-        seen.add(name)
-        if by_name[name].get("parallelism") is not None:
-            raise UnsupportedFeature(
-                f"templates[{name}].parallelism in the exit handler (it crashes Argo v3.7's controller)"
-            )
+        seen[name] = by_name[name]
         todo += [task.get("template") for task in (by_name[name].get("dag") or {}).get("tasks") or []]
+    return list(seen.values())
+
+
+def _check_exit_handler(spec: Mapping[str, Any]) -> None:
+    """No template the exit handler may run has `parallelism`: Argo v3.7.18 lists a task that
+    `parallelism` held back among its parent's children before it makes its node (dag.go), then
+    walks an exit handler's children and exits (`level=fatal`, taskset.go): the whole controller,
+    again on every restart."""
+    for template in exit_handler_templates(spec):
+        if template.get("parallelism") is not None:
+            raise UnsupportedFeature(
+                f"templates[{template.get('name')}].parallelism in the exit handler "
+                "(it crashes Argo v3.7's controller)"
+            )
 
 
 def check_supported(workflow: Mapping[str, Any]) -> None:
@@ -159,7 +167,7 @@ def check_supported(workflow: Mapping[str, Any]) -> None:
     shutdown = spec.get("shutdown")
     if shutdown and shutdown not in (Shutdown.STOP, Shutdown.TERMINATE):
         raise UnsupportedFeature(f"spec.shutdown: {shutdown}")
-    _check_exit_handler(spec.get("onExit"), spec.get("templates") or [])
+    _check_exit_handler(spec)
     for template in spec.get("templates") or []:
         name = template.get("name", "?")
         kind = f"templates[{name}]"

@@ -15,6 +15,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from orchestrator.api.models import ProgressiveSync
+from orchestrator.engine.supported import exit_handler_templates
 from orchestrator.planning.contract import parse_contract
 from tests.support.builders import make_ps_model, make_release, make_stage
 from tests.support.rollback_contracts import rollback_workflow, with_rollback
@@ -313,20 +314,6 @@ def test_any_stages_get_one_valid_rollback_node_each_last_first(stage_names: lis
     assert len({t["name"].lower() for t in tasks}) == len(tasks)
 
 
-def reachable_from_exit(obj: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every template of the Workflow the exit handler may run (its DAG's tasks, theirs, ...)."""
-    by_name = templates(obj)
-    seen: dict[str, dict[str, Any]] = {}
-    todo = [obj["spec"]["onExit"]]
-    while todo:
-        name = todo.pop()
-        if name in seen or name not in by_name:
-            continue
-        seen[name] = by_name[name]
-        todo += [task["template"] for task in (by_name[name].get("dag") or {}).get("tasks", [])]
-    return list(seen.values())
-
-
 @settings(max_examples=40, deadline=None)
 @given(
     st.lists(st.integers(min_value=1, max_value=3000), min_size=1, max_size=4),
@@ -346,6 +333,6 @@ def test_no_template_the_exit_handler_runs_has_argo_parallelism(
     obj: dict[str, Any] = rollback_workflow(
         ps, release=RELEASE, sizes=sizes, settings=SETTINGS, parallel=parallel
     ).to_dict()
-    reached = reachable_from_exit(obj)
+    reached = exit_handler_templates(obj["spec"])
     assert {names.ROLLBACK_PLAN_TEMPLATE, names.FINALIZE_TEMPLATE} <= {t["name"] for t in reached}
     assert [t["name"] for t in reached if "parallelism" in t] == []
