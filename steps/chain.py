@@ -33,7 +33,29 @@ cluster done (not a rerun that found it recorded, not a failure, not a skip), `h
 
 Every Application still gets one sync write per rollout: the claim makes the hand-offs exclusive,
 the resourceVersion of each Application makes a hand-off and the cluster's own pod exclusive.
-Nothing here raises: a hand-off that cannot be done is logged and the step ends as it would have.
+
+**The stage boundary** (`close_early`). When nothing is left to hand off and this cluster was the
+stage's last to finish, the Workflow's next step is `record-and-select` (close this stage, select
+the next one and start its first wave, steps/hand_over.py), which on the real node starts only once
+this pod ended, the controller saw it and the new pod started: 6-13 s on the critical path of every
+boundary. So this step does that work itself, the same function with the same writes, when:
+
+1. the contract says the stage's closing step selects the next stage (`selectsNext`), the stage
+   runs no batches and no analysis after its clusters, and every target has an outcome
+   (`orchestrator.planning.handoff.boundary_refusal`), in one records object;
+2. the same refusals as a hand-off (paused, superseded, the stage failed, the Workflow stopping,
+   deleted, gone or suspended: no step would follow);
+3. the records object is marked closed by this cluster (`progressivesync.io/closed-by`) with its
+   resourceVersion: of two last clusters finishing at once one closes the stage, the other finds
+   the mark (or a Conflict) and leaves it.
+
+The `record-and-select` pod Argo starts after this one then finds the stage closed and the next
+one selected (both idempotent: it hands the recorded targets on and starts nothing), so the
+Workflow's shape, nodes and outputs are unchanged. Anything that stops the early close part-way is
+finished by that pod, as before.
+
+Nothing here raises: a hand-off or a close that cannot be done is logged and the step ends as it
+would have.
 
 Caller: `python -m steps cluster` (steps.cli).
 """
@@ -45,18 +67,26 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.api.metadata import workflow_name
-from orchestrator.api.stage_records import ClusterRecord, ClusterState, ProgressiveSyncStage, outcomes_of
+from orchestrator.api.stage_records import (
+    CLOSED_BY_ANNOTATION,
+    ClusterRecord,
+    ClusterState,
+    ProgressiveSyncStage,
+    outcomes_of,
+)
 from orchestrator.api.windows import evaluated_windows
 from orchestrator.argocd.fleet import app_view_from_object
+from orchestrator.core.errors import PermanentError, TemporaryError
 from orchestrator.kube.client import WORKFLOWS, Conflict, Kube, KubeError, NotFound
-from orchestrator.kube.stage_records import claim_cluster, read_record, withdraw_claim
+from orchestrator.kube.stage_records import claim_boundary, claim_cluster, read_record, withdraw_claim
 from orchestrator.planning.contract import StageContract
-from orchestrator.planning.handoff import Claim, next_claim
+from orchestrator.planning.handoff import Claim, boundary_refusal, next_claim
 from orchestrator.planning.skip import skip_reason
 from steps.cluster import ClusterOutcome, ClusterResult, run_cluster
-from steps.common import FleetLookup, load_progressive_sync
+from steps.common import FleetLookup, Superseded, load_progressive_sync
 from steps.context import Shared, StepContext
 from steps.first_wave import first_wave_refusal, start_cluster
+from steps.hand_over import HandOverResult, hand_over
 from steps.status_sink import read_stage_records
 from steps.window_gate import read_project_windows, window_state
 
@@ -82,27 +112,47 @@ class HandOff:
 
 
 @dataclass(frozen=True)
+class EarlyClose:
+    """What the stage boundary did: how the stage was closed and the next one selected (None when
+    this step did not), or why not in words."""
+
+    handed_over: HandOverResult | None = None
+    reason: str = ""
+
+    @property
+    def summary(self) -> str:
+        """For the step's summary line."""
+        if self.handed_over is not None:
+            return f"closed the stage (the last cluster): {self.handed_over.summary}"
+        return f"the stage is left to its closing step: {self.reason}" if self.reason else ""
+
+
+@dataclass(frozen=True)
 class ChainedResult:
-    """The cluster's end, and the hand-off made after it."""
+    """The cluster's end, and the hand-off and the early close made after it."""
 
     cluster: ClusterResult
     hand_off: HandOff
+    early_close: EarlyClose = EarlyClose()
 
     @property
     def failed(self) -> bool:
-        """As the cluster's (the hand-off never fails the step)."""
+        """As the cluster's (neither the hand-off nor the early close ever fails the step)."""
         return self.cluster.failed
 
     @property
     def summary(self) -> str:
-        """The cluster's line, and the hand-off's when it started something."""
+        """The cluster's line, and the hand-off's or the close's when it did something."""
         if self.hand_off.started:
             return f"{self.cluster.summary}; {self.hand_off.summary}"
+        if self.early_close.handed_over is not None:
+            return f"{self.cluster.summary}; {self.early_close.summary}"
         return self.cluster.summary
 
 
 def run_and_hand_off(kube: Kube, ctx: StepContext, cluster: str) -> ChainedResult:
-    """`run_cluster`, then `hand_off` when this run saw the cluster done (see the module)."""
+    """`run_cluster`, then `hand_off` when this run saw the cluster done, then, when it handed
+    nothing off, `close_early` (see the module)."""
     fleet = FleetLookup(
         kube, ctx.rollout, ctx.ps, clock=ctx.clock, max_age_seconds=ctx.tuning.fleet_lookup_seconds
     )
@@ -115,7 +165,16 @@ def run_and_hand_off(kube: Kube, ctx: StepContext, cluster: str) -> ChainedResul
         log.warning("no hand-off after cluster %s: %s", cluster, exc)
         handed = HandOff(reason=f"the API answered {exc}")
     log.info("cluster %s: %s", cluster, handed.summary)
-    return ChainedResult(result, handed)
+    if handed.started:
+        return ChainedResult(result, handed)
+    try:
+        closed = close_early(kube, ctx, cluster)
+    except (KubeError, TemporaryError, PermanentError, Superseded) as exc:
+        # The stage's closing step (record-and-select) does, or finishes, the work, as before.
+        log.warning("cluster %s: the stage was not closed early: %s", cluster, exc)
+        closed = EarlyClose(reason=f"it stopped part-way: {exc}")
+    log.info("cluster %s: %s", cluster, closed.summary)
+    return ChainedResult(result, handed, closed)
 
 
 def chained(sized: StageContract) -> str:
@@ -243,8 +302,43 @@ def _claim(
     return Claim("", f"the stage's records changed under {CLAIM_ATTEMPTS} claims in a row"), None
 
 
+def close_early(kube: Kube, ctx: StepContext, finished: str) -> EarlyClose:
+    """After `finished` was recorded Completed by this run and nothing was handed off: when it was
+    the stage's last cluster, close the stage and select the next one here (see the module)."""
+    sized = ctx.stage
+    if sized.selects_next is None:  # decided on the contract alone, before any read
+        return EarlyClose(reason=boundary_refusal(sized, (), {}))
+    rollout, stage = ctx.rollout, ctx.stage_name
+    ps = load_progressive_sync(kube, rollout)
+    where = read_stage_records(kube, rollout, ps, stage)
+    if len(where.records) != 1:
+        return EarlyClose(reason=f"the stage's records are {len(where.records)} objects, not one")
+    part = where.records[0]
+    closer = (part.metadata.annotations or {}).get(CLOSED_BY_ANNOTATION)
+    if closer:
+        return EarlyClose(reason=f"cluster {closer}'s step closed it")
+    states = {name: record.state for name, record in part.clusters.items()}
+    refused = (
+        boundary_refusal(sized, part.spec.targets, states)
+        or first_wave_refusal(ps, rollout.rollout_id, stage, where.outcomes)
+        or _workflow_stopping(kube, rollout.namespace, workflow_name(rollout.name, rollout.rollout_id))
+    )
+    if refused:
+        return EarlyClose(reason=refused)
+    if not claim_boundary(
+        kube,
+        part.metadata.namespace or rollout.namespace,
+        part.metadata.name,
+        resource_version=part.metadata.resource_version or "",
+        cluster=finished,
+    ):
+        return EarlyClose(reason="another step wrote the stage's records meanwhile (it decides)")
+    return EarlyClose(hand_over(kube, ctx.reopen(kube, ps=ps), sized.selects_next))
+
+
 def _workflow_stopping(kube: Kube, namespace: str, name: str) -> str:
-    """Why no pod will follow in this Workflow ("" when one will): stopped, terminated, deleted, gone."""
+    """Why no pod will follow in this Workflow ("" when one will): stopped, terminated, suspended,
+    deleted, gone."""
     try:
         workflow = kube.get(WORKFLOWS, namespace, name)
     except NotFound:
@@ -254,4 +348,6 @@ def _workflow_stopping(kube: Kube, namespace: str, name: str) -> str:
         return f"Workflow {name} is being shut down ({shutdown})"
     if (workflow.get("metadata") or {}).get("deletionTimestamp"):
         return f"Workflow {name} is being deleted"
+    if (workflow.get("spec") or {}).get("suspend"):
+        return f"Workflow {name} is suspended (no new step starts until it is resumed)"
     return ""

@@ -221,7 +221,7 @@ def estimate_nodes(ps: ProgressiveSync, contract: RolloutContract) -> int:
     total += len({split_stage_name(stage.name)[0] for stage in stages} - {None})  # a DAG per group
     for index, (stage, sized) in enumerate(zip(stages, contract.stages, strict=True)):
         total += NODES_PER_STAGE + NODES_PER_CLUSTER * (sized.batches or sized.targets)
-        total -= 0 if opens_itself(stages, contract, index) else NODES_PER_SELECT
+        total -= 0 if opens_itself(contract, index) else NODES_PER_SELECT
         total += 1 if stage.approval is ApprovalMode.MANUAL else 0
         total += 1 if stage.bake_seconds and sized.targets else 0
         total += _analysis_nodes(sized)
@@ -453,21 +453,11 @@ def _batch_fanout_template(task_name: str, batches: int) -> Template:
     )
 
 
-def opens_itself(stages: list[Stage], contract: RolloutContract, index: int) -> bool:
-    """Does stage `index` run its own `select`? The first stage (of each group, with spec.groupBy), a
-    stage behind an approval gate (selection happens once a person approved it, after seeing the
-    stage before recorded) and a stage after a bake do, and so does a stage that waits for other
-    ProgressiveSyncs (spec.dependsOn: it selects once they passed); any other stage is selected by
-    the step that closes the one before it (`record-and-select`, steps/hand_over.py): one step pod
-    fewer per stage boundary."""
-    if index == 0 or stages[index].approval is ApprovalMode.MANUAL:
-        return True
-    if split_stage_name(stages[index].name)[0] != split_stage_name(stages[index - 1].name)[0]:
-        return True  # the first stage of a group (spec.groupBy): the group's own first select
-    if contract.dependencies_before(stages[index].name):
-        return True
-    before = stages[index - 1]
-    return bool(before.bake_seconds and contract.stages[index - 1].targets)
+def opens_itself(contract: RolloutContract, index: int) -> bool:
+    """Does stage `index` run its own `select`? Unless the contract says the stage before it selects
+    it (`selectsNext`: `record-and-select`, steps/hand_over.py; the rule is
+    `orchestrator.planning.contract.opens_itself`)."""
+    return index == 0 or contract.stages[index - 1].selects_next != contract.stages[index].name
 
 
 def _stage_template(
@@ -801,7 +791,7 @@ def build_workflow_of_contract(
         }
     )
     batch_counts = [size.batches for size in sized]
-    opens = [opens_itself(stages, contract, index) for index in range(len(stages))]
+    opens = [opens_itself(contract, index) for index in range(len(stages))]
     handed_targets = [not opens[i] and not batch_counts[i] for i in range(len(stages))]
     templates: list[Any] = _entry_template(
         stages, task_names, handed_targets, max_parallel_groups=ps.spec.max_parallel_groups

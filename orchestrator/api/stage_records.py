@@ -65,6 +65,11 @@ STAGE_INDEX_LABEL = "progressivesync.io/stage-index"
 # (Failed wins: `merge_record`): a stage's failures are found by listing only the records with it.
 FAILED_LABEL = "progressivesync.io/failed"
 
+# Set on a stage's (only) record by the cluster step that closed the stage and selected the next one
+# itself (the stage boundary, steps/chain.py): the cluster's name. Written only with the object's
+# resourceVersion, so of two last clusters finishing at once only one closes the stage.
+CLOSED_BY_ANNOTATION = "progressivesync.io/closed-by"
+
 # The most clusters one ProgressiveSyncStage holds (see the module docstring for the bytes).
 RECORD_MAX_CLUSTERS = 500
 # A reason or a note is cut to this many characters in a record (and in the status's lists).

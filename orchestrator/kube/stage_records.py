@@ -12,7 +12,8 @@ this adapter is the only place that sends them to the API server:
   a Failed cluster (`stage_records.FAILED_LABEL`, set by the patch that records it).
 - `claim_cluster` / `withdraw_claim`: the chained hand-off (`steps.chain`) records the next cluster
   Syncing, and takes that back, only with the object's resourceVersion (a Conflict when anyone
-  wrote since): the one conditional write to these objects.
+  wrote since); `claim_boundary`: the cluster step that closes its stage early marks the record
+  the same way. These are the conditional writes to these objects.
 - `delete_record`: the watcher's rollout history deletes the records of old rollouts, each by
   name with a precondition on its uid (a record created again under that name is not deleted).
 - `patch_clusters`: a JSON merge patch of `status.clusters` (`stage_records.clusters_patch`), with
@@ -30,6 +31,7 @@ from typing import Any
 
 from orchestrator.api.models import API_VERSION, KIND, ObjectMeta
 from orchestrator.api.stage_records import (
+    CLOSED_BY_ANNOTATION,
     ClusterRecord,
     ProgressiveSyncStage,
     StageOutcomes,
@@ -142,6 +144,20 @@ def claim_cluster(
     patch = clusters_patch({cluster: record})
     patch.setdefault("metadata", {})["resourceVersion"] = resource_version
     return parse_record(kube.patch(PROGRESSIVE_SYNC_STAGES, namespace, name, patch, patch_type="merge"))
+
+
+def claim_boundary(kube: Kube, namespace: str, name: str, *, resource_version: str, cluster: str) -> bool:
+    """Mark the record `name` closed by `cluster`'s step (`CLOSED_BY_ANNOTATION`) only if the object
+    is still at `resource_version`: True when this write made the mark, False on Conflict (another
+    writer came first: it decides again on a fresh read)."""
+    patch = {
+        "metadata": {"resourceVersion": resource_version, "annotations": {CLOSED_BY_ANNOTATION: cluster}}
+    }
+    try:
+        kube.patch(PROGRESSIVE_SYNC_STAGES, namespace, name, patch, patch_type="merge")
+    except Conflict:
+        return False
+    return True
 
 
 def withdraw_claim(kube: Kube, namespace: str, name: str, *, resource_version: str, cluster: str) -> bool:

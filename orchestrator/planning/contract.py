@@ -16,6 +16,12 @@ revision set, one entry per source; each Application syncs to the set Argo CD co
 - `approvalWindowSeconds` (only for a manual gate whose stage sets it): how long the gate waits
   for a person; the Workflow's deadline budgets it in place of the watcher's default
   (`WorkflowSettings.approval_window_seconds`);
+- `selectsNext` (only for a stage whose closing step also selects the next stage, the Workflow's
+  `record-and-select`): that next stage's name. A stage is selected by the step that closes the one
+  before it unless it opens itself (`opens_itself`: the first stage, of each group with
+  spec.groupBy; one behind an approval gate; one after a bake; one that waits for dependsOn). The
+  builder shapes the Workflow from it, and the last cluster step of the stage may close it and
+  select the next one itself (steps/chain.py, "the stage boundary");
 - `rollbackParallel` (only when the spec has `rollback`): how many of its clusters roll back at
   once (>= 1; how many pods its rollback fan-out starts at most: `rollback-plan` sizes it, as the
   exit handler has no Argo `parallelism`), `rollback.maxParallel` resolved against its targets,
@@ -100,6 +106,7 @@ class StageContract(_Model):
     analysis: StageAnalysis | None = None
     rollback_parallel: int | None = Field(default=None, ge=1)
     approval_window_seconds: int | None = Field(default=None, ge=1)
+    selects_next: str | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
     def _batches_share_max_parallel(self) -> StageContract:
@@ -200,6 +207,16 @@ class RolloutContract(_Model):
         return tuple(dependency for dependency in self.depends_on or () if dependency.before_stage == stage)
 
     @model_validator(mode="after")
+    def _selects_the_stage_after_it(self) -> RolloutContract:
+        for stage, after in zip(self.stages, (*self.stages[1:], None), strict=True):
+            if stage.selects_next is not None and (after is None or after.name != stage.selects_next):
+                raise ValueError(
+                    f"stage {stage.name!r} selectsNext {stage.selects_next!r}, "
+                    "which is not the stage after it"
+                )
+        return self
+
+    @model_validator(mode="after")
     def _dependencies_wait_before_a_stage(self) -> RolloutContract:
         names = {stage.name for stage in self.stages}
         unknown = sorted({d.before_stage for d in self.depends_on or () if d.before_stage not in names})
@@ -288,17 +305,40 @@ def make_contract(
                 else None,
             )
         )
+    depends_on = dependency_contracts(spec)
+    waiting = {dependency.before_stage for dependency in depends_on or ()}
+    for index in range(1, len(stages)):
+        waits = spec.stages[index].name in waiting
+        if not opens_itself(spec, index, waits=waits, before_has_targets=stages[index - 1].targets > 0):
+            stages[index - 1] = stages[index - 1].model_copy(update={"selects_next": stages[index].name})
     try:
         return RolloutContract(
             rollout_id=rollout_id,
             release=tuple(release),
             stages=tuple(stages),
             rollback=make_rollback_contract(spec, rollback) if rollback else None,
-            depends_on=dependency_contracts(spec),
+            depends_on=depends_on,
             windows=tuple(spec.windows) if spec.windows else None,
         )
     except ValidationError as exc:
         raise ContractError(_first_problem(exc)) from exc
+
+
+def opens_itself(spec: ProgressiveSyncSpec, index: int, *, waits: bool, before_has_targets: bool) -> bool:
+    """Does stage `index` of `spec` (the rollout's stages: "<group>/<stage>" with spec.groupBy) run
+    its own `select`? The first stage (of each group), a stage behind an approval gate (selected once
+    a person approved it, after seeing the stage before recorded), a stage after a bake (`bakes`: the
+    stage before it has a bake and targets to bake) and a stage that waits for other
+    ProgressiveSyncs (`waits`: it selects once they passed) do; any other stage is selected by the
+    step that closes the one before it (`record-and-select`, steps/hand_over.py): one step pod fewer
+    per stage boundary."""
+    stage = spec.stages[index]
+    if index == 0 or stage.approval is ApprovalMode.MANUAL or waits:
+        return True
+    before = spec.stages[index - 1]
+    if split_stage_name(stage.name)[0] != split_stage_name(before.name)[0]:
+        return True  # the first stage of a group (spec.groupBy): the group's own first select
+    return bool(before.bake_seconds and before_has_targets)
 
 
 def dependency_contracts(spec: ProgressiveSyncSpec) -> tuple[DependencyContract, ...] | None:

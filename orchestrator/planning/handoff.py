@@ -29,6 +29,13 @@ the slot that pod frees goes to the first target without a node: one of them. So
 are at most the fan-out's pods, which Argo keeps at maxParallel. A Hypothesis test
 (tests/unit/test_handoff.py) checks it over interleavings of finishing steps and pod starts.
 
+The stage boundary (`boundary_refusal`): the step whose cluster is the stage's last to finish
+closes the stage and selects the next one itself, when the Workflow would do exactly that next in
+one `record-and-select` pod (the contract's `selectsNext`) and nothing else runs between the
+clusters and it (no stage-level analysis after the clusters, no batches); then the next stage's
+first wave does not wait for this pod to end and that step's pod to start. Which step does it is
+decided by a second claim, on the records object (`steps.chain`).
+
 Pure: no adapter, no clock. Caller: `steps.chain`.
 """
 
@@ -37,7 +44,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from orchestrator.api.stage_records import ClusterState
+from orchestrator.api.stage_records import END_STATES, ClusterState
+from orchestrator.planning.contract import StageContract
 
 
 @dataclass(frozen=True)
@@ -79,3 +87,21 @@ def next_claim(
         if target not in states:
             return Claim(target, f"the first target not started ({len(busy)}/{max_parallel} in flight)")
     return Claim("", "every target of the stage has started")
+
+
+def boundary_refusal(sized: StageContract, targets: Sequence[str], states: Mapping[str, ClusterState]) -> str:
+    """Why the step of a cluster just recorded Completed may not close its stage and select the next
+    one (`sized`: the stage's contract; `targets` and `states` as in `next_claim`): "" when it may,
+    that is when the Workflow's next step is `record-and-select` right after the clusters and every
+    target has an outcome."""
+    if sized.selects_next is None:
+        return "the stage's own closing step runs next (the next stage opens itself, or none follows)"
+    if sized.batches:
+        return "the stage runs in batches"
+    analysis = sized.analysis
+    if analysis is not None and analysis.after_healthy:
+        return "the stage's analysis runs before it closes"
+    open_ = [target for target in targets if states.get(target) not in END_STATES]
+    if open_:
+        return f"{len(open_)} cluster(s) of the stage have no outcome yet"
+    return ""

@@ -14,10 +14,10 @@ from __future__ import annotations
 from datetime import datetime
 
 from orchestrator.api.conditions import ConditionType
-from orchestrator.api.models import ConditionStatus, ProgressiveSyncStatus, RolloutPhase
-from orchestrator.api.phases import STEP_RECORDED_ROLLOUT_PHASES
+from orchestrator.api.models import ConditionStatus, ProgressiveSyncStatus, RolloutPhase, StagePhase
+from orchestrator.api.phases import FINISHED_STAGE_PHASES, STEP_RECORDED_ROLLOUT_PHASES
 from orchestrator.api.reasons import Reason
-from orchestrator.api.rollout_status import set_condition, start_rollout
+from orchestrator.api.rollout_status import find_stage, set_condition, start_rollout
 from orchestrator.watcher.decision import ConditionPatch, StatusPatch
 
 
@@ -103,13 +103,30 @@ def apply_patch(status: ProgressiveSyncStatus, patch: StatusPatch, now: datetime
             status.phase = patch.phase
         if patch.message is not None:
             status.message = patch.message
-        if patch.current_stage is not None:
+        if patch.current_stage is not None and not _started_after(status, patch.current_stage):
             status.current_stage = patch.current_stage
         for lifecycle in patch.lifecycle:
             _set(status, lifecycle, now, generation)
     for other in patch.conditions:
         _set(status, other, now, generation)
     return status
+
+
+def _started_after(status: ProgressiveSyncStatus, node_stage: str) -> bool:
+    """Did the steps start the status's current stage after `node_stage`, the stage whose Workflow
+    node runs now, closed already? The last cluster step of a stage closes it and selects the next
+    one before Argo leaves the stage's node (the stage boundary, steps/chain.py): for those few
+    seconds the status is ahead of the Workflow, and the watcher does not move it back."""
+    ahead = status.current_stage
+    if not ahead or ahead == node_stage:
+        return False
+    closed, started = find_stage(status, node_stage), find_stage(status, ahead)
+    return (
+        closed is not None
+        and closed.phase in FINISHED_STAGE_PHASES
+        and started is not None
+        and started.phase == StagePhase.PROGRESSING
+    )
 
 
 def _set(status: ProgressiveSyncStatus, patched: ConditionPatch, now: datetime, generation: int) -> None:

@@ -581,7 +581,7 @@ def make_contract(
     *,
     rollout_id: str = ROLLOUT,
     revisions: Sequence[Sequence[str]] = ((NEW_REVISION,),),
-    sizing: Mapping[str, Mapping[str, int]] | None = None,
+    sizing: Mapping[str, Mapping[str, Any]] | None = None,
     rollback: Mapping[str, Any] | None = None,
     windows: Sequence[Any] | None = None,
 ) -> RolloutContract:

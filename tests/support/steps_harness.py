@@ -182,7 +182,7 @@ class StepRunner:
 
     def contract(
         self,
-        sizing: Mapping[str, Mapping[str, int]] | None = None,
+        sizing: Mapping[str, Mapping[str, Any]] | None = None,
         *,
         revisions: Sequence[Sequence[str]] = ((NEW_REVISION,),),
         rollback: Mapping[str, Any] | None = None,

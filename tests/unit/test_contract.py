@@ -105,3 +105,34 @@ def test_a_bad_contract_is_refused_naming_the_field(text: str | None, named: str
 def test_stage_names_are_unique() -> None:
     with pytest.raises(ValueError, match="listed twice"):
         make_test_contract(["canary", "canary"])
+
+
+def _selects_next(stages: list[dict[str, object]], sizes: dict[str, StageSize]) -> list[str | None]:
+    ps = make_ps_model(stages=stages)
+    contract = make_contract(
+        ps.spec, rollout_id="r1", release=[(NEW_REVISION,)], sizes=sizes, batch_threshold=50, per_batch=100
+    )
+    return [stage.selects_next for stage in contract.stages]
+
+
+@pytest.mark.parametrize(
+    ("second", "first_size", "expected"),
+    [
+        pytest.param({}, 1, "rest", id="nothing-between-the-closing-step-selects-the-next"),
+        pytest.param({"approval": "Manual"}, 1, None, id="a-gate-on-the-next-stage-it-selects-itself"),
+        pytest.param({"bake": 30}, 1, None, id="a-bake-after-the-stage"),
+        pytest.param({"bake": 30}, 0, "rest", id="an-empty-stage-does-not-bake"),
+    ],
+)
+def test_selects_next_says_which_closing_step_also_selects_the_next_stage(
+    second: dict[str, object], first_size: int, expected: str | None
+) -> None:
+    canary = make_stage("canary", max_targets=1, bake_seconds=second.get("bake"))  # type: ignore[arg-type]
+    rest = make_stage("rest", approval=second.get("approval"))  # type: ignore[arg-type]
+    sizes = {"canary": StageSize(first_size, 1), "rest": StageSize(3, 3)}
+    assert _selects_next([canary, rest], sizes) == [expected, None]
+
+
+def test_selects_next_names_only_the_stage_after_it() -> None:
+    with pytest.raises(ContractError, match="selectsNext 'rest', which is not the stage after it"):
+        parse_contract(with_("stages.0.selectsNext", "rest"))

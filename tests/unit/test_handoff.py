@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from orchestrator.api.analysis import AnalysisTemplateRef, StageAnalysis
 from orchestrator.api.stage_records import ClusterState
 from orchestrator.planning.contract import StageContract
-from orchestrator.planning.handoff import in_flight, next_claim
+from orchestrator.planning.handoff import boundary_refusal, in_flight, next_claim
 from steps.chain import chained
 
 S, C, F, K = ClusterState.SYNCING, ClusterState.COMPLETED, ClusterState.FAILED, ClusterState.SKIPPED
@@ -193,3 +193,38 @@ GATE = StageAnalysis(templates=(AnalysisTemplateRef(name="success-rate"),))
 def test_chained(sized: StageContract, off: str) -> None:
     reason = chained(sized)
     assert (off in reason) if off else reason == ""
+
+
+def _sized(**fields: object) -> StageContract:
+    return StageContract.model_validate(
+        {"name": "canary", "targets": 2, "max_parallel": 2, "selects_next": "rest", **fields}
+    )
+
+
+@pytest.mark.parametrize(
+    ("sized", "states", "refusal"),
+    [
+        pytest.param(_sized(), {"a": C, "b": C}, "", id="every-target-done"),
+        pytest.param(_sized(), {"a": C, "b": F}, "", id="a-tolerated-failure-is-an-outcome"),
+        pytest.param(_sized(), {"a": C, "b": K}, "", id="a-skip-is-an-outcome"),
+        pytest.param(
+            _sized(), {"a": C, "b": S}, "1 cluster(s) of the stage have no outcome yet", id="one-in-flight"
+        ),
+        pytest.param(
+            _sized(), {"a": C}, "1 cluster(s) of the stage have no outcome yet", id="one-not-started"
+        ),
+        pytest.param(
+            _sized(selects_next=None), {"a": C, "b": C}, "own closing step runs next", id="next-opens-itself"
+        ),
+        pytest.param(_sized(batches=1), {"a": C, "b": C}, "runs in batches", id="batches"),
+        pytest.param(
+            _sized(analysis=GATE),
+            {"a": C, "b": C},
+            "analysis runs before it closes",
+            id="analysis-after-the-clusters",
+        ),
+    ],
+)
+def test_boundary_refusal(sized: StageContract, states: dict[str, ClusterState], refusal: str) -> None:
+    got = boundary_refusal(sized, ("a", "b"), states)
+    assert (got == "") if not refusal else (refusal in got)
