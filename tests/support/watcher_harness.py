@@ -306,13 +306,17 @@ class WatcherProcess:
             *self.extra_args,
         ]
         self._log_offsets.append(self.log_path.stat().st_size if self.log_path.exists() else 0)
+        # Its temporary folders (the local engine's executor makes one) beside its log, in the test's
+        # tmp_path: a SIGKILLed watcher cannot remove them, and /tmp would keep them.
+        scratch = self.log_path.with_name(f"{self.log_path.stem}.tmp")
+        scratch.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 argv,
                 stdout=log,
                 stderr=log,
                 stdin=subprocess.DEVNULL,
-                env=self.env,
+                env={**(self.env if self.env is not None else os.environ), "TMPDIR": str(scratch)},
                 preexec_fn=_die_with_parent,  # noqa: PLW1509
             )
         self.starts += 1
