@@ -253,7 +253,18 @@ class ArgoCDStack:
                 os.environ.get("PATH", "/usr/bin:/bin"),
             ]
         )
+        progressive = (
+            {
+                "ARGOCD_APPLICATIONSET_CONTROLLER_ENABLE_PROGRESSIVE_SYNCS": "true",
+                "ARGOCD_APPLICATIONSET_CONTROLLER_REFRESH_GRACE_PERIOD_SECONDS": str(
+                    self.settings.progressive_sync_refresh_grace_seconds
+                ),
+            }
+            if self.settings.progressive_syncs and component == "argocd-applicationset-controller"
+            else {}
+        )
         return {
+            **progressive,
             "PATH": path,
             "HOME": str(self.workdir / "home"),
             "TMPDIR": str(self.workdir / "tmp"),

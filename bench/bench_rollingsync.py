@@ -1,0 +1,469 @@
+"""Benchmark: Argo CD's own RollingSync and progressive-sync, side by side on the real Argo CD (issue 33).
+
+One real Argo CD dev stack (`orchestrator.devenv.argocd`: repo-server, application controller and
+ApplicationSet controller with progressive syncs enabled, redis, a `file://` Git repository per
+leg, destination kube-apiservers behind cluster Secrets) carries a fleet of 12 clusters labelled
+with their `region` and the `wave` they belong to. The same release (a commit adding a HealthProbe
+that stays Progressing for `--ready-seconds` after Argo CD creates it, then turns Healthy: a workload
+that takes a moment to become ready) is rolled out by each leg in turn, over its own ApplicationSet
+and repository, with the same waves:
+
+- **rollingsync**: the ApplicationSet has `strategy.type: RollingSync`, one step per wave
+  (`matchExpressions` on the Applications' `wave` label, `maxUpdate` = our `maxParallel`); the
+  ApplicationSet controller writes every sync;
+- **local**: a ProgressiveSync with one stage per wave (cluster selector on the same label,
+  `maxParallel` as above) run by the watcher with the local executor playing Argo Workflows, as
+  tests/argocd_real do;
+- **argo** (the watcher with the real Workflows controller and a real node) is not measured here
+  yet: it needs the real-node stack and Argo CD in one, under the machine's node lock (see
+  `--help`, ARGO_LEG_MISSING).
+
+Every leg starts with release 1 deployed everywhere; the clock starts when the release commit is
+pushed, and a refresh of every Application follows at once (what a Git webhook does; Argo CD's timed
+refresh is off, as in the real-Argo-CD tests). Times come from one watch stream on the Applications
+(`tests/support/app_recorder`: states in resourceVersion order, each with the moment it was seen):
+when a sync request first appeared on each Application, and when it was first seen with the
+operation Succeeded at the release, Synced and Healthy at the release. Per leg: wall time (pushed ->
+last Application Healthy), pushed -> first sync written, each wave boundary (last Healthy of a wave ->
+first sync of the next; negative would be a wave started early), per-cluster hand-off (a cluster
+Healthy -> the sync that took its slot), sync requests written and sync operations started per
+Application (exactly one each expected), and wall / critical path (each wave's own sync -> Healthy
+times scheduled `maxParallel` at a time: 1.00 is an orchestrator that costs nothing).
+
+Figures are reports, not verdicts: the script exits 0 whatever they are, and skips (exit 0, one
+line) when the tools are missing (`make tools`). Needs no root and no node.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import bench_rollout as base  # bench/ is the script's folder, so it is on sys.path
+
+from orchestrator.core.clock import SystemClock
+from orchestrator.devenv import controlplane as devcluster
+from orchestrator.devenv import starter_app, tools
+from orchestrator.devenv.argocd import ArgoCDStack
+from orchestrator.devenv.argocd_settings import ArgoCDSettings, ArgoCDStackError, ArgoCDTools, ClusterSpec
+from orchestrator.kube.client import APPLICATION_SETS, Kube
+from orchestrator.kube.crds import all_crd_documents, apply_crds
+from tests.support.app_recorder import AppState, Seen, recording
+from tests.support.argocd_harness import ProbeDriver, Scenario, rollout_actors, scenario_of
+from tests.support.wait import wait_for
+from tests.support.watcher_harness import phase_of
+
+NAMESPACE = "argocd"
+REGIONS = ("eu", "us", "ap")
+# Who writes the syncs of each leg (`.operation.initiatedBy.username`).
+ROLLINGSYNC_USER = "applicationset-controller"
+OUR_USER = "progressive-sync"
+LEGS = ("rollingsync", "local")
+ARGO_LEG_MISSING = (
+    "argo engine: not measured (needs the real node + Workflows controller and Argo CD on one stack, "
+    "under the node lock; not built yet)"
+)
+
+
+@dataclass(frozen=True)
+class Wave:
+    """One wave of the rollout: a RollingSync step and a ProgressiveSync stage alike."""
+
+    name: str
+    label: str  # the value of the `wave` label of its clusters (and their Applications)
+    parallel: int | str  # maxUpdate of the step, maxParallel of the stage
+
+    def slots(self, size: int) -> int:
+        """How many of its `size` clusters run at once (a percentage rounds down, at least 1)."""
+        if isinstance(self.parallel, int):
+            return max(1, min(self.parallel, size))
+        return max(1, size * int(self.parallel.rstrip("%")) // 100)
+
+
+# The demo's waves: a canary, one cluster per region, the rest half at a time.
+WAVES = (Wave("canary", "canary", 1), Wave("one per region", "regions", 3), Wave("the rest", "rest", "50%"))
+
+
+def fleet(count: int) -> tuple[ClusterSpec, ...]:
+    """`count` clusters `<region>-<n>` round-robin over REGIONS: the first is the canary, the next
+    one per region form the regional wave, the others the rest."""
+    specs = []
+    for index in range(count):
+        region = REGIONS[index % len(REGIONS)]
+        wave = WAVES[0] if index == 0 else WAVES[1] if index <= len(REGIONS) else WAVES[2]
+        specs.append(
+            ClusterSpec(f"{region}-{index // len(REGIONS) + 1}", {"region": region, "wave": wave.label})
+        )
+    return tuple(specs)
+
+
+def rolling_sync_strategy(waves: Sequence[Wave]) -> dict[str, Any]:
+    """The ApplicationSet's `spec.strategy`: one RollingSync step per wave."""
+    steps = [
+        {
+            "matchExpressions": [{"key": "wave", "operator": "In", "values": [wave.label]}],
+            "maxUpdate": wave.parallel,
+        }
+        for wave in waves
+    ]
+    return {"type": "RollingSync", "rollingSync": {"steps": steps}}
+
+
+def stages(waves: Sequence[Wave]) -> list[dict[str, Any]]:
+    """The ProgressiveSync's stages: one per wave, all its clusters, `maxParallel` as the step's."""
+    return [
+        {
+            "name": wave.name,
+            "targets": {"clusters": {"selector": {"matchLabels": {"wave": wave.label}}}},
+            "maxTargets": "100%",
+            "maxParallel": wave.parallel,
+        }
+        for wave in waves
+    ]
+
+
+# --- what the watch stream says (pure) -------------------------------------------------------------
+
+
+@dataclass
+class AppMarks:
+    """One Application's rollout, from the recorded states: when each sync request by the leg's
+    writer appeared, the operations it started, and when it was first Healthy at the release."""
+
+    requests: list[float] = field(default_factory=list)
+    started: set[str] = field(default_factory=set)
+    healthy: float | None = None
+
+
+def done_at(state: AppState, release: str) -> bool:
+    """The release is in place: the operation Succeeded at it, Synced and Healthy at it."""
+    return (
+        state.phase == "Succeeded"
+        and state.applied == release
+        and state.sync == "Synced"
+        and state.sync_revision == release
+        and state.health == "Healthy"
+    )
+
+
+def marks_of(seen: Iterable[Seen], writer: str, release: str, since: float) -> dict[str, AppMarks]:
+    """Per Application, what the states seen from `since` on (monotonic) say: a sync request by
+    `writer` is a state carrying its `.operation` after one without; Healthy counts only after it."""
+    marks: dict[str, AppMarks] = {}
+    requested: dict[str, bool] = {}
+    for entry in seen:
+        mark = marks.setdefault(entry.app, AppMarks())
+        state = entry.state
+        if entry.monotonic < since:
+            requested[entry.app] = state.requested_by == writer
+            continue
+        if state.requested_by == writer and not requested.get(entry.app, False):
+            mark.requests.append(entry.monotonic)
+        requested[entry.app] = state.requested_by == writer
+        if state.started_at and state.started_by == writer:
+            mark.started.add(state.started_at)
+        if mark.healthy is None and mark.requests and done_at(state, release):
+            mark.healthy = entry.monotonic
+    return marks
+
+
+@dataclass(frozen=True)
+class LegFigures:
+    """The figures of one leg (seconds)."""
+
+    wall: float
+    first_sync: float
+    boundaries: list[float]
+    handoffs: list[float]
+    critical: float
+    requests: dict[str, int]
+    started: dict[str, int]
+
+
+def figures(
+    marks: Mapping[str, AppMarks], waves: Sequence[Sequence[str]], slots: Sequence[int], pushed: float
+) -> LegFigures:
+    """The leg's figures from its Applications' marks; `waves` the Applications of each wave in
+    order and `slots` how many of each run at once; `pushed` when the release was pushed."""
+    missing = [
+        app
+        for wave in waves
+        for app in wave
+        if not marks.get(app) or not marks[app].requests or marks[app].healthy is None
+    ]
+    if missing:
+        raise ValueError(f"no sync request or no Healthy at the release seen for {sorted(missing)}")
+    first = {app: marks[app].requests[0] for wave in waves for app in wave}
+    healthy = {app: float(marks[app].healthy or 0.0) for wave in waves for app in wave}
+    boundaries = [
+        min(first[app] for app in after) - max(healthy[app] for app in before)
+        for before, after in itertools.pairwise(waves)
+        if before and after
+    ]
+    handoffs: list[float] = []
+    per_wave: list[tuple[list[float], int]] = []
+    for wave, parallel in zip(waves, slots, strict=True):
+        handoffs += base.slot_reactions([first[a] for a in wave], [healthy[a] for a in wave], parallel)
+        per_wave.append(([healthy[a] - first[a] for a in sorted(wave, key=first.__getitem__)], parallel))
+    return LegFigures(
+        wall=max(healthy.values()) - pushed,
+        first_sync=min(first.values()) - pushed,
+        boundaries=boundaries,
+        handoffs=handoffs,
+        critical=base.critical_path(per_wave),
+        requests={app: len(mark.requests) for app, mark in marks.items()},
+        started={app: len(mark.started) for app, mark in marks.items()},
+    )
+
+
+# --- the run -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the run measures."""
+
+    clusters: int
+    ready_seconds: float
+    legs: tuple[str, ...]
+    refresh_grace_seconds: int
+    timeout: float
+
+
+def parse_options(argv: Sequence[str]) -> Options:
+    """The command line (defaults: the figures the issue asks for)."""
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=f"Legs: {', '.join(LEGS)} (in that order, one after the other). {ARGO_LEG_MISSING}.",
+    )
+    parser.add_argument("--clusters", type=int, default=12, help="clusters of the fleet (default 12)")
+    parser.add_argument(
+        "--ready-seconds",
+        type=float,
+        default=5.0,
+        help="how long the release's HealthProbe stays Progressing after Argo CD creates it (default 5)",
+    )
+    parser.add_argument("--legs", default=",".join(LEGS), help="comma-separated legs to run (default all)")
+    parser.add_argument(
+        "--refresh-grace-seconds",
+        type=int,
+        default=30,
+        help="the ApplicationSet controller's --refresh-grace-period-seconds (default 30, Argo CD's own)",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=600.0, help="give up a leg's rollout after this long"
+    )
+    args = parser.parse_args(argv)
+    legs = tuple(leg.strip() for leg in args.legs.split(",") if leg.strip())
+    unknown = [leg for leg in legs if leg not in LEGS]
+    if unknown:
+        parser.error(f"unknown legs {unknown}: use {', '.join(LEGS)}")
+    return Options(
+        clusters=args.clusters,
+        ready_seconds=args.ready_seconds,
+        legs=legs,
+        refresh_grace_seconds=args.refresh_grace_seconds,
+        timeout=args.timeout,
+    )
+
+
+@contextlib.contextmanager
+def argocd_stack(options: Options) -> Iterator[ArgoCDStack]:
+    """A control plane with the real Argo CD (progressive syncs on) and the fleet's clusters."""
+    argocd_tools = ArgoCDTools.find()
+    assets = devcluster.find_tools_dir()
+    crds = all_crd_documents(tools.peer_crd_dirs(), workflow_crd_dir=tools.minimal_workflow_crd_dir())
+    cluster = devcluster.DevCluster.start(assets)
+    try:
+        kube = Kube.from_kubeconfig(str(cluster.kubeconfig))
+        apply_crds(kube, crds)
+        kube.close()
+        clusters = fleet(options.clusters)
+        settings = ArgoCDSettings(
+            namespace=NAMESPACE,
+            clusters=clusters,
+            servers=-(-len(clusters) // 2),
+            reconciliation_seconds=0,  # no timed refresh: the release is announced by a refresh
+            app_set=None,
+            progressive_syncs=True,
+            progressive_sync_refresh_grace_seconds=options.refresh_grace_seconds,
+            ready_timeout_seconds=300.0,
+        )
+        stack = ArgoCDStack.start(cluster, argocd_tools, settings)
+        try:
+            yield stack
+        finally:
+            stack.stop()
+    finally:
+        cluster.stop()
+
+
+def app_set_status(scenario: Scenario) -> list[dict[str, Any]]:
+    """The ApplicationSet's `status.applicationStatus` (RollingSync's per-Application record)."""
+    app_set = scenario.kube.get(APPLICATION_SETS, scenario.namespace, scenario.name)
+    return list((app_set.get("status") or {}).get("applicationStatus") or [])
+
+
+def enable_rolling_sync(scenario: Scenario, timeout: float) -> None:
+    """Give the scenario's ApplicationSet the RollingSync strategy (release 1 deployed everywhere)
+    and wait until the controller records every Application Healthy."""
+    scenario.kube.patch(
+        APPLICATION_SETS,
+        scenario.namespace,
+        scenario.name,
+        {"spec": {"strategy": rolling_sync_strategy(WAVES)}},
+    )
+
+    def all_healthy() -> bool:
+        statuses = {entry.get("application"): entry.get("status") for entry in app_set_status(scenario)}
+        return all(statuses.get(app) == "Healthy" for app in scenario.apps)
+
+    wait_for(all_healthy, timeout=timeout, interval=0.5, what="RollingSync to record release 1 Healthy")
+
+
+def run_leg(
+    stack: ArgoCDStack, leg: str, options: Options, workdir: Path, say: Callable[[str], None]
+) -> LegFigures:
+    """One rollout of release 2 by `leg` over an ApplicationSet and repository of its own."""
+    labels = {"region": "{{metadata.labels.region}}", "wave": "{{metadata.labels.wave}}"}
+    writer = ROLLINGSYNC_USER if leg == "rollingsync" else OUR_USER
+    started = time.monotonic()
+    with scenario_of(stack, prefix=leg[:5], app_set_changes={"labels": labels}) as scenario:
+        say(
+            f"    {scenario.name}: release 1 on {len(scenario.apps)} Applications "
+            f"in {time.monotonic() - started:.0f}s"
+        )
+        actors: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
+        if leg == "rollingsync":
+            enable_rolling_sync(scenario, timeout=120)
+        else:
+            actors = rollout_actors(stack, workdir / leg)
+        with actors:
+            if leg != "rollingsync":
+                scenario.create_progressive_sync(stages(WAVES), deadline_seconds=int(options.timeout))
+                wait_for(
+                    lambda: phase_of(stack.kube, stack.namespace, scenario.name) == "Pending",
+                    timeout=60,
+                    interval=0.3,
+                    what=f"{scenario.name} up to date before the release",
+                )
+            scripts: dict[str, list[tuple[str, float | None]]] = {
+                cluster: [("Progressing", options.ready_seconds), ("Healthy", 0.0)]
+                for cluster in scenario.clusters
+            }
+            with (
+                recording(stack.kube, stack.namespace, keep=lambda name: name in scenario.apps) as recorder,
+                ProbeDriver(scenario, scripts),
+            ):
+                release = scenario.release({"probe.yaml": starter_app.probe_manifest("probe")})
+                pushed = time.monotonic()
+                scenario.refresh()
+
+                def rolled_out() -> bool:
+                    marks = marks_of(list(recorder.seen), writer, release, pushed)
+                    return all(
+                        marks.get(app) is not None and marks[app].healthy is not None for app in scenario.apps
+                    )
+
+                wait_for(
+                    rolled_out,
+                    timeout=options.timeout,
+                    interval=0.5,
+                    what=f"{leg}: release 2 Healthy everywhere",
+                )
+                if leg != "rollingsync":
+                    phase = scenario.wait_rollout_ended(timeout=60)
+                    if phase != "Succeeded":
+                        raise RuntimeError(f"{leg}: the rollout ended {phase}: {scenario.explain()}")
+                marks = marks_of(list(recorder.seen), writer, release, pushed)
+        by_wave = [
+            [scenario.app(c.name) for c in stack.clusters if c.labels.get("wave") == wave.label]
+            for wave in WAVES
+        ]
+        result = figures(
+            marks, by_wave, [w.slots(len(apps)) for w, apps in zip(WAVES, by_wave, strict=True)], pushed
+        )
+        if leg == "rollingsync":
+            steps = sorted({(e.get("step"), e.get("status")) for e in app_set_status(scenario)})
+            say(f"    ApplicationSet applicationStatus (step, status): {steps}")
+        say(f"    {leg}: release 2 Healthy everywhere {result.wall:.1f}s after the push")
+        return result
+
+
+def report(legs: Mapping[str, LegFigures], options: Options, load: tuple[float, float, float]) -> str:
+    """The table: one column per leg."""
+
+    def p(values: list[float], q: float) -> str:
+        return f"{base.percentile(values, q):.2f}s" if values else "-"
+
+    def counts(values: Mapping[str, int]) -> str:
+        return " or ".join(str(c) for c in sorted(set(values.values())))
+
+    names = {"rollingsync": "ARGO CD ROLLINGSYNC", "local": "OURS, LOCAL ENGINE"}
+    columns = list(legs.values())
+    rows = [
+        ["FIGURE", *(names[leg] for leg in legs)],
+        [f"wall: pushed -> last Healthy, {options.clusters} clusters", *(f"{c.wall:.1f}s" for c in columns)],
+        ["pushed -> first sync written", *(f"{c.first_sync:.2f}s" for c in columns)],
+        *(
+            [
+                f"last Healthy -> next wave's first sync, {i + 1}->{i + 2}",
+                *(f"{c.boundaries[i]:.2f}s" for c in columns),
+            ]
+            for i in range(len(WAVES) - 1)
+        ),
+        ["cluster Healthy -> next sync (hand-off), p50", *(p(c.handoffs, 50) for c in columns)],
+        ["cluster Healthy -> next sync (hand-off), max", *(p(c.handoffs, 100) for c in columns)],
+        ["wall / critical path", *(f"{c.wall / c.critical:.2f} ({c.critical:.0f}s)" for c in columns)],
+        ["sync requests written per Application", *(counts(c.requests) for c in columns)],
+        ["sync operations started per Application", *(counts(c.started) for c in columns)],
+    ]
+    width = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["", *("  ".join(cell.ljust(width[i]) for i, cell in enumerate(row)).rstrip() for row in rows)]
+    lines.append(
+        f"(waves {', '.join(f'{w.name} x{w.parallel}' for w in WAVES)}; the release's probe Progressing "
+        f"{options.ready_seconds:g}s; RollingSync refresh grace {options.refresh_grace_seconds}s; "
+        f"load average at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {ARGO_LEG_MISSING})"
+    )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str]) -> int:
+    """Every leg on one stack, one after the other, then the table."""
+    options = parse_options(argv)
+    say = lambda text: print(text, flush=True)  # noqa: E731
+    load = os.getloadavg()
+    say(
+        f"bench_rollingsync: {options.clusters}-cluster rollout on real Argo CD, "
+        f"legs {', '.join(options.legs)} "
+        f"({SystemClock().now():%H:%M:%S}, load {load[0]:.2f})"
+    )
+    try:
+        ArgoCDTools.find()
+        devcluster.find_tools_dir()
+    except (ArgoCDStackError, devcluster.ControlPlaneError, tools.ToolsMissing) as exc:
+        say(f"bench_rollingsync: skipped, the real Argo CD is not built ({exc}); `make tools` builds it")
+        return 0
+    started = time.monotonic()
+    results: dict[str, LegFigures] = {}
+    with argocd_stack(options) as stack:
+        say(f"  stack with {len(stack.clusters)} clusters started in {time.monotonic() - started:.0f}s")
+        for leg in options.legs:
+            say(f"  {leg}:")
+            results[leg] = run_leg(stack, leg, options, stack.workdir / "legs", say)
+    print(report(results, options, load))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
