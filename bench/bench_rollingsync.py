@@ -14,9 +14,12 @@ and repository, with the same waves:
 - **local**: a ProgressiveSync with one stage per wave (cluster selector on the same label,
   `maxParallel` as above) run by the watcher with the local executor playing Argo Workflows, as
   tests/argocd_real do;
-- **argo** (the watcher with the real Workflows controller and a real node) is not measured here
-  yet: it needs the real-node stack and Argo CD in one, under the machine's node lock (see
-  `--help`, ARGO_LEG_MISSING).
+- **argo**: the same ProgressiveSync run by the watcher with `--engine argo`: the real Argo
+  Workflows controller runs every step as a pod of the locally built step image on a real node.
+  Then the one stack is a `DevStack` with a node and this Argo CD (root, the machine's node: the run
+  waits for its turn on the node queue, `/tmp/progressive-sync-realstack.lock`); the controller is
+  started only before this leg, since it serves every namespace and would otherwise also run the
+  local leg's Workflows. Without root or the node's tools the leg is left out, saying why.
 
 Every leg starts with release 1 deployed everywhere; the clock starts when the release commit is
 pushed, and a refresh of every Application follows at once (what a Git webhook does; Argo CD's timed
@@ -38,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import itertools
 import os
 import sys
@@ -53,26 +57,35 @@ import bench_rollout as base  # bench/ is the script's folder, so it is on sys.p
 
 from orchestrator.core.clock import SystemClock
 from orchestrator.devenv import controlplane as devcluster
-from orchestrator.devenv import starter_app, tools
+from orchestrator.devenv import machine, starter_app, tools
 from orchestrator.devenv.argocd import ArgoCDStack
-from orchestrator.devenv.argocd_settings import ArgoCDSettings, ArgoCDStackError, ArgoCDTools, ClusterSpec
+from orchestrator.devenv.argocd_settings import (
+    NAMES_PER_SERVER,
+    ArgoCDSettings,
+    ArgoCDStackError,
+    ArgoCDTools,
+    ClusterSpec,
+)
+from orchestrator.devenv.argoworkflows import ArgoTools
+from orchestrator.devenv.node import NodeTools
+from orchestrator.devenv.stack import DevStack, StackOptions
 from orchestrator.kube.client import APPLICATION_SETS, Kube
 from orchestrator.kube.crds import all_crd_documents, apply_crds
+from orchestrator.watcher.loop import Watcher
+from orchestrator.watcher.settings import Engine, LogFormat, Settings
 from tests.support.app_recorder import AppState, Seen, recording
 from tests.support.argocd_harness import ProbeDriver, Scenario, rollout_actors, scenario_of
 from tests.support.wait import wait_for
 from tests.support.watcher_harness import phase_of
+from workflow_templates.settings import WorkflowSettings
 
 NAMESPACE = "argocd"
 REGIONS = ("eu", "us", "ap")
 # Who writes the syncs of each leg (`.operation.initiatedBy.username`).
 ROLLINGSYNC_USER = "applicationset-controller"
 OUR_USER = "progressive-sync"
-LEGS = ("rollingsync", "local")
-ARGO_LEG_MISSING = (
-    "argo engine: not measured (needs the real node + Workflows controller and Argo CD on one stack, "
-    "under the node lock; not built yet)"
-)
+LEGS = ("rollingsync", "local", "argo")
+LEG_TITLES = {"rollingsync": "ARGO CD ROLLINGSYNC", "local": "OURS, LOCAL ENGINE", "argo": "OURS, REAL ARGO"}
 
 
 @dataclass(frozen=True)
@@ -237,6 +250,7 @@ class Options:
     ready_seconds: float
     legs: tuple[str, ...]
     refresh_grace_seconds: int
+    requeue_time: str
     timeout: float
 
 
@@ -244,7 +258,8 @@ def parse_options(argv: Sequence[str]) -> Options:
     """The command line (defaults: the figures the issue asks for)."""
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
-        epilog=f"Legs: {', '.join(LEGS)} (in that order, one after the other). {ARGO_LEG_MISSING}.",
+        epilog=f"Legs: {', '.join(LEGS)} (in that order, one after the other; argo needs root and the "
+        "machine's node, and waits for its turn on the node queue).",
     )
     parser.add_argument("--clusters", type=int, default=12, help="clusters of the fleet (default 12)")
     parser.add_argument(
@@ -273,13 +288,77 @@ def parse_options(argv: Sequence[str]) -> Options:
         ready_seconds=args.ready_seconds,
         legs=legs,
         refresh_grace_seconds=args.refresh_grace_seconds,
+        requeue_time=args.requeue_time,
         timeout=args.timeout,
     )
 
 
+def argocd_settings(options: Options) -> ArgoCDSettings:
+    """The Argo CD of the run: progressive syncs on, the fleet's clusters, no timed refresh."""
+    clusters = fleet(options.clusters)
+    return ArgoCDSettings(
+        namespace=NAMESPACE,
+        clusters=clusters,
+        servers=-(-len(clusters) // NAMES_PER_SERVER),
+        reconciliation_seconds=0,  # no timed refresh: the release is announced by a refresh
+        app_set=None,
+        progressive_syncs=True,
+        progressive_sync_refresh_grace_seconds=options.refresh_grace_seconds,
+        ready_timeout_seconds=300.0,
+    )
+
+
+@dataclass
+class Rig:
+    """The one stack every leg runs on: the real Argo CD, and for the argo leg a node under it."""
+
+    argocd: ArgoCDStack
+    dev: DevStack | None = None
+    options: Options | None = None
+
+    def actors(self, leg: str, workdir: Path) -> contextlib.AbstractContextManager[Any]:
+        """What rolls the release out besides Argo CD: nothing for RollingSync, else our watcher."""
+        if leg == "rollingsync":
+            return contextlib.nullcontext()
+        if leg == "local":
+            return rollout_actors(self.argocd, workdir / leg)
+        return self._argo_watcher()
+
+    @contextlib.contextmanager
+    def _argo_watcher(self) -> Iterator[Watcher]:
+        assert self.dev is not None and self.dev.cluster is not None and self.dev.steps_image is not None
+        assert self.options is not None
+        # Started now, not with the stack: it serves every namespace (orchestrator.devenv.argoworkflows).
+        self.dev.add_argo_workflows(requeue_time=self.options.requeue_time, server=False)
+        settings = Settings(
+            namespaces=(NAMESPACE,),
+            kubeconfig=str(self.dev.cluster.kubeconfig),
+            engine=Engine.ARGO,
+            log_format=LogFormat.TEXT,
+            workers=2,
+            workflow=WorkflowSettings(image=self.dev.steps_image.reference, image_pull_policy="Never"),
+        )
+        watcher = Watcher(self.argocd.kube, settings).start()
+        try:
+            yield watcher
+        finally:
+            watcher.stop(timeout=15)
+
+
 @contextlib.contextmanager
-def argocd_stack(options: Options) -> Iterator[ArgoCDStack]:
-    """A control plane with the real Argo CD (progressive syncs on) and the fleet's clusters."""
+def rig(options: Options, say: Callable[[str], None]) -> Iterator[Rig]:
+    """The stack: a control plane with the real Argo CD; with a node under it for the argo leg."""
+    if "argo" in options.legs:
+        with machine.queue_turn(say=say):
+            dev = DevStack.start(
+                StackOptions(node=True, namespaces=(NAMESPACE,), argocd=argocd_settings(options))
+            )
+            try:
+                assert dev.argocd is not None
+                yield Rig(dev.argocd, dev, options)
+            finally:
+                dev.stop()
+        return
     argocd_tools = ArgoCDTools.find()
     assets = devcluster.find_tools_dir()
     crds = all_crd_documents(tools.peer_crd_dirs(), workflow_crd_dir=tools.minimal_workflow_crd_dir())
@@ -288,24 +367,25 @@ def argocd_stack(options: Options) -> Iterator[ArgoCDStack]:
         kube = Kube.from_kubeconfig(str(cluster.kubeconfig))
         apply_crds(kube, crds)
         kube.close()
-        clusters = fleet(options.clusters)
-        settings = ArgoCDSettings(
-            namespace=NAMESPACE,
-            clusters=clusters,
-            servers=-(-len(clusters) // 2),
-            reconciliation_seconds=0,  # no timed refresh: the release is announced by a refresh
-            app_set=None,
-            progressive_syncs=True,
-            progressive_sync_refresh_grace_seconds=options.refresh_grace_seconds,
-            ready_timeout_seconds=300.0,
-        )
-        stack = ArgoCDStack.start(cluster, argocd_tools, settings)
+        stack = ArgoCDStack.start(cluster, argocd_tools, argocd_settings(options))
         try:
-            yield stack
+            yield Rig(stack, options=options)
         finally:
             stack.stop()
     finally:
         cluster.stop()
+
+
+def missing_for_argo() -> str:
+    """Why the argo leg cannot run here ("" when it can)."""
+    if os.geteuid() != 0:
+        return "it needs root (a real node)"
+    try:
+        NodeTools.find()
+        ArgoTools.find()
+    except (devcluster.ControlPlaneError, tools.ToolsMissing) as exc:
+        return str(exc)
+    return ""
 
 
 def app_set_status(scenario: Scenario) -> list[dict[str, Any]]:
@@ -331,10 +411,20 @@ def enable_rolling_sync(scenario: Scenario, timeout: float) -> None:
     wait_for(all_healthy, timeout=timeout, interval=0.5, what="RollingSync to record release 1 Healthy")
 
 
-def run_leg(
-    stack: ArgoCDStack, leg: str, options: Options, workdir: Path, say: Callable[[str], None]
-) -> LegFigures:
+def triggered_syncs(stack: ArgoCDStack, apps: Sequence[str]) -> dict[str, int]:
+    """How often the ApplicationSet controller logged "triggering sync for application: APP" per
+    Application (a second source for RollingSync's sync count, beside the watch stream)."""
+    lines = (
+        stack.supervisor.log_path("argocd-applicationset-controller").read_text(errors="replace").splitlines()
+    )
+    return {
+        app: sum(1 for line in lines if f"triggering sync for application: {app}," in line) for app in apps
+    }
+
+
+def run_leg(rig: Rig, leg: str, options: Options, workdir: Path, say: Callable[[str], None]) -> LegFigures:
     """One rollout of release 2 by `leg` over an ApplicationSet and repository of its own."""
+    stack = rig.argocd
     labels = {"region": "{{metadata.labels.region}}", "wave": "{{metadata.labels.wave}}"}
     writer = ROLLINGSYNC_USER if leg == "rollingsync" else OUR_USER
     started = time.monotonic()
@@ -343,12 +433,9 @@ def run_leg(
             f"    {scenario.name}: release 1 on {len(scenario.apps)} Applications "
             f"in {time.monotonic() - started:.0f}s"
         )
-        actors: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
         if leg == "rollingsync":
             enable_rolling_sync(scenario, timeout=120)
-        else:
-            actors = rollout_actors(stack, workdir / leg)
-        with actors:
+        with rig.actors(leg, workdir):
             if leg != "rollingsync":
                 scenario.create_progressive_sync(stages(WAVES), deadline_seconds=int(options.timeout))
                 wait_for(
@@ -396,6 +483,11 @@ def run_leg(
         if leg == "rollingsync":
             steps = sorted({(e.get("step"), e.get("status")) for e in app_set_status(scenario)})
             say(f"    ApplicationSet applicationStatus (step, status): {steps}")
+            triggered = triggered_syncs(stack, scenario.apps)
+            say(
+                "    the ApplicationSet controller's log, 'triggering sync' lines per Application: "
+                + " or ".join(str(n) for n in sorted(set(triggered.values())))
+            )
         say(f"    {leg}: release 2 Healthy everywhere {result.wall:.1f}s after the push")
         return result
 
@@ -409,10 +501,9 @@ def report(legs: Mapping[str, LegFigures], options: Options, load: tuple[float, 
     def counts(values: Mapping[str, int]) -> str:
         return " or ".join(str(c) for c in sorted(set(values.values())))
 
-    names = {"rollingsync": "ARGO CD ROLLINGSYNC", "local": "OURS, LOCAL ENGINE"}
     columns = list(legs.values())
     rows = [
-        ["FIGURE", *(names[leg] for leg in legs)],
+        ["FIGURE", *(LEG_TITLES[leg] for leg in legs)],
         [f"wall: pushed -> last Healthy, {options.clusters} clusters", *(f"{c.wall:.1f}s" for c in columns)],
         ["pushed -> first sync written", *(f"{c.first_sync:.2f}s" for c in columns)],
         *(
@@ -433,7 +524,8 @@ def report(legs: Mapping[str, LegFigures], options: Options, load: tuple[float, 
     lines.append(
         f"(waves {', '.join(f'{w.name} x{w.parallel}' for w in WAVES)}; the release's probe Progressing "
         f"{options.ready_seconds:g}s; RollingSync refresh grace {options.refresh_grace_seconds}s; "
-        f"load average at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {ARGO_LEG_MISSING})"
+        f"Argo Workflows DEFAULT_REQUEUE_TIME {options.requeue_time}; "
+        f"load average at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f})"
     )
     return "\n".join(lines)
 
@@ -454,13 +546,19 @@ def main(argv: Sequence[str]) -> int:
     except (ArgoCDStackError, devcluster.ControlPlaneError, tools.ToolsMissing) as exc:
         say(f"bench_rollingsync: skipped, the real Argo CD is not built ({exc}); `make tools` builds it")
         return 0
+    if "argo" in options.legs and (why := missing_for_argo()):
+        say(f"bench_rollingsync: the argo leg is left out: {why}")
+        options = dataclasses.replace(options, legs=tuple(leg for leg in options.legs if leg != "argo"))
     started = time.monotonic()
     results: dict[str, LegFigures] = {}
-    with argocd_stack(options) as stack:
-        say(f"  stack with {len(stack.clusters)} clusters started in {time.monotonic() - started:.0f}s")
+    with rig(options, say) as running:
+        say(
+            f"  stack with {len(running.argocd.clusters)} clusters started "
+            f"in {time.monotonic() - started:.0f}s"
+        )
         for leg in options.legs:
             say(f"  {leg}:")
-            results[leg] = run_leg(stack, leg, options, stack.workdir / "legs", say)
+            results[leg] = run_leg(running, leg, options, running.argocd.workdir / "legs", say)
     print(report(results, options, load))
     return 0
 
