@@ -69,7 +69,7 @@ from orchestrator.devenv.argocd_settings import (
 from orchestrator.devenv.argoworkflows import ArgoTools
 from orchestrator.devenv.node import NodeTools
 from orchestrator.devenv.stack import DevStack, StackOptions
-from orchestrator.kube.client import APPLICATION_SETS, Kube
+from orchestrator.kube.client import APPLICATION_SETS, WORKFLOWS, Kube, NotFound
 from orchestrator.kube.crds import all_crd_documents, apply_crds
 from orchestrator.watcher.loop import Watcher
 from orchestrator.watcher.settings import Engine, LogFormat, Settings
@@ -328,7 +328,12 @@ class Rig:
     def _argo_watcher(self) -> Iterator[Watcher]:
         assert self.dev is not None and self.dev.cluster is not None and self.dev.steps_image is not None
         assert self.options is not None
-        # Started now, not with the stack: it serves every namespace (orchestrator.devenv.argoworkflows).
+        # Started now, not with the stack: it serves every namespace (orchestrator.devenv.argoworkflows),
+        # so the local leg's Workflows (ended, their ProgressiveSync gone) go first.
+        kube = self.argocd.kube
+        for workflow in kube.list(WORKFLOWS, NAMESPACE)[0]:
+            with contextlib.suppress(NotFound):
+                kube.delete(WORKFLOWS, NAMESPACE, workflow["metadata"]["name"])
         self.dev.add_argo_workflows(requeue_time=self.options.requeue_time, server=False)
         settings = Settings(
             namespaces=(NAMESPACE,),
