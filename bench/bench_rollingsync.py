@@ -276,6 +276,11 @@ def parse_options(argv: Sequence[str]) -> Options:
         help="the ApplicationSet controller's --refresh-grace-period-seconds (default 30, Argo CD's own)",
     )
     parser.add_argument(
+        "--requeue-time",
+        default="10s",
+        help="the Argo Workflows controller's DEFAULT_REQUEUE_TIME in the argo leg (default 10s, Argo's own)",
+    )
+    parser.add_argument(
         "--timeout", type=float, default=600.0, help="give up a leg's rollout after this long"
     )
     args = parser.parse_args(argv)

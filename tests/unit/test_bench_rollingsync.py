@@ -193,3 +193,22 @@ def test_figures_of_a_leg() -> None:
 def test_figures_refuse_an_application_never_seen_healthy() -> None:
     with pytest.raises(ValueError, match="b"):
         bench.figures({"a": marks(1.0, 2.0), "b": bench.AppMarks()}, [["a"], ["b"]], [1, 1], pushed=0.0)
+
+
+@pytest.mark.parametrize(
+    ("argv", "legs", "requeue"),
+    [
+        pytest.param([], ("rollingsync", "local", "argo"), "10s", id="defaults"),
+        pytest.param(
+            ["--legs", "rollingsync, local", "--requeue-time", "1s"], ("rollingsync", "local"), "1s", id="set"
+        ),
+    ],
+)
+def test_the_command_line(argv: list[str], legs: tuple[str, ...], requeue: str) -> None:
+    options = bench.parse_options(argv)
+    assert (options.legs, options.requeue_time, options.clusters) == (legs, requeue, 12)
+
+
+def test_an_unknown_leg_is_a_usage_error() -> None:
+    with pytest.raises(SystemExit):
+        bench.parse_options(["--legs", "kargo"])
