@@ -10,7 +10,9 @@ and repository, with the same waves:
 
 - **rollingsync**: the ApplicationSet has `strategy.type: RollingSync`, one step per wave
   (`matchExpressions` on the Applications' `wave` label, `maxUpdate` = our `maxParallel`); the
-  ApplicationSet controller writes every sync;
+  ApplicationSet controller writes every sync. Once per `--refresh-grace-seconds` (30, Argo CD's
+  default, then 0): how long after an Application changed the controller waits for Argo CD's own
+  comparison before it lets a step start (the controller is restarted between);
 - **local**: a ProgressiveSync with one stage per wave (cluster selector on the same label,
   `maxParallel` as above) run by the watcher with the local executor playing Argo Workflows, as
   tests/argocd_real do;
@@ -19,7 +21,9 @@ and repository, with the same waves:
   Then the one stack is a `DevStack` with a node and this Argo CD (root, the machine's node: the run
   waits for its turn on the node queue, `/tmp/progressive-sync-realstack.lock`); the controller is
   started only before this leg, since it serves every namespace and would otherwise also run the
-  local leg's Workflows. Without root or the node's tools the leg is left out, saying why.
+  local leg's Workflows. Once per `--requeue-times` (10s, Argo's default, then the tests' 1s: how
+  soon the controller looks at a Workflow again; restarted between). Without root or the node's
+  tools the leg is left out, saying why.
 
 Every leg starts with release 1 deployed everywhere; the clock starts when the release commit is
 pushed, and a refresh of every Application follows at once (what a Git webhook does; Argo CD's timed
@@ -85,7 +89,6 @@ REGIONS = ("eu", "us", "ap")
 ROLLINGSYNC_USER = "applicationset-controller"
 OUR_USER = "progressive-sync"
 LEGS = ("rollingsync", "local", "argo")
-LEG_TITLES = {"rollingsync": "ARGO CD ROLLINGSYNC", "local": "OURS, LOCAL ENGINE", "argo": "OURS, REAL ARGO"}
 
 
 @dataclass(frozen=True)
@@ -249,8 +252,8 @@ class Options:
     clusters: int
     ready_seconds: float
     legs: tuple[str, ...]
-    refresh_grace_seconds: int
-    requeue_time: str
+    refresh_graces: tuple[int, ...]
+    requeue_times: tuple[str, ...]
     timeout: float
 
 
@@ -271,14 +274,15 @@ def parse_options(argv: Sequence[str]) -> Options:
     parser.add_argument("--legs", default=",".join(LEGS), help="comma-separated legs to run (default all)")
     parser.add_argument(
         "--refresh-grace-seconds",
-        type=int,
-        default=30,
-        help="the ApplicationSet controller's --refresh-grace-period-seconds (default 30, Argo CD's own)",
+        default="30,0",
+        help="the ApplicationSet controller's --refresh-grace-period-seconds, one RollingSync run each "
+        "(comma-separated; default 30,0: Argo CD's own default, then none)",
     )
     parser.add_argument(
-        "--requeue-time",
-        default="10s",
-        help="the Argo Workflows controller's DEFAULT_REQUEUE_TIME in the argo leg (default 10s, Argo's own)",
+        "--requeue-times",
+        default="10s,1s",
+        help="the Argo Workflows controller's DEFAULT_REQUEUE_TIME, one argo run each (comma-separated; "
+        "default 10s,1s: Argo's own default, then the tests')",
     )
     parser.add_argument(
         "--timeout", type=float, default=600.0, help="give up a leg's rollout after this long"
@@ -292,8 +296,8 @@ def parse_options(argv: Sequence[str]) -> Options:
         clusters=args.clusters,
         ready_seconds=args.ready_seconds,
         legs=legs,
-        refresh_grace_seconds=args.refresh_grace_seconds,
-        requeue_time=args.requeue_time,
+        refresh_graces=tuple(int(g) for g in args.refresh_grace_seconds.split(",") if g.strip()),
+        requeue_times=tuple(t.strip() for t in args.requeue_times.split(",") if t.strip()),
         timeout=args.timeout,
     )
 
@@ -308,9 +312,40 @@ def argocd_settings(options: Options) -> ArgoCDSettings:
         reconciliation_seconds=0,  # no timed refresh: the release is announced by a refresh
         app_set=None,
         progressive_syncs=True,
-        progressive_sync_refresh_grace_seconds=options.refresh_grace_seconds,
+        progressive_sync_refresh_grace_seconds=options.refresh_graces[0],
         ready_timeout_seconds=300.0,
     )
+
+
+@dataclass(frozen=True)
+class Run:
+    """One rollout of the bench: a leg, with the RollingSync refresh grace or the Argo requeue time."""
+
+    leg: str
+    grace: int = 0
+    requeue_time: str = ""
+
+    @property
+    def title(self) -> str:
+        """The run's column in the table."""
+        if self.leg == "rollingsync":
+            return f"ROLLINGSYNC grace {self.grace}s"
+        if self.leg == "local":
+            return "OURS local engine"
+        return f"OURS real Argo requeue {self.requeue_time}"
+
+
+def runs(options: Options) -> list[Run]:
+    """The runs of the bench, in order: each leg once per variant it is measured with."""
+    planned: list[Run] = []
+    for leg in options.legs:
+        if leg == "rollingsync":
+            planned += [Run(leg, grace=grace) for grace in options.refresh_graces]
+        elif leg == "argo":
+            planned += [Run(leg, requeue_time=requeue) for requeue in options.requeue_times]
+        else:
+            planned.append(Run(leg))
+    return planned
 
 
 @dataclass
@@ -319,27 +354,34 @@ class Rig:
 
     argocd: ArgoCDStack
     dev: DevStack | None = None
-    options: Options | None = None
+    requeue_time: str = ""  # the running Argo Workflows controller's ("": none runs)
 
-    def actors(self, leg: str, workdir: Path) -> contextlib.AbstractContextManager[Any]:
-        """What rolls the release out besides Argo CD: nothing for RollingSync, else our watcher."""
-        if leg == "rollingsync":
+    def actors(self, run: Run, workdir: Path) -> contextlib.AbstractContextManager[Any]:
+        """What rolls the release out besides Argo CD: nothing for RollingSync (its controller set
+        to the run's refresh grace), else our watcher."""
+        if run.leg == "rollingsync":
+            if self.argocd.settings.progressive_sync_refresh_grace_seconds != run.grace:
+                self.argocd.set_progressive_sync_refresh_grace(run.grace)
             return contextlib.nullcontext()
-        if leg == "local":
-            return rollout_actors(self.argocd, workdir / leg)
-        return self._argo_watcher()
+        if run.leg == "local":
+            return rollout_actors(self.argocd, workdir / run.leg)
+        return self._argo_watcher(run.requeue_time)
 
     @contextlib.contextmanager
-    def _argo_watcher(self) -> Iterator[Watcher]:
+    def _argo_watcher(self, requeue_time: str) -> Iterator[Watcher]:
         assert self.dev is not None and self.dev.cluster is not None and self.dev.steps_image is not None
-        assert self.options is not None
+        if self.requeue_time and self.requeue_time != requeue_time:
+            self.dev.restart_argo_workflows(requeue_time=requeue_time)
+            self.requeue_time = requeue_time
         # Started now, not with the stack: it serves every namespace (orchestrator.devenv.argoworkflows),
         # so the local leg's Workflows (ended, their ProgressiveSync gone) go first.
         kube = self.argocd.kube
         for workflow in kube.list(WORKFLOWS, NAMESPACE)[0]:
             with contextlib.suppress(NotFound):
                 kube.delete(WORKFLOWS, NAMESPACE, workflow["metadata"]["name"])
-        self.dev.add_argo_workflows(requeue_time=self.options.requeue_time, server=False)
+        if not self.requeue_time:
+            self.dev.add_argo_workflows(requeue_time=requeue_time, server=False)
+            self.requeue_time = requeue_time
         settings = Settings(
             namespaces=(NAMESPACE,),
             kubeconfig=str(self.dev.cluster.kubeconfig),
@@ -365,7 +407,7 @@ def rig(options: Options, say: Callable[[str], None]) -> Iterator[Rig]:
             )
             try:
                 assert dev.argocd is not None
-                yield Rig(dev.argocd, dev, options)
+                yield Rig(dev.argocd, dev)
             finally:
                 dev.stop()
         return
@@ -379,7 +421,7 @@ def rig(options: Options, say: Callable[[str], None]) -> Iterator[Rig]:
         kube.close()
         stack = ArgoCDStack.start(cluster, argocd_tools, argocd_settings(options))
         try:
-            yield Rig(stack, options=options)
+            yield Rig(stack)
         finally:
             stack.stop()
     finally:
@@ -432,9 +474,10 @@ def triggered_syncs(stack: ArgoCDStack, apps: Sequence[str]) -> dict[str, int]:
     }
 
 
-def run_leg(rig: Rig, leg: str, options: Options, workdir: Path, say: Callable[[str], None]) -> LegFigures:
-    """One rollout of release 2 by `leg` over an ApplicationSet and repository of its own."""
+def run_leg(rig: Rig, run: Run, options: Options, workdir: Path, say: Callable[[str], None]) -> LegFigures:
+    """One rollout of release 2 by `run`'s leg over an ApplicationSet and repository of its own."""
     stack = rig.argocd
+    leg = run.leg
     labels = {"region": "{{metadata.labels.region}}", "wave": "{{metadata.labels.wave}}"}
     writer = ROLLINGSYNC_USER if leg == "rollingsync" else OUR_USER
     started = time.monotonic()
@@ -445,7 +488,7 @@ def run_leg(rig: Rig, leg: str, options: Options, workdir: Path, say: Callable[[
         )
         if leg == "rollingsync":
             enable_rolling_sync(scenario, timeout=120)
-        with rig.actors(leg, workdir):
+        with rig.actors(run, workdir):
             if leg != "rollingsync":
                 scenario.create_progressive_sync(stages(WAVES), deadline_seconds=int(options.timeout))
                 wait_for(
@@ -495,15 +538,16 @@ def run_leg(rig: Rig, leg: str, options: Options, workdir: Path, say: Callable[[
             say(f"    ApplicationSet applicationStatus (step, status): {steps}")
             triggered = triggered_syncs(stack, scenario.apps)
             say(
-                "    the ApplicationSet controller's log, 'triggering sync' lines per Application: "
+                "    reconciles that put a sync into an Application's desired state (the controller's "
+                "'triggering sync' log lines; a write only when the live one has none): "
                 + " or ".join(str(n) for n in sorted(set(triggered.values())))
             )
         say(f"    {leg}: release 2 Healthy everywhere {result.wall:.1f}s after the push")
         return result
 
 
-def report(legs: Mapping[str, LegFigures], options: Options, load: tuple[float, float, float]) -> str:
-    """The table: one column per leg."""
+def report(results: Sequence[tuple[Run, LegFigures, float]], options: Options) -> str:
+    """The table: one column per run (with the machine's 1-minute load average at its push)."""
 
     def p(values: list[float], q: float) -> str:
         return f"{base.percentile(values, q):.2f}s" if values else "-"
@@ -511,9 +555,9 @@ def report(legs: Mapping[str, LegFigures], options: Options, load: tuple[float, 
     def counts(values: Mapping[str, int]) -> str:
         return " or ".join(str(c) for c in sorted(set(values.values())))
 
-    columns = list(legs.values())
+    columns = [figures for _, figures, _ in results]
     rows = [
-        ["FIGURE", *(LEG_TITLES[leg] for leg in legs)],
+        ["FIGURE", *(run.title for run, _, _ in results)],
         [f"wall: pushed -> last Healthy, {options.clusters} clusters", *(f"{c.wall:.1f}s" for c in columns)],
         ["pushed -> first sync written", *(f"{c.first_sync:.2f}s" for c in columns)],
         *(
@@ -528,14 +572,15 @@ def report(legs: Mapping[str, LegFigures], options: Options, load: tuple[float, 
         ["wall / critical path", *(f"{c.wall / c.critical:.2f} ({c.critical:.0f}s)" for c in columns)],
         ["sync requests written per Application", *(counts(c.requests) for c in columns)],
         ["sync operations started per Application", *(counts(c.started) for c in columns)],
+        ["load average (1 min) at the push", *(f"{load:.1f}" for _, _, load in results)],
     ]
     width = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["", *("  ".join(cell.ljust(width[i]) for i, cell in enumerate(row)).rstrip() for row in rows)]
     lines.append(
         f"(waves {', '.join(f'{w.name} x{w.parallel}' for w in WAVES)}; the release's probe Progressing "
-        f"{options.ready_seconds:g}s; RollingSync refresh grace {options.refresh_grace_seconds}s; "
-        f"Argo Workflows DEFAULT_REQUEUE_TIME {options.requeue_time}; "
-        f"load average at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f})"
+        f"{options.ready_seconds:g}s; grace: the ApplicationSet controller's refresh grace, 30s by "
+        "default; requeue: the Argo Workflows controller's DEFAULT_REQUEUE_TIME, 10s by default; "
+        f"{os.cpu_count()} cores)"
     )
     return "\n".join(lines)
 
@@ -560,16 +605,19 @@ def main(argv: Sequence[str]) -> int:
         say(f"bench_rollingsync: the argo leg is left out: {why}")
         options = dataclasses.replace(options, legs=tuple(leg for leg in options.legs if leg != "argo"))
     started = time.monotonic()
-    results: dict[str, LegFigures] = {}
+    results: list[tuple[Run, LegFigures, float]] = []
     with rig(options, say) as running:
         say(
             f"  stack with {len(running.argocd.clusters)} clusters started "
             f"in {time.monotonic() - started:.0f}s"
         )
-        for leg in options.legs:
-            say(f"  {leg}:")
-            results[leg] = run_leg(running, leg, options, running.argocd.workdir / "legs", say)
-    print(report(results, options, load))
+        for run in runs(options):
+            say(f"  {run.title}:")
+            at_push = os.getloadavg()[0]
+            results.append(
+                (run, run_leg(running, run, options, running.argocd.workdir / "legs", say), at_push)
+            )
+    print(report(results, options))
     return 0
 
 

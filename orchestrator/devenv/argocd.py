@@ -400,6 +400,19 @@ class ArgoCDStack:
             self.supervisor.restart(component, kill_signal=signal.SIGTERM, env=self._environment(component))
             self._wait_ready(component)
 
+    def set_progressive_sync_refresh_grace(self, seconds: int) -> None:
+        """Restart the ApplicationSet controller with progressive syncs on and this refresh grace
+        (`--refresh-grace-period-seconds`: how long after an Application changed it waits for Argo
+        CD's own comparison before it asks for a refresh and lets a RollingSync step start)."""
+        if seconds < 0:
+            raise ValueError("the refresh grace cannot be negative")
+        self.settings = replace(
+            self.settings, progressive_syncs=True, progressive_sync_refresh_grace_seconds=seconds
+        )
+        component = "argocd-applicationset-controller"
+        self.supervisor.restart(component, kill_signal=signal.SIGTERM, env=self._environment(component))
+        self._wait_ready(component)
+
     # -- using it ---------------------------------------------------------------------------
 
     @property

@@ -196,17 +196,30 @@ def test_figures_refuse_an_application_never_seen_healthy() -> None:
 
 
 @pytest.mark.parametrize(
-    ("argv", "legs", "requeue"),
+    ("argv", "titles"),
     [
-        pytest.param([], ("rollingsync", "local", "argo"), "10s", id="defaults"),
         pytest.param(
-            ["--legs", "rollingsync, local", "--requeue-time", "1s"], ("rollingsync", "local"), "1s", id="set"
+            [],
+            [
+                "ROLLINGSYNC grace 30s",
+                "ROLLINGSYNC grace 0s",
+                "OURS local engine",
+                "OURS real Argo requeue 10s",
+                "OURS real Argo requeue 1s",
+            ],
+            id="defaults",
+        ),
+        pytest.param(
+            ["--legs", "argo, rollingsync", "--requeue-times", "1s", "--refresh-grace-seconds", "5"],
+            ["OURS real Argo requeue 1s", "ROLLINGSYNC grace 5s"],
+            id="chosen",
         ),
     ],
 )
-def test_the_command_line(argv: list[str], legs: tuple[str, ...], requeue: str) -> None:
-    options = bench.parse_options(argv)
-    assert (options.legs, options.requeue_time, options.clusters) == (legs, requeue, 12)
+def test_the_command_line_says_which_runs_are_measured_in_which_order(
+    argv: list[str], titles: list[str]
+) -> None:
+    assert [run.title for run in bench.runs(bench.parse_options(argv))] == titles
 
 
 def test_an_unknown_leg_is_a_usage_error() -> None:
