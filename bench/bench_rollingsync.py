@@ -154,27 +154,30 @@ def stages(waves: Sequence[Wave]) -> list[dict[str, Any]]:
 @dataclass
 class AppMarks:
     """One Application's rollout, from the recorded states: when each sync request by the leg's
-    writer appeared, the operations it started, and when it was first Healthy at the release."""
+    writer appeared, the operations it started, when the first of them was seen Succeeded at the
+    release, and when it was first Healthy at the release after that."""
 
     requests: list[float] = field(default_factory=list)
     started: set[str] = field(default_factory=set)
+    applied: float | None = None
     healthy: float | None = None
 
 
-def done_at(state: AppState, release: str) -> bool:
-    """The release is in place: the operation Succeeded at it, Synced and Healthy at it."""
-    return (
-        state.phase == "Succeeded"
-        and state.applied == release
-        and state.sync == "Synced"
-        and state.sync_revision == release
-        and state.health == "Healthy"
-    )
+def applied_at(state: AppState, writer: str, release: str) -> bool:
+    """An operation `writer` asked for Succeeded at the release."""
+    return state.phase == "Succeeded" and state.started_by == writer and state.applied == release
+
+
+def healthy_at(state: AppState, release: str) -> bool:
+    """Synced and Healthy at the release (whatever operation runs: RollingSync reads only these)."""
+    return state.sync == "Synced" and state.sync_revision == release and state.health == "Healthy"
 
 
 def marks_of(seen: Iterable[Seen], writer: str, release: str, since: float) -> dict[str, AppMarks]:
     """Per Application, what the states seen from `since` on (monotonic) say: a sync request by
-    `writer` is a state carrying its `.operation` after one without; Healthy counts only after it."""
+    `writer` is a state carrying its `.operation` after one without; Healthy at the release counts
+    only once an operation of `writer` Succeeded at it (no Healthy from before the release's
+    workload was there), whatever runs after (RollingSync may sync it once more meanwhile)."""
     marks: dict[str, AppMarks] = {}
     requested: dict[str, bool] = {}
     for entry in seen:
@@ -188,7 +191,9 @@ def marks_of(seen: Iterable[Seen], writer: str, release: str, since: float) -> d
         requested[entry.app] = state.requested_by == writer
         if state.started_at and state.started_by == writer:
             mark.started.add(state.started_at)
-        if mark.healthy is None and mark.requests and done_at(state, release):
+        if mark.applied is None and mark.requests and applied_at(state, writer, release):
+            mark.applied = entry.monotonic
+        if mark.healthy is None and mark.applied is not None and healthy_at(state, release):
             mark.healthy = entry.monotonic
     return marks
 
@@ -563,7 +568,7 @@ def report(results: Sequence[tuple[Run, LegFigures, float]], options: Options) -
         *(
             [
                 f"last Healthy -> next wave's first sync, {i + 1}->{i + 2}",
-                *(f"{c.boundaries[i]:.2f}s" for c in columns),
+                *(f"{c.boundaries[i]:.2f}s" if i < len(c.boundaries) else "-" for c in columns),
             ]
             for i in range(len(WAVES) - 1)
         ),

@@ -151,7 +151,20 @@ def test_rolling_sync_steps_and_our_stages_are_the_same_waves() -> None:
             [2.0],
             1,
             None,
-            id="healthy-at-the-old-revision-is-not-done",
+            id="healthy-before-an-operation-succeeded-at-the-release-is-not-done",
+        ),
+        pytest.param(
+            [
+                ("x", 2.0, REQUESTED),
+                ("x", 3.0, PROGRESSING),
+                ("x", 3.5, {**REQUESTED, "sync": "Synced", "health": "Progressing"}),
+                ("x", 4.0, {**RUNNING, "started_at": "t2", "sync": "Synced", "health": "Healthy"}),
+                ("x", 5.0, {**HEALTHY, "started_at": "t2"}),
+            ],
+            [2.0, 3.5],
+            2,
+            4.0,
+            id="healthy-while-a-second-sync-runs",
         ),
     ],
 )
