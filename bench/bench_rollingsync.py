@@ -29,16 +29,19 @@ Every leg starts with release 1 deployed everywhere; the clock starts when the r
 pushed, and a refresh of every Application follows at once (what a Git webhook does; Argo CD's timed
 refresh is off, as in the real-Argo-CD tests). Times come from one watch stream on the Applications
 (`tests/support/app_recorder`: states in resourceVersion order, each with the moment it was seen):
-when a sync request first appeared on each Application, and when it was first seen with the
-operation Succeeded at the release, Synced and Healthy at the release. Per leg: wall time (pushed ->
-last Application Healthy), pushed -> first sync written, each wave boundary (last Healthy of a wave ->
-first sync of the next; negative would be a wave started early), per-cluster hand-off (a cluster
-Healthy -> the sync that took its slot), sync requests written and sync operations started per
-Application (exactly one each expected), and wall / critical path (each wave's own sync -> Healthy
-times scheduled `maxParallel` at a time: 1.00 is an orchestrator that costs nothing).
+when a sync request first appeared on each Application, and when it was first seen Synced and
+Healthy at the release after an operation of the leg's writer Succeeded at it (so no Healthy from
+before the release's workload existed; RollingSync itself reads only sync and health). Per run:
+wall time (pushed -> last Application Healthy), pushed -> first sync written, each wave boundary
+(last Healthy of a wave -> first sync of the next; negative would be a wave started early),
+per-cluster hand-off (a cluster Healthy -> the sync that took its slot), sync requests written and
+sync operations started per Application (exactly one each expected), and wall / critical path
+(each wave's own sync -> Healthy times scheduled `maxParallel` at a time: 1.00 is an orchestrator
+that costs nothing).
 
 Figures are reports, not verdicts: the script exits 0 whatever they are, and skips (exit 0, one
-line) when the tools are missing (`make tools`). Needs no root and no node.
+line) when the tools are missing (`make tools`). Only the argo leg needs root and the node. The
+measured table and what it says: docs/comparison.md, "RollingSync, side by side".
 """
 
 from __future__ import annotations
