@@ -253,7 +253,18 @@ class ArgoCDStack:
                 os.environ.get("PATH", "/usr/bin:/bin"),
             ]
         )
+        progressive = (
+            {
+                "ARGOCD_APPLICATIONSET_CONTROLLER_ENABLE_PROGRESSIVE_SYNCS": "true",
+                "ARGOCD_APPLICATIONSET_CONTROLLER_REFRESH_GRACE_PERIOD_SECONDS": str(
+                    self.settings.progressive_sync_refresh_grace_seconds
+                ),
+            }
+            if self.settings.progressive_syncs and component == "argocd-applicationset-controller"
+            else {}
+        )
         return {
+            **progressive,
             "PATH": path,
             "HOME": str(self.workdir / "home"),
             "TMPDIR": str(self.workdir / "tmp"),
@@ -388,6 +399,19 @@ class ArgoCDStack:
         for component in ("argocd-repo-server", "argocd-application-controller"):
             self.supervisor.restart(component, kill_signal=signal.SIGTERM, env=self._environment(component))
             self._wait_ready(component)
+
+    def set_progressive_sync_refresh_grace(self, seconds: int) -> None:
+        """Restart the ApplicationSet controller with progressive syncs on and this refresh grace
+        (`--refresh-grace-period-seconds`: how long after an Application changed it waits for Argo
+        CD's own comparison before it asks for a refresh and lets a RollingSync step start)."""
+        if seconds < 0:
+            raise ValueError("the refresh grace cannot be negative")
+        self.settings = replace(
+            self.settings, progressive_syncs=True, progressive_sync_refresh_grace_seconds=seconds
+        )
+        component = "argocd-applicationset-controller"
+        self.supervisor.restart(component, kill_signal=signal.SIGTERM, env=self._environment(component))
+        self._wait_ready(component)
 
     # -- using it ---------------------------------------------------------------------------
 

@@ -139,6 +139,12 @@ class ArgoCDSettings:
     extra_argocd_cm: Mapping[str, str] = field(default_factory=dict)
     log_level: str = "info"
     ready_timeout_seconds: float = 120.0
+    # Argo CD's own progressive syncs (ApplicationSet `strategy.type: RollingSync`): off by default,
+    # as in Argo CD; the ApplicationSet controller's `--enable-progressive-syncs`. Its refresh grace
+    # (`--refresh-grace-period-seconds`, 30 by default in v3.6.1): how long after an Application's
+    # change it waits for Argo CD's own comparison before it asks for a refresh and moves on.
+    progressive_syncs: bool = False
+    progressive_sync_refresh_grace_seconds: int = 30
 
     def __post_init__(self) -> None:
         if self.servers < 1:
