@@ -171,9 +171,20 @@ class Cron:
             elif not self._day_matches(when):
                 when = (when + timedelta(days=1)).replace(hour=0, minute=0)
             elif when.hour not in self.hours:
-                when = (when + timedelta(hours=1)).replace(minute=0)
+                # Straight to the next hour of the schedule (or the next day): not hour by hour.
+                hour = min((h for h in self.hours if h > when.hour), default=None)
+                if hour is None:
+                    when = (when + timedelta(days=1)).replace(hour=0, minute=0)
+                else:
+                    when = when.replace(hour=hour, minute=0)
             elif when.minute not in self.minutes:
-                when += timedelta(minutes=1)
+                # Straight to the next minute of the schedule (or the next hour): not minute by
+                # minute, which made `is_open` (every fire back to the DST slack) cost milliseconds.
+                minute = min((m for m in self.minutes if m > when.minute), default=None)
+                if minute is None:
+                    when = (when + timedelta(hours=1)).replace(minute=0)
+                else:
+                    when = when.replace(minute=minute)
             else:
                 return when
         return None

@@ -92,6 +92,26 @@ def select(rig: Rig, **env: str) -> list[str]:
     return list(json.loads(rig.runner.targets()))
 
 
+def select_answered(rig: Rig, cluster: str, *, sync: str, revision: str) -> list[str]:
+    """`select`, with Argo CD's answer played for the comparison it asks of `cluster`'s Application
+    (`sync` at `revision`): nothing waits out `--compare-wait-seconds`."""
+    log = rig.tmp_path / "select.log"
+    process = rig.runner.start("select", "--stage", "all", log_path=log)
+    try:
+        wait_for(
+            lambda: appsync.refresh_requested(rig.world.get(cluster)),
+            timeout=30,
+            what=f"select to ask about {cluster}",
+        )
+        rig.world.compares(cluster, now(), sync=sync, revision=revision)  # consumes the annotation
+    except BaseException:
+        process.kill()
+        raise
+    code, output = finish(process, log)
+    assert code == 0, output
+    return list(json.loads(rig.runner.targets()))
+
+
 def finish(process: Any, log: Path, timeout: float = 60) -> tuple[int, str]:
     try:
         code = process.wait(timeout=timeout)
@@ -295,7 +315,8 @@ def test_two_stale_applications_at_new_and_old_each_sync_to_their_own_revision(r
     # c2's Application tracks a ref still at OLD: Argo CD compared it against OLD and found it out of sync.
     rig.world.compares("c2", now(), sync="OutOfSync", revision=OLD_REVISION)
     make_progressive_sync(rig.kube, rig.namespace, stages=ALL)
-    assert sorted(select(rig)) == ["c1", "c2"]
+    # select asks Argo CD to compare c2 again (not against the release): its ref is still at OLD.
+    assert sorted(select_answered(rig, "c2", sync="OutOfSync", revision=OLD_REVISION)) == ["c1", "c2"]
     # The release the watcher's contract carries: both revision sets, as data.
     contract = rig.runner.contract(revisions=[(REVISION,), (OLD_REVISION,)]).to_json()
     for cluster in ("c1", "c2"):
@@ -412,18 +433,6 @@ def test_select_plans_with_argo_cds_answer_for_one_compared_in_the_rollouts_firs
     c2 in the same stage."""
     make_progressive_sync(rig.kube, rig.namespace, stages=ALL)
     rig.world.compares("c2", now(), sync="Synced", revision=OLD_REVISION)
-    log = rig.tmp_path / "select.log"
-    process = rig.runner.start("select", "--stage", "all", log_path=log)
-    try:
-        wait_for(
-            lambda: appsync.refresh_requested(rig.world.get("c2")), timeout=30, what="select to ask about c2"
-        )
-        rig.world.compares("c2", now(), sync="OutOfSync", revision=REVISION)  # consumes the annotation
-    except BaseException:
-        process.kill()
-        raise
-    code, output = finish(process, log)
-    assert code == 0, output
-    assert sorted(json.loads(rig.runner.targets())) == ["c1", "c2"]
+    assert sorted(select_answered(rig, "c2", sync="OutOfSync", revision=REVISION)) == ["c1", "c2"]
     assert "asked Argo CD to compare 1 Application(s)" in rig.stage().message
     assert "not answered" not in rig.stage().message

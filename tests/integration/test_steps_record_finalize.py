@@ -132,21 +132,28 @@ def test_record_and_select_closes_the_stage_then_selects_the_next_and_a_second_r
 
 
 def test_record_and_select_leaves_a_next_stage_that_cannot_run_to_its_own_closing_step(rig: Rig) -> None:
-    """The canary succeeded, but the rest cannot be planned (an Application of the cluster it would
-    take lost its cluster Secret: a plan error). The hand-over exits 0 and hands on no targets,
-    the rest is recorded Failed, and the rest's own closing step exits 1: Argo shows the rest
-    failed, not the canary."""
+    """The canary succeeded, but the rest cannot be planned (a second cluster Secret names the
+    cluster it would take: a plan error). The hand-over exits 0 and hands on no targets, the rest
+    is recorded Failed, and the rest's own closing step exits 1: Argo shows the rest failed, not
+    the canary.
+
+    Not a deleted Secret: its Application would be one whose cluster the inventory does not list,
+    which `select` waits for (60 s, `Tuning.inventory_wait_seconds`; the wait and its bound are
+    test_steps_select's) before the same plan error."""
     first, _, third = (c.name for c in rig.fleet.clusters)
     canary_done_rest_pending(rig, first)
-    rig.kube.delete(SECRETS, rig.namespace, f"cluster-{third}")
-    publish_inventory(rig.kube, rig.namespace)  # what the watcher does on the Secret's deletion
+    secret = rig.kube.get(SECRETS, rig.namespace, f"cluster-{third}")
+    copy = {key: secret[key] for key in ("apiVersion", "kind", "type", "data")}
+    copy["metadata"] = {"name": f"cluster-{third}-again", "labels": secret["metadata"]["labels"]}
+    rig.kube.create(SECRETS, rig.namespace, copy)
+    publish_inventory(rig.kube, rig.namespace)  # what the watcher does on the Secret's creation
 
     result = rig.runner.run("record-and-select", "--stage", "canary", "--next-stage", "rest")
     assert_ok(result, 0)
     assert rig.stage("canary").phase == StagePhase.SUCCEEDED
     rest = rig.stage("rest")
     assert rest.phase == StagePhase.FAILED
-    assert rest.message and third in rest.message, rest.message
+    assert rest.message and "the plan has errors" in rest.message and third in rest.message, rest.message
     assert json.loads(rig.runner.targets()) == []
 
     closing = rig.runner.run("record", "--stage", "rest")

@@ -40,7 +40,7 @@ from orchestrator.devenv.node import PODS, NodeTools
 from orchestrator.devenv.stack import DevStack, StackOptions
 from orchestrator.kube.client import APPLICATIONS, PROGRESSIVE_SYNCS, WORKFLOWS, Kube
 from tests.support.readme import Block, readme_blocks
-from tests.support.realstack import RealStackSession
+from tests.support.realstack import TEST_REQUEUE_TIME, RealStackSession
 from tests.support.wait import wait_for
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -127,6 +127,9 @@ def user_stack(
     stack = DevStack.start(
         StackOptions(
             argo_workflows=True,
+            # As the session's stack: the controller looks at a Workflow again within 1 s, not 10
+            # (the README's steps do not set it; each of the rollout's steps waited for it).
+            requeue_time=TEST_REQUEUE_TIME,
             namespaces=(),  # the chart creates the namespace's accounts and RBAC
             workdir=tmp_path / "stack",
             # One API server per cluster: the README deploys the same objects in the same namespace to each.

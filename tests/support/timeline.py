@@ -101,7 +101,11 @@ class Recorder:
 
 
 def _children_cpu() -> float:
-    """CPU seconds of this process's children that ended and were waited for (steps, watchers, kubectl)."""
+    """CPU seconds of this process's children that ended and were waited for (steps, watchers, kubectl).
+
+    A child counts when it is waited for, all its life at once: the session's real stack (etcd,
+    kube-apiserver, the node's and Argo's programs, children of the worker that owns it) counts in
+    the test that stops it, e.g. ~750 s in the SIGKILL clean-up test of a 36-minute run."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
 
@@ -119,6 +123,13 @@ def read(where: Path) -> list[dict[str, Any]]:
 
 def _cpu(lines: Sequence[dict[str, Any]], key: str) -> float:
     return sum(float(line.get(key, 0.0)) for line in lines)
+
+
+def waited(line: dict[str, Any]) -> float:
+    """Seconds of a test's protocol outside its setup, call and teardown: a realstack test's wait for
+    its turn on the shared stack (a stack-stopping test's wait for the guest's last test) and the
+    stack's start before it."""
+    return max(0.0, line["end"] - line["start"] - sum((line.get("phases") or {}).values()))
 
 
 def summary(lines: Sequence[dict[str, Any]], slowest: int = 25) -> str:
@@ -162,11 +173,12 @@ def summary(lines: Sequence[dict[str, Any]], slowest: int = 25) -> str:
             f"the machine's busy CPU over the sessions: {spent:.0f}s in {span:.0f}s "
             f"(average {spent / span if span else 0:.2f} of {os.cpu_count()} CPUs)"
         )
-    out.append(f"slowest {slowest} (whole protocol):")
+    out.append(f"slowest {slowest} (whole protocol; waited: outside setup, call and teardown):")
     for line in sorted(tests, key=lambda line: line["start"] - line["end"])[:slowest]:
         out.append(
             f"  {line['end'] - line['start']:6.1f}s {line['worker']} "
-            f"{line['start'] - origin:5.0f}s-{line['end'] - origin:5.0f}s cpu {line['cpu']:5.1f}s "
+            f"{line['start'] - origin:5.0f}s-{line['end'] - origin:5.0f}s "
+            f"waited {waited(line):5.1f}s cpu {line['cpu']:5.1f}s "
             f"+{line.get('children_cpu', 0.0):5.1f}s "
             f"machine {line['machine_busy']:5.0f}s {line['nodeid']}"
         )

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.support.timeline import summary
+import pytest
+
+from tests.support.timeline import summary, waited
 
 
 def _line(nodeid: str, worker: str, start: float, end: float, **extra: Any) -> dict[str, Any]:
@@ -42,3 +44,22 @@ def test_the_summary_lists_each_failed_test_with_its_phase_worker_and_window() -
 
 def test_a_run_without_failures_has_no_failed_section() -> None:
     assert "failed (" not in summary([_line("t::ok", "gw0", 0.0, 1.0)])
+
+
+@pytest.mark.parametrize(
+    ("phases", "expected"),
+    [
+        pytest.param(
+            {"setup": 0.0, "call": 31.0, "teardown": 0.0},
+            469.0,
+            id="a-stack-stopping-test-waits-for-the-guest",
+        ),
+        pytest.param({"setup": 100.0, "call": 400.0}, 0.0, id="no-wait-outside-the-phases"),
+        pytest.param({}, 500.0, id="no-phases-recorded"),
+    ],
+)
+def test_the_summary_shows_the_wait_outside_a_tests_phases(phases: dict[str, float], expected: float) -> None:
+    line = _line("t::stops_the_stack", "gw1", 1000.0, 1500.0, phases=phases)
+
+    assert waited(line) == expected
+    assert f"waited {expected:5.1f}s" in summary([line])
