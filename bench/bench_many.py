@@ -207,6 +207,8 @@ class Options:
     watcher_workers: int
     release_threads: int
     requeue_time: str
+    controller_args: tuple[str, ...]
+    parallelism: int
     timeout: float
 
 
@@ -227,6 +229,18 @@ def parse_options(argv: Sequence[str]) -> Options:
     parser.add_argument("--release-threads", type=int, default=16, help="threads writing the release")
     parser.add_argument("--requeue-time", default="10s", help="the Argo controller's DEFAULT_REQUEUE_TIME")
     parser.add_argument(
+        "--controller-args",
+        default="--workflow-workers=32 --qps=100 --burst=200",
+        help="flags for the Argo controller after the dev stack's own (--workflow-workers=8 and Argo's "
+        "--qps 20 --burst 30): space-separated; '' for the stack's",
+    )
+    parser.add_argument(
+        "--parallelism",
+        type=int,
+        default=0,
+        help="the Argo controller's namespaceParallelism (Workflows running at once; 0: unlimited)",
+    )
+    parser.add_argument(
         "--timeout", type=float, default=2400.0, help="give up waiting for the rollouts after this long"
     )
     args = parser.parse_args(argv)
@@ -244,6 +258,8 @@ def parse_options(argv: Sequence[str]) -> Options:
         watcher_workers=args.watcher_workers,
         release_threads=args.release_threads,
         requeue_time=args.requeue_time,
+        controller_args=tuple(args.controller_args.split()),
+        parallelism=args.parallelism,
         timeout=args.timeout,
     )
 
@@ -525,7 +541,12 @@ def _run_argo(options: Options, say: Callable[[str], None]) -> dict[str, Any]:
     from orchestrator.devenv.stack import DevStack, StackOptions  # noqa: PLC0415 - the argo leg only
 
     stack = DevStack.start(
-        StackOptions(argo_workflows=True, requeue_time=options.requeue_time, namespaces=(NAMESPACE,))
+        StackOptions(
+            argo_workflows=True,
+            requeue_time=options.requeue_time,
+            namespaces=(NAMESPACE,),
+            controller_args=options.controller_args,
+        )
     )
     try:
         assert stack.cluster is not None and stack.steps_image is not None
@@ -533,6 +554,10 @@ def _run_argo(options: Options, say: Callable[[str], None]) -> dict[str, Any]:
         cluster = stack.cluster
         admin = Kube.from_kubeconfig(str(cluster.kubeconfig))
         try:
+            if options.parallelism:
+                # The controller watches its ConfigMap and takes a change without a restart.
+                body = {"data": {"namespaceParallelism": str(options.parallelism)}}
+                admin.patch(CONFIG_MAPS, "argo", "workflow-controller-configmap", body)
             started = time.monotonic()
             apps = seed_services(admin, options)
             say(
