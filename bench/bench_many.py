@@ -136,6 +136,31 @@ def requests_by_user(audit: Sequence[dict[str, Any]], start: float, end: float) 
     return dict(counts)
 
 
+def heaviest_requests(
+    audit: Sequence[dict[str, Any]], start: float, end: float, top: int = 3
+) -> list[tuple[str, str, str, int, float]]:
+    """The `top` most frequent (user, verb, resource) between `start` and `end`, each with its count
+    and mean seconds from received to answered (watches left out: they last)."""
+    seconds: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    for line in audit:
+        if line.get("verb") == "watch" or not counted_request(line):
+            continue
+        answered = base.audit_time(line)
+        if not start <= answered <= end:
+            continue
+        received = base.audit_time(
+            {"stageTimestamp": line.get("requestReceivedTimestamp", line["stageTimestamp"])}
+        )
+        key = (
+            str((line.get("user") or {}).get("username", "")),
+            str(line.get("verb", "")),
+            str((line.get("objectRef") or {}).get("resource", "")),
+        )
+        seconds[key].append(answered - received)
+    ranked = sorted(seconds.items(), key=lambda item: -len(item[1]))[:top]
+    return [(*key, len(values), sum(values) / len(values)) for key, values in ranked]
+
+
 @dataclass(frozen=True)
 class AppRef:
     """Which service and cluster an Application belongs to."""
@@ -470,6 +495,7 @@ def measure(
         "window": window,
         "requests": (after - before) / window if window > 0 else float("nan"),
         "by_user": requests_by_user(audit, release_start, ended),
+        "heaviest": heaviest_requests(audit, release_start, ended),
         "phases": Counter(str(statuses.get(n, {}).get("phase")) for n in names),
         "steps_user": steps_user,
     }
@@ -645,6 +671,12 @@ def report(runs: list[dict[str, Any]], options: Options) -> str:
         names = {WATCHER_USER: "watcher", run["steps_user"]: "steps", ADMIN_USER: "bench+simulator"}
         return names.get(user, user.rsplit(":", 1)[-1])
 
+    def heaviest(run: dict[str, Any]) -> str:
+        return ", ".join(
+            f"{short(user, run)} {verb} {resource} {count} ({mean:.2f}s)"
+            for user, verb, resource, count, mean in run["heaviest"]
+        )
+
     def rss(run: dict[str, Any]) -> str:
         others = ", ".join(f"{k} {v:.0f} MB" for k, v in run["other_rss"].items())
         return f"{run['rss']:.1f} MB" + (f" ({others})" if others else "")
@@ -663,6 +695,7 @@ def report(runs: list[dict[str, Any]], options: Options) -> str:
         [f"watcher peak RSS (VmHWM; target < {RSS_TARGET_MB:.0f} MB)", *(rss(r) for r in runs)],
         ["API requests/s, all clients (apiserver_request_total)", *(f"{r['requests']:.1f}" for r in runs)],
         ["API requests/s by user (of them writes)", *(users(r) for r in runs)],
+        ["most frequent requests (count, mean latency)", *(heaviest(r) for r in runs)],
         ["release -> last rollout ended", *(f"{r['window']:.0f}s" for r in runs)],
         ["rollouts by phase", *(", ".join(f"{k} {v}" for k, v in sorted(r["phases"].items())) for r in runs)],
         ["engine settings", *(r["settings"] for r in runs)],

@@ -126,3 +126,22 @@ def test_every_service_has_a_canary_then_the_rest_at_max_parallel() -> None:
     assert (canary["maxTargets"], canary["maxParallel"]) == (1, 1)
     assert (rest["maxTargets"], rest["maxParallel"]) == ("100%", 5)
     assert bench.app_set_name(7) == "svc-007"
+
+
+def test_heaviest_requests_rank_by_count_with_mean_latency_and_leave_watches_out() -> None:
+    def timed(verb: str, user: str, received: str, answered: str, **kw: Any) -> dict[str, Any]:
+        return {**line(verb, user, at=answered, **kw), "requestReceivedTimestamp": received}
+
+    audit = [
+        timed("list", "steps", "2026-12-05T03:00:01Z", "2026-12-05T03:00:03Z"),
+        timed("list", "steps", "2026-12-05T03:00:02Z", "2026-12-05T03:00:06Z"),
+        timed("get", "watcher", "2026-12-05T03:00:02Z", "2026-12-05T03:00:03Z"),
+        timed("watch", "steps", "2026-12-05T03:00:02Z", "2026-12-05T03:00:02Z", stage="ResponseStarted"),
+        timed("watch", "steps", "2026-12-05T03:00:02Z", "2026-12-05T03:00:02Z", stage="ResponseStarted"),
+        timed("watch", "steps", "2026-12-05T03:00:02Z", "2026-12-05T03:00:02Z", stage="ResponseStarted"),
+    ]
+    start = bench.base.audit_time({"stageTimestamp": "2026-12-05T03:00:00Z"})
+    assert bench.heaviest_requests(audit, start, start + 60, top=2) == [
+        ("steps", "list", "applications", 2, 3.0),
+        ("watcher", "get", "applications", 1, 1.0),
+    ]
