@@ -24,11 +24,13 @@ Per engine (`--engines local,argo`):
 
 Measured: the release's spread (first to last OutOfSync write); per ProgressiveSync, its release
 (the last of its Applications written OutOfSync) -> its first sync written (p50, p95, max, how many
-within 60 s); cluster Healthy -> next sync written within a stage (the hand-off: p50, p95); sync
-writes per Application (updates setting `.operation`, by the steps' user; must be 1); the
-watcher's peak RSS (VmHWM of its process); API requests per second over the release -> last
-rollout ended window (`apiserver_request_total` read before and after, all clients; and per user
-from the audit log where it logs reads); how the rollouts ended. Figures are reports, not verdicts:
+within 60 s); cluster Healthy -> next sync written within a stage (the hand-off: p50, p95); the
+steps' updates per Application (the sync write, plus a withdrawal where a step gave up on a sync
+not picked up: the audit log has no bodies to tell them apart) and the syncs the simulated Argo CD
+picked up per Application (its `sync-start` events: must be 1); the watcher's peak RSS (VmHWM of
+its process); API requests per second over the release -> last rollout ended window
+(`apiserver_request_total` read before and after, all clients; and per user from the audit log
+where it logs reads); how the rollouts ended. Figures are reports, not verdicts:
 exits 0 and prints the table whatever they are. `--help` lists the knobs.
 """
 
@@ -214,6 +216,14 @@ def service_times(
         entry.healthy_at = entry.healthy_at or {}
         entry.healthy_at.setdefault(app.cluster, float(event["time"]))
     return dict(times), sync_writes
+
+
+def picked_up(events: Sequence[dict[str, Any]], since: float) -> Counter[str]:
+    """Sync operations the simulated Argo CD picked up per Application after `since` (its
+    `sync-start` events): the syncs themselves, whatever updates requested or withdrew them."""
+    return Counter(
+        str(e["app"]) for e in events if e.get("event") == "sync-start" and float(e["time"]) >= since
+    )
 
 
 # --- the run -----------------------------------------------------------------------------------
@@ -490,6 +500,7 @@ def measure(
         "never_started": never_started,
         "reactions": reactions,
         "sync_writes": Counter(sync_writes.get(app, 0) for app in apps),
+        "picked_up": Counter(picked_up(events, release_start).get(app, 0) for app in apps),
         "rss": hwm,
         "other_rss": others,
         "window": window,
@@ -653,8 +664,8 @@ def report(runs: list[dict[str, Any]], options: Options) -> str:
         inside = sum(1 for v in run["first_sync"] if v <= START_TARGET_SECONDS)
         return f"{inside}/{options.rollouts} ({run['never_started']} never started)"
 
-    def writes(run: dict[str, Any]) -> str:
-        return ", ".join(f"{k}: {v}" for k, v in sorted(run["sync_writes"].items()))
+    def writes(run: dict[str, Any], key: str = "sync_writes") -> str:
+        return ", ".join(f"{k}: {v}" for k, v in sorted(run[key].items()))
 
     def users(run: dict[str, Any]) -> str:
         by_user, window = run["by_user"], run["window"]
@@ -691,7 +702,8 @@ def report(runs: list[dict[str, Any]], options: Options) -> str:
         [f"rollouts started within {START_TARGET_SECONDS:g}s", *(within(r) for r in runs)],
         ["cluster Healthy -> next sync, p50", *(p(r["reactions"], 50) for r in runs)],
         ["cluster Healthy -> next sync, p95", *(p(r["reactions"], 95) for r in runs)],
-        ["sync writes per Application (writes: apps)", *(writes(r) for r in runs)],
+        ["steps' Application updates per app (count: apps)", *(writes(r) for r in runs)],
+        ["syncs picked up per Application (count: apps)", *(writes(r, "picked_up") for r in runs)],
         [f"watcher peak RSS (VmHWM; target < {RSS_TARGET_MB:.0f} MB)", *(rss(r) for r in runs)],
         ["API requests/s, all clients (apiserver_request_total)", *(f"{r['requests']:.1f}" for r in runs)],
         ["API requests/s by user (of them writes)", *(users(r) for r in runs)],

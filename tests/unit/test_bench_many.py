@@ -145,3 +145,13 @@ def test_heaviest_requests_rank_by_count_with_mean_latency_and_leave_watches_out
         ("steps", "list", "applications", 2, 3.0),
         ("watcher", "get", "applications", 1, 1.0),
     ]
+
+
+def test_picked_up_counts_sync_starts_after_the_release_only() -> None:
+    events = [
+        {"event": "sync-start", "app": "a", "time": 5.0},
+        {"event": "sync-start", "app": "a", "time": 9.0},
+        {"event": "sync-start", "app": "b", "time": 1.0},  # before the release
+        {"event": "healthy", "app": "b", "time": 9.0},
+    ]
+    assert bench.picked_up(events, since=2.0) == Counter({"a": 2})
