@@ -64,6 +64,7 @@ from orchestrator.kube.client import (
     PROGRESSIVE_SYNCS,
     AlreadyExists,
     Kube,
+    KubeError,
 )
 from orchestrator.kube.crds import all_crd_documents, apply_crds
 from orchestrator.simulator.appcontroller import FleetSimulator
@@ -350,7 +351,11 @@ def wait_all(
     last_said = 0.0
     statuses: dict[str, dict[str, Any]] = {}
     while True:
-        items, _ = admin.list(PROGRESSIVE_SYNCS, NAMESPACE)
+        try:
+            items, _ = admin.list(PROGRESSIVE_SYNCS, NAMESPACE)
+        except KubeError as exc:  # an API server too busy to answer: look again, within the timeout
+            say(f"    {what}: the list failed ({exc}); looking again")
+            items = [{"metadata": {"name": name}, "status": status} for name, status in statuses.items()]
         statuses = {
             i["metadata"]["name"]: i.get("status") or {} for i in items if i["metadata"]["name"] in names
         }
