@@ -713,7 +713,7 @@ def report(runs: list[dict[str, Any]], options: Options) -> str:
         ["API requests/s, all clients (apiserver_request_total)", *(f"{r['requests']:.1f}" for r in runs)],
         ["API requests/s by user (of them writes)", *(users(r) for r in runs)],
         ["most frequent requests (count, mean latency)", *(heaviest(r) for r in runs)],
-        ["release -> last rollout ended", *(f"{r['window']:.0f}s" for r in runs)],
+        ["release -> last rollout ended (or the wait gave up)", *(f"{r['window']:.0f}s" for r in runs)],
         ["rollouts by phase", *(", ".join(f"{k} {v}" for k, v in sorted(r["phases"].items())) for r in runs)],
         ["engine settings", *(r["settings"] for r in runs)],
     ]
