@@ -78,7 +78,9 @@ demo: $(STAMP)
 		$(BIN)/progressive-sync demo $(DEMO_ARGS)
 
 # Every bench/*.py script in turn; each prints its own figures (reports, not pass/fail). The
-# rollout benchmarks start a local control plane, so the tools are built first.
+# rollout benchmarks start a local control plane, so the tools are built first. bench_many.py (200
+# ProgressiveSyncs x 20 clusters released together, issue 33) is the longest: it waits up to
+# its --timeout (40 min) for each engine's rollouts (docs/design/workflow.md, "Many rollouts at once").
 bench: $(STAMP)
 	@tools="$$(hack/tools/build.sh)" && for script in bench/*.py; do echo "== $$script"; \
 		KUBEBUILDER_ASSETS="$$tools" PROGRESSIVE_SYNC_TOOLS_DIR="$$tools" $(BIN)/python $$script || exit 1; done

@@ -41,6 +41,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,10 +135,12 @@ class ArgoWorkflows:
         requeue_time: str = "10s",
         server: bool = True,
         ready_timeout: float = 90.0,
+        controller_args: Sequence[str] = (),
     ) -> ArgoWorkflows:
         """Install the controller's ConfigMap, start the controller (and the server), wait for them.
 
         Argo's CRDs must be installed already (the stack installs every CRD at once).
+        `controller_args` come after the controller's own flags (the later of two wins).
         """
         started = time.monotonic()
         if _port_in_use(HEALTHZ_PORT):
@@ -152,7 +155,7 @@ class ArgoWorkflows:
         argo = cls(cluster=cluster, node=node, tools=argo_tools, executor_image=image, folder=folder)
         try:
             argo._install()
-            argo._start_controller(requeue_time, ready_timeout)
+            argo._start_controller(requeue_time, ready_timeout, controller_args)
             if server:
                 argo._start_server(ready_timeout)
         except BaseException:
@@ -182,7 +185,9 @@ class ArgoWorkflows:
         self._processes.append(process)
         return process
 
-    def _start_controller(self, requeue_time: str, timeout: float) -> None:
+    def _start_controller(
+        self, requeue_time: str, timeout: float, controller_args: Sequence[str] = ()
+    ) -> None:
         kubeconfig = self.cluster.mint_user(
             "argo-workflow-controller", ["system:masters"], filename="argo-workflow-controller.kubeconfig"
         )
@@ -198,6 +203,7 @@ class ArgoWorkflows:
                 "--executor-image-pull-policy=Never",
                 "--workflow-workers=8",
                 "--loglevel=info",
+                *controller_args,
             ],
             {"LEADER_ELECTION_DISABLE": "true", "DEFAULT_REQUEUE_TIME": requeue_time},
         )

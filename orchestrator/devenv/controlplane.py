@@ -693,9 +693,14 @@ class DevCluster:
                 return position
 
     def audit_events_since(self, mark: int) -> list[AuditEvent]:
-        """The writes answered after `mark` (from `audit_mark`), across rotations: a rotation only
-        renames the file and starts a new one, so the files in order hold the same bytes."""
-        events: list[AuditEvent] = []
+        """The writes answered after `mark` (from `audit_mark`), across rotations."""
+        return [AuditEvent.from_json(line) for line in self.audit_lines_since(mark)]
+
+    def audit_lines_since(self, mark: int) -> list[dict[str, Any]]:
+        """The audit log's lines (JSON objects, as kube-apiserver wrote them) after `mark` (from
+        `audit_mark`), across rotations: a rotation only renames the file and starts a new one, so
+        the files in order hold the same bytes."""
+        lines: list[dict[str, Any]] = []
         skip = mark
         for path in self._audit_files():
             if not path.exists():
@@ -707,10 +712,8 @@ class DevCluster:
                     continue
                 handle.seek(skip)
                 skip = 0
-                events.extend(
-                    AuditEvent.from_json(json.loads(line)) for line in handle if line.endswith("\n")
-                )
-        return events
+                lines.extend(json.loads(line) for line in handle if line.endswith("\n"))
+        return lines
 
     # -- metrics --------------------------------------------------------------------------
 

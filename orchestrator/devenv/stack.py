@@ -106,6 +106,9 @@ class StackOptions:
     argo_server: bool = True
     # How soon the controller looks at a Workflow again (its DEFAULT_REQUEUE_TIME).
     requeue_time: str = "10s"
+    # Flags added after the controller's own (a flag given twice: the later wins), e.g.
+    # `--workflow-workers=32`, `--qps=100`, `--burst=200` (bench/bench_many.py).
+    controller_args: tuple[str, ...] = ()
     # Namespaces prepared for rollouts (created, steps' service account and RBAC from the chart).
     namespaces: tuple[str, ...] = (DEFAULT_NAMESPACE,)
     tools_dir: Path | None = None
@@ -205,7 +208,12 @@ class DevStack:
         self._timed("node_join", lambda: self.node.join(self.cluster) if self.node and self.cluster else None)
         self.timings.update(self.node.timings)
         if argo_tools is not None:
-            self._start_argo(argo_tools, options.requeue_time, server=options.argo_server)
+            self._start_argo(
+                argo_tools,
+                options.requeue_time,
+                server=options.argo_server,
+                controller_args=options.controller_args,
+            )
         for namespace in options.namespaces:
             self._timed(f"namespace {namespace}", lambda ns=namespace: self.prepare_namespace(ns))
 
@@ -265,7 +273,14 @@ class DevStack:
         self.argo = None
         self._start_argo(ArgoTools.find(), requeue_time, server=server)
 
-    def _start_argo(self, argo_tools: ArgoTools, requeue_time: str, *, server: bool) -> None:
+    def _start_argo(
+        self,
+        argo_tools: ArgoTools,
+        requeue_time: str,
+        *,
+        server: bool,
+        controller_args: tuple[str, ...] = (),
+    ) -> None:
         assert self.cluster is not None and self.node is not None
         self.argo = ArgoWorkflows.start(
             self.cluster,
@@ -274,6 +289,7 @@ class DevStack:
             images_cache=images_mod.images_cache(),
             requeue_time=requeue_time,
             server=server,
+            controller_args=controller_args,
         )
         self.timings.update(self.argo.timings)
 
