@@ -411,6 +411,15 @@ def child(argv: Sequence[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
                 process.wait(10)
 
 
+def seed_and_say(admin: Kube, options: Options, say: Callable[[str], None]) -> dict[str, AppRef]:
+    """`seed_services`, saying how long it took."""
+    started = time.monotonic()
+    apps = seed_services(admin, options)
+    seconds = time.monotonic() - started
+    say(f"    seeded {options.rollouts} services x {options.clusters} clusters in {seconds:.0f}s")
+    return apps
+
+
 def watcher_argv(kubeconfig: Path, options: Options, extra: Sequence[str] = ()) -> list[str]:
     """`progressive-sync watch` over the bench's namespace, as the argo engine (watch, plan, write)."""
     return [
@@ -529,12 +538,7 @@ def run_local(options: Options, say: Callable[[str], None]) -> dict[str, Any]:
             admin = Kube.from_kubeconfig(str(cluster.kubeconfig))
             try:
                 apply_crds(admin, all_crd_documents(tools.peer_crd_dirs()))
-                started = time.monotonic()
-                apps = seed_services(admin, options)
-                say(
-                    f"    seeded {options.rollouts} services x {options.clusters} clusters "
-                    f"in {time.monotonic() - started:.0f}s"
-                )
+                apps = seed_and_say(admin, options, say)
                 watcher_kubeconfig = cluster.mint_user(WATCHER_USER, ["system:masters"])
                 steps_kubeconfig = cluster.mint_user(STEPS_USER, ["system:masters"])
                 executor_argv = [
@@ -602,12 +606,7 @@ def _run_argo(options: Options, say: Callable[[str], None]) -> dict[str, Any]:
                 # The controller watches its ConfigMap and takes a change without a restart.
                 body = {"data": {"namespaceParallelism": str(options.parallelism)}}
                 admin.patch(CONFIG_MAPS, "argo", "workflow-controller-configmap", body)
-            started = time.monotonic()
-            apps = seed_services(admin, options)
-            say(
-                f"    seeded {options.rollouts} services x {options.clusters} clusters "
-                f"in {time.monotonic() - started:.0f}s"
-            )
+            apps = seed_and_say(admin, options, say)
             watcher_kubeconfig = cluster.mint_user(WATCHER_USER, ["system:masters"])
             extra = ["--step-image", stack.steps_image.reference, "--step-image-pull-policy", "Never"]
             with child(

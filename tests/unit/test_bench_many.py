@@ -8,30 +8,14 @@ sys.path for its sibling bench_rollout.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections import Counter
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-BENCH_DIR = Path(__file__).resolve().parents[2] / "bench"
+from tests.support.bench_scripts import load_bench
 
-
-def load() -> ModuleType:
-    if str(BENCH_DIR) not in sys.path:
-        sys.path.insert(0, str(BENCH_DIR))
-    spec = importlib.util.spec_from_file_location("bench_many", BENCH_DIR / "bench_many.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = load()
+bench = load_bench("bench_many")
 
 
 def line(

@@ -6,34 +6,18 @@ helpers, so they are tested here. The script is loaded from its file (bench/ is 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
 from tests.support.app_recorder import AppState, Seen
+from tests.support.bench_scripts import load_bench
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_rollingsync.py"
 RELEASE = "b" * 40
 OLD = "a" * 40
 
 
-def load() -> ModuleType:
-    # The script imports its sibling bench_rollout (a script's folder is first on its sys.path).
-    if str(BENCH.parent) not in sys.path:
-        sys.path.append(str(BENCH.parent))
-    spec = importlib.util.spec_from_file_location("bench_rollingsync", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = load()
+bench = load_bench("bench_rollingsync")
 
 
 def state(**changes: Any) -> AppState:

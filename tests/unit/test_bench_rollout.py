@@ -7,28 +7,14 @@ package: `make bench` runs every file in it).
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_rollout.py"
+from tests.support.bench_scripts import load_bench
 
-
-def load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_rollout", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = load()
+bench = load_bench("bench_rollout")
 
 
 @pytest.mark.parametrize(
