@@ -9,14 +9,14 @@ steps are idempotent, and nothing was done yet).
 
 import os
 import signal
-import sys
 
 EXIT_TEMPORARY = 75  # steps.cli.EXIT_TEMPORARY, not imported: that import is what this guards
 
 
 def _stopped_while_starting(signum: int, frame: object) -> None:
-    sys.stderr.write("steps: stopped by SIGTERM while starting: exit 75, the retry runs the step\n")
-    sys.stderr.flush()
+    # os.write, not sys.stderr: the interrupted main thread may be inside a write to stderr, whose
+    # buffer lock a second write from the same thread cannot take.
+    os.write(2, b"steps: stopped by SIGTERM while starting: exit 75, the retry runs the step\n")
     os._exit(EXIT_TEMPORARY)
 
 

@@ -41,6 +41,7 @@ from orchestrator.api.analysis import AnalysisWhen
 from orchestrator.argocd.assess import WorkflowOutcome
 from orchestrator.core.clock import SystemClock
 from orchestrator.core.errors import PermanentError, TemporaryError
+from orchestrator.core.stop_signals import relay_stop_signals
 from orchestrator.kube.client import Kube, KubeError, temporary_or_permanent
 from orchestrator.planning.contract import ContractError, RolloutContract, parse_contract
 from steps.analyze import AnalyzeResult, OpenRuns, analyze
@@ -215,7 +216,9 @@ def run_step(
     the stage status (`steps.failure`). `before_exit`: what a step sent SIGTERM still does before
     it exits (bounded; it returns what it did, for the summary line)."""
     _setup_logging()
-    signal.signal(signal.SIGTERM, lambda signum, frame: _stopped(step, before_exit))
+    # On the relay thread, not in a handler: what it writes may need a lock the main thread holds.
+    # Never undone: a SIGTERM after the work, while the process exits, still exits 75, not 143.
+    relay_stop_signals(lambda _signum: _stopped(step, before_exit), signals=(signal.SIGTERM,))
     code, line = _run(step, settings, call, outputs, stage=stage, cluster=cluster)
     click.echo(line)
     if code != EXIT_OK:
@@ -251,6 +254,8 @@ def _stopped(step: str, before_exit: Callable[[], str] | None = None) -> NoRetur
     deadline, and then retries nothing. Exits without waiting for a batch's cluster threads
     (`os._exit`): what they did is found again by the retry; what they had gathered for the status
     is written first, within a bound (`before_exit`: a batch's `OpenSinks`, issue 29 point 9).
+    Runs on the stop-signals relay thread (orchestrator.core.stop_signals), never in the handler:
+    the writes take locks (the connection pool's, the sinks') that the main thread may hold.
     """
     line = (
         f"{step}: stopped by SIGTERM before it finished (its pod deleted, evicted or drained): "

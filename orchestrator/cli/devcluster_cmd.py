@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 import click
 
 from orchestrator.cli.help_catalog import epilog
+from orchestrator.core.stop_signals import stop_signals
 
 if TYPE_CHECKING:
     from orchestrator.devenv.stack import DevStack
@@ -150,59 +151,62 @@ def up(
         shutil.rmtree(state_dir)
     state_dir.mkdir(parents=True)
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    try:
-        argocd_settings = (
-            argocd_stack_settings.ArgoCDSettings(
-                clusters=argocd_stack_settings.default_clusters(argocd_clusters),
-                servers=argocd_servers,
-                reconciliation_seconds=argocd_refresh_seconds,
-            )
-            if argocd
-            else None
-        )
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--argocd-clusters/--argocd-servers") from exc
-    options = StackOptions(
-        node=node,
-        argo_workflows=argo_workflows,
-        requeue_time=requeue_time,
-        tools_dir=tools_dir,
-        workdir=state_dir,
-        argocd=argocd_settings,
-        argo_rollouts=argo_rollouts,
-        metrics_clusters=metrics_clusters,
-    )
-    if options.wants_node:
-        click.echo("# starting the control plane and a real node (about half a minute)...", err=True)
-    if argocd:
-        click.echo("# starting the real Argo CD and its destination clusters (about a minute)...", err=True)
-    if argo_rollouts:
-        click.echo(
-            "# starting Prometheus and the Argo Rollouts analysis controller (about 10 s)...", err=True
-        )
-    try:
-        stack = DevStack.start(options)
-    except (machine.MachineError, argocd_stack_settings.ArgoCDStackError, RuntimeError) as exc:
-        raise click.ClickException(str(exc)) from exc
-    try:
-        assert stack.cluster is not None
-        pid_file.write_text(json.dumps(_state(stack)))
-        for line in _describe(stack, state_dir):
-            click.echo(line)
-        for line in shell_exports(stack.exports()):
-            click.echo(line)
-        click.echo("# running until Ctrl-C or `progressive-sync dev-cluster down`", err=True)
-        sys.stdout.flush()
+    # Ctrl-C stays a KeyboardInterrupt (it also interrupts the start); SIGTERM asks for a clean stop.
+    with stop_signals(lambda _signum: stop.set(), signals=(signal.SIGTERM,)):
         try:
-            while not stop.wait(1.0):
+            argocd_settings = (
+                argocd_stack_settings.ArgoCDSettings(
+                    clusters=argocd_stack_settings.default_clusters(argocd_clusters),
+                    servers=argocd_servers,
+                    reconciliation_seconds=argocd_refresh_seconds,
+                )
+                if argocd
+                else None
+            )
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--argocd-clusters/--argocd-servers") from exc
+        options = StackOptions(
+            node=node,
+            argo_workflows=argo_workflows,
+            requeue_time=requeue_time,
+            tools_dir=tools_dir,
+            workdir=state_dir,
+            argocd=argocd_settings,
+            argo_rollouts=argo_rollouts,
+            metrics_clusters=metrics_clusters,
+        )
+        if options.wants_node:
+            click.echo("# starting the control plane and a real node (about half a minute)...", err=True)
+        if argocd:
+            click.echo(
+                "# starting the real Argo CD and its destination clusters (about a minute)...", err=True
+            )
+        if argo_rollouts:
+            click.echo(
+                "# starting Prometheus and the Argo Rollouts analysis controller (about 10 s)...", err=True
+            )
+        try:
+            stack = DevStack.start(options)
+        except (machine.MachineError, argocd_stack_settings.ArgoCDStackError, RuntimeError) as exc:
+            raise click.ClickException(str(exc)) from exc
+        try:
+            assert stack.cluster is not None
+            pid_file.write_text(json.dumps(_state(stack)))
+            for line in _describe(stack, state_dir):
+                click.echo(line)
+            for line in shell_exports(stack.exports()):
+                click.echo(line)
+            click.echo("# running until Ctrl-C or `progressive-sync dev-cluster down`", err=True)
+            sys.stdout.flush()
+            try:
+                while not stop.wait(1.0):
+                    pass
+            except KeyboardInterrupt:
                 pass
-        except KeyboardInterrupt:
-            pass
-    finally:
-        stack.stop()
-        pid_file.unlink(missing_ok=True)
-        click.echo("dev-cluster stopped", err=True)
+        finally:
+            stack.stop()
+            pid_file.unlink(missing_ok=True)
+            click.echo("dev-cluster stopped", err=True)
 
 
 def _state(stack: DevStack) -> dict[str, object]:

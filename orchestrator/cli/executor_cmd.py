@@ -10,7 +10,6 @@ Argo Workflows, and never two executors against one control plane.
 
 from __future__ import annotations
 
-import signal
 import sys
 import threading
 from pathlib import Path
@@ -19,6 +18,7 @@ import click
 
 from orchestrator.cli.help_catalog import epilog
 from orchestrator.cli.logsetup import configure_logging
+from orchestrator.core.stop_signals import stop_signals
 from orchestrator.engine.executor import LocalExecutor
 from orchestrator.engine.executor_settings import ExecutorSettings
 from orchestrator.kube.client import Kube, KubeError
@@ -75,12 +75,11 @@ def executor(
         python=python,
     )
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
     click.echo(
         f"local executor watching Workflows in {namespace or 'every namespace'} at {kube.host}", err=True
     )
     try:
-        LocalExecutor(kube, settings).run_until(stop)
+        with stop_signals(lambda _signum: stop.set()):
+            LocalExecutor(kube, settings).run_until(stop)
     finally:
         kube.close()

@@ -10,7 +10,6 @@ account). `run` rides out API server outages: it retries for as long as it runs.
 from __future__ import annotations
 
 import logging
-import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import click
 
 from orchestrator.cli.help_catalog import epilog
+from orchestrator.core.stop_signals import stop_signals
 from orchestrator.kube.client import Kube, KubeError, KubeSettings
 
 kubeconfig_option = click.option(
@@ -98,15 +98,14 @@ def run(
     kube = _kube(kubeconfig, KubeSettings(read_timeout=15.0, retry_backoffs=(0.2, 0.5)))
     simulator = FleetSimulator(kube, namespace, config, events_log=events_log)
 
-    def stop(signum: int, _frame: Any) -> None:
+    def stop(signum: int) -> None:
         click.echo(f"simulate: signal {signum}; stopping", err=True)
         simulator.stop(timeout=0)
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
     click.echo(f"simulate: playing Argo CD's application controller in namespace {namespace} on {kube.host}")
     try:
-        simulator.run_forever()
+        with stop_signals(stop):
+            simulator.run_forever()
     finally:
         kube.close()
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 import threading
 from collections.abc import Callable, Mapping
@@ -31,6 +30,7 @@ import click
 
 from orchestrator.cli.conventions import resolved_namespace
 from orchestrator.cli.help_catalog import epilog
+from orchestrator.core.stop_signals import stop_signals
 from orchestrator.watcher.settings import (
     ENV_PREFIX,
     Engine,
@@ -371,14 +371,13 @@ def watch(**flags: Any) -> None:
 
     configure_logging(settings.log_level, settings.log_format.value)
     stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
     try:
         kube = Kube.from_kubeconfig(settings.kubeconfig, settings.context, settings.kube)
     except KubeError as exc:
         raise click.ClickException(str(exc)) from exc
     try:
-        code = run_process(kube, settings, stop)
+        with stop_signals(lambda _signum: stop.set()):
+            code = run_process(kube, settings, stop)
     except KubeError as exc:
         click.echo(f"error: {exc}", err=True)
         code = 1

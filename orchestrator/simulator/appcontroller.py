@@ -176,13 +176,16 @@ class FleetSimulator:
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Stop both threads (ending the watch stream at once)."""
+        """Stop both threads (ending the watch stream at once), waiting for them `timeout` seconds in
+        all. They are daemon threads: one still inside an API call when that runs out (its read
+        timeout is longer) ends with the process."""
         self._stop.set()
         close = self._close_stream
         if close is not None:
             close()
+        deadline = time.monotonic() + timeout
         for thread in self._threads:
-            thread.join(timeout)
+            thread.join(max(0.0, deadline - time.monotonic()))
 
     def run_forever(self) -> None:
         """Run in the foreground until `stop()` is called from elsewhere (signal handler)."""
