@@ -494,8 +494,9 @@ def ask_to_compare(
 ) -> CompareRequests:
     """Ask Argo CD to compare the owned Applications (in `namespace`, listed as `items`) not compared
     against `release`, then wait for
-    the answers (see module and `compare_request`). One merge patch per Application asked; one list
-    per poll while waiting (backoff 0.2 s doubling to 2 s, at most `wait_seconds`)."""
+    the answers (see module and `compare_request`). One merge patch per Application asked; per poll
+    while waiting (backoff 0.2 s doubling to 2 s, at most `wait_seconds`) a GET of each one still
+    pending, or one list when that is cheaper (`read_by_name`)."""
     wanted = frozenset(tuple(revisions) for revisions in release)
     asked: list[str] = []
     awaited: list[str] = []
@@ -524,7 +525,7 @@ def ask_to_compare(
         )
     if not awaited:
         return CompareRequests((), (), (), items, wait_seconds)
-    items, left = _wait_for_answers(kube, namespace, awaited, clock=clock, wait_seconds=wait_seconds)
+    items, left = _wait_for_answers(kube, namespace, items, awaited, clock=clock, wait_seconds=wait_seconds)
     if left:
         log.warning(
             "%d Application(s) not compared by Argo CD within %g s: %s",
@@ -536,21 +537,51 @@ def ask_to_compare(
 
 
 def _wait_for_answers(
-    kube: Kube, namespace: str, names: Sequence[str], *, clock: Clock, wait_seconds: float
+    kube: Kube,
+    namespace: str,
+    items: Sequence[Mapping[str, Any]],
+    names: Sequence[str],
+    *,
+    clock: Clock,
+    wait_seconds: float,
 ) -> tuple[Sequence[Mapping[str, Any]], tuple[str, ...]]:
-    """List the Applications until none of `names` has a refresh pending or `wait_seconds` passed;
-    the last list and the names still pending."""
+    """Read the Applications until none of `names` has a refresh pending or `wait_seconds` passed;
+    `items` (the list the requests were made from) with Argo CD's answers in, and the names still
+    pending. Each poll reads only the pending ones by name while that is the cheaper read
+    (`read_by_name`), else lists the namespace again."""
     deadline = clock.now() + timedelta(seconds=wait_seconds)
     pause = _FIRST_POLL_SECONDS
+    latest: dict[str, Mapping[str, Any]] = {str(item["metadata"]["name"]): item for item in items}
+    left = tuple(names)
     while True:
-        items, _ = kube.list(APPLICATIONS, namespace)
-        left = unanswered(items, names)
+        if read_by_name(len(left), len(latest)):
+            for name in left:
+                try:
+                    latest[name] = kube.get(APPLICATIONS, namespace, name)
+                except NotFound:
+                    latest.pop(name, None)  # deleted: answered, and no longer an Application to plan
+        else:
+            listed, _ = kube.list(APPLICATIONS, namespace)
+            latest = {str(item["metadata"]["name"]): item for item in listed}
+        left = unanswered(latest.values(), left)
         remaining = (deadline - clock.now()).total_seconds()
         if not left or remaining <= 0:
-            return items, left
+            return list(latest.values()), left
         clock.sleep(min(pause, remaining))
         pause = min(pause * 2, _LAST_POLL_SECONDS)
 
+
+def read_by_name(pending: int, listed: int) -> bool:
+    """Whether reading `pending` Applications one GET each costs less than listing the `listed` ones
+    of the namespace: a request costs about `_REQUEST_COST_IN_OBJECTS` objects' worth of serving.
+    In a namespace of 4,000 Applications (200 ApplicationSets x 20 clusters) a stage's 20 pending
+    are 20 GETs instead of 8 pages of 500."""
+    return pending * (1 + _REQUEST_COST_IN_OBJECTS) < listed + _REQUEST_COST_IN_OBJECTS
+
+
+# What one request costs the API server, in objects served (an estimate: authentication, admission
+# of the read, one round trip); only the choice between GETs and a list depends on it.
+_REQUEST_COST_IN_OBJECTS = 50
 
 # How often `select` looks whether Argo CD answered the refreshes it asked for (doubling).
 _FIRST_POLL_SECONDS = 0.2

@@ -9,6 +9,7 @@ import pytest
 
 from orchestrator.argocd.compare_request import CompareNeed, compare_need, unanswered
 from orchestrator.argocd.fleet import AppView, SyncStatus
+from steps.select_stage import read_by_name
 
 OLD, NEW, OTHER = "a" * 40, "b" * 40, "c" * 40
 # The rollout started in this second; Argo CD's reconciledAt has whole seconds too.
@@ -99,3 +100,17 @@ def test_a_refresh_is_answered_when_its_annotation_is_gone_or_the_application_is
         {"metadata": {"name": "c"}},
     ]
     assert unanswered(items, ["a", "b", "c", "gone"]) == ("a",)
+
+
+@pytest.mark.parametrize(
+    ("pending", "listed", "by_name"),
+    [
+        pytest.param(1, 3, True, id="one-of-three-one-get"),
+        pytest.param(2, 3, False, id="two-of-three-one-list"),
+        pytest.param(20, 4000, True, id="a-stage-of-20-among-4000-gets"),
+        pytest.param(100, 4000, False, id="100-among-4000-one-list-of-8-pages"),
+        pytest.param(1, 1, False, id="the-only-one-one-list"),
+    ],
+)
+def test_the_compare_wait_reads_by_name_when_cheaper(pending: int, listed: int, by_name: bool) -> None:
+    assert read_by_name(pending, listed) is by_name
