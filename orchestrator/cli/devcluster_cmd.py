@@ -265,7 +265,7 @@ def down(state_dir: Path, wait: bool) -> None:
         return
     try:
         with machine.node_lock():
-            done = machine.clean_up()
+            done = machine.clean_up(owner_gone=True)  # we hold the lock: no owner is alive
     except machine.NodeBusy as exc:
         raise click.ClickException(str(exc)) from exc
     if done:

@@ -120,6 +120,9 @@ class Ledger:
     cgroups: bool = False
     # Folders outside the root that the kubelet makes at fixed paths, which did not exist before.
     created: list[str] = field(default_factory=list)
+    # Folders the stack that owns the node made for itself (its control plane's temporary workdir,
+    # ~130 MB of etcd data and logs): removed by the next start when that owner was killed.
+    owned: list[str] = field(default_factory=list)
 
     @classmethod
     def load(cls, path: Path) -> Ledger:
@@ -135,6 +138,7 @@ class Ledger:
             bridge=bool(data.get("bridge")),
             cgroups=bool(data.get("cgroups")),
             created=[str(p) for p in data.get("created") or []],
+            owned=[str(p) for p in data.get("owned") or []],
         )
 
     def save(self) -> None:
@@ -147,6 +151,7 @@ class Ledger:
             "bridge": self.bridge,
             "cgroups": self.cgroups,
             "created": self.created,
+            "owned": self.owned,
         }
         partial.write_text(json.dumps(document, indent=2, sort_keys=True))
         with partial.open("rb") as handle:
@@ -181,6 +186,13 @@ class Ledger:
             self.created.extend(new)
             self.save()
 
+    def remember_owned_folders(self, paths: Iterable[Path]) -> None:
+        """Record folders the node's owner made for itself, for a start after its death to remove."""
+        new = [str(path) for path in paths if str(path) not in self.owned]
+        if new:
+            self.owned.extend(new)
+            self.save()
+
     def mark(self, **flags: bool) -> None:
         """Record that a bridge, iptables chain or cgroup folder is about to be made."""
         for name, value in flags.items():
@@ -206,11 +218,15 @@ KERNEL_TUNABLES = (
 )
 
 
-def clean_up(root: Path = NODE_ROOT, *, children: Iterable[subprocess.Popen[bytes]] = ()) -> list[str]:
+def clean_up(
+    root: Path = NODE_ROOT, *, children: Iterable[subprocess.Popen[bytes]] = (), owner_gone: bool = False
+) -> list[str]:
     """Undo everything a node (this one, or a killed one) did to the machine; returns what it did.
 
     Call it holding the `NodeLock`. Order matters: processes first (they hold mounts and cgroups),
-    then mounts, network, sysctls, cgroups, files.
+    then mounts, network, sysctls, cgroups, files. `owner_gone`: a start cleaning up after a node
+    whose owner died; the folders that owner made for itself (`Ledger.owned`) go too (at a stop,
+    the owner removes its own, after the node).
     """
     done: list[str] = []
     for process in reversed(list(children)):
@@ -241,7 +257,7 @@ def clean_up(root: Path = NODE_ROOT, *, children: Iterable[subprocess.Popen[byte
         done.append("removed cgroups")
     host.remove_cni_cache()
     host.remove_dead_shim_sockets()
-    for folder in map(Path, ledger.created):
+    for folder in map(Path, ledger.created + (ledger.owned if owner_gone else [])):
         if folder.is_dir() and not host.mounts_under(folder):
             shutil.rmtree(folder, ignore_errors=True)
             done.append(f"removed {folder}")

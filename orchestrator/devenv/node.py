@@ -204,7 +204,7 @@ class Node:
         else:
             node._lock.acquire()  # NodeBusy: leave the other node alone, undo nothing
         try:
-            cleaned = machine.clean_up(root)
+            cleaned = machine.clean_up(root, owner_gone=True)  # we hold the lock: no owner is alive
             if cleaned:
                 log.warning("cleaned up what an earlier node left behind: %s", "; ".join(cleaned))
             node._prepare(images_cache, images)

@@ -198,6 +198,9 @@ class DevStack:
             "control_plane",
             lambda: DevCluster.start(self.tools_dir, workdir=options.workdir, node_ready=options.wants_node),
         )
+        if self.node is not None and options.workdir is None:
+            # Its temporary workdir: if this process is killed, the next node start removes it.
+            self.node.ledger.remember_owned_folders([self.cluster.workdir])
         with self.kube() as kube:
             # The peers' CRDs are megabytes: the API server takes a while to serve them.
             self._timed("crds", lambda: apply_crds(kube, crds, timeout=300.0))

@@ -134,7 +134,7 @@ OWNER = textwrap.dedent(
             if time.monotonic() > deadline:
                 sys.exit("the pod did not start")
             time.sleep(0.2)
-    print(json.dumps({"ready": True}), flush=True)
+    print(json.dumps({"ready": True, "workdir": str(stack.cluster.workdir)}), flush=True)
     time.sleep(3600)
     """
 )
@@ -151,7 +151,8 @@ def test_a_node_whose_owner_was_sigkilled_is_cleaned_up_by_the_next_start(
     try:
         assert owner.stdout is not None
         line = owner.stdout.readline()  # bounded: the child prints one line or exits
-        assert json.loads(line or "{}").get("ready"), (tmp_path / "owner.log").read_text()[-3000:]
+        ready = json.loads(line or "{}")
+        assert ready.get("ready"), (tmp_path / "owner.log").read_text()[-3000:]
     finally:
         owner.send_signal(signal.SIGKILL)
         owner.wait(timeout=30)
@@ -161,8 +162,11 @@ def test_a_node_whose_owner_was_sigkilled_is_cleaned_up_by_the_next_start(
     assert any("processes in cgroup" in item for item in left), left
     assert any("mounts under" in item for item in left), left
     assert any(host.BRIDGE in item for item in left), left
+    owners_workdir = Path(ready["workdir"])
+    assert owners_workdir.is_dir(), "the killed owner's control plane folder is left behind"
 
     stack = DevStack.start(StackOptions(node=True, namespaces=("again",)))
+    assert not owners_workdir.exists(), "the next start removes the killed owner's folders"
     try:
         assert stack.node is not None and stack.steps_image is not None
         with stack.kube() as kube:

@@ -174,6 +174,15 @@ def test_the_ledger_keeps_the_first_old_value_of_a_sysctl(
     assert machine.Ledger.load(tmp_path / "missing.json").sysctls == {}
 
 
+def test_the_ledger_keeps_the_owners_folders_once_each(tmp_path: Path) -> None:
+    ledger = machine.Ledger(tmp_path / "ledger.json")
+    ledger.remember_owned_folders([Path("/tmp/progressive-sync-devcluster-a")])
+    ledger.remember_owned_folders([Path("/tmp/progressive-sync-devcluster-a")])
+    again = machine.Ledger.load(tmp_path / "ledger.json")
+    assert again.owned == ["/tmp/progressive-sync-devcluster-a"]
+    assert machine.Ledger.load(tmp_path / "missing.json").owned == []
+
+
 @pytest.mark.parametrize(
     ("printed", "path"),
     [
