@@ -19,6 +19,7 @@ import click
 from orchestrator.cli.help_catalog import epilog
 from orchestrator.core.stop_signals import stop_signals
 from orchestrator.kube.client import Kube, KubeError, KubeSettings
+from orchestrator.simulator.config import DEFAULT_WORKERS
 
 kubeconfig_option = click.option(
     "--kubeconfig",
@@ -67,6 +68,13 @@ def simulate() -> None:
     "--sync-seconds", type=click.FloatRange(min=0), help="Default sync duration (overrides the file)."
 )
 @click.option("--health-seconds", type=click.FloatRange(min=0), help="Default Progressing time after a sync.")
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=DEFAULT_WORKERS,
+    show_default=True,
+    help="Applications written at once (each Application by one worker at a time).",
+)
 def run(
     *,
     namespace: str,
@@ -75,6 +83,7 @@ def run(
     events_log: Path | None,
     sync_seconds: float | None,
     health_seconds: float | None,
+    workers: int,
 ) -> None:
     """Pick up sync operations on Applications and play them through, until Ctrl-C / SIGTERM."""
     from dataclasses import replace  # noqa: PLC0415
@@ -96,7 +105,7 @@ def run(
     # The simulator retries on its own, for as long as it runs: the adapter's own retries stay short so
     # that a stop is never stuck behind them.
     kube = _kube(kubeconfig, KubeSettings(read_timeout=15.0, retry_backoffs=(0.2, 0.5)))
-    simulator = FleetSimulator(kube, namespace, config, events_log=events_log)
+    simulator = FleetSimulator(kube, namespace, config, events_log=events_log, workers=workers)
 
     def stop(signum: int) -> None:
         click.echo(f"simulate: signal {signum}; stopping", err=True)

@@ -7,9 +7,10 @@ does to them; the decisions are `behaviours.next_step` (pure), this module only 
 - **list -> watch** the Applications into a cache (`orchestrator.kube.watchloop`); on 410 re-list,
   on any other failure wait and go on (backoff capped, never giving up: a controller rides out an
   API server outage);
-- **one worker** takes due Applications from a delay queue, asks `next_step` for the next write,
-  writes it (a PUT carrying the resourceVersion it was decided on), then asks again; when nothing is
-  due it sleeps until the decision's wake-up time or the next change;
+- **workers** (`DEFAULT_WORKERS`, `simulate run --workers`) take due Applications from a delay
+  queue, each Application one worker's at a time, ask `next_step` for the next write, write it (a
+  PUT carrying the resourceVersion it was decided on), then ask again; when nothing is due they
+  sleep until the decision's wake-up time or the next change;
 - **exact events**: when the answer to a write is lost (timeout, dropped connection, a 409 that may be
   our own retried write), the write is left unconfirmed and the next look at the Application reads
   the server and checks the step's proof: its events are logged once if and only if it landed;
@@ -52,7 +53,7 @@ from orchestrator.kube.cluster_secrets import CLUSTER_SECRET_LABEL, cluster_secr
 from orchestrator.kube.watchloop import BackoffPolicy, Changed, Listed, WatchLoop, WatchLoopSettings
 from orchestrator.simulator.appset import ClusterParams, owner_app_set
 from orchestrator.simulator.behaviours import next_step
-from orchestrator.simulator.config import ConfigError, SimulatorConfig
+from orchestrator.simulator.config import DEFAULT_WORKERS, ConfigError, SimulatorConfig
 from orchestrator.simulator.decision_types import Decision, Step, Timeline, World
 from orchestrator.simulator.events import EventsLog
 from orchestrator.simulator.git import GIT_CONFIGMAP, GitRefs
@@ -75,25 +76,38 @@ class _Cluster:
 
 
 class _DelayQueue:
-    """Application names due at a time; each name once, at its earliest due time. Thread-safe."""
+    """Application names due at a time; each name once, at its earliest due time. Thread-safe.
+
+    A name handed to a worker (`pop`) is its worker's until `done`: a `put` meanwhile is kept and
+    queued when the worker is done, so no two workers ever act on one Application at once and its
+    writes keep their order (as client-go's workqueue does for a controller's workers).
+    """
 
     def __init__(self) -> None:
         self._heap: list[tuple[float, int, str]] = []
         self._due: dict[str, float] = {}
+        self._active: set[str] = set()
+        self._after: dict[str, float] = {}  # put while active: due once its worker is done
         self._seq = itertools.count()
         self._cond = threading.Condition()
 
     def put(self, name: str, delay: float = 0.0) -> None:
         due = time.monotonic() + max(0.0, delay)
         with self._cond:
-            if name in self._due and self._due[name] <= due:
+            if name in self._active:
+                self._after[name] = min(due, self._after.get(name, due))
                 return
-            self._due[name] = due
-            heapq.heappush(self._heap, (due, next(self._seq), name))
-            self._cond.notify()
+            self._push_locked(name, due)
+
+    def _push_locked(self, name: str, due: float) -> None:
+        if name in self._due and self._due[name] <= due:
+            return
+        self._due[name] = due
+        heapq.heappush(self._heap, (due, next(self._seq), name))
+        self._cond.notify()
 
     def pop(self, timeout: float) -> str | None:
-        """The next due name, waiting at most `timeout` seconds."""
+        """The next due name, now the caller's until `done(name)`; None after `timeout` seconds."""
         deadline = time.monotonic() + timeout
         with self._cond:
             while True:
@@ -103,6 +117,7 @@ class _DelayQueue:
                 if self._heap and self._heap[0][0] <= now:
                     _, _, name = heapq.heappop(self._heap)
                     del self._due[name]
+                    self._active.add(name)
                     return name
                 wait = deadline - now
                 if self._heap:
@@ -110,6 +125,14 @@ class _DelayQueue:
                 if wait <= 0:
                     return None
                 self._cond.wait(wait)
+
+    def done(self, name: str) -> None:
+        """The worker is done with `name`: what was put for it meanwhile is queued now."""
+        with self._cond:
+            self._active.discard(name)
+            due = self._after.pop(name, None)
+            if due is not None:
+                self._push_locked(name, due)
 
 
 class _Cached:
@@ -143,13 +166,17 @@ class FleetSimulator:
         clock: Clock | None = None,
         events_log: str | Path | None = None,
         watch_window_seconds: int = 5,
+        workers: int = DEFAULT_WORKERS,
     ) -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1, not {workers}")
         self.kube = kube
         self.namespace = namespace
         self.config = config or SimulatorConfig()
         self.clock = clock or SystemClock()
         self.events = EventsLog(events_log)
         self.watch_window_seconds = watch_window_seconds
+        self.workers = workers
         self.error: BaseException | None = None  # a thread's crash, or a write the API server rejected
         self._queue = _DelayQueue()
         self._cache: dict[str, dict[str, Any]] = {}
@@ -157,6 +184,9 @@ class FleetSimulator:
         self._unconfirmed: dict[str, Step] = {}
         self._failures: dict[str, int] = {}
         self._timeline = Timeline()
+        # The decisions are pure and take microseconds: the workers make them one at a time (the
+        # Timeline they read and mark is not thread-safe); their writes, the slow part, run at once.
+        self._timeline_lock = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._close_stream: Callable[[], None] | None = None
@@ -169,7 +199,8 @@ class FleetSimulator:
 
     def start(self) -> FleetSimulator:
         """Run in background threads (watch + worker) until `stop()`."""
-        for target, name in ((self._watch_loop, "sim-watch"), (self._work_loop, "sim-work")):
+        workers = [(self._work_loop, f"sim-work-{i}") for i in range(self.workers)]
+        for target, name in ((self._watch_loop, "sim-watch"), *workers):
             thread = threading.Thread(target=self._guard(target), name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -269,8 +300,12 @@ class FleetSimulator:
     def _work_loop(self) -> None:
         while not self._stop.is_set():
             name = self._queue.pop(timeout=0.5)
-            if name is not None:
+            if name is None:
+                continue
+            try:
                 self._reconcile(name)
+            finally:
+                self._queue.done(name)
 
     def _reconcile(self, name: str) -> None:
         if name in self._unconfirmed and not self._confirm(name):
@@ -280,7 +315,9 @@ class FleetSimulator:
         if app is None:
             return
         now = self.clock.now()
-        decision: Decision = next_step(app, self._world(app), now, self._timeline)
+        world = self._world(app)
+        with self._timeline_lock:
+            decision: Decision = next_step(app, world, now, self._timeline)
         if decision.step is not None:
             if self._write(name, decision.step, now):
                 self._queue.put(name)  # the next step may be due at once
@@ -354,8 +391,9 @@ class FleetSimulator:
             with self._cache_lock:
                 if _newer_or_same(stored, self._cache.get(name)):
                     self._cache[name] = stored
-        for mark in step.marks:
-            self._timeline.mark(mark, now)
+        with self._timeline_lock:
+            for mark in step.marks:
+                self._timeline.mark(mark, now)
         cluster = self._cluster_name(step.app)
         for event in step.events:
             self.events.write(event.name, app=name, cluster=cluster, when=now, **dict(event.fields))

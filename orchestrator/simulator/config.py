@@ -20,6 +20,12 @@ from typing import Any
 
 import yaml
 
+# Worker threads writing Applications (each Application is one worker's at a time: the controller's
+# `_DelayQueue`). One kept up with 12 clusters, not with thousands of Applications released together
+# (issue 33's 200 ApplicationSets x 20 clusters): each write is a round trip. Argo CD's own
+# application controller runs 20 status and 10 operation processors by default.
+DEFAULT_WORKERS = 4
+
 ANNOTATION_PREFIX = "simulator.progressivesync.io/"
 
 

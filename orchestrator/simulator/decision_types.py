@@ -75,7 +75,8 @@ class Decision:
 class Timeline:
     """When the simulator first saw each state of each Application (its memory of durations).
 
-    Not thread-safe: the controller's one worker owns it. Forgets the oldest entries past `limit`.
+    Not thread-safe: the controller's workers use it under one lock (`FleetSimulator._timeline_lock`).
+    Forgets the oldest entries past `limit`.
     """
 
     def __init__(self, limit: int = 20000) -> None:
