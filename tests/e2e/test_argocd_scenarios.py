@@ -111,7 +111,7 @@ def test_the_applications_sync_policy_reaches_the_operation(
 
 
 @pytest.mark.parametrize(
-    ("sim", "stages", "spec", "cancel", "phase"),
+    ("sim", "stages", "spec", "cancel", "phase", "why"),
     [
         pytest.param(
             behaviour(**{"*-eua": "hang: true"}),
@@ -119,14 +119,19 @@ def test_the_applications_sync_policy_reaches_the_operation(
             {"progressDeadlineSeconds": 6},
             False,
             "Failed",
+            "progress deadline of 6s passed",
             id="past-the-deadline",
         ),
         pytest.param(
+            # Not retried (`retry.limit: 0`): the failure is final at once, long before the deadline.
+            # With Argo CD's default retry (5 attempts, 5 s doubling) it would be final only past
+            # the deadline, and the stage would fail by the deadline instead.
             behaviour(**{"*-eua": "fail: true", "*-usa": "hang: true"}),
             [ALL_AT_ONCE],
-            {"progressDeadlineSeconds": 60},
+            {"progressDeadlineSeconds": 600},
             False,
             "Failed",
+            "cells-2-usa: stopped before it finished: stage 'all' has failed already",
             id="a-failed-stage",
         ),
         pytest.param(
@@ -135,6 +140,7 @@ def test_the_applications_sync_policy_reaches_the_operation(
             {"progressDeadlineSeconds": 60},
             True,
             "Cancelled",
+            "was stopped (Stop)",
             id="a-cancelled-rollout",
         ),
     ],
@@ -147,14 +153,16 @@ def test_a_sync_we_started_is_terminated_when_we_stop(
     spec: dict[str, Any],
     cancel: bool,
     phase: str,
+    why: str,
 ) -> None:
-    rig.seed().start(sim).create(stages=stages, **spec)
+    rig.seed(sync_policy={"retry": {"limit": 0}}).start(sim).create(stages=stages, **spec)
     hung = next(app for app in rig.apps if app.endswith("-usa" if len(stages) == 1 else "-eua"))
     wait_for(lambda: rig.operation_phase(hung) == "Running", timeout=60, what=f"{hung} syncing")
     if cancel:
         rig.cancel()
     status = rig.wait_phase()
     assert status["phase"] == phase, status.get("message")
+    assert why in status["message"], status["message"]
     rig.wait_operations_ended()
     state = rig.app(hung)["status"]["operationState"]
     assert (state["phase"], state["message"]) == ("Failed", "Operation terminated")
