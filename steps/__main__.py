@@ -16,8 +16,10 @@ EXIT_TEMPORARY = 75  # steps.cli.EXIT_TEMPORARY, not imported: that import is wh
 def _stopped_while_starting(signum: int, frame: object) -> None:
     # os.write, not sys.stderr: the interrupted main thread may be inside a write to stderr, whose
     # buffer lock a second write from the same thread cannot take.
-    os.write(2, b"steps: stopped by SIGTERM while starting: exit 75, the retry runs the step\n")
-    os._exit(EXIT_TEMPORARY)
+    try:
+        os.write(2, b"steps: stopped by SIGTERM while starting: exit 75, the retry runs the step\n")
+    finally:
+        os._exit(EXIT_TEMPORARY)
 
 
 signal.signal(signal.SIGTERM, _stopped_while_starting)
