@@ -426,7 +426,7 @@ def analyze(
         failures = {target: (exc.reason, str(exc)) for target in targets}
         templates = []
     fleet = (
-        FleetLookup(kube, ctx.rollout, ps, clock=ctx.clock, max_age_seconds=60.0)
+        FleetLookup(kube, ctx.rollout, ps, clock=ctx.clock, max_age_seconds=60.0, planned=outcomes.apps)
         if analysis.per_cluster
         else None
     )

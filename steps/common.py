@@ -413,38 +413,89 @@ def apps_by_cluster(
 
 
 def apps_of_cluster(
-    kube: Kube, rollout: RolloutRef, ps: ProgressiveSync, cluster: Cluster, clusters: Sequence[Cluster]
+    kube: Kube,
+    rollout: RolloutRef,
+    ps: ProgressiveSync,
+    cluster: Cluster,
+    clusters: Sequence[Cluster],
+    *,
+    planned: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """The ApplicationSet's Applications that deploy to `cluster`, sorted by name.
 
     Which cluster an Application deploys to is the planner's rule (`ClusterIndex.cluster_of`), so
     `sync` and `wait-healthy` act on exactly the Applications `select` planned for the cluster.
+    `planned`: their names as the stage's records give them (`targetApps`): each is read by name
+    (one GET) and kept while it is still owned and still deploys to `cluster`; one the
+    ApplicationSet generated for the cluster since is left to the next rollout. Without names, or
+    when none of them is found, every Application of the namespace is listed (a record written
+    before the field, a step run outside a rollout).
     """
-    owned = owned_apps(kube, ps)
+    app_set = get_app_set(kube, app_namespace(ps), ps.spec.app_set_ref.name)
     index = index_clusters(clusters)
-    mine = [
-        app
-        for app in owned
-        if (c := index.cluster_of(app_view_from_object(app))) is not None and c.name == cluster.name
-    ]
-    return sorted(mine, key=lambda app: app["metadata"]["name"])
+    if planned:
+        uid = app_set.uid if app_set else ""
+        named = read_named_apps(
+            kube,
+            app_namespace(ps),
+            planned,
+            app_set_name=ps.spec.app_set_ref.name,
+            app_set_uid=uid,
+            index=index,
+            cluster=cluster.name,
+        )
+        if named:
+            return named
+        log.info("cluster %s: none of its planned Applications found; listing the namespace", cluster.name)
+    items, _ = kube.list(APPLICATIONS, app_namespace(ps))
+    return apps_by_cluster(items, ps.spec.app_set_ref.name, app_set, index).get(cluster.name, [])
+
+
+def read_named_apps(
+    kube: Kube,
+    namespace: str,
+    names: Sequence[str],
+    *,
+    app_set_name: str,
+    app_set_uid: str,
+    index: ClusterIndex,
+    cluster: str,
+) -> list[dict[str, Any]]:
+    """Each Application of `names` read now (one GET each; one not found is left out), kept when
+    the ApplicationSet still owns it (uid when known) and it still deploys to `cluster` by the
+    planner's rule; sorted by name."""
+    apps = []
+    for name in dict.fromkeys(names):
+        try:
+            app = kube.get(APPLICATIONS, namespace, name)
+        except NotFound:
+            continue
+        view = app_view_from_object(app)
+        owner = index.cluster_of(view)
+        if view.is_owned_by(app_set_name, app_set_uid) and owner is not None and owner.name == cluster:
+            apps.append(app)
+    return sorted(apps, key=lambda app: app["metadata"]["name"])
 
 
 class FleetLookup:
     """The Argo CD clusters, and which of the ApplicationSet's Applications deploy to each cluster.
 
-    `sync` and `wait-healthy` need both for every cluster. Read fresh for each call (`max_age_seconds`
-    0, what `sync` and `wait-healthy` run alone do), that is the inventory ConfigMap, the
-    ApplicationSet and a list of every Application of the namespace: ~15 MB per list at 10,000
-    clusters. A `cluster` pod shares one lookup between its sync and its wait, a `batch` pod between
-    all its clusters (issue 15): the inventory, the ApplicationSet
-    and the Applications' names by cluster are read at most once per `max_age_seconds`, and the
-    Applications a cluster acts on are then read one by one (a GET each), so every sync decision is
-    taken on the Application as it is now and the cache can never cause a second sync write (our
-    rollout id in the operation is seen on the fresh object). What a cached read can miss is only
-    an Application or a cluster added since it was read: a cluster not found, or found without
-    Applications, is looked up again at once before it is failed. Thread-safe (a batch's clusters
-    run in threads).
+    `sync` and `wait-healthy` need both for every cluster. A cluster's Applications are named by
+    its stage's records when `select` recorded them (`targetApps`, handed in by `planned` or
+    `plan`: `steps.context.Shared.fleet_for` hands in the stage's): each is then read by name (a
+    GET), and the namespace is not listed. Without names (records written before the field, a step
+    run outside a rollout), or when none of the named ones is found, the lookup lists every
+    Application of the namespace, as before: ~15 MB per list at 10,000 clusters. Read fresh for each
+    call (`max_age_seconds` 0, what `sync` and `wait-healthy` run alone do): the inventory
+    ConfigMap, the ApplicationSet, and the names or the list. A `cluster` pod shares one lookup
+    between its sync and its wait, a `batch` pod between all its clusters (issue 15): the
+    inventory, the ApplicationSet and the list's names by cluster are read at most once per
+    `max_age_seconds`, and the Applications a cluster acts on are then read one by one (a GET each),
+    so every sync decision is taken on the Application as it is now and the cache can never cause
+    a second sync write (our rollout id in the operation is seen on the fresh object). What a cached
+    read can miss is only an Application or a cluster added since it was read: a cluster not
+    found, or found without Applications, is looked up again at once before it is failed.
+    Thread-safe (a batch's clusters run in threads).
     """
 
     def __init__(
@@ -455,6 +506,7 @@ class FleetLookup:
         *,
         clock: Clock,
         max_age_seconds: float = 0.0,
+        planned: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self.kube = kube
         self.rollout = rollout.with_applications_of(ps)
@@ -468,8 +520,17 @@ class FleetLookup:
         self._looked: list[Cluster] = []  # the inventory as `still_exists` last read it
         self._looked_at: datetime | None = None
         self._names: dict[str, list[str]] = {}  # cluster name -> its Applications' names, sorted
-        self._app_set_uid = ""
-        self.reads = 0  # how many times the inventory and the Applications were read (for tests, logs)
+        self._listed = False  # whether `_names` is from a list made since the last read
+        self._app_set: AppSetView | None = None
+        self._planned: dict[str, tuple[str, ...]] = {}
+        self.plan(planned or {})
+        self.reads = 0  # how many times a cached lookup listed the Applications (for tests, logs)
+
+    def plan(self, planned: Mapping[str, Sequence[str]]) -> None:
+        """Name the Applications `select` planned for each cluster (the stage's records'
+        `targetApps`): their clusters' Applications are then read by name (see the class)."""
+        with self._lock:
+            self._planned.update((name, tuple(names)) for name, names in planned.items() if names)
 
     @property
     def cached(self) -> bool:
@@ -481,7 +542,7 @@ class FleetLookup:
         if not self.cached:
             return list_clusters(self.kube, self.rollout.argocd_namespace)
         with self._lock:
-            self._refresh_locked(force=False)
+            self._refresh_locked(force=False, listing=False)
             return list(self._clusters)
 
     def find(self, name: str) -> tuple[Cluster | None, list[Cluster]]:
@@ -490,7 +551,7 @@ class FleetLookup:
         found = find_cluster(clusters, name)
         if found is None and self.cached:
             with self._lock:
-                self._refresh_locked(force=True)
+                self._refresh_locked(force=True, listing=False)
                 clusters = list(self._clusters)
             found = find_cluster(clusters, name)
         return found, clusters
@@ -511,49 +572,67 @@ class FleetLookup:
         return find_cluster(clusters, name) is not None
 
     def apps_of(self, cluster: Cluster, clusters: Sequence[Cluster]) -> list[dict[str, Any]]:
-        """The ApplicationSet's Applications that deploy to `cluster`, sorted by name, as they are now."""
+        """The ApplicationSet's Applications that deploy to `cluster`, sorted by name, as they are
+        now: the planned ones by name when the stage's records name them, else (or when none of
+        them is found) from a list of the namespace (see the class)."""
+        with self._lock:
+            planned = self._planned.get(cluster.name, ())
         if not self.cached:
-            return apps_of_cluster(self.kube, self.rollout, self.ps, cluster, clusters)
+            return apps_of_cluster(self.kube, self.rollout, self.ps, cluster, clusters, planned=planned)
+        if planned:
+            with self._lock:
+                self._refresh_locked(force=False, listing=False)
+                index, uid = self._index, self._app_set.uid if self._app_set else ""
+            named = read_named_apps(
+                self.kube,
+                self.rollout.applications_namespace,
+                planned,
+                app_set_name=self.ps.spec.app_set_ref.name,
+                app_set_uid=uid,
+                index=index,
+                cluster=cluster.name,
+            )
+            if named:
+                return named
+            log.info(
+                "cluster %s: none of its planned Applications found; listing the namespace", cluster.name
+            )
         apps = self._read_apps(cluster, force=False)
         return apps or self._read_apps(cluster, force=True)
 
     def _read_apps(self, cluster: Cluster, *, force: bool) -> list[dict[str, Any]]:
-        """Each Application the lookup has for `cluster`, read now; kept when it still belongs to the
-        ApplicationSet and deploys to the cluster."""
+        """Each Application the lookup's list has for `cluster`, read now; kept when it still belongs
+        to the ApplicationSet and deploys to the cluster."""
         with self._lock:
-            self._refresh_locked(force=force)
+            self._refresh_locked(force=force, listing=True)
             names = list(self._names.get(cluster.name, ()))
             index = self._index
-            uid = self._app_set_uid
-        app_set_name = self.ps.spec.app_set_ref.name
-        apps = []
-        for name in names:
-            try:
-                app = self.kube.get(APPLICATIONS, self.rollout.applications_namespace, name)
-            except NotFound:
-                continue
-            view = app_view_from_object(app)
-            owner = index.cluster_of(view)
-            if view.is_owned_by(app_set_name, uid) and owner is not None and owner.name == cluster.name:
-                apps.append(app)
-        return sorted(apps, key=lambda app: app["metadata"]["name"])
+            uid = self._app_set.uid if self._app_set else ""
+        return read_named_apps(
+            self.kube,
+            self.rollout.applications_namespace,
+            names,
+            app_set_name=self.ps.spec.app_set_ref.name,
+            app_set_uid=uid,
+            index=index,
+            cluster=cluster.name,
+        )
 
-    def _refresh_locked(self, *, force: bool) -> None:
+    def _refresh_locked(self, *, force: bool, listing: bool) -> None:
+        """The inventory and the ApplicationSet read again when older than `max_age_seconds` (or
+        `force`); with `listing`, the Applications listed too when not listed since."""
         now = self.clock.now()
-        if (
-            not force
-            and self._read_at is not None
-            and (now - self._read_at).total_seconds() < self.max_age_seconds
-        ):
-            return
-        clusters = list_clusters(self.kube, self.rollout.argocd_namespace)
-        app_set = get_app_set(self.kube, app_namespace(self.ps), self.ps.spec.app_set_ref.name)
-        index = index_clusters(clusters)
-        items, _ = self.kube.list(APPLICATIONS, app_namespace(self.ps))
-        by_cluster = apps_by_cluster(items, self.ps.spec.app_set_ref.name, app_set, index)
-        self._clusters = clusters
-        self._index = index
-        self._names = {name: [app["metadata"]["name"] for app in apps] for name, apps in by_cluster.items()}
-        self._app_set_uid = app_set.uid if app_set else ""
-        self._read_at = now
-        self.reads += 1
+        if force or self._read_at is None or (now - self._read_at).total_seconds() >= self.max_age_seconds:
+            self._clusters = list_clusters(self.kube, self.rollout.argocd_namespace)
+            self._index = index_clusters(self._clusters)
+            self._app_set = get_app_set(self.kube, app_namespace(self.ps), self.ps.spec.app_set_ref.name)
+            self._read_at = now
+            self._listed = False
+        if listing and not self._listed:
+            items, _ = self.kube.list(APPLICATIONS, app_namespace(self.ps))
+            by_cluster = apps_by_cluster(items, self.ps.spec.app_set_ref.name, self._app_set, self._index)
+            self._names = {
+                name: [app["metadata"]["name"] for app in apps] for name, apps in by_cluster.items()
+            }
+            self._listed = True
+            self.reads += 1

@@ -156,10 +156,16 @@ class Shared:
         )
 
     def fleet_for(self, kube: Kube, ctx: StepContext, *, max_age_seconds: float = 0.0) -> FleetLookup:
-        """The lookup handed in, else one over the context's ProgressiveSync."""
-        return self.fleet or FleetLookup(
+        """The lookup handed in, else one over the context's ProgressiveSync; either told the
+        Applications `select` planned for each target when the stage's records are at hand
+        (`outcomes`: their `targetApps`), so a cluster's are read by name, not by listing the
+        namespace. The one place a cluster step's lookup learns them."""
+        fleet = self.fleet or FleetLookup(
             kube, ctx.rollout, ctx.ps, clock=ctx.clock, max_age_seconds=max_age_seconds
         )
+        if self.outcomes is not None:
+            fleet.plan(self.outcomes.apps)
+        return fleet
 
 
 ALONE = Shared()

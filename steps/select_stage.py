@@ -208,7 +208,7 @@ def select_stage(kube: Kube, ctx: StepContext) -> SelectResult:
     # The stage's records before the status says it runs: a step that reads the status Progressing
     # finds them. Created once; one that exists (a select run before) is adopted with its targets.
     where = (
-        create_stage_records(kube, rollout, ps, stage, targets)
+        create_stage_records(kube, rollout, ps, stage, targets, apps=plan.stage(stage).apps)
         if phase == StagePhase.PROGRESSING
         else StageRecords(rollout.namespace, stage, ())
     )
@@ -325,10 +325,17 @@ def _recorded_progress(kube: Kube, rollout: RolloutRef, ps: ProgressiveSync) -> 
 
 
 def create_stage_records(
-    kube: Kube, rollout: RolloutRef, ps: ProgressiveSync, stage: str, targets: Sequence[str]
+    kube: Kube,
+    rollout: RolloutRef,
+    ps: ProgressiveSync,
+    stage: str,
+    targets: Sequence[str],
+    *,
+    apps: Mapping[str, Sequence[str]] | None = None,
 ) -> StageRecords:
-    """The stage's records with `targets` (one per part), created owned by the ProgressiveSync; the
-    ones that exist already are adopted as they are (their targets win)."""
+    """The stage's records with `targets` (one per part) and the Applications planned for each
+    (`apps`, the plan's: recorded as `targetApps`), created owned by the ProgressiveSync; the ones
+    that exist already are adopted as they are (their targets and Applications win)."""
     records = new_records(
         rollout.name,
         rollout.rollout_id,
@@ -336,6 +343,7 @@ def create_stage_records(
         stage_index=stage_index(ps, stage),
         targets=targets,
         namespace=rollout.namespace,
+        apps=apps,
     )
     return StageRecords(rollout.namespace, stage, tuple(create_records(kube, ps.metadata, records)))
 

@@ -9,11 +9,14 @@ rollout, readable with `kubectl get psstage -l progressivesync.io/name=<name> -o
   labelled with the ProgressiveSync's name, the rollout id and the stage index (`record_labels`),
   owned by the ProgressiveSync (garbage collected with it, and with nothing else);
 - `spec` is written once, by `select`, when it creates the object: which ProgressiveSync, rollout
-  and stage it belongs to, which part of how many, and `targets`, the part's clusters in rollout
-  order. A stage of more than `RECORD_MAX_CLUSTERS` clusters spans several parts (`split_parts`),
-  so no object comes near the API server's 1.5 MiB bound whatever the fleet (a part of 500
-  clusters with names like a real fleet's, every field set, and its managedFields is ~266 kB;
-  with 253-character names, under 1 MiB);
+  and stage it belongs to, which part of how many, `targets`, the part's clusters in rollout
+  order, and `targetApps`, the Applications `select` planned for each of them (`planned_apps`;
+  absent in records written before it existed): a cluster step reads those by name, one GET
+  each, not every Application of the namespace (`steps.common.FleetLookup`). A stage of more
+  than `RECORD_MAX_CLUSTERS` clusters spans several parts (`split_parts`), so no object comes
+  near the API server's 1.5 MiB bound whatever the fleet (a part of 500 clusters with names like a
+  real fleet's, every field set, and its managedFields is ~266 kB; with 253-character names, under
+  1 MiB; `targetApps` adds at most `RECORD_TARGET_APPS_MAX_CHARS` characters of names);
 - `status.clusters` maps a cluster's name to its `ClusterRecord`. The steps merge-patch it one or
   many clusters at a time: a JSON merge patch of a map key changes that key only, so the steps of
   a stage never conflict with one another and never write the ProgressiveSync for a cluster.
@@ -35,12 +38,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StrictInt
+from pydantic import Field, StrictInt, model_validator
 
 from orchestrator.api.metadata import NAME_LABEL, ROLLOUT_ID_LABEL, label_value
 from orchestrator.api.models import (
@@ -74,6 +77,13 @@ CLOSED_BY_ANNOTATION = "progressivesync.io/closed-by"
 RECORD_MAX_CLUSTERS = 500
 # A reason or a note is cut to this many characters in a record (and in the status's lists).
 RECORD_TEXT_MAX_CHARS = 512
+# `targetApps`: at most this many Application names for one cluster, and this many characters of
+# cluster and Application names in one part. A cluster past either bound is left out of the map
+# (`planned_apps`): its step lists the namespace, as for a record written before the field. 500
+# clusters of 4 Applications with 63-character names fit; the bound keeps a part's object under
+# the API server's 1.5 MiB whatever the names (the module docstring: under 1 MiB without it).
+RECORD_MAX_APPS_PER_CLUSTER = 64
+RECORD_TARGET_APPS_MAX_CHARS = 200_000
 _HASH_LENGTH = 8
 
 
@@ -192,6 +202,57 @@ class StageRecordSpec(_Model):
         list[Annotated[str, Field(max_length=OBJECT_NAME_MAX_LENGTH)]], Field(max_length=RECORD_MAX_CLUSTERS)
     ] = Field(default_factory=list)
     """This part's clusters, in rollout order."""
+    target_apps: (
+        Annotated[
+            dict[
+                str,  # a cluster name: its length is checked below (a CRD has no bound on map keys)
+                Annotated[
+                    list[Annotated[str, Field(min_length=1, max_length=OBJECT_NAME_MAX_LENGTH)]],
+                    Field(min_length=1, max_length=RECORD_MAX_APPS_PER_CLUSTER),
+                ],
+            ],
+            Field(max_length=RECORD_MAX_CLUSTERS),
+        ]
+        | None
+    ) = None
+    """Cluster name -> the Applications `select` planned for it, sorted (its step acts on these)."""
+    # One the ApplicationSet generates for the cluster after the stage was selected is left to the
+    # next rollout. A cluster absent here (records written before this field, a cluster past the
+    # bounds: `planned_apps`) is looked up by listing the namespace (`steps.common.FleetLookup`).
+
+    @model_validator(mode="after")
+    def _bounded_apps(self) -> StageRecordSpec:
+        if self.target_apps is None:
+            return self
+        if any(len(name) > OBJECT_NAME_MAX_LENGTH for name in self.target_apps):
+            raise ValueError(f"targetApps: a cluster name is longer than {OBJECT_NAME_MAX_LENGTH} characters")
+        if _names_chars(self.target_apps) > RECORD_TARGET_APPS_MAX_CHARS:
+            raise ValueError(f"targetApps holds more than {RECORD_TARGET_APPS_MAX_CHARS} characters of names")
+        return self
+
+
+def _names_chars(apps: Mapping[str, Sequence[str]]) -> int:
+    """Characters of cluster and Application names in a `targetApps` map."""
+    return sum(len(cluster) + sum(len(name) for name in names) for cluster, names in apps.items())
+
+
+def planned_apps(targets: Sequence[str], apps: Mapping[str, Sequence[str]]) -> dict[str, list[str]] | None:
+    """The `targetApps` of a part holding `targets`: each target's planned Applications from
+    `apps` (cluster -> names), sorted and each once, in rollout order until the part's character
+    bound; a target without any, or with more than `RECORD_MAX_APPS_PER_CLUSTER`, or past the
+    bound is left out (its step lists the namespace). None when no target is left."""
+    planned: dict[str, list[str]] = {}
+    chars = 0
+    for target in targets:
+        names = sorted(set(apps.get(target, ())))
+        if not names or len(names) > RECORD_MAX_APPS_PER_CLUSTER:
+            continue
+        size = _names_chars({target: names})
+        if chars + size > RECORD_TARGET_APPS_MAX_CHARS:
+            break
+        planned[target] = names
+        chars += size
+    return planned or None
 
 
 class StageRecordStatus(_Model):
@@ -274,9 +335,11 @@ def new_records(
     stage_index: int,
     targets: Sequence[str],
     namespace: str,
+    apps: Mapping[str, Sequence[str]] | None = None,
 ) -> list[ProgressiveSyncStage]:
-    """The objects `select` creates for a stage's targets (owner references are added by the caller,
-    which knows the ProgressiveSync's uid)."""
+    """The objects `select` creates for a stage's targets, each part with its targets' planned
+    Applications from `apps` (cluster -> names: `planned_apps`; none given, no `targetApps`).
+    Owner references are added by the caller, which knows the ProgressiveSync's uid."""
     parts = split_parts(targets)
     return [
         ProgressiveSyncStage(
@@ -293,6 +356,7 @@ def new_records(
                 part=index,
                 parts=len(parts),
                 targets=list(part),
+                target_apps=planned_apps(part, apps) if apps else None,
             ),
         )
         for index, part in enumerate(parts)
@@ -386,6 +450,8 @@ class StageOutcomes:
     targets: tuple[str, ...]
     clusters: Mapping[str, ClusterRecord]
     records: tuple[str, ...] = ()  # the objects' names, in part order
+    # Target -> the Applications `select` planned for it (`targetApps`; {} for records without it).
+    apps: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def in_state(self, state: ClusterState) -> tuple[str, ...]:
         """The clusters in `state`, targets first in rollout order, then any recorded without being one."""
@@ -446,7 +512,7 @@ def merged_with(outcomes: StageOutcomes, fresher: Mapping[str, ClusterRecord]) -
     clusters = dict(outcomes.clusters)
     for name, record in fresher.items():
         clusters[name] = merge_record(clusters.get(name), record) or clusters[name]
-    return StageOutcomes(outcomes.stage, outcomes.targets, clusters, outcomes.records)
+    return StageOutcomes(outcomes.stage, outcomes.targets, clusters, outcomes.records, outcomes.apps)
 
 
 def _time_key(value: datetime | None) -> str:
@@ -458,14 +524,17 @@ def outcomes_of(stage: str, records: Iterable[ProgressiveSyncStage]) -> StageOut
     parts = sorted(records, key=lambda record: record.spec.part)
     targets: list[str] = []
     clusters: dict[str, ClusterRecord] = {}
+    apps: dict[str, tuple[str, ...]] = {}
     for record in parts:
         targets.extend(record.spec.targets)
         clusters.update(record.clusters)
+        apps.update((name, tuple(names)) for name, names in (record.spec.target_apps or {}).items())
     return StageOutcomes(
         stage=stage,
         targets=tuple(dict.fromkeys(targets)),
         clusters=clusters,
         records=tuple(record.metadata.name for record in parts),
+        apps=apps,
     )
 
 

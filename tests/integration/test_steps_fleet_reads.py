@@ -62,8 +62,9 @@ def counted(rig: Rig, step: Callable[[Kube], Outcome]) -> tuple[CountingKube, Ou
 def test_a_batch_reads_the_fleet_once_and_syncs_each_application_once(
     rig: Rig, max_parallel: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Three clusters in one batch: the inventory, the ApplicationSet and the Applications are read
-    once for the batch (before: twice per cluster), each Application is synced exactly once, and the
+    """Three clusters in one batch: the inventory and the ApplicationSet are read once for the batch
+    (before: twice per cluster), the Applications by name from the stage's records, never listed
+    (tests/integration/test_steps_read_by_name.py), each Application is synced exactly once, and the
     batch run again (a retried pod) writes no sync. The clusters of the first wave start on the
     batch's own read of the ProgressiveSync; each later one reads it again right before it starts."""
     make_progressive_sync(rig.kube, rig.namespace, stages=[REST])
@@ -100,7 +101,7 @@ def test_a_batch_reads_the_fleet_once_and_syncs_each_application_once(
     assert [r.outcome.value for r in result.results] == ["done", "done", "done"], result.summary
     assert len(reads) == 1 + len(targets) - max_parallel, "one read per cluster after the first wave"
     calls = counting.calls
-    assert calls[("list", "applications", False)] == 1, calls
+    assert calls[("list", "applications", False)] == 0, calls  # read by name (spec.targetApps)
     assert calls[("get", "configmaps", False)] == 1, calls
     assert calls[("get", "applicationsets", False)] == 1, calls
     assert calls[("replace", "applications", False)] == 3, calls  # one sync write per Application
@@ -113,8 +114,9 @@ def test_a_batch_reads_the_fleet_once_and_syncs_each_application_once(
 
 
 def test_a_cluster_step_reads_the_fleet_once_for_its_sync_and_its_wait(rig: Rig) -> None:
-    """A `cluster` pod lists the Applications once (before: once for the sync and again for the
-    wait; ~15 MB per list at 10,000 clusters), writes one sync, and run again writes none."""
+    """A `cluster` pod reads the fleet once for its sync and its wait (before: once for each; a list
+    of the Applications was ~15 MB at 10,000 clusters, and is now no list at all: they are read by
+    name from the stage's records), writes one sync, and run again writes none."""
     make_progressive_sync(rig.kube, rig.namespace)
     cluster = select_canary(rig.runner)
     rig.simulate()
@@ -129,7 +131,7 @@ def test_a_cluster_step_reads_the_fleet_once_for_its_sync_and_its_wait(rig: Rig)
 
     counting, result = one_cluster()
     assert result.outcome.value == "done", result.summary
-    assert counting.calls[("list", "applications", False)] == 1, counting.calls
+    assert counting.calls[("list", "applications", False)] == 0, counting.calls
     assert counting.calls[("replace", "applications", False)] == 1, counting.calls
     again, rerun = one_cluster()
     assert rerun.reason == "recorded as completed already"

@@ -21,6 +21,7 @@ from orchestrator.core.clock import SystemClock
 from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.kube.client import (
     APPLICATIONS,
+    PROGRESSIVE_SYNC_STAGES,
     PROGRESSIVE_SYNCS,
     Conflict,
     Kube,
@@ -229,7 +230,9 @@ def canary_done_rest_pending(rig: Rig, cluster: str) -> None:
 
 def add_second_app(rig: Rig, cluster: str, *, status: dict[str, Any] | None = None) -> str:
     """Another Application of the same ApplicationSet on `cluster`, naming it by destination.name
-    (with the first one's status, or `status`)."""
+    (with the first one's status, or `status`). When a stage took the cluster already, its records
+    name the new one too (`plan_app`), as `select` would have had it been there when it planned: a
+    cluster step acts only on the Applications its stage's records name (`spec.targetApps`)."""
     first = rig.app(cluster)
     name = f"{first['metadata']['name']}-worker"
     rig.kube.create(
@@ -243,7 +246,25 @@ def add_second_app(rig: Rig, cluster: str, *, status: dict[str, Any] | None = No
             "status": status if status is not None else first["status"],
         },
     )
+    plan_app(rig, cluster, name)
     return name
+
+
+def plan_app(rig: Rig, cluster: str, app: str) -> None:
+    """Name `app` among `cluster`'s Applications in the records of every stage that took the cluster
+    and names its Applications (`spec.targetApps`). The spec is immutable: each such record is
+    created again with it, its status kept."""
+    items, _ = rig.kube.list(PROGRESSIVE_SYNC_STAGES, rig.namespace)
+    for record in items:
+        planned = record["spec"].get("targetApps") or {}
+        if cluster not in planned or app in planned[cluster]:
+            continue
+        planned[cluster] = sorted([*planned[cluster], app])
+        meta = record["metadata"]
+        rig.kube.delete(PROGRESSIVE_SYNC_STAGES, rig.namespace, meta["name"])
+        kept = ("name", "namespace", "labels", "annotations", "ownerReferences")
+        record["metadata"] = {key: value for key, value in meta.items() if key in kept}
+        rig.kube.create(PROGRESSIVE_SYNC_STAGES, rig.namespace, record)
 
 
 def rollout_r1(rig: Rig) -> RolloutRef:

@@ -8,14 +8,18 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from orchestrator.api.models import OBJECT_NAME_MAX_LENGTH, OBJECT_NAME_PATTERN
 from orchestrator.api.stage_records import (
     FAILED_LABEL,
+    RECORD_MAX_APPS_PER_CLUSTER,
     RECORD_MAX_CLUSTERS,
+    RECORD_TARGET_APPS_MAX_CHARS,
     ClusterRecord,
     ClusterState,
     StageOutcomes,
+    StageRecordSpec,
     StageRecordStatus,
     clusters_patch,
     end_record,
@@ -25,6 +29,7 @@ from orchestrator.api.stage_records import (
     noted,
     outcomes_of,
     part_of,
+    planned_apps,
     record_name,
     record_selector,
     split_parts,
@@ -264,3 +269,99 @@ def test_two_failures_in_one_second_are_listed_first_to_fail_first() -> None:
     read_back = {name: ClusterRecord.model_validate(record) for name, record in wire.items()}
     outcomes = StageOutcomes(stage="all", targets=("a-sibling", "b-bad"), clusters=read_back)
     assert outcomes.failed == ("b-bad", "a-sibling")
+
+
+# --- targetApps: the Applications select planned for each target (issue 33) ------------------
+
+LONG = "a" * OBJECT_NAME_MAX_LENGTH
+
+
+@pytest.mark.parametrize(
+    ("targets", "apps", "expected"),
+    [
+        pytest.param(["c1", "c2"], {}, None, id="no-plan-no-field"),
+        pytest.param(
+            ["c1", "c2"],
+            {"c1": ("b", "a", "a"), "c2": ("z",)},
+            {"c1": ["a", "b"], "c2": ["z"]},
+            id="sorted-each-once",
+        ),
+        pytest.param(
+            ["c1", "c2"], {"c1": (), "c2": ("z",)}, {"c2": ["z"]}, id="a-target-without-apps-left-out"
+        ),
+        pytest.param(["c1"], {"c1": ("a",), "other": ("b",)}, {"c1": ["a"]}, id="only-this-parts-targets"),
+        pytest.param(
+            ["c1", "c2"],
+            {"c1": tuple(f"app-{i}" for i in range(RECORD_MAX_APPS_PER_CLUSTER + 1)), "c2": ("z",)},
+            {"c2": ["z"]},
+            id="a-cluster-past-the-per-cluster-bound-left-out",
+        ),
+        pytest.param(
+            [f"c{i}" for i in range(RECORD_MAX_CLUSTERS)],
+            {f"c{i}": tuple(f"{LONG[:-4]}{j:04d}" for j in range(8)) for i in range(RECORD_MAX_CLUSTERS)},
+            "bounded",
+            id="the-part-stops-at-the-character-bound",
+        ),
+        pytest.param(["c1"], {"c1": ()}, None, id="nothing-left-no-field"),
+    ],
+)
+def test_planned_apps(targets: list[str], apps: dict[str, tuple[str, ...]], expected: object) -> None:
+    planned = planned_apps(targets, apps)
+    if expected != "bounded":
+        assert planned == expected
+        return
+    assert planned is not None and 0 < len(planned) < len(targets)
+    assert list(planned) == targets[: len(planned)]  # rollout order, cut at the bound
+    assert sum(len(c) + sum(map(len, names)) for c, names in planned.items()) <= RECORD_TARGET_APPS_MAX_CHARS
+    spec = new_records("ps", "r1", "rest", stage_index=0, targets=targets, namespace="ns", apps=apps)[0].spec
+    assert spec.target_apps == planned  # valid as written
+
+
+def spec_with(target_apps: object) -> dict[str, object]:
+    return {
+        "progressiveSync": "ps",
+        "rolloutId": "r1",
+        "stage": "rest",
+        "stageIndex": 0,
+        "targets": ["c1"],
+        "targetApps": target_apps,
+    }
+
+
+@pytest.mark.parametrize(
+    ("target_apps", "valid"),
+    [
+        pytest.param(None, True, id="absent-as-in-older-records"),
+        pytest.param({"c1": ["a", "b"]}, True, id="names"),
+        pytest.param({"c1": []}, False, id="an-empty-list"),
+        pytest.param({"c1": [""]}, False, id="an-empty-name"),
+        pytest.param({"c1": [LONG + "x"]}, False, id="an-application-name-too-long"),
+        pytest.param({LONG + "x": ["a"]}, False, id="a-cluster-name-too-long"),
+        pytest.param({"c1": ["a"] * (RECORD_MAX_APPS_PER_CLUSTER + 1)}, False, id="too-many-for-a-cluster"),
+        pytest.param({f"c{i}": ["a"] for i in range(RECORD_MAX_CLUSTERS + 1)}, False, id="too-many-clusters"),
+        pytest.param(
+            {f"c{i}": [LONG, LONG] for i in range(RECORD_MAX_CLUSTERS)}, False, id="too-many-characters"
+        ),
+    ],
+)
+def test_target_apps_validation(target_apps: object, valid: bool) -> None:
+    body = spec_with(target_apps)
+    if valid:
+        spec = StageRecordSpec.model_validate(body)
+        assert spec.target_apps == target_apps
+        assert ("targetApps" in spec.to_api()) is (target_apps is not None)
+    else:
+        with pytest.raises(ValidationError):
+            StageRecordSpec.model_validate(body)
+
+
+def test_outcomes_carry_each_parts_target_apps_and_a_merge_keeps_them() -> None:
+    targets = [f"c{i}" for i in range(RECORD_MAX_CLUSTERS + 2)]
+    apps = {name: (f"app-{name}",) for name in targets if name != "c1"}
+    records = new_records("ps", "r1", "rest", stage_index=0, targets=targets, namespace="ns", apps=apps)
+    assert len(records) == 2
+    outcomes = outcomes_of("rest", reversed(records))
+    assert outcomes.apps == {name: (f"app-{name}",) for name in targets if name != "c1"}
+    assert merged_with(outcomes, {"c0": FAILED}).apps == outcomes.apps
+    old = new_records("ps", "r1", "rest", stage_index=0, targets=["c0"], namespace="ns")
+    assert old[0].spec.target_apps is None and outcomes_of("rest", old).apps == {}
