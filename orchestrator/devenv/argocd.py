@@ -80,9 +80,9 @@ from orchestrator.devenv.argocd_settings import (
     DestinationCluster,
     socket_folder,
 )
-from orchestrator.devenv.controlplane import DevCluster, free_port
+from orchestrator.devenv.controlplane import PORT_TAKEN, DevCluster, free_port
 from orchestrator.devenv.gitrepo import ReleaseRepo
-from orchestrator.devenv.processes import Supervisor, http_ok, redis_pings
+from orchestrator.devenv.processes import ProcessError, Supervisor, http_ok, redis_pings
 from orchestrator.kube.client import (
     APPLICATION_SETS,
     APPLICATIONS,
@@ -99,6 +99,8 @@ from orchestrator.kube.crds import apply_crds
 log = logging.getLogger(__name__)
 
 COMPONENTS = ("argocd-repo-server", "argocd-application-controller", "argocd-applicationset-controller")
+# Starts of redis and the components on new ports after one lost its port (`_start_processes`).
+START_ATTEMPTS = 3
 
 
 # --- the stack ----------------------------------------------------------------------------------
@@ -285,6 +287,21 @@ class ArgoCDStack:
         return self._socket_dir
 
     def _start_processes(self) -> None:
+        """Start redis and the Argo CD components on free ports. A port `free_port` found free can
+        be taken by another process (another test's stack) before the component binds it, seconds
+        later: the component exits with "address already in use", and all of them start again on
+        new ports, at most `START_ATTEMPTS` times in all (as kube-apiserver does, controlplane)."""
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                self._start_processes_once()
+                return
+            except ProcessError as exc:
+                if attempt == START_ATTEMPTS or PORT_TAKEN not in str(exc):
+                    raise
+                log.warning("Argo CD: a port was taken before its component bound it; new ports: %s", exc)
+                self.supervisor.stop_some(["redis", *COMPONENTS])
+
+    def _start_processes_once(self) -> None:
         ports = {
             name: free_port()
             for name in (

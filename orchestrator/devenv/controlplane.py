@@ -203,7 +203,7 @@ PORT_ATTEMPTS = 200
 # (it starts seconds later, after etcd and its certificates): it exits with "bind: address already
 # in use", and is started again on another port, at most this many times in all.
 APISERVER_PORT_ATTEMPTS = 3
-_PORT_TAKEN = "address already in use"
+PORT_TAKEN = "address already in use"
 
 
 def ephemeral_port_floor(range_file: Path = EPHEMERAL_RANGE_FILE) -> int:
@@ -530,7 +530,7 @@ class DevCluster:
         log = self.workdir / "kube-apiserver.log"
         with log.open("rb") as f:
             f.seek(self._apiserver_log_offset)
-            return _PORT_TAKEN in f.read().decode(errors="replace")
+            return PORT_TAKEN in f.read().decode(errors="replace")
 
     def _respawn_apiserver_on(self, port: int) -> None:
         """Start kube-apiserver again, with the same flags but `port`, after it lost its port."""

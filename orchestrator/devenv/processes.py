@@ -144,6 +144,12 @@ class Supervisor:
             f"{name} not ready after {timeout:.0f}s ({what}); its log ends:\n{self.log_tail(name)}"
         )
 
+    def stop_some(self, names: Sequence[str], grace_seconds: float = 10.0) -> None:
+        """Stop the programs among `names` that run (last named first), as `stop` does."""
+        for name in reversed(list(names)):
+            if name in self.processes:
+                _stop_group(self.processes.pop(name), grace_seconds)
+
     def stop(self, grace_seconds: float = 10.0) -> None:
         """SIGTERM each group (last started first), SIGKILL after `grace_seconds`."""
         for name in reversed(list(self.processes)):
