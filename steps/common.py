@@ -583,15 +583,7 @@ class FleetLookup:
             with self._lock:
                 self._refresh_locked(force=False, listing=False)
                 index, uid = self._index, self._app_set.uid if self._app_set else ""
-            named = read_named_apps(
-                self.kube,
-                self.rollout.applications_namespace,
-                planned,
-                app_set_name=self.ps.spec.app_set_ref.name,
-                app_set_uid=uid,
-                index=index,
-                cluster=cluster.name,
-            )
+            named = self._read_named(cluster, planned, index, uid)
             if named:
                 return named
             log.info(
@@ -608,6 +600,12 @@ class FleetLookup:
             names = list(self._names.get(cluster.name, ()))
             index = self._index
             uid = self._app_set.uid if self._app_set else ""
+        return self._read_named(cluster, names, index, uid)
+
+    def _read_named(
+        self, cluster: Cluster, names: Sequence[str], index: ClusterIndex, uid: str
+    ) -> list[dict[str, Any]]:
+        """`read_named_apps` for `cluster` in this lookup's namespace and ApplicationSet."""
         return read_named_apps(
             self.kube,
             self.rollout.applications_namespace,
