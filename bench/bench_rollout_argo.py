@@ -9,7 +9,8 @@ by side in one run:
    workflow-controller runs every step as a pod of the locally built step image, under the chart's
    steps service account (`orchestrator.devenv.stack`), once with the `DEFAULT_REQUEUE_TIME` that
    `dev-cluster up` and Argo use by default (10 s) and once with the tests' 1 s (the controller is
-   restarted between; `--requeue-times`).
+   restarted between; `--requeue-times`), each with the rollout follower (steps/follow.py) on and
+   off (`--followers`).
 
 Per engine: *applied -> first sync written* over a few small rollouts and the big one;
 *cluster Healthy -> next sync written* (the freed slot taken) within stages; *last Healthy ->
@@ -72,6 +73,7 @@ class Options:
     health_seconds: float
     latency_rollouts: int
     requeue_times: tuple[str, ...]
+    followers: tuple[bool, ...]
     pods: int
     timeout: float
 
@@ -89,6 +91,12 @@ def parse_options(argv: Sequence[str]) -> Options:
         help="the Argo controller's DEFAULT_REQUEUE_TIME, one run each (comma-separated; the first is also "
         "the stack's at start)",
     )
+    parser.add_argument(
+        "--followers",
+        default="on,off",
+        help="the rollout follower (steps/follow.py) on and/or off on the real controller, one run each per "
+        "requeue time (comma-separated; the local engine runs with it on)",
+    )
     parser.add_argument("--pods", type=int, default=10, help="pods run one by one for the pod round trip")
     parser.add_argument("--timeout", type=float, default=900.0, help="give up a rollout after this long")
     args = parser.parse_args(argv)
@@ -98,6 +106,7 @@ def parse_options(argv: Sequence[str]) -> Options:
         health_seconds=args.health_seconds,
         latency_rollouts=args.latency_rollouts,
         requeue_times=tuple(t.strip() for t in args.requeue_times.split(",") if t.strip()),
+        followers=tuple(f.strip() == "on" for f in args.followers.split(",") if f.strip()),
         pods=args.pods,
         timeout=args.timeout,
     )
@@ -309,32 +318,42 @@ def _run_argo(options: Options, say: Callable[[str], None]) -> list[dict[str, An
         try:
             pods = pod_round_trips(admin, stack.steps_image.reference, options.pods)
             say(f"    {len(pods)} pods create -> Succeeded: p50 {base.percentile(pods, 50):.2f}s")
-            settings = Settings(
-                namespaces=(NAMESPACE,),
-                kubeconfig=str(stack.cluster.kubeconfig),
-                engine=Engine.ARGO,
-                log_format=LogFormat.TEXT,
-                workers=2,
-                workflow=WorkflowSettings(image=stack.steps_image.reference, image_pull_policy="Never"),
-            )
             steps_user = f"system:serviceaccount:{NAMESPACE}:{STEPS_SERVICE_ACCOUNT}"
             for requeue_time in options.requeue_times:
                 if requeue_time != first:
                     stack.restart_argo_workflows(requeue_time=requeue_time)
-                say(f"    DEFAULT_REQUEUE_TIME={requeue_time}:")
-                figures = measure(
-                    stack.cluster,
-                    admin,
-                    Watcher(admin, settings),
-                    steps_user=steps_user,
-                    options=options,
-                    workdir=stack.cluster.workdir,
-                    say=say,
-                    prefix=f"r{requeue_time}-",
-                )
-                runs.append(
-                    {**figures, "requeue": requeue_time, "stack": timings["stack_start"], "pods": pods}
-                )
+                for follower in options.followers:
+                    word = "on" if follower else "off"
+                    say(f"    DEFAULT_REQUEUE_TIME={requeue_time}, follower {word}:")
+                    settings = Settings(
+                        namespaces=(NAMESPACE,),
+                        kubeconfig=str(stack.cluster.kubeconfig),
+                        engine=Engine.ARGO,
+                        log_format=LogFormat.TEXT,
+                        workers=2,
+                        workflow=WorkflowSettings(
+                            image=stack.steps_image.reference, image_pull_policy="Never", follower=follower
+                        ),
+                    )
+                    figures = measure(
+                        stack.cluster,
+                        admin,
+                        Watcher(admin, settings),
+                        steps_user=steps_user,
+                        options=options,
+                        workdir=stack.cluster.workdir,
+                        say=say,
+                        prefix=f"r{requeue_time}-f{word}-",
+                    )
+                    runs.append(
+                        {
+                            **figures,
+                            "requeue": requeue_time,
+                            "follower": word,
+                            "stack": timings["stack_start"],
+                            "pods": pods,
+                        }
+                    )
         finally:
             admin.close()
         runs[0]["timings"] = timings
@@ -358,7 +377,11 @@ def report(local: dict[str, Any], argo: list[dict[str, Any]], options: Options) 
         return " or ".join(str(c) for c in counts)
 
     columns = [local, *argo]
-    header = ["FIGURE", "LOCAL ENGINE", *(f"REAL ARGO (requeue {run['requeue']})" for run in argo)]
+    header = [
+        "FIGURE",
+        "LOCAL ENGINE",
+        *(f"REAL ARGO (requeue {run['requeue']}, follower {run['follower']})" for run in argo),
+    ]
     rows = [
         header,
         ["applied -> first sync written, p50", *(p(c["first_sync"], 50) for c in columns)],

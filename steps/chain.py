@@ -63,6 +63,7 @@ Caller: `python -m steps cluster` (steps.cli).
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -343,11 +344,20 @@ def _workflow_stopping(kube: Kube, namespace: str, name: str) -> str:
         workflow = kube.get(WORKFLOWS, namespace, name)
     except NotFound:
         return f"Workflow {name} not found (a step run by hand: no pod follows)"
+    stopping = workflow_stopping(workflow, name)
+    if stopping:
+        return stopping
+    if (workflow.get("spec") or {}).get("suspend"):
+        return f"Workflow {name} is suspended (no new step starts until it is resumed)"
+    return ""
+
+
+def workflow_stopping(workflow: Mapping[str, Any], name: str) -> str:
+    """Why the Workflow `name` (the object as read) is ending: stopped or terminated, or being
+    deleted; "" when neither."""
     shutdown = (workflow.get("spec") or {}).get("shutdown")
     if shutdown:
         return f"Workflow {name} is being shut down ({shutdown})"
     if (workflow.get("metadata") or {}).get("deletionTimestamp"):
         return f"Workflow {name} is being deleted"
-    if (workflow.get("spec") or {}).get("suspend"):
-        return f"Workflow {name} is suspended (no new step starts until it is resumed)"
     return ""

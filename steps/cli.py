@@ -52,6 +52,7 @@ from steps.context import StepContext
 from steps.depends import DEFAULT_POLL_SECONDS, wait_for_dependencies
 from steps.failure import record_step_failure
 from steps.finalize import finalize
+from steps.follow import follow_rollout
 from steps.hand_over import HandOverResult, hand_over
 from steps.record import record_stage
 from steps.rollback import rollback_batch, rollback_cluster
@@ -478,6 +479,21 @@ def wait_for_dependencies_command(stage: str, poll_seconds: float, **options: An
             kube, _context(kube, settings, stage, taking_over=True), poll_seconds=poll_seconds
         ),
         stage=stage,
+    )
+
+
+@main.command("follow")
+@common_options
+def follow_command(**options: Any) -> None:
+    """Beside the stages: record each cluster done the moment it is, hand its slot on, close its
+    stage when it was the last (steps/follow.py); always exits 0."""
+    settings = _settings(options)
+    run_step(
+        "follow",
+        settings,
+        lambda kube: follow_rollout(
+            kube, settings.rollout, settings.contract, clock=SystemClock(), tuning=settings.tuning
+        ),
     )
 
 

@@ -180,7 +180,7 @@ def _follow(
         for index, snapshot in enumerate(snapshots):
             now = clock.now()
             if started is None:
-                started = _sync_started(snapshot.objects, rollout.rollout_id) or now
+                started = sync_started(snapshot.objects, rollout.rollout_id) or now
                 deadline = started + timedelta(seconds=ps.spec.progress_deadline_seconds)
                 log.info(
                     "cluster %s: following %s; deadline %s (%ss after the sync started at %s)",
@@ -256,7 +256,7 @@ def _apps_to_follow(
     return names
 
 
-def _sync_started(apps: Mapping[str, Mapping[str, Any] | None], rollout_id: str) -> datetime | None:
+def sync_started(apps: Mapping[str, Mapping[str, Any] | None], rollout_id: str) -> datetime | None:
     """When the first of this rollout's syncs of the cluster started (None when none is known)."""
     starts = [
         t

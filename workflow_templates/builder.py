@@ -129,6 +129,7 @@ from orchestrator.api.metadata import (
 from orchestrator.api.models import API_VERSION, KIND, ApprovalMode, ProgressiveSync, Stage
 from orchestrator.api.release import Release
 from orchestrator.planning.contract import ContractError, RolloutContract, StageContract, make_contract
+from orchestrator.planning.follow import followed
 from orchestrator.planning.groups import with_run_stages
 from orchestrator.planning.plan import split_stage_name
 from orchestrator.planning.planner import planned_sizes
@@ -219,6 +220,7 @@ def estimate_nodes(ps: ProgressiveSync, contract: RolloutContract) -> int:
     total = NODES_FIXED + rollback.rollback_nodes(contract)
     stages = list(ps.spec.stages)
     total += len({split_stage_name(stage.name)[0] for stage in stages} - {None})  # a DAG per group
+    total += 1 if followed(contract) else 0  # the follower's pod, when the settings run it
     for index, (stage, sized) in enumerate(zip(stages, contract.stages, strict=True)):
         total += NODES_PER_STAGE + NODES_PER_CLUSTER * (sized.batches or sized.targets)
         total -= 0 if opens_itself(contract, index) else NODES_PER_SELECT
@@ -613,6 +615,7 @@ def _entry_template(
     handed_targets: list[bool],
     *,
     max_parallel_groups: int | None = None,
+    follower: bool = False,
 ) -> list[Template]:
     """One task per stage, each after the one before; `handed_targets[i]`: stage i takes its
     targets from the output of stage i-1 (selected by that stage's `record-and-select`).
@@ -622,7 +625,10 @@ def _entry_template(
     side: `failFast: false`, so a failed group lets the others run to their end (Argo's default fails
     the DAG at the first failed branch, v3.7 dag.go assessDAGPhase) and the entrypoint ends Failed
     once every group ended, when any failed; `parallelism` is maxParallelGroups (Argo counts the
-    running group DAG nodes, v3.7 getActiveChildren)."""
+    running group DAG nodes, v3.7 getActiveChildren).
+
+    `follower`: the entrypoint also runs the rollout follower (steps/follow.py) beside the stages,
+    with no dependency, `continueOn` failed and error (it never fails the rollout); not with groups."""
     tasks_of: dict[str | None, list[DAGTask]] = {}
     for index, (stage, task_name) in enumerate(zip(stages, task_names, strict=True)):
         parameters = [_parameter(pieces.STAGE_INPUT, stage.name)]
@@ -644,7 +650,16 @@ def _entry_template(
             )
         )
     if list(tasks_of) == [None]:
-        return [Template(name=names.ENTRYPOINT, dag=DAGTemplate(tasks=tasks_of[None]))]
+        tasks = list(tasks_of[None])
+        if follower:
+            tasks.append(
+                DAGTask(
+                    name=names.FOLLOW_TASK,
+                    template=names.FOLLOW_TEMPLATE,
+                    continue_on=ContinueOn(failed=True, error=True),
+                )
+            )
+        return [Template(name=names.ENTRYPOINT, dag=DAGTemplate(tasks=tasks))]
     groups = [group for group in tasks_of if group is not None]
     group_tasks = names.stage_task_names(groups, reserved=task_names)
     templates = [
@@ -667,6 +682,13 @@ def _entry_template(
             )
         )
     return templates
+
+
+def runs_follower(ps: ProgressiveSync, contract: RolloutContract, settings: WorkflowSettings) -> bool:
+    """Whether the Workflow runs the rollout follower (steps/follow.py): the setting is on, the
+    spec has no groupBy (the entrypoint then runs groups under maxParallelGroups) and a stage of
+    the contract is one it follows (`orchestrator.planning.follow.followed`)."""
+    return settings.follower and ps.spec.group_by is None and followed(contract)
 
 
 def _short_revision(revision: str) -> str:
@@ -753,6 +775,39 @@ def build_workflow(
     return build_workflow_of_contract(ps, release=release, contract=contract, settings=settings)
 
 
+def _shared_templates(
+    ps: ProgressiveSync,
+    contract: RolloutContract,
+    settings: WorkflowSettings,
+    stages: list[Stage],
+    task_names: list[str],
+    *,
+    bake_seconds: list[int],
+    hand_overs: set[bool],
+    follower: bool,
+) -> list[Any]:
+    """The templates the stages share: the steps, and those only some rollouts need (batches,
+    hand-overs, bakes, analysis, dependencies, the follower, the rollback branch)."""
+    sized = contract.stages
+    templates: list[Any] = list(pieces.reusable_templates(settings))
+    if any(size.batches for size in sized):
+        templates += pieces.batch_templates(settings)
+    templates += [pieces.hand_over_template(settings, next_in_batches=kind) for kind in sorted(hand_overs)]
+    templates += [pieces.bake_template(seconds) for seconds in bake_seconds]
+    if any(size.analysis is not None for size in sized):
+        templates += pieces.analysis_templates(settings)
+    if contract.depends_on:
+        templates += pieces.dependency_templates(settings)
+    if follower:
+        templates.append(pieces.follow_template(settings))
+    if contract.rollback is not None:
+        templates += rollback.exit_templates(
+            stages, task_names, contract, max_parallel_groups=ps.spec.max_parallel_groups
+        )
+        templates += pieces.rollback_templates(settings, stages=len(stages))
+    return templates
+
+
 def build_workflow_of_contract(
     ps: ProgressiveSync, *, release: Release, contract: RolloutContract, settings: WorkflowSettings
 ) -> Workflow:
@@ -793,8 +848,9 @@ def build_workflow_of_contract(
     batch_counts = [size.batches for size in sized]
     opens = [opens_itself(contract, index) for index in range(len(stages))]
     handed_targets = [not opens[i] and not batch_counts[i] for i in range(len(stages))]
+    follower = runs_follower(ps, contract, settings)
     templates: list[Any] = _entry_template(
-        stages, task_names, handed_targets, max_parallel_groups=ps.spec.max_parallel_groups
+        stages, task_names, handed_targets, max_parallel_groups=ps.spec.max_parallel_groups, follower=follower
     )
     hand_overs: set[bool] = set()  # whether the next stage runs in batches, per hand-over kind used
     for index, (stage, task_name) in enumerate(zip(stages, task_names, strict=True)):
@@ -820,20 +876,16 @@ def build_workflow_of_contract(
             templates.append(_fanout_template(task_name, size))
         if _analyzed_per_cluster(size) and size.analysis is not None:
             templates.append(_analyzed_cluster_template(task_name, size.analysis))
-    templates += pieces.reusable_templates(settings)
-    if any(batch_counts):
-        templates += pieces.batch_templates(settings)
-    templates += [pieces.hand_over_template(settings, next_in_batches=kind) for kind in sorted(hand_overs)]
-    templates += [pieces.bake_template(seconds) for seconds in bake_seconds]
-    if any(size.analysis is not None for size in sized):
-        templates += pieces.analysis_templates(settings)
-    if contract.depends_on:
-        templates += pieces.dependency_templates(settings)
-    if contract.rollback is not None:
-        templates += rollback.exit_templates(
-            stages, task_names, contract, max_parallel_groups=ps.spec.max_parallel_groups
-        )
-        templates += pieces.rollback_templates(settings, stages=len(stages))
+    templates += _shared_templates(
+        ps,
+        contract,
+        settings,
+        stages,
+        task_names,
+        bake_seconds=bake_seconds,
+        hand_overs=hand_overs,
+        follower=follower,
+    )
 
     annotations = {
         names.TITLE_ANNOTATION: _title(meta.name, release),

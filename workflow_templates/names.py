@@ -43,6 +43,11 @@ RECORD_TEMPLATE = "record"
 RECORD_AND_SELECT_TEMPLATE = "record-and-select"
 RECORD_AND_SELECT_FOR_BATCHES_TEMPLATE = "record-and-select-for-batches"
 FINALIZE_TEMPLATE = "finalize"
+# The rollout follower (steps/follow.py): one task of the entrypoint beside the stages, its template
+# inlined only into a Workflow that runs it (WorkflowSettings.follower, no spec.groupBy). No stage's
+# task is ever given its name.
+FOLLOW_TEMPLATE = "follow"
+FOLLOW_TASK = "follow"
 # The wait of a stage for other ProgressiveSyncs (spec.dependsOn, steps/depends.py): its first task,
 # only in a stage that waits; the template is inlined only into a Workflow that has one.
 WAIT_FOR_DEPENDENCIES_TEMPLATE = "wait-for-dependencies"
@@ -118,9 +123,10 @@ def stage_task_names(stage_names: Iterable[str], *, reserved: Iterable[str] = ()
 
     Two stages whose names sanitize alike ("eu west" and "eu-west") get `-2`, `-3`, ... suffixes in
     spec order, so a stage keeps its task name as long as the stages before it do not change. A
-    name in `reserved` (another task of the same DAG) is never given.
+    name in `reserved` (another task of the same DAG) is never given, nor `FOLLOW_TASK` (the
+    follower's task beside the stages).
     """
-    taken: set[str] = {name.lower() for name in reserved}
+    taken: set[str] = {name.lower() for name in (*reserved, FOLLOW_TASK)}
     result: list[str] = []
     for stage_name in stage_names:
         base = sanitize_task_name(stage_name)

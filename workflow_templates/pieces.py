@@ -308,6 +308,14 @@ def dependency_templates(settings: WorkflowSettings) -> list[Templatable]:
     ]
 
 
+def follow_template(settings: WorkflowSettings) -> Templatable:
+    """The rollout follower (steps/follow.py), inlined only into a Workflow that runs it. No
+    retryStrategy: it always exits 0, and a lost follower only loses speed (its task has continueOn)."""
+    step = _step(names.FOLLOW_TEMPLATE, [], settings)
+    step.retry_strategy = None
+    return step
+
+
 def analysis_templates(settings: WorkflowSettings) -> list[Templatable]:
     """What a Workflow with an analysis gate inlines besides `reusable_templates`."""
     return [step for step in step_templates(settings) if step.name == names.ANALYZE_TEMPLATE]

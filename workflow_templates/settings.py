@@ -117,6 +117,12 @@ class WorkflowSettings:
     # object (compressed past ~1 MiB, then an offload database we do not require). With batches a
     # stage costs about 7 + 2 x batches nodes, so only hundreds of stages reach it.
     max_nodes: int = 4000
+    # Run the rollout follower (steps/follow.py) beside the stages: a done cluster's slot, and its
+    # stage's boundary, are taken the moment it is done, not when its pod has started (~8 s on the
+    # real engine). One more pod per rollout, which reads the ProgressiveSync every 1-2 s and
+    # watches the stage's Applications. Off: `PROGRESSIVE_SYNC_WORKFLOW_FOLLOWER=false`, the
+    # watcher's --no-follower, the chart's `steps.follower: false`.
+    follower: bool = True
 
     def __post_init__(self) -> None:
         if self.retry_limit < 0:
@@ -154,4 +160,16 @@ class WorkflowSettings:
                 values[item.name] = int(raw)
             elif item.type == "float":
                 values[item.name] = float(raw)
+            elif item.type == "bool":
+                values[item.name] = _boolean(ENV_PREFIX + item.name.upper(), raw)
         return replace(cls(**values), **overrides)
+
+
+def _boolean(variable: str, raw: str) -> bool:
+    """`true`/`false` (any case, also 1/0, yes/no, on/off); ValueError naming the variable otherwise."""
+    value = raw.strip().lower()
+    if value in ("true", "1", "yes", "on"):
+        return True
+    if value in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(f"{variable}={raw!r}: expected true or false")

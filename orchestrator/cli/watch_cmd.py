@@ -166,6 +166,15 @@ def _step_resources(text: str) -> StepResources:
         "for it [default: none, for a controller started without one]."
     ),
 )
+@flag(
+    "--follower/--no-follower",
+    to=WORKFLOW_FIELD + "follower",
+    default=None,
+    help=(
+        "Run the rollout follower beside the stages (steps/follow.py): a done cluster's slot and its "
+        "stage's boundary are taken at once, not when its pod has started [default: on]."
+    ),
+)
 @flag("--argo-server", to="argo_server", help="Submit Workflows through this Argo Server URL.")
 @flag(
     "--argo-token-file",

@@ -211,6 +211,7 @@ NON_DEFAULT_VALUES = (
     "steps.serviceAccountName=custom-steps",
     "steps.resources.requests.cpu=30m",
     "steps.resources.limits.memory=128Mi",
+    "steps.follower=false",
     "policy.allowPrune=true",
     "policy.allowedSyncOptions={Replace=true,Validate=false}",
     "watcher.httpPort=9090",
@@ -267,6 +268,7 @@ def test_every_chart_value_reaches_the_watcher_and_the_step_pods(
     assert (steps.image, steps.image_pull_policy) == ("registry.example/ps:2.0.0", "Never")
     assert steps.service_account == "custom-steps"
     assert steps.rollouts_instance_id == "blue"
+    assert steps.follower is False
     assert steps.resources == StepResources(
         cpu_request="30m", memory_request="64Mi", cpu_limit="", memory_limit="128Mi"
     )

@@ -1,8 +1,10 @@
 """The chained hand-off's decision (orchestrator.planning.handoff) and its invariant: in a model of
-Argo's fan-out (items started in list order under `parallelism`) and of the `cluster` pods (their own
-sync, their record, their hand-off's read, conditional claim and sync write, each a separate step),
-no interleaving puts more than maxParallel clusters in flight, claims a cluster twice, or writes a
-cluster's sync twice."""
+Argo's fan-out (items started in list order under `parallelism`), of Argo CD finishing syncs, of
+`select`'s first wave, of the `cluster` pods (their own sync, their record, their hand-off's read,
+conditional claim and sync write, each a separate step) and of the rollout follower (steps/follow.py:
+a done cluster recorded and the next claimed in one conditional write, before its pod runs), no
+interleaving puts more than maxParallel clusters in flight, claims a cluster twice, writes a
+cluster's sync twice, or loses a cluster."""
 
 from __future__ import annotations
 
@@ -48,13 +50,31 @@ def test_in_flight_counts_syncing_targets_only() -> None:
 
 
 # --- the model ---------------------------------------------------------------------------------
+#
+# Argo starts the fan-out's items in list order under `parallelism`; Argo CD finishes each sync
+# written, at any time; a `cluster` pod writes its cluster's sync, then records it Syncing, waits
+# for Argo CD, records the outcome and hands off (read, conditional claim, sync write: each a step
+# of its own); `select`'s first wave may have started the first maxParallel clusters before any pod;
+# the rollout follower (steps/follow.py), when there, reads the records and the syncs Argo CD
+# finished, then, with the records' resourceVersion, records a cluster done and claims the next one
+# in one write, then writes that sync. A cluster is in flight from its sync write until Argo CD
+# finished it.
 
 
 @dataclass
 class Pod:
     cluster: str
-    phase: str = "start"  # start -> waiting -> (handoff-read -> handoff-write -> handoff-sync) -> exit
+    phase: str = (
+        "start"  # start -> record -> waiting -> (handoff-read -> handoff-write -> handoff-sync) -> exit
+    )
     snapshot: tuple[int, dict[str, ClusterState]] | None = None
+    claimed: str = ""
+
+
+@dataclass
+class Follower:
+    phase: str = "read"  # read -> write -> (sync) -> read
+    snapshot: tuple[int, dict[str, ClusterState], frozenset[str]] | None = None
     claimed: str = ""
 
 
@@ -66,13 +86,18 @@ class World:
     records: dict[str, ClusterState] = field(default_factory=dict)
     version: int = 0
     synced: dict[str, int] = field(default_factory=dict)  # sync writes per cluster
-    finished: set[str] = field(default_factory=set)
+    done: set[str] = field(default_factory=set)  # syncs Argo CD finished (failed ones too)
     nodes: list[str] = field(default_factory=list)  # items Argo started, in order
     pods: list[Pod] = field(default_factory=list)  # live pods
     claims: list[str] = field(default_factory=list)
+    follower: Follower | None = None
 
     def record(self, cluster: str, state: ClusterState) -> None:
-        self.records[cluster] = state
+        # The merge rule (stage_records.merge_record): an outcome never goes back, Failed wins.
+        rank = {S: 0, C: 2, F: 3}
+        current = self.records.get(cluster)
+        if current is None or rank[state] >= rank[current]:
+            self.records[cluster] = state
         self.version += 1
 
     def write_sync(self, cluster: str) -> None:
@@ -80,34 +105,56 @@ class World:
         if cluster not in self.synced:
             self.synced[cluster] = 1
 
-    def actions(self) -> list[tuple[str, Pod | None]]:
-        found: list[tuple[str, Pod | None]] = []
+    def start_first_wave(self) -> None:
+        for cluster in self.targets[: self.max_parallel]:
+            self.write_sync(cluster)
+            self.record(cluster, S)
+
+    def actions(self, *, follower: bool = True) -> list[tuple[str, object]]:
+        found: list[tuple[str, object]] = []
         if len(self.pods) < self.max_parallel and len(self.nodes) < len(self.targets):
             found.append(("argo-start", None))
+        found += [("argocd", cluster) for cluster in self.synced if cluster not in self.done]
         found += [("pod", pod) for pod in self.pods]
+        if follower and self.follower is not None:
+            found.append(("follower", self.follower))
         return found
 
-    def argo_start(self) -> None:
-        cluster = self.targets[len(self.nodes)]  # list order: the first item without a node
-        self.nodes.append(cluster)
-        self.pods.append(Pod(cluster))
+    def act(self, kind: str, what: object) -> None:
+        if kind == "argo-start":
+            cluster = self.targets[len(self.nodes)]  # list order: the first item without a node
+            self.nodes.append(cluster)
+            self.pods.append(Pod(cluster))
+        elif kind == "argocd":
+            assert isinstance(what, str)
+            self.done.add(what)
+        elif kind == "pod":
+            assert isinstance(what, Pod)
+            self.step(what)
+        else:
+            assert isinstance(what, Follower)
+            self.follow(what)
 
     def step(self, pod: Pod) -> None:
         cluster = pod.cluster
         if pod.phase == "start":
-            if self.records.get(cluster) != S:
-                self.write_sync(cluster)
-                self.record(cluster, S)
-            elif cluster not in self.synced:
-                self.write_sync(cluster)  # claimed, its sync not written yet: the pod writes it
+            if self.records.get(cluster) in (C, F):
+                pod.phase = "exit"  # recorded already (by the follower): reported as it is
+                return
+            unrecorded = cluster not in self.records
+            self.write_sync(cluster)  # claimed or first wave: the sync is ours already, nothing written
+            pod.phase = "record" if unrecorded else "waiting"
+        elif pod.phase == "record":
+            self.record(cluster, S)
             pod.phase = "waiting"
         elif pod.phase == "waiting":
-            self.finished.add(cluster)
+            if cluster not in self.done:
+                return
             if cluster in self.fails:
                 self.record(cluster, F)
                 pod.phase = "exit"
             else:
-                self.record(cluster, C)
+                self.record(cluster, C)  # even when the follower recorded it first
                 pod.phase = "handoff-read"
         elif pod.phase == "handoff-read":
             pod.snapshot = (self.version, dict(self.records))
@@ -131,34 +178,74 @@ class World:
         elif pod.phase == "exit":
             self.pods.remove(pod)
 
+    def follow(self, follower: Follower) -> None:
+        if follower.phase == "read":
+            follower.snapshot = (self.version, dict(self.records), frozenset(self.done - self.fails))
+            follower.phase = "write"
+        elif follower.phase == "write":
+            assert follower.snapshot is not None
+            version, states, finished = follower.snapshot
+            ready = [t for t in self.targets if states.get(t) == S and t in finished]
+            follower.phase = "read"
+            if not ready or version != self.version:
+                return  # nothing done, or a Conflict: read again
+            after = {**states, ready[0]: C}
+            claim = next_claim(self.targets, after, finished=ready[0], max_parallel=self.max_parallel)
+            self.records[ready[0]] = C
+            if claim.claimed:
+                self.claims.append(claim.cluster)
+                self.records[claim.cluster] = S
+                follower.claimed = claim.cluster
+                follower.phase = "sync"
+            self.version += 1
+        elif follower.phase == "sync":
+            self.write_sync(follower.claimed)
+            follower.phase = "read"
+
     def in_flight(self) -> int:
-        return sum(1 for c in self.synced if c not in self.finished)
+        return sum(1 for c in self.synced if c not in self.done)
 
 
 @settings(max_examples=400, deadline=None)
-@given(data=st.data(), size=st.integers(2, 7), parallel=st.integers(1, 4))
+@given(
+    data=st.data(),
+    size=st.integers(2, 7),
+    parallel=st.integers(1, 4),
+    first_wave=st.booleans(),
+    follower=st.booleans(),
+)
 def test_no_interleaving_exceeds_max_parallel_or_claims_twice(
-    data: st.DataObject, size: int, parallel: int
+    data: st.DataObject, size: int, parallel: int, first_wave: bool, follower: bool
 ) -> None:
     targets = tuple(f"c{i}" for i in range(size))
     max_parallel = min(parallel, size)
     fails = frozenset(data.draw(st.sets(st.sampled_from(targets), max_size=2), label="fails"))
-    world = World(targets, max_parallel, fails)
-    for _ in range(20 * size):
+    world = World(targets, max_parallel, fails, follower=Follower() if follower else None)
+    if first_wave:
+        world.start_first_wave()
+
+    def check() -> None:
+        assert world.in_flight() <= max_parallel, (world.records, world.synced, world.done)
+        assert len(world.claims) == len(set(world.claims)), world.claims
+        assert all(count == 1 for count in world.synced.values())
+
+    for _ in range(30 * size):
         actions = world.actions()
         if not actions:
             break
-        kind, pod = data.draw(st.sampled_from(actions), label="next")
-        if kind == "argo-start":
-            world.argo_start()
-        else:
-            assert pod is not None
-            world.step(pod)
-        assert world.in_flight() <= max_parallel, (world.records, world.synced, world.finished)
-        assert len(world.claims) == len(set(world.claims)), world.claims
-        assert all(count == 1 for count in world.synced.values())
-    if not world.actions():
-        assert world.finished == set(targets)  # every cluster ran: the hand-off lost none
+        kind, what = data.draw(st.sampled_from(actions), label="next")
+        world.act(kind, what)
+        check()
+    # The follower may stop at any moment (it is never needed): without it, Argo, Argo CD and the
+    # pods alone bring every cluster to its sync, none lost.
+    for _ in range(50 * size):
+        actions = world.actions(follower=False)
+        if not actions:
+            break
+        world.act(*actions[0])
+        check()
+    assert not world.actions(follower=False)
+    assert set(world.synced) == set(targets)
 
 
 # --- which stages hand off (steps.chain.chained, from the rollout contract alone) -----------------

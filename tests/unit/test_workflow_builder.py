@@ -254,8 +254,9 @@ def test_entry_dag_has_one_task_per_stage_in_order_each_after_the_one_before() -
         ("canary-in-eu-west-1", None),
         ("eu-rest", ["canary-in-eu-west-1"]),
         ("eu-rest-2", ["eu-rest"]),
+        (names.FOLLOW_TASK, None),  # the rollout follower, beside the stages (steps/follow.py)
     ]
-    stage_params = [t["arguments"]["parameters"] for t in entry["dag"]["tasks"]]
+    stage_params = [t["arguments"]["parameters"] for t in entry["dag"]["tasks"][:-1]]
     assert [p[0]["value"] for p in stage_params] == ["canary in eu-west-1", "eu.rest", "eu rest"]
     assert templates(build(ps))["stage-eu-rest"]["annotations"] == {names.DISPLAY_NAME_ANNOTATION: "eu.rest"}
 
@@ -311,14 +312,14 @@ def test_a_stage_boundary_with_nothing_between_is_one_step(
     rest_pods = sized.stages[1].batches or 12
     assert (rest_pods < 12) == batched
     canary, rest = tasks(templates(obj)["stage-canary"]), tasks(templates(obj)["stage-rest"])
-    [canary_task, rest_task] = templates(obj)["rollout"]["dag"]["tasks"]
+    [canary_task, rest_task, _follower] = templates(obj)["rollout"]["dag"]["tasks"]
     rest_arguments = {p["name"]: p["value"] for p in rest_task["arguments"]["parameters"]}
     if not hands_over:
         assert names.RECORD_TASK in canary and names.SELECT_TASK in rest
         select_arguments = {p["name"]: p["value"] for p in rest[names.SELECT_TASK]["arguments"]["parameters"]}
         assert select_arguments == {"stage": "{{inputs.parameters.stage}}"}
         assert rest_arguments == {"stage": "rest"}
-        assert estimate_nodes(ps, sized) == 3 + 2 * 7 + 2 * (1 + rest_pods) + 1  # + bake
+        assert estimate_nodes(ps, sized) == 3 + 2 * 7 + 2 * (1 + rest_pods) + 1 + 1  # + bake, follower
         return
     # canary: select, clusters, then one step that records canary and selects rest.
     assert list(canary) == ["select", "clusters", names.RECORD_AND_SELECT_TASK]
@@ -363,7 +364,9 @@ def test_a_stage_boundary_with_nothing_between_is_one_step(
             "targets": "{{tasks." + canary_task["name"] + ".outputs.parameters.targets}}",
         }
         assert rest["clusters"]["arguments"]["parameters"][1]["value"] == "{{inputs.parameters.targets}}"
-    assert estimate_nodes(ps, sized) == 3 + 2 * 7 - 2 + 2 * (1 + rest_pods)  # no select pod for rest
+    assert (
+        estimate_nodes(ps, sized) == 3 + 2 * 7 - 2 + 2 * (1 + rest_pods) + 1
+    )  # no select pod for rest; follower
 
 
 def test_no_template_fails_fast_whatever_the_tolerance() -> None:

@@ -137,7 +137,7 @@ def test_three_stages_run_in_order_within_max_parallel_and_end_succeeded() -> No
     assert seen == {"fanout-canary": 1, "fanout-wave-one": 2, "fanout-rest": 3}
     assert calls[-1] == ("finalize", "Succeeded")
     # One step closes each stage and selects the next: 1 select, 12 clusters, 2 record-and-select,
-    # 1 record, finalize.
+    # 1 record, finalize; and the rollout follower beside the stages.
     steps = [n["templateName"] for n in drive.nodes(type="Pod")]
     assert {name: steps.count(name) for name in set(steps)} == {
         "select": 1,
@@ -145,8 +145,9 @@ def test_three_stages_run_in_order_within_max_parallel_and_end_succeeded() -> No
         "record-and-select": 2,
         "record": 1,
         "finalize": 1,
+        "follow": 1,
     }
-    assert drive.status["progress"] == "17/17"
+    assert drive.status["progress"] == "18/18"
     # Each stage DAG hands the next stage's targets on as its output, which the next stage takes in.
     for stage, following in (("canary", "wave-one"), ("wave-one", "rest")):
         [handed] = drive.nodes(name=f"svc-r1.{stage}")[0]["outputs"]["parameters"]
