@@ -50,9 +50,8 @@ def test_the_follower_runs_every_hand_off_and_boundary_before_any_cluster_pod(ri
     rig.simulate(FAST)
     result = rig.runner.run("follow", *follow_args(rig), timeout=FOLLOW_SECONDS)
     assert_ok(result)
-    assert "recorded 3 cluster(s) done, handed off 1, closed 1 stage(s) early" in (
-        result.stdout
-    ), result.stdout
+    done = "recorded 3 cluster(s) done, handed off 1, closed 1 stage(s) early"
+    assert done in result.stdout, result.stdout
     assert "every cluster of the last stage 'rest' has an outcome" in result.stdout
     # The canary closed and `rest` selected by the follower; both of rest's clusters done.
     assert rig.stage("canary").entry.phase == "Succeeded"
