@@ -159,8 +159,12 @@ class _Follower:
                 if not move.stage:
                     log.debug("follow: waiting: %s", move.wait)
                     self.clock.sleep(self.follow.idle_seconds)
-                elif self._follow_stage(ps, move.stage) and move.stage == last_stage:
-                    return self._result(f"every cluster of the last stage {last_stage!r} has an outcome")
+                elif self._follow_stage(ps, move.stage):
+                    if move.stage == last_stage:
+                        return self._result(f"every cluster of the last stage {last_stage!r} has an outcome")
+                    # Every cluster has an outcome; the stage's own steps (a gate's analysis, its
+                    # closing step) close it: look again later, not with a new watch each second.
+                    self.clock.sleep(self.follow.idle_seconds)
                 errors = 0
             except (Superseded, UsageProblem, PermanentError) as exc:
                 return self._result(str(exc))
