@@ -56,7 +56,7 @@ from orchestrator.planning.follow import Move, next_move
 from steps import status_sink as sinks
 from steps.chain import close_early, hand_off, workflow_stopping
 from steps.common import FleetLookup, RolloutRef, Superseded, Tuning, UsageProblem, load_progressive_sync
-from steps.context import StepContext
+from steps.context import Shared, StepContext
 from steps.status_sink import DirectSink, StageRecords, read_stage_records
 from steps.wait_healthy import Refreshes, sync_started
 
@@ -211,10 +211,10 @@ class _Follower:
             log.debug("follow: stage %r left to its pods (%d record objects)", stage, len(where.records))
             self.clock.sleep(self.follow.idle_seconds)
             return False
-        fleet = FleetLookup(
-            self.kube, ctx.rollout, ps, clock=self.clock, max_age_seconds=self.tuning.fleet_lookup_seconds
+        # The lookup a cluster step gets, told the planned names (one GET per Application, no list).
+        fleet = Shared(outcomes=where.outcomes).fleet_for(
+            self.kube, ctx, max_age_seconds=self.tuning.fleet_lookup_seconds
         )
-        fleet.plan(planned)
         # As a cluster's pod does: ask Argo CD to compare again an Application whose health predates
         # the sync (steps.wait_healthy), or the follower would wait for the application controller's
         # own next look.
