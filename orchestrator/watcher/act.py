@@ -19,6 +19,7 @@ held-back ProgressiveSyncs).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
@@ -166,7 +167,11 @@ class Actor:
             "reportingComponent": "progressive-sync-watcher",
         }
         try:
-            self.kube.create(EVENTS, namespace, body)
+            # Retried on a transient error (5xx, 429, a lost answer) within the client's backoffs: an
+            # overloaded API server must not silently drop a rollout's notice. The name is fixed
+            # before the first attempt, so an attempt whose answer was lost answers AlreadyExists
+            # to the next one: recorded once.
+            self.kube.retrying(f"create event {action.reason}", lambda: self._create_event(namespace, body))
         except KubeError as exc:  # never fail a reconcile over an Event
             log.info("could not record event %s on %s/%s: %s", action.reason, namespace, name, exc)
         log.info(
@@ -177,6 +182,10 @@ class Actor:
             action.message,
             extra={"ps": f"{namespace}/{name}", "event": action.reason},
         )
+
+    def _create_event(self, namespace: str, body: dict[str, Any]) -> None:
+        with contextlib.suppress(AlreadyExists):
+            self.kube.create(EVENTS, namespace, body)
 
     def _set_finalizer(self, namespace: str, name: str, *, present: bool) -> None:
         # A conditional update (resourceVersion) rather than a merge patch: a merge patch replaces

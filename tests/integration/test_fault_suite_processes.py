@@ -117,15 +117,26 @@ def crash_between_status_write_and_event(rig: ProcessRig) -> None:
     assert recorded, "the status write landed before the crash"
     assert "RolloutStarted" not in event_reasons(rig.kube, rig.namespace, PS)
     rig.mark = rig.cluster.audit_mark()
+    crashing.module = WatcherProcess.module  # started again as the plain watcher, its failpoint gone
     restarted = crashing.start()
     rig.survivors.append(restarted)
+
+
+def _event_log(rig: ProcessRig) -> list[str]:
+    """What the watchers logged about Events (recorded, or not: 'could not record event')."""
+    lines: list[str] = []
+    for process in rig.processes:
+        with contextlib.suppress(OSError):
+            lines += [line for line in process.log_path.read_text().splitlines() if "event" in line.lower()]
+    return lines[-20:]
 
 
 def showed_event_at_most_once(rig: ProcessRig) -> str:
     wait_for(
         lambda: "RolloutSucceeded" in event_reasons(rig.kube, rig.namespace, PS),
-        timeout=30,
+        timeout=ROLLOUT_SECONDS,
         what="the RolloutSucceeded Event",
+        describe=lambda: {"events": event_reasons(rig.kube, rig.namespace, PS), "log": _event_log(rig)},
     )
     reasons = event_reasons(rig.kube, rig.namespace, PS)
     # At most once, by design (docs/design/watcher.md, "Events"): the status is the record; the Event of a

@@ -106,7 +106,7 @@ class _Connection:
                 self.proxy._count("truncated")
                 break
             if to_client:
-                if mode == Mode.LOSE_WRITE_ANSWERS and self._unanswered > WRITE_BYTES:
+                if mode == Mode.LOSE_WRITE_ANSWERS and self.proxy._take_loss(self._unanswered):
                     self.proxy._count("answers_dropped")
                     break  # the server answered a write; the client never hears it
                 self._unanswered = 0
@@ -135,6 +135,8 @@ class FaultProxy:
         # What the faults did, for tests to show they happened: connections reset by `cut()`,
         # responses truncated, answers to writes dropped.
         self.counts = {"cut": 0, "truncated": 0, "answers_dropped": 0}
+        self._losses_left: int | None = None  # LOSE_WRITE_ANSWERS: None for every answer, else how many
+        self._write_bytes = WRITE_BYTES  # requests over this many bytes are writes
         self.port = free_port()
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -168,11 +170,36 @@ class FaultProxy:
         """Switch what happens to traffic from now on."""
         with self._lock:
             previous, self._mode = self._mode, mode
+            self._losses_left, self._write_bytes = None, WRITE_BYTES
         if mode == Mode.REFUSE:
             self._close_listener()
             self.cut()
         elif previous == Mode.REFUSE:
             self._listen()
+
+    def lose_write_answers(self, count: int, *, over_bytes: int = WRITE_BYTES) -> None:
+        """Drop the answers to the next `count` writes, then pass everything (Mode.PASS again): a
+        write whose answer was lost, deterministically followed by its retry. `over_bytes`: what
+        counts as a write (an Event's create with a long message is ~1,950 bytes; a TLS handshake
+        flight up to ~970, a GET ~290)."""
+        assert count > 0 and self._mode != Mode.REFUSE
+        with self._lock:
+            self._losses_left, self._write_bytes, self._mode = count, over_bytes, Mode.LOSE_WRITE_ANSWERS
+
+    def _take_loss(self, request_bytes: int) -> bool:
+        """Whether to drop the answer to a request of that many bytes (a write's answer; taken from
+        the budget when there is one)."""
+        with self._lock:
+            if request_bytes <= self._write_bytes:
+                return False
+            if self._losses_left is None:
+                return True
+            if self._losses_left <= 0:
+                return False
+            self._losses_left -= 1
+            if self._losses_left == 0:
+                self._losses_left, self._mode = None, Mode.PASS
+            return True
 
     def cut(self) -> None:
         """Reset every open connection once."""

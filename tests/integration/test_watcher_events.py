@@ -1,0 +1,70 @@
+"""The watcher's Events against a real API server: an Event whose create was answered with a lost
+answer (the connection closed before the watcher heard; the API server may or may not have committed
+it) is retried, and recorded exactly once either way.
+
+Real: the control plane, the Events API. The watcher's client talks through the test's TCP proxy
+(tests/support/tcp_proxy.py), which drops the answer to one write.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orchestrator.api.reasons import Reason
+from orchestrator.core.clock import SystemClock
+from orchestrator.devenv import controlplane as devcluster
+from orchestrator.kube.client import EVENTS, Kube
+from orchestrator.watcher.act import Actor
+from orchestrator.watcher.caches import CachedPS
+from orchestrator.watcher.decision import RecordEvent
+from orchestrator.watcher.settings import Settings
+from tests.support.tcp_proxy import FaultProxy, kubeconfig_via, proxied
+
+pytestmark = [pytest.mark.integration]
+
+
+@pytest.fixture
+def proxy(control_plane: devcluster.DevCluster) -> Iterator[FaultProxy]:
+    with proxied(control_plane.api_url) as started:
+        yield started
+
+
+@pytest.fixture
+def proxied_kube(control_plane: devcluster.DevCluster, proxy: FaultProxy, tmp_path: Path) -> Iterator[Kube]:
+    config = kubeconfig_via(proxy, control_plane.kubeconfig, tmp_path / "proxied.kubeconfig")
+    client = Kube.from_kubeconfig(str(config))
+    yield client
+    client.close()
+
+
+def test_an_event_whose_create_answer_was_lost_is_retried_and_recorded_once(
+    proxy: FaultProxy, proxied_kube: Kube, kube: Kube, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    actor = Actor(proxied_kube, Settings(), SystemClock(), requeue=lambda key, seconds: None)
+    cached = CachedPS(
+        {
+            "apiVersion": "progressive-sync.io/v1alpha1",
+            "kind": "ProgressiveSync",
+            "metadata": {"name": "web", "namespace": namespace, "uid": "u-1", "resourceVersion": "1"},
+        }
+    )
+    # As long as a failed rollout's message can be (the watcher keeps 1,024 characters): the create
+    # (~1,950 bytes) is the only request over 1,500 bytes, so its answer is the one dropped.
+    failed = ", ".join(f"cluster-{i:03d} (SyncFailed)" for i in range(40))
+    message = f"Workflow web-r1 ended Failed; failed: {failed}"[:1024]
+    proxy.lose_write_answers(1, over_bytes=1500)
+
+    with caplog.at_level(logging.WARNING, logger="orchestrator.kube.client"):
+        actor.record_event(cached, RecordEvent("Warning", Reason.ROLLOUT_FAILED, message))
+
+    assert proxy.counts["answers_dropped"] == 1, "the first create's answer was lost"
+    retries = [
+        r.getMessage() for r in caplog.records if "create event RolloutFailed: attempt 1/" in r.getMessage()
+    ]
+    assert len(retries) == 1, [r.getMessage() for r in caplog.records]
+    items, _ = kube.list(EVENTS, namespace, field_selector="involvedObject.name=web")
+    assert [(e["reason"], e["message"]) for e in items] == [("RolloutFailed", message)]
