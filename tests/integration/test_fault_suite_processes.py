@@ -180,9 +180,15 @@ def showed_no_write_after_the_loss(rig: ProcessRig) -> str:
     # anything else. Taking the lease back is election, not a leak: under load watcher-b can miss
     # its renewals for a lease's length and watcher-a then takes it over, legitimately (seen in CI:
     # one lease update, 200); what follows that is a leader's work.
+    # Nor is a renewal the elector had read before the pause and sends after it: the API server
+    # refuses it (409, the Lease's resourceVersion moved on), which is what the resourceVersion is for.
+    # The SIGSTOP lands on every thread at once, the elector's between its GET and its PUT now and then
+    # (the likely cause of a failure of this row once in 11 local runs at 1ac367b, whose audit log was
+    # gone before it could be read; its watchers' logs showed nothing else out of place).
     writes = rig.writes_by("watcher-a")
     retaken = next((i for i, e in enumerate(writes) if e.resource == "leases" and e.code < 300), len(writes))
-    late = writes[:retaken]
+    refused_renewals = [e for e in writes[:retaken] if e.resource == "leases" and e.code == 409]
+    late = [e for e in writes[:retaken] if e not in refused_renewals]
     assert late == [], f"watcher-a wrote after it stopped holding the lease: {late}"
     taken = [e for e in rig.writes_by("watcher-b") if e.resource != "leases"]
     assert taken, "watcher-b did the rest"
