@@ -24,6 +24,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from orchestrator.api.metadata import FINALIZER, NAME_LABEL, label_value
@@ -73,6 +74,11 @@ log = logging.getLogger(__name__)
 END_SYNC_CONFLICT_BACKOFFS = (0.05, 0.2, 0.5)
 
 
+# An Event's create: each attempt's read timeout and the sleeps between attempts.
+EVENT_READ_TIMEOUT_SECONDS = 5.0
+EVENT_RETRY_BACKOFFS = (0.5, 1.0, 2.0)
+
+
 class Actor:
     """The watcher's writes. `requeue(key, seconds)` is how `RequeueAfter` reaches the work queue."""
 
@@ -80,6 +86,13 @@ class Actor:
         self, kube: Kube, settings: Settings, clock: Clock, requeue: Callable[[Key, float], None]
     ) -> None:
         self.kube = kube
+        # Events: short attempts and few retries (worst case 4 x 5 s + 3.5 s of sleeps, under the
+        # 30 s one attempt with the default timeout could take): a notice never holds a reconcile long.
+        self._events_kube = kube.with_settings(
+            replace(
+                kube.settings, read_timeout=EVENT_READ_TIMEOUT_SECONDS, retry_backoffs=EVENT_RETRY_BACKOFFS
+            )
+        )
         self.clock = clock
         self._requeue = requeue
         self._submitter: ArgoServerSubmitter | None = None
@@ -167,11 +180,12 @@ class Actor:
             "reportingComponent": "progressive-sync-watcher",
         }
         try:
-            # Retried on a transient error (5xx, 429, a lost answer) within the client's backoffs: an
-            # overloaded API server must not silently drop a rollout's notice. The name is fixed
-            # before the first attempt, so an attempt whose answer was lost answers AlreadyExists
-            # to the next one: recorded once.
-            self.kube.retrying(f"create event {action.reason}", lambda: self._create_event(namespace, body))
+            # Retried on a transient error (5xx, 429, a lost answer): an overloaded API server must
+            # not silently drop a rollout's notice. The name is fixed before the first attempt, so
+            # an attempt whose answer was lost answers AlreadyExists to the next one: recorded once.
+            self._events_kube.retrying(
+                f"create event {action.reason}", lambda: self._create_event(namespace, body)
+            )
         except KubeError as exc:  # never fail a reconcile over an Event
             log.info("could not record event %s on %s/%s: %s", action.reason, namespace, name, exc)
         log.info(
@@ -185,7 +199,7 @@ class Actor:
 
     def _create_event(self, namespace: str, body: dict[str, Any]) -> None:
         with contextlib.suppress(AlreadyExists):
-            self.kube.create(EVENTS, namespace, body)
+            self._events_kube.create(EVENTS, namespace, body)
 
     def _set_finalizer(self, namespace: str, name: str, *, present: bool) -> None:
         # A conditional update (resourceVersion) rather than a merge patch: a merge patch replaces

@@ -108,7 +108,16 @@ def _stopped(process: WatcherProcess) -> bool:
 
 def crash_between_status_write_and_event(rig: ProcessRig) -> None:
     """SIGKILL in the reconcile that starts the rollout, after its status write (the rollout and its
-    Workflow recorded) and before its RolloutStarted Event; then the watcher started again."""
+    Workflow recorded) and before its RolloutStarted Event; then the watcher started again.
+
+    The Workflow waits for the restarted watcher: the executor (Argo's part here) is held from before
+    the crash until the new process lists the ProgressiveSync. Otherwise the rollout can end while no
+    watcher runs (its restart took 19 s on the loaded CI machine at ea67cb6, a 4-cluster rollout with
+    the follower ~8 s), and a transition no watcher saw gives no Event: its first list has no "before"
+    (docs/design/watcher.md, "Events: at most once"). What this row checks is the restart after the
+    crash, so its watcher must be there to see the end."""
+    assert rig.actors is not None
+    rig.actors.stop_executor()
     crashing = rig.watcher("watcher", point=("event:RolloutStarted", "KILL")).start()
     create_ps(rig.kube, rig.namespace, PS, "myservice")
     wait_for(lambda: not crashing.alive(), timeout=60, what="the watcher to die before the Event")
@@ -119,6 +128,8 @@ def crash_between_status_write_and_event(rig: ProcessRig) -> None:
     rig.mark = rig.cluster.audit_mark()
     crashing.module = WatcherProcess.module  # started again as the plain watcher, its failpoint gone
     restarted = crashing.start()
+    restarted.wait_logged(_logged("watching ProgressiveSyncs"), what="the restarted watcher to list")
+    rig.actors.start_executor()
     rig.survivors.append(restarted)
 
 

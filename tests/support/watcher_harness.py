@@ -199,6 +199,10 @@ class Actors:
             SimulatorConfig.from_yaml(self.simulator_config),
             events_log=self.events_log,
         ).start()
+        return self.start_executor()
+
+    def start_executor(self) -> Actors:
+        """Start the executor (again, after `stop_executor`: it takes up the Workflows as it finds them)."""
         self.executor = LocalExecutor(
             self.kube,
             ExecutorSettings(
@@ -207,10 +211,15 @@ class Actors:
         ).start()
         return self
 
-    def stop(self) -> None:
-        """Stop both (the executor kills the steps it still runs)."""
+    def stop_executor(self) -> None:
+        """Stop the executor (it kills the steps it still runs): no Workflow moves until it starts again."""
         if self.executor is not None:
             self.executor.stop(timeout=15)
+            self.executor = None
+
+    def stop(self) -> None:
+        """Stop both (the executor kills the steps it still runs)."""
+        self.stop_executor()
         if self.simulator is not None:
             self.simulator.stop()
 
