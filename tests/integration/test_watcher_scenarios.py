@@ -458,8 +458,7 @@ def test_deleting_with_no_exit_handler_to_run_ends_our_syncs_before_the_object_g
         )
         # Nobody runs the Workflow any more: its exit handler never runs (a garbage-collected Workflow,
         # an Argo controller that is down), so only the watcher can end the sync.
-        assert actors.executor is not None
-        actors.executor.stop(timeout=15)
+        actors.stop_executor()
         kube.delete(PROGRESSIVE_SYNCS, namespace, "web")
         wait_for(lambda: _gone(kube, namespace, "web"), timeout=60, what="the ProgressiveSync to go")
         wait_for(lambda: ended(kube, namespace, app), timeout=30, what=f"{app}'s sync terminated")
@@ -489,8 +488,7 @@ def test_an_argo_retry_of_an_old_workflow_is_stopped_not_adopted(
         new = status_of(kube, namespace, "web")["rollout"]
         # `argo retry` of the old Workflow: the same object, Running again (nobody runs it here: what
         # is checked is the watcher's answer, and the status the old rollout would otherwise take).
-        assert actors.executor is not None
-        actors.executor.stop(timeout=15)
+        actors.stop_executor()
         retried = {"status": {"phase": "Running", "finishedAt": None}}
         kube.patch(WORKFLOWS, namespace, old["workflow"], retried)
         wait_for(

@@ -194,8 +194,6 @@ class FaultProxy:
                 return False
             if self._losses_left is None:
                 return True
-            if self._losses_left <= 0:
-                return False
             self._losses_left -= 1
             if self._losses_left == 0:
                 self._losses_left, self._mode = None, Mode.PASS
