@@ -1,12 +1,14 @@
 """The one Kubernetes adapter: every API call of progressive-sync goes through `Kube`.
 
-It owns the raw client, the request timeouts, the mapping of HTTP status codes to the error types
-below, the bounded retry loop for temporary errors, and the reading of Argo CD cluster Secrets
-(whose credentials it never decodes). Objects go in and come out as plain JSON dicts, read raw
-(`_preload_content=False`): the generated models are slow and drop fields they do not know.
+It owns the request timeouts, the mapping of HTTP status codes to the error types below, the
+bounded retry loop for temporary errors, and the reading of Argo CD cluster Secrets (whose
+credentials it never decodes). Objects go in and come out as plain JSON dicts. The HTTP is
+`orchestrator.kube.transport` (urllib3); where the API server is and who we are,
+`orchestrator.kube.endpoint`, which imports the `kubernetes` package only to read a kubeconfig:
+a step pod never imports it.
 
 Callers: the steps, the watcher, the local executor, the simulator, the CLI and the test fixtures.
-Nothing else imports the `kubernetes` package.
+Nothing else talks to the API server.
 """
 
 from __future__ import annotations
@@ -15,24 +17,20 @@ import builtins
 import contextlib
 import json
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
 
 import urllib3
-import yaml
-from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
-from kubernetes.client.exceptions import ApiException
 
 from orchestrator.core.errors import PermanentError, TemporaryError
 
 # Cluster Secrets are read in their own module, which does not import `kubernetes`.
 from orchestrator.kube.cluster_secrets import CLUSTER_SECRET_LABEL, ClusterSecret, cluster_secret_from_object
+from orchestrator.kube.endpoint import EndpointError, endpoint_for
+from orchestrator.kube.transport import Transport
 
 log = logging.getLogger(__name__)
 
@@ -102,17 +100,22 @@ def temporary_or_permanent(exc: KubeError) -> TemporaryError | PermanentError:
     return TemporaryError(str(exc), delay=exc.retry_after)
 
 
-def _error_from_api_exception(exc: ApiException, what: str) -> KubeError:
-    status = int(exc.status or 0)
+def error_from_answer(status: int, body: bytes, headers: Mapping[str, str], what: str) -> KubeError:
+    """The error an answer of `status` (400 or above) is: its type, and the API's own message.
+
+    The API server answers errors with a Status object (`reason`, `message`); a body that is not one
+    (a proxy's page) keeps the status alone.
+    """
     reason = ""
-    message = str(exc.reason or "")
+    message = ""
     try:
-        body = json.loads(exc.body or b"{}")
-        reason = str(body.get("reason", ""))
-        message = str(body.get("message", message))
+        document = json.loads(body or b"{}")
+        if isinstance(document, dict):
+            reason = str(document.get("reason", ""))
+            message = str(document.get("message", ""))
     except (ValueError, TypeError):
         pass
-    text = f"{what}: {message}" if message else what
+    text = f"{what}: {message}" if message else f"{what}: HTTP {status}"
     if status == 404:
         return NotFound(text, status=status, reason=reason)
     if status == 409:
@@ -125,7 +128,7 @@ def _error_from_api_exception(exc: ApiException, what: str) -> KubeError:
     if status in (400, 422):
         return Invalid(text, status=status, reason=reason)
     if status == 429 or status >= 500:
-        return Retryable(text, status=status, reason=reason, retry_after=_retry_after(exc))
+        return Retryable(text, status=status, reason=reason, retry_after=_retry_after(headers))
     return KubeError(text, status=status, reason=reason)
 
 
@@ -133,10 +136,9 @@ def _error_from_api_exception(exc: ApiException, what: str) -> KubeError:
 MAX_RETRY_AFTER_SECONDS = 30.0
 
 
-def _retry_after(exc: ApiException) -> float | None:
+def _retry_after(headers: Mapping[str, str]) -> float | None:
     """The `Retry-After` header in seconds (the API server sends whole seconds), capped; None without one."""
-    headers = exc.headers or {}
-    value = headers.get("Retry-After") if hasattr(headers, "get") else None
+    value = headers.get("Retry-After")
     try:
         seconds = float(value) if value is not None else None
     except ValueError:
@@ -236,67 +238,45 @@ class Kube:
 
     def __init__(
         self,
-        api_client: k8s_client.ApiClient,
+        transport: Transport,
         settings: KubeSettings | None = None,
         *,
         write_gate: Callable[[], bool] | None = None,
     ) -> None:
-        self._api = api_client
+        self._transport = transport
         self.settings = settings or KubeSettings()
         self._write_gate = write_gate
 
     def with_settings(self, settings: KubeSettings) -> Kube:
         """The same connection (and write gate) with other timeouts and retries (close the original)."""
-        return Kube(self._api, settings, write_gate=self._write_gate)
+        return Kube(self._transport, settings, write_gate=self._write_gate)
 
     def gated(self, write_gate: Callable[[], bool]) -> Kube:
         """The same connection, with every write (anything but GET) sent only while `write_gate()`
         is true, else refused with NotLeader before it leaves the process. Leader election gives
         the watcher such a view, so a process that lost its lease writes nothing more. Closing the
         returned adapter closes the shared connection pool: close only the original."""
-        return Kube(self._api, self.settings, write_gate=write_gate)
+        return Kube(self._transport, self.settings, write_gate=write_gate)
 
     @classmethod
     def from_kubeconfig(
         cls, kubeconfig: str | None = None, context: str | None = None, settings: KubeSettings | None = None
     ) -> Kube:
         """Load the kubeconfig (or, without one, the in-cluster service account)."""
-        configuration = k8s_client.Configuration()
         try:
-            k8s_config.load_kube_config(
-                config_file=kubeconfig, context=context, client_configuration=configuration
-            )
-        except (k8s_config.ConfigException, FileNotFoundError, TypeError) as exc:
-            if kubeconfig:
-                raise KubeError(f"cannot load kubeconfig {kubeconfig}: {exc}") from exc
-            try:
-                k8s_config.load_incluster_config(client_configuration=configuration)
-            except k8s_config.ConfigException as exc2:
-                raise KubeError(
-                    f"no usable kubeconfig ({exc}) and not in a cluster ({exc2}); "
-                    "set KUBECONFIG or pass --kubeconfig"
-                ) from exc2
-        # Several threads (watch loops, workers) share one client: give urllib3 room for them.
-        configuration.connection_pool_maxsize = 32
-        # urllib3's default (Retry(3)) also retries a 429 (or 503) carrying Retry-After by itself,
-        # sleeping what the server asked up to three times inside one call: invisible to our retry
-        # loop, its budget and its logs (found by the fault suite's API Priority and Fairness row,
-        # whose 429s never reached us). Its retries of failed connections stay; the answers come to
-        # `retrying` and the watch loops, which honour Retry-After and say so.
-        configuration.retries = urllib3.Retry(total=3, respect_retry_after_header=False)
-        token_file = _token_file_of(kubeconfig, context)
-        if token_file is not None:
-            configuration.refresh_api_key_hook = TokenFileReloader(token_file)
-        return cls(k8s_client.ApiClient(configuration), settings)
+            endpoint = endpoint_for(kubeconfig, context)
+        except EndpointError as exc:
+            raise KubeError(str(exc)) from exc
+        return cls(Transport(endpoint), settings)
 
     @property
     def host(self) -> str:
         """The API server URL this adapter talks to."""
-        return str(self._api.configuration.host)
+        return self._transport.host
 
     def close(self) -> None:
         """Release the connection pool."""
-        self._api.close()
+        self._transport.close()
 
     # -- low level ------------------------------------------------------------------------
 
@@ -314,28 +294,24 @@ class Kube:
         what = f"{method} {path}"
         if method != "GET" and self._write_gate is not None and not self._write_gate():
             raise NotLeader(f"{what}: not sent: this process no longer holds the leader lease")
-        query_params = [(k, v) for k, v in (query or {}).items() if v is not None]
-        headers = {"Accept": "application/json", "Content-Type": content_type}
         read_timeout = timeout if timeout is not None else self.settings.read_timeout
         try:
-            response = self._api.call_api(
-                path,
+            response = self._transport.request(
                 method,
-                query_params=query_params,
-                header_params=headers,
+                path,
+                query=[(k, v) for k, v in (query or {}).items() if v is not None],
+                headers={"Accept": "application/json", "Content-Type": content_type},
                 body=body,
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _return_http_data_only=True,
-                _request_timeout=(self.settings.connect_timeout, read_timeout),
+                timeout=(self.settings.connect_timeout, read_timeout),
+                stream=stream,
             )
-        except ApiException as exc:
-            raise _error_from_api_exception(exc, what) from exc
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise Retryable(f"{what}: {exc}") from exc
-        if stream:
-            return response
-        try:
+            if response.status >= 400:
+                data = response.data  # a stream's error answer is read whole
+                if stream:
+                    response.release_conn()
+                raise error_from_answer(response.status, data, response.headers, what)
+            if stream:
+                return response
             data = response.data
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise Retryable(f"{what}: {exc}") from exc
@@ -545,68 +521,6 @@ class Kube:
         """
         items, _ = self.list(SECRETS, namespace, label_selector=CLUSTER_SECRET_LABEL)
         return [cluster_secret_from_object(item) for item in items]
-
-
-def _token_file_of(kubeconfig: str | None, context: str | None) -> Path | None:
-    """The `tokenFile` of the kubeconfig's user (of `context`, else the current context), if any.
-
-    Only a kubeconfig given as one file is read here (a merged KUBECONFIG list keeps the token
-    loaded at start). In a pod, without a kubeconfig, the client re-reads the projected
-    service-account token by itself.
-    """
-    if not kubeconfig:
-        return None
-    path = Path(kubeconfig).expanduser()
-    try:
-        document = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError):
-        return None
-    name = context or document.get("current-context")
-    contexts = {c.get("name"): c.get("context") or {} for c in document.get("contexts") or []}
-    users = {u.get("name"): u.get("user") or {} for u in document.get("users") or []}
-    token_file = users.get(contexts.get(name, {}).get("user"), {}).get("tokenFile")
-    if not token_file:
-        return None
-    return (path.parent / token_file) if not Path(token_file).is_absolute() else Path(token_file)
-
-
-class TokenFileReloader:
-    """Reads the bearer token again when the kubeconfig's `tokenFile` changes (credentials rotated
-    while running: a new token written to the file, the old one revoked).
-
-    The Python client reads `tokenFile` once; this is its `refresh_api_key_hook`, called before
-    every request: one stat(), and a read only when the file changed. A file that cannot be read
-    keeps the token we have (it is being replaced; the next request looks again).
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._stamp: tuple[int, int, int] | None = None
-        self._lock = threading.Lock()
-
-    def __call__(self, configuration: k8s_client.Configuration) -> None:
-        """Put the file's token into `configuration` when the file changed since the last look."""
-        try:
-            stat = self.path.stat()
-        except OSError:
-            return
-        stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
-        if stamp == self._stamp:
-            return
-        with self._lock:
-            if stamp == self._stamp:
-                return
-            try:
-                token = self.path.read_text().strip()
-            except OSError:
-                return
-            if not token:
-                return
-            if self._stamp is not None:
-                log.info("the token in %s changed; using the new one", self.path)
-            configuration.api_key["authorization"] = f"Bearer {token}"
-            configuration.api_key_prefix.pop("authorization", None)
-            self._stamp = stamp
 
 
 def _shutdown_stream(response: Any) -> None:

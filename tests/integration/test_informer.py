@@ -20,6 +20,7 @@ import pytest
 
 from orchestrator.devenv import controlplane as devcluster
 from orchestrator.kube.client import NAMESPACES, Kube, KubeSettings, NotFound, Resource
+from orchestrator.kube.endpoint import Endpoint
 from orchestrator.kube.informer import (
     Change,
     ChangeType,
@@ -28,6 +29,7 @@ from orchestrator.kube.informer import (
     InformerSettings,
     run_in_thread,
 )
+from orchestrator.kube.transport import Transport
 from orchestrator.kube.watchloop import CRD_MISSING, FORBIDDEN, Blocked
 from tests.support import etcd
 from tests.support.wait import wait_for
@@ -233,11 +235,10 @@ def test_stop_ends_a_quiet_stream_at_once(kube: Kube, namespace: str) -> None:
 
 def test_failures_back_off_along_the_tuple_then_give_up(caplog: pytest.LogCaptureFixture) -> None:
     port = devcluster.free_port()  # nothing listens there
-    from kubernetes import client as k8s_client
-
-    configuration = k8s_client.Configuration()
-    configuration.host = f"http://127.0.0.1:{port}"
-    kube = Kube(k8s_client.ApiClient(configuration), KubeSettings(connect_timeout=0.5, retry_backoffs=()))
+    kube = Kube(
+        Transport(Endpoint(host=f"http://127.0.0.1:{port}")),
+        KubeSettings(connect_timeout=0.5, retry_backoffs=()),
+    )
     informer: Informer[Slim] = Informer(
         kube,
         CONFIG_MAPS,

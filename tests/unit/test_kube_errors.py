@@ -5,16 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 
 from orchestrator.kube import client as kube
 from orchestrator.kube.cluster_secrets import ClusterSecret, cluster_secret_from_object
 
 
-def api_exception(status: int, reason: str = "", message: str = "boom") -> ApiException:
-    exc = ApiException(status=status, reason="HTTP reason")
-    exc.body = json.dumps({"kind": "Status", "reason": reason, "message": message}).encode()
-    return exc
+def status_body(reason: str = "", message: str = "boom") -> bytes:
+    """An error answer's body as the API server writes it: a Status object."""
+    return json.dumps({"kind": "Status", "reason": reason, "message": message}).encode()
 
 
 @pytest.mark.parametrize(
@@ -34,10 +32,24 @@ def api_exception(status: int, reason: str = "", message: str = "boom") -> ApiEx
     ],
 )
 def test_status_codes_map_to_error_types(status: int, reason: str, expected: type[kube.KubeError]) -> None:
-    error = kube._error_from_api_exception(api_exception(status, reason, "the message"), "GET /x")
+    error = kube.error_from_answer(status, status_body(reason, "the message"), {}, "GET /x")
     assert type(error) is expected
     assert error.status == status
     assert "GET /x: the message" in str(error)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(b"<html>bad gateway</html>", id="a-proxys-page"),
+        pytest.param(b"", id="no-body"),
+        pytest.param(b"[1, 2]", id="json-that-is-not-a-status"),
+    ],
+)
+def test_an_answer_that_is_not_a_status_keeps_its_http_status(body: bytes) -> None:
+    error = kube.error_from_answer(502, body, {}, "GET /x")
+    assert type(error) is kube.Retryable
+    assert str(error) == "GET /x: HTTP 502"
 
 
 def test_retrying_gives_up_after_the_configured_attempts(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -67,9 +79,9 @@ def test_retrying_gives_up_after_the_configured_attempts(monkeypatch: pytest.Mon
     ],
 )
 def test_a_429_carries_the_servers_retry_after(header: str | None, expected: float | None) -> None:
-    exc = api_exception(429, "TooManyRequests", "too many requests, please try again later")
-    exc.headers = {"Retry-After": header} if header is not None else {}
-    error = kube._error_from_api_exception(exc, "GET /x")
+    body = status_body("TooManyRequests", "too many requests, please try again later")
+    headers = {"Retry-After": header} if header is not None else {}
+    error = kube.error_from_answer(429, body, headers, "GET /x")
     assert isinstance(error, kube.Retryable)
     assert error.retry_after == expected
 
