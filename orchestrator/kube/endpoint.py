@@ -2,32 +2,28 @@
 
 Two sources, in kubectl's order (`endpoint_for`):
 
-- a kubeconfig (`--kubeconfig`, else `$KUBECONFIG`, else `~/.kube/config`): read by the
-  `kubernetes` package's loader, which knows every way a kubeconfig can authenticate (client
-  certificates, tokens, `tokenFile`, exec plugins, auth providers). It is imported here, and only
-  when a kubeconfig is read;
+- a kubeconfig (`--kubeconfig`, else `$KUBECONFIG`, else `~/.kube/config`): one whose user is a
+  certificate or a token is read by `orchestrator.kube.kubeconfig`; any other (exec plugins, auth
+  providers, several files merged) by the `kubernetes` package's loader, imported only then;
 - the pod's service account (no kubeconfig found, or none that loads): read here, from the files
-  the kubelet mounts and the `KUBERNETES_SERVICE_*` environment, without the `kubernetes` package.
-  Every step pod and the watcher's Deployment take this path: importing that package costs a
-  process ~0.45 s of CPU (it loads every generated model), paid once per step pod.
+  the kubelet mounts and the `KUBERNETES_SERVICE_*` environment. Every step pod and the watcher's
+  Deployment take this path.
 
-A token read from a file (the pod's projected token, a kubeconfig's `tokenFile`) is read again
-whenever the file changes (`TokenFile`): credentials rotated in place are used at the next request.
+Importing the `kubernetes` package costs a process ~0.45 s of CPU (it loads every generated model):
+once per step pod, CLI command, watcher, and step forked by the local engine, none of which need
+it now. A token read from a file (the pod's projected token, a kubeconfig's `tokenFile`) is read
+again whenever the file changes (`TokenFile`): credentials rotated in place are used at once.
 """
 
 from __future__ import annotations
 
-import logging
 import os
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import yaml
-
-log = logging.getLogger(__name__)
+from orchestrator.kube import kubeconfig as kubeconfig_file
+from orchestrator.kube.token_file import TokenFile
 
 # Where the kubelet mounts a pod's service-account token and the cluster's CA.
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
@@ -58,45 +54,6 @@ class Endpoint:
     authorization: Callable[[], str | None] = field(default=_no_authorization, compare=False)
 
 
-class TokenFile:
-    """A bearer token kept in a file, read again when the file changes (a rotated credential).
-
-    Called before every request: one stat(), and a read only when the file changed. A file that
-    cannot be read, or is empty, keeps the token we have (it is being replaced; the next request
-    looks again).
-    """
-
-    def __init__(self, path: Path, *, initial: str | None = None) -> None:
-        self.path = path
-        self._stamp: tuple[int, int, int] | None = None
-        self._header = f"Bearer {initial}" if initial else None
-        self._lock = threading.Lock()
-
-    def __call__(self) -> str | None:
-        """`Bearer <token>` as the file holds it now."""
-        try:
-            stat = self.path.stat()
-        except OSError:
-            return self._header
-        stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
-        if stamp == self._stamp:
-            return self._header
-        with self._lock:
-            if stamp == self._stamp:
-                return self._header
-            try:
-                token = self.path.read_text().strip()
-            except OSError:
-                return self._header
-            if not token:
-                return self._header
-            if self._stamp is not None:
-                log.info("the token in %s changed; using the new one", self.path)
-            self._header = f"Bearer {token}"
-            self._stamp = stamp
-            return self._header
-
-
 def in_cluster(directory: Path = SERVICE_ACCOUNT_DIR, environ: Mapping[str, str] | None = None) -> Endpoint:
     """The API server as a pod sees it: its Service's address and the mounted service account."""
     env = os.environ if environ is None else environ
@@ -119,24 +76,34 @@ def from_kubeconfig(kubeconfig: str | None, context: str | None) -> Endpoint:
 
     EndpointError when it is missing or does not load.
     """
+    files = [kubeconfig] if kubeconfig else _default_kubeconfig().split(os.pathsep)
+    existing = [Path(name).expanduser() for name in files if name and Path(name).expanduser().is_file()]
+    if kubeconfig or len(existing) == 1:
+        path = Path(kubeconfig).expanduser() if kubeconfig else existing[0]
+        try:
+            fields = kubeconfig_file.read(path, context)
+        except kubeconfig_file.KubeconfigError as exc:
+            raise EndpointError(str(exc)) from exc
+        if fields is not None:
+            return Endpoint(**fields)
+    return _from_kubernetes_loader(kubeconfig, context)
+
+
+def _from_kubernetes_loader(kubeconfig: str | None, context: str | None) -> Endpoint:
+    """The `kubernetes` package's reading of a kubeconfig: every auth plugin, merged files."""
     from kubernetes import client as k8s_client  # noqa: PLC0415 - slow to import; see the docstring
     from kubernetes import config as k8s_config  # noqa: PLC0415
 
     configuration = k8s_client.Configuration()
     try:
+        # The list is passed on: the package reads $KUBECONFIG once, when it is first imported.
         k8s_config.load_kube_config(
-            config_file=kubeconfig, context=context, client_configuration=configuration
+            config_file=kubeconfig or _default_kubeconfig(),
+            context=context,
+            client_configuration=configuration,
         )
     except (k8s_config.ConfigException, FileNotFoundError, TypeError) as exc:
         raise EndpointError(str(exc)) from exc
-    token_file = _token_file_of(kubeconfig, context)
-    authorization: Callable[[], str | None]
-    if token_file is not None:
-        # The loader reads `tokenFile` once; this reads it again whenever it changes.
-        authorization = TokenFile(token_file, initial=_bearer_token(configuration))
-    else:
-        # Tokens from exec plugins and auth providers expire: the loader's hook renews them.
-        authorization = lambda: configuration.get_api_key_with_prefix("authorization")  # noqa: E731
     return Endpoint(
         host=str(configuration.host),
         ca_file=configuration.ssl_ca_cert,
@@ -144,7 +111,8 @@ def from_kubeconfig(kubeconfig: str | None, context: str | None) -> Endpoint:
         key_file=configuration.key_file,
         verify=bool(configuration.verify_ssl),
         server_name=getattr(configuration, "tls_server_name", None),
-        authorization=authorization,
+        # Tokens from exec plugins and auth providers expire: the loader's hook renews them.
+        authorization=lambda: configuration.get_api_key_with_prefix("authorization"),
     )
 
 
@@ -175,30 +143,3 @@ def _default_kubeconfig() -> str:
 
 def _default_kubeconfig_exists() -> bool:
     return any(Path(part).expanduser().is_file() for part in _default_kubeconfig().split(os.pathsep) if part)
-
-
-def _bearer_token(configuration: Any) -> str | None:
-    header = configuration.api_key.get("authorization") or ""
-    return header.removeprefix("Bearer ").strip() or None
-
-
-def _token_file_of(kubeconfig: str | None, context: str | None) -> Path | None:
-    """The `tokenFile` of the kubeconfig's user (of `context`, else the current context), if any.
-
-    Only a kubeconfig given as one file is read here (a merged KUBECONFIG list keeps the token
-    loaded at start).
-    """
-    if not kubeconfig:
-        return None
-    path = Path(kubeconfig).expanduser()
-    try:
-        document = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError):
-        return None
-    name = context or document.get("current-context")
-    contexts = {c.get("name"): c.get("context") or {} for c in document.get("contexts") or []}
-    users = {u.get("name"): u.get("user") or {} for u in document.get("users") or []}
-    token_file = users.get(contexts.get(name, {}).get("user"), {}).get("tokenFile")
-    if not token_file:
-        return None
-    return (path.parent / token_file) if not Path(token_file).is_absolute() else Path(token_file)
