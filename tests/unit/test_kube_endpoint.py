@@ -1,6 +1,6 @@
 """Where the adapter finds the API server and its credentials (orchestrator/kube/endpoint.py).
 
-Files and environment only; the real API server's side is tests/integration/test_kube_endpoint.py.
+Files and environment only; the real API server's side is tests/integration/test_kube_in_cluster.py.
 """
 
 from __future__ import annotations
