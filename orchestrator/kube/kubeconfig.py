@@ -12,8 +12,8 @@ What is read, as kubectl reads it: the context (`context`, else `current-context
 `server`, `certificate-authority` (a path, relative to the kubeconfig's folder) or
 `certificate-authority-data`, `insecure-skip-tls-verify`, `tls-server-name`; its user's
 `client-certificate`/`client-key` (or their `-data`), and `token` or else `tokenFile`. Data is
-written to files only this process can read (the TLS library takes certificates from files),
-removed when the process exits.
+written to files only this user can read (the TLS library takes certificates from files),
+removed when the process that wrote them exits (not when a process forked from it does).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import atexit
 import base64
 import binascii
 import contextlib
+import os
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -133,13 +134,17 @@ def _file_or_data(section: Mapping[str, Any], key: str, folder: Path) -> str | N
 
 
 _private_folder: Path | None = None
+# The process that made the folder. The local engine's warm launcher forks steps from a process
+# that may have made it: a forked step inherits the exit hook and must not remove its parent's files.
+_private_folder_owner = 0
 
 
 def _private_file(content: bytes) -> Path:
-    """A file only this user can read, in a folder removed when the process exits."""
-    global _private_folder  # noqa: PLW0603 - one folder per process, made on first use
+    """A file only this user can read, in a folder removed when the process that made it exits."""
+    global _private_folder, _private_folder_owner  # noqa: PLW0603 - one folder per process, made on first use
     if _private_folder is None:
         _private_folder = Path(tempfile.mkdtemp(prefix="progressive-sync-kubeconfig-"))  # mode 0700
+        _private_folder_owner = os.getpid()
         atexit.register(_remove_private_folder)
     handle, name = tempfile.mkstemp(dir=_private_folder)
     with open(handle, "wb") as out:
@@ -148,6 +153,6 @@ def _private_file(content: bytes) -> Path:
 
 
 def _remove_private_folder() -> None:
-    if _private_folder is not None:
+    if _private_folder is not None and os.getpid() == _private_folder_owner:
         with contextlib.suppress(OSError):
             shutil.rmtree(_private_folder)

@@ -177,3 +177,17 @@ def test_certificate_data_is_written_where_only_this_user_can_read_it(tmp_path: 
     assert key.read_bytes() == KEY
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
     assert stat.S_IMODE(key.parent.stat().st_mode) == 0o700
+
+
+def test_a_forked_process_leaves_its_parents_certificate_files_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The local engine forks steps from its warm launcher, which may hold such files: a step's exit
+    hook must not remove them from under the launcher's connections."""
+    fields = kubeconfig.read(write(tmp_path, {"server": SERVER}, DATA), None)
+    assert fields is not None
+    key = Path(fields["key_file"])
+    parent = os.getpid()
+    monkeypatch.setattr(kubeconfig.os, "getpid", lambda: parent + 1)  # as seen in a forked child
+    kubeconfig._remove_private_folder()
+    assert key.read_bytes() == KEY
