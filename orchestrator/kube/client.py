@@ -4,8 +4,8 @@ It owns the request timeouts, the mapping of HTTP status codes to the error type
 bounded retry loop for temporary errors, and the reading of Argo CD cluster Secrets (whose
 credentials it never decodes). Objects go in and come out as plain JSON dicts. The HTTP is
 `orchestrator.kube.transport` (urllib3); where the API server is and who we are,
-`orchestrator.kube.endpoint`, which imports the `kubernetes` package only to read a kubeconfig:
-a step pod never imports it.
+`orchestrator.kube.endpoint`, which imports the `kubernetes` package only for a kubeconfig with
+an auth plugin: no step, CLI command or watcher imports it otherwise.
 
 Callers: the steps, the watcher, the local executor, the simulator, the CLI and the test fixtures.
 Nothing else talks to the API server.

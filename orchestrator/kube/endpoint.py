@@ -76,10 +76,9 @@ def from_kubeconfig(kubeconfig: str | None, context: str | None) -> Endpoint:
 
     EndpointError when it is missing or does not load.
     """
-    files = [kubeconfig] if kubeconfig else _default_kubeconfig().split(os.pathsep)
-    existing = [Path(name).expanduser() for name in files if name and Path(name).expanduser().is_file()]
-    if kubeconfig or len(existing) == 1:
-        path = Path(kubeconfig).expanduser() if kubeconfig else existing[0]
+    files = [Path(kubeconfig).expanduser()] if kubeconfig else _default_kubeconfig_files()
+    if len(files) == 1:
+        path = files[0]
         try:
             fields = kubeconfig_file.read(path, context)
         except kubeconfig_file.KubeconfigError as exc:
@@ -118,7 +117,7 @@ def _from_kubernetes_loader(kubeconfig: str | None, context: str | None) -> Endp
 
 def endpoint_for(kubeconfig: str | None = None, context: str | None = None) -> Endpoint:
     """The kubeconfig's endpoint, else (none given and none found, or none that loads) the pod's."""
-    if kubeconfig or _default_kubeconfig_exists():
+    if kubeconfig or _default_kubeconfig_files():
         try:
             return from_kubeconfig(kubeconfig, context)
         except EndpointError as exc:
@@ -141,5 +140,7 @@ def _default_kubeconfig() -> str:
     return os.environ.get("KUBECONFIG") or str(Path("~/.kube/config").expanduser())
 
 
-def _default_kubeconfig_exists() -> bool:
-    return any(Path(part).expanduser().is_file() for part in _default_kubeconfig().split(os.pathsep) if part)
+def _default_kubeconfig_files() -> list[Path]:
+    """The files of `_default_kubeconfig()` that exist (kubectl skips the others)."""
+    paths = (Path(part).expanduser() for part in _default_kubeconfig().split(os.pathsep) if part)
+    return [path for path in paths if path.is_file()]

@@ -22,10 +22,10 @@ class TokenFile:
     looks again).
     """
 
-    def __init__(self, path: Path, *, initial: str | None = None) -> None:
+    def __init__(self, path: Path) -> None:
         self.path = path
         self._stamp: tuple[int, int, int] | None = None
-        self._header = f"Bearer {initial}" if initial else None
+        self._header: str | None = None
         self._lock = threading.Lock()
 
     def __call__(self) -> str | None:
