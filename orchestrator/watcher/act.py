@@ -19,7 +19,6 @@ held-back ProgressiveSyncs).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 import uuid
@@ -157,11 +156,12 @@ class Actor:
         """Write one Event on the ProgressiveSync; an Event is a courtesy: a failure is only logged."""
         namespace, name = cached.key
         meta = cached.obj.get("metadata") or {}
-        now = format_time(self.clock.now())
+        now = format_time(action.at or self.clock.now())
+        suffix = action.identity or uuid.uuid4().hex[:12]
         body = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"name": f"{name}.{uuid.uuid4().hex[:12]}", "namespace": namespace},
+            "metadata": {"name": f"{name}.{suffix}", "namespace": namespace},
             "involvedObject": {
                 "apiVersion": cached.obj.get("apiVersion", ""),
                 "kind": "ProgressiveSync",
@@ -183,11 +183,16 @@ class Actor:
             # Retried on a transient error (5xx, 429, a lost answer): an overloaded API server must
             # not silently drop a rollout's notice. The name is fixed before the first attempt, so
             # an attempt whose answer was lost answers AlreadyExists to the next one: recorded once.
-            self._events_kube.retrying(
+            # A named transition (`identity`) another watcher recorded answers AlreadyExists too.
+            created = self._events_kube.retrying(
                 f"create event {action.reason}", lambda: self._create_event(namespace, body)
             )
         except KubeError as exc:  # never fail a reconcile over an Event
             log.info("could not record event %s on %s/%s: %s", action.reason, namespace, name, exc)
+        else:
+            if not created and action.identity:
+                log.debug("event %s on %s/%s was already recorded", action.reason, namespace, name)
+                return
         log.info(
             "%s/%s: %s: %s",
             namespace,
@@ -197,9 +202,13 @@ class Actor:
             extra={"ps": f"{namespace}/{name}", "event": action.reason},
         )
 
-    def _create_event(self, namespace: str, body: dict[str, Any]) -> None:
-        with contextlib.suppress(AlreadyExists):
+    def _create_event(self, namespace: str, body: dict[str, Any]) -> bool:
+        """Create the Event; False when one of its name exists already."""
+        try:
             self._events_kube.create(EVENTS, namespace, body)
+        except AlreadyExists:
+            return False
+        return True
 
     def _set_finalizer(self, namespace: str, name: str, *, present: bool) -> None:
         # A conditional update (resourceVersion) rather than a merge patch: a merge patch replaces

@@ -56,6 +56,7 @@ from orchestrator.watcher.decision import (
 )
 from orchestrator.watcher.fleet_wait import await_fleet, wait_over
 from orchestrator.watcher.status_patch import condition, paused_condition, running_conditions
+from orchestrator.watcher.transitions import TransitionKind, transition_identity
 
 # A template created or fixed is seen this soon (the watcher has no informer of templates).
 ANALYSIS_RECHECK_SECONDS = 15.0
@@ -228,7 +229,9 @@ def _create(
         force_lifecycle=True,
         conditions=conditions,
     )
-    started = RecordEvent("Normal", Reason.ROLLOUT_STARTED, message)
+    # Named as a watcher that takes over replays it (`replayed_transitions`): recorded once.
+    identity = transition_identity(obs.uid or "", rollout_id, release.attempt, TransitionKind.ROLLOUT_STARTED)
+    started = RecordEvent("Normal", Reason.ROLLOUT_STARTED, message, identity=identity)
     return ctx.decision("create", why, create, UpdateStatus(patch), started, *notices)
 
 

@@ -222,11 +222,18 @@ class ResumeWorkflow:
 
 @dataclass(frozen=True)
 class RecordEvent:
-    """A Kubernetes Event on the ProgressiveSync, for `kubectl describe` (only on transitions)."""
+    """A Kubernetes Event on the ProgressiveSync, for `kubectl describe` (only on transitions).
+
+    `identity`, when set, names the Event (`<name>.<identity>`): recording it again is a no-op
+    (a status transition replayed by a new leader); unset, every record is a new Event. `at` is
+    when it happened, when that was before now (a replayed transition).
+    """
 
     type: str  # Normal | Warning
     reason: Reason
     message: str
+    identity: str = ""
+    at: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@
 - the **caches** (`caches.Caches`: one informer per resource and namespace, slim values);
 - **triggers**: each change queues the keys of the ProgressiveSyncs it concerns (`triggers`), a
   cluster Secret's change also marks its inventory for publishing (`publisher`), and a status
-  change becomes metrics and Events (`transitions`, recorded by their own thread);
+  change becomes metrics and Events (`transitions`, recorded by their own thread); a first sight
+  replays the current rollout's recent transitions as Events, named so that none is recorded twice;
 - a de-duplicating **work queue** and `workers` threads: one reconcile per key at a time, failed
   ones retried with backoff, `RequeueAfter` honoured;
 - **one reconcile**: held back while an informer it needs waits on a permission or a CRD
@@ -35,6 +36,7 @@ import logging
 import queue
 import threading
 import time
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -60,13 +62,16 @@ from orchestrator.watcher.observe import observe
 from orchestrator.watcher.publisher import InventoryPublisher
 from orchestrator.watcher.settings import Engine, Settings
 from orchestrator.watcher.summaries import plan_summaries
-from orchestrator.watcher.transitions import status_transitions
+from orchestrator.watcher.transitions import Transition, replayed_transitions, status_transitions
 from orchestrator.watcher.workqueue import WorkQueue
 from orchestrator.workflows.view import WorkflowView
 
 log = logging.getLogger(__name__)
 
 EVENT_BACKLOG = 1000  # Events waiting to be recorded; past it new ones are dropped (and logged)
+# How far back a watcher that just started (or took the lease over) records the transitions it may
+# have missed: longer than any takeover or restart, well under the API server's Event TTL (1 h).
+EVENT_REPLAY_WINDOW = timedelta(minutes=15)
 
 
 class Watcher:
@@ -258,6 +263,8 @@ class Watcher:
         self._queue(triggers.progressive_sync_keys(change, self.caches))
         if change.old is not None and change.new is not None:
             self._note_transitions(change.old, change.new)
+        elif change.new is not None:
+            self._replay_transitions(change.new)
 
     def _on_workflow(self, change: Change[WorkflowView]) -> None:
         self._queue(triggers.workflow_keys(change))
@@ -286,13 +293,35 @@ class Watcher:
             return
         for transition in status_transitions(before, after):
             self.metrics.observe(new.key, transition)
-            if not transition.kind.recorded_as_event:
-                continue
-            event = RecordEvent(transition.kind.event_type, transition.kind.reason, transition.message)
-            try:
-                self._events.put_nowait((new, event))
-            except queue.Full:
-                log.warning("event backlog full; dropping %s on %s/%s", event.reason, *new.key)
+            self._record_transition(new, transition, at=None)
+
+    def _replay_transitions(self, new: CachedPS) -> None:
+        """Events for what a watcher before us may not have recorded (it stopped, or lost the
+        lease, between a step's write and its Event): the recent transitions of the current
+        rollout, under the names it gave them, so what it did record is not recorded twice.
+        Not counted in the metrics: they count what this process saw happen."""
+        try:
+            status = ProgressiveSyncStatus.model_validate(new.obj.get("status") or {})
+        except pydantic.ValidationError:
+            return
+        for transition in replayed_transitions(status, self.clock.now(), EVENT_REPLAY_WINDOW):
+            self._record_transition(new, transition, at=transition.at)
+
+    def _record_transition(self, new: CachedPS, transition: Transition, at: datetime | None) -> None:
+        if not transition.kind.recorded_as_event:
+            return
+        uid = str((new.obj.get("metadata") or {}).get("uid") or "")
+        event = RecordEvent(
+            transition.kind.event_type,
+            transition.kind.reason,
+            transition.message,
+            identity=transition.identity(uid),
+            at=at,
+        )
+        try:
+            self._events.put_nowait((new, event))
+        except queue.Full:
+            log.warning("event backlog full; dropping %s on %s/%s", event.reason, *new.key)
 
     def _event_loop(self) -> None:
         while not self.stop_event.is_set():

@@ -16,16 +16,21 @@ no trace in the status (only in its record), so it is not counted here.
 Only changes within one rollout count: when the rollout id differs, the old version's stages belong
 to another rollout and are not compared. A cluster counts as finished when it leaves `syncing`
 without appearing among the failed ones (so this keeps working if the per-cluster `completed` list
-is ever trimmed). A first sight (no old version, e.g. a watcher that just started) yields nothing,
-so a restart does not repeat old Events.
+is ever trimmed). A first sight (no old version, e.g. a watcher that just started) yields nothing
+here: `replayed_transitions` says what a watcher that just took over may have missed.
+
+Each transition has a stable `identity` (rollout, attempt, kind, stage, cluster): the Event it
+becomes is named from it, so the same transition recorded twice (by a leader and then by its
+successor replaying the recent past) is one Event.
 
 Callers: `orchestrator.watcher.loop`; tests.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
+import hashlib
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from orchestrator.api.models import ProgressiveSyncStatus, RolloutPhase, StagePhase, StageStatus
@@ -35,6 +40,7 @@ from orchestrator.api.reasons import ANALYSIS_CLUSTER_REASON, Reason
 class TransitionKind(StrEnum):
     """What happened; also the Event's reason (`reason`, from the catalog)."""
 
+    ROLLOUT_STARTED = Reason.ROLLOUT_STARTED.value  # recorded by `decide`; here only replayed
     STAGE_SUCCEEDED = Reason.STAGE_SUCCEEDED.value
     STAGE_FAILED = Reason.STAGE_FAILED.value
     CLUSTER_SYNCING = Reason.CLUSTER_SYNCING.value
@@ -82,7 +88,10 @@ class TransitionKind(StrEnum):
 @dataclass(frozen=True)
 class Transition:
     """One change; `seconds` is a stage's duration from its own timestamps, when it ended;
-    `phase` an analysis run's final phase (Successful, Failed, Error, Inconclusive)."""
+    `phase` an analysis run's final phase (Successful, Failed, Error, Inconclusive); `attempt` the
+    rollout's attempt (`progressive-sync retry` counts it up); `at` when it happened as the status
+    says (a stage's end, else its start; the rollout's end; the rollback's start), None when the
+    status has no time for it."""
 
     kind: TransitionKind
     rollout_id: str
@@ -91,6 +100,24 @@ class Transition:
     cluster: str = ""
     seconds: float | None = None
     phase: str = ""
+    attempt: int = 1
+    at: datetime | None = None
+
+    def identity(self, uid: str) -> str:
+        """This transition's `transition_identity` for the ProgressiveSync `uid`."""
+        return transition_identity(
+            uid, self.rollout_id, self.attempt, self.kind, stage=self.stage, cluster=self.cluster
+        )
+
+
+def transition_identity(
+    uid: str, rollout_id: str, attempt: int, kind: TransitionKind, *, stage: str = "", cluster: str = ""
+) -> str:
+    """A short stable name for one transition of the ProgressiveSync `uid`: the same for the same
+    change seen by any watcher, different for each attempt (a retried stage that fails again is a
+    new transition) and for a ProgressiveSync deleted and created again."""
+    text = "/".join((uid, rollout_id, str(attempt), kind.value, stage, cluster))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 # An AnalysisRun's final phases, and the transition each is.
@@ -129,14 +156,49 @@ def status_transitions(old: ProgressiveSyncStatus | None, new: ProgressiveSyncSt
     old_stages = {stage.name: stage for stage in (old.stages or [])} if same_rollout else {}
     found: list[Transition] = []
     for stage in new.stages or []:
-        found.extend(_stage_transitions(rollout_id, old_stages.get(stage.name), stage))
+        for transition in _stage_transitions(rollout_id, old_stages.get(stage.name), stage):
+            found.append(replace(transition, at=stage.finished_at or stage.started_at))
     kind = _ENDS.get(new.phase) if new.phase is not None else None
     if kind is not None and (not same_rollout or old.phase != new.phase):
-        found.append(Transition(kind, rollout_id, new.message or f"rollout {rollout_id} {new.phase}"))
+        at = new.rollout.finished_at
+        if kind == TransitionKind.ROLLING_BACK and new.rollback is not None:
+            at = new.rollback.started_at
+        found.append(Transition(kind, rollout_id, new.message or f"rollout {rollout_id} {new.phase}", at=at))
         if kind == TransitionKind.ROLLOUT_FAILED and new.rollback is not None and new.rollback.failed:
             # The rollout failed, and so did its rollback: said apart, so an alert can tell.
-            found.append(Transition(TransitionKind.ROLLBACK_FAILED, rollout_id, new.message or ""))
-    return found
+            found.append(Transition(TransitionKind.ROLLBACK_FAILED, rollout_id, new.message or "", at=at))
+    return [replace(transition, attempt=new.rollout.attempt) for transition in found]
+
+
+# Why a replayed RolloutStarted says nothing of why the rollout started: only the Event, lost, said it.
+REPLAYED = "recorded by a watcher that started after it"
+
+
+def replayed_transitions(status: ProgressiveSyncStatus, now: datetime, window: timedelta) -> list[Transition]:
+    """What a watcher that sees `status` for the first time (it just started, or took the lease
+    over) may have missed: the current rollout's transitions, as if from its start, that the
+    status dates within `window` before `now`.
+
+    Recorded under their `identity`, those its predecessor already recorded are not recorded again.
+    The window keeps a restart long after a rollout from bringing its Events back once the API
+    server expired them (`--event-ttl`, one hour by default): it must stay well under that TTL.
+    """
+    rollout = status.rollout
+    if rollout is None:
+        return []
+    started = Transition(
+        TransitionKind.ROLLOUT_STARTED,
+        rollout.id,
+        Reason.ROLLOUT_STARTED.say(rollout=rollout.id, workflow=rollout.workflow, why=REPLAYED),
+        attempt=rollout.attempt,
+        at=rollout.started_at,
+    )
+    since = now - window
+    return [
+        transition
+        for transition in [started, *status_transitions(ProgressiveSyncStatus(rollout=rollout), status)]
+        if transition.at is not None and transition.at >= since
+    ]
 
 
 def _stage_transitions(rollout_id: str, old: StageStatus | None, new: StageStatus) -> list[Transition]:

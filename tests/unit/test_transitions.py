@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from orchestrator.api.models import ProgressiveSyncStatus
 from orchestrator.watcher.metrics import WatcherMetrics
-from orchestrator.watcher.transitions import TransitionKind, status_transitions
+from orchestrator.watcher.transitions import (
+    TransitionKind,
+    replayed_transitions,
+    status_transitions,
+    transition_identity,
+)
 
 T0 = "2030-01-01T12:00:00Z"
 T1 = "2030-01-01T12:01:30Z"
@@ -78,6 +86,7 @@ def test_status_transitions(
 
 def test_events_are_recorded_for_what_people_need_to_see() -> None:
     assert {k for k in TransitionKind if k.recorded_as_event} == {
+        TransitionKind.ROLLOUT_STARTED,
         TransitionKind.STAGE_SUCCEEDED,
         TransitionKind.STAGE_FAILED,
         TransitionKind.CLUSTER_FAILED,
@@ -98,6 +107,103 @@ def test_events_are_recorded_for_what_people_need_to_see() -> None:
     assert TransitionKind.ANALYSIS_FAILED.event_type == "Warning"
     assert TransitionKind.ANALYSIS_INCONCLUSIVE.event_type == "Warning"
     assert TransitionKind.ANALYSIS_SUCCESSFUL.event_type == "Normal"
+
+
+WINDOW = timedelta(minutes=15)
+T0_TIME = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def ended(
+    rollout_phase: str = "Succeeded", *, attempt: int = 1, stage_end: str = T1, rest: str = "Succeeded"
+) -> ProgressiveSyncStatus:
+    """A rollout of two stages: canary done (one cluster failed, tolerated), rest `rest`; the
+    stages ended at `stage_end`."""
+    stage = {"startedAt": T0, "finishedAt": stage_end, "counts": DONE}
+    return ProgressiveSyncStatus.model_validate(
+        {
+            "phase": rollout_phase,
+            "message": f"rollout r1 {rollout_phase}",
+            "rollout": {
+                "id": "r1",
+                "workflow": "web-r1",
+                "attempt": attempt,
+                "startedAt": T0,
+                "finishedAt": T1,
+            },
+            "stages": [
+                {
+                    "name": "canary",
+                    "phase": "Succeeded",
+                    **stage,
+                    "failed": [{"name": "c9", "reason": "Degraded"}],
+                },
+                {"name": "rest", "phase": rest, **stage},
+            ],
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("status_", "now", "kinds"),
+    [
+        pytest.param(
+            ended(),
+            T0_TIME + timedelta(minutes=5),
+            ["RolloutStarted", "ClusterFailed", "StageSucceeded", "StageSucceeded", "RolloutSucceeded"],
+            id="a-recent-rollout-is-replayed-whole",
+        ),
+        pytest.param(
+            ended(), T0_TIME + timedelta(hours=2), [], id="a-rollout-past-the-window-is-not-replayed"
+        ),
+        pytest.param(
+            ended(stage_end="2030-01-01T12:20:00Z"),
+            T0_TIME + timedelta(minutes=30),
+            ["ClusterFailed", "StageSucceeded", "StageSucceeded"],
+            id="only-what-the-status-dates-within-the-window",
+        ),
+        pytest.param(
+            ProgressiveSyncStatus.model_validate({"phase": "Pending"}),
+            T0_TIME,
+            [],
+            id="no-rollout-nothing-to-replay",
+        ),
+    ],
+)
+def test_a_watcher_that_just_started_replays_the_recent_transitions(
+    status_: ProgressiveSyncStatus, now: datetime, kinds: list[str]
+) -> None:
+    replayed = replayed_transitions(status_, now, WINDOW)
+    assert [t.kind.value for t in replayed if t.kind.recorded_as_event] == kinds
+    if kinds and kinds[0] == "RolloutStarted":
+        assert replayed[0].message.startswith("rollout r1 started in Workflow web-r1: ")
+
+
+def test_a_replayed_transition_has_the_identity_of_the_live_one() -> None:
+    """What a leader recorded live and what its successor replays are one Event (one name)."""
+    before = ended("Progressing", rest="Progressing")
+    live = {t.identity("uid-1") for t in status_transitions(before, ended())}
+    replayed = {t.identity("uid-1") for t in replayed_transitions(ended(), T0_TIME, WINDOW)}
+    assert live and live <= replayed
+    started = transition_identity("uid-1", "r1", 1, TransitionKind.ROLLOUT_STARTED)
+    assert started in replayed
+
+
+@given(
+    uid=st.sampled_from(["uid-1", "uid-2"]),
+    attempt=st.integers(min_value=1, max_value=3),
+    kind=st.sampled_from(list(TransitionKind)),
+    stage=st.sampled_from(["", "canary", "rest"]),
+    cluster=st.sampled_from(["", "c1", "c2"]),
+)
+def test_identities_differ_exactly_when_the_transition_does(
+    uid: str, attempt: int, kind: TransitionKind, stage: str, cluster: str
+) -> None:
+    one = transition_identity(uid, "r1", attempt, kind, stage=stage, cluster=cluster)
+    assert one == transition_identity(uid, "r1", attempt, kind, stage=stage, cluster=cluster)
+    assert len(one) == 16 and one.isalnum()
+    assert one != transition_identity(uid, "r1", attempt + 1, kind, stage=stage, cluster=cluster)
+    assert one != transition_identity(uid + "x", "r1", attempt, kind, stage=stage, cluster=cluster)
+    assert one != transition_identity(uid, "r2", attempt, kind, stage=stage, cluster=cluster)
 
 
 def run(phase: str, name: str = "web-r1-canary-0123456789", message: str = "") -> dict[str, str]:
