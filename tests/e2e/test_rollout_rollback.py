@@ -64,6 +64,12 @@ def syncs(rig: RolloutRig) -> dict[str, list[str]]:
     return found
 
 
+def ended_by_steps(rig: RolloutRig) -> set[str]:
+    """The Applications whose forward sync the steps ended while it ran: the simulator finished it
+    "Operation terminated" after the steps' one Terminating update (steps/terminate.py)."""
+    return {e["app"] for e in rig.events() if e["event"] == "sync-finish" and e.get("terminated")}
+
+
 def rollback_starts(rig: RolloutRig) -> list[str]:
     """The clusters in the order their rollback syncs started (the simulator's clock)."""
     return [
@@ -125,8 +131,13 @@ def test_a_failure_in_the_third_stage_rolls_back_every_stage_it_reached_later_st
     synced = syncs(rig)
     # Every cluster the rollout synced went back once; nothing was synced twice either way.
     assert all(revisions == [REVISION, PREVIOUS_REVISION] for revisions in synced.values()), synced
+    # One forward and one rollback write per Application, and one more for a forward sync the steps
+    # ended: a freed slot handed to the last rest cluster (steps/chain.py) just as the bad one
+    # failed starts a sync that its own step then terminates (the stage failed) before it is
+    # rolled back.
     writes = rig.app_writes_by_steps(mark)
-    assert set(writes.values()) == {2}, writes
+    ended = ended_by_steps(rig)
+    assert writes == {app: 3 if app in ended else 2 for app in writes}, (writes, ended)
     order = rollback_starts(rig)
     canary = rig.planned_targets(stages, "canary")
     wave = rig.planned_targets(stages, "wave")
@@ -157,7 +168,9 @@ def test_more_clusters_to_restore_than_the_rollback_runs_at_once_are_restored_by
     status = rig.progressive_sync().status
     assert status is not None and status.phase == RolloutPhase.ROLLED_BACK, status.message if status else None
     assert syncs(rig) == {cluster: [REVISION, PREVIOUS_REVISION] for cluster in targets}
-    assert set(rig.app_writes_by_steps(mark).values()) == {2}
+    ended = ended_by_steps(rig)  # none unless a Healthy one was slower than the bad one (see above)
+    writes = rig.app_writes_by_steps(mark)
+    assert writes == {app: 3 if app in ended else 2 for app in writes}, (writes, ended)
     assert status.rollback is not None and status.rollback.rolled_back == 3
     batch_pods = [n for n in rig.nodes(type="Retry") if n.get("templateName") == "rollback-batch"]
     assert [n for n in rig.nodes(type="Retry") if n.get("templateName") == "rollback"] == []
