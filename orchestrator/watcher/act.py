@@ -179,6 +179,9 @@ class Actor:
             "count": 1,
             "reportingComponent": "progressive-sync-watcher",
         }
+        if action.at is not None and action.identity and self._recorded_already(namespace, body):
+            log.debug("event %s on %s/%s was already recorded", action.reason, namespace, name)
+            return
         try:
             # Retried on a transient error (5xx, 429, a lost answer): an overloaded API server must
             # not silently drop a rollout's notice. The name is fixed before the first attempt, so
@@ -201,6 +204,16 @@ class Actor:
             action.message,
             extra={"ps": f"{namespace}/{name}", "event": action.reason},
         )
+
+    def _recorded_already(self, namespace: str, body: dict[str, Any]) -> bool:
+        """A replayed transition's Event exists (its predecessor recorded it): a read, so a watcher
+        that starts on a converged fleet writes nothing. Unsure (refused, unreachable): not known
+        to exist, so the create decides (AlreadyExists if it does)."""
+        try:
+            self._events_kube.get(EVENTS, namespace, body["metadata"]["name"])
+        except KubeError:
+            return False
+        return True
 
     def _create_event(self, namespace: str, body: dict[str, Any]) -> bool:
         """Create the Event; False when one of its name exists already."""

@@ -226,7 +226,8 @@ class RecordEvent:
 
     `identity`, when set, names the Event (`<name>.<identity>`): recording it again is a no-op
     (a status transition replayed by a new leader); unset, every record is a new Event. `at` is
-    when it happened, when that was before now (a replayed transition).
+    when it happened, set only on a replayed transition: its Event is looked up (a read) before it
+    is created.
     """
 
     type: str  # Normal | Warning

@@ -1,6 +1,7 @@
 """The watcher's Events against a real API server: an Event whose create was answered with a lost
 answer (the connection closed before the watcher heard; the API server may or may not have committed
-it) is retried, and recorded exactly once either way.
+it) is retried, and recorded exactly once either way; a replayed transition is recorded once, and
+replayed again it is only read.
 
 Real: the control plane, the Events API. The watcher's client talks through the test's TCP proxy
 (tests/support/tcp_proxy.py), which drops the answer to one write.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,7 @@ from orchestrator.watcher.act import Actor
 from orchestrator.watcher.caches import CachedPS
 from orchestrator.watcher.decision import RecordEvent
 from orchestrator.watcher.settings import Settings
+from orchestrator.watcher.transitions import TransitionKind, transition_identity
 from tests.support.tcp_proxy import FaultProxy, kubeconfig_via, proxied
 
 pytestmark = [pytest.mark.integration]
@@ -68,3 +71,33 @@ def test_an_event_whose_create_answer_was_lost_is_retried_and_recorded_once(
     assert len(retries) == 1, [r.getMessage() for r in caplog.records]
     items, _ = kube.list(EVENTS, namespace, field_selector="involvedObject.name=web")
     assert [(e["reason"], e["message"]) for e in items] == [("RolloutFailed", message)]
+
+
+def test_a_replayed_transition_is_recorded_once_and_a_second_replay_only_reads(
+    control_plane: devcluster.DevCluster, kube: Kube, namespace: str
+) -> None:
+    """What a new leader replays (`replayed_transitions`) under the name its predecessor gave the
+    Event: created when missing, found by a read when present, so a watcher restarted on a converged
+    fleet writes nothing (docs/design/watcher.md, "Events: once each")."""
+    actor = Actor(kube, Settings(), SystemClock(), requeue=lambda key, seconds: None)
+    cached = CachedPS(
+        {
+            "apiVersion": "progressive-sync.io/v1alpha1",
+            "kind": "ProgressiveSync",
+            "metadata": {"name": "web", "namespace": namespace, "uid": "u-2", "resourceVersion": "1"},
+        }
+    )
+    at = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+    identity = transition_identity("u-2", "r1", 1, TransitionKind.STAGE_SUCCEEDED, stage="canary")
+    message = "stage 'canary' succeeded"
+    replayed = RecordEvent("Normal", Reason.STAGE_SUCCEEDED, message, identity=identity, at=at)
+
+    actor.record_event(cached, replayed)
+    mark = control_plane.audit_mark()
+    actor.record_event(cached, replayed)
+
+    items, _ = kube.list(EVENTS, namespace, field_selector="involvedObject.name=web")
+    assert [(e["metadata"]["name"], e["reason"], e["lastTimestamp"]) for e in items] == [
+        (f"web.{identity}", "StageSucceeded", "2030-01-01T12:00:00Z")
+    ]
+    assert [e for e in control_plane.audit_events_since(mark) if e.resource == "events"] == []

@@ -96,7 +96,7 @@ WATCHER_RULES = {
             "resources": ["progressivesyncstages"],
             "verbs": ["get", "list", "watch", "delete"],
         },
-        {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "create", "patch"]},
         {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "get", "update", "patch"]},
         {
