@@ -19,6 +19,7 @@ held-back ProgressiveSyncs).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
@@ -187,15 +188,11 @@ class Actor:
             # not silently drop a rollout's notice. The name is fixed before the first attempt, so
             # an attempt whose answer was lost answers AlreadyExists to the next one: recorded once.
             # A named transition (`identity`) another watcher recorded answers AlreadyExists too.
-            created = self._events_kube.retrying(
+            self._events_kube.retrying(
                 f"create event {action.reason}", lambda: self._create_event(namespace, body)
             )
         except KubeError as exc:  # never fail a reconcile over an Event
             log.info("could not record event %s on %s/%s: %s", action.reason, namespace, name, exc)
-        else:
-            if not created and action.identity:
-                log.debug("event %s on %s/%s was already recorded", action.reason, namespace, name)
-                return
         log.info(
             "%s/%s: %s: %s",
             namespace,
@@ -215,13 +212,9 @@ class Actor:
             return False
         return True
 
-    def _create_event(self, namespace: str, body: dict[str, Any]) -> bool:
-        """Create the Event; False when one of its name exists already."""
-        try:
+    def _create_event(self, namespace: str, body: dict[str, Any]) -> None:
+        with contextlib.suppress(AlreadyExists):
             self._events_kube.create(EVENTS, namespace, body)
-        except AlreadyExists:
-            return False
-        return True
 
     def _set_finalizer(self, namespace: str, name: str, *, present: bool) -> None:
         # A conditional update (resourceVersion) rather than a merge patch: a merge patch replaces
