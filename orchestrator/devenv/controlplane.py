@@ -317,6 +317,22 @@ def _stop_process_group(process: subprocess.Popen[bytes], grace_seconds: float =
 # --- the control plane -----------------------------------------------------------------------
 
 
+def _unfinished_tail(path: Path, size: int, chunk: int = 65536) -> int:
+    """How many of the first `size` bytes of `path` come after its last newline: the part of a
+    line still being written. A rotation renames a file with only whole lines in it (lumberjack
+    rotates before a write), so only the current file can end mid-line."""
+    with path.open("rb") as handle:
+        end = size
+        while end > 0:
+            start = max(0, end - chunk)
+            handle.seek(start)
+            newline = handle.read(end - start).rfind(b"\n")
+            if newline >= 0:
+                return size - (start + newline + 1)
+            end = start
+    return size
+
+
 @dataclass
 class AuditEvent:
     """One write the API server answered, from its audit log."""
@@ -685,12 +701,15 @@ class DevCluster:
 
     def audit_mark(self) -> int:
         """A position in the audit log, counted over its rotated files too; pass it to
-        `audit_events_since` to see only later writes."""
+        `audit_events_since` to see only later writes. It is the start of a line: a line still
+        being written when the mark is taken (its request not yet answered) counts as later, since
+        a file's size can grow a page at a time within the one write of a line."""
         while True:
             files = self._audit_files()
-            position = sum(path.stat().st_size for path in files if path.exists())
+            sizes = [path.stat().st_size if path.exists() else 0 for path in files]
+            unfinished = _unfinished_tail(files[-1], sizes[-1]) if sizes[-1] else 0
             if self._audit_files() == files:  # no rotation while counting
-                return position
+                return sum(sizes) - unfinished
 
     def audit_events_since(self, mark: int) -> list[AuditEvent]:
         """The writes answered after `mark` (from `audit_mark`), across rotations."""

@@ -72,3 +72,24 @@ def test_no_log_yet_reads_nothing(tmp_path: Path) -> None:
     cluster = _cluster(tmp_path)
     assert cluster.audit_mark() == 0
     assert cluster.audit_events() == []
+
+
+def test_a_mark_taken_while_a_line_is_half_written_sees_that_line_whole(tmp_path: Path) -> None:
+    """kube-apiserver writes a line in one write(), but the file's size can be seen mid-write (it
+    grows a page at a time): the mark goes back to the line's start, so the line counts as later."""
+    cluster = _cluster(tmp_path)
+    _write(cluster.audit_log_path, "a")
+    line = json.dumps({"verb": "create", "objectRef": {"resource": "workflows", "name": "b"}}) + "\n"
+    with cluster.audit_log_path.open("a") as handle:
+        handle.write(line[:20])
+    mark = cluster.audit_mark()
+    with cluster.audit_log_path.open("a") as handle:
+        handle.write(line[20:])
+    _write(cluster.audit_log_path, "c")
+    assert _names(cluster, mark) == ["b", "c"]
+
+
+def test_a_mark_on_a_log_of_one_unfinished_line_is_its_start(tmp_path: Path) -> None:
+    cluster = _cluster(tmp_path)
+    cluster.audit_log_path.write_text('{"verb": "cre')
+    assert cluster.audit_mark() == 0
