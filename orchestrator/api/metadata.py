@@ -94,8 +94,22 @@ MAX_OBJECT_NAME = 63  # Argo copies the Workflow name into label values: 63 is t
 _HASH_LENGTH = 6
 
 
-def _short_hash(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:_HASH_LENGTH]
+def bounded_name(base: str, tail: str, limit: int, *, hash_length: int = _HASH_LENGTH) -> str:
+    """`<base><tail>`, or, when that is longer than `limit`, `<cut base>-<hash of base><tail>`.
+
+    The one rule for every name derived from a ProgressiveSync's name (a Workflow, a label value, a
+    stage record, an Event): the tail that tells them apart is kept whole; the hash of the whole
+    base keeps two long names that share a beginning apart; and the cut drops the '-' and '.' it
+    leaves at its end, which a DNS label cannot end with. The same inputs give the same name.
+    """
+    name = base + tail
+    if len(name) <= limit:
+        return name
+    keep = limit - len(tail) - hash_length - 1
+    if keep < 1:
+        raise ValueError(f"{tail!r} leaves no room for a name within {limit} characters")
+    digest = hashlib.sha256(base.encode()).hexdigest()[:hash_length]
+    return f"{base[:keep].rstrip('-.')}-{digest}{tail}"
 
 
 def workflow_name(ps_name: str, rollout_id: str) -> str:
@@ -105,14 +119,10 @@ def workflow_name(ps_name: str, rollout_id: str) -> str:
     63 is the real limit. A longer ProgressiveSync name is cut and followed by a short hash of the
     whole name, so two long names that share a prefix still get different Workflows.
     """
-    name = f"{ps_name}-{rollout_id}"
-    if len(name) <= MAX_OBJECT_NAME:
-        return name
-    keep = MAX_OBJECT_NAME - len(rollout_id) - _HASH_LENGTH - 2
-    if keep < 1:
-        raise ValueError(f"rollout id {rollout_id!r} is too long for a Workflow name")
-    prefix = ps_name[:keep].rstrip("-.")
-    return f"{prefix}-{_short_hash(ps_name)}-{rollout_id}"
+    try:
+        return bounded_name(ps_name, f"-{rollout_id}", MAX_OBJECT_NAME)
+    except ValueError:
+        raise ValueError(f"rollout id {rollout_id!r} is too long for a Workflow name") from None
 
 
 def rollout_workflow_name(ps_name: str, rollout: RolloutStatus) -> str:
@@ -122,10 +132,7 @@ def rollout_workflow_name(ps_name: str, rollout: RolloutStatus) -> str:
 
 def label_value(ps_name: str) -> str:
     """The `progressivesync.io/name` label value: the name, or a cut name plus hash past 63 chars."""
-    if len(ps_name) <= MAX_OBJECT_NAME:
-        return ps_name
-    prefix = ps_name[: MAX_OBJECT_NAME - _HASH_LENGTH - 1].rstrip("-.")
-    return f"{prefix}-{_short_hash(ps_name)}"
+    return bounded_name(ps_name, "", MAX_OBJECT_NAME)
 
 
 def rollout_annotations(release: Release) -> dict[str, str]:

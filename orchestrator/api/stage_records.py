@@ -36,7 +36,6 @@ Pure: models, names, the merge rule and the summary. Reads and writes are in
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -45,7 +44,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StrictInt, model_validator
 
-from orchestrator.api.metadata import NAME_LABEL, ROLLOUT_ID_LABEL, label_value
+from orchestrator.api.metadata import NAME_LABEL, ROLLOUT_ID_LABEL, bounded_name, label_value
 from orchestrator.api.models import (
     OBJECT_NAME_MAX_LENGTH,
     STAGE_NAME_MAX_LENGTH,
@@ -284,12 +283,7 @@ def record_name(progressive_sync: str, rollout_id: str, stage_index: int, part: 
     """`<progressivesync>-<rollout id>-<stage index>-<part>`; a name longer than an object name may
     be keeps its end and replaces the rest of the ProgressiveSync's name by a hash of it."""
     tail = f"-{rollout_id}-{stage_index}-{part}"
-    name = progressive_sync + tail
-    if len(name) <= OBJECT_NAME_MAX_LENGTH:
-        return name
-    digest = hashlib.sha256(progressive_sync.encode()).hexdigest()[:_HASH_LENGTH]
-    keep = OBJECT_NAME_MAX_LENGTH - len(tail) - _HASH_LENGTH - 1
-    return f"{progressive_sync[:keep].rstrip('-.')}-{digest}{tail}"
+    return bounded_name(progressive_sync, tail, OBJECT_NAME_MAX_LENGTH, hash_length=_HASH_LENGTH)
 
 
 def record_labels(progressive_sync: str, rollout_id: str, stage_index: int) -> dict[str, str]:

@@ -27,8 +27,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from orchestrator.api.metadata import FINALIZER, NAME_LABEL, label_value
-from orchestrator.api.models import ProgressiveSyncStatus
+from orchestrator.api.metadata import FINALIZER, NAME_LABEL, bounded_name, label_value
+from orchestrator.api.models import OBJECT_NAME_MAX_LENGTH, ProgressiveSyncStatus
 from orchestrator.argocd import appsync
 from orchestrator.core.clock import Clock, format_time
 from orchestrator.kube.argo_server import ArgoServerSubmitter
@@ -77,6 +77,14 @@ END_SYNC_CONFLICT_BACKOFFS = (0.05, 0.2, 0.5)
 # An Event's create: each attempt's read timeout and the sleeps between attempts.
 EVENT_READ_TIMEOUT_SECONDS = 5.0
 EVENT_RETRY_BACKOFFS = (0.5, 1.0, 2.0)
+
+
+def event_name(ps_name: str, identity: str = "") -> str:
+    """`<ProgressiveSync name>.<suffix>`: the transition's identity (the same name from any
+    watcher), else a random one (a new Event each time); within an object name's 253 characters
+    (`bounded_name`)."""
+    suffix = identity or uuid.uuid4().hex[:12]
+    return bounded_name(ps_name, f".{suffix}", OBJECT_NAME_MAX_LENGTH)
 
 
 class Actor:
@@ -158,11 +166,10 @@ class Actor:
         namespace, name = cached.key
         meta = cached.obj.get("metadata") or {}
         now = format_time(action.at or self.clock.now())
-        suffix = action.identity or uuid.uuid4().hex[:12]
         body = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"name": f"{name}.{suffix}", "namespace": namespace},
+            "metadata": {"name": event_name(name, action.identity), "namespace": namespace},
             "involvedObject": {
                 "apiVersion": cached.obj.get("apiVersion", ""),
                 "kind": "ProgressiveSync",
@@ -180,7 +187,7 @@ class Actor:
             "count": 1,
             "reportingComponent": "progressive-sync-watcher",
         }
-        if action.at is not None and action.identity and self._recorded_already(namespace, body):
+        if action.replayed and action.identity and self._recorded_already(namespace, body):
             log.debug("event %s on %s/%s was already recorded", action.reason, namespace, name)
             return
         try:

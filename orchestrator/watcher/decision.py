@@ -226,8 +226,9 @@ class RecordEvent:
 
     `identity`, when set, names the Event (`<name>.<identity>`): recording it again is a no-op
     (a status transition replayed by a new leader); unset, every record is a new Event. `at` is
-    when it happened, set only on a replayed transition: its Event is looked up (a read) before it
-    is created.
+    when it happened (unset: now). `replayed` marks a transition seen again on a watcher's first
+    look rather than as it happened: its Event is looked up (a read) before it is created, so a
+    watcher started on a converged fleet writes nothing.
     """
 
     type: str  # Normal | Warning
@@ -235,6 +236,7 @@ class RecordEvent:
     message: str
     identity: str = ""
     at: datetime | None = None
+    replayed: bool = False
 
 
 @dataclass(frozen=True)

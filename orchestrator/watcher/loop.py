@@ -36,7 +36,7 @@ import logging
 import queue
 import threading
 import time
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -293,7 +293,7 @@ class Watcher:
             return
         for transition in status_transitions(before, after):
             self.metrics.observe(new.key, transition)
-            self._record_transition(new, transition, at=None)
+            self._record_transition(new, transition, replayed=False)
 
     def _replay_transitions(self, new: CachedPS) -> None:
         """Events for what a watcher before us may not have recorded (it stopped, or lost the
@@ -305,9 +305,9 @@ class Watcher:
         except pydantic.ValidationError:
             return
         for transition in replayed_transitions(status, self.clock.now(), EVENT_REPLAY_WINDOW):
-            self._record_transition(new, transition, at=transition.at)
+            self._record_transition(new, transition, replayed=True)
 
-    def _record_transition(self, new: CachedPS, transition: Transition, at: datetime | None) -> None:
+    def _record_transition(self, new: CachedPS, transition: Transition, *, replayed: bool) -> None:
         if not transition.kind.recorded_as_event:
             return
         uid = str((new.obj.get("metadata") or {}).get("uid") or "")
@@ -316,7 +316,8 @@ class Watcher:
             transition.kind.reason,
             transition.message,
             identity=transition.identity(uid),
-            at=at,
+            at=transition.at if replayed else None,
+            replayed=replayed,
         )
         try:
             self._events.put_nowait((new, event))

@@ -90,7 +90,7 @@ def test_a_replayed_transition_is_recorded_once_and_a_second_replay_only_reads(
     at = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
     identity = transition_identity("u-2", "r1", 1, TransitionKind.STAGE_SUCCEEDED, stage="canary")
     message = "stage 'canary' succeeded"
-    replayed = RecordEvent("Normal", Reason.STAGE_SUCCEEDED, message, identity=identity, at=at)
+    replayed = RecordEvent("Normal", Reason.STAGE_SUCCEEDED, message, identity=identity, at=at, replayed=True)
 
     actor.record_event(cached, replayed)
     mark = control_plane.audit_mark()
@@ -101,3 +101,28 @@ def test_a_replayed_transition_is_recorded_once_and_a_second_replay_only_reads(
         (f"web.{identity}", "StageSucceeded", "2030-01-01T12:00:00Z")
     ]
     assert [e for e in control_plane.audit_events_since(mark) if e.resource == "events"] == []
+
+
+@pytest.mark.parametrize(
+    "identity",
+    [pytest.param("0123456789abcdef", id="a-transition"), pytest.param("", id="a-notice-with-a-random-name")],
+)
+def test_a_progressive_sync_with_the_longest_name_gets_its_events(
+    kube: Kube, namespace: str, identity: str
+) -> None:
+    """A ProgressiveSync's name may be 253 characters: the Event's name (`<name>.<suffix>`) is cut
+    and hashed to stay one the API server accepts, and the Event still names its object whole."""
+    name = "w" * 120 + "." + "e" * 132
+    actor = Actor(kube, Settings(), SystemClock(), requeue=lambda key, seconds: None)
+    cached = CachedPS(
+        {
+            "apiVersion": "progressive-sync.io/v1alpha1",
+            "kind": "ProgressiveSync",
+            "metadata": {"name": name, "namespace": namespace, "uid": "u-3", "resourceVersion": "1"},
+        }
+    )
+    notice = RecordEvent("Normal", Reason.STAGE_SUCCEEDED, "stage 'canary' succeeded", identity)
+    actor.record_event(cached, notice)
+
+    items, _ = kube.list(EVENTS, namespace, field_selector=f"involvedObject.name={name}")
+    assert [(len(e["metadata"]["name"]), e["reason"]) for e in items] == [(253, "StageSucceeded")]
