@@ -8,7 +8,8 @@ the slot is free first, so before it exits it requests the sync of the next clus
 Argo starts for that cluster finds the sync ours (our rollout id in `.operation.info`,
 `steps.sync`) and only waits for health, exactly as for the first wave (`steps.first_wave`).
 
-`run_and_hand_off` runs the cluster (`steps.cluster.run_cluster`), then, only when this run saw the
+`run_and_hand_off` runs the cluster (`steps.cluster.run_cluster`; in a stage whose pods all start at
+once, after its turn came, `steps.turn`), then, only when this run saw the
 cluster done (not a rerun that found it recorded, not a failure, not a skip), `hand_off`:
 
 1. only in a stage of one pod per cluster without per-cluster analysis (the rollout contract: no
@@ -63,7 +64,6 @@ Caller: `python -m steps cluster` (steps.cli).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,7 +78,7 @@ from orchestrator.api.stage_records import (
 from orchestrator.api.windows import evaluated_windows
 from orchestrator.argocd.fleet import app_view_from_object
 from orchestrator.core.errors import PermanentError, TemporaryError
-from orchestrator.kube.client import WORKFLOWS, Conflict, Kube, KubeError, NotFound
+from orchestrator.kube.client import Conflict, Kube, KubeError
 from orchestrator.kube.stage_records import claim_boundary, claim_cluster, read_record, withdraw_claim
 from orchestrator.planning.contract import StageContract
 from orchestrator.planning.handoff import Claim, boundary_refusal, next_claim
@@ -89,7 +89,9 @@ from steps.context import Shared, StepContext
 from steps.first_wave import first_wave_refusal, start_cluster
 from steps.hand_over import HandOverResult, hand_over
 from steps.status_sink import read_stage_records
+from steps.turn import await_turn
 from steps.window_gate import read_project_windows, window_state
+from steps.workflow_state import read_workflow_state
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +156,14 @@ class ChainedResult:
 def run_and_hand_off(kube: Kube, ctx: StepContext, cluster: str) -> ChainedResult:
     """`run_cluster`, then `hand_off` when this run saw the cluster done, then, when it handed
     nothing off, `close_early` (see the module)."""
+    if ctx.stage.pods_at_once:
+        # Started before its slot (every pod of the stage at once): wait for its turn first.
+        turn = await_turn(kube, ctx, cluster)
+        if not turn.start:
+            log.info("cluster %s not started: %s", cluster, turn.reason)
+            return ChainedResult(ClusterResult(cluster, ClusterOutcome.NOT_STARTED, turn.reason), HandOff())
+        if turn.waited:
+            ctx = ctx.reopen(kube)  # the ProgressiveSync as it is now, not as it was before the wait
     fleet = FleetLookup(
         kube, ctx.rollout, ctx.ps, clock=ctx.clock, max_age_seconds=ctx.tuning.fleet_lookup_seconds
     )
@@ -340,24 +350,4 @@ def close_early(kube: Kube, ctx: StepContext, finished: str) -> EarlyClose:
 def _workflow_stopping(kube: Kube, namespace: str, name: str) -> str:
     """Why no pod will follow in this Workflow ("" when one will): stopped, terminated, suspended,
     deleted, gone."""
-    try:
-        workflow = kube.get(WORKFLOWS, namespace, name)
-    except NotFound:
-        return f"Workflow {name} not found (a step run by hand: no pod follows)"
-    stopping = workflow_stopping(workflow, name)
-    if stopping:
-        return stopping
-    if (workflow.get("spec") or {}).get("suspend"):
-        return f"Workflow {name} is suspended (no new step starts until it is resumed)"
-    return ""
-
-
-def workflow_stopping(workflow: Mapping[str, Any], name: str) -> str:
-    """Why the Workflow `name` (the object as read) is ending: stopped or terminated, or being
-    deleted; "" when neither."""
-    shutdown = (workflow.get("spec") or {}).get("shutdown")
-    if shutdown:
-        return f"Workflow {name} is being shut down ({shutdown})"
-    if (workflow.get("metadata") or {}).get("deletionTimestamp"):
-        return f"Workflow {name} is being deleted"
-    return ""
+    return read_workflow_state(kube, namespace, name).no_step_follows

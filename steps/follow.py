@@ -54,11 +54,12 @@ from orchestrator.kube.client import WORKFLOWS, Kube, KubeError, NotFound
 from orchestrator.planning.contract import RolloutContract
 from orchestrator.planning.follow import Move, next_move
 from steps import status_sink as sinks
-from steps.chain import close_early, hand_off, workflow_stopping
+from steps.chain import close_early, hand_off
 from steps.common import FleetLookup, RolloutRef, Superseded, Tuning, UsageProblem, load_progressive_sync
 from steps.context import Shared, StepContext
 from steps.status_sink import DirectSink, StageRecords, read_stage_records
 from steps.wait_healthy import Refreshes, sync_started
+from steps.workflow_state import workflow_stopping
 
 log = logging.getLogger(__name__)
 

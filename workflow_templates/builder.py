@@ -191,6 +191,7 @@ def contract_for(
             sizes=sizes,
             batch_threshold=settings.batch_threshold,
             per_batch=settings.batch_clusters,
+            pods_at_once_limit=settings.pods_at_once_limit,
         )
     except ContractError as exc:
         raise WorkflowBuildError(f"no rollout contract for this release: {exc}") from exc
@@ -322,7 +323,7 @@ def _fanout_template(task_name: str, size: StageContract) -> Template:
         inputs=Inputs(
             parameters=[ModelParameter(name=pieces.STAGE_INPUT), ModelParameter(name=TARGETS_INPUT)]
         ),
-        parallelism=size.max_parallel,
+        parallelism=size.fanout_parallelism,
         dag=DAGTemplate(
             tasks=[
                 DAGTask(

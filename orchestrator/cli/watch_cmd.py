@@ -175,6 +175,17 @@ def _step_resources(text: str) -> StepResources:
         "stage's boundary are taken at once, not when its pod has started [default: on]."
     ),
 )
+@flag(
+    "--pods-at-once-limit",
+    to=WORKFLOW_FIELD + "pods_at_once_limit",
+    type=click.IntRange(min=0),
+    default=None,
+    help=(
+        "A stage of one pod per cluster with at most this many targets starts all its cluster pods "
+        "together, each taking a free slot the moment one frees (steps/turn.py); 0: maxParallel pods "
+        "at a time [default: 0]."
+    ),
+)
 @flag("--argo-server", to="argo_server", help="Submit Workflows through this Argo Server URL.")
 @flag(
     "--argo-token-file",

@@ -16,6 +16,10 @@ revision set, one entry per source; each Application syncs to the set Argo CD co
 - `approvalWindowSeconds` (only for a manual gate whose stage sets it): how long the gate waits
   for a person; the Workflow's deadline budgets it in place of the watcher's default
   (`WorkflowSettings.approval_window_seconds`);
+- `podsAtOnce` (only for a stage whose cluster pods all start together, `true`): the fan-out has
+  no Argo `parallelism`; each pod waits for a free slot and claims it on the stage's records
+  (steps/turn.py), so maxParallel is held by the claims (`orchestrator.planning.sizing.pods_at_once`
+  says which stages);
 - `selectsNext` (only for a stage whose closing step also selects the next stage, the Workflow's
   `record-and-select`): that next stage's name. A stage is selected by the step that closes the one
   before it unless it opens itself (`opens_itself`: the first stage, of each group with
@@ -78,6 +82,7 @@ from orchestrator.planning.sizing import (
     batch_count,
     deadline_waves,
     first_wave,
+    pods_at_once,
     rollback_parallel,
 )
 
@@ -107,6 +112,19 @@ class StageContract(_Model):
     rollback_parallel: int | None = Field(default=None, ge=1)
     approval_window_seconds: int | None = Field(default=None, ge=1)
     selects_next: str | None = Field(default=None, min_length=1)
+    pods_at_once: bool | None = None
+
+    @property
+    def fanout_parallelism(self) -> int | None:
+        """The fan-out's Argo `parallelism`: maxParallel, or none when the stage's pods all start
+        at once (`pods_at_once`: every target's pod, however many `select` finds at run time)."""
+        return None if self.pods_at_once else self.max_parallel
+
+    @model_validator(mode="after")
+    def _pods_at_once_claim_slots(self) -> StageContract:
+        if self.pods_at_once and self.batches:
+            raise ValueError("podsAtOnce with batches: a batch refills its own slots, it claims none")
+        return self
 
     @model_validator(mode="after")
     def _batches_share_max_parallel(self) -> StageContract:
@@ -281,6 +299,7 @@ def make_contract(
     sizes: Mapping[str, StageSize],
     batch_threshold: int,
     per_batch: int,
+    pods_at_once_limit: int = 0,
 ) -> RolloutContract:
     """The contract of one rollout of `spec`, from each stage's planned size (see the module).
 
@@ -290,15 +309,24 @@ def make_contract(
     rollback = spec.rollback
     for stage in spec.stages:
         size = sizes[stage.name]
+        batches = batch_count(size, threshold=batch_threshold, per_batch=per_batch)
+        analysis = resolve_analysis(spec.analysis, stage.analysis)
+        together = pods_at_once(
+            size,
+            batches=batches,
+            per_cluster_analysis=analysis is not None and analysis.after_healthy and analysis.per_cluster,
+            limit=pods_at_once_limit,
+        )
         stages.append(
             StageContract(
                 name=stage.name,
                 targets=size.targets,
                 max_parallel=size.max_parallel,
-                batches=batch_count(size, threshold=batch_threshold, per_batch=per_batch),
+                batches=batches,
                 start_syncs=first_wave(size),
                 deadline_waves=deadline_waves(size),
-                analysis=resolve_analysis(spec.analysis, stage.analysis),
+                analysis=analysis,
+                pods_at_once=True if together else None,
                 rollback_parallel=rollback_parallel(rollback.max_parallel, size) if rollback else None,
                 approval_window_seconds=stage.approval_window_seconds
                 if stage.approval is ApprovalMode.MANUAL

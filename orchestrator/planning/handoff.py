@@ -36,7 +36,14 @@ clusters and it (no stage-level analysis after the clusters, no batches); then t
 first wave does not wait for this pod to end and that step's pod to start. Which step does it is
 decided by a second claim, on the records object (`steps.chain`).
 
-Pure: no adapter, no clock. Caller: `steps.chain`.
+Pods at once (`own_turn`): in a stage whose cluster pods all start together
+(`StageContract.pods_at_once`), the fan-out has no `parallelism` and every target has a pod from the
+start; a pod whose cluster has no record claims it only when it is the first target without one and
+fewer than maxParallel are in flight, the cluster the hand-off would take next. Then maxParallel is
+held by the conditional claims alone (docs/design/workflow.md, "Pods at once"; the Hypothesis model
+runs this case too).
+
+Pure: no adapter, no clock. Callers: `steps.chain`, `steps.turn`.
 """
 
 from __future__ import annotations
@@ -87,6 +94,52 @@ def next_claim(
         if target not in states:
             return Claim(target, f"the first target not started ({len(busy)}/{max_parallel} in flight)")
     return Claim("", "every target of the stage has started")
+
+
+@dataclass(frozen=True)
+class Turn:
+    """A waiting cluster pod's decision (`own_turn`): go on, claim its own cluster first, or wait;
+    why in words."""
+
+    go: bool
+    claim: bool
+    reason: str
+
+
+def own_turn(
+    targets: Sequence[str],
+    states: Mapping[str, ClusterState],
+    *,
+    cluster: str,
+    max_parallel: int,
+) -> Turn:
+    """May the pod of `cluster`, started before its slot (a stage whose pods all start at once,
+    `StageContract.pods_at_once`), start its cluster now? From the stage's `targets` in rollout order
+    and `states` as in `next_claim`:
+
+    - go on, claiming nothing, when the cluster has a record: someone started it (the first wave,
+      a hand-off, the follower) or this pod did before a restart;
+    - claim it when it is the first target without a record and fewer than maxParallel clusters are
+      in flight: the cluster a hand-off would take next, so pods and hand-offs claim in one order;
+    - else wait."""
+    if cluster not in targets:
+        return Turn(go=True, claim=False, reason=f"cluster {cluster} is not a target of the stage")
+    state = states.get(cluster)
+    if state is not None:
+        return Turn(go=True, claim=False, reason=f"its record says {state.value}")
+    busy = in_flight(targets, states)
+    if len(busy) >= max_parallel:
+        return Turn(
+            go=False, claim=False, reason=f"{len(busy)} cluster(s) in flight fill maxParallel {max_parallel}"
+        )
+    before = [target for target in targets[: targets.index(cluster)] if target not in states]
+    if before:
+        return Turn(
+            go=False,
+            claim=False,
+            reason=f"{len(before)} target(s) before it have not started (first: {before[0]})",
+        )
+    return Turn(go=True, claim=True, reason=f"a slot is free ({len(busy)}/{max_parallel} in flight)")
 
 
 def boundary_refusal(sized: StageContract, targets: Sequence[str], states: Mapping[str, ClusterState]) -> str:

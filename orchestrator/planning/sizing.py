@@ -23,6 +23,9 @@ calls `slots_of_batch` and `clusters_of_batch` with the numbers the contract giv
 - `rollback.maxParallel` (spec.rollback, opt-in) resolves like `maxParallel`, against the stage's
   targets, never below 1; without it a stage rolls back `maxParallel` clusters at a time
   (`rollback_parallel`). A rollback starts no more pods than that (`rollback_batch_pods`).
+- A stage of one pod per cluster with more targets than maxParallel and at most
+  `pods_at_once_limit` starts all its cluster pods together (`pods_at_once`): each waits for a free
+  slot and claims it; maxParallel is then held by the claims on the stage's records, not by Argo.
 
 Pure; callers: `orchestrator.planning.planner`, `orchestrator.planning.contract`,
 `workflow_templates.builder`, `steps.batch`, `orchestrator.cli.plan_cmd`.
@@ -142,3 +145,15 @@ def first_wave(size: StageSize) -> int:
     """How many of the stage's first targets the step that selects it starts syncing itself: the
     clusters the fan-out starts first, i.e. maxParallel (steps/first_wave.py)."""
     return size.max_parallel
+
+
+def pods_at_once(size: StageSize, *, batches: int, per_cluster_analysis: bool, limit: int) -> bool:
+    """Do the stage's cluster pods all start together, each waiting for a free slot and claiming it
+    (steps/turn.py), instead of maxParallel at a time? For a stage of one pod per cluster (no
+    batches), whose slot frees when its cluster is done (no per-cluster analysis), with more targets
+    than maxParallel and at most `limit` (`WorkflowSettings.pods_at_once_limit`; 0: never). Then
+    a freed slot is taken by a pod that already runs, not by one Argo starts only after the pod
+    before it ended (seconds on a real node)."""
+    if batches or per_cluster_analysis:
+        return False
+    return size.max_parallel < size.targets <= limit

@@ -57,7 +57,7 @@ STEPS_RULES = [
     {
         "apiGroups": ["progressivesync.io"],
         "resources": ["progressivesyncstages"],
-        "verbs": ["get", "list", "create", "patch"],
+        "verbs": ["get", "list", "watch", "create", "patch"],
     },
     {
         "apiGroups": ["argoproj.io"],

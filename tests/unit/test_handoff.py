@@ -2,7 +2,8 @@
 Argo's fan-out (items started in list order under `parallelism`), of Argo CD finishing syncs, of
 `select`'s first wave, of the `cluster` pods (their own sync, their record, their hand-off's read,
 conditional claim and sync write, each a separate step) and of the rollout follower (steps/follow.py:
-a done cluster recorded and the next claimed in one conditional write, before its pod runs), no
+a done cluster recorded and the next claimed in one conditional write, before its pod runs) and,
+with pods at once (steps/turn.py), of pods that all start together and wait for their turn, no
 interleaving puts more than maxParallel clusters in flight, claims a cluster twice, writes a
 cluster's sync twice, or loses a cluster."""
 
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 from orchestrator.api.analysis import AnalysisTemplateRef, StageAnalysis
 from orchestrator.api.stage_records import ClusterState
 from orchestrator.planning.contract import StageContract
-from orchestrator.planning.handoff import boundary_refusal, in_flight, next_claim
+from orchestrator.planning.handoff import boundary_refusal, in_flight, next_claim, own_turn
 from steps.chain import chained
 
 S, C, F, K = ClusterState.SYNCING, ClusterState.COMPLETED, ClusterState.FAILED, ClusterState.SKIPPED
@@ -45,6 +46,27 @@ def test_next_claim(states: dict[str, ClusterState], finished: str, max_parallel
     assert claim.reason
 
 
+@pytest.mark.parametrize(
+    ("states", "cluster", "max_parallel", "go", "claim"),
+    [
+        pytest.param({}, "a", 1, True, True, id="the-first-target-takes-a-free-slot"),
+        pytest.param({}, "b", 2, False, False, id="waits-for-the-targets-before-it"),
+        pytest.param({"a": S}, "b", 2, True, True, id="its-turn-after-the-ones-started"),
+        pytest.param({"a": S, "b": S}, "c", 2, False, False, id="in-flight-fill-maxparallel"),
+        pytest.param({"a": C, "b": S}, "c", 2, True, True, id="a-done-cluster-frees-its-slot"),
+        pytest.param({"a": S}, "a", 1, True, False, id="a-record-goes-on-without-a-claim"),
+        pytest.param({"a": S, "b": C}, "b", 1, True, False, id="recorded-done-goes-on-however-full"),
+        pytest.param({}, "z", 1, True, False, id="not-a-target-is-left-to-the-cluster-step"),
+    ],
+)
+def test_own_turn(
+    states: dict[str, ClusterState], cluster: str, max_parallel: int, go: bool, claim: bool
+) -> None:
+    turn = own_turn(TARGETS, states, cluster=cluster, max_parallel=max_parallel)
+    assert (turn.go, turn.claim) == (go, claim)
+    assert turn.reason
+
+
 def test_in_flight_counts_syncing_targets_only() -> None:
     assert in_flight(TARGETS, {"a": S, "b": C, "c": S, "z": S}) == ["a", "c"]
 
@@ -64,9 +86,9 @@ def test_in_flight_counts_syncing_targets_only() -> None:
 @dataclass
 class Pod:
     cluster: str
-    phase: str = (
-        "start"  # start -> record -> waiting -> (handoff-read -> handoff-write -> handoff-sync) -> exit
-    )
+    # (turn-read -> turn-write ->) start -> record -> waiting -> (handoff-read -> handoff-write ->
+    # handoff-sync) -> exit; the turn only with pods at once
+    phase: str = "start"
     snapshot: tuple[int, dict[str, ClusterState]] | None = None
     claimed: str = ""
 
@@ -91,6 +113,7 @@ class World:
     pods: list[Pod] = field(default_factory=list)  # live pods
     claims: list[str] = field(default_factory=list)
     follower: Follower | None = None
+    together: bool = False  # pods at once: no Argo parallelism, each pod waits for its turn
 
     def record(self, cluster: str, state: ClusterState) -> None:
         # The merge rule (stage_records.merge_record): an outcome never goes back, Failed wins.
@@ -112,7 +135,7 @@ class World:
 
     def actions(self, *, follower: bool = True) -> list[tuple[str, object]]:
         found: list[tuple[str, object]] = []
-        if len(self.pods) < self.max_parallel and len(self.nodes) < len(self.targets):
+        if (self.together or len(self.pods) < self.max_parallel) and len(self.nodes) < len(self.targets):
             found.append(("argo-start", None))
         found += [("argocd", cluster) for cluster in self.synced if cluster not in self.done]
         found += [("pod", pod) for pod in self.pods]
@@ -124,7 +147,7 @@ class World:
         if kind == "argo-start":
             cluster = self.targets[len(self.nodes)]  # list order: the first item without a node
             self.nodes.append(cluster)
-            self.pods.append(Pod(cluster))
+            self.pods.append(Pod(cluster, phase="turn-read" if self.together else "start"))
         elif kind == "argocd":
             assert isinstance(what, str)
             self.done.add(what)
@@ -137,7 +160,21 @@ class World:
 
     def step(self, pod: Pod) -> None:
         cluster = pod.cluster
-        if pod.phase == "start":
+        if pod.phase == "turn-read":  # steps.turn: the records as the watch shows them
+            pod.snapshot = (self.version, dict(self.records))
+            pod.phase = "turn-write"
+        elif pod.phase == "turn-write":
+            assert pod.snapshot is not None
+            version, states = pod.snapshot
+            turn = own_turn(self.targets, states, cluster=cluster, max_parallel=self.max_parallel)
+            if not turn.go or (turn.claim and version != self.version):
+                pod.phase = "turn-read"  # wait for a change, or a Conflict: read again
+            else:
+                if turn.claim:
+                    self.claims.append(cluster)
+                    self.record(cluster, S)
+                pod.phase = "start"
+        elif pod.phase == "start":
             if self.records.get(cluster) in (C, F):
                 pod.phase = "exit"  # recorded already (by the follower): reported as it is
                 return
@@ -213,14 +250,21 @@ class World:
     parallel=st.integers(1, 4),
     first_wave=st.booleans(),
     follower=st.booleans(),
+    together=st.booleans(),
 )
 def test_no_interleaving_exceeds_max_parallel_or_claims_twice(
-    data: st.DataObject, size: int, parallel: int, first_wave: bool, follower: bool
+    data: st.DataObject,
+    size: int,
+    parallel: int,
+    *,
+    first_wave: bool,
+    follower: bool,
+    together: bool,
 ) -> None:
     targets = tuple(f"c{i}" for i in range(size))
     max_parallel = min(parallel, size)
     fails = frozenset(data.draw(st.sets(st.sampled_from(targets), max_size=2), label="fails"))
-    world = World(targets, max_parallel, fails, follower=Follower() if follower else None)
+    world = World(targets, max_parallel, fails, follower=Follower() if follower else None, together=together)
     if first_wave:
         world.start_first_wave()
 
@@ -238,11 +282,11 @@ def test_no_interleaving_exceeds_max_parallel_or_claims_twice(
         check()
     # The follower may stop at any moment (it is never needed): without it, Argo, Argo CD and the
     # pods alone bring every cluster to its sync, none lost.
-    for _ in range(50 * size):
+    for turn in range(80 * size):
         actions = world.actions(follower=False)
         if not actions:
             break
-        world.act(*actions[0])
+        world.act(*actions[turn % len(actions)])  # in turn: a waiting pod never starves the others
         check()
     assert not world.actions(follower=False)
     assert set(world.synced) == set(targets)

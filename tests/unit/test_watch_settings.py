@@ -332,6 +332,7 @@ def test_every_flag_reads_the_variable_the_chart_and_docs_name() -> None:
         "--step-resources": ("PROGRESSIVE_SYNC_STEP_RESOURCES",),
         "--rollouts-instance-id": ("PROGRESSIVE_SYNC_ROLLOUTS_INSTANCE_ID",),
         "--follower": ("PROGRESSIVE_SYNC_FOLLOWER",),
+        "--pods-at-once-limit": ("PROGRESSIVE_SYNC_PODS_AT_ONCE_LIMIT",),
         "--argo-server": ("PROGRESSIVE_SYNC_ARGO_SERVER",),
         "--argo-token-file": ("PROGRESSIVE_SYNC_ARGO_TOKEN_FILE",),
         "--argo-insecure-skip-verify": ("PROGRESSIVE_SYNC_ARGO_INSECURE_SKIP_VERIFY",),

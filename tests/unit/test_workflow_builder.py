@@ -463,6 +463,33 @@ def test_every_step_container_is_hardened_with_its_outputs_on_an_empty_dir() -> 
 # --- sizes from the planner --------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    ("targets", "max_parallel", "limit", "together"),
+    [
+        pytest.param(12, 3, 20, True, id="within-the-limit-every-pod-at-once"),
+        pytest.param(12, 3, 0, False, id="limit-0-is-off"),
+        pytest.param(12, 3, 11, False, id="above-the-limit-maxparallel-at-a-time"),
+        pytest.param(3, 3, 20, False, id="every-target-at-once-anyway"),
+    ],
+)
+def test_pods_at_once_drop_the_fanouts_parallelism_and_say_so_in_the_contract(
+    targets: int, max_parallel: int, limit: int, together: bool
+) -> None:
+    obj = build(
+        make_ps(make_stage("all", max_parallel=max_parallel)),
+        {"all": StageSize(targets=targets, max_parallel=max_parallel)},
+        pods_at_once_limit=limit,
+    )
+    fanout = templates(obj)["fanout-all"]
+    assert fanout.get("parallelism") == (None if together else max_parallel)
+    arguments = {p["name"]: p["value"] for p in obj["spec"]["arguments"]["parameters"]}
+    stage = parse_contract(arguments["contract"]).stages[0]
+    assert stage.pods_at_once is (True if together else None)
+    assert stage.fanout_parallelism == fanout.get("parallelism")
+    if targets > max_parallel:  # the UI still says how many sync at once
+        assert fanout["annotations"] == {names.DISPLAY_NAME_ANNOTATION: f"clusters-{max_parallel}-at-a-time"}
+
+
 def test_percentage_max_parallel_is_resolved_from_the_plan() -> None:
     ps = make_ps(
         make_stage("canary", labels={"region": "eu"}, max_targets=1),
