@@ -9,8 +9,9 @@ by side in one run:
    workflow-controller runs every step as a pod of the locally built step image, under the chart's
    steps service account (`orchestrator.devenv.stack`), once with the `DEFAULT_REQUEUE_TIME` that
    `dev-cluster up` and Argo use by default (10 s) and once with the tests' 1 s (the controller is
-   restarted between; `--requeue-times`), each with the rollout follower (steps/follow.py) on and
-   off (`--followers`).
+   restarted between; `--requeue-times`), each with the rollout follower (steps/follow.py) on
+   (`--followers on,off` adds a run without it) and with a small stage's cluster pods started
+   maxParallel at a time and all together (`--pods-at-once`, steps/turn.py).
 
 Per engine: *applied -> first sync written* over a few small rollouts and the big one;
 *cluster Healthy -> next sync written* (the freed slot taken) within stages; *last Healthy ->
@@ -62,6 +63,8 @@ STAGES = [
     base.stage("the rest", max_targets="100%", max_parallel="50%"),
 ]
 REGIONS = ("eu-west-1", "us-east-1", "ap-south-1")
+# `--pods-at-once on`: every stage of one pod per cluster below the batch threshold starts its pods together.
+PODS_AT_ONCE_LIMIT = 50
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,7 @@ class Options:
     latency_rollouts: int
     requeue_times: tuple[str, ...]
     followers: tuple[bool, ...]
+    pods_at_once: tuple[bool, ...]
     pods: int
     timeout: float
 
@@ -93,9 +97,16 @@ def parse_options(argv: Sequence[str]) -> Options:
     )
     parser.add_argument(
         "--followers",
-        default="on,off",
+        default="on",
         help="the rollout follower (steps/follow.py) on and/or off on the real controller, one run each per "
         "requeue time (comma-separated; the local engine runs with it on)",
+    )
+    parser.add_argument(
+        "--pods-at-once",
+        default="off,on",
+        help="a small stage's cluster pods all started together (steps/turn.py, "
+        "WorkflowSettings.pods_at_once_limit 50) and/or maxParallel at a time, one run each per requeue time "
+        "and follower (comma-separated: on,off)",
     )
     parser.add_argument("--pods", type=int, default=10, help="pods run one by one for the pod round trip")
     parser.add_argument("--timeout", type=float, default=900.0, help="give up a rollout after this long")
@@ -107,6 +118,7 @@ def parse_options(argv: Sequence[str]) -> Options:
         latency_rollouts=args.latency_rollouts,
         requeue_times=tuple(t.strip() for t in args.requeue_times.split(",") if t.strip()),
         followers=tuple(f.strip() == "on" for f in args.followers.split(",") if f.strip()),
+        pods_at_once=tuple(f.strip() == "on" for f in args.pods_at_once.split(",") if f.strip()),
         pods=args.pods,
         timeout=args.timeout,
     )
@@ -322,9 +334,9 @@ def _run_argo(options: Options, say: Callable[[str], None]) -> list[dict[str, An
             for requeue_time in options.requeue_times:
                 if requeue_time != first:
                     stack.restart_argo_workflows(requeue_time=requeue_time)
-                for follower in options.followers:
-                    word = "on" if follower else "off"
-                    say(f"    DEFAULT_REQUEUE_TIME={requeue_time}, follower {word}:")
+                for follower, together in itertools.product(options.followers, options.pods_at_once):
+                    word, at_once = ("on" if follower else "off"), ("on" if together else "off")
+                    say(f"    DEFAULT_REQUEUE_TIME={requeue_time}, follower {word}, pods at once {at_once}:")
                     settings = Settings(
                         namespaces=(NAMESPACE,),
                         kubeconfig=str(stack.cluster.kubeconfig),
@@ -332,7 +344,10 @@ def _run_argo(options: Options, say: Callable[[str], None]) -> list[dict[str, An
                         log_format=LogFormat.TEXT,
                         workers=2,
                         workflow=WorkflowSettings(
-                            image=stack.steps_image.reference, image_pull_policy="Never", follower=follower
+                            image=stack.steps_image.reference,
+                            image_pull_policy="Never",
+                            follower=follower,
+                            pods_at_once_limit=PODS_AT_ONCE_LIMIT if together else 0,
                         ),
                     )
                     figures = measure(
@@ -343,13 +358,14 @@ def _run_argo(options: Options, say: Callable[[str], None]) -> list[dict[str, An
                         options=options,
                         workdir=stack.cluster.workdir,
                         say=say,
-                        prefix=f"r{requeue_time}-f{word}-",
+                        prefix=f"r{requeue_time}-f{word}-t{at_once}-",
                     )
                     runs.append(
                         {
                             **figures,
                             "requeue": requeue_time,
                             "follower": word,
+                            "together": at_once,
                             "stack": timings["stack_start"],
                             "pods": pods,
                         }
@@ -380,7 +396,11 @@ def report(local: dict[str, Any], argo: list[dict[str, Any]], options: Options) 
     header = [
         "FIGURE",
         "LOCAL ENGINE",
-        *(f"REAL ARGO (requeue {run['requeue']}, follower {run['follower']})" for run in argo),
+        *(
+            f"REAL ARGO (requeue {run['requeue']}, follower {run['follower']}, "
+            f"pods at once {run['together']})"
+            for run in argo
+        ),
     ]
     rows = [
         header,
