@@ -56,12 +56,17 @@ from workflow_templates.settings import WorkflowSettings
 
 NAMESPACE = base.NAMESPACE
 STEPS_SERVICE_ACCOUNT = "progressive-sync-steps"
-# The demo's stages: a canary, one cluster per region, the rest half at a time.
-STAGES = [
-    base.stage("canary", max_targets=1, max_parallel=1),
-    base.stage("one per region", max_targets=3, max_parallel=3, spread_by="region"),
-    base.stage("the rest", max_targets="100%", max_parallel="50%"),
-]
+
+
+def stages(rest_parallel: int | str) -> list[dict[str, Any]]:
+    """The demo's stages: a canary, one cluster per region, the rest `rest_parallel` at a time."""
+    return [
+        base.stage("canary", max_targets=1, max_parallel=1),
+        base.stage("one per region", max_targets=3, max_parallel=3, spread_by="region"),
+        base.stage("the rest", max_targets="100%", max_parallel=rest_parallel),
+    ]
+
+
 REGIONS = ("eu-west-1", "us-east-1", "ap-south-1")
 # `--pods-at-once on`: every stage of one pod per cluster below the batch threshold starts its pods together.
 PODS_AT_ONCE_LIMIT = 50
@@ -78,6 +83,7 @@ class Options:
     requeue_times: tuple[str, ...]
     followers: tuple[bool, ...]
     pods_at_once: tuple[bool, ...]
+    rest_parallel: int | str
     pods: int
     timeout: float
 
@@ -108,6 +114,11 @@ def parse_options(argv: Sequence[str]) -> Options:
         "WorkflowSettings.pods_at_once_limit 50) and/or maxParallel at a time, one run each per requeue time "
         "and follower (comma-separated: on,off)",
     )
+    parser.add_argument(
+        "--rest-parallel",
+        default="50%",
+        help="maxParallel of the big rollout's last stage (an int or N%%): fewer means more waves",
+    )
     parser.add_argument("--pods", type=int, default=10, help="pods run one by one for the pod round trip")
     parser.add_argument("--timeout", type=float, default=900.0, help="give up a rollout after this long")
     args = parser.parse_args(argv)
@@ -119,6 +130,7 @@ def parse_options(argv: Sequence[str]) -> Options:
         requeue_times=tuple(t.strip() for t in args.requeue_times.split(",") if t.strip()),
         followers=tuple(f.strip() == "on" for f in args.followers.split(",") if f.strip()),
         pods_at_once=tuple(f.strip() == "on" for f in args.pods_at_once.split(",") if f.strip()),
+        rest_parallel=int(args.rest_parallel) if args.rest_parallel.isdigit() else args.rest_parallel,
         pods=args.pods,
         timeout=args.timeout,
     )
@@ -193,14 +205,15 @@ def measure(
             first_sync.append(min(sync_at.values()) - applied)
             reactions += base.slot_reactions(list(sync_at.values()), list(healthy_at.values()), 1)
             say(f"    {app_set}: {status.get('phase')}, first sync {first_sync[-1]:.2f}s after apply")
-        admin.create(PROGRESSIVE_SYNCS, NAMESPACE, base.progressive_sync(fleet, STAGES))
+        big = stages(options.rest_parallel)
+        admin.create(PROGRESSIVE_SYNCS, NAMESPACE, base.progressive_sync(fleet, big))
         ended, status = base.wait_settled(admin, fleet, options.timeout)
         audit = base.read_audit(cluster)
         applied = base.created_at(audit, "progressivesyncs", fleet)
         sync_at, healthy_at = base.cluster_times(
             audit, read_events(events_log), fleet, applied, user=steps_user
         )
-        big_reactions, per_stage = base.stage_reactions(status, STAGES, sync_at, healthy_at)
+        big_reactions, per_stage = base.stage_reactions(status, big, sync_at, healthy_at)
         boundaries = stage_boundaries(status, sync_at, healthy_at)
         first_sync.append(min(sync_at.values()) - applied)
         reactions += big_reactions

@@ -127,9 +127,9 @@ class WorkflowSettings:
     # all its cluster pods together; each waits for a free slot and claims it on the stage's records
     # (steps/turn.py), so a freed slot is taken by a pod that already runs instead of one Argo starts
     # once the pod before it ended (~8 s on a real node). The pods that wait cost their requests
-    # (50m CPU, 64 MiB each) and one watch each. 0: never (maxParallel pods at a time, as before).
+    # (50m CPU, 64 MiB each) and one watch each. 0: never (maxParallel pods at a time).
     # `PROGRESSIVE_SYNC_WORKFLOW_PODS_AT_ONCE_LIMIT`, the chart's `steps.podsAtOnceLimit`.
-    pods_at_once_limit: int = 0
+    pods_at_once_limit: int = 20
 
     def __post_init__(self) -> None:
         if self.retry_limit < 0:

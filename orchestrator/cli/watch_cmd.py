@@ -183,7 +183,7 @@ def _step_resources(text: str) -> StepResources:
     help=(
         "A stage of one pod per cluster with at most this many targets starts all its cluster pods "
         "together, each taking a free slot the moment one frees (steps/turn.py); 0: maxParallel pods "
-        "at a time [default: 0]."
+        "at a time [default: 20]."
     ),
 )
 @flag("--argo-server", to="argo_server", help="Submit Workflows through this Argo Server URL.")

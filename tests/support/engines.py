@@ -89,11 +89,11 @@ class RolloutEngine:
     def workflow_settings(self, **changes: Any) -> WorkflowSettings:
         """What the watcher (or a test building a Workflow) gives `build_workflow` on this engine."""
         changes.setdefault("argocd_namespace", self.namespace)
-        # The semantics suite with every small stage's pods at once (steps/turn.py):
-        # PROGRESSIVE_SYNC_TEST_PODS_AT_ONCE_LIMIT=20 (off by default, as in the product).
-        changes.setdefault(
-            "pods_at_once_limit", int(os.environ.get("PROGRESSIVE_SYNC_TEST_PODS_AT_ONCE_LIMIT", "0"))
-        )
+        # The product's default (a small stage's pods at once, steps/turn.py) unless
+        # PROGRESSIVE_SYNC_TEST_PODS_AT_ONCE_LIMIT says otherwise (0: maxParallel pods at a time).
+        limit = os.environ.get("PROGRESSIVE_SYNC_TEST_PODS_AT_ONCE_LIMIT")
+        if limit is not None:
+            changes.setdefault("pods_at_once_limit", int(limit))
         if self.batch_threshold is not None:
             changes.setdefault("batch_threshold", self.batch_threshold)
             changes.setdefault("batch_clusters", BATCH_CLUSTERS)

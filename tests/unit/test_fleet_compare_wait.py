@@ -369,7 +369,8 @@ def test_the_workflow_is_sized_from_the_plan_made_after_the_wait() -> None:
         revisions=((NEW,),),
     )
     obs = observed((at_release("a"),), plan=full)
-    decision = build_workflows(decide(obs, POLICY), obs, WorkflowSettings())
+    # Argo's `parallelism` is maxParallel when the stage's pods do not all start at once.
+    decision = build_workflows(decide(obs, POLICY), obs, WorkflowSettings(pods_at_once_limit=0))
     create = only(decision, CreateWorkflow)
     fanouts = {t["name"]: t for t in create.workflow["spec"]["templates"] if "parallelism" in t}
     assert fanouts["fanout-rest"]["parallelism"] == 2, sorted(fanouts)

@@ -49,9 +49,13 @@ def test_with_a_fleet_it_renders_the_planned_release() -> None:
     arguments = {p["name"]: p["value"] for p in obj["spec"]["arguments"]["parameters"]}
     assert json.loads(arguments["contract"])["release"] == [list(r) for r in plan.revisions]
     task_names = names.stage_task_names(stage.name for stage in plan.stages)
+    sized = {s["name"]: s for s in json.loads(arguments["contract"])["stages"]}
     for stage, task_name in zip(plan.stages, task_names, strict=True):
-        parallelism = templates(obj)[names.fanout_template_name(task_name)]["parallelism"]
-        assert parallelism == max(1, stage.max_parallel), stage.name
+        # maxParallel as planned; Argo's parallelism is it unless the stage's pods start at once.
+        assert sized[stage.name]["maxParallel"] == max(1, stage.max_parallel), stage.name
+        parallelism = templates(obj)[names.fanout_template_name(task_name)].get("parallelism")
+        together = sized[stage.name].get("podsAtOnce", False)
+        assert parallelism == (None if together else max(1, stage.max_parallel)), stage.name
     assert "assumed: no uid" in result.stderr
     assert "no --fleet" not in result.stderr
 
@@ -64,7 +68,10 @@ def test_without_a_fleet_it_says_what_it_assumed() -> None:
     assert "assumed: no --fleet, so every stage takes 8 clusters" in result.stderr
     assert "assumed: revision REVISION" in result.stderr
     assert "assumed: rollout id render" in result.stderr
-    assert templates(obj)["fanout-everything-else"]["parallelism"] == 2  # 25% of 8
+    # 25% of 8: two at a time (the fan-out's node says so; its 8 pods start together, steps/turn.py)
+    fanout = templates(obj)["fanout-everything-else"]
+    assert fanout["annotations"][names.DISPLAY_NAME_ANNOTATION] == "clusters-2-at-a-time"
+    assert "parallelism" not in fanout
 
 
 def test_overrides_and_settings_from_flags() -> None:

@@ -28,7 +28,8 @@ from workflow_templates import names
 from workflow_templates.builder import assumed_sizes, build_workflow
 from workflow_templates.settings import WorkflowSettings
 
-SETTINGS = WorkflowSettings()
+# Argo's `parallelism` is the stage's maxParallel when its pods do not all start at once.
+SETTINGS = WorkflowSettings(pods_at_once_limit=0)
 
 
 def fanout_parallelism(ps: ProgressiveSync, plan: Any) -> dict[str, int]:

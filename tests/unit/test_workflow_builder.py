@@ -274,7 +274,7 @@ def test_stage_dag_select_fanout_record_and_one_pod_per_cluster() -> None:
     assert stage["record"]["dependencies"] == ["clusters"]
     assert "{{tasks.select.outputs.parameters.targets}}" in str(stage["clusters"]["arguments"])
     fanout = templates(obj)["fanout-all"]
-    assert fanout["parallelism"] == 3
+    assert "parallelism" not in fanout  # its 12 pods start together (steps/turn.py), 3 sync at once
     # The UI's `clusters` node says how many run at once (above "N hidden nodes" in a large stage).
     assert fanout["annotations"] == {names.DISPLAY_NAME_ANNOTATION: "clusters-3-at-a-time"}
     assert names.DISPLAY_NAME_RE.fullmatch(names.fanout_display_name(1000))
@@ -504,7 +504,9 @@ def test_percentage_max_parallel_is_resolved_from_the_plan() -> None:
     ).to_dict()
     by_name = templates(obj)
     assert by_name["fanout-canary"]["parallelism"] == 1
-    assert by_name["fanout-rest"]["parallelism"] == 2  # 25% of the 11 clusters left, rounded down
+    # 25% of the 11 clusters left, rounded down: 2 at a time, its 11 pods started together.
+    assert by_name["fanout-rest"]["annotations"][names.DISPLAY_NAME_ANNOTATION] == "clusters-2-at-a-time"
+    assert "parallelism" not in by_name["fanout-rest"]
 
 
 def test_a_plan_for_another_spec_is_refused() -> None:

@@ -27,7 +27,11 @@ from tests.support.engine_driver import Drive, arg, argv_step
 from workflow_templates.builder import StageSize, build_workflow
 from workflow_templates.settings import WorkflowSettings
 
-SETTINGS = WorkflowSettings(retry_limit=2, retry_backoff="10s", retry_factor=2, retry_backoff_cap="15s")
+# The engine's own parallelism is what these tests check: every fan-out keeps it (no pods at once,
+# whose stages the steps bound themselves: steps/turn.py).
+SETTINGS = WorkflowSettings(
+    retry_limit=2, retry_backoff="10s", retry_factor=2, retry_backoff_cap="15s", pods_at_once_limit=0
+)
 
 
 def rollout(
