@@ -30,7 +30,8 @@ cluster done (not a rerun that found it recorded, not a failure, not a skip), `h
    a conflict, an error, an Application Synced and Healthy outside the release, a skip mark, a
    closed window (`steps.window_gate`) are left to the cluster's own step, which decides again).
    When nothing was written the claim is taken back (only if nobody wrote the record since), so
-   the cluster is "not started" as before.
+   the cluster is "not started" as before; in a stage whose pods all start at once it stays (the
+   cluster's pod, already running, may have gone on when it saw the claim: `steps.turn`).
 
 Every Application still gets one sync write per rollout: the claim makes the hand-offs exclusive,
 the resourceVersion of each Application makes a hand-off and the cluster's own pod exclusive.
@@ -261,7 +262,10 @@ def hand_off(kube: Kube, ctx: StepContext, finished: str, fleet: FleetLookup) ->
         )
     if started:
         return HandOff(started=target, reason=claimed.reason)
-    withdrawn = withdraw_claim(
+    # With pods at once the cluster's pod already runs and may have gone on when it saw the claim:
+    # the claim stays (its slot held, as a pod waiting for a window holds it) and that pod decides,
+    # so no cluster ever starts without a claim (steps.turn).
+    withdrawn = not ctx.stage.pods_at_once and withdraw_claim(
         kube,
         held.metadata.namespace or rollout.namespace,
         held.metadata.name,

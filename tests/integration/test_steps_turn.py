@@ -1,8 +1,8 @@
 """Pods at once (steps/turn.py, issue 33) on a real kube-apiserver: in a stage whose cluster pods all
 start together, a pod whose cluster has no record waits, watching the stage's records, and writes
 nothing; it goes on the moment a done cluster's hand-off claims its cluster, or claims its own slot
-when it is its turn; it claims nothing while the ProgressiveSync is paused; every Application is
-synced once.
+when it is its turn; it claims nothing while the ProgressiveSync is paused; a hand-off that cannot
+write leaves its claim to the cluster's pod; every Application is synced once.
 
 The world (seeded fleet, steps' runner, simulator) is tests/support/steps_rig.py.
 """
@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.api.metadata import SKIP_ANNOTATION
 from tests.integration.test_steps_chain import create_workflow, sync_writes
 from tests.support.steps_harness import describe, make_progressive_sync, writes_by
 from tests.support.steps_rig import REST, Rig, assert_ok, requested, set_paused
@@ -104,3 +105,24 @@ def test_a_waiting_pod_claims_nothing_while_paused_and_its_slot_after_the_unpaus
     text = finished(first, first_log)
     assert "claimed its own slot" in text and f"cluster {targets[0]} done" in text, text
     assert requested(rig, targets[0]) or targets[0] in rig.stage("rest").completed
+
+
+def test_a_hand_off_that_cannot_write_leaves_its_claim_to_the_clusters_pod(rig: Rig) -> None:
+    """A skip mark on the next cluster: the hand-off writes no sync, and its claim stays (the pod of
+    that cluster may already have gone on when it saw the claim); that pod records it skipped."""
+    targets = selected(rig)
+    rig.update_app(
+        targets[1],
+        lambda app: app["metadata"].setdefault("annotations", {}).update({SKIP_ANNOTATION: "INC-2"}),
+    )
+    rig.simulate()
+    first = rig.runner.run("cluster", "--stage", "rest", "--cluster", targets[0], *together_args(rig))
+    assert_ok(first)
+    assert f"claimed cluster {targets[1]} but a skip mark on it" in first.stderr, first.stderr
+    assert "the claim stays" in first.stderr
+    assert rig.stage("rest").syncing == [targets[1]] and not requested(rig, targets[1])
+    skipped = rig.runner.run("cluster", "--stage", "rest", "--cluster", targets[1], *together_args(rig))
+    assert_ok(skipped)
+    assert f"cluster {targets[1]} done: skipped: " in skipped.stdout, skipped.stdout
+    assert "operation" not in rig.app(targets[1])
+    assert rig.stage("rest").syncing == []
