@@ -72,7 +72,6 @@ from orchestrator.api.metadata import workflow_name
 from orchestrator.api.stage_records import (
     CLOSED_BY_ANNOTATION,
     ClusterRecord,
-    ClusterState,
     ProgressiveSyncStage,
     outcomes_of,
 )
@@ -90,7 +89,7 @@ from steps.context import Shared, StepContext
 from steps.first_wave import first_wave_refusal, start_cluster
 from steps.hand_over import HandOverResult, hand_over
 from steps.status_sink import read_stage_records
-from steps.turn import await_turn
+from steps.turn import await_turn, claim_record
 from steps.window_gate import read_project_windows, window_state
 from steps.workflow_state import read_workflow_state
 
@@ -218,8 +217,7 @@ def hand_off(kube: Kube, ctx: StepContext, finished: str, fleet: FleetLookup) ->
     if refused:
         return HandOff(reason=refused)
     now = ctx.clock.now()
-    revisions = list(dict.fromkeys(rev for pin in ctx.release for rev in pin))
-    proposed = ClusterRecord(state=ClusterState.SYNCING, started_at=now, revisions=revisions or None)
+    proposed = claim_record(ctx, now)
     claimed, held = _claim(
         kube, where.records[0], finished=finished, max_parallel=ctx.stage.max_parallel, proposed=proposed
     )

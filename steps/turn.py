@@ -65,6 +65,13 @@ class Waited:
     waited: bool = False
 
 
+def claim_record(ctx: StepContext, at: datetime) -> ClusterRecord:
+    """The record that claims a cluster of the step's stage: Syncing since `at`, at the release's
+    revisions (a pod's own claim here, a hand-off's in `steps.chain`)."""
+    revisions = list(dict.fromkeys(rev for pin in ctx.release for rev in pin))
+    return ClusterRecord(state=ClusterState.SYNCING, started_at=at, revisions=revisions or None)
+
+
 def await_turn(kube: Kube, ctx: StepContext, cluster: str) -> Waited:
     """Wait until `cluster` may start, claiming its slot when it is its turn (see the module)."""
     rollout, clock, tuning = ctx.rollout, ctx.clock, ctx.tuning
@@ -149,10 +156,7 @@ def _look(
         if workflow.suspended:
             return PAUSED
         # Not found: a step run by hand, which claims like any pod (maxParallel still holds).
-        revisions = list(dict.fromkeys(rev for pin in ctx.release for rev in pin))
-        record = ClusterRecord(
-            state=ClusterState.SYNCING, started_at=ctx.clock.now(), revisions=revisions or None
-        )
+        record = claim_record(ctx, ctx.clock.now())
         namespace = part.metadata.namespace or rollout.namespace
         try:
             claim_cluster(

@@ -47,6 +47,11 @@ def start(rig: Rig, cluster: str) -> tuple[subprocess.Popen[str], Path]:
     ), log
 
 
+def logged(log: Path, text: str, what: str) -> None:
+    """Wait until the background step's output says `text`."""
+    wait_for(lambda: text in log.read_text(), timeout=60, what=what, describe=log.read_text)
+
+
 def finished(process: subprocess.Popen[str], log: Path) -> str:
     """The background step's output once it ended with 0."""
     code = process.wait(timeout=120)
@@ -60,12 +65,7 @@ def test_a_pod_started_before_its_slot_waits_then_runs_the_cluster_a_hand_off_st
     rig.simulate()
     mark = rig.control_plane.audit_mark()
     second, second_log = start(rig, targets[1])
-    wait_for(
-        lambda: "waits for a free slot" in second_log.read_text(),
-        timeout=60,
-        what="the second cluster's pod to wait",
-        describe=second_log.read_text,
-    )
+    logged(second_log, "waits for a free slot", "the second cluster's pod to wait")
     assert f"1 target(s) before it have not started (first: {targets[0]})" in second_log.read_text()
     assert not requested(rig, targets[1]) and rig.stage("rest").syncing == []
 
@@ -94,12 +94,7 @@ def test_a_waiting_pod_claims_nothing_while_paused_and_its_slot_after_the_unpaus
     rig.simulate()
     set_paused(rig, True)
     first, first_log = start(rig, targets[0])
-    wait_for(
-        lambda: "paused" in first_log.read_text(),
-        timeout=60,
-        what="the first cluster's pod to wait for the unpause",
-        describe=first_log.read_text,
-    )
+    logged(first_log, "paused", "the first cluster's pod to wait for the unpause")
     assert rig.stage("rest").syncing == [] and not requested(rig, targets[0])
     set_paused(rig, False)
     text = finished(first, first_log)
