@@ -42,7 +42,8 @@ the next one and start its first wave, steps/hand_over.py), which on the real no
 this pod ended, the controller saw it and the new pod started: 6-13 s on the critical path of every
 boundary. So this step does that work itself, the same function with the same writes, when:
 
-1. the contract says the stage's closing step selects the next stage (`selectsNext`), the stage
+1. the contract says the stage's closing step selects the next stage (`selectsNext`, or
+   `endsRollout`: see "the rollout's end" below), the stage
    runs no batches and no analysis after its clusters, and every target has an outcome
    (`orchestrator.planning.handoff.boundary_refusal`), in one records object;
 2. the same refusals as a hand-off (paused, superseded, the stage failed, the Workflow stopping,
@@ -55,6 +56,11 @@ The `record-and-select` pod Argo starts after this one then finds the stage clos
 one selected (both idempotent: it hands the recorded targets on and starts nothing), so the
 Workflow's shape, nodes and outputs are unchanged. Anything that stops the early close part-way is
 finished by that pod, as before.
+
+**The rollout's end.** The last stage's closing step is `record`, then the exit handler. When the
+contract says so (`endsRollout`: no groups, no bake after it), the same close, under the same
+refusals and the same mark, closes the last stage and records the rollout Succeeded
+(steps/rollout_end.py); the Workflow's `record` and `finalize` then write nothing.
 
 Nothing here raises: a hand-off or a close that cannot be done is logged and the step ends as it
 would have.
@@ -88,6 +94,7 @@ from steps.common import FleetLookup, Superseded, load_progressive_sync
 from steps.context import Shared, StepContext
 from steps.first_wave import first_wave_refusal, start_cluster
 from steps.hand_over import HandOverResult, hand_over
+from steps.rollout_end import RolloutEnd, end_rollout
 from steps.status_sink import read_stage_records
 from steps.turn import await_turn, claim_record
 from steps.window_gate import read_project_windows, window_state
@@ -116,17 +123,26 @@ class HandOff:
 
 @dataclass(frozen=True)
 class EarlyClose:
-    """What the stage boundary did: how the stage was closed and the next one selected (None when
-    this step did not), or why not in words."""
+    """What the stage boundary did: how the stage was closed and the next one selected, or the
+    last stage closed and the rollout's end recorded (both None when this step did not), or why not
+    in words."""
 
     handed_over: HandOverResult | None = None
     reason: str = ""
+    ended: RolloutEnd | None = None
+
+    @property
+    def closed(self) -> bool:
+        """This step closed the stage."""
+        return self.handed_over is not None or self.ended is not None
 
     @property
     def summary(self) -> str:
         """For the step's summary line."""
         if self.handed_over is not None:
             return f"closed the stage (the last cluster): {self.handed_over.summary}"
+        if self.ended is not None:
+            return f"closed the last stage (the last cluster): {self.ended.summary}"
         return f"the stage is left to its closing step: {self.reason}" if self.reason else ""
 
 
@@ -148,7 +164,7 @@ class ChainedResult:
         """The cluster's line, and the hand-off's or the close's when it did something."""
         if self.hand_off.started:
             return f"{self.cluster.summary}; {self.hand_off.summary}"
-        if self.early_close.handed_over is not None:
+        if self.early_close.closed:
             return f"{self.cluster.summary}; {self.early_close.summary}"
         return self.cluster.summary
 
@@ -319,7 +335,7 @@ def close_early(kube: Kube, ctx: StepContext, finished: str) -> EarlyClose:
     """After `finished` was recorded Completed by this run and nothing was handed off: when it was
     the stage's last cluster, close the stage and select the next one here (see the module)."""
     sized = ctx.stage
-    if sized.selects_next is None:  # decided on the contract alone, before any read
+    if sized.selects_next is None and not sized.ends_rollout:  # on the contract alone, before any read
         return EarlyClose(reason=boundary_refusal(sized, (), {}))
     rollout, stage = ctx.rollout, ctx.stage_name
     ps = load_progressive_sync(kube, rollout)
@@ -346,6 +362,8 @@ def close_early(kube: Kube, ctx: StepContext, finished: str) -> EarlyClose:
         cluster=finished,
     ):
         return EarlyClose(reason="another step wrote the stage's records meanwhile (it decides)")
+    if sized.selects_next is None:  # the last stage (endsRollout): steps/rollout_end.py
+        return EarlyClose(ended=end_rollout(kube, ctx.reopen(kube, ps=ps)))
     return EarlyClose(hand_over(kube, ctx.reopen(kube, ps=ps), sized.selects_next))
 
 

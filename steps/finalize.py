@@ -72,8 +72,13 @@ def finalize(
     workflow_status: WorkflowOutcome,
     clock: Clock,
     tuning: Tuning | None = None,
+    only: RolloutPhase | None = None,
 ) -> FinalizeResult:
-    """Record the end of the rollout from the Workflow's outcome."""
+    """Record the end of the rollout from the Workflow's outcome.
+
+    `only`: record the end only when it is this phase, else write nothing (the last cluster step
+    records a success before the exit handler runs, and leaves every other end to it:
+    steps/rollout_end.py)."""
     tuning = tuning or Tuning()
     try:
         obj = kube.get(PROGRESSIVE_SYNCS, rollout.namespace, rollout.name)
@@ -85,6 +90,12 @@ def finalize(
     ps = run_view(ProgressiveSync.model_validate(obj), rollout)
     generation = ps.metadata.generation
     shutdown = _shutdown(kube, rollout.namespace, workflow_name)
+    if only is not None and shutdown:
+        return FinalizeResult(
+            rollout.rollout_id,
+            None,
+            f"the Workflow is being shut down ({shutdown}): its exit handler decides",
+        )
     ended = _end_what_we_started(
         kube,
         rollout,
@@ -113,6 +124,8 @@ def finalize(
         phase, reason = assess_rollout(
             workflow_name, workflow_status, shutdown=shutdown, stages=status.stages or []
         )
+        if only is not None and (phase != only or status.rollback is not None):
+            return status
         if status.rollout is not None and not status.rollout.workflow:
             status.rollout.workflow = workflow_name
         if ended:
@@ -131,6 +144,10 @@ def finalize(
     if stored.rollout is not None and stored.rollout.id != rollout.rollout_id:
         return FinalizeResult(
             rollout.rollout_id, None, f"superseded by rollout {stored.rollout.id}; its status is left alone"
+        )
+    if only is not None and not is_finalized(stored):
+        return FinalizeResult(
+            rollout.rollout_id, None, f"the rollout's end is not {only.value}: its exit handler decides"
         )
     assert stored.phase is not None  # finalize_rollout always sets it
     return FinalizeResult(rollout.rollout_id, stored.phase, stored.message or "")

@@ -313,7 +313,7 @@ class _Follower:
             self.tally.handed_off.append(handed.started)
             return
         closed = close_early(self.kube, ctx, cluster)
-        if closed.handed_over is not None:
+        if closed.closed:
             self.tally.closed.append(ctx.stage_name)
         log.info("follow: after cluster %s: %s", cluster, closed.summary)
 

@@ -16,7 +16,9 @@ one write; with spec.groupBy each group is decided on its own outcome (`plan_gro
 `status.rollback.groups` says which groups roll back and which are left. Running it again writes
 the same (a cluster whose rollback ended is left out of the outputs, so the fan-outs of a retried
 exit handler restore only the rest). A Workflow whose
-rollout was superseded writes nothing and rolls nothing back.
+rollout was superseded writes nothing and rolls nothing back, nor does one whose rollout's end was
+recorded Succeeded already (by its last cluster step, steps/rollout_end.py: a stop in the
+Workflow's last seconds does not undo a release every cluster runs).
 
 Caller: `python -m steps rollback-plan` (steps.cli), as the exit handler's first task.
 """
@@ -40,7 +42,7 @@ from orchestrator.api.models import (
 )
 from orchestrator.api.phases import FINISHED_ROLLOUT_PHASES
 from orchestrator.api.reasons import Reason
-from orchestrator.api.rollout_status import set_condition
+from orchestrator.api.rollout_status import is_finalized, set_condition
 from orchestrator.api.stage_records import StageOutcomes
 from orchestrator.argocd.assess import WorkflowOutcome
 from orchestrator.core.clock import Clock, parse_time
@@ -126,6 +128,12 @@ def plan_rollout_rollback(
         recorded = status.rollout.id if status.rollout else "none"
         return RollbackPlanResult(
             rollout.rollout_id, f"superseded (the status is on rollout {recorded}): no rollback", stages
+        )
+    if is_finalized(status) and status.phase == RolloutPhase.SUCCEEDED:
+        # Recorded by its last cluster step (steps/rollout_end.py) before the Workflow ended: every
+        # cluster runs the release, and a stop in the Workflow's last seconds does not undo that.
+        return RollbackPlanResult(
+            rollout.rollout_id, "no rollback: the rollout's end was recorded Succeeded already", stages
         )
     outcomes = read_outcomes(kube, rollout.namespace, rollout.name, rollout.rollout_id)
     end = _workflow_end(kube, rollout.namespace, workflow_name, clock.now())

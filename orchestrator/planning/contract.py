@@ -26,6 +26,10 @@ revision set, one entry per source; each Application syncs to the set Argo CD co
   spec.groupBy; one behind an approval gate; one after a bake; one that waits for dependsOn). The
   builder shapes the Workflow from it, and the last cluster step of the stage may close it and
   select the next one itself (steps/chain.py, "the stage boundary");
+- `endsRollout` (only for the stage whose closing `record` is the Workflow's last step before its
+  exit handler, `true`: the last stage, without spec.groupBy and without a bake after it): the last
+  cluster step of the stage may close it and record the rollout's end itself (steps/chain.py, "the
+  rollout's end"), as the exit handler would on a Workflow that succeeded;
 - `rollbackParallel` (only when the spec has `rollback`): how many of its clusters roll back at
   once (>= 1; how many pods its rollback fan-out starts at most: `rollback-plan` sizes it, as the
   exit handler has no Argo `parallelism`), `rollback.maxParallel` resolved against its targets,
@@ -112,6 +116,7 @@ class StageContract(_Model):
     rollback_parallel: int | None = Field(default=None, ge=1)
     approval_window_seconds: int | None = Field(default=None, ge=1)
     selects_next: str | None = Field(default=None, min_length=1)
+    ends_rollout: bool | None = None
     pods_at_once: bool | None = None
 
     @property
@@ -235,6 +240,16 @@ class RolloutContract(_Model):
         return self
 
     @model_validator(mode="after")
+    def _only_the_last_stage_ends_the_rollout(self) -> RolloutContract:
+        early = [stage.name for stage in self.stages[:-1] if stage.ends_rollout]
+        if early:
+            raise ValueError(
+                f"stage(s) {', '.join(map(repr, early))} endsRollout; only the last stage "
+                f"({self.stages[-1].name!r}) may"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _dependencies_wait_before_a_stage(self) -> RolloutContract:
         names = {stage.name for stage in self.stages}
         unknown = sorted({d.before_stage for d in self.depends_on or () if d.before_stage not in names})
@@ -339,6 +354,8 @@ def make_contract(
         waits = spec.stages[index].name in waiting
         if not opens_itself(spec, index, waits=waits, before_has_targets=stages[index - 1].targets > 0):
             stages[index - 1] = stages[index - 1].model_copy(update={"selects_next": stages[index].name})
+    if stages and ends_rollout(spec):
+        stages[-1] = stages[-1].model_copy(update={"ends_rollout": True})
     try:
         return RolloutContract(
             rollout_id=rollout_id,
@@ -367,6 +384,14 @@ def opens_itself(spec: ProgressiveSyncSpec, index: int, *, waits: bool, before_h
     if split_stage_name(stage.name)[0] != split_stage_name(before.name)[0]:
         return True  # the first stage of a group (spec.groupBy): the group's own first select
     return bool(before.bake_seconds and before_has_targets)
+
+
+def ends_rollout(spec: ProgressiveSyncSpec) -> bool:
+    """Is the closing `record` of the last stage of `spec` the Workflow's last step before its exit
+    handler? Not with spec.groupBy (each group ends on its own, side by side) nor with a bake after
+    the last stage (the bake runs after its record; a stage without targets has no cluster step to
+    end anything). The Workflow builder places nothing else after the last stage."""
+    return spec.group_by is None and bool(spec.stages) and not spec.stages[-1].bake_seconds
 
 
 def dependency_contracts(spec: ProgressiveSyncSpec) -> tuple[DependencyContract, ...] | None:

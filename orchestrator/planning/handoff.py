@@ -144,11 +144,15 @@ def own_turn(
 
 def boundary_refusal(sized: StageContract, targets: Sequence[str], states: Mapping[str, ClusterState]) -> str:
     """Why the step of a cluster just recorded Completed may not close its stage and select the next
-    one (`sized`: the stage's contract; `targets` and `states` as in `next_claim`): "" when it may,
-    that is when the Workflow's next step is `record-and-select` right after the clusters and every
-    target has an outcome."""
-    if sized.selects_next is None:
-        return "the stage's own closing step runs next (the next stage opens itself, or none follows)"
+    one, or end the rollout after the last stage (`sized`: the stage's contract; `targets` and
+    `states` as in `next_claim`): "" when it may, that is when the Workflow's next step is
+    `record-and-select` right after the clusters (`selectsNext`), or the last stage's `record` and
+    then the exit handler (`endsRollout`), and every target has an outcome."""
+    if sized.selects_next is None and not sized.ends_rollout:
+        return (
+            "the stage's own closing step runs next "
+            "(the next stage opens itself, a bake follows, or groups end on their own)"
+        )
     if sized.batches:
         return "the stage runs in batches"
     analysis = sized.analysis

@@ -1,7 +1,9 @@
 """The stage boundary (steps/chain.py `close_early`, issue 33) on a real kube-apiserver: the
 `cluster` step of a stage's last cluster closes the stage and selects the next one itself, with its
 first wave, when the contract says the stage's closing step selects the next (`selectsNext`); the
-`record-and-select` step that follows then writes nothing and hands on the same targets; of two last
+`record-and-select` step that follows then writes nothing and hands on the same targets; the last
+stage's last cluster records the rollout Succeeded (`endsRollout`), after which the Workflow's
+`record` and exit handler write nothing and a stop in its last seconds rolls nothing back; of two last
 clusters finishing at once only one closes the stage; nothing is closed early while paused, with the
 Workflow suspended or stopped, for a stage whose next one opens itself, or before every target has
 an outcome.
@@ -17,11 +19,12 @@ from typing import Any
 
 import pytest
 
+from orchestrator.api.metadata import workflow_name
 from orchestrator.api.stage_records import CLOSED_BY_ANNOTATION
-from orchestrator.kube.client import PROGRESSIVE_SYNC_STAGES
+from orchestrator.kube.client import PROGRESSIVE_SYNC_STAGES, WORKFLOWS
 from orchestrator.kube.stage_records import claim_boundary
 from tests.integration.test_steps_chain import create_workflow, sync_writes
-from tests.support.steps_harness import describe, make_progressive_sync, writes_by
+from tests.support.steps_harness import describe, make_progressive_sync, read_progressive_sync, writes_by
 from tests.support.steps_rig import CANARY, REST, Rig, assert_ok, requested, set_paused
 
 pytestmark = pytest.mark.integration
@@ -83,6 +86,71 @@ def test_the_last_cluster_closes_its_stage_and_starts_the_next_stage_and_record_
     assert_ok(closing)
     assert json.loads(rig.runner.targets()) == rest.targets
     assert writes_by(rig.control_plane, mark) == [], describe(writes_by(rig.control_plane, mark))
+
+
+def ended_by_the_last_cluster(rig: Rig, **sizing: Any) -> tuple[str, ...]:
+    """Canary, then the rest (the last stage, `endsRollout`), each closed by its last cluster's step:
+    the rollout recorded Succeeded before the Workflow's `record` and exit handler run. The
+    contract's arguments (`sizing`: more of `rig.runner.contract`'s, e.g. a rollback)."""
+    make_progressive_sync(rig.kube, rig.namespace, stages=[CANARY, REST])
+    create_workflow(rig)
+    stages = {"canary": {**CANARY_SIZE, "selects_next": "rest"}, "rest": {**REST_SIZE, "ends_rollout": True}}
+    args = ("--contract", rig.runner.contract(stages, **sizing).to_json())
+    assert_ok(rig.runner.run("select", "--stage", "canary", *args))
+    rig.simulate()
+    (canary,) = rig.stage("canary").targets
+    assert_ok(run_cluster(rig, "canary", canary, *args))
+    first, last = rig.stage("rest").targets
+    left = run_cluster(rig, "rest", first, *args)
+    assert_ok(left)
+    assert "1 cluster(s) of the stage have no outcome yet" in left.stderr
+    assert read_progressive_sync(rig.kube, rig.namespace).status.phase == "Progressing"  # type: ignore[union-attr]
+    ending = run_cluster(rig, "rest", last, *args)
+    assert_ok(ending)
+    assert "closed the last stage (the last cluster)" in ending.stdout
+    assert "finalize: rollout r1 Succeeded: 2 stage(s) finished; 3 cluster(s) updated" in ending.stdout
+    return args
+
+
+def test_the_last_cluster_of_the_rollout_records_it_succeeded_and_the_workflow_s_last_steps_write_nothing(
+    rig: Rig,
+) -> None:
+    args = ended_by_the_last_cluster(rig)
+    status = read_progressive_sync(rig.kube, rig.namespace).status
+    assert status is not None and status.phase == "Succeeded" and status.rollout is not None
+    assert status.rollout.finished_at is not None
+    assert [stage.phase for stage in status.stages or []] == ["Succeeded", "Succeeded"]
+    assert status.message == "2 stage(s) finished; 3 cluster(s) updated"
+
+    # The Workflow's `record` of the last stage and its exit handler then run: nothing is written.
+    mark = rig.control_plane.audit_mark()
+    assert_ok(rig.runner.run("record", "--stage", "rest", *args))
+    workflow = ("--workflow-name", workflow_name("myservice", "r1"), "--workflow-status", "Succeeded")
+    assert_ok(rig.runner.run("finalize", *workflow, *args))
+    assert writes_by(rig.control_plane, mark) == [], describe(writes_by(rig.control_plane, mark))
+    assert read_progressive_sync(rig.kube, rig.namespace).status == status
+
+
+def test_a_rollout_recorded_succeeded_is_not_rolled_back_when_its_workflow_is_stopped_in_its_last_seconds(
+    rig: Rig,
+) -> None:
+    """`argo stop` between the end recorded by the last cluster and the Workflow's end runs the exit
+    handler with the Workflow stopped: a rollback on Cancelled would undo a release every cluster
+    runs, under a status that says Succeeded. The end stands and nothing is rolled back."""
+    rollback = {"on": ["StageFailed", "Cancelled"], "scope": "Reached", "progress_deadline_seconds": 60}
+    args = ended_by_the_last_cluster(rig, rollback=rollback)
+    rig.kube.patch(WORKFLOWS, rig.namespace, workflow_name("myservice", "r1"), {"spec": {"shutdown": "Stop"}})
+    mark = rig.control_plane.audit_mark()
+    workflow = ("--workflow-name", workflow_name("myservice", "r1"), "--workflow-status", "Failed")
+    plan = rig.runner.run("rollback-plan", *workflow, *args)
+    assert_ok(plan)
+    assert "no rollback: the rollout's end was recorded Succeeded already" in plan.stdout
+    outputs = rig.runner.outputs_dir
+    assert [json.loads((outputs / f"rollback-{index}").read_text()) for index in (0, 1)] == [[], []]
+    assert_ok(rig.runner.run("finalize", *workflow, *args))
+    assert writes_by(rig.control_plane, mark) == [], describe(writes_by(rig.control_plane, mark))
+    status = read_progressive_sync(rig.kube, rig.namespace).status
+    assert status is not None and status.phase == "Succeeded" and status.rollback is None
 
 
 # Two clusters side by side, then the third on its own.

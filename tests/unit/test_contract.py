@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.planning.contract import ContractError, make_contract, parse_contract
+from orchestrator.planning.contract import ContractError, ends_rollout, make_contract, parse_contract
 from orchestrator.planning.sizing import StageSize
 from tests.support.builders import NEW_REVISION, make_ps_model, make_stage
 from tests.support.builders import make_contract as make_test_contract
@@ -136,3 +136,51 @@ def test_selects_next_says_which_closing_step_also_selects_the_next_stage(
 def test_selects_next_names_only_the_stage_after_it() -> None:
     with pytest.raises(ContractError, match="selectsNext 'rest', which is not the stage after it"):
         parse_contract(with_("stages.0.selectsNext", "rest"))
+
+
+@pytest.mark.parametrize(
+    ("last", "spec", "expected"),
+    [
+        pytest.param({}, {}, [None, True], id="the-last-stage-s-record-is-the-last-step"),
+        pytest.param({"bake_seconds": 30}, {}, [None, None], id="a-bake-after-the-last-stage"),
+        pytest.param({}, {"groupBy": "region"}, [None, None], id="groups-end-on-their-own"),
+    ],
+)
+def test_ends_rollout_marks_only_the_stage_whose_record_is_the_workflow_s_last_step(
+    last: dict[str, object], spec: dict[str, object], expected: list[bool | None]
+) -> None:
+    stages = [make_stage("canary", max_targets=1), make_stage("rest", **last)]  # type: ignore[arg-type]
+    ps = make_ps_model(stages=stages, **spec)
+    assert ends_rollout(ps.spec) is bool(expected[-1])
+    if spec:
+        return  # with groups the contract's stages are "<group>/<stage>" (tests/unit/test_groups*.py)
+    contract = make_contract(
+        ps.spec,
+        rollout_id="r1",
+        release=[(NEW_REVISION,)],
+        sizes={"canary": StageSize(1, 1), "rest": StageSize(3, 3)},
+        batch_threshold=50,
+        per_batch=100,
+    )
+    assert [stage.ends_rollout for stage in contract.stages] == expected
+    assert parse_contract(contract.to_json()) == contract
+
+
+def test_only_the_last_stage_ends_the_rollout() -> None:
+    two = json.loads(GOOD_TWO)
+    two["stages"][0]["endsRollout"] = True
+    with pytest.raises(
+        ContractError, match="stage\\(s\\) 'canary' endsRollout; only the last stage \\('rest'\\)"
+    ):
+        parse_contract(json.dumps(two))
+
+
+GOOD_TWO = json.dumps(
+    {
+        **GOOD,
+        "stages": [
+            *GOOD["stages"],  # type: ignore[misc]
+            {"name": "rest", "targets": 2, "maxParallel": 1, "endsRollout": True},
+        ],
+    }
+)

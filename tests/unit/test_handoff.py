@@ -347,6 +347,18 @@ def _sized(**fields: object) -> StageContract:
         pytest.param(
             _sized(selects_next=None), {"a": C, "b": C}, "own closing step runs next", id="next-opens-itself"
         ),
+        pytest.param(
+            _sized(selects_next=None, ends_rollout=True),
+            {"a": C, "b": C},
+            "",
+            id="the-last-stage-ends-the-rollout",
+        ),
+        pytest.param(
+            _sized(selects_next=None, ends_rollout=True),
+            {"a": C, "b": S},
+            "1 cluster(s) of the stage have no outcome yet",
+            id="the-last-stage-with-one-in-flight",
+        ),
         pytest.param(_sized(batches=1), {"a": C, "b": C}, "runs in batches", id="batches"),
         pytest.param(
             _sized(analysis=GATE),

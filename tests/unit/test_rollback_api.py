@@ -332,6 +332,7 @@ def test_a_contract_without_rollback_reads_exactly_as_before() -> None:
         "batches": 0,
         "startSyncs": 2,
         "deadlineWaves": 6,
+        "endsRollout": True,
     }
 
 
