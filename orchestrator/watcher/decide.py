@@ -12,7 +12,9 @@ to the same answer. It is an ordered list of early returns:
 2. no finalizer yet → add it (and carry on);
 3. a spec the models reject → `Valid=False` (`InvalidSpec`), nothing else;
 4. a live Workflow the status does not name (created just before a crash) → adopt it;
-5. the live rollout: a new spec (the spec hash, which ignores `paused`, changed) → stop it;
+5. the live rollout: its end recorded already (a success its last cluster recorded,
+   steps/rollout_end.py) → let its Workflow finish its last steps (no stop, no suspend; a suspend
+   we made is resumed); a new spec (the spec hash, which ignores `paused`, changed) → stop it;
    being stopped → wait; `paused` → suspend, and resume only a suspend we made; else follow it
    (current stage, what it waits for);
 6. the rollout's Workflow finished but its exit handler recorded nothing (`argo terminate`, an exit
@@ -49,6 +51,7 @@ from orchestrator.api.models import ConditionStatus, RolloutPhase, RolloutStatus
 from orchestrator.api.phases import FINISHED_ROLLOUT_PHASES, STOPPED_ROLLOUT_PHASES, UNFINISHED_ROLLOUT_PHASES
 from orchestrator.api.reasons import ROLLOUT_ENDED, Reason
 from orchestrator.api.release import spec_hash
+from orchestrator.api.rollout_status import is_finalized
 from orchestrator.api.succession import Succession, succession
 from orchestrator.core.clock import parse_time
 from orchestrator.watcher.decide_release import decide_release
@@ -295,6 +298,16 @@ def _decide_live(ctx: Context, current: WorkflowView) -> Decision:
     """The rollout runs: stop it for a new spec, pause or resume it, or follow it."""
     obs = ctx.obs
     rid = current.rollout_id
+    if is_finalized(obs.status) and obs.status.rollout is not None and obs.status.rollout.id == rid:
+        # Its last cluster recorded the end (steps/rollout_end.py) and the Workflow runs its last
+        # steps, which write nothing: neither stopped for a new spec nor suspended for a pause (a
+        # stop would only show it Failed in Argo); the next release waits for it to end.
+        message = f"rollout {rid} ended {obs.status.phase}; Workflow {current.name} finishes its last steps"
+        ending: list[Action] = []
+        if current.suspended and current.suspended_by_us:  # paused while its end was being recorded
+            ending = [ResumeWorkflow(current.name)]
+        patch = StatusPatch(observed_generation=obs.generation, conditions=ctx.base_conditions)
+        return ctx.decision("await-workflow-end", message, *ending, UpdateStatus(patch))
     if current.spec_hash and current.spec_hash != ctx.spec_hash:
         message = Reason.SPEC_CHANGED.say(generation=obs.generation, rollout=rid)
         stop: list[Action] = (

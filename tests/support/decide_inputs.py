@@ -74,6 +74,7 @@ def make_rollout(
     spec_hash_: str = HASH,
     retry_token: str | None = None,
     workflow: str | None = None,
+    finished_at: datetime | None = None,
 ) -> RolloutStatus:
     return RolloutStatus(
         id=rollout_id,
@@ -84,6 +85,7 @@ def make_rollout(
         generation=generation,
         spec_hash=spec_hash_,
         retry_token=retry_token,
+        finished_at=finished_at,
     )
 
 

@@ -277,6 +277,29 @@ from tests.support.decide_inputs import (
         pytest.param(
             observed(
                 generation=2,
+                spec=make_spec(max_parallel=2, paused=True),
+                status=make_status(RolloutPhase.SUCCEEDED, make_rollout(finished_at=NOW)),
+                workflows=(make_wf(),),
+                plan=None,
+            ),
+            "await-workflow-end",
+            ["UpdateStatus"],
+            id="an-end-recorded-by-the-last-cluster-lets-the-workflow-finish-unstopped-unsuspended",
+        ),
+        pytest.param(
+            observed(
+                spec=make_spec(paused=True),
+                status=make_status(RolloutPhase.SUCCEEDED, make_rollout(finished_at=NOW)),
+                workflows=(make_wf(suspended=True, by_us=True),),
+                plan=None,
+            ),
+            "await-workflow-end",
+            ["ResumeWorkflow", "UpdateStatus"],
+            id="a-suspend-made-while-the-end-was-recorded-is-resumed",
+        ),
+        pytest.param(
+            observed(
+                generation=2,
                 spec=make_spec(max_parallel=2),
                 status=make_status(RolloutPhase.PROGRESSING, make_rollout()),
                 workflows=(make_wf(),),
