@@ -17,8 +17,10 @@ Per engine: *applied -> first sync written* over a few small rollouts and the bi
 *cluster Healthy -> next sync written* (the freed slot taken) within stages; *last Healthy ->
 next stage's first sync* at each boundary of the big rollout; *sync writes per Application* (the
 updates that set `.operation`, apart from the refresh requests); *wall / critical path*
-of the 12-cluster rollout (the simulated syncs' own times scheduled `maxParallel` at a time: 1.00
-would be an orchestrator that costs nothing); and the stack's start time. The fleet simulator plays
+of the 12-cluster rollout, to the ProgressiveSync saying how it ended (the simulated syncs' own
+times scheduled `maxParallel` at a time: 1.00 would be an orchestrator that costs nothing), and how
+much later its Workflow ended (the last cluster records a success itself: steps/rollout_end.py);
+and the stack's start time. The fleet simulator plays
 Argo CD in both. Figures are reports, not verdicts: the script exits 0 whatever they are. The argo
 half needs root and the machine's node: it waits for its turn on the node queue (or runs at once
 under `flock -w 7200 /tmp/progressive-sync-realstack.lock`); a node started outside the queue makes
@@ -44,7 +46,14 @@ from orchestrator.devenv import machine, tools
 from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.devenv.node import PODS
 from orchestrator.devenv.stack import DevStack, StackOptions
-from orchestrator.kube.client import APPLICATIONS, NAMESPACES, PROGRESSIVE_SYNCS, AlreadyExists, Kube
+from orchestrator.kube.client import (
+    APPLICATIONS,
+    NAMESPACES,
+    PROGRESSIVE_SYNCS,
+    WORKFLOWS,
+    AlreadyExists,
+    Kube,
+)
 from orchestrator.kube.crds import all_crd_documents, apply_crds
 from orchestrator.simulator.appcontroller import FleetSimulator
 from orchestrator.simulator.config import ANNOTATION_PREFIX, Behaviour, SimulatorConfig
@@ -218,17 +227,37 @@ def measure(
         first_sync.append(min(sync_at.values()) - applied)
         reactions += big_reactions
         wall = ended - applied
-        say(f"    fleet: {status.get('phase')} in {wall:.1f}s")
+        workflow_wall = (
+            workflow_ended(admin, (status.get("rollout") or {}).get("workflow", ""), options.timeout)
+            - applied
+        )
+        say(
+            f"    fleet: {status.get('phase')} in {wall:.1f}s; "
+            f"its Workflow ended {workflow_wall - wall:.1f}s later"
+        )
     return {
         "phase": status.get("phase"),
         "first_sync": first_sync,
         "reactions": reactions,
         "boundaries": boundaries,
         "wall": wall,
+        "workflow_wall": workflow_wall,
         "critical": base.critical_path(per_stage),
         "writes": base.writes_per_app(audit, steps_user),
         "sync_writes": sync_writes_per_app(audit, steps_user),
     }
+
+
+def workflow_ended(kube: Kube, name: str, timeout: float) -> float:
+    """When the rollout's Workflow was first seen ended (both engines write the Workflow object);
+    the ProgressiveSync may say how the rollout ended before it does (steps/rollout_end.py)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        phase = (kube.get(WORKFLOWS, NAMESPACE, name).get("status") or {}).get("phase")
+        if phase in ("Succeeded", "Failed", "Error"):
+            return time.time()
+        time.sleep(0.1)
+    raise TimeoutError(f"Workflow {name} did not end within {timeout:g}s")
 
 
 def sync_writes_per_app(audit: list[dict[str, Any]], user: str) -> dict[str, int]:
@@ -424,6 +453,10 @@ def report(local: dict[str, Any], argo: list[dict[str, Any]], options: Options) 
         ["last Healthy -> next stage's first sync, p50", *(p(c["boundaries"], 50) for c in columns)],
         ["last Healthy -> next stage's first sync, max", *(p(c["boundaries"], 100) for c in columns)],
         [f"wall / critical path, {options.clusters} clusters", *(ratio(c) for c in columns)],
+        [
+            "the Workflow ended, after the rollout's end",
+            *(f"{c['workflow_wall'] - c['wall']:.1f}s" for c in columns),
+        ],
         ["rollout phase", *(str(c["phase"]) for c in columns)],
         ["sync writes per Application", *(writes(c, "sync_writes") for c in columns)],
         ["Application writes (sync + refresh requests)", *(writes(c) for c in columns)],
