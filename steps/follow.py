@@ -14,7 +14,8 @@ cluster's pod does after its wait, with the same functions:
 2. hand its slot to the next cluster (`steps.chain.hand_off`: the conditional claim on the stage's
    records, then the syncs written with each Application's resourceVersion);
 3. when nothing was handed off and it was the stage's last cluster, close the stage and select the
-   next one (`steps.chain.close_early`, marked closed by that cluster).
+   next one, or on the last stage record the rollout's end (`steps.chain.close_early`, marked
+   closed by that cluster; steps/rollout_end.py).
 
 The cluster's pod, when it runs, finds its cluster recorded Completed and ends at once; the
 `record-and-select` pod finds the stage closed. So the Workflow's nodes, the status writes and every
