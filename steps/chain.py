@@ -335,7 +335,7 @@ def close_early(kube: Kube, ctx: StepContext, finished: str) -> EarlyClose:
     """After `finished` was recorded Completed by this run and nothing was handed off: when it was
     the stage's last cluster, close the stage and select the next one here (see the module)."""
     sized = ctx.stage
-    if sized.selects_next is None and not sized.ends_rollout:  # on the contract alone, before any read
+    if not sized.closing_step_done_early:  # decided on the contract alone, before any read
         return EarlyClose(reason=boundary_refusal(sized, (), {}))
     rollout, stage = ctx.rollout, ctx.stage_name
     ps = load_progressive_sync(kube, rollout)

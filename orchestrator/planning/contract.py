@@ -120,6 +120,12 @@ class StageContract(_Model):
     pods_at_once: bool | None = None
 
     @property
+    def closing_step_done_early(self) -> bool:
+        """Is the stage's closing step one its last cluster step may do itself: `record-and-select`
+        (`selects_next`) or the last stage's `record` and the rollout's end (`ends_rollout`)?"""
+        return self.selects_next is not None or bool(self.ends_rollout)
+
+    @property
     def fanout_parallelism(self) -> int | None:
         """The fan-out's Argo `parallelism`: maxParallel, or none when the stage's pods all start
         at once (`pods_at_once`: every target's pod, however many `select` finds at run time)."""

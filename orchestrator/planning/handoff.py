@@ -148,7 +148,7 @@ def boundary_refusal(sized: StageContract, targets: Sequence[str], states: Mappi
     `states` as in `next_claim`): "" when it may, that is when the Workflow's next step is
     `record-and-select` right after the clusters (`selectsNext`), or the last stage's `record` and
     then the exit handler (`endsRollout`), and every target has an outcome."""
-    if sized.selects_next is None and not sized.ends_rollout:
+    if not sized.closing_step_done_early:
         return (
             "the stage's own closing step runs next "
             "(the next stage opens itself, a bake follows, or groups end on their own)"
