@@ -166,13 +166,14 @@ def test_helm_install_a_rollout_under_the_charts_own_accounts_upgrade_and_uninst
     simulator = FleetSimulator(kube, ns, SimulatorConfig.from_yaml(FAST_FLEET), events_log=events).start()
     values = [
         f"image.repository={repository}",
-        f"image.tag={tag}",
         "image.pullPolicy=Never",
         f"argocdNamespace={ns}",
         f"workflowNamespace={ns}",
         "watcher.logLevel=DEBUG",
     ]
-    set_args = [arg for value in values for arg in ("--set", value)]
+    # The tag is a content hash: when its hex digits are all decimal `--set` reads a number, which the
+    # chart's schema refuses ("at '/image/tag': got number, want string"); --set-string keeps it text.
+    set_args = [arg for value in values for arg in ("--set", value)] + ["--set-string", f"image.tag={tag}"]
     assert real_stack.stack.cluster is not None
     audit_mark = real_stack.stack.cluster.audit_mark()
     installed = False
