@@ -11,6 +11,7 @@ tests/support/steps_rig.py.
 from __future__ import annotations
 
 import subprocess
+from typing import Any
 
 import pytest
 
@@ -33,6 +34,11 @@ def follow_args(rig: Rig) -> tuple[str, ...]:
         "rest": {"targets": 2, "max_parallel": 1, "start_syncs": 1},
     }
     return ("--contract", rig.runner.contract(sizing).to_json())
+
+
+def no_sync_retries(app: dict[str, Any]) -> None:
+    """The Application's sync policy allows no retry (our sync request pins it)."""
+    app["spec"].setdefault("syncPolicy", {})["retry"] = {"limit": 0}
 
 
 def canary_selected(rig: Rig) -> str:
@@ -80,6 +86,10 @@ def test_the_follower_runs_every_hand_off_and_boundary_before_any_cluster_pod(ri
 
 
 def test_a_failing_cluster_is_left_to_its_pod(rig: Rig) -> None:
+    # No Argo CD retries: the first failed attempt is the cluster's failure (with the default
+    # five retries its pod would wait out the 60 s progress deadline, which is not what this tests).
+    for application in rig.fleet.applications:
+        rig.update_app(application.removeprefix(f"{rig.fleet.app_set}-"), no_sync_retries)
     canary = canary_selected(rig)
     rig.simulate(SimulatorConfig.from_yaml("defaults: {syncSeconds: 0.3, healthSeconds: 0.3, fail: true}"))
     follower = subprocess.Popen(
