@@ -150,23 +150,32 @@ class RealStack:
         )
 
 
-# --- two workers, one stack -------------------------------------------------------------------------
+# --- several workers, one stack ----------------------------------------------------------------------
 #
-# `make test` runs the real-stack tests on two pytest-xdist workers over the machine's one node (they
-# wait on pods far more than they compute): tests/conftest.py puts them in two groups. The owner's
-# worker (group OWNER_GROUP) starts the stack as before and publishes what the other needs in a
-# folder of this test run (`Published`); the guest's worker (GUEST_GROUP) attaches to it with its own
-# namespaces. Each realstack test holds the run's test lock shared; a test that disrupts the stack
-# (`realstack_exclusive`: a controller killed, a kubelet restarted) holds it exclusive, so it has the
-# stack alone. The owner stops the stack only once the guest says it is done (or at the deadline).
-# Tests that need the owner's process (the node lock's holder, the stack's processes) are in its group.
+# `make test` runs the real-stack tests on SHARING_WORKERS pytest-xdist workers over the machine's one
+# node (they wait on pods far more than they compute): tests/conftest.py puts them in one group per
+# worker. The owner's worker (group OWNER_GROUP) starts the stack as before and publishes what the
+# others need in a folder of this test run (`Published`); each guest's worker (`guest_groups`)
+# attaches to it with its own namespaces. Each realstack test holds the run's test lock shared; a
+# test that disrupts the stack (`realstack_exclusive`: a controller killed, a kubelet restarted)
+# holds it exclusive, so it has the stack alone. The owner stops the stack only once every guest
+# says it is done (or at the deadline). Tests that need the owner's process (the node lock's holder,
+# the stack's processes) are in its group.
 
 OWNER_GROUP = "realstack"
-GUEST_GROUP = "realstack-2"
-# Where the owner writes the analysis controller's kubeconfig for the guest (`Published`).
+# Where the owner writes the analysis controller's kubeconfig for a guest (`Published`).
 GUEST_ANALYSIS_IDENTITY = "argo-rollouts-guest.kubeconfig"
-# How many workers share the stack in `make test` (1: the owner alone, as before).
-SHARING_WORKERS = int(os.environ.get("PROGRESSIVE_SYNC_REALSTACK_WORKERS", "2"))
+# How many workers share the stack in `make test` (1: the owner alone). Three: the owner and two
+# guests; tests/conftest.py and the Makefile's PYTEST_WORKERS leave the tests outside the stack
+# three workers of their own.
+SHARING_WORKERS = int(os.environ.get("PROGRESSIVE_SYNC_REALSTACK_WORKERS", "3"))
+
+
+def guest_groups(workers: int) -> tuple[str, ...]:
+    """The xdist groups of the guests when `workers` share the stack: realstack-2, realstack-3, ..."""
+    return tuple(f"{OWNER_GROUP}-{number}" for number in range(2, workers + 1))
+
+
 # The owner may wait for the machine's node queue (other runs) before it can publish.
 GUEST_WAIT_SECONDS = 7200.0
 OWNER_WAIT_SECONDS = 3600.0
@@ -174,7 +183,7 @@ OWNER_WAIT_SECONDS = 3600.0
 
 @dataclass(frozen=True)
 class Published:
-    """What the owner's worker publishes for the guest: where the running stack is."""
+    """What the owner's worker publishes for the guests: where the running stack is."""
 
     tools_dir: str
     workdir: str
@@ -212,7 +221,7 @@ class Published:
         )
 
     def to_json(self) -> str:
-        """The JSON the guest reads."""
+        """The JSON the guests read."""
         return json.dumps(dataclasses.asdict(self))
 
     @classmethod
@@ -226,9 +235,11 @@ class Published:
 
 @dataclass
 class Share:
-    """The folder of one test run where the owner publishes and both take the test lock."""
+    """The folder of one test run where the owner publishes and every sharing worker takes the test
+    lock; `guests`: the guest groups that have tests in this run (the owner waits for each)."""
 
     folder: Path
+    guests: tuple[str, ...] = ()
 
     @property
     def published_path(self) -> Path:
@@ -238,18 +249,17 @@ class Share:
     def error_path(self) -> Path:
         return self.folder / "owner-error.txt"
 
-    @property
-    def guest_done_path(self) -> Path:
-        return self.folder / "guest-done"
+    def guest_done_path(self, guest: str) -> Path:
+        return self.folder / f"guest-done-{guest}"
 
     def publish(self, published: Published) -> None:
-        """Write the stack's facts (atomically: the guest never reads half a file)."""
+        """Write the stack's facts (atomically: a guest never reads half a file)."""
         scratch = self.folder / "stack.json.tmp"
         scratch.write_text(published.to_json())
         scratch.rename(self.published_path)
 
     def publish_error(self, error: str) -> None:
-        """The owner could not start the stack: the guest fails with this rather than waiting."""
+        """The owner could not start the stack: the guests fail with this rather than waiting."""
         self.error_path.write_text(error)
 
     def wait_published(self, timeout: float = GUEST_WAIT_SECONDS) -> Published:
@@ -267,17 +277,18 @@ class Share:
             f"the stack's owner published nothing in {self.folder} within {timeout:g}s"
         )
 
-    def say_guest_done(self) -> None:
-        """The guest's tests are over: the owner may stop the stack."""
-        self.guest_done_path.touch()
+    def say_guest_done(self, guest: str) -> None:
+        """Guest `guest`'s tests are over: once every guest said so, the owner may stop the stack."""
+        self.guest_done_path(guest).touch()
 
     def wait_guest_done(self, timeout: float = OWNER_WAIT_SECONDS) -> None:
-        """Wait (up to `timeout`) until the guest is done with the stack."""
+        """Wait (up to `timeout`) until every guest is done with the stack."""
         deadline = time.monotonic() + timeout
-        while not self.guest_done_path.exists():
+        while waiting := [guest for guest in self.guests if not self.guest_done_path(guest).exists()]:
             if time.monotonic() > deadline:
                 sys.stderr.write(
-                    f"\nthe guest worker did not finish within {timeout:g}s: stopping the stack\n"
+                    f"\nthe guest worker(s) {', '.join(waiting)} did not finish within {timeout:g}s: "
+                    "stopping the stack\n"
                 )
                 return
             time.sleep(0.5)
@@ -317,17 +328,19 @@ def share_for(config: pytest.Config, items: Sequence[pytest.Item]) -> Share | No
     """This run's share folder when the selected real-stack tests (`items`: the session's, after
     deselection) are split over workers, else None."""
     workerinput = getattr(config, "workerinput", None)
-    if workerinput is None or not any(_group_of(item) == GUEST_GROUP for item in items):
+    in_use = {_group_of(item) for item in items if item.get_closest_marker("realstack") is not None}
+    guests = tuple(group for group in guest_groups(SHARING_WORKERS) if group in in_use)
+    if workerinput is None or not guests:
         return None
     folder = Path(tempfile.gettempdir()) / f"progressive-sync-realstack-{workerinput['testrunuid']}"
     folder.mkdir(exist_ok=True)
-    return Share(folder)
+    return Share(folder, guests)
 
 
 # Seconds the realstack tests took in a timeline of `make test` (tests/support/timeline.py: each test's
 # setup, call and teardown, not its wait for a turn on the stack; the mean over its parameters), by
 # name: CI on 2026-12-05 at 02:04 UTC, warm cache. Any other test counts DEFAULT_TEST_SECONDS. They
-# only balance the split between owner and guest: a stale figure costs minutes of wall time, never a
+# only balance the split between owner and guests: a stale figure costs minutes of wall time, never a
 # result. Refresh them from a CI log's timeline folder when the split's two ends drift apart (the
 # log's "the run's timeline" lines: each realstack worker's end, and the stack-stopping test's wait
 # before its protocol, which the summary's "waited" shows).
@@ -391,26 +404,31 @@ def expected_seconds(name: str) -> float:
     )
 
 
-def assign_groups(config: pytest.Config, items: Sequence[pytest.Item]) -> dict[pytest.Item, str]:
-    """The xdist group of each realstack test: all in OWNER_GROUP, or (on 3+ xdist workers, with
-    SHARING_WORKERS 2) split between OWNER_GROUP and GUEST_GROUP by their expected seconds.
+def assign_groups(
+    config: pytest.Config, items: Sequence[pytest.Item], workers: int | None = None
+) -> dict[pytest.Item, str]:
+    """The xdist group of each realstack test: all in OWNER_GROUP, or split between OWNER_GROUP and
+    the guests' groups by their expected seconds: over `workers` (SHARING_WORKERS by default) sides,
+    at most one fewer than xdist's workers (the Argo CD tests' group needs one of its own).
 
     The split: tests that need the owner's process or the stack alone (`realstack_owner`,
     `realstack_exclusive`, `stops_the_real_stack`) stay with the owner; its `realstack_owner` ones
-    count in its load from the start; the exclusive ones stop both sides alike and the stack-stopping
-    ones run only once the guest is done (after both sides' work, whatever the split), so neither
+    count in its load from the start; the exclusive ones stop every side alike and the stack-stopping
+    ones run only once every guest is done (after every side's work, whatever the split), so neither
     counts. The tests that
     need the process running the analysis stack (`realstack_analysis`: one per process, a
     session fixture) go together, as one unit of their summed seconds, to either side. Then every
-    unit, longest first, goes to the less loaded side (ties to the guest). Every worker collects
+    unit, longest first, goes to the least loaded side (ties to the first guest). Every worker collects
     the same tests, so all compute the same."""
     workerinput = getattr(config, "workerinput", None)
-    # With 3+ workers xdist's first round of work gives the three big groups (these two and Argo
-    # CD's) to three workers: never both of these to one (which would wait for itself).
-    split = SHARING_WORKERS >= 2 and workerinput is not None and workerinput.get("workercount", 1) >= 3
+    # xdist's first round of work gives the biggest groups (these and Argo CD's) a worker each:
+    # never two of these to one (which would wait for itself), so one side fewer than the workers.
+    sides = (
+        1 if workerinput is None else min(workers or SHARING_WORKERS, workerinput.get("workercount", 1) - 1)
+    )
     realstack_items = [item for item in items if item.get_closest_marker("realstack") is not None]
     groups: dict[pytest.Item, str] = dict.fromkeys(realstack_items, OWNER_GROUP)
-    if not split:
+    if sides < 2:
         return groups
     owners_own = [
         item
@@ -427,9 +445,11 @@ def assign_groups(config: pytest.Config, items: Sequence[pytest.Item]) -> dict[p
     units = [[item] for item in realstack_items if not _needs_the_owner(item) and item not in analysis]
     if analysis:
         units.append(analysis)
-    load = {GUEST_GROUP: 0.0, OWNER_GROUP: sum(expected_seconds(item.name) for item in owners_own)}
+    # The guests first: ties go to the first of them in this order, then to the owner.
+    load = dict.fromkeys(guest_groups(sides), 0.0)
+    load[OWNER_GROUP] = sum(expected_seconds(item.name) for item in owners_own)
     for unit in sorted(units, key=lambda unit: -_unit_seconds(unit)):  # stable: collection order
-        side = GUEST_GROUP if load[GUEST_GROUP] <= load[OWNER_GROUP] else OWNER_GROUP
+        side = min(load, key=load.__getitem__)
         groups.update(dict.fromkeys(unit, side))
         load[side] += _unit_seconds(unit)
     return groups
@@ -461,13 +481,14 @@ class RealStackSession:
     and starting the stack take minutes on a busy machine, which is not the test's time. An error
     then is kept and reported by the test that asks for the stack.
 
-    With a `share` (two workers, one stack: see above), the owner starts Argo with the node and
-    publishes the stack; the guest attaches to it and starts or stops nothing.
+    With a `share` (several workers, one stack: see above), the owner starts Argo with the node and
+    publishes the stack; a guest attaches to it and starts or stops nothing.
     """
 
     workdir: Path
     share: Share | None = None
-    guest: bool = False
+    # This worker's guest group ("": the owner, or a stack of its own).
+    guest: str = ""
     _stack: RealStack | None = None
     _error: str | None = None
     _queue: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
@@ -557,14 +578,14 @@ class RealStackSession:
         )
 
     def guest_done(self) -> None:
-        """The guest's realstack tests are over: tell the owner (once)."""
+        """This guest's realstack tests are over: tell the owner (once)."""
         if self.guest and self.share is not None and not self._guest_done:
             self._guest_done = True
-            self.share.say_guest_done()
+            self.share.say_guest_done(self.guest)
 
     def stop(self) -> None:
         """Stop the stack (the queue lock stays held until the session ends). The owner of a shared
-        stack first waits for the guest to be done with it; a guest only lets go of it."""
+        stack first waits for every guest to be done with it; a guest only lets go of it."""
         if self._stack is None:
             return
         if self.share is not None and not self.guest and self._stack.published is None:
@@ -593,7 +614,8 @@ def session_for(config: pytest.Config, item: pytest.Item | None = None) -> RealS
     if "current" not in _session:
         workdir = Path(tempfile.mkdtemp(prefix="progressive-sync-realstack-"))
         share = share_for(config, item.session.items) if item is not None else None
-        guest = share is not None and item is not None and _group_of(item) == GUEST_GROUP
+        group = _group_of(item) if share is not None and item is not None else OWNER_GROUP
+        guest = group if share is not None and group in share.guests else ""
         _session["current"] = RealStackSession(workdir, share=share, guest=guest)
         config.add_cleanup(close_session)
     return _session["current"]
@@ -668,7 +690,7 @@ def health_note(item: pytest.Item) -> str:
 @contextlib.contextmanager
 def test_turn(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """Around a realstack test's protocol: its turn on a shared stack (shared or exclusive), the
-    guest done after its last one, and a test that stops the stack only after the guest."""
+    guest done after its last one, and a test that stops the stack only after every guest."""
     session = session_for(item.config, item)
     if session.share is None:
         yield

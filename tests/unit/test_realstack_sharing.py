@@ -1,7 +1,9 @@
-"""Two pytest-xdist workers sharing the machine's one real stack (tests/support/realstack.py): which
-test goes to which worker, what the owner publishes, and the shared/exclusive test lock.
+"""pytest-xdist workers sharing the machine's one real stack (tests/support/realstack.py): which
+test goes to which worker, what the owner publishes, the owner waiting for every guest, and the
+shared/exclusive test lock.
 
-The sharing itself runs in `make test` (the realstack tier on two workers); these pin its parts.
+The sharing itself runs in `make test` (the realstack tier on SHARING_WORKERS workers); these pin its
+parts. Most split tables use two sides (the owner and one guest), where each step is easy to follow.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ import pytest
 
 from orchestrator.devenv import machine
 from tests.support import realstack
-from tests.support.realstack import GUEST_GROUP, OWNER_GROUP, Published, Share
+from tests.support.realstack import OWNER_GROUP, Published, Share, guest_groups
+
+GUEST_GROUP, THIRD_GROUP = guest_groups(3)
 
 
 @dataclass(eq=False)
@@ -37,8 +41,9 @@ class Config:
     workerinput: dict[str, Any] = field(default_factory=dict)
 
 
-def groups(config: Config, items: list[Item]) -> dict[str, str]:
-    return {item.name: group for item, group in realstack.assign_groups(config, items).items()}  # type: ignore[arg-type]
+def groups(config: Config, items: list[Item], workers: int = 2) -> dict[str, str]:
+    assigned = realstack.assign_groups(config, items, workers)  # type: ignore[arg-type]
+    return {item.name: group for item, group in assigned.items()}
 
 
 ITEMS = [
@@ -115,6 +120,68 @@ def test_the_longest_tests_are_spread_first_each_to_the_less_loaded_side(
         "b": GUEST_GROUP,
         "kill-controller": OWNER_GROUP,
     }
+
+
+@pytest.mark.parametrize(
+    ("workercount", "expected"),
+    [
+        pytest.param(
+            6,
+            # long (100) to the first guest, twelve (90) to the second, a (25) to the owner (0),
+            # b (25) to the owner again (25 < 90), c (25) to the owner (50 < 90); the exclusive row
+            # stays with the owner, uncounted.
+            {
+                "long": GUEST_GROUP,
+                "twelve": THIRD_GROUP,
+                "a": OWNER_GROUP,
+                "b": OWNER_GROUP,
+                "c": OWNER_GROUP,
+                "kill-controller": OWNER_GROUP,
+            },
+            id="three-sides-on-six-workers",
+        ),
+        pytest.param(
+            3,
+            # Two workers for the stack and one for the Argo CD tests' group: two sides. long
+            # (100) to the guest, twelve (90) and a (25) to the owner, b to the guest (100 < 115),
+            # c to the owner (115 < 125).
+            {
+                "long": GUEST_GROUP,
+                "twelve": OWNER_GROUP,
+                "a": OWNER_GROUP,
+                "b": GUEST_GROUP,
+                "c": OWNER_GROUP,
+                "kill-controller": OWNER_GROUP,
+            },
+            id="as-many-sides-as-the-workers-leave-beside-argo-cds",
+        ),
+    ],
+)
+def test_three_workers_share_the_stack_when_the_run_has_workers_for_them(
+    monkeypatch: pytest.MonkeyPatch, workercount: int, expected: dict[str, str]
+) -> None:
+    monkeypatch.setattr(realstack, "MEASURED_SECONDS", (("long", 100.0), ("twelve", 90.0)))
+    items = [
+        Item("long"),
+        Item("twelve"),
+        Item("a"),
+        Item("b"),
+        Item("c"),
+        Item("kill-controller", ("realstack", "realstack_exclusive")),
+    ]
+    assert groups(Config({"workercount": workercount}), items, workers=3) == expected
+
+
+def test_the_owner_waits_for_every_guest(tmp_path: Path) -> None:
+    share = Share(tmp_path, guests=(GUEST_GROUP, THIRD_GROUP))
+    share.say_guest_done(GUEST_GROUP)
+    started = time.monotonic()
+    share.wait_guest_done(timeout=1)  # gives up at its deadline, THIRD_GROUP not done
+    assert time.monotonic() - started >= 1
+    share.say_guest_done(THIRD_GROUP)
+    started = time.monotonic()
+    share.wait_guest_done(timeout=30)
+    assert time.monotonic() - started < 5
 
 
 def test_the_analysis_tests_go_together_to_one_side_as_one_unit(monkeypatch: pytest.MonkeyPatch) -> None:
