@@ -7,9 +7,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 # pytest-xdist workers for `make test` (0: one process, no xdist). The suite waits far more than it
-# computes, so more workers than cores pays: three share the real node (tests/support/realstack.py),
-# one takes the real Argo CD tests, and every worker takes the other tests.
-PYTEST_WORKERS ?= 6
+# computes, so more workers than cores pays; the tests of one shared stack stay on one worker (the real
+# node's on two: tests/support/realstack.py). Six workers (three on the node) took longer on 2 cores:
+# the suite is bound by CPU, and each worker's own control plane costs some (docs/design/dev-stack.md).
+PYTEST_WORKERS ?= 4
 
 .PHONY: help venv tools test unit lint fmt clean crds docs bench demo image
 

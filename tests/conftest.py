@@ -110,7 +110,7 @@ def pytest_report_header() -> list[str]:
 # Tests that share one machine-wide or expensive stack run on one pytest-xdist worker each (`make
 # test` runs the suite with `--dist loadgroup`): the real Argo CD stack (~20 s to start, one per
 # package), and the real node with Argo Workflows (one per machine), whose tests two workers share
-# (tests/support/realstack.py `assign_groups`: an owner that starts it, a guest that attaches).
+# (tests/support/realstack.py `assign_groups`: an owner that starts it, guests that attach).
 # Every other test runs on any worker.
 SHARED_STACK_GROUPS = {"argocd": "argocd"}
 
@@ -137,7 +137,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             dropped.append(item)
         else:
             kept.append(item)
-    # The split between the real stack's two workers weighs only the tests that run: counting the
+    # The split between the real stack's workers weighs only the tests that run: counting the
     # dropped argo-batch ones (1321 s expected, 873 of them on the owner's side) left the owner's
     # side 425 s lighter, and its stack-stopping tests waited that long for the guest.
     realstack_groups = realstack_plugin.assign_groups(config, sorted(kept, key=_run_order))
