@@ -608,7 +608,16 @@ def test_a_cluster_whose_skip_mark_is_removed_is_taken_by_the_next_retry(rig: Ro
     retried = cli(rig, "retry", "myservice")
     assert retried.exit_code == 0, retried.output
     assert "(attempt 2" in retried.output
-    wait_for(lambda: len(rig.workflows()) == 2, timeout=60, interval=0.5, what="the retried rollout")
+    # The retry's Workflow starts once the first one has ended: on the real controller the rollout's
+    # end is recorded by its last cluster, tens of seconds before its Workflow's last pods end (more
+    # on a busy machine: CI once waited over 60 s here).
+    wait_for(
+        lambda: len(rig.workflows()) == 2,
+        timeout=TIMEOUT,
+        interval=0.5,
+        what="the retried rollout",
+        describe=lambda: [(w["metadata"]["name"], w.get("status", {}).get("phase")) for w in rig.workflows()],
+    )
     second = rig.workflows()[1]["metadata"]["name"]
     assert second != first["metadata"]["name"]
     done = rig.wait_finished(second, timeout=TIMEOUT)
