@@ -88,8 +88,8 @@ def test_the_follower_runs_every_hand_off_and_boundary_before_any_cluster_pod(ri
 def test_a_failing_cluster_is_left_to_its_pod(rig: Rig) -> None:
     # No Argo CD retries: the first failed attempt is the cluster's failure (with the default
     # five retries its pod would wait out the 60 s progress deadline, which is not what this tests).
-    for application in rig.fleet.applications:
-        rig.update_app(application.removeprefix(f"{rig.fleet.app_set}-"), no_sync_retries)
+    for cluster in rig.fleet.clusters:
+        rig.update_app(cluster.name, no_sync_retries)
     canary = canary_selected(rig)
     rig.simulate(SimulatorConfig.from_yaml("defaults: {syncSeconds: 0.3, healthSeconds: 0.3, fail: true}"))
     follower = subprocess.Popen(
