@@ -74,6 +74,25 @@ AUDIT_POLICY = {
 }
 
 
+# Go's garbage collector settings for kube-apiserver, unless the environment already sets them. At
+# Go's default (GOGC=100) the collector takes a seventh of the API server's CPU
+# (docs/design/dev-stack.md), and the API servers of the dev stack and the tests are the largest
+# CPU user of the suite. GOGC=400 collects at five times the live heap instead of twice, and
+# GOMEMLIMIT makes it collect sooner whenever the heap nears 1200 MiB. Measured side by side, on the
+# same real-stack and control-plane tests: 20 % less kube-apiserver CPU. The peak RSS went from
+# ~0.95 to ~1.25 GB (GOGC=400 alone: 2.5 GB).
+APISERVER_GO_ENVIRONMENT = {"GOGC": "400", "GOMEMLIMIT": "1200MiB"}
+
+
+def apiserver_environment(base: dict[str, str] | None = None) -> dict[str, str]:
+    """kube-apiserver's environment: `base` (this process's by default) with the GC settings added
+    where `base` does not set them (a `GOGC` of the caller's wins)."""
+    environment = dict(os.environ if base is None else base)
+    for name, value in APISERVER_GO_ENVIRONMENT.items():
+        environment.setdefault(name, value)
+    return environment
+
+
 class ControlPlaneError(RuntimeError):
     """The control plane could not be started, or its tools could not be found."""
 
@@ -438,8 +457,10 @@ class DevCluster:
 
     # -- start-up -------------------------------------------------------------------------
 
-    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
-        process = spawn_logged(name, argv, self.workdir)
+    def _spawn(
+        self, name: str, argv: list[str], env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        process = spawn_logged(name, argv, self.workdir, env=env)
         self._processes.append(process)
         return process
 
@@ -561,7 +582,7 @@ class DevCluster:
     def _spawn_apiserver_argv(self) -> None:
         log = self.workdir / "kube-apiserver.log"
         self._apiserver_log_offset = log.stat().st_size if log.exists() else 0
-        self._spawn("kube-apiserver", self._apiserver_argv)
+        self._spawn("kube-apiserver", self._apiserver_argv, env=apiserver_environment())
 
     def _ssl_context(self, user: str = "admin") -> ssl.SSLContext:
         certs = self.workdir / "certs"
