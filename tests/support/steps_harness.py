@@ -1,20 +1,28 @@
 """Running the steps the way a Workflow container does, and counting what they write.
 
-`StepRunner` runs `python -m steps <step>` as a subprocess with `PROGRESSIVE_SYNC_*` environment
+`StepRunner` runs `python -m steps <step>` as a process of its own with `PROGRESSIVE_SYNC_*` environment
 variables (the rollout contract among them, as the Workflow builder would make it for the
 ProgressiveSync as stored: `StepRunner.contract`) and a kubeconfig of its own user (`STEPS_USER`),
 so the API server's audit log tells the steps' writes apart from the test's and the simulator's
-(`writes_by`). `make_progressive_sync` creates the object the steps work on. `CountingKube` counts
-what a step run in-process calls through the adapter. Real: the subprocess,
-the API server, the audit log.
+(`writes_by`). `run` forks the step from this worker's warm launcher, as the local executor does
+(orchestrator/engine/warm_python.py: the same argv, environment, cwd, exit code and output as
+`python -m steps`, without paying the imports in every step: ~0.3 CPU-s each, a few hundred
+steps per suite); `start` (a step the test signals or reads while it runs) and
+`PROGRESSIVE_SYNC_TEST_COLD_STEPS=1` start a plain subprocess. `make_progressive_sync` creates the
+object the steps work on. `CountingKube` counts what a step run in-process calls through the
+adapter. Real: the step's own process, the API server, the audit log.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import signal
 import subprocess
 import sys
+import tempfile
+import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +33,8 @@ from orchestrator.api.models import ProgressiveSync
 from orchestrator.argocd.fleet import cluster_from_secret
 from orchestrator.argocd.inventory import INVENTORY_NAME
 from orchestrator.devenv.controlplane import AuditEvent, DevCluster
+from orchestrator.engine.executor_settings import ExecutorSettings
+from orchestrator.engine.warm_python import WarmLauncher
 from orchestrator.kube.client import PROGRESSIVE_SYNCS, AlreadyExists, Kube, NotFound, Resource
 from orchestrator.planning.contract import RolloutContract
 from orchestrator.watcher.publisher import InventoryPublisher
@@ -39,6 +49,25 @@ STEPS_USER = "progressive-sync-steps"
 # A canary of one cluster, then the rest three at a time.
 DEFAULT_STAGES = [make_stage("canary", max_targets=1), make_stage("rest", max_parallel=3)]
 REPO_ROOT = Path(__file__).resolve().parents[2]
+COLD_STEPS_VARIABLE = "PROGRESSIVE_SYNC_TEST_COLD_STEPS"  # "1": every step a plain subprocess
+
+_launcher_lock = threading.Lock()
+_launcher: WarmLauncher | None = None
+
+
+def warm_launcher() -> WarmLauncher | None:
+    """This process's warm launcher of `steps` (started on first use, stopped at exit), or None
+    when COLD_STEPS_VARIABLE asks for plain subprocesses."""
+    global _launcher  # noqa: PLW0603 - one launcher per test process, like one executor's
+    if os.environ.get(COLD_STEPS_VARIABLE) == "1":
+        return None
+    with _launcher_lock:
+        if _launcher is None:
+            environment = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO_ROOT)}
+            _launcher = WarmLauncher(ExecutorSettings(), environment, REPO_ROOT)
+            _launcher.start()
+            atexit.register(_launcher.stop)
+        return _launcher
 
 
 # What the chart grants the step pods (charts/progressive-sync/templates/rbac.yaml), so the steps
@@ -179,6 +208,8 @@ class StepRunner:
     name: str = "myservice"
     rollout_id: str = "r1"
     extra_env: dict[str, str] = field(default_factory=dict)
+    # Whether the last `run` was forked from the warm launcher (False: a plain subprocess).
+    last_run_warm: bool = field(default=False, init=False)
 
     def contract(
         self,
@@ -236,10 +267,29 @@ class StepRunner:
     def run(
         self, step: str, *args: str, timeout: float = 120, **env: str
     ) -> subprocess.CompletedProcess[str]:
-        """Run a step to its end; output captured."""
+        """Run a step to its end; output captured. Forked from the warm launcher, or a plain
+        subprocess when there is none or it cannot start this one."""
+        argv, environment = self.command(step, *args), self.env(**env)
+        self.last_run_warm = False
+        launcher = warm_launcher()
+        if launcher is not None:
+            with tempfile.TemporaryDirectory(prefix="step-") as scratch:
+                stdout, stderr = Path(scratch) / "stdout", Path(scratch) / "stderr"
+                process = launcher.launch(argv, environment, REPO_ROOT, stdout, stderr)
+                if process is not None:
+                    self.last_run_warm = True
+                    try:
+                        code = process.wait(timeout)
+                    except subprocess.TimeoutExpired:
+                        with contextlib.suppress(ProcessLookupError):
+                            os.killpg(process.pid, signal.SIGKILL)
+                        raise
+                    return subprocess.CompletedProcess(
+                        argv, code, stdout.read_text(errors="replace"), stderr.read_text(errors="replace")
+                    )
         return subprocess.run(
-            self.command(step, *args),
-            env=self.env(**env),
+            argv,
+            env=environment,
             cwd=REPO_ROOT,
             capture_output=True,
             text=True,
