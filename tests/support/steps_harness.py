@@ -34,6 +34,7 @@ from orchestrator.argocd.fleet import cluster_from_secret
 from orchestrator.argocd.inventory import INVENTORY_NAME
 from orchestrator.devenv.controlplane import AuditEvent, DevCluster
 from orchestrator.engine.executor_settings import ExecutorSettings
+from orchestrator.engine.step_process import common_environment
 from orchestrator.engine.warm_python import WarmLauncher
 from orchestrator.kube.client import PROGRESSIVE_SYNCS, AlreadyExists, Kube, NotFound, Resource
 from orchestrator.planning.contract import RolloutContract
@@ -63,8 +64,8 @@ def warm_launcher() -> WarmLauncher | None:
         return None
     with _launcher_lock:
         if _launcher is None:
-            environment = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO_ROOT)}
-            _launcher = WarmLauncher(ExecutorSettings(), environment, REPO_ROOT)
+            settings = ExecutorSettings()
+            _launcher = WarmLauncher(settings, common_environment(settings), REPO_ROOT)
             _launcher.start()
             atexit.register(_launcher.stop)
         return _launcher
