@@ -169,8 +169,10 @@ def test_a_sync_we_started_is_terminated_when_we_stop(
 
 
 def test_a_deny_window_holds_the_rollout_which_says_so_and_goes_on_when_it_opens(rig: ScenarioRig) -> None:
-    rig.seed().start(FAST).create(stages=[CANARY_STAGE, REST_STAGE], progressDeadlineSeconds=90)
-    rig.annotate_cluster(CANARY, {"simulator.progressivesync.io/sync-window": "deny"})
+    # The window is in force before the rollout exists: set after `create`, it raced the canary's
+    # 0.3 s sync, which on a busy machine could start (and finish) first (CI on 806dcd6).
+    rig.seed().annotate_cluster(CANARY, {"simulator.progressivesync.io/sync-window": "deny"})
+    rig.start(FAST).create(stages=[CANARY_STAGE, REST_STAGE], progressDeadlineSeconds=90)
     rig.wait_status_says("sync window")
     assert rig.phase() == "Progressing"
     rig.annotate_cluster(CANARY, {"simulator.progressivesync.io/sync-window": "none"})
