@@ -49,7 +49,7 @@ from steps.batch import run_batch
 from steps.chain import run_and_hand_off
 from steps.common import RolloutRef, Superseded, Tuning
 from steps.context import StepContext
-from steps.depends import DEFAULT_POLL_SECONDS, wait_for_dependencies
+from steps.depends import wait_for_dependencies
 from steps.failure import record_step_failure
 from steps.finalize import finalize
 from steps.follow import follow_rollout
@@ -461,23 +461,14 @@ def batch_command(*, stage: str, batch: int, batch_flush_seconds: float, **optio
 @main.command("wait-for-dependencies")
 @common_options
 @_option("stage", required=True, help="The stage that waits (the contract's dependsOn[].beforeStage).")
-@_option(
-    "poll-seconds",
-    default=DEFAULT_POLL_SECONDS,
-    show_default=True,
-    type=click.FloatRange(min=0.1),
-    help="How often the other ProgressiveSyncs are read again while the stage waits.",
-)
-def wait_for_dependencies_command(stage: str, poll_seconds: float, **options: Any) -> None:
+def wait_for_dependencies_command(stage: str, **options: Any) -> None:
     """Wait until the ProgressiveSyncs this stage depends on passed their stage (spec.dependsOn);
     exit 1 and close the stage Failed when one does not within its timeoutSeconds."""
     settings = _settings(options)
     run_step(
         "wait-for-dependencies",
         settings,
-        lambda kube: wait_for_dependencies(
-            kube, _context(kube, settings, stage, taking_over=True), poll_seconds=poll_seconds
-        ),
+        lambda kube: wait_for_dependencies(kube, _context(kube, settings, stage, taking_over=True)),
         stage=stage,
     )
 

@@ -3,9 +3,11 @@
 The Workflow runs it first in each stage that waits (the first stage, or a dependency's
 `beforeStage`; with spec.groupBy that stage of each group, each waiting on its own;
 docs/depends-on.md), with that stage's dependencies from the rollout contract
-(`RolloutContract.dependencies_before`). It polls each dependency's ProgressiveSync (same
-namespace, one GET each, every `poll_seconds` at most) and decides with the pure rules of
-`orchestrator.api.depends`:
+(`RolloutContract.dependencies_before`). It follows the dependencies' ProgressiveSyncs (same
+namespace) with one watch (`orchestrator.kube.follow.follow_objects`: list, then watch, never a
+poll), and decides on the first listing, on each change of one of them and when a quiet watch
+window ends (at the nearest deadline, at most `Tuning.watch_window_seconds`) by `DependencyWait`,
+with the pure rules of `orchestrator.api.depends`:
 
 - every dependency Satisfied: the stage's message says what satisfied them, exit 0 (the stage's
   `select` runs next);
@@ -17,11 +19,12 @@ namespace, one GET each, every `poll_seconds` at most) and decides with the pure
 
 The status is written when the wait starts ("waiting for <name> to pass stage <stage>: ..."), when
 what it says of a dependency changes (it appeared, its rollout moved to another stage, it failed),
-and once when satisfied, never on every poll: the stage's `message` while it is Pending (a field
+and once when satisfied, never on every change seen: the stage's `message` while it is Pending (a field
 the steps own, docs/design/status-ownership.md). Nothing is written while the status is on
 another rollout (the watcher has not recorded this one yet). Idempotent: a rerun (a retry, a
 deleted pod) decides again from the API, with the same deadline (it comes from the status, not
-from when the pod started).
+from when the pod started). A watch that keeps failing (about half a minute without progress) ends
+the step with a temporary error, which the Workflow retries.
 
 Caller: `python -m steps wait-for-dependencies` (steps.cli); tests call `wait_for_dependencies`.
 """
@@ -29,8 +32,11 @@ Caller: `python -m steps wait-for-dependencies` (steps.cli); tests call `wait_fo
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import pydantic
 
@@ -47,15 +53,15 @@ from orchestrator.api.depends import (
 from orchestrator.api.groups import split_stage_name
 from orchestrator.api.models import ProgressiveSync, ProgressiveSyncStatus, StagePhase
 from orchestrator.api.rollout_status import close_stage, find_stage
-from orchestrator.kube.client import PROGRESSIVE_SYNCS, Kube, NotFound
+from orchestrator.core.errors import TemporaryError
+from orchestrator.kube.client import PROGRESSIVE_SYNCS, Kube
+from orchestrator.kube.follow import follow_objects
 from orchestrator.kube.status_writer import update_status
 from orchestrator.planning.contract import DependencyContract
+from steps.common import Tuning
 from steps.context import StepContext
 
 log = logging.getLogger(__name__)
-
-# How often the step reads its dependencies again while it waits (bounded by the deadline).
-DEFAULT_POLL_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -77,21 +83,18 @@ class WaitResult:
         return f"wait-for-dependencies: stage {self.stage!r}: {self.outcome.value}: {self.message}"
 
 
-def verdict_of(
-    kube: Kube,
-    namespace: str,
+def verdict_from(
     dependency: DependencyContract,
+    obj: Mapping[str, Any] | None,
     *,
     group: str | None = None,
     group_by: str | None = None,
 ) -> DependencyVerdict:
-    """The dependency's state as its ProgressiveSync reads now (`judge`; `group`, `group_by`: the
-    waiting stage's group and the waiting spec's groupBy, None without groups). One whose status
-    does not parse is judged without it; one whose spec does not parse is waited for (its own
-    watcher says what is wrong with it: `Valid=False`, InvalidSpec)."""
-    try:
-        obj = kube.get(PROGRESSIVE_SYNCS, namespace, dependency.name)
-    except NotFound:
+    """The dependency's state as its ProgressiveSync `obj` reads (None: it does not exist; `judge`;
+    `group`, `group_by`: the waiting stage's group and the waiting spec's groupBy, None without
+    groups). One whose status does not parse is judged without it; one whose spec does not parse is
+    waited for (its own watcher says what is wrong with it: `Valid=False`, InvalidSpec)."""
+    if obj is None:
         return judge(dependency.name, dependency.stage, None)
     for candidate in (obj, {**obj, "status": None}):
         try:
@@ -104,7 +107,7 @@ def verdict_of(
             )
         except pydantic.ValidationError:
             continue
-    log.warning("ProgressiveSync %s/%s does not parse: waiting for it", namespace, dependency.name)
+    log.warning("ProgressiveSync %s does not parse: waiting for it", dependency.name)
     return DependencyVerdict(
         dependency.name,
         DependencyState.WAITING,
@@ -132,42 +135,99 @@ def stage_deadline(ctx: StepContext, dependency: DependencyContract, now: dateti
     )
 
 
-def wait_for_dependencies(
-    kube: Kube, ctx: StepContext, *, poll_seconds: float = DEFAULT_POLL_SECONDS
-) -> WaitResult:
+@dataclass(frozen=True)
+class Look:
+    """One look at the dependencies: the decision, whether the stage's message must be written
+    (what it says of them changed, or they passed), and the nearest deadline still open (None once
+    they passed or one timed out)."""
+
+    decision: WaitDecision
+    write_note: bool
+    next_deadline: datetime | None
+
+
+@dataclass
+class DependencyWait:
+    """The wait's decisions, without I/O: `look` at the dependencies' objects as last seen."""
+
+    dependencies: Sequence[DependencyContract]
+    deadlines: Mapping[str, datetime]
+    group: str | None = None
+    group_by: str | None = None
+    # What the stage's message last said of each dependency: (name, message) pairs.
+    written: tuple[tuple[str, str], ...] | None = field(default=None)
+
+    def look(self, objects: Mapping[str, Mapping[str, Any] | None], now: datetime) -> Look:
+        """Decide on `objects` (name -> ProgressiveSync, None: missing) at `now`; remembers what it
+        asked to write, so an unchanged state is never written twice."""
+        verdicts = [
+            (
+                verdict_from(d, objects.get(d.name), group=self.group, group_by=self.group_by),
+                self.deadlines[d.name],
+            )
+            for d in self.dependencies
+        ]
+        decision = decide_wait(verdicts, now)
+        if decision.outcome is WaitOutcome.TIMED_OUT:
+            return Look(decision, write_note=False, next_deadline=None)
+        states = tuple((verdict.name, verdict.message) for verdict, _ in verdicts)
+        write_note = decision.outcome is WaitOutcome.DONE or states != self.written
+        if write_note:
+            self.written = states
+        # Every dependency not satisfied is before its deadline here (else it timed out above).
+        open_deadlines = [
+            deadline for verdict, deadline in verdicts if verdict.state is not DependencyState.SATISFIED
+        ]
+        return Look(decision, write_note, min(open_deadlines) if open_deadlines else None)
+
+
+def watch_window(now: datetime, deadline: datetime | None, tuning: Tuning) -> int:
+    """Seconds the next watch request may stay quiet: until the nearest deadline (rounded up, so the
+    look after it times the dependency out), at most `tuning.watch_window_seconds`, at least 1."""
+    if deadline is None:
+        return tuning.watch_window_seconds
+    return max(1, min(tuning.watch_window_seconds, math.ceil((deadline - now).total_seconds())))
+
+
+def wait_for_dependencies(kube: Kube, ctx: StepContext) -> WaitResult:
     """Wait until the stage's dependencies passed (see the module); `ctx`: the step's opening."""
     stage, clock = ctx.stage_name, ctx.clock
     dependencies = ctx.contract.dependencies_before(stage)
     if not dependencies:
         return WaitResult(stage, WaitOutcome.DONE, "the stage waits for no other ProgressiveSync")
     first = clock.now()
-    deadlines = {dependency.name: stage_deadline(ctx, dependency, first) for dependency in dependencies}
+    wait = DependencyWait(
+        dependencies,
+        {dependency.name: stage_deadline(ctx, dependency, first) for dependency in dependencies},
+        group=split_stage_name(stage)[0],
+        group_by=ctx.ps.spec.group_by,
+    )
     namespace = ctx.ps.metadata.namespace or ctx.rollout.namespace
-    group, group_by = split_stage_name(stage)[0], ctx.ps.spec.group_by
-    written: tuple[tuple[str, str], ...] | None = None
-    while True:
-        now = clock.now()
-        verdicts: list[tuple[DependencyVerdict, datetime]] = [
-            (verdict_of(kube, namespace, d, group=group, group_by=group_by), deadlines[d.name])
-            for d in dependencies
-        ]
-        decision = decide_wait(verdicts, now)
-        states = tuple((verdict.name, verdict.message) for verdict, _ in verdicts)
-        if decision.outcome is WaitOutcome.TIMED_OUT:
-            _close_failed(kube, ctx, decision, now)
-            return WaitResult(stage, decision.outcome, decision.message)
-        if decision.outcome is WaitOutcome.DONE or states != written:
-            _note(kube, ctx, decision.message)
-            written = states
-            log.info("stage %r: %s", stage, decision.message)
-        if decision.outcome is WaitOutcome.DONE:
-            return WaitResult(stage, decision.outcome, decision.message)
-        # Every dependency not satisfied is before its deadline here (else it timed out above).
-        open_deadlines = [
-            deadline for verdict, deadline in verdicts if verdict.state is not DependencyState.SATISFIED
-        ]
-        left = (min(open_deadlines) - now).total_seconds()
-        clock.sleep(max(0.05, min(poll_seconds, left)))
+    next_deadline: datetime | None = min(wait.deadlines.values())
+    snapshots = follow_objects(
+        kube,
+        PROGRESSIVE_SYNCS,
+        namespace,
+        [dependency.name for dependency in dependencies],
+        window_seconds=lambda: watch_window(clock.now(), next_deadline, ctx.tuning),
+    )
+    try:
+        for snapshot in snapshots:
+            now = clock.now()
+            look = wait.look(snapshot.objects, now)
+            decision = look.decision
+            if decision.outcome is WaitOutcome.TIMED_OUT:
+                _close_failed(kube, ctx, decision, now)
+                return WaitResult(stage, decision.outcome, decision.message)
+            if look.write_note:
+                _note(kube, ctx, decision.message)
+                log.info("stage %r: %s", stage, decision.message)
+            if decision.outcome is WaitOutcome.DONE:
+                return WaitResult(stage, decision.outcome, decision.message)
+            next_deadline = look.next_deadline
+    finally:
+        snapshots.close()
+    raise TemporaryError("the watch on the dependencies' ProgressiveSyncs ended")  # it never ends by itself
 
 
 def _on_this_rollout(ctx: StepContext, status: ProgressiveSyncStatus) -> bool:

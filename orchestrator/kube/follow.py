@@ -12,7 +12,8 @@ last resourceVersion seen, 410 Gone re-lists, failures back off (progress resets
 with several it watches the namespace's objects (narrowed by `label_selector` when the caller
 knows a label they share) and keeps the named ones.
 
-Callers: `orchestrator.argocd.appwatch` (Applications), `steps.analyze` (AnalysisRuns).
+Callers: `orchestrator.argocd.appwatch` (Applications), `steps.analyze` (AnalysisRuns), `steps.turn`
+(a stage's records), `steps.depends` (the ProgressiveSyncs a stage waits for).
 """
 
 from __future__ import annotations

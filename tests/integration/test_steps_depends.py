@@ -3,8 +3,8 @@ kube-apiserver, with two ProgressiveSyncs: `myservice` (rollout r1, its canary P
 `payments` to pass its stage `canary`.
 
 - While payments' canary runs, the step waits and says so once in myservice's canary message;
-  when payments' canary Succeeded it says what satisfied it and exits 0: two status writes in all,
-  however many polls.
+  when payments' canary Succeeded it says what satisfied it and exits 0: one status write per
+  change of what it says, however many changes of payments it sees (it follows them with a watch).
 - A dependency that does not exist yet is a wait, not an error.
 - payments' canary Failed holds the stage ("held: payments failed at stage 'canary'") until the
   timeout, then the stage and the rollout are Failed with that reason and the step exits 1.
@@ -17,6 +17,7 @@ kube-apiserver, with two ProgressiveSyncs: `myservice` (rollout r1, its canary P
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -77,8 +78,6 @@ def test_the_stage_waits_for_the_dependencys_canary_and_says_so_once(
         "wait-for-dependencies",
         "--stage",
         "canary",
-        "--poll-seconds",
-        "0.2",
         log_path=tmp_path / "wait.log",
         PROGRESSIVE_SYNC_CONTRACT=_contract(runner, 600),
     )
@@ -102,6 +101,8 @@ def test_the_stage_waits_for_the_dependencys_canary_and_says_so_once(
             what="the stage says what it waits for",
         )
         assert step.poll() is None, "still waiting"
+        # A change of payments that changes nothing the stage says (seen before the next one).
+        kube.patch(PROGRESSIVE_SYNCS, namespace, "payments", {"metadata": {"labels": {"team": "payments"}}})
         _set_status(kube, namespace, "payments", _status(("canary", "Succeeded"), ("rest", "Progressing")))
         code, log = finish(step, tmp_path / "wait.log", timeout=30)
     finally:
@@ -114,13 +115,21 @@ def test_the_stage_waits_for_the_dependencys_canary_and_says_so_once(
     )
     status = read_progressive_sync(kube, namespace).status
     assert status is not None and status.stages is not None and status.stages[0].phase.value == "Pending"
-    # One write per change of what it waits for (missing, waiting, satisfied), never one per poll.
+    # One write per change of what it says (missing, not started yet when payments is created
+    # before its status is set, waiting, satisfied), each saying something new; none for a change
+    # of payments that changes nothing it says.
+    said = [
+        line.split("stage 'canary': ", 1)[1] for line in log.splitlines() if "INFO steps.depends:" in line
+    ]
+    assert said[0].endswith("no ProgressiveSync payments in this namespace (yet)"), said
+    assert said[-1] == "dependencies passed: payments passed stage 'canary' in rollout r1", said
+    assert all(before != after for before, after in itertools.pairwise(said)), said
     ours = [
         w
         for w in writes_by(control_plane, before)
         if w.resource == "progressivesyncs" and w.subresource == "status" and w.name == "myservice"
     ]
-    assert len(ours) == 3, [(w.verb, w.name) for w in ours]
+    assert len(ours) == len(said), ([(w.verb, w.name) for w in ours], said)
 
     # A rerun decides again from the API: satisfied at once, nothing new to write.
     again = runner.run(
@@ -148,8 +157,6 @@ def test_a_failed_dependency_holds_the_stage_until_the_timeout_then_fails_it(
         "wait-for-dependencies",
         "--stage",
         "canary",
-        "--poll-seconds",
-        "0.2",
         timeout=60,
         PROGRESSIVE_SYNC_CONTRACT=_contract(runner, 2),
     )
@@ -228,8 +235,6 @@ def test_each_group_waits_for_the_same_group_of_a_grouped_dependency(
         "wait-for-dependencies",
         "--stage",
         f"us-east-1/{canary}",
-        "--poll-seconds",
-        "0.2",
         log_path=tmp_path / "us.log",
         PROGRESSIVE_SYNC_CONTRACT=_grouped_contract(600),
     )
