@@ -107,7 +107,11 @@ class Reason(StrEnum):
         Section.LIFECYCLE,
         "Ready=True, Progressing=False; Event (Normal)",
         "The rollout ended: every stage succeeded or was skipped.",
-        "Nothing to do.",
+        "Nothing to do. The rollout's Workflow may still show Running for a while: its last cluster"
+        " pods confirm what the status already says, then its exit handler runs (on Argo Workflows,"
+        " ~24 s in our measurement of a three-stage rollout of 12 clusters; within the same second"
+        " on the local engine). A new release's Workflow waits for it (the ProgressiveSync's"
+        " mutex) and starts when it ends.",
     )
     ROLLOUT_FAILED = (
         "RolloutFailed",
