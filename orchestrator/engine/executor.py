@@ -188,7 +188,11 @@ class LocalExecutor:
                 return
             worker = WorkflowWorker(self, key[0], key[1], uid)
             self._workers[key] = worker
-        worker.thread.start()
+            # Started before the lock is let go: `stop` joins every worker it finds registered, and
+            # one registered but not yet started (the watch thread between the two) made its join
+            # raise "cannot join thread before it is started" (CI on c83e4be). Its thread takes the
+            # lock only later (`worker_done`, `release_lock`), so starting it here cannot deadlock.
+            worker.thread.start()
 
     def forget(self, workflow: Mapping[str, Any]) -> None:
         """A Workflow was deleted: its worker finds out on its next read and stops."""

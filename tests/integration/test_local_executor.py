@@ -502,3 +502,34 @@ def test_python_m_steps_run_the_same_through_the_warm_launcher_or_without_it(
         assert not Path(f"/proc/{report['ppid']}").exists(), "stopping the executor stops its launcher"
     else:
         assert report["ppid"] == os.getpid()
+
+
+def test_a_worker_is_started_before_stop_can_find_it(
+    control_plane: DevCluster, kube: Kube, namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`stop` joins every worker it finds registered (under the executor's lock). A worker is now
+    registered and started under that lock, so `stop` never finds one whose thread has not started
+    (CI on c83e4be: with the watch thread between the two, `stop` raised "cannot join thread before
+    it is started"). The Workflow does not exist: its worker finds that out and ends."""
+    executor = LocalExecutor(kube, replace(settings_for(control_plane, namespace, tmp_path), warm_modules=()))
+    lock_held_at_start: list[bool] = []
+    real_start = threading.Thread.start
+
+    def start(thread: threading.Thread) -> None:
+        if thread.name.startswith("workflow-"):
+            free = executor._mutex.acquire(blocking=False)
+            if free:
+                executor._mutex.release()
+            lock_held_at_start.append(not free)
+        real_start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    executor.observe({"metadata": {"namespace": namespace, "name": "never-created", "uid": "u1"}})
+    executor.stop(timeout=10)
+    assert lock_held_at_start == [True], "the worker's thread started outside the lock `stop` takes"
+    name = f"workflow-{namespace}/never-created"
+    wait_for(
+        lambda: not [t for t in threading.enumerate() if t.name == name],
+        timeout=10,
+        what="the worker's thread to end",
+    )
