@@ -19,8 +19,8 @@ with the pure rules of `orchestrator.api.depends`:
 
 The status is written when the wait starts ("waiting for <name> to pass stage <stage>: ..."), when
 what it says of a dependency changes (it appeared, its rollout moved to another stage, it failed),
-and once when satisfied, never on every change seen: the stage's `message` while it is Pending (a field
-the steps own, docs/design/status-ownership.md). Nothing is written while the status is on
+and once when satisfied, never on every change seen: the stage's `message` while it is Pending (a
+field the steps own, docs/design/status-ownership.md). Nothing is written while the status is on
 another rollout (the watcher has not recorded this one yet). Idempotent: a rerun (a retry, a
 deleted pod) decides again from the API, with the same deadline (it comes from the status, not
 from when the pod started). A watch that keeps failing (about half a minute without progress) ends
@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -155,7 +155,7 @@ class DependencyWait:
     group: str | None = None
     group_by: str | None = None
     # What the stage's message last said of each dependency: (name, message) pairs.
-    written: tuple[tuple[str, str], ...] | None = field(default=None)
+    written: tuple[tuple[str, str], ...] | None = None
 
     def look(self, objects: Mapping[str, Mapping[str, Any] | None], now: datetime) -> Look:
         """Decide on `objects` (name -> ProgressiveSync, None: missing) at `now`; remembers what it
