@@ -521,7 +521,7 @@ def _follow(kube: Kube, ctx: StepContext, runs: list[_Run], *, when: AnalysisWhe
                 due.append(tuning.analysis_terminate_wait_seconds - waited)
             elif run.verdict is None:
                 due.append((run.deadline - now).total_seconds())
-        return max(1, min(math.ceil(min(due)), tuning.watch_window_seconds))
+        return tuning.watch_window_for(min(due))
 
     snapshots = follow_objects(
         kube,

@@ -15,6 +15,7 @@ Callers: the step modules in this package.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -144,6 +145,12 @@ class Tuning:
     # Applications themselves are always read fresh.
     fleet_lookup_seconds: float = 30.0
     status: StatusWriterSettings = field(default_factory=StatusWriterSettings)
+
+    def watch_window_for(self, seconds_left: float) -> int:
+        """Seconds the next watch request may stay quiet when the step's next look at its clock is
+        `seconds_left` away: rounded up (the look after it finds the moment passed), at most
+        `watch_window_seconds`, at least 1 (the API's timeoutSeconds is whole seconds)."""
+        return max(1, min(self.watch_window_seconds, math.ceil(seconds_left)))
 
 
 def load_progressive_sync(kube: Kube, rollout: RolloutRef) -> ProgressiveSync:

@@ -32,7 +32,6 @@ Caller: `python -m steps wait-for-dependencies` (steps.cli); tests call `wait_fo
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -186,7 +185,7 @@ def watch_window(now: datetime, deadline: datetime | None, tuning: Tuning) -> in
     look after it times the dependency out), at most `tuning.watch_window_seconds`, at least 1."""
     if deadline is None:
         return tuning.watch_window_seconds
-    return max(1, min(tuning.watch_window_seconds, math.ceil((deadline - now).total_seconds())))
+    return tuning.watch_window_for((deadline - now).total_seconds())
 
 
 def wait_for_dependencies(kube: Kube, ctx: StepContext) -> WaitResult:

@@ -29,7 +29,6 @@ Caller: `python -m steps rollback` (steps.cli) in the Workflow's exit handler; t
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -287,7 +286,7 @@ def _follow(
     def window() -> int:
         now = clock.now()
         left = min((deadline - now).total_seconds(), refreshes.seconds_to_next(now))
-        return max(1, min(tuning.watch_window_seconds, math.ceil(left)))
+        return tuning.watch_window_for(left)
 
     last = ""
     snapshots = follow_applications(kube, ctx.rollout.applications_namespace, names, window_seconds=window)

@@ -52,7 +52,6 @@ Caller: `python -m steps sync` (steps.cli); tests call `sync_cluster` directly t
 from __future__ import annotations
 
 import logging
-import math
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -459,7 +458,7 @@ def _wait_until_free(
 
     def window() -> int:
         left = (deadline - clock.now()).total_seconds()
-        return max(1, min(tuning.watch_window_seconds, math.ceil(left)))
+        return tuning.watch_window_for(left)
 
     reason = ""
     snapshots = follow_applications(kube, rollout.applications_namespace, [name], window_seconds=window)
@@ -508,9 +507,7 @@ def _compare_again(
 
     def window() -> int:
         left = (deadline - clock.now()).total_seconds()
-        return max(
-            1, min(tuning.watch_window_seconds, math.ceil(tuning.refresh_again_seconds), math.ceil(left))
-        )
+        return tuning.watch_window_for(min(left, tuning.refresh_again_seconds))
 
     snapshots = follow_applications(kube, namespace, [name], window_seconds=window)
     try:

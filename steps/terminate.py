@@ -23,7 +23,6 @@ failed or was cancelled). The decisions are `orchestrator.argocd.appsync.decide_
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -139,7 +138,7 @@ def _wait_until_ended(
 
     def window() -> int:
         left = (deadline - clock.now()).total_seconds()
-        return max(1, min(tuning.watch_window_seconds, math.ceil(left)))
+        return tuning.watch_window_for(left)
 
     running: list[str] = list(names)
     snapshots = follow_applications(kube, rollout.applications_namespace, list(names), window_seconds=window)

@@ -173,7 +173,7 @@ def _follow(
         left = (deadline - now).total_seconds() if deadline else tuning.watch_window_seconds
         left = min(left, refreshes.seconds_to_next(now))
         left = min(left, tuning.stage_check_seconds - (now - last_stage_check).total_seconds())
-        return max(1, min(tuning.watch_window_seconds, math.ceil(left)))
+        return tuning.watch_window_for(left)
 
     snapshots = follow_applications(kube, rollout.applications_namespace, names, window_seconds=window)
     try:
