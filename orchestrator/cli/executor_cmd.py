@@ -20,7 +20,7 @@ from orchestrator.cli.help_catalog import epilog
 from orchestrator.cli.logsetup import configure_logging
 from orchestrator.core.stop_signals import stop_signals
 from orchestrator.engine.executor import LocalExecutor
-from orchestrator.engine.executor_settings import ExecutorSettings
+from orchestrator.engine.executor_settings import DEFAULT_MAX_STEP_PROCESSES, ExecutorSettings
 from orchestrator.kube.client import Kube, KubeError
 
 
@@ -48,6 +48,18 @@ from orchestrator.kube.client import Kube, KubeError
     show_default="this interpreter",
     help="The interpreter `python` in a step's command means here.",
 )
+@click.option(
+    "--max-step-processes",
+    envvar="PROGRESSIVE_SYNC_MAX_STEP_PROCESSES",
+    show_envvar=True,
+    type=click.IntRange(min=0),
+    default=DEFAULT_MAX_STEP_PROCESSES,
+    show_default=True,
+    help=(
+        "The most step processes run at once; a step past it waits, Pending, for a free one (each "
+        "Workflow may always run two). 0: no bound."
+    ),
+)
 @click.option("--log-level", default="INFO", show_default=True)
 @click.option("--log-format", type=click.Choice(["json", "text"]), default="text", show_default=True)
 def executor(
@@ -58,6 +70,7 @@ def executor(
     workdir: Path | None,
     step_timeout: float,
     python: str,
+    max_step_processes: int,
     log_level: str,
     log_format: str,
 ) -> None:
@@ -73,6 +86,7 @@ def executor(
         workdir=workdir,
         step_timeout_seconds=step_timeout,
         python=python,
+        max_step_processes=max_step_processes,
     )
     stop = threading.Event()
     click.echo(

@@ -151,7 +151,7 @@ ENVIRONMENT: Mapping[str, tuple[tuple[str, str], ...]] = MappingProxyType(
             ("KUBECONFIG", "--kubeconfig, after PROGRESSIVE_SYNC_KUBECONFIG"),
             ("PROGRESSIVE_SYNC_ARGO_TOKEN", "the Argo Server bearer token (or --argo-token-file)"),
         ),
-        "executor": _KUBECONFIG,
+        "executor": (*_KUBECONFIG, ("PROGRESSIVE_SYNC_MAX_STEP_PROCESSES", "--max-step-processes")),
         "simulate": (
             ("PROGRESSIVE_SYNC_KUBECONFIG", "--kubeconfig"),
             ("KUBECONFIG", "when --kubeconfig is not given"),

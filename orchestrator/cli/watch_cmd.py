@@ -134,6 +134,17 @@ def _step_resources(text: str) -> StepResources:
     show_default=True,
     help="argo: Argo Workflows runs the Workflows; local: the local executor, in this process.",
 )
+@flag(
+    "--max-step-processes",
+    to="max_step_processes",
+    type=click.IntRange(min=0),
+    default=DEFAULTS.max_step_processes,
+    show_default=True,
+    help=(
+        "Engine local: the most step processes the executor runs at once; a step past it waits, "
+        "Pending, for a free one (each Workflow may always run two). 0: no bound."
+    ),
+)
 @flag("--step-image", to=WORKFLOW_FIELD + "image", help="Image of the step containers.")
 @flag(
     "--step-image-pull-policy",

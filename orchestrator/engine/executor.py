@@ -48,6 +48,7 @@ from typing import Any
 from orchestrator.api.metadata import NAME_LABEL
 from orchestrator.core.clock import Clock, SystemClock
 from orchestrator.engine.executor_settings import ExecutorSettings
+from orchestrator.engine.slots import StepSlots
 from orchestrator.engine.step_process import common_environment
 from orchestrator.engine.warm_python import WarmLauncher
 from orchestrator.engine.workflow_worker import WorkflowWorker
@@ -77,6 +78,7 @@ class LocalExecutor:
         else:
             self.workdir = settings.workdir
             self.workdir.mkdir(parents=True, exist_ok=True)
+        self.slots = StepSlots(settings.max_step_processes)
         self.launcher: WarmLauncher | None = None
         if settings.warm_modules:
             self.launcher = WarmLauncher(settings, common_environment(settings), self.workdir)

@@ -13,6 +13,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# The bound on step processes at once (`max_step_processes`): what `progressive-sync executor` and
+# the watcher's local engine use unless told otherwise.
+DEFAULT_MAX_STEP_PROCESSES = 64
+
 
 def _default_executor_id() -> str:
     return f"local-executor-{socket.gethostname()}-{os.getpid()}"
@@ -37,6 +41,10 @@ class ExecutorSettings:
     watch_timeout_seconds: int = 60
     status_write_attempts: int = 5
     relist_backoffs: tuple[float, ...] = (0.5, 1.0, 2.0, 5.0, 10.0)
+    # At most this many step processes at once (0: no bound), beside the two every Workflow may always
+    # run (orchestrator/engine/slots.py): a step past it stays Pending, saying so, until a slot frees,
+    # as a pod no node can take yet. `progressive-sync executor --max-step-processes`.
+    max_step_processes: int = DEFAULT_MAX_STEP_PROCESSES
     # How many of a pass's steps are started at once (each waits for its fork); 1: one after another.
     parallel_starts: int = 8
     # Host variables a step inherits (a container inherits none; these make Python work here).

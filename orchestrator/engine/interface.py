@@ -36,10 +36,12 @@ class PodResult:
 
 @dataclass(frozen=True)
 class PodState:
-    """What the executor knows about the process of one Pod node: running, or its result."""
+    """What the executor knows about the process of one Pod node: waiting for a slot (`waiting`
+    says why; no process yet), running, or its result."""
 
     started_at: datetime
     result: PodResult | None = None
+    waiting: str = ""
 
 
 @dataclass(frozen=True)

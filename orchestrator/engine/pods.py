@@ -79,6 +79,12 @@ class PodNodes(PassState):
         if state is not None and state.result is not None:
             self.apply_result(node, template, state.result)
             return node
+        if state is not None and state.waiting:
+            # Launched, but its process waits for a free slot (orchestrator/engine/slots.py): Pending
+            # with the reason, as Argo shows a pod no node can take yet.
+            node["phase"] = NodePhase.PENDING.value
+            node["message"] = state.waiting
+            return node
         if state is not None:
             if node["phase"] != NodePhase.RUNNING:
                 node["phase"] = NodePhase.RUNNING.value

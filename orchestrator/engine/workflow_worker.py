@@ -18,8 +18,9 @@ from typing import Any, Protocol
 
 from orchestrator.core.clock import Clock
 from orchestrator.engine.executor_settings import ExecutorSettings
-from orchestrator.engine.interface import PodLaunch
+from orchestrator.engine.interface import PodLaunch, PodState
 from orchestrator.engine.operator import operate
+from orchestrator.engine.slots import StepSlots
 from orchestrator.engine.step_process import StepProcess
 from orchestrator.engine.warm_python import WarmLauncher
 from orchestrator.kube.client import WORKFLOWS, Conflict, Kube, KubeError, NotFound
@@ -29,7 +30,7 @@ log = logging.getLogger(__name__)
 
 class OwningExecutor(Protocol):
     """What a worker needs of the executor that started it: its adapter, settings, clock, stop
-    signal, work dir and launcher, the mutexes, and being told the worker ended."""
+    signal, work dir, launcher and step slots, the mutexes, and being told the worker ended."""
 
     kube: Kube
     settings: ExecutorSettings
@@ -37,6 +38,7 @@ class OwningExecutor(Protocol):
     stopping: threading.Event
     workdir: Path
     launcher: WarmLauncher | None
+    slots: StepSlots
 
     def acquire_lock(self, key: str, uid: str, *, running: bool) -> bool:
         """Take the Workflow's mutex (True), or not yet (False)."""
@@ -61,6 +63,9 @@ class WorkflowWorker:
         self.uid = uid
         self.wakeup = threading.Event()
         self.processes: dict[str, StepProcess] = {}
+        # Launches waiting for a free step slot (orchestrator/engine/slots.py), by node id, with the
+        # time they were first asked for: their nodes stay Pending until a slot is theirs.
+        self.queued: dict[str, tuple[PodLaunch, datetime]] = {}
         # The newest copy of the Workflow this worker has, from its own last write or its last read,
         # and that copy's resourceVersion: the next pass starts from it instead of reading the object
         # again, unless the watch has shown a version other than this one since (`changed_elsewhere`),
@@ -123,13 +128,31 @@ class WorkflowWorker:
                 process.kill(
                     "the local executor stopped" if executor.stopping.is_set() else "workflow finished"
                 )
+            self.queued.clear()
+            executor.slots.forget(self.key)
             if self.lock_key:
                 executor.release_lock(self.lock_key, self.uid)
             self.done = True
             executor.worker_done(self)
 
     def _reconcile(self) -> tuple[bool, datetime | None]:
-        """Read, decide, start processes, write. Returns (finished, when to look again)."""
+        """Read, decide, start processes, write. Returns (finished, when to look again).
+
+        A queued launch whose slot came free is handed back to the pass (its node is Pending with no
+        process), which launches it again if the Workflow still wants it, on a fresh read like any
+        start; a slot the pass did not use is given back."""
+        slots = self.executor.slots
+        granted = [node_id for node_id in self.queued if slots.holds(self.key, node_id)]
+        for node_id in granted:
+            del self.queued[node_id]
+        try:
+            return self._decide_and_write()
+        finally:
+            for node_id in granted:
+                if node_id not in self.processes and node_id not in self.queued:
+                    slots.release(self.key, node_id)
+
+    def _decide_and_write(self) -> tuple[bool, datetime | None]:
         executor = self.executor
         kube = executor.kube
         attempts = executor.settings.status_write_attempts
@@ -146,6 +169,9 @@ class WorkflowWorker:
             if workflow["metadata"].get("uid") != self.uid:
                 raise NotFound(f"workflow {self.namespace}/{self.name} was replaced")
             pods = {node_id: process.state() for node_id, process in self.processes.items()}
+            waiting = self._waiting_message()
+            for node_id, (_, since) in self.queued.items():
+                pods[node_id] = PodState(started_at=since, waiting=waiting)
             phase = (workflow.get("status") or {}).get("phase") or ""
             lock_held = self.lock_key is not None
             op = operate(
@@ -168,6 +194,8 @@ class WorkflowWorker:
                 process = self.processes.get(node_id)
                 if process is not None:
                     process.kill()
+                if self.queued.pop(node_id, None) is not None:
+                    executor.slots.release(self.key, node_id)
             # Before the write (see the `executor` module): a pass again after a conflict sees these running.
             self._start_all(op.launches)
             if op.status != (workflow.get("status") or {}):
@@ -202,35 +230,74 @@ class WorkflowWorker:
         """Start a pass's steps together, as Argo creates a pass's pods: each start waits for its
         fork (~20-25 ms through the warm launcher, which forks the requests as they come), and one
         after another the last of a stage's 18 batches started 0.45 s after the first. Every start
-        is tried; the first error is raised after all of them, as a start failing alone was."""
-        if len(launches) <= 1:
-            for launch in launches:
+        is tried; the first error is raised after all of them, as a start failing alone was.
+
+        Slots are asked for first, one launch after another in the pass's order (a stage's targets'
+        order), so the steps that wait for a slot are the last of the pass (orchestrator/engine/slots.py)."""
+        admitted = [launch for launch in launches if self._admit(launch)]
+        if len(admitted) <= 1:
+            for launch in admitted:
                 self._start(launch)
             return
-        workers = max(1, min(len(launches), self.executor.settings.parallel_starts))
+        workers = max(1, min(len(admitted), self.executor.settings.parallel_starts))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="start") as pool:
-            started = [pool.submit(self._start, launch) for launch in launches]
+            started = [pool.submit(self._start, launch) for launch in admitted]
         for future in started:
             future.result()
 
-    def _start(self, launch: PodLaunch) -> None:
+    def _waiting_message(self) -> str:
+        """What a node waiting for a slot says (the same every pass: no status write for it)."""
+        limit = self.executor.settings.max_step_processes
+        return (
+            f"waiting for a free step process: the local executor runs at most {limit} at once "
+            "(--max-step-processes)"
+        )
+
+    def _admit(self, launch: PodLaunch) -> bool:
+        """Whether the launch starts now: not while its process runs; else it takes a slot, or waits
+        in line for one (queued, its node Pending saying why)."""
         existing = self.processes.get(launch.node_id)
         if existing is not None and existing.state().result is None:
-            return
-        node_dir = self.executor.workdir / self.namespace / self.name / launch.node_id
-        node_dir.mkdir(parents=True, exist_ok=True)
-        log.info(
-            "workflow %s/%s: starting %s: %s",
-            self.namespace,
-            self.name,
-            launch.node_name,
-            " ".join(launch.argv),
-        )
-        self.processes[launch.node_id] = StepProcess(
-            launch,
-            node_dir,
-            self.executor.settings,
-            self.executor.clock,
-            self.wake,
-            launcher=self.executor.launcher,
-        )
+            return False
+        if self.executor.slots.request(self.key, launch.node_id, self.wake):
+            self.queued.pop(launch.node_id, None)
+            return True
+        if launch.node_id not in self.queued:
+            log.info(
+                "workflow %s/%s: %s waits for a free step process (at most %d at once)",
+                self.namespace,
+                self.name,
+                launch.node_name,
+                self.executor.settings.max_step_processes,
+            )
+            self.queued[launch.node_id] = (launch, self.executor.clock.now())
+        return False
+
+    def _start(self, launch: PodLaunch) -> None:
+        """Start the process of an admitted launch (its slot is given back if the start raises)."""
+        try:
+            node_dir = self.executor.workdir / self.namespace / self.name / launch.node_id
+            node_dir.mkdir(parents=True, exist_ok=True)
+            log.info(
+                "workflow %s/%s: starting %s: %s",
+                self.namespace,
+                self.name,
+                launch.node_name,
+                " ".join(launch.argv),
+            )
+            self.processes[launch.node_id] = StepProcess(
+                launch,
+                node_dir,
+                self.executor.settings,
+                self.executor.clock,
+                lambda: self._ended(launch.node_id),
+                launcher=self.executor.launcher,
+            )
+        except BaseException:
+            self.executor.slots.release(self.key, launch.node_id)
+            raise
+
+    def _ended(self, node_id: str) -> None:
+        """A step's process ended: its slot is free; look at the Workflow again."""
+        self.executor.slots.release(self.key, node_id)
+        self.wake()

@@ -243,6 +243,7 @@ class Watcher:
         executor_settings = ExecutorSettings(
             kubeconfig=Path(self.settings.kubeconfig) if self.settings.kubeconfig else None,
             namespace=namespaces[0] if len(namespaces) == 1 else None,
+            max_step_processes=self.settings.max_step_processes,
         )
         self._executor = LocalExecutor(self.kube, executor_settings, clock=self.clock).start()
 

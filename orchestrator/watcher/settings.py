@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 
+from orchestrator.engine.executor_settings import DEFAULT_MAX_STEP_PROCESSES
 from orchestrator.kube.client import KubeSettings
 from orchestrator.kube.informer import InformerSettings
 from orchestrator.watcher.decision import DEFAULT_ALLOWED_SYNC_OPTIONS, ReconcilePolicy
@@ -60,6 +61,8 @@ class Settings:
     kubeconfig: str | None = None
     context: str | None = None
     engine: Engine = Engine.ARGO
+    # Engine local: the most step processes the executor runs at once (orchestrator/engine/slots.py).
+    max_step_processes: int = DEFAULT_MAX_STEP_PROCESSES
     # Optional submission through the Argo Server REST API (engine argo only).
     argo_server: str | None = None
     argo_token: str | None = field(default=None, repr=False)
@@ -126,6 +129,8 @@ class Settings:
             raise SettingsError("--shutdown-timeout must be positive")
         if self.workers < 1:
             raise SettingsError("--workers must be at least 1")
+        if self.max_step_processes < 0:
+            raise SettingsError("--max-step-processes must not be negative (0: no bound)")
         if self.summary_interval_seconds < 0:
             raise SettingsError("--summary-interval must not be negative")
         if self.rollout_history < 0:

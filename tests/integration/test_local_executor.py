@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
@@ -29,6 +28,7 @@ from orchestrator.engine.executor_settings import ExecutorSettings
 from orchestrator.kube.client import WORKFLOWS, Kube
 from tests.support import workflow_control
 from tests.support.kubectl import Kubectl
+from tests.support.tiny_executor import tiny_executor_settings
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.integration
@@ -147,16 +147,7 @@ def log(tmp_path: Path) -> Log:
 
 
 def settings_for(control_plane: DevCluster, namespace: str, tmp_path: Path) -> ExecutorSettings:
-    return ExecutorSettings(
-        kubeconfig=control_plane.kubeconfig,
-        namespace=namespace,
-        python=sys.executable,
-        workdir=tmp_path / "executor",
-        resync_seconds=0.5,
-        kill_grace_seconds=2.0,
-        step_timeout_seconds=60.0,
-        watch_timeout_seconds=20,
-    )
+    return tiny_executor_settings(control_plane, namespace, tmp_path)
 
 
 @pytest.fixture

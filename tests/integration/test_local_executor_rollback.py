@@ -14,7 +14,6 @@ Every wait is on a condition with a deadline (tests/support/wait.py).
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,11 +22,11 @@ import pytest
 
 from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.engine.executor import LocalExecutor
-from orchestrator.engine.executor_settings import ExecutorSettings
 from orchestrator.kube.client import WORKFLOWS, Kube
 from tests.support import workflow_control
 from tests.support.builders import make_ps_model, make_release, make_stage
 from tests.support.rollback_contracts import rollback_workflow
+from tests.support.tiny_executor import tiny_executor_settings
 from tests.support.wait import wait_for
 from workflow_templates.builder import StageSize
 from workflow_templates.settings import WorkflowSettings
@@ -145,17 +144,7 @@ def log(tmp_path: Path) -> Log:
 def executor(
     control_plane: DevCluster, kube: Kube, namespace: str, tmp_path: Path
 ) -> Iterator[LocalExecutor]:
-    settings = ExecutorSettings(
-        kubeconfig=control_plane.kubeconfig,
-        namespace=namespace,
-        python=sys.executable,
-        workdir=tmp_path / "executor",
-        resync_seconds=0.5,
-        kill_grace_seconds=2.0,
-        step_timeout_seconds=60.0,
-        watch_timeout_seconds=20,
-    )
-    with LocalExecutor(kube, settings) as running:
+    with LocalExecutor(kube, tiny_executor_settings(control_plane, namespace, tmp_path)) as running:
         yield running
 
 

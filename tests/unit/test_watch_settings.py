@@ -189,6 +189,17 @@ def test_settings_validate_themselves() -> None:
     with pytest.raises(SettingsError, match="--rollout-history"):
         Settings(rollout_history=-1)
     assert Settings().rollout_history == 2 and Settings(rollout_history=0).rollout_history == 0
+    with pytest.raises(SettingsError, match="--max-step-processes"):
+        Settings(max_step_processes=-1)
+
+
+def test_a_negative_bound_on_step_processes_is_refused_naming_the_flag() -> None:
+    result = CliRunner().invoke(main, ["watch", "--engine", "local", "--max-step-processes", "-1"])
+    assert result.exit_code == 2
+    assert "--max-step-processes" in result.output and "-1" in result.output
+    result = CliRunner().invoke(main, ["executor", "--max-step-processes", "-1"])
+    assert result.exit_code == 2
+    assert "--max-step-processes" in result.output and "-1" in result.output
 
 
 # --- logs -------------------------------------------------------------------------------------
@@ -326,6 +337,7 @@ def test_every_flag_reads_the_variable_the_chart_and_docs_name() -> None:
         "--kubeconfig": ("PROGRESSIVE_SYNC_KUBECONFIG", "KUBECONFIG"),
         "--context": ("PROGRESSIVE_SYNC_CONTEXT",),
         "--engine": ("PROGRESSIVE_SYNC_ENGINE",),
+        "--max-step-processes": ("PROGRESSIVE_SYNC_MAX_STEP_PROCESSES",),
         "--step-image": ("PROGRESSIVE_SYNC_STEP_IMAGE",),
         "--step-image-pull-policy": ("PROGRESSIVE_SYNC_STEP_IMAGE_PULL_POLICY",),
         "--service-account": ("PROGRESSIVE_SYNC_STEP_SERVICE_ACCOUNT",),
@@ -377,6 +389,13 @@ def test_every_flag_reads_the_variable_the_chart_and_docs_name() -> None:
             "PROGRESSIVE_SYNC_ROLLOUT_HISTORY", "0", "rollout_history", 0, id="rollout-history-zero"
         ),
         pytest.param("PROGRESSIVE_SYNC_ALLOW_PRUNE", "true", "allow_prune", True, id="allow-prune"),
+        pytest.param(
+            "PROGRESSIVE_SYNC_MAX_STEP_PROCESSES",
+            "0",
+            "max_step_processes",
+            0,
+            id="max-step-processes-unbound",
+        ),
         pytest.param(
             "PROGRESSIVE_SYNC_ALLOWED_SYNC_OPTIONS",
             "Replace=true Validate=false",
