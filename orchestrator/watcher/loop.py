@@ -37,7 +37,6 @@ import queue
 import threading
 import time
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pydantic
@@ -237,14 +236,8 @@ class Watcher:
 
     def _start_local_engine(self) -> None:
         from orchestrator.engine.executor import LocalExecutor  # noqa: PLC0415 - engine local only
-        from orchestrator.engine.executor_settings import ExecutorSettings  # noqa: PLC0415
 
-        namespaces = self.settings.namespaces
-        executor_settings = ExecutorSettings(
-            kubeconfig=Path(self.settings.kubeconfig) if self.settings.kubeconfig else None,
-            namespace=namespaces[0] if len(namespaces) == 1 else None,
-            max_step_processes=self.settings.max_step_processes,
-        )
+        executor_settings = self.settings.local_executor_settings()
         self._executor = LocalExecutor(self.kube, executor_settings, clock=self.clock).start()
 
     def _resync_loop(self) -> None:

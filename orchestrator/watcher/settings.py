@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 
-from orchestrator.engine.executor_settings import DEFAULT_MAX_STEP_PROCESSES
+from orchestrator.engine.executor_settings import DEFAULT_MAX_STEP_PROCESSES, ExecutorSettings
 from orchestrator.kube.client import KubeSettings
 from orchestrator.kube.informer import InformerSettings
 from orchestrator.watcher.decision import DEFAULT_ALLOWED_SYNC_OPTIONS, ReconcilePolicy
@@ -113,6 +113,15 @@ class Settings:
     shutdown_timeout_seconds: float = 20.0
     # The Workflow's step image, service account, retries, ...
     workflow: WorkflowSettings = field(default_factory=WorkflowSettings)
+
+    def local_executor_settings(self) -> ExecutorSettings:
+        """The local engine's (engine local): the steps get the watcher's kubeconfig; the one watched
+        namespace is the executor's, several or all make it watch every namespace."""
+        return ExecutorSettings(
+            kubeconfig=Path(self.kubeconfig) if self.kubeconfig else None,
+            namespace=self.namespaces[0] if len(self.namespaces) == 1 else None,
+            max_step_processes=self.max_step_processes,
+        )
 
     def __post_init__(self) -> None:
         if self.leader_elect and not self.leader_elect_namespace:

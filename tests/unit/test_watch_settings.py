@@ -88,6 +88,25 @@ def test_flags_reach_the_derived_settings() -> None:
     assert settings.argocd_namespace_for("a") == "argocd"
 
 
+@pytest.mark.parametrize(
+    ("given", "namespace", "bound"),
+    [
+        pytest.param({"namespace": ("a",)}, "a", 64, id="one-namespace-the-default-bound"),
+        pytest.param(
+            {"namespace": ("a", "b"), "max_step_processes": 5}, None, 5, id="several-namespaces-a-bound"
+        ),
+        pytest.param({"all_namespaces": True, "max_step_processes": 0}, None, 0, id="everywhere-no-bound"),
+    ],
+)
+def test_the_local_engine_gets_the_namespace_and_the_bound_on_step_processes(
+    given: dict[str, Any], namespace: str | None, bound: int
+) -> None:
+    settings = build_settings({}, **flags(engine="local", kubeconfig="/k/config", **given))
+    executor = settings.local_executor_settings()
+    assert (executor.namespace, executor.max_step_processes) == (namespace, bound)
+    assert executor.kubeconfig == Path("/k/config")
+
+
 def test_all_namespaces_watches_everywhere() -> None:
     assert build_settings({}, **flags(all_namespaces=True, namespace=("x",))).namespaces == ()
 
