@@ -28,7 +28,7 @@ from orchestrator.engine.executor_settings import ExecutorSettings
 from orchestrator.kube.client import WORKFLOWS, Kube
 from tests.support import workflow_control
 from tests.support.kubectl import Kubectl
-from tests.support.tiny_executor import tiny_executor_settings
+from tests.support.tiny_executor import StepLog, tiny_executor_settings
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.integration
@@ -114,36 +114,9 @@ def task(name: str, template: str, *deps: str, **extra: Any) -> dict[str, Any]:
     return result
 
 
-class Log:
-    """The steps' shared log: who started and ended when."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def events(self) -> list[tuple[str, str, float]]:
-        if not self.path.exists():
-            return []
-        rows = []
-        for line in self.path.read_text().splitlines():
-            what, label, when = line.rsplit(" ", 2)
-            rows.append((what, label, float(when)))
-        return rows
-
-    def count(self, what: str, label: str) -> int:
-        return sum(1 for w, lbl, _ in self.events() if w == what and lbl == label)
-
-    def max_concurrent(self, prefix: str) -> int:
-        current = best = 0
-        for what, label, _ in sorted(self.events(), key=lambda e: e[2]):
-            if label.startswith(prefix):
-                current += 1 if what == "start" else -1
-                best = max(best, current)
-        return best
-
-
 @pytest.fixture
-def log(tmp_path: Path) -> Log:
-    return Log(tmp_path / "steps.log")
+def log(tmp_path: Path) -> StepLog:
+    return StepLog(tmp_path / "steps.log")
 
 
 def settings_for(control_plane: DevCluster, namespace: str, tmp_path: Path) -> ExecutorSettings:
@@ -179,7 +152,7 @@ def nodes_named(obj: dict[str, Any], suffix: str) -> list[dict[str, Any]]:
 
 
 def test_dag_with_outputs_and_a_bounded_fanout_runs_to_succeeded(
-    executor: LocalExecutor, kube: Kube, kubectl: Kubectl, namespace: str, log: Log
+    executor: LocalExecutor, kube: Kube, kubectl: Kubectl, namespace: str, log: StepLog
 ) -> None:
     targets = json.dumps([f"c{i}" for i in range(5)])
     templates = [
@@ -233,7 +206,7 @@ def test_dag_with_outputs_and_a_bounded_fanout_runs_to_succeeded(
 
 
 def test_stop_runs_the_exit_handler_and_terminate_does_not(
-    executor: LocalExecutor, kube: Kube, namespace: str, log: Log, tmp_path: Path
+    executor: LocalExecutor, kube: Kube, namespace: str, log: StepLog, tmp_path: Path
 ) -> None:
     gate = str(tmp_path / "never")
     for name, strategy in (("stopped", "Stop"), ("terminated", "Terminate")):
@@ -257,7 +230,7 @@ def test_stop_runs_the_exit_handler_and_terminate_does_not(
 
 
 def test_suspend_holds_new_steps_and_resume_continues(
-    executor: LocalExecutor, kube: Kube, namespace: str, log: Log, tmp_path: Path
+    executor: LocalExecutor, kube: Kube, namespace: str, log: StepLog, tmp_path: Path
 ) -> None:
     gate = tmp_path / "gate"
     templates = [
@@ -283,7 +256,7 @@ def test_suspend_holds_new_steps_and_resume_continues(
 
 
 def test_approval_gate_waits_until_resumed(
-    executor: LocalExecutor, kube: Kube, namespace: str, log: Log
+    executor: LocalExecutor, kube: Kube, namespace: str, log: StepLog
 ) -> None:
     templates = [
         dag("main", task("approve", "approval"), task("after", "after", "approve")),
@@ -309,7 +282,7 @@ def test_approval_gate_waits_until_resumed(
 )
 @pytest.mark.usefixtures("executor")
 def test_a_when_gate_runs_only_on_its_verdict(
-    kube: Kube, namespace: str, log: Log, verdict: str, gate_phase: str
+    kube: Kube, namespace: str, log: StepLog, verdict: str, gate_phase: str
 ) -> None:
     """The analysis gate's shape (workflow_templates.builder): `approve-analysis` runs only when the
     analysis task's `verdict` output says Inconclusive; Skipped, the task after it runs at once."""
@@ -340,7 +313,7 @@ def test_a_when_gate_runs_only_on_its_verdict(
 
 
 def test_temporary_errors_are_retried(
-    executor: LocalExecutor, kube: Kube, namespace: str, log: Log, tmp_path: Path
+    executor: LocalExecutor, kube: Kube, namespace: str, log: StepLog, tmp_path: Path
 ) -> None:
     exits = tmp_path / "exits.json"
     exits.write_text("[75, 75]")
@@ -357,7 +330,7 @@ def test_temporary_errors_are_retried(
 
 
 def test_restarted_executor_finishes_without_rerunning_finished_steps(
-    control_plane: DevCluster, kube: Kube, namespace: str, log: Log, tmp_path: Path
+    control_plane: DevCluster, kube: Kube, namespace: str, log: StepLog, tmp_path: Path
 ) -> None:
     gate = tmp_path / "gate"
     templates = [
@@ -397,7 +370,7 @@ def test_restarted_executor_finishes_without_rerunning_finished_steps(
 
 
 def test_a_second_workflow_of_the_same_mutex_waits(
-    executor: LocalExecutor, kube: Kube, namespace: str, log: Log, tmp_path: Path
+    executor: LocalExecutor, kube: Kube, namespace: str, log: StepLog, tmp_path: Path
 ) -> None:
     gate = tmp_path / "gate"
     mutex = {"synchronization": {"mutexes": [{"name": "one-at-a-time"}]}}

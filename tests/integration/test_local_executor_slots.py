@@ -19,7 +19,7 @@ from orchestrator.api.metadata import NAME_LABEL
 from orchestrator.devenv.controlplane import DevCluster
 from orchestrator.engine.executor import LocalExecutor
 from orchestrator.kube.client import WORKFLOWS, Kube
-from tests.support.tiny_executor import tiny_executor_settings
+from tests.support.tiny_executor import StepLog, tiny_executor_settings
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.integration
@@ -65,27 +65,6 @@ def workflow(name: str, namespace: str, steps: list[dict[str, Any]]) -> dict[str
     }
 
 
-class Log:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def events(self) -> list[tuple[str, str, float]]:
-        if not self.path.exists():
-            return []
-        rows = [line.rsplit(" ", 2) for line in self.path.read_text().splitlines()]
-        return sorted(((what, label, float(when)) for what, label, when in rows), key=lambda row: row[2])
-
-    def started(self) -> list[str]:
-        return [label for what, label, _ in self.events() if what == "start"]
-
-    def max_concurrent(self) -> int:
-        current = best = 0
-        for what, _, _ in self.events():
-            current += 1 if what == "start" else -1
-            best = max(best, current)
-        return best
-
-
 @pytest.fixture
 def bounded(
     request: pytest.FixtureRequest, control_plane: DevCluster, kube: Kube, namespace: str, tmp_path: Path
@@ -109,7 +88,7 @@ def phase(kube: Kube, namespace: str, name: str) -> str:
 def test_steps_past_the_bound_stay_pending_saying_why_and_start_in_order_as_slots_free(
     bounded: LocalExecutor, kube: Kube, namespace: str, tmp_path: Path
 ) -> None:
-    log = Log(tmp_path / "steps.log")
+    log = StepLog(tmp_path / "steps.log")
     gate = tmp_path / "gate"
     names = [f"s{i}" for i in range(6)]
     kube.create(
@@ -124,9 +103,11 @@ def test_steps_past_the_bound_stay_pending_saying_why_and_start_in_order_as_slot
             n: str(node.get("message", "")) for n, node in by_name.items() if node["phase"] == "Pending"
         }
         running = [n for n, node in by_name.items() if node["phase"] == "Running"]
-        return pending if len(running) == 3 and len(pending) == 3 else {}
+        # A node is Running once its process is started, a moment before the process logs "start".
+        logged = len(log.started()) == 3
+        return pending if len(running) == 3 and len(pending) == 3 and logged else {}
 
-    pending = wait_for(held, timeout=30, what="three steps Running and three Pending")
+    pending = wait_for(held, timeout=30, what="three steps Running (and logged started) and three Pending")
     assert all(WAITING in message and "at most 3 at once" in message for message in pending.values()), pending
     assert sorted(log.started()) == names[:3]  # the first three of the pass; the others wait
     gate.touch()
@@ -137,7 +118,8 @@ def test_steps_past_the_bound_stay_pending_saying_why_and_start_in_order_as_slot
     assert sorted(log.started()) == names and sorted(log.started()[3:]) == names[3:]
     assert log.max_concurrent() == 3
     assert all("message" not in node for node in nodes(kube, namespace, "bounded").values())
-    assert bounded.slots.usage() == (0, 0)
+    # Each process gives its slot back as it ends, which may be a moment after its node is recorded.
+    assert wait_for(lambda: bounded.slots.usage() == (0, 0), timeout=10, what="every slot given back")
 
 
 @pytest.mark.parametrize("bounded", [pytest.param(1, id="one-at-once")], indirect=True)
@@ -147,7 +129,7 @@ def test_a_step_waiting_for_a_later_one_of_its_workflow_cannot_starve_it_under_t
     # Each Workflow: `follow` waits for the file `work` makes, as the rollout follower waits for the
     # rollout. Two of them under a bound of one: without the two steps each Workflow may always run,
     # the followers would hold every slot and `work` never start.
-    log = Log(tmp_path / "steps.log")
+    log = StepLog(tmp_path / "steps.log")
     for name in ("one", "two"):
         done = tmp_path / f"{name}.done"
         steps = [step("follow", log.path, AWAIT=str(done)), step("work", log.path, MAKE=str(done))]
@@ -159,4 +141,5 @@ def test_a_step_waiting_for_a_later_one_of_its_workflow_cannot_starve_it_under_t
     )
     assert both
     assert sorted(log.started()) == ["follow", "follow", "work", "work"]
-    assert bounded.slots.usage() == (0, 0)
+    # Each process gives its slot back as it ends, which may be a moment after its node is recorded.
+    assert wait_for(lambda: bounded.slots.usage() == (0, 0), timeout=10, what="every slot given back")
