@@ -63,9 +63,10 @@ class WorkflowWorker:
         self.uid = uid
         self.wakeup = threading.Event()
         self.processes: dict[str, StepProcess] = {}
-        # Launches waiting for a free step slot (orchestrator/engine/slots.py), by node id, with the
-        # time they were first asked for: their nodes stay Pending until a slot is theirs.
-        self.queued: dict[str, tuple[PodLaunch, datetime]] = {}
+        # Nodes whose launch waits for a free step slot (orchestrator/engine/slots.py), with the time
+        # it was first asked for: they stay Pending until a slot is theirs, and the pass after that
+        # launches them again (so only the node id is kept, not the launch).
+        self.queued: dict[str, datetime] = {}
         # The newest copy of the Workflow this worker has, from its own last write or its last read,
         # and that copy's resourceVersion: the next pass starts from it instead of reading the object
         # again, unless the watch has shown a version other than this one since (`changed_elsewhere`),
@@ -170,7 +171,7 @@ class WorkflowWorker:
                 raise NotFound(f"workflow {self.namespace}/{self.name} was replaced")
             pods = {node_id: process.state() for node_id, process in self.processes.items()}
             waiting = self._waiting_message()
-            for node_id, (_, since) in self.queued.items():
+            for node_id, since in self.queued.items():
                 pods[node_id] = PodState(started_at=since, waiting=waiting)
             phase = (workflow.get("status") or {}).get("phase") or ""
             lock_held = self.lock_key is not None
@@ -270,7 +271,7 @@ class WorkflowWorker:
                 launch.node_name,
                 self.executor.settings.max_step_processes,
             )
-            self.queued[launch.node_id] = (launch, self.executor.clock.now())
+            self.queued[launch.node_id] = self.executor.clock.now()
         return False
 
     def _start(self, launch: PodLaunch) -> None:
