@@ -54,9 +54,9 @@ from steps.failure import record_step_failure
 from steps.finalize import finalize
 from steps.follow import follow_rollout
 from steps.hand_over import HandOverResult, hand_over
-from steps.record import record_stage
 from steps.rollback import rollback_batch, rollback_cluster
 from steps.rollback_plan import RollbackPlanResult, plan_rollout_rollback
+from steps.rollout_end import record_step
 from steps.select_stage import SelectResult, select_stage
 from steps.status_sink import OpenSinks
 from steps.sync import sync_cluster
@@ -492,11 +492,10 @@ def follow_command(**options: Any) -> None:
 @common_options
 @_option("stage", required=True, help="The stage to close.")
 def record_command(stage: str, **options: Any) -> None:
-    """Close the stage Succeeded or Failed by failurePolicy.maxFailedClusters."""
+    """Close the stage Succeeded or Failed by failurePolicy.maxFailedClusters; for the last stage,
+    also record the rollout's end when it succeeded (steps/rollout_end.py)."""
     settings = _settings(options)
-    run_step(
-        "record", settings, lambda kube: record_stage(kube, _context(kube, settings, stage)), stage=stage
-    )
+    run_step("record", settings, lambda kube: record_step(kube, _context(kube, settings, stage)), stage=stage)
 
 
 @main.command("record-and-select")

@@ -50,6 +50,9 @@ class FinalizeResult:
     rollout_id: str
     phase: RolloutPhase | None
     message: str
+    # With `only`: the end is not that phase, or the Workflow is being shut down, and was left to
+    # the exit handler (the last stage's `record` then exits 1: steps/rollout_end.py).
+    deferred: bool = False
 
     @property
     def failed(self) -> bool:
@@ -95,6 +98,7 @@ def finalize(
             rollout.rollout_id,
             None,
             f"the Workflow is being shut down ({shutdown}): its exit handler decides",
+            deferred=True,
         )
     ended = _end_what_we_started(
         kube,
@@ -147,7 +151,10 @@ def finalize(
         )
     if only is not None and not is_finalized(stored):
         return FinalizeResult(
-            rollout.rollout_id, None, f"the rollout's end is not {only.value}: its exit handler decides"
+            rollout.rollout_id,
+            None,
+            f"the rollout's end is not {only.value}: its exit handler decides",
+            deferred=True,
         )
     assert stored.phase is not None  # finalize_rollout always sets it
     return FinalizeResult(rollout.rollout_id, stored.phase, stored.message or "")

@@ -16,13 +16,22 @@ their work itself, with their functions:
    the Workflow is being shut down, a rollback was recorded, or any stage did not pass. Every other
    end stays with the exit handler, which also starts a rollback.
 
-The Workflow's own `record` and `finalize` run after it as before, find the stage closed and the
-end recorded (both keep the first decision), and write nothing; so the Workflow's shape, its nodes
-and the status's fields are unchanged, only the moment the ProgressiveSync says Succeeded moves. A
+The Workflow's own `record` runs after it as before, finds the stage closed and the end recorded
+(it keeps the first decision) and writes nothing; the exit handler's steps are then skipped (below).
+The status's fields are unchanged, only the moment the ProgressiveSync says Succeeded moves. A
 rollout recorded Succeeded is never rolled back afterwards, even when the Workflow is stopped in its
 last seconds (steps/rollback_plan.py).
 
-Caller: `steps.chain.close_early`.
+The last stage's own `record` step does the same (`record_step`, issue 33): when the end was
+not recorded early (a batch stage, analysis after the clusters, a cluster that failed within the
+tolerance), `record` records it, so a Workflow that Succeeded always has its end recorded before its
+exit handler runs. That is what lets the exit handler skip `finalize` (and `rollback-plan`) on a
+Workflow that Succeeded (`workflow_templates.exit_handler`): one step pod, ~6 s on the real node,
+off the end of every rollout that succeeds. To keep that true, `record` exits 1 when the stage
+passed but the end could not be recorded Succeeded (the Workflow is being shut down, a stage never
+finished): the Workflow then fails and its exit handler decides, as before.
+
+Callers: `steps.chain.close_early`; `python -m steps record` for a stage that `endsRollout`.
 """
 
 from __future__ import annotations
@@ -46,11 +55,27 @@ class RolloutEnd:
     finalized: FinalizeResult | None
 
     @property
+    def failed(self) -> bool:
+        """As the last stage's `record` step exits: 1 when the stage failed, or when it passed and
+        the end is left to the exit handler (see the module): a Workflow that Succeeded skips it."""
+        if self.recorded.failed:
+            return True
+        return self.finalized is not None and self.finalized.deferred
+
+    @property
     def summary(self) -> str:
         """One line for people."""
         if self.finalized is None:
             return f"{self.recorded.summary}; the rollout's end is left to the exit handler"
         return f"{self.recorded.summary}; {self.finalized.summary}"
+
+
+def record_step(kube: Kube, ctx: StepContext) -> RecordResult | RolloutEnd:
+    """The `record` step: for a stage that `endsRollout`, close it and record the end (see the
+    module); for any other stage, close it (`steps.record.record_stage`)."""
+    if ctx.stage.ends_rollout:
+        return end_rollout(kube, ctx)
+    return record_stage(kube, ctx)
 
 
 def end_rollout(kube: Kube, ctx: StepContext) -> RolloutEnd:

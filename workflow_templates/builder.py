@@ -25,7 +25,9 @@ C has a manual gate:
         └── clusters, record ...
     onExit: finalize --workflow-status {{workflow.status}}
             or, when the contract has a `rollback`, the DAG `exit`: rollback-plan, one rollback fan-out
-            per stage (C, B, A), finalize (workflow_templates/rollback.py)
+            per stage (C, B, A), finalize (workflow_templates/rollback.py); when the last stage's
+            `record` records the rollout's end (`endsRollout`), the exit handler's steps run only
+            on a Workflow that did not succeed (workflow_templates/exit_handler.py)
 
 A stage with analysis (its contract's `analysis`) gets an `analysis-<templates>` node (the `analyze`
 step) after `clusters` and before its closing step (continueOn failed, so `record` closes the
@@ -134,7 +136,7 @@ from orchestrator.planning.groups import with_run_stages
 from orchestrator.planning.plan import split_stage_name
 from orchestrator.planning.planner import planned_sizes
 from orchestrator.planning.sizing import StageSize, stage_size
-from workflow_templates import names, pieces, rollback
+from workflow_templates import exit_handler, names, pieces, rollback
 from workflow_templates.settings import WorkflowSettings
 
 if TYPE_CHECKING:
@@ -219,6 +221,8 @@ def estimate_nodes(ps: ProgressiveSync, contract: RolloutContract) -> int:
     """The nominal number of status nodes the Workflow makes (no retries); with rollback, as if
     every planned cluster were rolled back."""
     total = NODES_FIXED + rollback.rollback_nodes(contract)
+    # The exit DAG's own node when it is there without rollback (the rollback branch counts its own).
+    total += 1 if contract.rollback is None and exit_handler.skips_on_success(contract) else 0
     stages = list(ps.spec.stages)
     total += len({split_stage_name(stage.name)[0] for stage in stages} - {None})  # a DAG per group
     total += 1 if followed(contract) else 0  # the follower's pod, when the settings run it
@@ -806,6 +810,8 @@ def _shared_templates(
             stages, task_names, contract, max_parallel_groups=ps.spec.max_parallel_groups
         )
         templates += pieces.rollback_templates(settings, stages=len(stages))
+    elif exit_handler.skips_on_success(contract):
+        templates.append(exit_handler.finalize_only_template())
     return templates
 
 
@@ -909,7 +915,7 @@ def build_workflow_of_contract(
         annotations=annotations,
         owner_references=owner_references,
         entrypoint=names.ENTRYPOINT,
-        on_exit=names.FINALIZE_TEMPLATE if contract.rollback is None else names.EXIT_TEMPLATE,
+        on_exit=exit_handler.on_exit(contract),
         service_account_name=settings.service_account,
         active_deadline_seconds=active_deadline_seconds(ps, contract, settings),
         synchronization=Synchronization(mutexes=[Mutex(name=f"progressivesync-{label_value(meta.name)}")]),

@@ -51,9 +51,10 @@ FOLLOW_TASK = "follow"
 # The wait of a stage for other ProgressiveSyncs (spec.dependsOn, steps/depends.py): its first task,
 # only in a stage that waits; the template is inlined only into a Workflow that has one.
 WAIT_FOR_DEPENDENCIES_TEMPLATE = "wait-for-dependencies"
-# The rollback branch (only with the contract's `rollback`): the exit handler is the DAG `exit`
-# (rollback-plan, one fan-out per stage in reverse order, finalize); `rollback-plan` decides, one
-# `rollback` pod restores one cluster; a stage's fan-out template is named as its task in `exit`.
+# The exit handler DAG `exit`: with the contract's `rollback` the rollback branch (rollback-plan, one
+# fan-out per stage in reverse order, finalize); `rollback-plan` decides, one `rollback` pod
+# restores one cluster; a stage's fan-out template is named as its task in `exit`. Without rollback,
+# `finalize` alone, when its steps are skipped on a success (workflow_templates/exit_handler.py).
 EXIT_TEMPLATE = "exit"
 ROLLBACK_PLAN_TEMPLATE = "rollback-plan"
 ROLLBACK_TEMPLATE = "rollback"

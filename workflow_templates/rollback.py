@@ -14,6 +14,10 @@ as it always was. With it, `onExit` is the DAG `exit` (docs/design/workflow.md, 
     ├── rollback-<stage 0>
     └── finalize                       last; runs whatever happened before it
 
+When the last stage's `record` records the rollout's end (`endsRollout`), rollback-plan and
+finalize run only when the Workflow did not succeed (workflow_templates/exit_handler.py): on a
+success every node of the branch is Skipped.
+
 With spec.groupBy (docs/groups.md, "Groups and rollback") the stages' rollbacks are one such chain
 per group, each group's later stages first, every chain after rollback-plan, at most
 maxParallelGroups side by side (with more groups, a chain waits for the one maxParallelGroups
@@ -56,7 +60,7 @@ from orchestrator.api.groups import split_stage_name
 from orchestrator.api.models import Stage
 from orchestrator.planning.contract import RolloutContract, StageContract
 from orchestrator.planning.sizing import rollback_batch_count
-from workflow_templates import names, pieces
+from workflow_templates import exit_handler, names, pieces
 
 # Nominal status nodes of the branch (retries add one per extra attempt): the exit DAG and
 # rollback-plan's Retry node and pod; per stage its fan-out DAG and its (at most two) loop nodes
@@ -144,7 +148,11 @@ def _fanout_template(stage: Stage, task_name: str, size: StageContract) -> Templ
 
 
 def _exit_template(
-    stages: list[Stage], task_names: list[str], *, max_parallel_groups: int | None = None
+    stages: list[Stage],
+    task_names: list[str],
+    *,
+    max_parallel_groups: int | None = None,
+    skip_on_success: bool = False,
 ) -> Template:
     """The exit handler DAG: rollback-plan, the stages' rollbacks last stage first, finalize. With
     groups ("<group>/<stage>" stages, spec.groupBy) one such chain per group, each after
@@ -152,8 +160,14 @@ def _exit_template(
     waits for the one maxParallelGroups before it (a fixed lane each, not Argo `parallelism`: see
     the module doc), and finalize comes after every chain."""
     keep_going = ContinueOn(failed=True, error=True)
+    # On a Workflow that Succeeded with its end recorded by the last `record`, nothing here runs:
+    # rollback-plan and finalize are Skipped, and so is every rollback fan-out (PLAN_SUCCEEDED).
+    unless = exit_handler.UNLESS_SUCCEEDED if skip_on_success else None
     plan = DAGTask(
-        name=names.ROLLBACK_PLAN_TASK, template=names.ROLLBACK_PLAN_TEMPLATE, continue_on=keep_going
+        name=names.ROLLBACK_PLAN_TASK,
+        template=names.ROLLBACK_PLAN_TEMPLATE,
+        continue_on=keep_going,
+        when=unless,
     )
     tasks = [plan]
     chains: dict[str | None, list[int]] = {}
@@ -169,7 +183,9 @@ def _exit_template(
             tasks.append(task)
             before = task.name
         ends[lane] = before
-    tasks.append(DAGTask(name=names.FINALIZE_TASK, template=names.FINALIZE_TEMPLATE, dependencies=ends))
+    tasks.append(
+        DAGTask(name=names.FINALIZE_TASK, template=names.FINALIZE_TEMPLATE, dependencies=ends, when=unless)
+    )
     return Template(name=names.EXIT_TEMPLATE, dag=DAGTemplate(tasks=tasks))
 
 
@@ -207,4 +223,10 @@ def exit_templates(
         _fanout_template(stage, task_name, size)
         for stage, task_name, size in zip(stages, task_names, contract.stages, strict=True)
     ]
-    return [_exit_template(stages, task_names, max_parallel_groups=max_parallel_groups), *fanouts]
+    exit_dag = _exit_template(
+        stages,
+        task_names,
+        max_parallel_groups=max_parallel_groups,
+        skip_on_success=exit_handler.skips_on_success(contract),
+    )
+    return [exit_dag, *fanouts]

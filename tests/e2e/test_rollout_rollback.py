@@ -83,6 +83,34 @@ def rollback(**fields: Any) -> dict[str, Any]:
     return {"rollback": {"on": ["StageFailed", "Cancelled"], **fields}}
 
 
+def test_a_rollout_with_rollback_that_succeeds_starts_no_pod_in_its_exit_handler(rig: RolloutRig) -> None:
+    """The last stage's record recorded the end: the exit handler's rollback-plan, every stage's
+    rollback and finalize are Skipped on a Workflow that Succeeded (workflow_templates/
+    exit_handler.py), on the real controller as on the local engine."""
+    rig.simulate({"*": {"healthSeconds": 0.5}})
+    rig.run_engine()
+    rig.start_rollout([CANARY, REST], deadline_seconds=60, **rollback())
+    done = rig.wait_finished(timeout=TIMEOUT)
+
+    assert done["status"]["phase"] == "Succeeded", done["status"].get("message")
+    status = rig.progressive_sync().status
+    assert status is not None and status.phase == RolloutPhase.SUCCEEDED and status.rollback is None
+    assert status.rollout is not None and status.rollout.finished_at is not None
+    assert all(revisions == [REVISION] for revisions in syncs(rig).values())
+    exit_name = f"{rig.workflow_name}.onExit"
+    [exit_node] = rig.nodes(name=exit_name)
+    assert exit_node["phase"] == "Succeeded"
+    under = [n for n in rig.nodes() if n["name"].startswith(f"{exit_name}.")]
+    assert {n["name"].removeprefix(f"{exit_name}.") for n in under} == {
+        "rollback-plan",
+        "rollback-rest",
+        "rollback-canary",
+        "finalize",
+    }, under
+    assert {n["phase"] for n in under} == {"Skipped"}
+    assert not [n for n in rig.nodes(type="Pod") if n["name"].startswith(exit_name)]
+
+
 def test_a_failing_canary_is_rolled_back_to_what_it_ran_with_one_write(rig: RolloutRig) -> None:
     stages = [CANARY, REST]
     [canary] = rig.planned_targets(stages, "canary")

@@ -131,6 +131,65 @@ def test_record_and_select_closes_the_stage_then_selects_the_next_and_a_second_r
     assert writes_by(rig.control_plane, mark) == []
 
 
+@pytest.mark.parametrize(
+    ("shutdown", "code", "rollout_phase", "said"),
+    [
+        pytest.param(
+            None,
+            0,
+            RolloutPhase.SUCCEEDED,
+            "finalize: rollout r1 Succeeded: 1 stage(s) finished; 1 cluster(s) updated",
+            id="records-the-end",
+        ),
+        pytest.param(
+            "Stop",
+            1,
+            RolloutPhase.PROGRESSING,
+            "the Workflow is being shut down (Stop): its exit handler decides",
+            id="workflow-stopping-exits-1-for-the-exit-handler",
+        ),
+    ],
+)
+def test_the_last_stage_s_record_records_the_rollout_s_end_or_fails_for_the_exit_handler(
+    rig: Rig, shutdown: str | None, code: int, rollout_phase: RolloutPhase, said: str
+) -> None:
+    """A last stage (`endsRollout`) that no cluster step closed early (its last outcome a tolerated
+    failure): its `record` records the rollout Succeeded, as the exit handler would, so a Workflow
+    that Succeeded may skip it (workflow_templates/exit_handler.py). When it cannot (the Workflow
+    is being shut down), it exits 1: the Workflow fails and its exit handler decides."""
+    stage = {
+        "name": "canary",
+        "phase": "Progressing",
+        "targets": ["a", "b"],
+        "completed": ["a"],
+        "failed": [{"name": "b", "reason": "Degraded"}],
+        "startedAt": "2030-01-01T12:00:00Z",
+    }
+    seed_progressive_sync(
+        rig.kube, rig.namespace, stages=[CANARY], max_failed_clusters=1, status=rollout_status(stage)
+    )
+    make_workflow(rig, shutdown=shutdown)
+    sizing = {"canary": {"targets": 2, "max_parallel": 1, "ends_rollout": True}}
+    args = ("--contract", rig.runner.contract(sizing).to_json())
+    result = rig.runner.run("record", "--stage", "canary", *args)
+    assert_ok(result, code)
+    assert said in result.stdout
+    assert rig.stage().phase == StagePhase.SUCCEEDED
+    status = read_progressive_sync(rig.kube, rig.namespace).status
+    assert status is not None and status.phase == rollout_phase
+    assert (status.rollout is not None and status.rollout.finished_at is not None) == (code == 0)
+
+    mark = rig.control_plane.audit_mark()
+    assert_ok(rig.runner.run("record", "--stage", "canary", *args), code)
+    assert writes_by(rig.control_plane, mark) == []
+    if shutdown:
+        # The exit handler runs (the Workflow failed) and records the end: Cancelled.
+        workflow = ("--workflow-name", "myservice-r1", "--workflow-status", "Failed")
+        assert_ok(rig.runner.run("finalize", *workflow, *args))
+        ended = read_progressive_sync(rig.kube, rig.namespace).status
+        assert ended is not None and ended.phase == RolloutPhase.CANCELLED
+
+
 def test_record_and_select_leaves_a_next_stage_that_cannot_run_to_its_own_closing_step(rig: Rig) -> None:
     """The canary succeeded, but the rest cannot be planned (a second cluster Secret names the
     cluster it would take: a plan error). The hand-over exits 0 and hands on no targets, the rest

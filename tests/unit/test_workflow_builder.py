@@ -222,7 +222,9 @@ def test_without_a_uid_there_is_no_owner_reference() -> None:
 def test_spec_mutex_exit_handler_arguments() -> None:
     spec = build(make_ps(), service_account="steps-sa", argocd_namespace="argo-cd")["spec"]
     assert spec["entrypoint"] == names.ENTRYPOINT
-    assert spec["onExit"] == names.FINALIZE_TEMPLATE
+    # The last stage's record records the end: the exit DAG skips finalize on a success
+    # (workflow_templates/exit_handler.py; tests/unit/test_exit_handler.py).
+    assert spec["onExit"] == names.EXIT_TEMPLATE
     assert spec["serviceAccountName"] == "steps-sa"
     assert spec["synchronization"] == {"mutexes": [{"name": "progressivesync-myservice"}]}
     arguments = {p["name"]: p["value"] for p in spec["arguments"]["parameters"]}
@@ -319,7 +321,8 @@ def test_a_stage_boundary_with_nothing_between_is_one_step(
         select_arguments = {p["name"]: p["value"] for p in rest[names.SELECT_TASK]["arguments"]["parameters"]}
         assert select_arguments == {"stage": "{{inputs.parameters.stage}}"}
         assert rest_arguments == {"stage": "rest"}
-        assert estimate_nodes(ps, sized) == 3 + 2 * 7 + 2 * (1 + rest_pods) + 1 + 1  # + bake, follower
+        # + bake, follower, the exit DAG (the last record ends the rollout: exit_handler.py)
+        assert estimate_nodes(ps, sized) == 3 + 2 * 7 + 2 * (1 + rest_pods) + 1 + 1 + 1
         return
     # canary: select, clusters, then one step that records canary and selects rest.
     assert list(canary) == ["select", "clusters", names.RECORD_AND_SELECT_TASK]
@@ -365,8 +368,8 @@ def test_a_stage_boundary_with_nothing_between_is_one_step(
         }
         assert rest["clusters"]["arguments"]["parameters"][1]["value"] == "{{inputs.parameters.targets}}"
     assert (
-        estimate_nodes(ps, sized) == 3 + 2 * 7 - 2 + 2 * (1 + rest_pods) + 1
-    )  # no select pod for rest; follower
+        estimate_nodes(ps, sized) == 3 + 2 * 7 - 2 + 2 * (1 + rest_pods) + 1 + 1
+    )  # no select pod for rest; follower; the exit DAG
 
 
 def test_no_template_fails_fast_whatever_the_tolerance() -> None:
@@ -541,7 +544,8 @@ def test_a_stage_of_thousands_of_clusters_runs_in_batches() -> None:
     select = next(t for t in by_name["stage-everything"]["dag"]["tasks"] if t["name"] == "select")
     assert select["template"] == "select-for-batches"
     assert "outputs" not in by_name["select-for-batches"]  # the targets stay out of the Workflow
-    assert estimate_nodes(ps, contract_of(ps, {"everything": StageSize(10_000, 2_500)})) == 3 + 7 + 2 * 20
+    # + the exit DAG (the last record ends the rollout: workflow_templates/exit_handler.py)
+    assert estimate_nodes(ps, contract_of(ps, {"everything": StageSize(10_000, 2_500)})) == 3 + 7 + 2 * 20 + 1
 
 
 def test_too_many_nodes_is_refused_with_advice_that_works() -> None:

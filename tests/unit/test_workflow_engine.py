@@ -139,19 +139,22 @@ def test_three_stages_run_in_order_within_max_parallel_and_end_succeeded() -> No
     stages_in_call_order = [c[1] for c in calls if c[0] in ("select", "record")]
     assert stages_in_call_order == ["canary", "canary", "wave one", "wave one", "rest", "rest"]
     assert seen == {"fanout-canary": 1, "fanout-wave-one": 2, "fanout-rest": 3}
-    assert calls[-1] == ("finalize", "Succeeded")
+    # The last record records the end; the exit handler skips finalize on a Workflow that Succeeded
+    # (workflow_templates/exit_handler.py).
+    assert calls[-1] == ("record", "rest")
+    [finalize] = drive.nodes(name="svc-r1.onExit.finalize")
+    assert (finalize["type"], finalize["phase"]) == ("Skipped", "Skipped")
     # One step closes each stage and selects the next: 1 select, 12 clusters, 2 record-and-select,
-    # 1 record, finalize; and the rollout follower beside the stages.
+    # 1 record; and the rollout follower beside the stages.
     steps = [n["templateName"] for n in drive.nodes(type="Pod")]
     assert {name: steps.count(name) for name in set(steps)} == {
         "select": 1,
         "cluster": 12,
         "record-and-select": 2,
         "record": 1,
-        "finalize": 1,
         "follow": 1,
     }
-    assert drive.status["progress"] == "18/18"
+    assert drive.status["progress"] == "17/17"  # Argo's count of pods: no finalize pod
     # Each stage DAG hands the next stage's targets on as its output, which the next stage takes in.
     for stage, following in (("canary", "wave-one"), ("wave-one", "rest")):
         [handed] = drive.nodes(name=f"svc-r1.{stage}")[0]["outputs"]["parameters"]
@@ -189,7 +192,10 @@ def test_node_shape_follows_argo() -> None:
     select = drive.nodes(name="svc-r1.canary-in-eu.select")[0]
     assert select["outputs"]["parameters"][0]["value"] == '["c1"]'
     exit_node = drive.nodes(name="svc-r1.onExit")[0]
-    assert exit_node["templateName"] == "finalize" and exit_node["phase"] == "Succeeded"
+    assert (exit_node["type"], exit_node["templateName"], exit_node["phase"]) == ("DAG", "exit", "Succeeded")
+    [finalize] = drive.nodes(name="svc-r1.onExit.finalize")
+    assert finalize["phase"] == "Skipped" and finalize["id"] in exit_node["children"]
+    assert finalize["message"] == "when 'Succeeded != Succeeded' evaluated false"
     for node in drive.nodes():
         assert node["id"] == node_id("svc-r1", node["name"])
         assert node["startedAt"] and node["finishedAt"]

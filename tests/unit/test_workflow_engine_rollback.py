@@ -183,16 +183,24 @@ def test_a_failed_rollout_rolls_back_each_stage_last_first_then_finalizes() -> N
     assert node(drive, f"{EXIT}.finalize")["phase"] == "Succeeded"
 
 
-def test_a_rollout_that_succeeded_restores_nothing_and_still_finalizes() -> None:
+def test_a_rollout_that_succeeded_starts_no_pod_in_its_exit_handler() -> None:
+    """The last stage's record recorded the end (steps/rollout_end.py): rollback-plan and finalize
+    are Skipped, and every rollback fan-out with the plan (workflow_templates/exit_handler.py)."""
     calls: list[tuple[str, ...]] = []
     drive = Drive(rollout()).step(steps(calls, plan={}))
     assert drive.status["phase"] == "Succeeded"
-    assert after(calls, "rollback-plan") == [
-        ("rollback-plan", "svc-r1", "Succeeded"),
-        ("finalize", "svc-r1", "Succeeded"),
-    ]
+    assert [c for c in calls if c[0] in ("rollback-plan", "rollback", "finalize")] == []
+    assert not [n for n in drive.nodes(type="Pod") if n["name"].startswith(EXIT)]
+    skipped = "when 'Succeeded != Succeeded' evaluated false"
+    assert node(drive, f"{EXIT}.rollback-plan")["message"] == skipped
+    assert node(drive, f"{EXIT}.finalize")["message"] == skipped
     for stage in ("rest", "wave-one", "canary"):
-        assert node(drive, f"{EXIT}.rollback-{stage}.rollback")["message"] == "Skipped, empty params"
+        rolled = node(drive, f"{EXIT}.rollback-{stage}")
+        assert (rolled["phase"], rolled["message"]) == (
+            "Skipped",
+            "when 'Skipped == Succeeded' evaluated false",
+        )
+    assert node(drive, EXIT)["phase"] == "Succeeded"
 
 
 @pytest.mark.parametrize(
@@ -305,7 +313,7 @@ def test_an_output_file_with_a_default_may_be_missing_even_from_a_failed_pod() -
     """Argo's wait container reads outputs whatever the exit code, and takes a missing file's
     default instead of failing the pod."""
     calls: list[tuple[str, ...]] = []
-    drive = Drive(rollout()).step(steps(calls, plan={}, plan_exits=[1]))
+    drive = Drive(rollout()).step(steps(calls, fail=frozenset({"c1"}), plan={}, plan_exits=[1]))
     [attempt] = [n for n in drive.nodes(type="Pod") if n["name"].startswith(f"{EXIT}.rollback-plan(")]
     assert attempt["phase"] == "Failed"
     assert {p["name"]: p["value"] for p in attempt["outputs"]["parameters"]} == {

@@ -123,7 +123,9 @@ def test_finalize_is_reached_whatever_rollback_plan_and_the_rollbacks_did() -> N
         assert task["continueOn"] == {"failed": True, "error": True}, task["name"]
     for task in tasks[1:-1]:
         assert task["when"] == "{{tasks.rollback-plan.status}} == Succeeded"
-    assert "continueOn" not in tasks[-1] and "when" not in tasks[-1]
+    assert "continueOn" not in tasks[-1]
+    # Only on a Workflow that did not succeed (its last record recorded a success: exit_handler.py).
+    assert tasks[0]["when"] == tasks[-1]["when"] == "{{workflow.status}} != Succeeded"
 
 
 @pytest.mark.parametrize(
@@ -223,18 +225,20 @@ def test_without_rollback_the_workflow_is_what_it_was(stages: tuple[dict[str, An
     assert contract.rollback is None and '"rollback' not in contract.to_json()
     of_contract = build_workflow_of_contract(ps, release=RELEASE, contract=contract, settings=SETTINGS)
     assert render.to_yaml(of_contract) == render.to_yaml(plain)
-    assert plain.to_dict()["spec"]["onExit"] == names.FINALIZE_TEMPLATE
+    # The last record ends the rollout: the exit DAG skips finalize on a success (exit_handler.py).
+    assert plain.to_dict()["spec"]["onExit"] == names.EXIT_TEMPLATE
 
     with_it = build(ps)
     added = {
-        names.EXIT_TEMPLATE,
         names.ROLLBACK_PLAN_TEMPLATE,
         names.ROLLBACK_TEMPLATE,
         names.ROLLBACK_BATCH_TEMPLATE,
     }
     added |= {task["template"] for task in exit_tasks(with_it)[1:-1]}
     with_it["spec"]["templates"] = [t for t in with_it["spec"]["templates"] if t["name"] not in added]
-    with_it["spec"]["onExit"] = names.FINALIZE_TEMPLATE
+    [exit_dag] = [t for t in with_it["spec"]["templates"] if t["name"] == names.EXIT_TEMPLATE]
+    exit_dag["dag"]["tasks"] = [t for t in exit_dag["dag"]["tasks"] if t["name"] == names.FINALIZE_TASK]
+    del exit_dag["dag"]["tasks"][0]["dependencies"]
     description = with_it["metadata"]["annotations"].pop(names.DESCRIPTION_ANNOTATION)
     expected = plain.to_dict()
     assert description == expected["metadata"]["annotations"].pop(names.DESCRIPTION_ANNOTATION) + (
@@ -261,8 +265,10 @@ def test_the_node_estimate_counts_two_nodes_per_planned_cluster_and_nothing_else
     with_it = with_rollback(contract)
     clusters = sum(size.targets for size in contract.stages)  # 1 + 6 + 20
     # The exit DAG, rollback-plan (Retry + pod); per stage a fan-out and its two loop nodes; per
-    # cluster a Retry node and a pod. finalize is counted in NODES_FIXED either way.
-    assert estimate_nodes(ps, with_it) - estimate_nodes(ps, contract) == 3 + 3 * 3 + 2 * clusters
+    # cluster a Retry node and a pod. finalize is counted in NODES_FIXED either way, and so is the
+    # exit DAG here: without rollback it is there too, as the last record ends the rollout
+    # (workflow_templates/exit_handler.py).
+    assert estimate_nodes(ps, with_it) - estimate_nodes(ps, contract) == 3 - 1 + 3 * 3 + 2 * clusters
     assert rollback.rollback_nodes(contract) == 0 and NODES_FIXED == 3
     # Exit-handler pods run past the Workflow's deadline (Argo v3.7.18 workflowpod.go): no budget.
     assert active_deadline_seconds(ps, with_it, SETTINGS) == active_deadline_seconds(ps, contract, SETTINGS)
