@@ -29,6 +29,11 @@ same conditional write (`orchestrator.planning.handoff.next_claim`, refused whil
 recorded Syncing), and a Hypothesis model (tests/unit/test_handoff.py) checks interleavings of
 Argo's starts, the pods and a follower, with the first wave.
 
+It reads the stage's records and the ProgressiveSync again right after it acted, within a second
+of a change of one of the stage's Applications, and every 5 s otherwise (`FollowTuning`,
+`orchestrator.planning.follow.LookPace`): a quiet stage costs one watch request and one look per
+5 s, which matters with hundreds of rollouts in flight.
+
 It stops when the rollout is superseded or ended, a stage failed, every stage is closed, the
 Workflow is being stopped, suspended (`argo suspend`: running steps end, and after `argo resume`
 the pods do the work), deleted or past its `activeDeadlineSeconds`, or after
@@ -47,13 +52,13 @@ from typing import Any
 
 from orchestrator.api.metadata import workflow_name
 from orchestrator.api.models import ProgressiveSync
-from orchestrator.argocd.appwatch import follow_applications
+from orchestrator.argocd.appwatch import SnapshotCause, follow_applications
 from orchestrator.argocd.assess import ClusterPhase, assess_cluster, remember_uids
 from orchestrator.core.clock import Clock, parse_time
 from orchestrator.core.errors import PermanentError, TemporaryError
 from orchestrator.kube.client import WORKFLOWS, Kube, KubeError, NotFound
 from orchestrator.planning.contract import RolloutContract
-from orchestrator.planning.follow import Move, next_move
+from orchestrator.planning.follow import LookPace, Move, next_move
 from steps import status_sink as sinks
 from steps.chain import close_early, hand_off
 from steps.common import FleetLookup, RolloutRef, Superseded, Tuning, UsageProblem, load_progressive_sync
@@ -74,9 +79,12 @@ FOLLOW_BACKOFFS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0)
 class FollowTuning:
     """How often the follower looks (seconds)."""
 
-    # While a stage is in progress: the longest quiet watch on its Applications before the stage's
-    # records and the ProgressiveSync are read again (a cluster claimed by a pod, the stage closed).
+    # While a stage is in progress: the records and the ProgressiveSync are read again within this
+    # long of a change of one of its Applications, never more often (orchestrator.planning.follow.
+    # LookPace) ...
     look_seconds: float = 1.0
+    # ... and at least this often while none changes (a stage closed by a pod, a pause).
+    quiet_seconds: float = 5.0
     # While no stage is in progress (not selected yet, a gate, a bake, an analysis).
     idle_seconds: float = 2.0
     # How often the Workflow is read (stopped, suspended, deleted, past its deadline).
@@ -220,19 +228,23 @@ class _Follower:
         # As a cluster's pod does: ask Argo CD to compare again an Application whose health predates
         # the sync (steps.wait_healthy), or the follower would wait for the application controller's
         # own next look.
-        self.refreshes = Refreshes(self.kube, ctx.rollout.applications_namespace, self.tuning, self.clock)
-        looked = self.clock.now()
-        window = max(1, round(self.follow.look_seconds))
+        refreshes = Refreshes(self.kube, ctx.rollout.applications_namespace, self.tuning, self.clock)
+        self.refreshes = refreshes
+        pace = LookPace(self.follow.look_seconds, self.follow.quiet_seconds, looked=self.clock.now())
+
+        def window() -> int:
+            now = self.clock.now()
+            return pace.window(now, other_due_seconds=refreshes.seconds_to_next(now))
+
         snapshots = follow_applications(
-            self.kube, ctx.rollout.applications_namespace, names, window_seconds=lambda: window
+            self.kube, ctx.rollout.applications_namespace, names, window_seconds=window
         )
         try:
             for snapshot in snapshots:
                 acted = self._act(ctx, where, snapshot.objects, fleet)
-                now = self.clock.now()
-                if not acted and (now - looked).total_seconds() < self.follow.look_seconds:
+                changed = snapshot.cause != SnapshotCause.IDLE
+                if not pace.due(self.clock.now(), acted=acted, changed=changed):
                     continue
-                looked = now
                 if self.workflow.stopping():
                     return False
                 ps = load_progressive_sync(self.kube, self.rollout)

@@ -10,13 +10,17 @@ that pod. The follower's writes are those of the pod, by the same functions, und
 conditional claims, so the pod that runs later finds its cluster recorded and does nothing more.
 
 This module is the pure part: from the rollout contract and the ProgressiveSync's status as just
-read, whether the follower follows a stage now, waits, or stops. Caller: `steps.follow`.
+read, whether the follower follows a stage now, waits, or stops (`next_move`); and while it follows
+one, when it reads the stage's records and the ProgressiveSync again (`LookPace`). Caller:
+`steps.follow`.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 
 from orchestrator.api.phases import FINISHED_ROLLOUT_PHASES, RolloutPhase, StagePhase
 from orchestrator.planning.contract import RolloutContract, StageContract
@@ -76,3 +80,40 @@ def next_move(
             return Move(wait=f"stage {sized.name!r}: {refused}")
         return Move(stage=sized.name)
     return Move(wait="no stage is in progress (not selected yet, or a gate, a bake or an analysis holds it)")
+
+
+@dataclass
+class LookPace:
+    """When the follower reads the stage's records and the ProgressiveSync again while it watches
+    the stage's Applications (issue 33: 200 rollouts at once).
+
+    What it needs from those reads changes with its Applications: a pod's claim is followed by that
+    cluster's sync written on its Application, a cluster done shows there. So it reads them again at
+    once after it acted, within `look_seconds` of a change of an Application (never more often: a
+    busy stage costs at most one look a second), and otherwise every `quiet_seconds` (a stage closed
+    or failed by a pod, a pause, a new rollout: changes that touch none of its Applications). A quiet
+    stage then costs one watch request and one look per `quiet_seconds`, not one of each a second.
+    Times are the caller's clock readings (`now`)."""
+
+    look_seconds: float
+    quiet_seconds: float
+    looked: datetime
+    changed: bool = False  # an Application changed since the last look
+
+    def due(self, now: datetime, *, acted: bool, changed: bool) -> bool:
+        """Look again now? `acted`: the follower just changed the records; `changed`: this snapshot
+        came from a change of an Application (or a re-list), not from a quiet window's end. When
+        True the caller looks, and the pace counts from `now`."""
+        self.changed = self.changed or changed
+        since = (now - self.looked).total_seconds()
+        if acted or (self.changed and since >= self.look_seconds) or since >= self.quiet_seconds:
+            self.looked, self.changed = now, False
+            return True
+        return False
+
+    def window(self, now: datetime, *, other_due_seconds: float = math.inf) -> int:
+        """Whole seconds the next watch request may stay quiet (>= 1): until the next look is due,
+        or `other_due_seconds` (another deadline of the caller's) when sooner."""
+        since = (now - self.looked).total_seconds()
+        left = (self.look_seconds if self.changed else self.quiet_seconds) - since
+        return max(1, math.ceil(min(left, other_due_seconds)))

@@ -4,13 +4,18 @@ setting that turns it off."""
 
 from __future__ import annotations
 
+import math
+from datetime import UTC, datetime, timedelta
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from orchestrator.api.analysis import AnalysisTemplateRef, StageAnalysis
 from orchestrator.api.models import ProgressiveSync
 from orchestrator.api.phases import RolloutPhase, StagePhase
 from orchestrator.planning.contract import RolloutContract, StageContract
-from orchestrator.planning.follow import follow_refusal, followed, next_move
+from orchestrator.planning.follow import LookPace, follow_refusal, followed, next_move
 from tests.support.builders import make_release, make_stage
 from workflow_templates import names
 from workflow_templates.builder import assumed_sizes, build_workflow
@@ -211,3 +216,82 @@ def test_which_workflows_run_the_follower(
 def test_no_stage_task_takes_the_followers_name() -> None:
     tasks = _entry_tasks({"stages": [make_stage("follow"), make_stage("rest")]}, WorkflowSettings())
     assert tasks == ["follow-2", "rest", names.FOLLOW_TASK]
+
+
+# --- when the follower looks again (LookPace) ---------------------------------------------------
+
+T0 = datetime(2026, 12, 7, tzinfo=UTC)
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+@pytest.mark.parametrize(
+    ("snapshots", "looks"),
+    [
+        pytest.param([(1, False, False), (2, False, False), (5, False, False)], [5], id="quiet-every-5s"),
+        pytest.param([(0.3, False, True), (1, False, False)], [1], id="a-change-within-1s"),
+        pytest.param(
+            [(0.3, False, True), (0.6, False, True), (0.9, False, True)], [], id="never-twice-a-second"
+        ),
+        pytest.param([(0.2, True, False), (0.4, True, False)], [0.2, 0.4], id="after-acting-at-once"),
+        pytest.param(
+            [(1.5, False, True), (2, False, False), (6.5, False, False)],
+            [1.5, 6.5],
+            id="pace-counts-from-a-look",
+        ),
+    ],
+)
+def test_when_the_follower_looks_again(snapshots: list[tuple[float, bool, bool]], looks: list[float]) -> None:
+    pace = LookPace(1.0, 5.0, looked=T0)
+    seen = [when for when, acted, changed in snapshots if pace.due(at(when), acted=acted, changed=changed)]
+    assert seen == looks
+
+
+@pytest.mark.parametrize(
+    ("changed", "since", "other", "expected"),
+    [
+        pytest.param(False, 0.0, math.inf, 5, id="quiet-until-the-next-quiet-look"),
+        pytest.param(False, 3.2, math.inf, 2, id="quiet-rest-rounded-up"),
+        pytest.param(True, 0.2, math.inf, 1, id="changed-until-the-look"),
+        pytest.param(False, 0.0, 2.5, 3, id="a-refresh-due-sooner"),
+        pytest.param(False, 9.0, math.inf, 1, id="overdue-at-least-one-second"),
+    ],
+)
+def test_the_watch_window_ends_when_the_next_look_is_due(
+    changed: bool, since: float, other: float, expected: int
+) -> None:
+    pace = LookPace(1.0, 5.0, looked=T0, changed=changed)
+    assert pace.window(at(since), other_due_seconds=other) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.floats(0.05, 3.0), st.booleans(), st.booleans()),
+        min_size=1,
+        max_size=60,
+    )
+)
+def test_the_follower_looks_within_a_second_of_a_change_and_every_five_seconds_and_never_more_unless_it_acted(
+    steps: list[tuple[float, bool, bool]],
+) -> None:
+    """Snapshots come at most a window apart (the window the pace asks for): then a change is looked
+    at within look_seconds of the first snapshot that brought it, plus at most a second (the watch's
+    timeoutSeconds is whole seconds), no two looks are less than look_seconds apart unless the second followed an action,
+    and no quiet stretch goes past quiet_seconds without a look."""
+    pace = LookPace(1.0, 5.0, looked=T0)
+    now, last_look = 0.0, 0.0
+    unseen_since: float | None = None
+    for gap, acted, changed in steps:
+        now += min(gap, pace.window(at(now)))  # a snapshot never comes later than the window
+        was_changed = pace.changed or changed
+        if pace.due(at(now), acted=acted, changed=changed):
+            assert acted or now - last_look >= 1.0 - 1e-9
+            assert now - last_look < 5.0 + 1.0  # the quiet look, late by the window's rounding at most
+            if unseen_since is not None:
+                assert now - unseen_since < 1.0 + 1.0  # late by the window's rounding at most
+            last_look, unseen_since = now, None
+        elif was_changed and unseen_since is None:
+            unseen_since = now
