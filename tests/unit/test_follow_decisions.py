@@ -277,10 +277,11 @@ def test_the_watch_window_ends_when_the_next_look_is_due(
 def test_the_follower_looks_within_a_second_of_a_change_and_every_five_seconds_and_never_more_unless_it_acted(
     steps: list[tuple[float, bool, bool]],
 ) -> None:
-    """Snapshots come at most a window apart (the window the pace asks for): then a change is looked
-    at within look_seconds of the first snapshot that brought it, plus at most a second (the watch's
-    timeoutSeconds is whole seconds), no two looks are less than look_seconds apart unless the second followed an action,
-    and no quiet stretch goes past quiet_seconds without a look."""
+    """Snapshots come at most a window apart (the window the pace asks for): then a change is
+    looked at within look_seconds of the first snapshot that brought it, plus at most a second (the
+    watch's timeoutSeconds is whole seconds), no two looks are less than look_seconds apart unless
+    the second followed an action, and no quiet stretch goes past quiet_seconds (plus that second)
+    without a look."""
     pace = LookPace(1.0, 5.0, looked=T0)
     now, last_look = 0.0, 0.0
     unseen_since: float | None = None
