@@ -880,14 +880,29 @@ def test_each_group_waits_for_the_same_group_of_a_grouped_dependency(rig: Rollou
     )
     assert not [e for e in rig.events() if e["app"] in rig.fleet.applications], "nothing of myservice synced"
 
+    approved = []
     for region in ("us-east-1", "ap-south-1"):
         opened = cli(rig, "approve", "payments", "--stage", f"{region}/canary")
         assert opened.exit_code == 0, opened.output
+        approved.append(opened.output.strip())
+
+    def both_rollouts() -> dict[str, object]:
+        """What each rollout's status and Workflow say (a run timed out here once, 7 Dec 2026,
+        with nothing of ap-south-1 synced in either: this is what finds the cause next time)."""
+        payments = rig.kube.get(PROGRESSIVE_SYNCS, rig.namespace, "payments").get("status") or {}
+        return {
+            "approved": approved,
+            "payments": {s["name"]: (s.get("phase"), s.get("message")) for s in payments.get("stages") or []},
+            "workflows": {w["metadata"]["name"]: rig.state(w["metadata"]["name"]) for w in rig.workflows()},
+            "myservice": messages(),
+        }
+
     wait_for(
         lambda: all(rig.stage_phases().get(f"{r}/rest") == SUCCEEDED for r in ("us-east-1", "ap-south-1")),
         timeout=TIMEOUT,
         interval=0.5,
         what="myservice's us-east-1 and ap-south-1 groups done",
+        describe=both_rollouts,
     )
     # eu-west-1 still waits: its canary Pending with what it waits for, none of its clusters synced.
     assert rig.stage_phases()["eu-west-1/canary"] == StagePhase.PENDING
