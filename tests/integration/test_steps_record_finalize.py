@@ -39,6 +39,16 @@ pytestmark = pytest.mark.integration
 
 # --- record ----------------------------------------------------------------------------------
 
+# The canary in progress, one of its two clusters done and the other failed (Degraded).
+ONE_OF_TWO_FAILED = {
+    "name": "canary",
+    "phase": "Progressing",
+    "targets": ["a", "b"],
+    "completed": ["a"],
+    "failed": [{"name": "b", "reason": "Degraded"}],
+    "startedAt": "2030-01-01T12:00:00Z",
+}
+
 
 @pytest.mark.parametrize(
     ("max_failed", "code", "phase", "message"),
@@ -62,16 +72,8 @@ pytestmark = pytest.mark.integration
 def test_record_closes_the_stage_by_failure_policy_and_a_second_run_writes_nothing(
     rig: Rig, max_failed: int, code: int, phase: StagePhase, message: str
 ) -> None:
-    stage = {
-        "name": "canary",
-        "phase": "Progressing",
-        "targets": ["a", "b"],
-        "completed": ["a"],
-        "failed": [{"name": "b", "reason": "Degraded"}],
-        "startedAt": "2030-01-01T12:00:00Z",
-    }
     seed_progressive_sync(
-        rig.kube, rig.namespace, max_failed_clusters=max_failed, status=rollout_status(stage)
+        rig.kube, rig.namespace, max_failed_clusters=max_failed, status=rollout_status(ONE_OF_TWO_FAILED)
     )
     result = rig.runner.run("record", "--stage", "canary")
     assert_ok(result, code)
@@ -157,16 +159,12 @@ def test_the_last_stage_s_record_records_the_rollout_s_end_or_fails_for_the_exit
     failure): its `record` records the rollout Succeeded, as the exit handler would, so a Workflow
     that Succeeded may skip it (workflow_templates/exit_handler.py). When it cannot (the Workflow
     is being shut down), it exits 1: the Workflow fails and its exit handler decides."""
-    stage = {
-        "name": "canary",
-        "phase": "Progressing",
-        "targets": ["a", "b"],
-        "completed": ["a"],
-        "failed": [{"name": "b", "reason": "Degraded"}],
-        "startedAt": "2030-01-01T12:00:00Z",
-    }
     seed_progressive_sync(
-        rig.kube, rig.namespace, stages=[CANARY], max_failed_clusters=1, status=rollout_status(stage)
+        rig.kube,
+        rig.namespace,
+        stages=[CANARY],
+        max_failed_clusters=1,
+        status=rollout_status(ONE_OF_TWO_FAILED),
     )
     make_workflow(rig, shutdown=shutdown)
     sizing = {"canary": {"targets": 2, "max_parallel": 1, "ends_rollout": True}}
