@@ -84,11 +84,18 @@ AUDIT_POLICY = {
 APISERVER_GO_ENVIRONMENT = {"GOGC": "400", "GOMEMLIMIT": "1200MiB"}
 
 
-def apiserver_environment(base: dict[str, str] | None = None) -> dict[str, str]:
+def apiserver_environment(
+    base: dict[str, str] | None = None, *, memory_limit: str | None = None
+) -> dict[str, str]:
     """kube-apiserver's environment: `base` (this process's by default) with the GC settings added
-    where `base` does not set them (a `GOGC` of the caller's wins)."""
+    where `base` does not set them (a `GOGC` of the caller's wins). `memory_limit` (a GOMEMLIMIT
+    value) replaces the default limit, for an API server that may use more memory to collect less
+    often (the test session's planes: `DevCluster.start`)."""
     environment = dict(os.environ if base is None else base)
-    for name, value in APISERVER_GO_ENVIRONMENT.items():
+    defaults = dict(APISERVER_GO_ENVIRONMENT)
+    if memory_limit is not None:
+        defaults["GOMEMLIMIT"] = memory_limit
+    for name, value in defaults.items():
         environment.setdefault(name, value)
     return environment
 
@@ -399,6 +406,7 @@ class DevCluster:
     etcd_url: str
     kubeconfig: Path
     node_ready: bool = False
+    apiserver_memory_limit: str | None = None  # GOMEMLIMIT instead of APISERVER_GO_ENVIRONMENT's
     _processes: list[subprocess.Popen[bytes]] = field(default_factory=list, repr=False)
     _ca: _KeyPair | None = field(default=None, repr=False)
     _apiserver_argv: list[str] = field(default_factory=list, repr=False)
@@ -414,10 +422,13 @@ class DevCluster:
         extra_apiserver_args: Sequence[str] = (),
         ready_timeout: float = 90.0,
         node_ready: bool = False,
+        apiserver_memory_limit: str | None = None,
     ) -> DevCluster:
         """Start etcd and kube-apiserver and wait until they serve; stops everything on failure.
 
         `node_ready`: configure the API server for a real node (see the module doc).
+        `apiserver_memory_limit`: kube-apiserver's GOMEMLIMIT instead of `APISERVER_GO_ENVIRONMENT`'s
+        (the environment's own still wins).
         """
         tools = find_tools_dir(tools_dir)
         owns_workdir = workdir is None
@@ -433,6 +444,7 @@ class DevCluster:
             etcd_url="",
             kubeconfig=root / "admin.kubeconfig",
             node_ready=node_ready,
+            apiserver_memory_limit=apiserver_memory_limit,
             _ca=ca,
             _owns_workdir=owns_workdir,
         )
@@ -582,7 +594,11 @@ class DevCluster:
     def _spawn_apiserver_argv(self) -> None:
         log = self.workdir / "kube-apiserver.log"
         self._apiserver_log_offset = log.stat().st_size if log.exists() else 0
-        self._spawn("kube-apiserver", self._apiserver_argv, env=apiserver_environment())
+        self._spawn(
+            "kube-apiserver",
+            self._apiserver_argv,
+            env=apiserver_environment(memory_limit=self.apiserver_memory_limit),
+        )
 
     def _ssl_context(self, user: str = "admin") -> ssl.SSLContext:
         certs = self.workdir / "certs"

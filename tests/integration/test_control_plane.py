@@ -184,11 +184,14 @@ def test_stopping_leaves_no_process_and_no_temp_dir() -> None:
 
 def test_the_api_server_runs_with_the_dev_stacks_gc_settings(control_plane: devcluster.DevCluster) -> None:
     """The session's API server (started like every dev-stack one) got the GC settings of
-    `APISERVER_GO_ENVIRONMENT`, or the caller's own where this process sets them."""
+    `APISERVER_GO_ENVIRONMENT` with the session planes' memory limit, or the caller's own where this
+    process sets them."""
     processes = [psutil.Process(pid) for pid in control_plane.pids]
     [apiserver] = [process for process in processes if process.name() == "kube-apiserver"]
     environment = apiserver.environ()
-    for name, value in devcluster.APISERVER_GO_ENVIRONMENT.items():
+    assert control_plane.apiserver_memory_limit == "3000MiB"  # tests/conftest.py
+    expected = {**devcluster.APISERVER_GO_ENVIRONMENT, "GOMEMLIMIT": control_plane.apiserver_memory_limit}
+    for name, value in expected.items():
         assert environment.get(name) == os.environ.get(name, value), name
 
 

@@ -31,6 +31,25 @@ def test_the_apiserver_environment(base: dict[str, str], expected: dict[str, str
     assert apiserver_environment(base) == expected
 
 
+@pytest.mark.parametrize(
+    ("base", "expected"),
+    [
+        pytest.param(
+            {"PATH": "/usr/bin"},
+            {"PATH": "/usr/bin", "GOGC": "400", "GOMEMLIMIT": "3000MiB"},
+            id="the-limit-replaces-the-default-one",
+        ),
+        pytest.param(
+            {"GOMEMLIMIT": "4GiB"},
+            {"GOGC": "400", "GOMEMLIMIT": "4GiB"},
+            id="a-gomemlimit-of-the-caller-still-wins",
+        ),
+    ],
+)
+def test_a_memory_limit_for_one_api_server(base: dict[str, str], expected: dict[str, str]) -> None:
+    assert apiserver_environment(base, memory_limit="3000MiB") == expected
+
+
 def test_the_base_is_not_changed() -> None:
     base = {"PATH": "/usr/bin"}
     apiserver_environment(base)
