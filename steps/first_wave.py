@@ -53,6 +53,7 @@ from orchestrator.api.windows import evaluated_windows
 from orchestrator.argocd import appsync
 from orchestrator.argocd.fleet import AppSetView, Cluster, index_clusters
 from orchestrator.core.clock import Clock
+from orchestrator.core.windows import Window
 from orchestrator.kube.client import APPLICATIONS, Kube, KubeError
 from steps import status_sink as sinks
 from steps.common import (
@@ -65,7 +66,7 @@ from steps.common import (
 from steps.context import StepContext
 from steps.status_sink import BatchedSink, StageRecords
 from steps.sync import NOTHING_TO_WRITE, write_sync
-from steps.window_gate import closed_clusters
+from steps.window_gate import closed_clusters, read_cluster_project_windows
 
 log = logging.getLogger(__name__)
 
@@ -106,12 +107,14 @@ def start_first_wave(
     clusters: Sequence[Cluster],
     app_set: AppSetView | None,
     since: datetime | None,
+    project_windows: Mapping[str, tuple[Window, ...]],
 ) -> FirstWave:
     """Request the syncs of the clusters in `wave` from `items` (the Applications as listed), pinned
     to the contract's release, then record the clusters started Syncing in `where`, the stage's
     records (see the module). The ProgressiveSync and the stage's failures
     (`steps.common.read_stage_failures`) are read here, right before the writes, not taken from the
-    read `select` planned with (`ctx.ps`)."""
+    read `select` planned with (`ctx.ps`); the AppProjects' windows are those `select` read for the
+    targets' order (`project_windows`; a project missing there is read here), evaluated again now."""
     rollout, release, clock = ctx.rollout, ctx.release, ctx.clock
     if not wave:
         return FirstWave()
@@ -123,10 +126,12 @@ def start_first_wave(
         return FirstWave(left=tuple(wave), reason=refused)
     rollout = rollout.with_applications_of(ps)
     by_cluster = apps_by_cluster(items, ps.spec.app_set_ref.name, app_set, index_clusters(clusters))
+    projects = read_cluster_project_windows(
+        kube, rollout, by_cluster=by_cluster, clusters=wave, known=project_windows
+    )
     closed = closed_clusters(
-        kube,
-        rollout,
         evaluated_windows(ctx.contract.windows),
+        projects,
         by_cluster=by_cluster,
         clusters=wave,
         now=clock.now(),

@@ -76,6 +76,7 @@ from orchestrator.argocd.compare_request import CompareNeed, compare_need, unans
 from orchestrator.argocd.fleet import AppSetView, AppView, Cluster, app_view_from_object, index_clusters
 from orchestrator.argocd.inventory import INVENTORY_NAME
 from orchestrator.core.clock import Clock
+from orchestrator.core.windows import Window
 from orchestrator.kube.client import APPLICATIONS, Kube, NotFound
 from orchestrator.kube.stage_records import create_records, read_outcomes
 from orchestrator.kube.status_writer import update_status
@@ -100,7 +101,7 @@ from steps.common import (
 from steps.context import StepContext
 from steps.first_wave import FirstWave, start_first_wave
 from steps.status_sink import StageRecords
-from steps.window_gate import closed_clusters, open_first
+from steps.window_gate import closed_clusters, open_first, read_cluster_project_windows
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +198,7 @@ def select_stage(kube: Kube, ctx: StepContext) -> SelectResult:
     planned_total = sum(len(s.targets) for s in plan.stages)
     now = clock.now()
     revision = " ".join(revision_key(r) for r in release)  # for people: status.rollout.revision
-    phase, targets, reason = _open_first(
+    (phase, targets, reason), project_windows = _open_first(
         kube,
         ctx,
         stage_outcome(plan, stage, compared, inventory),
@@ -262,6 +263,7 @@ def select_stage(kube: Kube, ctx: StepContext) -> SelectResult:
         clusters=clusters,
         app_set=app_set,
         since=update.status.rollout.started_at if update.status.rollout else None,
+        project_windows=project_windows,
     )
     return SelectResult(stage, entry.phase, tuple(targets), entry.message, first_wave=first_wave)
 
@@ -274,25 +276,25 @@ def _open_first(
     items: Sequence[Mapping[str, Any]],
     clusters: Sequence[Cluster],
     app_set: AppSetView | None,
-) -> tuple[StagePhase, tuple[str, ...], str]:
+) -> tuple[tuple[StagePhase, tuple[str, ...], str], dict[str, tuple[Window, ...]]]:
     """The stage's outcome (`stage_outcome`) with a running stage's targets ordered: the clusters
     whose windows are closed now behind the others (`steps.window_gate.open_first`: the slots go
-    first to clusters that may sync). A stage whose records exist already keeps their order
-    (`create_stage_records` adopts them)."""
+    first to clusters that may sync), and the targets' AppProjects' windows it read for that (the
+    first wave evaluates them again: one read per AppProject per `select`). A stage whose records
+    exist already keeps their order (`create_stage_records` adopts them)."""
     phase, targets, reason = outcome
     if phase != StagePhase.PROGRESSING:
-        return outcome
+        return outcome, {}
     ps = ctx.ps
     by_cluster = apps_by_cluster(items, ps.spec.app_set_ref.name, app_set, index_clusters(clusters))
     rollout = ctx.rollout.with_applications_of(ps)
-    now = ctx.clock.now()
+    project_windows = read_cluster_project_windows(kube, rollout, by_cluster=by_cluster, clusters=targets)
     closed = closed_clusters(
-        kube,
-        rollout,
         evaluated_windows(ctx.contract.windows),
+        project_windows,
         by_cluster=by_cluster,
         clusters=targets,
-        now=now,
+        now=ctx.clock.now(),
     )
     if closed and len(closed) < len(targets):
         log.info(
@@ -301,7 +303,7 @@ def _open_first(
             len(targets),
             ", ".join(sorted(closed)),
         )
-    return phase, open_first(targets, closed), reason
+    return (phase, open_first(targets, closed), reason), project_windows
 
 
 def _selected_already(

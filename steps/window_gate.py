@@ -26,6 +26,8 @@ is left to Argo CD (logged): it holds the sync itself, and `wait-healthy` notes 
 
 `open_first` orders a stage's targets when `select` records them: the clusters closed then go last,
 so the slots go first to the clusters that may sync (`closed_clusters` says which are closed).
+`select` reads the targets' AppProjects once (`read_cluster_project_windows`) for both that order
+and its first wave, which evaluates them again at the moment it writes.
 
 Callers: `steps.sync.sync_cluster` (every cluster, in a pod of its own or in a batch),
 `steps.first_wave` (which leaves a closed cluster to its own step) and `steps.select_stage` (the
@@ -102,12 +104,16 @@ def window_state(
 
 
 def read_project_windows(
-    kube: Kube, rollout: RolloutRef, apps: Sequence[Mapping[str, Any]]
+    kube: Kube,
+    rollout: RolloutRef,
+    apps: Sequence[Mapping[str, Any]],
+    known: Mapping[str, tuple[Window, ...]] | None = None,
 ) -> dict[str, tuple[Window, ...]]:
     """The sync windows of the Applications' AppProjects (in Argo CD's namespace), by project name;
-    a project that cannot be read or whose windows do not parse is left out (see the module)."""
-    found: dict[str, tuple[Window, ...]] = {}
-    for project in sorted({_project_of(app) for app in apps}):
+    a project that cannot be read or whose windows do not parse is left out (see the module). The
+    projects in `known` (read a moment ago by the same step) are taken from there, not read again."""
+    found: dict[str, tuple[Window, ...]] = dict(known or {})
+    for project in sorted({_project_of(app) for app in apps} - set(found)):
         try:
             obj = kube.get(APP_PROJECTS, rollout.argocd_namespace, project)
         except KubeError as exc:
@@ -120,19 +126,31 @@ def read_project_windows(
     return found
 
 
-def closed_clusters(
+def read_cluster_project_windows(
     kube: Kube,
     rollout: RolloutRef,
+    *,
+    by_cluster: Mapping[str, Sequence[Mapping[str, Any]]],
+    clusters: Sequence[str],
+    known: Mapping[str, tuple[Window, ...]] | None = None,
+) -> dict[str, tuple[Window, ...]]:
+    """`read_project_windows` for the Applications of `clusters` (`by_cluster`: a cluster's
+    Applications): one GET per AppProject not in `known`."""
+    apps = [app for cluster in clusters for app in by_cluster.get(cluster, ())]
+    return read_project_windows(kube, rollout, apps, known)
+
+
+def closed_clusters(
     rollout_windows: Sequence[Window],
+    project_windows: Mapping[str, Sequence[Window]],
     *,
     by_cluster: Mapping[str, Sequence[Mapping[str, Any]]],
     clusters: Sequence[str],
     now: datetime,
 ) -> dict[str, str]:
-    """The clusters among `clusters` whose windows are closed at `now`, each with its note; reads
-    the AppProjects of their Applications (`by_cluster`: a cluster's Applications)."""
-    apps = [app for cluster in clusters for app in by_cluster.get(cluster, ())]
-    project_windows = read_project_windows(kube, rollout, apps)
+    """Pure: the clusters among `clusters` whose windows are closed at `now`, each with its note
+    (`project_windows` as `read_cluster_project_windows` read them; `by_cluster`: a cluster's
+    Applications)."""
     states = {
         cluster: window_state(rollout_windows, project_windows, by_cluster.get(cluster, ()), now)
         for cluster in clusters

@@ -22,6 +22,7 @@ from orchestrator.core.clock import format_time
 from orchestrator.kube.client import APP_PROJECTS, Kube, NotFound
 from steps.sync import sync_cluster
 from tests.support.clock import ManualClock
+from tests.support.kubectl import Kubectl
 from tests.support.outcomes import record_failed, stage_outcomes
 from tests.support.steps_harness import make_progressive_sync
 from tests.support.steps_rig import REST, Rig, assert_ok, first_wave_args, opened, select_canary
@@ -252,3 +253,40 @@ def test_select_puts_the_clusters_a_window_holds_after_the_others(
     assert sorted(targets[1:]) == held
     assert "operation" in rig.app(opened_cluster), "the first wave syncs the open cluster"
     assert not any("operation" in rig.app(name) for name in held)
+
+
+def _appproject_gets(kubectl: Kubectl) -> float:
+    """The API server's count of AppProject GETs so far (`apiserver_request_total`, every code)."""
+    total = 0.0
+    for line in kubectl.ok("get", "--raw", "/metrics").splitlines():
+        if (
+            line.startswith("apiserver_request_total{")
+            and 'resource="appprojects"' in line
+            and 'verb="GET"' in line
+        ):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+@pytest.mark.parametrize(
+    "deny",
+    [pytest.param(False, id="window-open"), pytest.param(True, id="a-window-holds-one-cluster")],
+)
+def test_select_reads_the_appproject_once_for_the_order_and_the_first_wave(
+    rig: Rig, project: Any, kubectl: Kubectl, deny: bool
+) -> None:
+    """`select` reads the targets' AppProject once: the targets' order and the first wave decide on
+    the same read (each at its own time). Counted by the session's API server; no other client of
+    it runs meanwhile (one test at a time per worker)."""
+    names = sorted(c.name for c in rig.fleet.clusters)
+    windows = [{**_deny_from(datetime.now(UTC), 30), "applications": [f"*-{names[0]}"]}] if deny else []
+    make_progressive_sync(rig.kube, rig.namespace, stages=[REST])
+    project(windows)
+    before = _appproject_gets(kubectl)
+
+    result = rig.runner.run("select", "--stage", "rest", *first_wave_args(rig, 2))
+
+    assert_ok(result)
+    assert _appproject_gets(kubectl) - before == 1
+    synced = sorted(name for name in names if "operation" in rig.app(name))
+    assert synced == (names[1:3] if deny else names[:2]), synced
