@@ -36,6 +36,7 @@ from orchestrator.kube.crds import all_crd_documents, apply_crds
 from tests.support import realstack as realstack_plugin
 from tests.support import timeline
 from tests.support.analysis import analysis_clusters, analysis_env, analysis_stack  # noqa: F401 - fixtures
+from tests.support.apiserver_memory import TEST_APISERVER_MEMORY_LIMIT
 from tests.support.kubectl import Kubectl
 from tests.support.realstack import (  # noqa: F401 - fixtures
     real_namespace,
@@ -45,23 +46,17 @@ from tests.support.realstack import (  # noqa: F401 - fixtures
 )
 from tests.support.stack_watch import REPORT_PROPERTY
 
-# The session plane's kube-apiserver may grow to 3000 MiB before its collector must run (the dev
-# stack's default is 1200 MiB). It keeps every test's objects all session (no controller-manager
-# empties a deleted namespace), so at 1200 MiB it collected ~3x as often: measured on 181 tests of
-# one worker, 208.6 -> 169.0 CPU-s (-19 %), RSS up to 2.8 GB (docs/design/dev-stack.md, "A session
-# plane's heap over a session"). Deleting each test's objects instead did not help (same GC count).
-SESSION_PLANE_MEMORY_LIMIT = "3000MiB"
-
 
 @pytest.fixture(scope="session")
 def control_plane() -> Iterator[devcluster.DevCluster]:
-    """A real etcd + kube-apiserver with every CRD installed, for the whole test session."""
+    """A real etcd + kube-apiserver with every CRD installed, for the whole test session (its memory
+    limit: tests/support/apiserver_memory.py)."""
     try:
         binaries = devcluster.find_tools_dir()
         crds = all_crd_documents(tools.peer_crd_dirs())
     except (devcluster.ControlPlaneError, tools.ToolsMissing) as exc:
         pytest.fail(f"{exc}\n(`make test` builds the tools and points the tests at them for you.)")
-    cluster = devcluster.DevCluster.start(binaries, apiserver_memory_limit=SESSION_PLANE_MEMORY_LIMIT)
+    cluster = devcluster.DevCluster.start(binaries, apiserver_memory_limit=TEST_APISERVER_MEMORY_LIMIT)
     try:
         kube = Kube.from_kubeconfig(str(cluster.kubeconfig))
         apply_crds(kube, crds)

@@ -119,6 +119,9 @@ class StackOptions:
     # the endpoint serves `metrics_clusters` (default: Argo CD's clusters when it runs).
     argo_rollouts: bool = False
     metrics_clusters: tuple[str, ...] = ()
+    # kube-apiserver's GOMEMLIMIT instead of the dev stack's (controlplane.APISERVER_GO_ENVIRONMENT):
+    # more memory for less collecting, e.g. the test suite's real stack.
+    apiserver_memory_limit: str | None = None
 
     @property
     def wants_node(self) -> bool:
@@ -196,7 +199,12 @@ class DevStack:
             self.node = Node.prepare(images_cache=cache, images=build_images, lock=self._lock)
         self.cluster = self._timed(
             "control_plane",
-            lambda: DevCluster.start(self.tools_dir, workdir=options.workdir, node_ready=options.wants_node),
+            lambda: DevCluster.start(
+                self.tools_dir,
+                workdir=options.workdir,
+                node_ready=options.wants_node,
+                apiserver_memory_limit=options.apiserver_memory_limit,
+            ),
         )
         if self.node is not None and options.workdir is None:
             # Its temporary workdir: if this process is killed, the next node start removes it.

@@ -23,6 +23,7 @@ from orchestrator.kube.client import (
     WatchEvent,
 )
 from orchestrator.kube.crds import apply_crds
+from tests.support.apiserver_memory import TEST_APISERVER_MEMORY_LIMIT
 from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.integration
@@ -189,7 +190,7 @@ def test_the_api_server_runs_with_the_dev_stacks_gc_settings(control_plane: devc
     processes = [psutil.Process(pid) for pid in control_plane.pids]
     [apiserver] = [process for process in processes if process.name() == "kube-apiserver"]
     environment = apiserver.environ()
-    assert control_plane.apiserver_memory_limit == "3000MiB"  # tests/conftest.py
+    assert control_plane.apiserver_memory_limit == TEST_APISERVER_MEMORY_LIMIT
     expected = {**devcluster.APISERVER_GO_ENVIRONMENT, "GOMEMLIMIT": control_plane.apiserver_memory_limit}
     for name, value in expected.items():
         assert environment.get(name) == os.environ.get(name, value), name

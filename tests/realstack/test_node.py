@@ -18,12 +18,14 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from orchestrator.devenv import host, machine
 from orchestrator.devenv.node import PODS
 from orchestrator.devenv.stack import DevStack, StackOptions
 from orchestrator.kube.client import Kube
+from tests.support.apiserver_memory import TEST_APISERVER_MEMORY_LIMIT
 from tests.support.machine_state import MachineState
 from tests.support.realstack import RealStack, RealStackSession
 from tests.support.wait import wait_for
@@ -92,6 +94,17 @@ def test_a_pod_of_our_step_image_runs_to_succeeded_and_reaches_the_api_server(
     # The logs come from the kubelet through the API server (its client cert, our CA).
     assert "apiserver v1.35.4" in logs.stdout
     assert "progressive-sync 0.1.0" in logs.stdout
+
+
+@pytest.mark.realstack_owner  # the stack's processes are this process's children
+def test_the_real_stacks_api_server_runs_with_the_suites_memory_limit(real_node: RealStack) -> None:
+    """The suite's real stack asks for a larger GOMEMLIMIT (tests/support/apiserver_memory.py) and
+    its kube-apiserver got it, unless this process's environment sets one."""
+    cluster = real_node.stack.cluster
+    assert cluster is not None
+    [apiserver] = [p for p in map(psutil.Process, cluster.pids) if p.name() == "kube-apiserver"]
+    expected = os.environ.get("GOMEMLIMIT", TEST_APISERVER_MEMORY_LIMIT)
+    assert apiserver.environ().get("GOMEMLIMIT") == expected
 
 
 @pytest.mark.realstack_owner  # the message names the node lock's holder: this process

@@ -51,6 +51,7 @@ from orchestrator.devenv.controlplane import ControlPlaneError
 from orchestrator.devenv.stack import DevStack, StackOptions
 from orchestrator.kube.client import Kube
 from tests.support import stack_watch
+from tests.support.apiserver_memory import TEST_APISERVER_MEMORY_LIMIT
 from tests.support.stack_watch import OwnedPrograms, SharedPrograms, StackPrograms, Watchdog
 from tests.support.watcher_harness import WatcherProcess
 from workflow_templates.settings import WorkflowSettings
@@ -519,7 +520,9 @@ class RealStackSession:
         if self._stack is None:
             self._queue.enter_context(machine.queue_turn(say=lambda text: sys.stderr.write(f"\n{text}\n")))
             try:
-                stack = DevStack.start(StackOptions(node=True, namespaces=()))
+                stack = DevStack.start(
+                    StackOptions(node=True, namespaces=(), apiserver_memory_limit=TEST_APISERVER_MEMORY_LIMIT)
+                )
             except Exception as exc:
                 if self.share is not None:
                     self.share.publish_error(f"{type(exc).__name__}: {exc}")
