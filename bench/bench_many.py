@@ -56,7 +56,7 @@ import yaml
 
 from orchestrator.core.clock import SystemClock
 from orchestrator.devenv import tools
-from orchestrator.devenv.controlplane import AUDIT_POLICY, DevCluster
+from orchestrator.devenv.controlplane import AUDIT_POLICY, DevCluster, api_requests
 from orchestrator.kube.client import (
     APPLICATIONS,
     CONFIG_MAPS,
@@ -106,15 +106,6 @@ def stages(max_parallel: int) -> list[dict[str, Any]]:
         base.stage("canary", max_targets=1, max_parallel=1),
         base.stage("the rest", max_targets="100%", max_parallel=max_parallel),
     ]
-
-
-def requests_total(metrics_text: str) -> float:
-    """The sum of every `apiserver_request_total` series in kube-apiserver's /metrics text."""
-    total = 0.0
-    for line in metrics_text.splitlines():
-        if line.startswith("apiserver_request_total{") or line.startswith("apiserver_request_total "):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
 
 
 def counted_request(line: dict[str, Any]) -> bool:
@@ -476,7 +467,7 @@ def measure(
             f"releasing {len(apps)} Applications"
         )
         mark = audit_mark()
-        before = requests_total(metrics())
+        before = api_requests(metrics())
         release_start = time.time()
         release(admin, apps, options.release_threads)
         release_end = time.time()
@@ -484,7 +475,7 @@ def measure(
         ended, statuses = wait_all(
             admin, names, ready=rollout_ended, timeout=options.timeout, what="rollouts ended", say=say
         )
-        after = requests_total(metrics())
+        after = api_requests(metrics())
         hwm = peak_rss_mb(watcher_pid)
         others = {name: peak_rss_mb(pid) for name, pid in (other_pids or {}).items()}
     audit = audit_since(mark)

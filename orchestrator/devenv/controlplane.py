@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -98,6 +99,25 @@ def apiserver_environment(
     for name, value in defaults.items():
         environment.setdefault(name, value)
     return environment
+
+
+_REQUEST_SERIES = re.compile(r"^apiserver_request_total(?:\{(?P<labels>[^}]*)\})? (?P<value>\S+)$")
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+def api_requests(metrics_text: str, **labels: str) -> float:
+    """The requests kube-apiserver counted (`apiserver_request_total` in its /metrics text): the
+    sum of the series whose labels include `labels` (every series without), e.g. `verb="GET",
+    resource="appprojects"`."""
+    total = 0.0
+    for line in metrics_text.splitlines():
+        series = _REQUEST_SERIES.match(line)
+        if series is None:
+            continue
+        have = dict(_LABEL.findall(series.group("labels") or ""))
+        if all(have.get(name) == value for name, value in labels.items()):
+            total += float(series.group("value"))
+    return total
 
 
 class ControlPlaneError(RuntimeError):

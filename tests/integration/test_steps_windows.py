@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from orchestrator.core.clock import format_time
+from orchestrator.devenv.controlplane import api_requests
 from orchestrator.kube.client import APP_PROJECTS, Kube, NotFound
 from steps.sync import sync_cluster
 from tests.support.clock import ManualClock
@@ -256,16 +257,8 @@ def test_select_puts_the_clusters_a_window_holds_after_the_others(
 
 
 def _appproject_gets(kubectl: Kubectl) -> float:
-    """The API server's count of AppProject GETs so far (`apiserver_request_total`, every code)."""
-    total = 0.0
-    for line in kubectl.ok("get", "--raw", "/metrics").splitlines():
-        if (
-            line.startswith("apiserver_request_total{")
-            and 'resource="appprojects"' in line
-            and 'verb="GET"' in line
-        ):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
+    """The API server's count of AppProject GETs so far (every code)."""
+    return api_requests(kubectl.ok("get", "--raw", "/metrics"), resource="appprojects", verb="GET")
 
 
 @pytest.mark.parametrize(

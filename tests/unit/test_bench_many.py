@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.devenv.controlplane import api_requests
 from tests.support.bench_scripts import load_bench
 
 bench = load_bench("bench_many")
@@ -48,7 +49,7 @@ apiserver_request_duration_seconds_count{verb="GET"} 99
 
 
 def test_requests_total_sums_every_series_of_the_counter_only() -> None:
-    assert bench.requests_total(METRICS) == 35.0
+    assert api_requests(METRICS) == 35.0
 
 
 @pytest.mark.parametrize(
@@ -139,3 +140,8 @@ def test_picked_up_counts_sync_starts_after_the_release_only() -> None:
         {"event": "healthy", "app": "b", "time": 9.0},
     ]
     assert bench.picked_up(events, since=2.0) == Counter({"a": 2})
+
+
+def test_api_requests_sums_only_the_series_with_the_labels_asked_for() -> None:
+    assert api_requests(METRICS, verb="GET") == 10.0
+    assert api_requests(METRICS, verb="GET", code="201") == 0.0

@@ -8,46 +8,44 @@ from orchestrator.devenv.controlplane import APISERVER_GO_ENVIRONMENT, apiserver
 
 
 @pytest.mark.parametrize(
-    ("base", "expected"),
+    ("base", "memory_limit", "expected"),
     [
         pytest.param(
             {"PATH": "/usr/bin"},
+            None,
             {"PATH": "/usr/bin", "GOGC": "400", "GOMEMLIMIT": "1200MiB"},
             id="the-gc-settings-are-added-to-what-is-there",
         ),
         pytest.param(
             {"GOGC": "100"},
+            None,
             {"GOGC": "100", "GOMEMLIMIT": "1200MiB"},
             id="a-gogc-of-the-caller-wins",
         ),
         pytest.param(
             {"GOGC": "off", "GOMEMLIMIT": "4GiB"},
+            None,
             {"GOGC": "off", "GOMEMLIMIT": "4GiB"},
             id="both-set-by-the-caller-are-kept",
         ),
-    ],
-)
-def test_the_apiserver_environment(base: dict[str, str], expected: dict[str, str]) -> None:
-    assert apiserver_environment(base) == expected
-
-
-@pytest.mark.parametrize(
-    ("base", "expected"),
-    [
         pytest.param(
             {"PATH": "/usr/bin"},
+            "3000MiB",
             {"PATH": "/usr/bin", "GOGC": "400", "GOMEMLIMIT": "3000MiB"},
             id="the-limit-replaces-the-default-one",
         ),
         pytest.param(
             {"GOMEMLIMIT": "4GiB"},
+            "3000MiB",
             {"GOGC": "400", "GOMEMLIMIT": "4GiB"},
             id="a-gomemlimit-of-the-caller-still-wins",
         ),
     ],
 )
-def test_a_memory_limit_for_one_api_server(base: dict[str, str], expected: dict[str, str]) -> None:
-    assert apiserver_environment(base, memory_limit="3000MiB") == expected
+def test_the_apiserver_environment(
+    base: dict[str, str], memory_limit: str | None, expected: dict[str, str]
+) -> None:
+    assert apiserver_environment(base, memory_limit=memory_limit) == expected
 
 
 def test_the_base_is_not_changed() -> None:
