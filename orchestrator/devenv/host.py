@@ -285,9 +285,19 @@ def veths_on_bridge() -> list[str]:
 # --- cgroups ---------------------------------------------------------------------------------------
 
 
-def make_cgroup_root() -> None:
-    """Create our cgroup root in every v1 hierarchy (the kubelet's `cgroupRoot` must exist)."""
-    for hierarchy in sorted(CGROUP_MOUNT.iterdir()):
+# The kernel's CPU weights of a cgroup that sets none: cgroup v1 `cpu.shares`, v2 `cpu.weight`.
+DEFAULT_CPU_SHARES = 1024
+DEFAULT_CPU_WEIGHT = 100
+
+
+def make_cgroup_root(*, cpu_shares: int | None = None, mount: Path = CGROUP_MOUNT) -> None:
+    """Create our cgroup root in every v1 hierarchy (the kubelet's `cgroupRoot` must exist), with
+    `cpu_shares` as the CPU weight of everything the node runs against the machine's other programs
+    (None: the kernel's default). Written each start, so a root left by an earlier node does not keep
+    another value."""
+    shares = DEFAULT_CPU_SHARES if cpu_shares is None else cpu_shares
+    weight = DEFAULT_CPU_WEIGHT if cpu_shares is None else cpu_weight(cpu_shares)
+    for hierarchy in sorted(mount.iterdir()):
         if not (hierarchy / "cgroup.procs").exists() or hierarchy.is_symlink():
             continue
         folder = hierarchy / CGROUP_ROOT
@@ -296,6 +306,16 @@ def make_cgroup_root() -> None:
             parent_value = hierarchy / name
             if parent_value.exists() and not (folder / name).read_text().strip():
                 (folder / name).write_text(parent_value.read_text())
+        if (folder / "cpu.shares").exists():
+            (folder / "cpu.shares").write_text(f"{shares}\n")
+        if (folder / "cpu.weight").exists():  # cgroup v2 with the cpu controller
+            (folder / "cpu.weight").write_text(f"{weight}\n")
+
+
+def cpu_weight(cpu_shares: int) -> int:
+    """cgroup v2's `cpu.weight` (1-10000) for a v1 `cpu.shares` (2-262144), as the kubelet maps them."""
+    shares = min(max(cpu_shares, 2), 262144)
+    return 1 + (shares - 2) * 9999 // 262142
 
 
 def remove_cgroups() -> None:

@@ -188,14 +188,16 @@ class Node:
         images: Callable[[], Sequence[images_mod.Image]] | None = None,
         root: Path = machine.NODE_ROOT,
         lock: machine.NodeLock | None = None,
+        cpu_shares: int | None = None,
     ) -> Node:
         """The part of the start that needs no API server, so it can overlap the control plane's.
 
         Takes the node lock (`lock`, if the caller already holds it; else its own: raises
         `machine.NodeBusy` at once when another node runs), cleans up what a killed node left,
-        makes the cgroups, the bridge and the CNI config, starts containerd, imports the pause image
-        and starts importing `images()` (built and imported in the background; `join` waits for
-        them). Undoes everything on failure.
+        makes the cgroups (the pods' CPU weight: `cpu_shares`, None for the kernel's default), the
+        bridge and the CNI config, starts containerd, imports the pause image and starts importing
+        `images()` (built and imported in the background; `join` waits for them). Undoes everything
+        on failure.
         """
         node = cls(tools=NodeTools.find(), root=root)
         node._started_at = time.monotonic()
@@ -207,13 +209,18 @@ class Node:
             cleaned = machine.clean_up(root, owner_gone=True)  # we hold the lock: no owner is alive
             if cleaned:
                 log.warning("cleaned up what an earlier node left behind: %s", "; ".join(cleaned))
-            node._prepare(images_cache, images)
+            node._prepare(images_cache, images, cpu_shares)
         except BaseException:
             node.stop()
             raise
         return node
 
-    def _prepare(self, images_cache: Path, images: Callable[[], Sequence[images_mod.Image]] | None) -> None:
+    def _prepare(
+        self,
+        images_cache: Path,
+        images: Callable[[], Sequence[images_mod.Image]] | None,
+        cpu_shares: int | None,
+    ) -> None:
         for folder in ("logs", "containerd", "kubelet", "certs", "cni/net.d", "cni/ipam", "pod-logs"):
             (self.root / folder).mkdir(parents=True, exist_ok=True)
         self._ledger = machine.Ledger(self.root / "ledger.json")
@@ -223,7 +230,7 @@ class Node:
             self._ledger, cni_conf_dir=self.root / "cni/net.d", ipam_dir=self.root / "cni/ipam"
         )
         self._ledger.mark(cgroups=True)
-        host.make_cgroup_root()
+        host.make_cgroup_root(cpu_shares=cpu_shares)
         self._start_containerd(pause)
         self.import_images([pause])
         if images is not None:

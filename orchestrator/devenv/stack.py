@@ -122,6 +122,10 @@ class StackOptions:
     # kube-apiserver's GOMEMLIMIT instead of the dev stack's (controlplane.APISERVER_GO_ENVIRONMENT):
     # more memory for less collecting, e.g. the test suite's real stack.
     apiserver_memory_limit: str | None = None
+    # The CPU weight of everything the node runs (its cgroup root's cpu.shares; host.py) against the
+    # machine's other programs (None: the kernel's default, 1024), e.g. the test suite's real stack,
+    # whose pods are its critical path.
+    node_cpu_shares: int | None = None
 
     @property
     def wants_node(self) -> bool:
@@ -196,7 +200,9 @@ class DevStack:
         if options.wants_node:
             # containerd and the image imports need no API server: they run while it starts.
             assert self._lock is not None
-            self.node = Node.prepare(images_cache=cache, images=build_images, lock=self._lock)
+            self.node = Node.prepare(
+                images_cache=cache, images=build_images, lock=self._lock, cpu_shares=options.node_cpu_shares
+            )
         self.cluster = self._timed(
             "control_plane",
             lambda: DevCluster.start(

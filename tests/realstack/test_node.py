@@ -27,7 +27,7 @@ from orchestrator.devenv.stack import DevStack, StackOptions
 from orchestrator.kube.client import Kube
 from tests.support.apiserver_memory import TEST_APISERVER_MEMORY_LIMIT
 from tests.support.machine_state import MachineState
-from tests.support.realstack import RealStack, RealStackSession
+from tests.support.realstack import TEST_NODE_CPU_SHARES, RealStack, RealStackSession
 from tests.support.wait import wait_for
 
 # Reads its service account's token and CA and asks the API server for its version through the
@@ -105,6 +105,21 @@ def test_the_real_stacks_api_server_runs_with_the_suites_memory_limit(real_node:
     [apiserver] = [p for p in map(psutil.Process, cluster.pids) if p.name() == "kube-apiserver"]
     expected = os.environ.get("GOMEMLIMIT", TEST_APISERVER_MEMORY_LIMIT)
     assert apiserver.environ().get("GOMEMLIMIT") == expected
+
+
+def test_the_real_nodes_pods_run_with_the_suites_cpu_weight(real_node: RealStack) -> None:
+    """The suite's real stack gives its node's cgroup root a larger CPU weight (TEST_NODE_CPU_SHARES
+    in tests/support/realstack.py), so its pods go first on a busy machine."""
+    assert real_node.stack.node is not None
+    weights = [
+        (name, int((folder / name).read_text()))
+        for folder in host.cgroup_folders()
+        for name in ("cpu.shares", "cpu.weight")
+        if (folder / name).exists()
+    ]
+    expected = {"cpu.shares": TEST_NODE_CPU_SHARES, "cpu.weight": host.cpu_weight(TEST_NODE_CPU_SHARES)}
+    assert weights, f"no CPU weight in {host.cgroup_folders()}"
+    assert all(value == expected[name] for name, value in weights), weights
 
 
 @pytest.mark.realstack_owner  # the message names the node lock's holder: this process

@@ -60,6 +60,14 @@ from workflow_templates.settings import WorkflowSettings
 # no less than 1 s). PROGRESSIVE_SYNC_TEST_REQUEUE_TIME changes it, to measure what it costs.
 TEST_REQUEUE_TIME = os.environ.get("PROGRESSIVE_SYNC_TEST_REQUEUE_TIME", "1s")
 
+# The real node's pods get the CPU first (its cgroup root's cpu.shares; the kernel's default is
+# 1024). Under `make test` every other program (each session's API server, etcd, Argo CD, the
+# workers) runs beside them in a scheduling group of its own with weight 1024, so at the default the
+# pods, which the realstack tests wait on one after another, got a small part of two busy cores.
+# Three real-engine scenarios beside three busy loops: 252 s at 1024, 201 s at 16384
+# (docs/design/dev-stack.md, "The real node's pods first").
+TEST_NODE_CPU_SHARES = 16384
+
 
 @dataclass
 class RealStack:
@@ -521,7 +529,12 @@ class RealStackSession:
             self._queue.enter_context(machine.queue_turn(say=lambda text: sys.stderr.write(f"\n{text}\n")))
             try:
                 stack = DevStack.start(
-                    StackOptions(node=True, namespaces=(), apiserver_memory_limit=TEST_APISERVER_MEMORY_LIMIT)
+                    StackOptions(
+                        node=True,
+                        namespaces=(),
+                        apiserver_memory_limit=TEST_APISERVER_MEMORY_LIMIT,
+                        node_cpu_shares=TEST_NODE_CPU_SHARES,
+                    )
                 )
             except Exception as exc:
                 if self.share is not None:
