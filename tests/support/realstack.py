@@ -64,8 +64,8 @@ TEST_REQUEUE_TIME = os.environ.get("PROGRESSIVE_SYNC_TEST_REQUEUE_TIME", "1s")
 # 1024). Under `make test` every other program (each session's API server, etcd, Argo CD, the
 # workers) runs beside them in a scheduling group of its own with weight 1024, so at the default the
 # pods, which the realstack tests wait on one after another, got a small part of two busy cores.
-# Three real-engine scenarios beside three busy loops: 252 s at 1024, 201 s at 16384
-# (docs/design/dev-stack.md, "The real node's pods first").
+# Three real-engine scenarios beside three busy loops: 252 s at 1024, 201 s at 16384; a warm CI
+# run 2,091 s -> 1,914 s (docs/design/dev-stack.md, "The real node's pods first").
 TEST_NODE_CPU_SHARES = 16384
 
 
