@@ -295,7 +295,11 @@ install_result() {
   rm -rf "$dest.old.partial"
 }
 
-go_build() { GOFLAGS=-buildvcs=false CGO_ENABLED=0 go build -trimpath "$@"; }
+# Every binary is linked with -s -w (no symbol table, no DWARF), so the compiler need not write DWARF
+# either (-gcflags=all=-dwarf=false): the same binaries, ~7 % less compile (etcd cold on 2 cores: 69 s
+# -> 65 s, one run each). The step image's pause program is built with the same flags
+# (orchestrator/devenv/images.py, GO_BUILD_FLAGS), so it reuses these compiles of the standard library.
+go_build() { GOFLAGS=-buildvcs=false CGO_ENABLED=0 go build -trimpath -gcflags=all=-dwarf=false "$@"; }
 
 # --- background jobs: the UI build and module downloads run while Go compiles -------------------
 
