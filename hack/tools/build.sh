@@ -18,7 +18,9 @@
 #   core      etcd, kube-apiserver, kubectl (the control plane), helm; ~5-8 min
 #   crds      Argo Workflows', Argo CD's and Argo Rollouts' own CRDs, from their modules (nothing to
 #             compile); ~1 min of downloads
-#   node      kubelet, kube-scheduler, kube-controller-manager (the real node); ~3-5 min
+#   node      kubelet, kube-scheduler, kube-controller-manager (the real node); ~3-5 min; beside the
+#             compiles, the step image's base layers (the Debian root filesystem, the pause program;
+#             ~1 min, mostly downloads) into the cache's images/, which the node would build otherwise
 #   argo      Argo Workflows: workflow-controller, argoexec, the argo CLI with the Argo UI built
 #             from the module's ui/ sources and embedded (it is also `argo server`); ~5-8 min (the
 #             UI, beside the Go compile: yarn install ~1 min, webpack ~35 s with esbuild's minifier,
@@ -407,6 +409,14 @@ build_ui() {
   rm -rf "$src" "$work/yarn" "$work/yarn-offline-mirror"
 }
 
+# The step image's base layers: the Debian root filesystem (mmdebstrap) and the pause program. They
+# depend on nothing the virtualenv holds, so they are built beside the compiles with the machine's
+# python3 and only the standard library, and the first real-stack test finds them cached instead of
+# waiting for them (orchestrator/devenv/images.py, build_base_layers: cached under the same lock).
+build_base_layers() {
+  (cd "$here/../.." && PROGRESSIVE_SYNC_TOOLS_CACHE="$cache" python3 -m orchestrator.devenv.images)
+}
+
 # with_json DIR: add FILE.json next to each FILE.yaml in DIR (the CRDs are megabytes of YAML: Python
 # parses them in seconds, their JSON in milliseconds), with our small yamltojson.
 with_json() {
@@ -601,6 +611,9 @@ if wants argo && ! ui_done; then
   start argo-ui build_ui
   log "building the Argo UI in the background (yarn; log: $work/argo-ui.log)"
 fi
+if wants node && command -v mmdebstrap >/dev/null && command -v python3 >/dev/null; then
+  start images build_base_layers
+fi
 prefetch=()
 wants argo && ! argo_done && prefetch+=(argo)
 wants argocd && ! argocd_done && prefetch+=(argocd)
@@ -633,6 +646,10 @@ if wants rollouts && ! rollouts_done; then
   timed rollouts build_rollouts
 fi
 finish argo-ui
+if [[ -n "${images_pid:-}" ]] && ! wait "$images_pid"; then
+  # Only a head start as well: the real node builds what is missing when it starts.
+  log "note: the step image's base layers were not built ahead (the node builds them): $(tail -n 1 "$work/images.log")"
+fi
 if [[ -n "${prefetch_pid:-}" ]] && ! wait "$prefetch_pid"; then
   # Only a head start: the builds download what they need themselves, and they did.
   log "note: downloading modules ahead failed (see nothing wrong if the builds passed): $(tail -n 1 "$work/prefetch.log")"

@@ -58,6 +58,9 @@ SITE_PACKAGES = "usr/local/lib/python{major}.{minor}/dist-packages"
 ROOTFS_EXCLUDES = ("/usr/share/man/*", "/usr/share/doc/*", "/usr/share/locale/*", "/usr/share/info/*")
 # The rootfs recipe; bump when it changes so the cache builds a new one.
 ROOTFS_RECIPE = "v1"
+# The pause program's build: the flags hack/tools/build.sh builds the tools with (its go_build), so a
+# cold build reuses their compiles of the standard library; -s -w strip it, so no DWARF is compiled.
+GO_BUILD_FLAGS = ("-trimpath", "-gcflags=all=-dwarf=false", "-ldflags", "-s -w")
 STEP_LAYERS_KEPT = 3
 STEP_USER = "65532:65532"  # as in the Dockerfile: the steps do not run as root
 BUILD_TIMEOUT = 900.0
@@ -307,7 +310,7 @@ def pause_image(cache: Path, *, go: str = "go") -> Image:
         with tempfile.TemporaryDirectory(prefix="pause-build-") as scratch:
             binary = Path(scratch) / "pause"
             _run(
-                [go, "build", "-trimpath", "-ldflags", "-s -w", "-o", str(binary), "."],
+                [go, "build", *GO_BUILD_FLAGS, "-o", str(binary), "."],
                 cwd=PAUSE_SOURCE,
                 env={**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-buildvcs=false"},
                 what="building the pause program",
@@ -574,3 +577,42 @@ def _run(
         raise ImageError(f"{what} took longer than {timeout:g}s") from exc
     if result.returncode != 0:
         raise ImageError(f"{what} failed ({result.returncode}): {(result.stderr or result.stdout)[-2000:]}")
+
+
+# --- the layers `make tools` builds ahead ---------------------------------------------------------
+
+
+def build_base_layers(cache: Path) -> list[Path]:
+    """The layers that depend on nothing in the virtualenv: the Debian root filesystem and pause.
+
+    A cold `make test` used to wait for them in its first real-stack test (mmdebstrap's downloads
+    and the pause program's compile, ~40 s on an idle machine, twice that beside the other
+    workers). hack/tools/build.sh builds them in the background while it compiles (`python3 -m
+    orchestrator.devenv.images`, with only the standard library: no virtualenv exists yet), and the
+    node finds them cached. Each layer is built once, under the cache's lock, so either may come first.
+    """
+    return [python_rootfs(cache), pause_image(cache).layer]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python3 -m orchestrator.devenv.images`: build the base layers into the tool cache, print them."""
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv:
+        print(
+            "usage: python3 -m orchestrator.devenv.images (builds the base layers; no arguments)",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        layers = build_base_layers(images_cache())
+    except ImageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for layer in layers:
+        print(layer)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
