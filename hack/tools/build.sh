@@ -646,9 +646,14 @@ if wants rollouts && ! rollouts_done; then
   timed rollouts build_rollouts
 fi
 finish argo-ui
-if [[ -n "${images_pid:-}" ]] && ! wait "$images_pid"; then
-  # Only a head start as well: the real node builds what is missing when it starts.
-  log "note: the step image's base layers were not built ahead (the node builds them): $(tail -n 1 "$work/images.log")"
+if [[ -n "${images_pid:-}" ]]; then
+  if wait "$images_pid"; then
+    timings+=("images $(cat "$work/images.seconds")s (in parallel)")
+    log "built the step image's base layers in $(cat "$work/images.seconds")s (in parallel)"
+  else
+    # Only a head start as well: the real node builds what is missing when it starts.
+    log "note: the step image's base layers were not built ahead (the node builds them): $(tail -n 1 "$work/images.log")"
+  fi
 fi
 if [[ -n "${prefetch_pid:-}" ]] && ! wait "$prefetch_pid"; then
   # Only a head start: the builds download what they need themselves, and they did.
