@@ -39,14 +39,13 @@ venv: $(STAMP)
 # kube-controller-manager for the real node; Argo Workflows (controller, argoexec, the argo CLI and
 # server with the Argo UI embedded); Argo CD (application controller, ApplicationSet controller,
 # repo-server); the Argo Rollouts controller (run as its analysis controller alone, for analysis
-# gates; Debian's prometheus beside it); the three projects' CRDs. Cold, on 2 cores: ~50 min; warm:
-# under a second.
-# Measured cold per component (build.sh GROUP alone under nice -n 10, every cache a scratch folder:
-# see build.sh's header), with 7 other sessions on the machine: the Argo UI (yarn install + webpack,
-# argo-ui from the vendor dir) 607 s at load average 9-11; Argo CD (Go 1.27 toolchain, ~1.7 GB of
-# modules, compile) 2274 s at load average 11-23, mean 15 (earlier: 1561 s at 10-12 with its
-# modules already downloaded); Argo Rollouts 385 s at load average 4-6 with its modules already
-# downloaded (docs/design/dev-stack.md). Expect the ~50 min only on a machine that is otherwise idle.
+# gates; Debian's prometheus beside it); the three projects' CRDs. Cold, on an otherwise idle
+# 2-core machine: 25-28 min; warm: under a second.
+# Measured cold in CI (`CI=true .ci/run`, every cache an empty folder), per component, one after the
+# other with the UI and the step image's base layers beside them: etcd 121-199 s, helm 160-200 s,
+# kubernetes 396-417 s, Argo Workflows 282-306 s, Argo CD 320-332 s (Go 1.27 fetched as a
+# toolchain, ~1.7 GB of modules), Argo Rollouts 195-205 s; the whole 1,499-1,640 s, bound by CPU
+# (docs/design/dev-stack.md, "The cold tools build"). On a machine shared with other work, longer.
 # test, demo and bench run it first and pass the folder on as PROGRESSIVE_SYNC_TOOLS_DIR (the Python
 # side's orchestrator/devenv/tools.py) and KUBEBUILDER_ASSETS.
 tools:

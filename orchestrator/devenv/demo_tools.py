@@ -37,7 +37,7 @@ GROUP_COSTS: dict[str, tuple[str, str]] = {
     "core": ("etcd, kube-apiserver, kubectl, helm", "~5-8 min"),
     "crds": ("the Argo Workflows, Argo CD and Argo Rollouts CRDs", "~1 min"),
     "node": ("kubelet, kube-scheduler, kube-controller-manager (a real node)", "~3-5 min"),
-    "argo": ("Argo Workflows and the Argo UI", "~10-15 min"),
+    "argo": ("Argo Workflows and the Argo UI", "~5-8 min"),
     "argocd": ("Argo CD", "~25-40 min"),
     "rollouts": ("the Argo Rollouts analysis controller", "~6-10 min"),
 }
