@@ -298,9 +298,10 @@ install_result() {
 }
 
 # Every binary is linked with -s -w (no symbol table, no DWARF), so the compiler need not write DWARF
-# either (-gcflags=all=-dwarf=false): the same binaries, ~7 % less compile (etcd cold on 2 cores: 69 s
-# -> 65 s, one run each). The step image's pause program is built with the same flags
-# (orchestrator/devenv/images.py, GO_BUILD_FLAGS), so it reuses these compiles of the standard library.
+# either (-gcflags=all=-dwarf=false): the same binaries, ~6 % less compile CPU (etcd with an empty Go
+# cache, three runs each: docs/design/dev-stack.md, "The cold tools build"). The step image's pause
+# program is built with the same flags (orchestrator/devenv/images.py, GO_BUILD_FLAGS), so it reuses
+# these compiles of the standard library.
 go_build() { GOFLAGS=-buildvcs=false CGO_ENABLED=0 go build -trimpath -gcflags=all=-dwarf=false "$@"; }
 
 # --- background jobs: the UI build and module downloads run while Go compiles -------------------

@@ -21,22 +21,28 @@ ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "hack" / "tools" / "build.sh"
 
 
-def run_module(*args: str) -> subprocess.CompletedProcess[str]:
-    # -I -S: no site-packages and no user paths, as a python3 before `make test` made the virtualenv
-    code = f"import sys; sys.path.insert(0, {str(ROOT)!r}); sys.argv[1:] = {list(args)!r}; "
-    code += "import runpy; runpy.run_module('orchestrator.devenv.images', run_name='__main__')"
+def bare_python(code: str) -> subprocess.CompletedProcess[str]:
+    """`code` run by a python3 without site-packages or user paths (-I -S), as before `make test`
+    made the virtualenv, with the checkout importable."""
     return subprocess.run(
-        [sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=60, check=False
+        [sys.executable, "-I", "-S", "-c", f"import sys; sys.path.insert(0, {str(ROOT)!r}); {code}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def run_module(*args: str) -> subprocess.CompletedProcess[str]:
+    return bare_python(
+        f"sys.argv[1:] = {list(args)!r}; "
+        "import runpy; runpy.run_module('orchestrator.devenv.images', run_name='__main__')"
     )
 
 
 def test_the_module_runs_on_the_standard_library_alone() -> None:
-    code = (
-        f"import sys; sys.path.insert(0, {str(ROOT)!r}); import orchestrator.devenv.images; "
-        "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"
-    )
-    result = subprocess.run(
-        [sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=60, check=False
+    result = bare_python(
+        "import orchestrator.devenv.images; print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"
     )
     assert result.returncode == 0, result.stderr
     loaded = set(result.stdout.split())
