@@ -40,7 +40,7 @@ venv: $(STAMP)
 # server with the Argo UI embedded); Argo CD (application controller, ApplicationSet controller,
 # repo-server); the Argo Rollouts controller (run as its analysis controller alone, for analysis
 # gates; Debian's prometheus beside it); the three projects' CRDs. Cold, on an otherwise idle
-# 2-core machine: 25-28 min; warm: under a second.
+# 2-core machine: 24-28 min; warm: under a second.
 # Measured cold in CI (`CI=true .ci/run`, every cache an empty folder), per component, one after the
 # other with the UI and the step image's base layers beside them: etcd 121-199 s, helm 160-200 s,
 # kubernetes 396-417 s, Argo Workflows 282-306 s, Argo CD 320-332 s (Go 1.27 fetched as a
