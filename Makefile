@@ -40,12 +40,9 @@ venv: $(STAMP)
 # server with the Argo UI embedded); Argo CD (application controller, ApplicationSet controller,
 # repo-server); the Argo Rollouts controller (run as its analysis controller alone, for analysis
 # gates; Debian's prometheus beside it); the three projects' CRDs. Cold, on an otherwise idle
-# 2-core machine: 24-28 min; warm: under a second.
-# Measured cold in CI (`CI=true .ci/run`, every cache an empty folder), per component, one after the
-# other with the UI and the step image's base layers beside them: etcd 121-199 s, helm 160-200 s,
-# kubernetes 396-417 s, Argo Workflows 282-306 s, Argo CD 320-332 s (Go 1.27 fetched as a
-# toolchain, ~1.7 GB of modules), Argo Rollouts 195-205 s; the whole 1,499-1,640 s, bound by CPU
-# (docs/design/dev-stack.md, "The cold tools build"). On a machine shared with other work, longer.
+# 2-core machine: 24-28 min, bound by CPU (each component's time, measured in CI with every cache
+# empty: docs/design/dev-stack.md, "The cold tools build"); on a shared machine, longer. Warm:
+# under a second.
 # test, demo and bench run it first and pass the folder on as PROGRESSIVE_SYNC_TOOLS_DIR (the Python
 # side's orchestrator/devenv/tools.py) and KUBEBUILDER_ASSETS.
 tools:

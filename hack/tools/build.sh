@@ -649,8 +649,9 @@ fi
 finish argo-ui
 if [[ -n "${images_pid:-}" ]]; then
   if wait "$images_pid"; then
-    timings+=("images $(cat "$work/images.seconds")s (in parallel)")
-    log "built the step image's base layers in $(cat "$work/images.seconds")s (in parallel)"
+    images_seconds="$(cat "$work/images.seconds")"
+    timings+=("images ${images_seconds}s (in parallel)")
+    log "built the step image's base layers in ${images_seconds}s (in parallel)"
   else
     # Only a head start as well: the real node builds what is missing when it starts.
     log "note: the step image's base layers were not built ahead (the node builds them): $(tail -n 1 "$work/images.log")"
